@@ -1,0 +1,45 @@
+# The two commands of README.md:
+#   make book   create .venv, install everything, build the HTML book into _build/html
+#   make test   everything `make book` does, then every test (lib, notebooks, browser)
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+SOURCES := $(shell find lib chapters backmatter _ext -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
+           intro.md _config.yml _toc.yml references.bib
+
+.PHONY: setup book test unit notebooks browser chromium clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+book: _build/html/index.html
+
+_build/html/index.html: $(STAMP) $(SOURCES)
+	rm -rf _build/html
+	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going
+
+# Debian's Chromium drives the browser tests (playwright never downloads a browser here).
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests -m "not browser"
+
+notebooks: $(STAMP)
+	$(BIN)/python -m pytest --nbval chapters --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+browser: book chromium
+	$(BIN)/python -m pytest tests -m browser
+
+test: book chromium
+	$(BIN)/python -m pytest tests --nbval chapters --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+clean:
+	rm -rf _build student

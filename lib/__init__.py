@@ -1,0 +1,1 @@
+"""The book's code: every formula in the chapters is implemented and tested here."""

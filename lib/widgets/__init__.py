@@ -1,0 +1,7 @@
+"""Interactive figures for the book: see :mod:`lib.widgets.core` for how they work.
+
+Chapter-specific visuals live in one module per chapter (``lib.widgets.attention``, ...).
+"""
+from lib.widgets.core import Choice, Explorer, Slider, Visual, explore, render_png
+
+__all__ = ["Choice", "Explorer", "Slider", "Visual", "explore", "render_png"]

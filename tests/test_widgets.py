@@ -1,0 +1,147 @@
+"""The explorer machinery of lib.widgets.core: controls, live view, static player."""
+import base64
+import itertools
+import json
+import re
+
+import numpy as np
+import pytest
+
+from lib.widgets import Choice, Explorer, Slider, Visual, explore
+from lib.widgets.core import MAX_FRAMES, WIDGETS_ENV
+
+
+class Line(Visual):
+    """y = slope * x in a chosen colour; ``unused`` changes nothing on purpose."""
+
+    title = "A line"
+    figsize = (2.0, 1.5)
+    controls = (
+        Slider("slope", (-1.0, 0.0, 1.0, 2.0), default=1.0),
+        Choice("colour", ("red", "blue")),
+        Slider("unused", (1, 2)),
+    )
+
+    def compute(self, slope=1.0, colour="red", unused=1):
+        x = np.linspace(0, 1, 5)
+        return {"x": x, "y": slope * x, "colour": colour}
+
+    def draw(self, fig, data):
+        ax = fig.add_subplot()
+        ax.set_ylim(-1, 2)
+        (line,) = ax.plot(data["x"], data["y"], color=data["colour"])
+        return line
+
+    def update(self, line, data):
+        line.set_data(data["x"], data["y"])
+        line.set_color(data["colour"])
+
+
+def player_data(html: str) -> dict:
+    match = re.search(r'<script type="application/json" class="book-explorer-data">(.*?)</script>', html)
+    assert match, "the player has no data script"
+    return json.loads(match.group(1))
+
+
+def test_controls_reject_defaults_outside_their_values():
+    with pytest.raises(ValueError, match=r"default of control 'a' must be one of \[1, 2\]; found 3"):
+        Slider("a", (1, 2), default=3)
+    with pytest.raises(ValueError, match="needs at least one value"):
+        Choice("b", ())
+
+
+def test_explore_rejects_what_is_not_a_visual():
+    with pytest.raises(TypeError, match="expects a lib.widgets.Visual; found function"):
+        explore(lambda: None)
+
+
+def test_explorer_rejects_duplicate_names_and_oversized_grids():
+    class Twice(Line):
+        controls = (Slider("a", (1, 2)), Slider("a", (3, 4)))
+
+    with pytest.raises(ValueError, match="control names must be unique"):
+        explore(Twice())
+
+    class Huge(Line):
+        controls = (Slider("slope", tuple(range(MAX_FRAMES + 1))),)
+
+    with pytest.raises(ValueError, match=f"would hold {MAX_FRAMES + 1} frames"):
+        explore(Huge())
+
+
+def test_render_updates_the_same_artists_instead_of_rebuilding():
+    explorer = explore(Line())
+    fig = explorer._fig
+    axes_before, lines_before = list(fig.axes), list(fig.axes[0].lines)
+    assert len(lines_before) == 1
+    first = explorer.render(slope=-1.0)
+    second = explorer.render(slope=2.0, colour="blue")
+    assert first.startswith(b"\x89PNG") and second.startswith(b"\x89PNG")
+    assert first != second
+    assert fig.axes == axes_before and list(fig.axes[0].lines) == lines_before
+    assert explorer.render(slope=-1.0) == first  # rendering is deterministic
+    with pytest.raises(ValueError, match=r"unknown controls \['slant'\]"):
+        explorer.render(slant=1.0)
+
+
+def test_frames_cover_every_combination_and_store_identical_pictures_once():
+    explorer = explore(Line())
+    frames, frame_of = explorer.frames()
+    assert len(frame_of) == 4 * 2 * 2
+    # 'unused' does not change the picture: 8 distinct frames, each shared by 2 combinations.
+    assert len(frames) == 8
+    combos = list(itertools.product(*(c.values for c in Line.controls)))
+    for combo, index in zip(combos, frame_of):
+        assert frames[index] == explorer.render(**dict(zip(["slope", "colour", "unused"], combo)))
+
+
+def test_static_player_is_self_contained_and_indexes_frames_row_major():
+    explorer = explore(Line())
+    html = explorer.to_html()
+    assert html == explorer.to_html()  # same book, same page: no random ids
+    assert "http://" not in html and "https://" not in html
+    assert len(re.findall(r'<input type="range" class="book-explorer-control"', html)) == 2
+    assert len(re.findall(r'<select class="book-explorer-control"', html)) == 1
+    data = player_data(html)
+    assert data["sizes"] == [4, 2, 2]
+    assert data["labels"][0] == ["-1", "0", "1", "2"]
+    # The first image shown is the default setting (slope 1, red, unused 2 = middle value).
+    first = re.search(r'class="book-explorer-frame" alt="A line" src="data:image/png;base64,([^"]+)"', html)
+    assert base64.b64decode(first.group(1)) == explorer.render(slope=1.0, colour="red", unused=2)
+    # The script computes flat = ((slope_i * 2) + colour_i) * 2 + unused_i, numpy's row-major order.
+    flat = np.ravel_multi_index((0, 1, 0), data["sizes"])
+    assert base64.b64decode(data["frames"][data["frame_of"][flat]]) == explorer.render(slope=-1.0, colour="blue", unused=1)
+
+
+def test_display_follows_the_environment(monkeypatch):
+    explorer = explore(Line())
+    monkeypatch.setenv(WIDGETS_ENV, "static")
+    bundle = explorer._repr_mimebundle_()
+    assert set(bundle) == {"text/html", "text/plain"}
+    assert bundle["text/plain"] == "Explorer: A line — slope ∈ {-1, 0, 1, 2}; colour ∈ {red, blue}; unused ∈ {1, 2}"
+    monkeypatch.setenv(WIDGETS_ENV, "live")
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle and "text/html" not in bundle
+    monkeypatch.setenv(WIDGETS_ENV, "both")
+    with pytest.raises(ValueError, match="must be 'live' or 'static'; found 'both'"):
+        explorer._repr_mimebundle_()
+
+
+def test_live_controls_recompute_the_image():
+    explorer = explore(Line())
+    box = explorer.widget()
+    controls, image = box.children
+    slope, colour, unused = controls.children
+    before = image.value
+    slope.value = -1.0
+    assert image.value == explorer.render(slope=-1.0) and image.value != before
+    colour.value = "blue"
+    assert image.value == explorer.render(slope=-1.0, colour="blue")
+
+
+def test_explorer_is_a_dataclass_bound_to_one_figure():
+    explorer = explore(Line(), dpi=50)
+    assert isinstance(explorer, Explorer)
+    assert explorer._fig.dpi == 50
+    width, height = explorer._fig.get_size_inches()
+    assert (width, height) == Line.figsize
