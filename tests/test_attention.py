@@ -1,0 +1,596 @@
+"""Tests for lib/attention.py.
+
+The tests compare against independent references: PyTorch's own
+``scaled_dot_product_attention`` and ``nn.MultiheadAttention``, formulas
+written out element by element, and small cases computed by hand.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from lib.attention import (
+    AdditiveScore,
+    BilinearScore,
+    DotScore,
+    MultiHeadAttention,
+    ScaledDotScore,
+    attention,
+    hard_attention,
+    make_score,
+    masked_softmax,
+    scaled_dot_product_attention,
+)
+
+LN3 = math.log(3.0)
+FAST = settings(max_examples=30, deadline=None, database=None)
+TOLERANCES = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-10, rtol=1e-10)}
+
+
+def randn(*shape, dtype=torch.float64, seed=0):
+    return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+def fixed_score(scores):
+    """A score 'function' that ignores q and k, so tests can choose the distribution directly."""
+    return lambda queries, keys: scores
+
+
+# ---------------------------------------------------------------------------
+# Scoring functions, each against its formula written out explicitly.
+# ---------------------------------------------------------------------------
+
+
+def test_additive_score_matches_formula():
+    score = AdditiveScore(query_dim=3, key_dim=4, hidden_dim=5).double()
+    queries, keys = randn(2, 3, 3, seed=1), randn(2, 4, 4, seed=2)
+    W_q, W_k, v = score.query_proj.weight, score.key_proj.weight, score.score_proj.weight[0]
+    expected = torch.empty(2, 3, 4, dtype=torch.float64)
+    for b in range(2):
+        for t in range(3):
+            for s in range(4):
+                expected[b, t, s] = v @ torch.tanh(W_q @ queries[b, t] + W_k @ keys[b, s])
+    torch.testing.assert_close(score(queries, keys), expected)
+
+
+def test_dot_and_scaled_dot_scores_match_formula():
+    queries, keys = randn(2, 3, 6, seed=1), randn(2, 4, 6, seed=2)
+    expected = torch.empty(2, 3, 4, dtype=torch.float64)
+    for b in range(2):
+        for t in range(3):
+            for s in range(4):
+                expected[b, t, s] = sum(queries[b, t, i] * keys[b, s, i] for i in range(6))
+    torch.testing.assert_close(DotScore()(queries, keys), expected)
+    torch.testing.assert_close(ScaledDotScore()(queries, keys), expected / math.sqrt(6))
+
+
+def test_scaled_dot_score_has_unit_variance_while_dot_score_has_variance_d():
+    # The ScaledDotScore docstring argues Var(q.k) = d for iid unit-variance entries.
+    # q.k has kurtosis 3 + 6/d, so the sample variance of n draws has relative standard
+    # error sqrt((2 + 6/d) / n), about 1% for n = 20000; 6% is a 6-sigma tolerance.
+    d, n = 64, 20000
+    queries, keys = randn(n, 1, d, seed=3), randn(n, 1, d, seed=4)  # n independent (q, k) pairs
+    assert abs(DotScore()(queries, keys).var().item() / d - 1) < 0.06
+    assert abs(ScaledDotScore()(queries, keys).var().item() - 1) < 0.06
+
+
+def test_bilinear_full_matches_formula():
+    score = BilinearScore(query_dim=3, key_dim=5).double()
+    queries, keys = randn(2, 3, 3, seed=1), randn(2, 4, 5, seed=2)
+    W = score.weight
+    expected = torch.empty(2, 3, 4, dtype=torch.float64)
+    for b in range(2):
+        for t in range(3):
+            for s in range(4):
+                expected[b, t, s] = queries[b, t] @ W @ keys[b, s]
+    torch.testing.assert_close(score(queries, keys), expected)
+
+
+def test_bilinear_factorised_equals_low_rank_bilinear_form():
+    score = BilinearScore(query_dim=6, key_dim=7, rank=2).double()
+    U, V = score.query_factor.weight, score.key_factor.weight
+    assert U.shape == (2, 6) and V.shape == (2, 7)
+    queries, keys = randn(2, 3, 6, seed=1), randn(2, 4, 7, seed=2)
+    W = U.T @ V  # (6, 7), rank 2
+    expected = torch.einsum("bti,ij,bsj->bts", queries, W, keys)
+    torch.testing.assert_close(score(queries, keys), expected)
+    assert sum(p.numel() for p in score.parameters()) == 2 * (6 + 7) < 6 * 7
+    assert torch.linalg.matrix_rank(W) == 2
+
+
+def test_make_score_builds_each_kind():
+    assert isinstance(make_score("additive", 3, 4, hidden_dim=5), AdditiveScore)
+    assert isinstance(make_score("dot", 4, 4), DotScore)
+    assert isinstance(make_score("scaled_dot", 4, 4), ScaledDotScore)
+    assert make_score("bilinear", 3, 4).weight.shape == (3, 4)
+    assert make_score("bilinear", 3, 4, rank=2).query_factor.weight.shape == (2, 3)
+
+
+def test_make_score_errors_name_expected_and_found():
+    with pytest.raises(ValueError, match="'additive', 'dot', 'scaled_dot', 'bilinear'; found 'cosine'"):
+        make_score("cosine", 3, 3)
+    with pytest.raises(ValueError, match="needs hidden_dim.*found None"):
+        make_score("additive", 3, 4)
+    with pytest.raises(ValueError, match="query_dim == key_dim; found query_dim=3, key_dim=4"):
+        make_score("dot", 3, 4)
+
+
+def test_score_input_errors():
+    with pytest.raises(ValueError, match=r"keys must have shape \(B, S, D\) matching queries.*found \(2, 5, 6\)"):
+        DotScore()(torch.zeros(2, 3, 4), torch.zeros(2, 5, 6))
+    with pytest.raises(ValueError, match=r"keys must have shape \(B, S, Dk\).*\(2, 3, 4\); found \(3, 5, 4\)"):
+        ScaledDotScore()(torch.zeros(2, 3, 4), torch.zeros(3, 5, 4))
+    with pytest.raises(ValueError, match=r"queries must have shape \(B, T, Dq\); found \(3, 4\)"):
+        DotScore()(torch.zeros(3, 4), torch.zeros(2, 5, 4))
+    with pytest.raises(ValueError, match=r"queries must have shape \(B, T, Dq\) with last dimension 3; found \(1, 2, 4\)"):
+        AdditiveScore(3, 4, 5)(torch.zeros(1, 2, 4), torch.zeros(1, 2, 4))
+    with pytest.raises(TypeError, match="floating-point dtype.*found torch.int64"):
+        DotScore()(torch.zeros(1, 2, 3, dtype=torch.long), torch.zeros(1, 2, 3))
+    with pytest.raises(TypeError, match="keys must have the same dtype as queries \\(torch.float32\\); found torch.float64"):
+        DotScore()(torch.zeros(1, 2, 3), torch.zeros(1, 2, 3, dtype=torch.float64))
+    with pytest.raises(TypeError, match="module's parameters \\(torch.float32\\); found torch.float64"):
+        BilinearScore(3, 3)(torch.zeros(1, 2, 3, dtype=torch.float64), torch.zeros(1, 2, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="rank must be a positive int; found 0"):
+        BilinearScore(3, 3, rank=0)
+
+
+# ---------------------------------------------------------------------------
+# masked_softmax
+# ---------------------------------------------------------------------------
+
+
+def test_masked_softmax_hand_computed():
+    # softmax([0, ln 3]) = [1, 3] / 4
+    weights = masked_softmax(torch.tensor([[[0.0, LN3]]], dtype=torch.float64))
+    torch.testing.assert_close(weights, torch.tensor([[[0.25, 0.75]]], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (2, 4, 3, 5)])
+def test_masked_softmax_without_lengths_equals_torch_softmax(shape):
+    scores = randn(*shape, seed=5) * 3
+    torch.testing.assert_close(masked_softmax(scores), torch.softmax(scores, dim=-1))
+
+
+def test_masked_softmax_batch_lengths_zero_exactly_beyond_length():
+    scores = randn(2, 3, 5, seed=6)
+    weights = masked_softmax(scores, torch.tensor([2, 4]))
+    assert (weights[0, :, 2:] == 0).all() and (weights[1, :, 4:] == 0).all()
+    torch.testing.assert_close(weights[0, :, :2], torch.softmax(scores[0, :, :2], -1))
+    torch.testing.assert_close(weights[1, :, :4], torch.softmax(scores[1, :, :4], -1))
+
+
+def test_masked_softmax_per_query_lengths():
+    scores = randn(2, 3, 4, seed=7)
+    lengths = torch.tensor([[1, 2, 4], [3, 3, 2]], dtype=torch.int32)
+    weights = masked_softmax(scores, lengths)
+    for b in range(2):
+        for q in range(3):
+            n = int(lengths[b, q])
+            assert (weights[b, q, n:] == 0).all()
+            torch.testing.assert_close(weights[b, q, :n], torch.softmax(scores[b, q, :n], -1))
+
+
+def test_masked_softmax_lengths_broadcast_over_heads():
+    scores = randn(2, 3, 4, 5, seed=8)  # (B, H, Q, K)
+    weights = masked_softmax(scores, torch.tensor([[1, 2, 3, 5], [5, 4, 3, 2]]))
+    assert (weights[0, :, 0, 1:] == 0).all() and (weights[1, :, 3, 2:] == 0).all()
+    torch.testing.assert_close(weights[1, :, 3, :2], torch.softmax(scores[1, :, 3, :2], -1))
+
+
+def test_masked_softmax_zero_length_gives_zeros_not_nan():
+    weights = masked_softmax(randn(2, 3, 4, seed=9), torch.tensor([0, 2]))
+    assert (weights[0] == 0).all()
+    torch.testing.assert_close(weights[1].sum(-1), torch.ones(3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("offset", [1e4, -1e4])
+def test_masked_softmax_is_stable_for_large_scores(dtype, offset):
+    # A naive exp(s) / sum(exp(s)) gives inf / inf or 0 / 0 = NaN here.
+    scores = torch.tensor([[[offset, offset + LN3, offset - 1e4]]], dtype=dtype)
+    weights = masked_softmax(scores, torch.tensor([3]))
+    assert torch.isfinite(weights).all()
+    # In float32 the spacing of numbers near 1e4 is ~1e-3, so ln 3 is only represented to ~1e-3.
+    tolerance = 1e-3 if dtype == torch.float32 else 1e-9
+    torch.testing.assert_close(weights, torch.tensor([[[0.25, 0.75, 0.0]]], dtype=dtype), atol=tolerance, rtol=0)
+
+
+def test_masked_softmax_handles_minus_infinity():
+    inf = float("inf")
+    scores = torch.tensor([[[-inf, 0.0, LN3], [-inf, -inf, -inf]]])
+    weights = masked_softmax(scores)
+    torch.testing.assert_close(weights, torch.tensor([[[0.0, 0.25, 0.75], [0.0, 0.0, 0.0]]]))
+
+
+def test_masked_softmax_errors_name_expected_and_found():
+    scores = torch.zeros(2, 3, 4)
+    with pytest.raises(TypeError, match="integer dtype.*found torch.float32"):
+        masked_softmax(scores, torch.tensor([1.0, 2.0]))
+    with pytest.raises(TypeError, match="integer torch.Tensor; found list"):
+        masked_softmax(scores, [1, 2])
+    with pytest.raises(ValueError, match=r"\(B,\) = \(2,\) or \(B, Q\) = \(2, 3\).*found \(3,\)"):
+        masked_softmax(scores, torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match=r"found \(2, 4\)"):
+        masked_softmax(scores, torch.ones(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="must be >= 0; found minimum -1"):
+        masked_softmax(scores, torch.tensor([-1, 2]))
+    with pytest.raises(ValueError, match="K = 4; found maximum 5"):
+        masked_softmax(scores, torch.tensor([5, 2]))
+    with pytest.raises(TypeError, match="floating-point dtype.*found torch.int64"):
+        masked_softmax(torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="found NaN or \\+inf"):
+        masked_softmax(torch.tensor([[0.0, float("nan")]]))
+    with pytest.raises(ValueError, match=r"at least 2 dimensions; found \(3,\)"):
+        masked_softmax(torch.zeros(3))
+
+
+def test_masked_softmax_ignores_nan_at_masked_positions():
+    weights = masked_softmax(torch.tensor([[[0.0, LN3, float("nan")]]]), torch.tensor([2]))
+    torch.testing.assert_close(weights, torch.tensor([[[0.25, 0.75, 0.0]]]))
+
+
+# ---------------------------------------------------------------------------
+# Soft attention pooling
+# ---------------------------------------------------------------------------
+
+
+def test_attention_hand_computed_example():
+    # One query, two keys: dot scores [0, ln 3] give weights [0.25, 0.75].
+    queries = torch.tensor([[[1.0, 0.0]]], dtype=torch.float64)  # (1, 1, 2)
+    keys = torch.tensor([[[0.0, 5.0], [LN3, 7.0]]], dtype=torch.float64)  # (1, 2, 2)
+    values = torch.tensor([[[10.0, 0.0], [20.0, 4.0]]], dtype=torch.float64)  # (1, 2, 2)
+    output, weights = attention(queries, keys, values, DotScore())
+    torch.testing.assert_close(weights, torch.tensor([[[0.25, 0.75]]], dtype=torch.float64))
+    torch.testing.assert_close(output, torch.tensor([[[17.5, 3.0]]], dtype=torch.float64))
+    # temperature 2 halves the scores: weights proportional to [1, sqrt(3)].
+    _, tempered = attention(queries, keys, values, DotScore(), temperature=2.0)
+    r3 = math.sqrt(3)
+    torch.testing.assert_close(tempered, torch.tensor([[[1 / (1 + r3), r3 / (1 + r3)]]], dtype=torch.float64))
+
+
+def test_attention_with_values_equal_keys_is_weighted_average_of_inputs():
+    x, query = randn(1, 4, 3, seed=10), randn(1, 1, 3, seed=11)
+    output, weights = attention(query, x, x, ScaledDotScore())
+    alpha = torch.softmax(torch.stack([query[0, 0] @ x[0, i] / math.sqrt(3) for i in range(4)]), 0)
+    torch.testing.assert_close(weights[0, 0], alpha)
+    torch.testing.assert_close(output[0, 0], sum(alpha[i] * x[0, i] for i in range(4)))
+
+
+def test_attention_respects_valid_lengths():
+    queries, keys, values = randn(2, 3, 4, seed=12), randn(2, 5, 4, seed=13), randn(2, 5, 2, seed=14)
+    output, weights = attention(queries, keys, values, DotScore(), valid_lens=torch.tensor([2, 0]))
+    assert (weights[0, :, 2:] == 0).all()
+    assert (weights[1] == 0).all() and (output[1] == 0).all()
+    expected, _ = attention(queries[:1], keys[:1, :2], values[:1, :2], DotScore())
+    torch.testing.assert_close(output[:1], expected)
+
+
+def test_attention_gradcheck_additive():
+    score = AdditiveScore(3, 4, 5).double()
+    queries = randn(2, 2, 3, seed=15).requires_grad_()
+    keys = randn(2, 4, 4, seed=16).requires_grad_()
+    values = randn(2, 4, 2, seed=17).requires_grad_()
+    lengths = torch.tensor([3, 0])
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: attention(q, k, v, score, valid_lens=lengths, temperature=0.7),
+        (queries, keys, values),
+    )
+
+
+def test_attention_errors_name_expected_and_found():
+    q, k, v = torch.zeros(2, 3, 4), torch.zeros(2, 5, 4), torch.zeros(2, 5, 6)
+    with pytest.raises(ValueError, match=r"values must have shape \(B, S, Dv\) matching keys .* = \(2, 5, 4\); found \(2, 4, 6\)"):
+        attention(q, k, torch.zeros(2, 4, 6), DotScore())
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0; found 0"):
+        attention(q, k, v, DotScore(), temperature=0)
+    with pytest.raises(ValueError, match="found -1.5"):
+        attention(q, k, v, DotScore(), temperature=-1.5)
+    with pytest.raises(TypeError, match="temperature must be a real number; found str"):
+        attention(q, k, v, DotScore(), temperature="1")
+    with pytest.raises(ValueError, match=r"\(B, T, S\) = \(2, 3, 5\); found \(2, 5, 3\)"):
+        attention(q, k, v, lambda a, b: torch.zeros(2, 5, 3))
+    with pytest.raises(TypeError, match="values must have the same dtype as queries"):
+        attention(q, k, v.double(), DotScore())
+    with pytest.raises(TypeError, match="score must be a score module or a callable.*found str"):
+        attention(q, k, v, "dot")
+
+
+# ---------------------------------------------------------------------------
+# Hard attention
+# ---------------------------------------------------------------------------
+
+
+def test_hard_attention_argmax_selects_most_likely_key():
+    score = AdditiveScore(3, 3, 4).double()
+    queries, keys, values = randn(2, 4, 3, seed=18), randn(2, 5, 3, seed=19), randn(2, 5, 2, seed=20)
+    output, weights = hard_attention(queries, keys, values, score)
+    _, soft = attention(queries, keys, values, score)
+    chosen = soft.argmax(-1)  # (B, T)
+    torch.testing.assert_close(weights, F.one_hot(chosen, 5).double())
+    for b in range(2):
+        for t in range(4):
+            assert torch.equal(output[b, t], values[b, chosen[b, t]])
+
+
+def test_hard_attention_sampling_frequencies_match_soft_weights():
+    # Each of n identical queries draws one key from p. A category's empirical frequency has
+    # standard error sqrt(p (1 - p) / n) (<= 0.0035 for n = 20000); allowing 5 standard errors
+    # makes a false failure of a correct sampler about a 1-in-a-million event (the seed fixes it anyway).
+    p = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    n = 20000
+    scores = torch.log(p).expand(1, n, 4)
+    values = torch.arange(4, dtype=torch.float64).reshape(1, 4, 1)
+    output, weights = hard_attention(
+        torch.zeros(1, n, 1, dtype=torch.float64), torch.zeros(1, 4, 1, dtype=torch.float64), values,
+        fixed_score(scores), mode="sample", generator=torch.Generator().manual_seed(0),
+    )
+    frequencies = weights[0].mean(0)
+    assert (frequencies - p).abs().max() < 5 * torch.sqrt(p * (1 - p) / n).max()
+    # Every output is the value row of the sampled key.
+    torch.testing.assert_close(output[0, :, 0], weights[0].argmax(-1).double())
+
+
+def test_hard_attention_sampling_is_reproducible_and_respects_masks():
+    queries, keys, values = randn(2, 50, 3, seed=21), randn(2, 6, 3, seed=22), randn(2, 6, 2, seed=23)
+    lengths = torch.tensor([2, 0])
+
+    def run(seed):
+        generator = torch.Generator().manual_seed(seed)
+        return hard_attention(queries, keys, values, DotScore(), mode="sample", valid_lens=lengths, generator=generator)
+
+    output, weights = run(1)
+    assert torch.equal(weights, run(1)[1])
+    assert (weights[0].sum(-1) == 1).all() and (weights[0, :, 2:] == 0).all()
+    assert (weights[1] == 0).all() and (output[1] == 0).all()
+    selected = weights[0].argmax(-1)
+    torch.testing.assert_close(output[0], values[0, selected])
+
+
+def test_hard_attention_passes_no_gradient_to_queries_or_keys():
+    queries = randn(1, 2, 3, seed=24).requires_grad_()
+    keys = randn(1, 4, 3, seed=25).requires_grad_()
+    values = randn(1, 4, 2, seed=26).requires_grad_()
+    output, weights = hard_attention(queries, keys, values, DotScore())
+    assert not weights.requires_grad
+    grad_q, grad_k, grad_v = torch.autograd.grad(output.sum(), (queries, keys, values), allow_unused=True)
+    assert grad_q is None and grad_k is None
+    torch.testing.assert_close(grad_v[0].sum(-1), 2 * weights[0].sum(0))  # each selection adds 1 per value feature
+
+
+def test_hard_attention_rejects_unknown_mode():
+    with pytest.raises(ValueError, match="'argmax' or 'sample'; found 'soft'"):
+        hard_attention(torch.zeros(1, 1, 2), torch.zeros(1, 3, 2), torch.zeros(1, 3, 2), DotScore(), mode="soft")
+
+
+# ---------------------------------------------------------------------------
+# Scaled dot-product attention
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(2, 3, 5, 4), (2, 2, 3, 5, 4)])  # (..., T, S, D)
+def test_sdpa_matches_torch(dtype, shape):
+    *leading, t, s, d = shape
+    q = randn(*leading, t, d, dtype=dtype, seed=27)
+    k = randn(*leading, s, d, dtype=dtype, seed=28)
+    v = randn(*leading, s, 6, dtype=dtype, seed=29)
+    output, weights = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(output, F.scaled_dot_product_attention(q, k, v), **TOLERANCES[dtype])
+    expected_weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1)
+    torch.testing.assert_close(weights, expected_weights, **TOLERANCES[dtype])
+
+
+@pytest.mark.parametrize("mask_shape", [(2, 3, 5), (3, 5), (2, 1, 5), (5,)])
+def test_sdpa_with_mask_matches_torch(mask_shape):
+    q, k, v = randn(2, 3, 4, seed=30), randn(2, 5, 4, seed=31), randn(2, 5, 6, seed=32)
+    mask = torch.rand(mask_shape, generator=torch.Generator().manual_seed(33)) > 0.4
+    mask[..., 0] = True  # keep every row non-empty; torch returns NaN for empty rows
+    output, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    torch.testing.assert_close(output, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    assert (weights[~mask.expand(2, 3, 5)] == 0).all()
+
+
+def test_sdpa_fully_masked_row_gives_zero_weights_and_output():
+    q, k, v = randn(2, 3, 4, seed=34), randn(2, 5, 4, seed=35), randn(2, 5, 6, seed=36)
+    mask = torch.ones(2, 3, 5, dtype=torch.bool)
+    mask[1, 2] = False
+    output, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert (weights[1, 2] == 0).all() and (output[1, 2] == 0).all()
+    reference, _ = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(output[0], reference[0])
+
+
+def test_sdpa_gradcheck_with_mask():
+    q = randn(2, 2, 3, 4, seed=37).requires_grad_()
+    k = randn(2, 2, 5, 4, seed=38).requires_grad_()
+    v = randn(2, 2, 5, 3, seed=39).requires_grad_()
+    mask = torch.tensor([[True, True, False, True, False], [False] * 5, [True] * 5])  # (T, S), one empty row
+    assert torch.autograd.gradcheck(lambda a, b, c: scaled_dot_product_attention(a, b, c, mask), (q, k, v))
+
+
+def test_sdpa_errors_name_expected_and_found():
+    q, k, v = torch.zeros(2, 3, 4), torch.zeros(2, 5, 4), torch.zeros(2, 5, 6)
+    with pytest.raises(TypeError, match="torch.bool tensor \\(True = may attend\\); found torch.int64"):
+        scaled_dot_product_attention(q, k, v, mask=torch.ones(2, 3, 5, dtype=torch.long))
+    with pytest.raises(TypeError, match="found torch.float32"):
+        scaled_dot_product_attention(q, k, v, mask=torch.zeros(3, 5))
+    with pytest.raises(ValueError, match=r"broadcastable to \(\.\.\., T, S\) = \(2, 3, 5\); found \(3, 4\)"):
+        scaled_dot_product_attention(q, k, v, mask=torch.ones(3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"k must have shape \(\.\.\., S, D\) matching q .* = \(2, 3, 4\); found \(2, 5, 3\)"):
+        scaled_dot_product_attention(q, torch.zeros(2, 5, 3), v)
+    with pytest.raises(ValueError, match=r"v must have shape \(\.\.\., S, Dv\).*found \(2, 4, 6\)"):
+        scaled_dot_product_attention(q, k, torch.zeros(2, 4, 6))
+    with pytest.raises(ValueError, match=r"q must have shape \(B, T, D\).*found \(3, 4\)"):
+        scaled_dot_product_attention(torch.zeros(3, 4), k, v)
+
+
+# ---------------------------------------------------------------------------
+# Multi-head attention against torch.nn.MultiheadAttention
+# ---------------------------------------------------------------------------
+
+
+def torch_mha(embed_dim=8, num_heads=2, bias=True, kdim=None, vdim=None, batch_first=True, dtype=torch.float32):
+    reference = torch.nn.MultiheadAttention(
+        embed_dim, num_heads, bias=bias, kdim=kdim, vdim=vdim, batch_first=batch_first, dtype=dtype
+    )
+    generator = torch.Generator().manual_seed(40)
+    with torch.no_grad():  # torch initialises biases to 0; random ones make the copy test meaningful
+        for parameter in reference.parameters():
+            parameter.normal_(0, 0.5, generator=generator)
+    return reference.eval()
+
+
+def run_torch(reference, query, key, value, **kwargs):
+    """Call torch's module with batch-first inputs whatever its own batch_first setting."""
+    if not reference.batch_first:
+        query, key, value = (x.transpose(0, 1) for x in (query, key, value))
+    output, weights = reference(query, key, value, **kwargs)
+    return (output if reference.batch_first else output.transpose(0, 1)), weights
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("kdim,vdim", [(None, None), (5, 3)])
+def test_mha_matches_torch(dtype, batch_first, bias, kdim, vdim):
+    reference = torch_mha(bias=bias, kdim=kdim, vdim=vdim, batch_first=batch_first, dtype=dtype)
+    ours = MultiHeadAttention.from_torch(reference)
+    query = randn(2, 4, 8, dtype=dtype, seed=41)
+    key = randn(2, 6, kdim or 8, dtype=dtype, seed=42)
+    value = randn(2, 6, vdim or 8, dtype=dtype, seed=43)
+    with torch.no_grad():
+        expected, expected_weights = run_torch(reference, query, key, value)
+        _, expected_per_head = run_torch(reference, query, key, value, average_attn_weights=False)
+        output, weights = ours(query, key, value)
+        _, per_head = ours(query, key, value, average_weights=False)
+    assert per_head.shape == (2, 2, 4, 6)
+    torch.testing.assert_close(output, expected, **TOLERANCES[dtype])
+    torch.testing.assert_close(weights, expected_weights, **TOLERANCES[dtype])
+    torch.testing.assert_close(per_head, expected_per_head, **TOLERANCES[dtype])
+
+
+def test_mha_masks_match_torch_key_padding_and_attn_mask():
+    reference = torch_mha(embed_dim=12, num_heads=3)
+    ours = MultiHeadAttention(12, 3).load_torch_weights(reference)
+    query, key, value = (randn(2, length, 12, dtype=torch.float32, seed=seed) for length, seed in ((4, 44), (5, 45), (5, 46)))
+    lengths = torch.tensor([3, 5])
+    key_padding_mask = torch.arange(5) >= lengths[:, None]  # (B, S); torch: True = ignore
+    causal = torch.ones(4, 5, dtype=torch.bool).triu(1)  # (T, S); torch: True = not allowed
+    with torch.no_grad():
+        expected, expected_weights = reference(query, key, value, key_padding_mask=key_padding_mask, attn_mask=causal)
+        # Our convention is the opposite (True = may attend), hence the negations.
+        via_mask = ours(query, key, value, mask=~key_padding_mask[:, None, :] & ~causal)
+        via_lengths = ours(query, key, value, mask=~causal, valid_lens=lengths)
+    for output, weights in (via_mask, via_lengths):
+        torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(weights, expected_weights, atol=1e-5, rtol=1e-5)
+    assert (via_lengths[1][0, :, 3:] == 0).all()
+
+
+def test_mha_fully_masked_row_gives_zero_weights():
+    ours = MultiHeadAttention.from_torch(torch_mha())
+    mask = torch.ones(1, 3, 4, dtype=torch.bool)
+    mask[0, 1] = False
+    query, key, value = (randn(1, length, 8, dtype=torch.float32, seed=seed) for length, seed in ((3, 47), (4, 48), (4, 49)))
+    output, weights = ours(query, key, value, mask=mask, average_weights=False)
+    assert (weights[0, :, 1] == 0).all() and torch.isfinite(output).all()
+    # Zero head outputs leave only the output projection's bias.
+    torch.testing.assert_close(output[0, 1], ours.out_proj.bias.detach())
+
+
+def test_mha_errors_name_expected_and_found():
+    with pytest.raises(ValueError, match="embed_dim=10, num_heads=3"):
+        MultiHeadAttention(10, 3)
+    ours = MultiHeadAttention(8, 2, kdim=5)
+    with pytest.raises(ValueError, match=r"key must have shape \(B, S, Ek\) with B = 2 and Ek = kdim = 5; found \(2, 4, 8\)"):
+        ours(torch.zeros(2, 3, 8), torch.zeros(2, 4, 8), torch.zeros(2, 4, 8))
+    with pytest.raises(ValueError, match=r"query must have shape \(B, T, E\) with E = embed_dim = 8; found \(2, 3, 7\)"):
+        ours(torch.zeros(2, 3, 7), torch.zeros(2, 4, 5), torch.zeros(2, 4, 8))
+    with pytest.raises(ValueError, match=r"value must have shape \(B, S, Ev\) = \(2, 4, 8\).*found \(2, 3, 8\)"):
+        ours(torch.zeros(2, 3, 8), torch.zeros(2, 4, 5), torch.zeros(2, 3, 8))
+    with pytest.raises(TypeError, match="found torch.float64"):
+        ours(torch.zeros(2, 3, 8, dtype=torch.float64), torch.zeros(2, 4, 5), torch.zeros(2, 4, 8))
+    with pytest.raises(ValueError, match=r"broadcastable to \(B, T, S\) = \(2, 3, 4\); found \(3, 3\)"):
+        ours(torch.zeros(2, 3, 8), torch.zeros(2, 4, 5), torch.zeros(2, 4, 8), mask=torch.ones(3, 3, dtype=torch.bool))
+    with pytest.raises(TypeError, match="torch.nn.MultiheadAttention; found Linear"):
+        MultiHeadAttention.from_torch(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="add_bias_kv=True"):
+        MultiHeadAttention.from_torch(torch.nn.MultiheadAttention(8, 2, add_bias_kv=True))
+    with pytest.raises(ValueError, match=r"\(8, 2, 8, 8, True\); found \(8, 4, 8, 8, True\)"):
+        MultiHeadAttention(8, 2).load_torch_weights(torch.nn.MultiheadAttention(8, 4))
+
+
+# ---------------------------------------------------------------------------
+# Properties (hypothesis)
+# ---------------------------------------------------------------------------
+
+small = st.integers(min_value=1, max_value=4)
+score_values = st.floats(min_value=-50, max_value=50, allow_nan=False)
+
+
+@st.composite
+def scores_and_lengths(draw):
+    batch, rows, keys = draw(small), draw(small), draw(small)
+    scores = draw(arrays(np.float64, (batch, rows, keys), elements=score_values))
+    lengths = draw(arrays(np.int64, (batch, rows), elements=st.integers(1, keys)))
+    return torch.from_numpy(scores), torch.from_numpy(lengths)
+
+
+@FAST
+@given(scores_and_lengths())
+def test_property_rows_sum_to_one(case):
+    scores, lengths = case
+    weights = masked_softmax(scores, lengths)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(lengths.shape, dtype=torch.float64))
+    assert (weights >= 0).all()
+
+
+@FAST
+@given(scores_and_lengths(), st.data())
+def test_property_adding_a_constant_to_a_row_changes_nothing(case, data):
+    scores, lengths = case
+    shifts = data.draw(arrays(np.float64, scores.shape[:-1] + (1,), elements=st.floats(-1e3, 1e3)))
+    shifted = scores + torch.from_numpy(shifts)
+    torch.testing.assert_close(masked_softmax(shifted, lengths), masked_softmax(scores, lengths), atol=1e-10, rtol=1e-8)
+
+
+@FAST
+@given(small, small, small, st.randoms(use_true_random=False), st.sampled_from(["dot", "scaled_dot", "additive", "bilinear"]))
+def test_property_permuting_keys_and_values_permutes_weights_only(batch, num_queries, num_keys, rng, name):
+    with torch.random.fork_rng():  # seed the parameter initialisation without leaking global state
+        torch.manual_seed(rng.randint(0, 2**31))
+        score = make_score(name, 3, 3, hidden_dim=4, rank=2).double()
+    queries = randn(batch, num_queries, 3, seed=rng.randint(0, 2**31))
+    keys = randn(batch, num_keys, 3, seed=rng.randint(0, 2**31))
+    values = randn(batch, num_keys, 2, seed=rng.randint(0, 2**31))
+    permutation = torch.tensor(rng.sample(range(num_keys), num_keys))
+    output, weights = attention(queries, keys, values, score)
+    permuted_output, permuted_weights = attention(queries, keys[:, permutation], values[:, permutation], score)
+    torch.testing.assert_close(permuted_output, output)
+    torch.testing.assert_close(permuted_weights, weights[..., permutation])
+    sdpa_output, sdpa_weights = scaled_dot_product_attention(queries, keys, values)
+    permuted = scaled_dot_product_attention(queries, keys[:, permutation], values[:, permutation])
+    torch.testing.assert_close(permuted[0], sdpa_output)
+    torch.testing.assert_close(permuted[1], sdpa_weights[..., permutation])
+
+
+@FAST
+@given(small, small, small, st.randoms(use_true_random=False))
+def test_property_fully_masked_rows_give_zeros(batch, num_queries, num_keys, rng):
+    generator = torch.Generator().manual_seed(rng.randint(0, 2**31))
+    q, k, v = (torch.randn(batch, length, 3, generator=generator) for length in (num_queries, num_keys, num_keys))
+    mask = torch.rand(batch, num_queries, num_keys, generator=generator) > 0.5
+    output, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    empty = ~mask.any(-1)  # (B, T)
+    assert (weights[empty] == 0).all() and (output[empty] == 0).all()
+    torch.testing.assert_close(weights[~empty].sum(-1), torch.ones(int((~empty).sum())))
+    assert (weights[~mask] == 0).all()
+    lengths = torch.tensor([rng.randint(0, num_keys) for _ in range(batch)])
+    soft = masked_softmax(torch.randn(batch, num_queries, num_keys, generator=generator), lengths)
+    assert (soft[lengths == 0] == 0).all() and not torch.isnan(soft).any()
