@@ -290,7 +290,7 @@ class Explorer:
             rows.append(f'<label class="book-explorer-row"><span>{label}</span>{field_html}</label>')
         title = html.escape(self.visual.title)
         return (
-            f'<div class="book-explorer" id="{player_id}">'
+            f'<div class="book-explorer" id="{player_id}">{_PLAYER_CSS}'
             f'<div class="book-explorer-controls">{"".join(rows)}</div>'
             f'<img class="book-explorer-frame" alt="{title}" '
             f'src="data:image/png;base64,{payload["frames"][first]}">'
@@ -338,6 +338,15 @@ def explore(visual: Visual, dpi: int = 80) -> Explorer:
         raise TypeError(f"explore() expects a lib.widgets.Visual; found {type(visual).__name__}")
     return Explorer(visual, dpi=dpi)
 
+
+_PLAYER_CSS = (
+    "<style>"
+    ".book-explorer-controls{display:flex;flex-wrap:wrap;gap:.4em 1.6em;margin:.3em 0 .6em}"
+    ".book-explorer-row{display:inline-flex;align-items:center;gap:.5em;margin:0}"
+    ".book-explorer-row output{min-width:2.5em;font-variant-numeric:tabular-nums}"
+    ".book-explorer-frame{max-width:100%;height:auto}"
+    "</style>"
+)
 
 # The player script: reads the JSON beside it and swaps the image on every input.
 # Kept tiny and dependency-free so the page works offline and without a kernel.
