@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SOURCES := $(shell find lib chapters backmatter _ext -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
            intro.md _config.yml _toc.yml references.bib
 
-.PHONY: setup book test unit notebooks browser chromium clean
+.PHONY: setup book test unit notebooks browser chromium student grade clean
 
 setup: $(STAMP)
 
@@ -40,6 +40,13 @@ browser: book chromium
 
 test: book chromium
 	$(BIN)/python -m pytest tests --nbval chapters --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+# Instructors: the hand-out version of every chapter, and grading (SUBMISSIONS=file or folder).
+student: $(STAMP)
+	$(BIN)/python -m lib.exercises student --out student
+
+grade: $(STAMP)
+	$(BIN)/python -m lib.exercises grade $(SUBMISSIONS)
 
 clean:
 	rm -rf _build student

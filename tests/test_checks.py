@@ -1,0 +1,114 @@
+"""The exercise checkers: right answers pass however they are written; wrong ones fail
+with a message that says what is wrong."""
+import math
+
+import pytest
+import torch
+
+from lib.checks import CHECKS, Check, CheckFailed, check_masked_softmax, check_scaled_dot_product_attention
+
+
+def test_every_check_is_registered_under_its_name():
+    assert CHECKS == {
+        "check_masked_softmax": check_masked_softmax,
+        "check_scaled_dot_product_attention": check_scaled_dot_product_attention,
+    }
+    assert all(isinstance(check, Check) for check in CHECKS.values())
+
+
+# ---- masked softmax -----------------------------------------------------------------------
+def masked_softmax_vectorised(scores, valid_lens):
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]  # (B, 1, K) against (B, Q, K)
+    weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
+    return torch.nan_to_num(weights, nan=0.0)
+
+
+def masked_softmax_loops(scores, valid_lens):
+    out = torch.zeros_like(scores)
+    for b in range(scores.shape[0]):
+        n = int(valid_lens[b])
+        for q in range(scores.shape[1]):
+            if n:
+                row = [math.exp(float(s)) for s in scores[b, q, :n]]
+                for k, e in enumerate(row):
+                    out[b, q, k] = e / sum(row)
+    return out
+
+
+@pytest.mark.parametrize("answer", [masked_softmax_vectorised, masked_softmax_loops])
+def test_masked_softmax_accepts_right_answers_written_differently(answer, capsys):
+    check_masked_softmax(answer)
+    assert capsys.readouterr().out == (
+        "✓ masked softmax agrees with lib.attention.masked_softmax on 20 fresh random cases\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda s, v: torch.softmax(s, -1), "weights at key positions >= "),
+        (lambda s, v: torch.softmax(s.masked_fill(torch.arange(s.shape[-1]) >= v[:, None, None], -math.inf), -1),
+         "contain NaN"),
+        (lambda s, v: masked_softmax_vectorised(s, v) * 0.9, "sum to 0.9000; expected 1"),
+        (lambda s, v: masked_softmax_vectorised(s / 2, v), "not the softmax of the scores"),
+        (lambda s, v: masked_softmax_vectorised(s, v)[0], "your weights have shape"),
+        (lambda s, v: masked_softmax_vectorised(s, v).numpy(), "must return a torch.Tensor; it returned ndarray"),
+        (lambda s, v: 1 / 0, "raised ZeroDivisionError: division by zero"),
+    ],
+)
+def test_masked_softmax_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_masked_softmax(answer)
+
+
+def test_a_stub_is_told_to_write_its_body():
+    def stub(scores, valid_lens):
+        raise NotImplementedError("hint")
+
+    with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
+        check_masked_softmax(stub)
+    with pytest.raises(CheckFailed, match="expected a function; found int"):
+        check_masked_softmax(3)
+
+
+# ---- scaled dot-product attention ---------------------------------------------------------
+def sdpa_matmul(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+def sdpa_einsum(q, k, v):
+    scores = torch.einsum("...td,...sd->...ts", q, k) / q.shape[-1] ** 0.5
+    return torch.einsum("...ts,...sv->...tv", scores.softmax(-1), v)
+
+
+@pytest.mark.parametrize("answer", [sdpa_matmul, sdpa_einsum])
+def test_sdpa_accepts_right_answers_written_differently(answer, capsys):
+    check_scaled_dot_product_attention(answer)
+    assert capsys.readouterr().out.startswith("✓ softmax(q kᵀ / √d) v agrees")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -1) @ v, "did not divide the scores by √d"),
+        (lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], -1) @ v, "divided the scores by d"),
+        (lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -2) @ v,
+         "softmax runs over the queries"),
+        (lambda q, k, v: torch.softmax(q @ k / q.shape[-1] ** 0.5, -1) @ v, "q @ k does not fit"),
+        (lambda q, k, v: sdpa_matmul(q, k, v) + 0.01, "differs from softmax"),
+    ],
+)
+def test_sdpa_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_scaled_dot_product_attention(answer)
+
+
+def test_judging_is_separate_from_running_the_student_code():
+    # What the grader does: cases drawn and judged here, outputs produced elsewhere.
+    check = CHECKS["check_masked_softmax"]
+    cases = check.make_cases(torch.Generator().manual_seed(0))
+    check.judge(cases, [masked_softmax_loops(*args) for args in cases])
+    with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
+        check.judge(cases, ["NotImplementedError: write it"] * len(cases))
+    with pytest.raises(ValueError):  # one result per case, no fewer
+        check.judge(cases, [])

@@ -1,0 +1,39 @@
+"""The chapters' printing helpers."""
+import pytest
+import torch
+
+from lib.display import code_of, fmt
+
+
+def sample(x, y):
+    """A docstring that must not be shown.
+
+    Over two lines.
+    """
+    if x < 0:
+        raise ValueError("x must be >= 0")
+    total = x + y  # the line the chapter wants to show
+    return total
+
+
+def test_fmt_rounds_and_flattens():
+    assert fmt(torch.tensor([[0.123456, 2.0], [-1.0, 1e-9]])) == "[0.1235, 2.0000, -1.0000, 0.0000]"
+    assert fmt(torch.tensor([1.26]), 1) == "[1.3]"
+
+
+def test_code_of_drops_docstrings():
+    code = code_of(sample)
+    assert "docstring" not in code and "Over two lines" not in code
+    assert code.splitlines()[0] == "def sample(x, y):"
+    assert "raise ValueError" in code and "return total" in code
+
+
+def test_code_of_can_skip_to_the_interesting_part():
+    assert code_of(sample, start="total =").splitlines() == [
+        "def sample(x, y):",
+        "    ...",
+        "    total = x + y  # the line the chapter wants to show",
+        "    return total",
+    ]
+    with pytest.raises(ValueError, match="no line of sample contains 'nowhere'"):
+        code_of(sample, start="nowhere")
