@@ -49,6 +49,7 @@ SOLUTION_TAG, CHECK_TAG = "solution", "check"
 SOLUTION_SUFFIX, CHECK_SUFFIX = "-solution", "-check"
 # Markdown cells that carry solutions (sphinx-exercise directives): hidden from students.
 SOLUTION_DIRECTIVES = ("{solution}", "{solution-start}", "{solution-end}")
+CELL_TIMEOUT = 120  # seconds a submitted cell may run: an endless loop fails its exercise
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,7 @@ def _run_nbval(notebook_path: Path, junit: Path) -> dict[int, str]:
     """Run nbval (lax: errors fail, outputs are not compared); failure text of each failing code cell."""
     subprocess.run(
         [sys.executable, "-m", "pytest", str(notebook_path), "--nbval-lax", "-q", "-p", "no:cacheprovider",
-         f"--junitxml={junit}", "--rootdir", str(notebook_path.parent)],
+         f"--nbval-cell-timeout={CELL_TIMEOUT}", f"--junitxml={junit}", "--rootdir", str(notebook_path.parent)],
         cwd=notebook_path.parent, capture_output=True, text=True, timeout=600,
     )
     failures = {}

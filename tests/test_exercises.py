@@ -153,6 +153,21 @@ def test_a_solution_that_calls_the_patched_checker_still_fails(master, students,
     assert not any(v.passed for v in report.verdicts), report.lines()
 
 
+def test_a_solution_cell_that_never_finishes_fails_only_its_exercise(tmp_path, monkeypatch):
+    import lib.exercises
+
+    monkeypatch.setattr(lib.exercises, "CELL_TIMEOUT", 3)
+    master = MASTERS[0]
+    notebook = read(master)
+    first = coding_exercises(notebook)[0]
+    cell = next(c for c in notebook.cells if c["id"] == first.solution_cell)
+    cell.source += "\nwhile True:\n    pass\n"
+    report = grade(write(notebook, tmp_path / f"{master.stem}-loop.ipynb"), CHAPTERS)
+    verdicts = {v.exercise: v for v in report.verdicts}
+    assert not verdicts[first.id].passed and "solution cell raised" in verdicts[first.id].message
+    assert all(v.passed for e, v in verdicts.items() if e != first.id), report.lines()
+
+
 def test_stub_keeps_imports_signatures_and_docstrings():
     source = (
         "import torch\nfrom math import inf\n\n"
