@@ -108,7 +108,16 @@ def test_page_is_offline_and_error_free(server, browser, page):
         visit.close()
 
 
-@pytest.mark.parametrize("page", [p for p in book_pages() if p.startswith("chapters/")] if BUILD.is_dir() else [])
+def maths_pages() -> list[str]:
+    return [page for page in book_pages() if 'class="math' in (BUILD / page).read_text()]
+
+
+def test_chapters_and_intro_have_maths():
+    pages = maths_pages()
+    assert "intro.html" in pages and all(p in pages for p in book_pages() if p.startswith("chapters/"))
+
+
+@pytest.mark.parametrize("page", maths_pages() if BUILD.is_dir() else [])
 def test_maths_is_typeset(server, browser, page):
     visit = Visit(browser, f"{server}/{page}")
     try:
