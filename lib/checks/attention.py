@@ -1,78 +1,10 @@
-"""Checkers for the book's coding exercises.
-
-A check cell in a chapter calls one ``check_*`` function with the student's
-function. The checker runs it on *fresh* random inputs (a new seed every call, so
-hard-coding the answers shown in the chapter does not pass), compares the result
-with the book's tested implementation, and either prints one line starting with
-``✓`` or raises :class:`CheckFailed` with a message a student can act on.
-
-The printed line does not depend on the random inputs, so a passing check cell
-has a stable output that nbval can compare. Every checker is registered in
-:data:`CHECKS` under the name a check cell calls it by.
-"""
+"""Checkers for the exercises of chapter 9 (attention mechanisms)."""
 from __future__ import annotations
-
-import os
-from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from lib.attention import masked_softmax, scaled_dot_product_attention
-
-
-class CheckFailed(AssertionError):
-    """The student's answer is wrong; the message says how."""
-
-
-def fresh_generator() -> torch.Generator:
-    """A generator seeded from the operating system: new inputs on every call."""
-    generator = torch.Generator()
-    generator.manual_seed(int.from_bytes(os.urandom(8), "little"))
-    return generator
-
-
-def _outcome(student_fn, args):
-    """What the student's function returned, or ``"ErrorType: message"`` if it raised."""
-    try:
-        return student_fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
-    except Exception as error:  # reported to the student with its type, as the grader does
-        return f"{type(error).__name__}: {error}"
-
-
-def _require_tensor(found, context: str, hint: str = "") -> torch.Tensor:
-    """Turn a raised error or a non-tensor result into a :class:`CheckFailed`."""
-    if isinstance(found, str):
-        if found.startswith("NotImplementedError"):
-            raise CheckFailed("your function still raises NotImplementedError: write its body first")
-        raise CheckFailed(f"your function raised {found.splitlines()[0].rstrip('.')} for {context}{hint}")
-    if not isinstance(found, torch.Tensor):
-        raise CheckFailed(f"your function must return a torch.Tensor; it returned {type(found).__name__}")
-    return found
-
-
-@dataclass(frozen=True)
-class Check:
-    """The checker of one coding exercise.
-
-    ``make_cases(generator)`` draws the inputs (a list of argument tuples);
-    ``judge(cases, results)`` compares what the student's function returned for
-    each case with the book's implementation and raises :class:`CheckFailed`.
-    A check cell calls the ``Check`` with the student's function; the grader
-    (:mod:`lib.exercises`) calls ``make_cases`` and ``judge`` in its own process
-    and lets only the student's function run in the student's kernel.
-    """
-
-    success: str  # printed after "✓ " when every case passes
-    make_cases: Callable[[torch.Generator], list[tuple]]
-    judge: Callable[[list[tuple], list], None]
-
-    def __call__(self, student_fn) -> None:
-        if not callable(student_fn):
-            raise CheckFailed(f"expected a function; found {type(student_fn).__name__}")
-        cases = self.make_cases(fresh_generator())
-        self.judge(cases, [_outcome(student_fn, args) for args in cases])
-        print(f"✓ {self.success}")
+from lib.checks.core import Check, CheckFailed, _require_tensor
 
 
 def masked_softmax_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
@@ -202,8 +134,3 @@ check_scaled_dot_product_attention = Check(
     "softmax(q kᵀ / √d) v agrees with lib.attention on 20 fresh random cases",
     scaled_dot_product_attention_cases, judge_scaled_dot_product_attention,
 )
-
-# The name a check cell calls → its checker (the grader looks checkers up here).
-CHECKS: dict[str, Check] = {
-    name: value for name, value in globals().items() if name.startswith("check_") and isinstance(value, Check)
-}

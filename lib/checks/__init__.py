@@ -1,0 +1,30 @@
+"""Checkers for the book's coding exercises.
+
+A check cell in a chapter calls one ``check_*`` function with the student's
+function. The checker runs it on *fresh* random inputs (a new seed every call, so
+hard-coding the answers shown in the chapter does not pass), compares the result
+with the book's tested implementation, and either prints one line starting with
+``✓`` or raises :class:`CheckFailed` with a message a student can act on.
+
+The printed line does not depend on the random inputs, so a passing check cell
+has a stable output that nbval can compare. Every checker is registered in
+:data:`CHECKS` under the name a check cell calls it by.
+
+Checkers live in one module per chapter (``lib/checks/attention.py``, ...) and are
+re-exported here, so a check cell always writes ``from lib.checks import check_...``.
+"""
+from lib.checks import attention
+from lib.checks.core import Check, CheckFailed, fresh_generator
+
+_CHAPTER_MODULES = (attention,)
+
+# The name a check cell calls → its checker (the grader looks checkers up here).
+CHECKS: dict[str, Check] = {
+    name: value
+    for module in _CHAPTER_MODULES
+    for name, value in vars(module).items()
+    if name.startswith("check_") and isinstance(value, Check)
+}
+globals().update(CHECKS)
+
+__all__ = ["CHECKS", "Check", "CheckFailed", "fresh_generator", *CHECKS]

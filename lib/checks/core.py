@@ -1,0 +1,62 @@
+"""The machinery shared by every chapter's checkers (see :mod:`lib.checks`)."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+class CheckFailed(AssertionError):
+    """The student's answer is wrong; the message says how."""
+
+
+def fresh_generator() -> torch.Generator:
+    """A generator seeded from the operating system: new inputs on every call."""
+    generator = torch.Generator()
+    generator.manual_seed(int.from_bytes(os.urandom(8), "little"))
+    return generator
+
+
+def _outcome(student_fn, args):
+    """What the student's function returned, or ``"ErrorType: message"`` if it raised."""
+    try:
+        return student_fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
+    except Exception as error:  # reported to the student with its type, as the grader does
+        return f"{type(error).__name__}: {error}"
+
+
+def _require_tensor(found, context: str, hint: str = "") -> torch.Tensor:
+    """Turn a raised error or a non-tensor result into a :class:`CheckFailed`."""
+    if isinstance(found, str):
+        if found.startswith("NotImplementedError"):
+            raise CheckFailed("your function still raises NotImplementedError: write its body first")
+        raise CheckFailed(f"your function raised {found.splitlines()[0].rstrip('.')} for {context}{hint}")
+    if not isinstance(found, torch.Tensor):
+        raise CheckFailed(f"your function must return a torch.Tensor; it returned {type(found).__name__}")
+    return found
+
+
+@dataclass(frozen=True)
+class Check:
+    """The checker of one coding exercise.
+
+    ``make_cases(generator)`` draws the inputs (a list of argument tuples);
+    ``judge(cases, results)`` compares what the student's function returned for
+    each case with the book's implementation and raises :class:`CheckFailed`.
+    A check cell calls the ``Check`` with the student's function; the grader
+    (:mod:`lib.exercises`) calls ``make_cases`` and ``judge`` in its own process
+    and lets only the student's function run in the student's kernel.
+    """
+
+    success: str  # printed after "✓ " when every case passes
+    make_cases: Callable[[torch.Generator], list[tuple]]
+    judge: Callable[[list[tuple], list], None]
+
+    def __call__(self, student_fn) -> None:
+        if not callable(student_fn):
+            raise CheckFailed(f"expected a function; found {type(student_fn).__name__}")
+        cases = self.make_cases(fresh_generator())
+        self.judge(cases, [_outcome(student_fn, args) for args in cases])
+        print(f"✓ {self.success}")
