@@ -1,0 +1,447 @@
+"""Activation functions and their derivatives, written from their formulas.
+
+Every function ``f`` has a hand-written derivative ``f_grad`` (syllabus ACT1-ACT3):
+
+* :func:`sigmoid` and :func:`tanh`, the saturating squashers whose derivatives are
+  at most 1/4 and 1, the source of vanishing gradients in deep stacks;
+* :func:`relu` (Nair & Hinton, 2010), :func:`leaky_relu` (Maas et al., 2013) and
+  :func:`elu` (Clevert et al., 2016), the piecewise functions that do not saturate
+  for positive inputs;
+* :func:`selu` (Klambauer et al., 2017), an ELU scaled so that a standard normal
+  input gives an output of mean 0 and variance 1; :func:`selu_constants` derives its
+  two constants from that requirement;
+* :func:`gelu` (Hendrycks & Gimpel, 2016), ``x Φ(x)``, exact or with its tanh or
+  sigmoid approximation.
+
+The tests compare each value and derivative with ``torch.nn.functional`` and
+autograd in float64 (where torch has the function), and with the formula otherwise.
+Conventions at the kinks follow autograd: the derivative of ``relu`` at 0 is 0,
+that of ``leaky_relu`` is the slope, that of ``elu`` is ``alpha``.
+
+:func:`layer_statistics` and :func:`dead_units` are the two measurements the
+chapter makes with them: how activations evolve through a deep random network,
+and which ReLU units never fire.
+
+References
+----------
+.. [1] V. Nair, G. E. Hinton. "Rectified Linear Units Improve Restricted Boltzmann
+   Machines". ICML 2010.
+.. [2] A. L. Maas, A. Y. Hannun, A. Y. Ng. "Rectifier Nonlinearities Improve Neural
+   Network Acoustic Models". ICML Workshop on Deep Learning for Audio, Speech and
+   Language Processing, 2013.
+.. [3] D.-A. Clevert, T. Unterthiner, S. Hochreiter. "Fast and Accurate Deep Network
+   Learning by Exponential Linear Units (ELUs)". ICLR 2016. arXiv:1511.07289.
+.. [4] G. Klambauer, T. Unterthiner, A. Mayr, S. Hochreiter. "Self-Normalizing Neural
+   Networks". NeurIPS 2017. arXiv:1706.02515.
+.. [5] D. Hendrycks, K. Gimpel. "Gaussian Error Linear Units (GELUs)".
+   arXiv:1606.08415, 2016.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "sigmoid", "sigmoid_grad", "tanh", "tanh_grad", "relu", "relu_grad",
+    "leaky_relu", "leaky_relu_grad", "elu", "elu_grad", "selu", "selu_grad",
+    "gelu", "gelu_grad", "GELU_APPROXIMATIONS", "SELU_ALPHA", "SELU_LAMBDA",
+    "selu_constants", "Activation", "ACTIVATIONS", "layer_statistics", "dead_units",
+]
+
+# The constants of Klambauer et al. (2017), to the 32 digits they and PyTorch quote;
+# a float keeps the first 17. :func:`selu_constants` derives them.
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_LAMBDA = 1.0507009873554804934193349852946
+
+GELU_APPROXIMATIONS = ("none", "tanh", "sigmoid")
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_CUBIC = 0.044715  # the tanh approximation's cubic coefficient
+_GELU_SIGMOID_SCALE = 1.702  # x Φ(x) ≈ x σ(1.702 x)
+
+
+def _require_float_tensor(x: object) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a torch.Tensor; found {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"x must have a floating-point dtype (e.g. torch.float32); found {x.dtype}")
+
+
+def _require_number(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise TypeError(f"{name} must be a finite real number; found {value!r}")
+
+
+# ---------------------------------------------------------------------------
+# Saturating functions.
+# ---------------------------------------------------------------------------
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """The logistic function ``σ(x) = 1 / (1 + e^{-x})``, with values in (0, 1).
+
+    Parameters
+    ----------
+    x : Tensor
+        Any shape, floating point.
+
+    Returns
+    -------
+    Tensor
+        Same shape as ``x``.
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    _require_float_tensor(x)
+    # e^{-|x|} never overflows; for x < 0, σ(x) = e^{x} / (1 + e^{x}) is the same number.
+    z = torch.exp(-x.abs())
+    return torch.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
+
+
+def sigmoid_grad(x: Tensor) -> Tensor:
+    """``σ'(x) = σ(x)(1 - σ(x))``, at most 1/4 (at ``x = 0``).
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    s = sigmoid(x)
+    return s * (1.0 - s)
+
+
+def tanh(x: Tensor) -> Tensor:
+    """``tanh(x) = 2σ(2x) - 1``: a sigmoid stretched to (-1, 1) and centred at 0.
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    return 2.0 * sigmoid(2.0 * x) - 1.0
+
+
+def tanh_grad(x: Tensor) -> Tensor:
+    """``tanh'(x) = 1 - tanh(x)^2``, at most 1 (at ``x = 0``).
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    return 1.0 - tanh(x) ** 2
+
+
+# ---------------------------------------------------------------------------
+# Rectifiers: linear for positive inputs.
+# ---------------------------------------------------------------------------
+
+
+def relu(x: Tensor) -> Tensor:
+    """``max(0, x)``.
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    _require_float_tensor(x)
+    return torch.where(x > 0, x, torch.zeros_like(x))
+
+
+def relu_grad(x: Tensor) -> Tensor:
+    """1 for ``x > 0``, else 0 (0 at the kink, as autograd).
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    _require_float_tensor(x)
+    return (x > 0).to(x.dtype)
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """``x`` for ``x > 0``, ``negative_slope * x`` otherwise.
+
+    Parameters
+    ----------
+    x : Tensor
+    negative_slope : float
+        Slope for negative inputs (PyTorch's default 0.01; 0 gives ReLU).
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    _require_float_tensor(x)
+    _require_number("negative_slope", negative_slope)
+    return torch.where(x > 0, x, negative_slope * x)
+
+
+def leaky_relu_grad(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """1 for ``x > 0``, ``negative_slope`` otherwise (including the kink).
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    _require_float_tensor(x)
+    _require_number("negative_slope", negative_slope)
+    return torch.where(x > 0, torch.ones_like(x), torch.full_like(x, negative_slope))
+
+
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    """``x`` for ``x > 0``, ``alpha (e^x - 1)`` otherwise: saturates at ``-alpha``.
+
+    Parameters
+    ----------
+    x : Tensor
+    alpha : float
+        Size of the negative saturation value (PyTorch's default and the paper's: 1).
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    _require_float_tensor(x)
+    _require_number("alpha", alpha)
+    # expm1 keeps digits near 0; clamping keeps the unused branch finite for large x.
+    return torch.where(x > 0, x, alpha * torch.expm1(x.clamp_max(0.0)))
+
+
+def elu_grad(x: Tensor, alpha: float = 1.0) -> Tensor:
+    """1 for ``x > 0``, ``alpha e^x`` (that is, ``elu(x) + alpha``) otherwise.
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    _require_float_tensor(x)
+    _require_number("alpha", alpha)
+    return torch.where(x > 0, torch.ones_like(x), alpha * torch.exp(x.clamp_max(0.0)))
+
+
+def selu_constants() -> tuple[float, float]:
+    """Derive SELU's ``(alpha, lambda)``: the ones that map N(0, 1) to mean 0, variance 1.
+
+    For ``z ~ N(0, 1)`` and ``selu(z) = λ z`` (z > 0), ``λ α (e^z - 1)`` (z <= 0), the
+    four partial expectations have closed forms (``Φ`` the normal CDF)::
+
+        E[z; z > 0] = 1/√(2π)                E[z²; z > 0] = 1/2
+        E[e^z - 1; z <= 0] = √e Φ(-1) - 1/2
+        E[(e^z - 1)²; z <= 0] = e² Φ(-2) - 2 √e Φ(-1) + 1/2
+
+    Mean 0 fixes ``α = -(1/√(2π)) / (√e Φ(-1) - 1/2)``; then a second moment of 1
+    fixes ``λ = (1/2 + α² E[(e^z - 1)²; z <= 0])^(-1/2)`` (Klambauer et al., 2017).
+
+    Returns
+    -------
+    alpha, lambda : float
+        1.6732632423543772..., 1.0507009873554805...
+    """
+    def phi(t):  # standard normal CDF
+        return 0.5 * math.erfc(-t / math.sqrt(2.0))
+
+    mean_negative = math.sqrt(math.e) * phi(-1.0) - 0.5
+    square_negative = math.e**2 * phi(-2.0) - 2.0 * math.sqrt(math.e) * phi(-1.0) + 0.5
+    alpha = -(1.0 / math.sqrt(2.0 * math.pi)) / mean_negative
+    scale = (0.5 + alpha**2 * square_negative) ** -0.5
+    return alpha, scale
+
+
+def selu(x: Tensor) -> Tensor:
+    """``λ elu(x, α)`` with ``α = SELU_ALPHA``, ``λ = SELU_LAMBDA``.
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    return SELU_LAMBDA * elu(x, SELU_ALPHA)
+
+
+def selu_grad(x: Tensor) -> Tensor:
+    """``λ`` for ``x > 0``, ``λ α e^x`` otherwise.
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    return SELU_LAMBDA * elu_grad(x, SELU_ALPHA)
+
+
+# ---------------------------------------------------------------------------
+# GELU: x times the probability that a standard normal variable is below x.
+# ---------------------------------------------------------------------------
+
+
+def _check_approximation(approximate: object) -> None:
+    if approximate not in GELU_APPROXIMATIONS:
+        raise ValueError(f"approximate must be one of {GELU_APPROXIMATIONS}; found {approximate!r}")
+
+
+def _normal_cdf(x: Tensor) -> Tensor:
+    return 0.5 * torch.erfc(-x / math.sqrt(2.0))  # Φ(x) = (1 + erf(x/√2)) / 2
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit ``x Φ(x)`` or one of its two approximations.
+
+    Parameters
+    ----------
+    x : Tensor
+    approximate : {"none", "tanh", "sigmoid"}
+        ``"none"``: exact, ``x Φ(x)``. ``"tanh"``:
+        ``x/2 (1 + tanh(√(2/π)(x + 0.044715 x³)))``. ``"sigmoid"``: ``x σ(1.702 x)``.
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    _require_float_tensor(x)
+    _check_approximation(approximate)
+    if approximate == "none":
+        return x * _normal_cdf(x)
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x**3)))
+    return x * sigmoid(_GELU_SIGMOID_SCALE * x)
+
+
+def gelu_grad(x: Tensor, approximate: str = "none") -> Tensor:
+    """Derivative of :func:`gelu` (of the chosen form), by the product rule.
+
+    ``"none"``: ``Φ(x) + x φ(x)`` with ``φ`` the normal density. ``"tanh"``:
+    ``(1 + t)/2 + x/2 (1 - t²) √(2/π)(1 + 3·0.044715 x²)`` with ``t`` the tanh.
+    ``"sigmoid"``: ``s + 1.702 x s (1 - s)`` with ``s = σ(1.702 x)``.
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    _require_float_tensor(x)
+    _check_approximation(approximate)
+    if approximate == "none":
+        density = torch.exp(-0.5 * x**2) / math.sqrt(2.0 * math.pi)
+        return _normal_cdf(x) + x * density
+    if approximate == "tanh":
+        t = tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x**3))
+        inner_grad = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x**2)
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t**2) * inner_grad
+    s = sigmoid(_GELU_SIGMOID_SCALE * x)
+    return s + _GELU_SIGMOID_SCALE * x * s * (1.0 - s)
+
+
+# ---------------------------------------------------------------------------
+# A registry for the chapter's plots and explorer.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Activation:
+    """An activation function, its derivative and the name of its parameter (if any)."""
+
+    name: str
+    fn: Callable[..., Tensor]
+    grad: Callable[..., Tensor]
+    parameter: Optional[str] = None  # keyword of fn and grad, e.g. "alpha"
+
+    def __call__(self, x: Tensor, parameter: Optional[float] = None) -> Tensor:
+        return self.fn(x, **self._keywords(parameter))
+
+    def derivative(self, x: Tensor, parameter: Optional[float] = None) -> Tensor:
+        return self.grad(x, **self._keywords(parameter))
+
+    def _keywords(self, parameter: Optional[float]) -> dict:
+        return {} if self.parameter is None or parameter is None else {self.parameter: parameter}
+
+
+ACTIVATIONS: dict[str, Activation] = {
+    "sigmoid": Activation("sigmoid", sigmoid, sigmoid_grad),
+    "tanh": Activation("tanh", tanh, tanh_grad),
+    "relu": Activation("relu", relu, relu_grad),
+    "leaky_relu": Activation("leaky_relu", leaky_relu, leaky_relu_grad, "negative_slope"),
+    "elu": Activation("elu", elu, elu_grad, "alpha"),
+    "selu": Activation("selu", selu, selu_grad),
+    **{
+        name: Activation(name, partial(gelu, approximate=form), partial(gelu_grad, approximate=form))
+        for name, form in (("gelu", "none"), ("gelu_tanh", "tanh"), ("gelu_sigmoid", "sigmoid"))
+    },
+}
+
+
+# ---------------------------------------------------------------------------
+# Measurements.
+# ---------------------------------------------------------------------------
+
+
+def layer_statistics(
+    activation: Callable[[Tensor], Tensor],
+    depth: int = 20,
+    width: int = 256,
+    batch: int = 2048,
+    generator: Optional[torch.Generator] = None,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    """Mean and variance of the activations after each layer of a random deep network.
+
+    The input has independent N(0, 1) entries. Each layer is ``x ← activation(x W)``
+    with no bias and ``W`` drawn LeCun-normal, ``N(0, 1/width)``, so that a linear
+    layer alone would keep the variance of its input.
+
+    Parameters
+    ----------
+    activation : callable
+        Applied element-wise after every layer.
+    depth, width, batch : int
+        Number of layers, units per layer, number of input samples.
+    generator : torch.Generator, optional
+        Source of the input and the weights.
+
+    Returns
+    -------
+    Tensor
+        Shape ``(depth, 2)``: row ``l`` holds the mean and the variance, over all
+        samples and units, of the output of layer ``l + 1``.
+
+    Shapes
+    ------
+    input ``(batch, width)`` -> every layer's output ``(batch, width)`` -> ``(depth, 2)``
+    """
+    for name, value in (("depth", depth), ("width", width), ("batch", batch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive int; found {value!r}")
+    x = torch.randn(batch, width, generator=generator, dtype=dtype)  # (batch, width)
+    stats = []
+    for _ in range(depth):
+        weight = torch.randn(width, width, generator=generator, dtype=dtype) / math.sqrt(width)
+        x = activation(x @ weight)  # (batch, width)
+        stats.append(torch.stack([x.mean(), x.var()]))
+    return torch.stack(stats)  # (depth, 2)
+
+
+def dead_units(activations: Tensor) -> Tensor:
+    """Which units output exactly 0 for every input: dead ReLUs.
+
+    A ReLU unit that outputs 0 for every input also has derivative 0 for every
+    input, so no gradient ever reaches its incoming weights: it stays dead.
+
+    Parameters
+    ----------
+    activations : Tensor
+        Shape ``(N, H)``: the outputs of ``H`` units on ``N`` inputs.
+
+    Returns
+    -------
+    Tensor
+        Boolean, shape ``(H,)``.
+
+    Shapes
+    ------
+    ``(N, H) -> (H,)``
+    """
+    _require_float_tensor(activations)
+    if activations.dim() != 2:
+        raise ValueError(f"activations must have shape (N, H); found {tuple(activations.shape)}")
+    return (activations == 0).all(dim=0)

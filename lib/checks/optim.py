@@ -1,0 +1,96 @@
+"""Checkers for the exercises of chapter 2 (optimisers)."""
+from __future__ import annotations
+
+import torch
+
+from lib.checks.core import Check, CheckFailed, _require_tensor
+from lib.optim import Adam
+
+
+def adam_path_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(grads, lr, beta1, beta2, eps)`` for :data:`check_adam_path`.
+
+    ``grads`` has shape ``(T, D)`` with ``T != D``: the gradient fed to Adam at each of
+    ``T`` steps (up to 40, so that the bias correction still matters at the end).
+    Every fourth case repeats one gradient, where Adam's step is exactly ``lr``;
+    ``eps`` is large in some cases, so that putting it inside the square root shows.
+    """
+    cases = []
+    for trial in range(trials):
+        steps, dim = (int(n) for n in torch.randperm(6, generator=generator)[:2] + 2)
+        steps *= 5
+        grads = torch.randn(steps, dim, generator=generator, dtype=torch.float64)
+        if trial % 4 == 3:
+            grads = grads[:1].expand(steps, dim).clone()
+        beta1 = float(torch.empty(()).uniform_(0.5, 0.95, generator=generator))
+        beta2 = float(torch.empty(()).uniform_(0.9, 0.999, generator=generator))
+        lr = float(torch.empty(()).uniform_(1e-3, 0.1, generator=generator))
+        eps = (1e-8, 1e-3, 0.1)[trial % 3]
+        cases.append((grads, lr, beta1, beta2, eps))
+    return cases
+
+
+def _adam_path(grads, lr, beta1, beta2, eps, correct=True, eps_inside=False, shift=0):
+    """The parameters after each step, from w_0 = 0; the keywords switch on the usual slips."""
+    w = torch.zeros(grads.shape[1], dtype=grads.dtype)
+    m, v = torch.zeros_like(w), torch.zeros_like(w)
+    path = []
+    for t, g in enumerate(grads, start=1):
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        m_hat, v_hat = (m / (1 - beta1 ** (t + shift)), v / (1 - beta2 ** (t + shift))) if correct else (m, v)
+        w = w - lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps)
+        path.append(w)
+    return torch.stack(path)  # (T, D)
+
+
+def _reference(grads, lr, beta1, beta2, eps):
+    """The same path from :class:`lib.optim.Adam` itself."""
+    w = torch.zeros(grads.shape[1], dtype=grads.dtype)
+    optimizer = Adam([w], lr=lr, betas=(beta1, beta2), eps=eps)
+    path = []
+    for g in grads:
+        w.grad = g.clone()
+        optimizer.step()
+        path.append(w.clone())
+    return torch.stack(path)  # (T, D)
+
+
+def judge_adam_path(cases: list[tuple], results: list) -> None:
+    """Compare the student's parameter path with :class:`lib.optim.Adam`'s."""
+    for (grads, lr, beta1, beta2, eps), found in zip(cases, results, strict=True):
+        context = f"grads of shape {tuple(grads.shape)}"
+        found = _require_tensor(found, context)
+        expected = _reference(grads, lr, beta1, beta2, eps)
+        if found.shape != expected.shape:
+            extra = ""
+            if found.shape == (grads.shape[0] + 1, grads.shape[1]):
+                extra = ": leave out the starting point w_0 = 0"
+            elif found.shape == (grads.shape[1],):
+                extra = ": return the parameters after every step, not only the last"
+            raise CheckFailed(f"for {context} your path has shape {tuple(found.shape)}; expected (T, D) = "
+                              f"{tuple(expected.shape)}{extra}")
+        found = found.to(expected.dtype)
+        if not torch.isfinite(found).all():
+            raise CheckFailed(f"your path contains NaN or inf for {context}; if already at step 1, check the "
+                              "bias correction: 1 - β^t uses t = 1 on the first step, never 0")
+        if torch.allclose(found, expected, atol=1e-10, rtol=0):
+            continue
+        diagnoses = (
+            (dict(correct=False), "you left out the bias correction m̂ = m / (1 - β₁^t), v̂ = v / (1 - β₂^t)"),
+            (dict(eps_inside=True), "ε goes outside the square root: m̂ / (√v̂ + ε)"),
+            (dict(shift=1), "the bias correction uses the number of the step, t = 1 on the first step "
+                            "(you used t + 1)"),
+        )
+        for slip, message in diagnoses:
+            if torch.allclose(found, _adam_path(grads, lr, beta1, beta2, eps, **slip), atol=1e-10, rtol=0):
+                raise CheckFailed(f"for {context}: {message}")
+        bad_step = int((found - expected).abs().amax(dim=1).gt(1e-10).nonzero()[0])
+        raise CheckFailed(f"for {context} your path first differs from Adam's after step {bad_step + 1} "
+                          f"(by up to {(found[bad_step] - expected[bad_step]).abs().max():.3g})")
+
+
+check_adam_path = Check(
+    "Adam's path agrees with lib.optim.Adam on 12 fresh gradient sequences",
+    adam_path_cases, judge_adam_path,
+)

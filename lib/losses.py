@@ -1,0 +1,465 @@
+"""Loss functions, and the risks built from them.
+
+A *loss* scores one prediction against one target; a *risk* averages losses over a
+data set, and a *structural* risk adds a penalty on the parameters (syllabus
+LOSS1-LOSS2). This module has
+
+* the label forms ``loss(y, f)`` of the 0-1, absolute, squared, log, exponential
+  and hinge losses, and the soft-margin SVM objective (Cortes & Vapnik, 1995);
+* the same losses as functions of the *margin* ``m = y f(x)`` for labels
+  ``y ∈ {-1, +1}`` (:data:`MARGIN_LOSSES`), the form in which they are compared;
+* cross-entropy: :func:`binary_cross_entropy` (the two-class form the lecture
+  notes call "standard"), :func:`distribution_cross_entropy` (``-Σ p log q``, the
+  multi-class form), and :func:`cross_entropy` on logits, which equals
+  :func:`log_softmax` followed by :func:`nll_loss`, as in PyTorch;
+* :func:`empirical_risk`, :func:`structural_risk` and :func:`ridge_fit`, the
+  minimiser of the structural risk of the squared loss.
+
+The tests compare with ``torch.nn.functional`` (``cross_entropy``, ``nll_loss``,
+``binary_cross_entropy``, ...), with the formulas written out, and with autograd.
+
+References
+----------
+.. [1] C. Cortes, V. Vapnik. "Support-Vector Networks". Machine Learning 20(3), 1995.
+.. [2] V. Vapnik. "The Nature of Statistical Learning Theory". Springer, 1995.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "zero_one_loss", "absolute_loss", "squared_loss", "log_loss", "exponential_loss",
+    "hinge_loss", "svm_objective", "MARGIN_LOSSES", "margin_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "distribution_cross_entropy",
+    "log_softmax", "nll_loss", "cross_entropy",
+    "empirical_risk", "structural_risk", "polynomial_features", "ridge_fit",
+]
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _require_float_tensor(name: str, value: object) -> None:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; found {type(value).__name__}")
+    if not value.is_floating_point():
+        raise TypeError(f"{name} must have a floating-point dtype (e.g. torch.float32); found {value.dtype}")
+
+
+def _require_same_shape(name: str, value: Tensor, reference_name: str, reference: Tensor) -> None:
+    if value.shape != reference.shape:
+        raise ValueError(
+            f"{name} must have the shape of {reference_name} {tuple(reference.shape)}; found {tuple(value.shape)}"
+        )
+
+
+def _reduce(losses: Tensor, reduction: str) -> Tensor:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}; found {reduction!r}")
+    if reduction == "mean":
+        return losses.mean()
+    return losses.sum() if reduction == "sum" else losses
+
+
+def _check_pair(y: Tensor, f: Tensor) -> None:
+    _require_float_tensor("y", y)
+    _require_float_tensor("f", f)
+    _require_same_shape("f", f, "y", y)
+
+
+# ---------------------------------------------------------------------------
+# Label forms: one target y and one prediction f per entry, element-wise.
+# ---------------------------------------------------------------------------
+
+
+def zero_one_loss(y: Tensor, prediction: Tensor) -> Tensor:
+    """1 where the predicted label differs from the target, else 0.
+
+    Parameters
+    ----------
+    y, prediction : Tensor
+        Labels of the same shape (any dtype).
+
+    Returns
+    -------
+    Tensor
+        Float (the default dtype), same shape.
+
+    Shapes
+    ------
+    ``(...), (...) -> (...)``
+    """
+    for name, value in (("y", y), ("prediction", prediction)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor; found {type(value).__name__}")
+    _require_same_shape("prediction", prediction, "y", y)
+    return (y != prediction).to(torch.get_default_dtype())
+
+
+def absolute_loss(y: Tensor, f: Tensor) -> Tensor:
+    """``|y - f|``.
+
+    Shapes
+    ------
+    ``(...), (...) -> (...)``
+    """
+    _check_pair(y, f)
+    return (y - f).abs()
+
+
+def squared_loss(y: Tensor, f: Tensor) -> Tensor:
+    """``(y - f)²``.
+
+    Shapes
+    ------
+    ``(...), (...) -> (...)``
+    """
+    _check_pair(y, f)
+    return (y - f) ** 2
+
+
+def log_loss(probability: Tensor) -> Tensor:
+    """``-log P(y | x)``, given the probability the model gave the true label.
+
+    Parameters
+    ----------
+    probability : Tensor
+        Values in [0, 1]; 0 gives ``inf``.
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    _require_float_tensor("probability", probability)
+    if ((probability < 0) | (probability > 1)).any():
+        raise ValueError("probability must lie in [0, 1]; found values outside it")
+    return -torch.log(probability)
+
+
+def exponential_loss(y: Tensor, f: Tensor) -> Tensor:
+    """``exp(-y f)`` for labels ``y ∈ {-1, +1}`` (the loss AdaBoost minimises).
+
+    Shapes
+    ------
+    ``(...), (...) -> (...)``
+    """
+    _check_pair(y, f)
+    return torch.exp(-y * f)
+
+
+def hinge_loss(y: Tensor, f: Tensor) -> Tensor:
+    """``max(0, 1 - y f)`` for labels ``y ∈ {-1, +1}``.
+
+    Shapes
+    ------
+    ``(...), (...) -> (...)``
+    """
+    _check_pair(y, f)
+    return (1.0 - y * f).clamp_min(0.0)
+
+
+def svm_objective(weight: Tensor, bias: Tensor, inputs: Tensor, y: Tensor, c: float) -> Tensor:
+    """The soft-margin SVM objective ``½‖w‖² + C Σ_i max(0, 1 - y_i (w·x_i + b))``.
+
+    It is a structural risk: the sum of hinge losses plus an L2 penalty (dividing
+    by ``C N`` gives the mean hinge loss plus ``‖w‖² / (2 C N)``).
+
+    Parameters
+    ----------
+    weight : Tensor
+        ``w``, shape ``(D,)``.
+    bias : Tensor
+        ``b``, a scalar tensor.
+    inputs : Tensor
+        ``x_i`` as rows, shape ``(N, D)``.
+    y : Tensor
+        Labels in {-1, +1}, shape ``(N,)``.
+    c : float
+        ``C > 0``, the price of a margin violation.
+
+    Shapes
+    ------
+    ``(D,), (), (N, D), (N,) -> ()``
+    """
+    for name, value in (("weight", weight), ("bias", bias), ("inputs", inputs), ("y", y)):
+        _require_float_tensor(name, value)
+    if inputs.dim() != 2 or weight.shape != (inputs.shape[1],) or y.shape != (inputs.shape[0],):
+        raise ValueError(
+            "expected weight (D,), inputs (N, D) and y (N,); found "
+            f"{tuple(weight.shape)}, {tuple(inputs.shape)} and {tuple(y.shape)}"
+        )
+    if not c > 0:
+        raise ValueError(f"c must be positive; found {c!r}")
+    scores = inputs @ weight + bias  # (N,)
+    return 0.5 * weight @ weight + c * hinge_loss(y, scores).sum()
+
+
+# ---------------------------------------------------------------------------
+# Margin forms. With y ∈ {-1, +1}, (y - f)² = (1 - y f)² and |y - f| = |1 - y f|,
+# so every loss above is a function of the margin m = y f alone.
+# ---------------------------------------------------------------------------
+
+
+def _zero_one_margin(m: Tensor) -> Tensor:
+    return (m <= 0).to(m.dtype)  # m = 0 (on the boundary) counts as an error
+
+
+def _log_margin(m: Tensor) -> Tensor:
+    # log(1 + e^{-m}) = max(-m, 0) + log(1 + e^{-|m|}): no overflow for large |m|.
+    return (-m).clamp_min(0.0) + torch.log1p(torch.exp(-m.abs()))
+
+
+MARGIN_LOSSES: dict[str, Callable[[Tensor], Tensor]] = {
+    "0-1": _zero_one_margin,
+    "hinge": lambda m: (1.0 - m).clamp_min(0.0),
+    "log": _log_margin,  # the logistic loss, -log σ(m)
+    "exponential": lambda m: torch.exp(-m),
+    "squared": lambda m: (1.0 - m) ** 2,
+    "absolute": lambda m: (1.0 - m).abs(),
+}
+
+
+def margin_loss(name: str, margin: Tensor) -> Tensor:
+    """A margin loss of :data:`MARGIN_LOSSES` at margins ``m = y f(x)``.
+
+    Parameters
+    ----------
+    name : {"0-1", "hinge", "log", "exponential", "squared", "absolute"}
+    margin : Tensor
+        Any shape.
+
+    Shapes
+    ------
+    ``(...) -> (...)``
+    """
+    if name not in MARGIN_LOSSES:
+        raise ValueError(f"name must be one of {tuple(MARGIN_LOSSES)}; found {name!r}")
+    _require_float_tensor("margin", margin)
+    return MARGIN_LOSSES[name](margin)
+
+
+# ---------------------------------------------------------------------------
+# Cross-entropy.
+# ---------------------------------------------------------------------------
+
+
+def binary_cross_entropy(q: Tensor, p: Tensor, reduction: str = "mean") -> Tensor:
+    """``-(p log q + (1 - p) log(1 - q))``: two classes, probabilities ``q`` and ``1 - q``.
+
+    Parameters
+    ----------
+    q : Tensor
+        Predicted probability of class 1, in [0, 1].
+    p : Tensor
+        Target probability of class 1 (a label 0/1 or a soft target), same shape.
+    reduction : {"mean", "sum", "none"}
+
+    Shapes
+    ------
+    ``(...), (...) -> ()`` or ``(...)`` with ``reduction="none"``
+    """
+    _require_float_tensor("q", q)
+    _require_float_tensor("p", p)
+    _require_same_shape("p", p, "q", q)
+    if ((q < 0) | (q > 1)).any():
+        raise ValueError("q must lie in [0, 1]; found values outside it "
+                         "(pass logits to binary_cross_entropy_with_logits)")
+    # 0 log 0 = 0: xlogy gives 0 where the target weight is 0, even if log q = -inf.
+    losses = -(torch.xlogy(p, q) + torch.xlogy(1.0 - p, 1.0 - q))
+    return _reduce(losses, reduction)
+
+
+def binary_cross_entropy_with_logits(logits: Tensor, p: Tensor, reduction: str = "mean") -> Tensor:
+    """:func:`binary_cross_entropy` of ``q = σ(z)``, computed from the logit ``z``.
+
+    ``-(p log σ(z) + (1 - p) log σ(-z)) = max(z, 0) - p z + log(1 + e^{-|z|})``,
+    which never overflows.
+
+    Shapes
+    ------
+    ``(...), (...) -> ()`` or ``(...)`` with ``reduction="none"``
+    """
+    _require_float_tensor("logits", logits)
+    _require_float_tensor("p", p)
+    _require_same_shape("p", p, "logits", logits)
+    losses = logits.clamp_min(0.0) - p * logits + torch.log1p(torch.exp(-logits.abs()))
+    return _reduce(losses, reduction)
+
+
+def distribution_cross_entropy(p: Tensor, q: Tensor) -> Tensor:
+    """``H(p, q) = -Σ_c p_c log q_c`` over the last axis: the multi-class form.
+
+    Parameters
+    ----------
+    p : Tensor
+        Target distributions, shape ``(..., C)``, rows summing to 1.
+    q : Tensor
+        Predicted distributions, same shape.
+
+    Shapes
+    ------
+    ``(..., C), (..., C) -> (...)``
+    """
+    _require_float_tensor("p", p)
+    _require_float_tensor("q", q)
+    _require_same_shape("q", q, "p", p)
+    return -torch.xlogy(p, q).sum(-1)
+
+
+def log_softmax(logits: Tensor, dim: int = -1) -> Tensor:
+    """``log softmax(z)_c = z_c - log Σ_k exp z_k``, computed without overflow.
+
+    Shapes
+    ------
+    ``(..., C, ...) -> (..., C, ...)``
+    """
+    _require_float_tensor("logits", logits)
+    # Shifting by the maximum changes nothing mathematically and keeps exp <= 1.
+    shifted = logits - logits.amax(dim=dim, keepdim=True).detach()
+    return shifted - torch.log(torch.exp(shifted).sum(dim=dim, keepdim=True))
+
+
+def _check_class_targets(targets: Tensor, batch: int, classes: int) -> None:
+    if targets.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        raise TypeError(f"targets must hold integer class indices; found {targets.dtype}")
+    if targets.shape != (batch,):
+        raise ValueError(f"targets must have shape (B,) = ({batch},); found {tuple(targets.shape)}")
+    if batch and (targets.min() < 0 or targets.max() >= classes):
+        raise ValueError(f"targets must lie in [0, {classes - 1}]; found {targets.min()}..{targets.max()}")
+
+
+def nll_loss(log_probs: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood ``-log q_{y_i}``, picked from log-probabilities.
+
+    Parameters
+    ----------
+    log_probs : Tensor
+        Shape ``(B, C)``: log-probabilities of the ``C`` classes.
+    targets : Tensor
+        Shape ``(B,)``: integer class indices.
+    reduction : {"mean", "sum", "none"}
+
+    Shapes
+    ------
+    ``(B, C), (B,) -> ()`` or ``(B,)`` with ``reduction="none"``
+    """
+    _require_float_tensor("log_probs", log_probs)
+    if log_probs.dim() != 2:
+        raise ValueError(f"log_probs must have shape (B, C); found {tuple(log_probs.shape)}")
+    _check_class_targets(targets, *log_probs.shape)
+    picked = log_probs.gather(1, targets.long()[:, None])[:, 0]  # (B,)
+    return _reduce(-picked, reduction)
+
+
+def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
+    """Softmax cross-entropy from logits: :func:`log_softmax`, then the loss.
+
+    With class indices, ``nll_loss(log_softmax(z), y)``; with target
+    distributions ``p``, ``-Σ_c p_c log softmax(z)_c``. This is what
+    ``torch.nn.CrossEntropyLoss`` computes (without its class weights, label
+    smoothing and ignored index).
+
+    Parameters
+    ----------
+    logits : Tensor
+        Shape ``(B, C)``.
+    targets : Tensor
+        Integer class indices of shape ``(B,)``, or float distributions ``(B, C)``.
+    reduction : {"mean", "sum", "none"}
+
+    Shapes
+    ------
+    ``(B, C), (B,) or (B, C) -> ()`` or ``(B,)`` with ``reduction="none"``
+    """
+    _require_float_tensor("logits", logits)
+    if logits.dim() != 2:
+        raise ValueError(f"logits must have shape (B, C); found {tuple(logits.shape)}")
+    log_q = log_softmax(logits, dim=-1)  # (B, C)
+    if isinstance(targets, Tensor) and targets.is_floating_point():
+        _require_same_shape("targets (as distributions)", targets, "logits", logits)
+        return _reduce(-(targets * log_q).sum(-1), reduction)
+    if not isinstance(targets, Tensor):
+        raise TypeError(f"targets must be a torch.Tensor; found {type(targets).__name__}")
+    return nll_loss(log_q, targets, reduction)
+
+
+# ---------------------------------------------------------------------------
+# Risks.
+# ---------------------------------------------------------------------------
+
+
+def empirical_risk(losses: Tensor) -> Tensor:
+    """The average loss over the training examples, ``(1/N) Σ_i L(y_i, f(x_i))``.
+
+    Shapes
+    ------
+    ``(N,) -> ()``
+    """
+    _require_float_tensor("losses", losses)
+    if losses.dim() != 1 or losses.numel() == 0:
+        raise ValueError(f"losses must have shape (N,) with N >= 1; found {tuple(losses.shape)}")
+    return losses.mean()
+
+
+def structural_risk(losses: Tensor, parameters: Iterable[Tensor], penalty: float) -> Tensor:
+    """Empirical risk plus an L2 penalty, ``(1/N) Σ_i L_i + λ Σ_j ‖w_j‖²``.
+
+    Parameters
+    ----------
+    losses : Tensor
+        Shape ``(N,)``: one loss per training example.
+    parameters : iterable of Tensor
+        The penalised parameters.
+    penalty : float
+        ``λ >= 0``.
+
+    Shapes
+    ------
+    ``(N,) -> ()``
+    """
+    if not penalty >= 0:
+        raise ValueError(f"penalty must be >= 0; found {penalty!r}")
+    return empirical_risk(losses) + penalty * sum((w**2).sum() for w in parameters)
+
+
+def polynomial_features(x: Tensor, degree: int) -> Tensor:
+    """The columns ``1, x, x², ..., x^degree``.
+
+    Shapes
+    ------
+    ``(N,) -> (N, degree + 1)``
+    """
+    _require_float_tensor("x", x)
+    if x.dim() != 1:
+        raise ValueError(f"x must have shape (N,); found {tuple(x.shape)}")
+    if isinstance(degree, bool) or not isinstance(degree, int) or degree < 0:
+        raise ValueError(f"degree must be an int >= 0; found {degree!r}")
+    return x[:, None] ** torch.arange(degree + 1, dtype=x.dtype)  # (N, degree + 1)
+
+
+def ridge_fit(features: Tensor, targets: Tensor, penalty: float) -> Tensor:
+    """The weights minimising ``(1/N) ‖X w - y‖² + λ ‖w‖²`` (structural risk, squared loss).
+
+    Setting the gradient ``(2/N) Xᵀ(X w - y) + 2 λ w`` to zero gives the normal
+    equations ``(XᵀX / N + λ I) w = Xᵀ y / N``; ``λ = 0`` is least squares
+    (empirical risk minimisation), solved by least squares for stability.
+
+    Shapes
+    ------
+    ``(N, D), (N,) -> (D,)``
+    """
+    _require_float_tensor("features", features)
+    _require_float_tensor("targets", targets)
+    if features.dim() != 2 or targets.shape != (features.shape[0],):
+        raise ValueError(
+            f"expected features (N, D) and targets (N,); found {tuple(features.shape)} and {tuple(targets.shape)}"
+        )
+    if not penalty >= 0:
+        raise ValueError(f"penalty must be >= 0; found {penalty!r}")
+    n, d = features.shape
+    if penalty == 0:
+        return torch.linalg.lstsq(features, targets[:, None]).solution[:, 0]  # (D,)
+    gram = features.T @ features / n + penalty * torch.eye(d, dtype=features.dtype)  # (D, D)
+    return torch.linalg.solve(gram, features.T @ targets / n)  # (D,)

@@ -1,0 +1,737 @@
+"""Gradient-descent optimisers written from their update equations.
+
+Each class is a drop-in replacement for its namesake in ``torch.optim``: the
+same constructor arguments and defaults, parameter groups, ``step(closure=None)``
+and ``zero_grad()`` (both inherited semantics of :class:`torch.optim.Optimizer`),
+so a training loop, a learning-rate scheduler or ``state_dict()`` work with
+either. The tests run each one beside PyTorch's for 50 steps on the same
+parameters and gradients, in float64, for several settings (syllabus OPT1-OPT3).
+
+Where the lecture notes' textbook form differs from PyTorch's, the classes follow
+PyTorch and say so:
+
+* :class:`SGD` momentum is ``b ← μ b + (1 - dampening) g`` with ``b_1 = g_1``, not
+  the notes' average ``m ← β m + (1 - β) g``; the two differ by the factor
+  ``1 - β``, which is absorbed by the learning rate.
+* Nesterov momentum in :class:`SGD` is Sutskever et al.'s look-ahead method
+  rewritten so that it needs the gradient at the current parameters only;
+  :func:`lookahead_momentum` is the look-ahead form of the notes.
+* :class:`Adadelta` multiplies Zeiler's update by ``lr`` (default 1, which is
+  Zeiler's method).
+* :class:`NAdam` warms its momentum up with Dozat's schedule
+  ``μ_t = β₁ (1 - ½ 0.96^{t ψ})``, ``ψ = momentum_decay = 0.004``;
+  ``momentum_schedule="constant"`` gives the constant ``μ_t = β₁`` of the textbook form.
+
+:class:`MomentOptimizer` is the notes' general template: a first moment
+``m_t = φ(g_1..g_t)``, a second moment ``V_t = ψ(g_1..g_t)`` and the step
+``w ← w - lr m_t / (√V_t + ε)``; :func:`template` gives the (φ, ψ) of SGD,
+momentum, AdaGrad, RMSProp, Adam and NAdam.
+
+The second half of the module holds the chapter's test problems: two 2-D
+surfaces (:data:`SURFACES`), :func:`trajectory` on them, an online problem on
+which Adam fails (:func:`reddi_problem`), a generated classification set
+(:func:`spirals`) and a small training loop (:func:`fit`).
+
+References
+----------
+.. [1] B. T. Polyak. "Some methods of speeding up the convergence of iteration
+   methods". USSR Computational Mathematics and Mathematical Physics 4(5), 1964.
+.. [2] I. Sutskever, J. Martens, G. Dahl, G. Hinton. "On the importance of
+   initialization and momentum in deep learning". ICML 2013.
+.. [3] J. Duchi, E. Hazan, Y. Singer. "Adaptive Subgradient Methods for Online
+   Learning and Stochastic Optimization". JMLR 12, 2011.
+.. [4] T. Tieleman, G. Hinton. "Lecture 6.5 - RMSProp". COURSERA: Neural Networks
+   for Machine Learning, 2012. A. Graves. "Generating Sequences With Recurrent
+   Neural Networks". arXiv:1308.0850, 2013 (the centred variant).
+.. [5] M. D. Zeiler. "ADADELTA: An Adaptive Learning Rate Method".
+   arXiv:1212.5701, 2012.
+.. [6] D. P. Kingma, J. Ba. "Adam: A Method for Stochastic Optimization". ICLR 2015.
+.. [7] S. J. Reddi, S. Kale, S. Kumar. "On the Convergence of Adam and Beyond".
+   ICLR 2018 (AMSGrad).
+.. [8] T. Dozat. "Incorporating Nesterov Momentum into Adam". ICLR Workshop 2016.
+.. [9] I. Loshchilov, F. Hutter. "Decoupled Weight Decay Regularization". ICLR 2019.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+
+__all__ = [
+    "SGD", "Adagrad", "RMSprop", "Adadelta", "Adam", "AdamW", "NAdam", "OPTIMIZERS",
+    "NADAM_SCHEDULES", "nadam_momentum",
+    "Moment", "MomentOptimizer", "template", "TEMPLATE_NAMES", "lookahead_momentum",
+    "Surface", "SURFACES", "trajectory", "reddi_problem", "spirals", "fit",
+]
+
+
+# ---------------------------------------------------------------------------
+# Input checks: the messages name what was expected and what was found.
+# ---------------------------------------------------------------------------
+
+
+def _require_at_least(name: str, value: object, low: float = 0.0) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number; found {type(value).__name__}")
+    if not value >= low:
+        raise ValueError(f"{name} must be >= {low:g}; found {value!r}")
+
+
+def _require_beta(name: str, value: object) -> None:
+    _require_at_least(name, value)
+    if not value < 1:
+        raise ValueError(f"{name} must lie in [0, 1); found {value!r}")
+
+
+def _require_betas(betas: object) -> None:
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise TypeError(f"betas must be a pair (beta1, beta2); found {betas!r}")
+    _require_beta("beta1", betas[0])
+    _require_beta("beta2", betas[1])
+
+
+# ---------------------------------------------------------------------------
+# The shared loop: closure, parameter groups, state, then one update per parameter.
+# ---------------------------------------------------------------------------
+
+
+class _Optimizer(Optimizer):
+    """``step`` as ``torch.optim`` does it; subclasses write the update of one tensor.
+
+    A subclass implements ``_update(param, grad, state, group)``, where ``grad``
+    already includes ``maximize`` (the negated gradient) and ``state["step"]`` is
+    the number of this step, 1 on the first.
+    """
+
+    @torch.no_grad()
+    def step(self, closure: Optional[Callable[[], Tensor]] = None) -> Optional[Tensor]:
+        """Update every parameter that has a gradient; return ``closure()`` if given."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for param in group["params"]:
+                if param.grad is None:
+                    continue  # as in torch.optim: parameters without gradients stay put
+                if param.grad.is_sparse or param.is_complex():
+                    raise TypeError(f"{type(self).__name__} supports dense real tensors; found a "
+                                    f"{'sparse' if param.grad.is_sparse else 'complex'} one")
+                grad = -param.grad if group["maximize"] else param.grad
+                state = self.state[param]
+                state["step"] = state.get("step", 0) + 1
+                self._update(param, grad, state, group)
+        return loss
+
+    def _update(self, param: Tensor, grad: Tensor, state: dict, group: dict) -> None:
+        raise NotImplementedError
+
+
+def _l2(grad: Tensor, param: Tensor, weight_decay: float) -> Tensor:
+    """``g + λ w``: the gradient of the loss plus ``(λ/2) ‖w‖²`` (coupled weight decay)."""
+    return grad.add(param, alpha=weight_decay) if weight_decay != 0 else grad
+
+
+class SGD(_Optimizer):
+    """Stochastic gradient descent with optional momentum, dampening and Nesterov.
+
+    With ``g_t`` the gradient (plus ``λ w`` if ``weight_decay = λ``)::
+
+        b_1 = g_1,   b_t = μ b_{t-1} + (1 - dampening) g_t        (momentum buffer)
+        d_t = g_t + μ b_t   if nesterov   else   b_t               (d_t = g_t if μ = 0)
+        w_t = w_{t-1} - lr d_t
+
+    As ``torch.optim.SGD``. The notes' momentum ``m_t = β m_{t-1} + (1 - β) g_t`` is
+    ``b_t`` times ``1 - β`` (with ``dampening = 0``): use ``lr = α (1 - β)``. The
+    Nesterov form is the look-ahead method of :func:`lookahead_momentum` with the
+    parameters stored at the look-ahead point.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False):
+        for name, value in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay)):
+            _require_at_least(name, value)
+        _require_at_least("dampening", dampening)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError(f"nesterov needs momentum > 0 and dampening = 0; found momentum={momentum}, "
+                             f"dampening={dampening}")
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _update(self, param, grad, state, group):
+        grad = _l2(grad, param, group["weight_decay"])
+        mu = group["momentum"]
+        if mu != 0:
+            if "momentum_buffer" not in state:
+                state["momentum_buffer"] = grad.clone()  # b_1 = g_1: no dampening on step 1
+            else:
+                state["momentum_buffer"].mul_(mu).add_(grad, alpha=1 - group["dampening"])
+            buffer = state["momentum_buffer"]
+            grad = grad.add(buffer, alpha=mu) if group["nesterov"] else buffer
+        param.add_(grad, alpha=-group["lr"])
+
+
+class Adagrad(_Optimizer):
+    """AdaGrad: divide by the root of the sum of all squared gradients so far.
+
+    ::
+
+        s_t = s_{t-1} + g_t²        (s_0 = initial_accumulator_value)
+        w_t = w_{t-1} - lr_t g_t / (√s_t + ε),   lr_t = lr / (1 + (t - 1) lr_decay)
+
+    As ``torch.optim.Adagrad`` (Duchi et al., 2011).
+    """
+
+    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
+                 initial_accumulator_value: float = 0.0, eps: float = 1e-10, *, maximize: bool = False):
+        for name, value in (("lr", lr), ("lr_decay", lr_decay), ("weight_decay", weight_decay),
+                            ("initial_accumulator_value", initial_accumulator_value), ("eps", eps)):
+            _require_at_least(name, value)
+        defaults = dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, eps=eps, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _update(self, param, grad, state, group):
+        grad = _l2(grad, param, group["weight_decay"])
+        if "sum" not in state:
+            state["sum"] = torch.full_like(param, group["initial_accumulator_value"])
+        state["sum"].add_(grad * grad)  # s_t: only ever grows
+        lr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+        param.addcdiv_(grad, state["sum"].sqrt().add_(group["eps"]), value=-lr)
+
+
+class RMSprop(_Optimizer):
+    """RMSProp: divide by the root of an exponential average of squared gradients.
+
+    ::
+
+        v_t = α v_{t-1} + (1 - α) g_t²                 (α = alpha, the notes' β₂)
+        c_t = α c_{t-1} + (1 - α) g_t,  v_t ← v_t - c_t²   if centered
+        d_t = g_t / (√v_t + ε)
+        b_t = μ b_{t-1} + d_t,  d_t ← b_t              if momentum μ > 0
+        w_t = w_{t-1} - lr d_t
+
+    As ``torch.optim.RMSprop`` (Tieleman & Hinton, 2012; centred: Graves, 2013).
+    """
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False, *,
+                 maximize: bool = False):
+        for name, value in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay), ("momentum", momentum)):
+            _require_at_least(name, value)
+        _require_at_least("alpha", alpha)
+        defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                        centered=centered, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _update(self, param, grad, state, group):
+        grad = _l2(grad, param, group["weight_decay"])
+        alpha = group["alpha"]
+        if "square_avg" not in state:
+            state["square_avg"] = torch.zeros_like(param)
+        square_avg = state["square_avg"].mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+        if group["centered"]:
+            if "grad_avg" not in state:
+                state["grad_avg"] = torch.zeros_like(param)
+            grad_avg = state["grad_avg"].mul_(alpha).add_(grad, alpha=1 - alpha)
+            root = (square_avg - grad_avg * grad_avg).sqrt()  # a standard deviation, not an RMS
+        else:
+            root = square_avg.sqrt()
+        direction = grad / root.add_(group["eps"])
+        if group["momentum"] > 0:
+            if "momentum_buffer" not in state:
+                state["momentum_buffer"] = torch.zeros_like(param)
+            direction = state["momentum_buffer"].mul_(group["momentum"]).add_(direction)
+        param.add_(direction, alpha=-group["lr"])
+
+
+class Adadelta(_Optimizer):
+    """AdaDelta: RMSProp whose learning rate is the RMS of the recent updates.
+
+    ::
+
+        v_t = ρ v_{t-1} + (1 - ρ) g_t²
+        Δ_t = √(u_{t-1} + ε) / √(v_t + ε) · g_t       (u: average of squared updates)
+        u_t = ρ u_{t-1} + (1 - ρ) Δ_t²
+        w_t = w_{t-1} - lr Δ_t
+
+    Zeiler (2012) has no ``lr``: the ratio of RMS values carries the units of
+    ``w``. ``torch.optim.Adadelta``, followed here, multiplies by ``lr``
+    (default 1.0, which is Zeiler's method).
+    """
+
+    def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
+                 weight_decay: float = 0.0, *, maximize: bool = False):
+        for name, value in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
+            _require_at_least(name, value)
+        _require_at_least("rho", rho)
+        if rho > 1:
+            raise ValueError(f"rho must lie in [0, 1]; found {rho!r}")
+        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _update(self, param, grad, state, group):
+        grad = _l2(grad, param, group["weight_decay"])
+        rho, eps = group["rho"], group["eps"]
+        if "square_avg" not in state:
+            state["square_avg"] = torch.zeros_like(param)
+            state["acc_delta"] = torch.zeros_like(param)
+        square_avg = state["square_avg"].mul_(rho).addcmul_(grad, grad, value=1 - rho)
+        delta = (state["acc_delta"] + eps).sqrt() / (square_avg + eps).sqrt() * grad
+        state["acc_delta"].mul_(rho).addcmul_(delta, delta, value=1 - rho)
+        param.add_(delta, alpha=-group["lr"])
+
+
+class Adam(_Optimizer):
+    """Adam: bias-corrected averages of the gradient and of its square.
+
+    ::
+
+        m_t = β₁ m_{t-1} + (1 - β₁) g_t,       m̂_t = m_t / (1 - β₁^t)
+        v_t = β₂ v_{t-1} + (1 - β₂) g_t²,      v̂_t = v_t / (1 - β₂^t)
+        v̂_t ← max(v̂_{t-1}, v̂_t)                              if amsgrad
+        w_t = w_{t-1} - lr m̂_t / (√v̂_t + ε)
+
+    ``weight_decay = λ`` adds ``λ w`` to ``g_t`` (L2, "coupled"), or with
+    ``decoupled_weight_decay=True`` first shrinks ``w ← (1 - lr λ) w``
+    (:class:`AdamW`). As ``torch.optim.Adam`` (Kingma & Ba, 2015; AMSGrad: Reddi
+    et al., 2018, with PyTorch's maximum of the uncorrected ``v``).
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
+                 maximize: bool = False, decoupled_weight_decay: bool = False):
+        for name, value in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
+            _require_at_least(name, value)
+        _require_betas(betas)
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def _update(self, param, grad, state, group):
+        lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
+        if group["decoupled_weight_decay"]:
+            param.mul_(1 - lr * group["weight_decay"])  # decay w itself, outside the adaptive step
+        else:
+            grad = _l2(grad, param, group["weight_decay"])
+        if "exp_avg" not in state:
+            state["exp_avg"] = torch.zeros_like(param)
+            state["exp_avg_sq"] = torch.zeros_like(param)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = torch.zeros_like(param)
+        m = state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
+        v = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        if group["amsgrad"]:
+            v = torch.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
+        # m and v start at 0, so early averages are too small by 1 - β^t: undo that.
+        m_hat = m / (1 - beta1**t)
+        v_hat = v / (1 - beta2**t)
+        param.addcdiv_(m_hat, v_hat.sqrt().add_(group["eps"]), value=-lr)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: ``w ← (1 - lr λ) w``, then the Adam step.
+
+    The decay does not pass through ``m̂ / √v̂``, so every weight shrinks by the
+    same factor whatever its gradient history (Loshchilov & Hutter, 2019). As
+    ``torch.optim.AdamW``: the decay is multiplied by ``lr``, where the paper
+    multiplies it by the schedule multiplier ``η_t`` only.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         decoupled_weight_decay=True)
+
+
+NADAM_SCHEDULES = ("warmup", "constant")
+
+
+def nadam_momentum(step: int, beta1: float, momentum_decay: float, schedule: str = "warmup") -> float:
+    """NAdam's momentum coefficient ``μ_t``.
+
+    ``"warmup"`` (PyTorch, Dozat 2016): ``β₁ (1 - ½ · 0.96^{t ψ})`` with
+    ``ψ = momentum_decay``; it starts near ``β₁ / 2`` and approaches ``β₁`` over
+    thousands of steps (with ``ψ = 0.004``, ``0.96^{tψ} = ½`` at ``t ≈ 4200``).
+    ``"constant"``: ``β₁``.
+    """
+    if schedule == "constant":
+        return beta1
+    return beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
+
+
+class NAdam(_Optimizer):
+    """NAdam: Adam whose momentum step is taken one step ahead, as Nesterov's.
+
+    With ``m_t, v_t`` the averages of :class:`Adam` and ``μ_t`` from
+    :func:`nadam_momentum`::
+
+        w_t = w_{t-1} - lr / (√v̂_t + ε) · [ (1 - μ_t) g_t / (1 - Π_{i<=t} μ_i)
+                                          + μ_{t+1} m_t / (1 - Π_{i<=t+1} μ_i) ]
+
+    The second term uses the momentum of the *next* step now: Dozat's (2016)
+    way to look ahead without a second gradient. As ``torch.optim.NAdam``;
+    ``momentum_schedule="constant"`` (``μ_t = β₁``, our option, not PyTorch's)
+    gives the textbook form ``(1 - β₁) g_t / (1 - β₁^t) + β₁ m_t / (1 - β₁^{t+1})``.
+    """
+
+    def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, momentum_decay: float = 4e-3,
+                 decoupled_weight_decay: bool = False, *, maximize: bool = False,
+                 momentum_schedule: str = "warmup"):
+        for name, value in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay),
+                            ("momentum_decay", momentum_decay)):
+            _require_at_least(name, value)
+        _require_betas(betas)
+        if momentum_schedule not in NADAM_SCHEDULES:
+            raise ValueError(f"momentum_schedule must be one of {NADAM_SCHEDULES}; found {momentum_schedule!r}")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
+                        maximize=maximize, momentum_schedule=momentum_schedule)
+        super().__init__(params, defaults)
+
+    def _update(self, param, grad, state, group):
+        lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
+        if group["decoupled_weight_decay"]:
+            param.mul_(1 - lr * group["weight_decay"])
+        else:
+            grad = _l2(grad, param, group["weight_decay"])
+        if "exp_avg" not in state:
+            state["exp_avg"] = torch.zeros_like(param)
+            state["exp_avg_sq"] = torch.zeros_like(param)
+            state["mu_product"] = 1.0
+        mu = nadam_momentum(t, beta1, group["momentum_decay"], group["momentum_schedule"])
+        mu_next = nadam_momentum(t + 1, beta1, group["momentum_decay"], group["momentum_schedule"])
+        state["mu_product"] *= mu  # Π_{i<=t} μ_i
+        m = state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
+        v = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        denominator = (v / (1 - beta2**t)).sqrt().add_(group["eps"])
+        param.addcdiv_(grad, denominator, value=-lr * (1 - mu) / (1 - state["mu_product"]))
+        param.addcdiv_(m, denominator, value=-lr * mu_next / (1 - state["mu_product"] * mu_next))
+
+
+OPTIMIZERS: dict[str, type[Optimizer]] = {
+    "SGD": SGD, "Adagrad": Adagrad, "RMSprop": RMSprop, "Adadelta": Adadelta,
+    "Adam": Adam, "AdamW": AdamW, "NAdam": NAdam,
+}
+
+
+# ---------------------------------------------------------------------------
+# The notes' template: w ← w - lr φ(g_1..g_t) / (√ψ(g_1..g_t) + ε).
+# ---------------------------------------------------------------------------
+
+_FEATURES: dict[str, Callable[[Tensor], Tensor]] = {
+    "g": lambda g: g,
+    "g²": lambda g: g * g,
+    "1": torch.ones_like,
+}
+
+
+@dataclass(frozen=True)
+class Moment:
+    """A running statistic of the gradients: the φ or the ψ of the template.
+
+    ``s_t = decay · s_{t-1} + weight · feature(g_t)`` with ``s_0 = 0``; the estimate
+    is ``s_t``, or ``s_t / (1 - decay^t)`` with ``bias_correction``. With
+    ``nesterov`` (first moments only) it is NAdam's look-ahead mix
+    ``decay · s_t / (1 - decay^{t+1}) + (1 - decay) g_t / (1 - decay^t)``.
+
+    Attributes
+    ----------
+    feature : {"g", "g²", "1"}
+    decay, weight : float
+        ``decay = 1, weight = 1`` is a running sum; ``decay = β, weight = 1 - β``
+        an exponential moving average; ``decay = 0, weight = 1`` the latest value.
+    """
+
+    feature: str
+    decay: float = 0.0
+    weight: float = 1.0
+    bias_correction: bool = False
+    nesterov: bool = False
+
+    def __post_init__(self):
+        if self.feature not in _FEATURES:
+            raise ValueError(f"feature must be one of {tuple(_FEATURES)}; found {self.feature!r}")
+        if self.nesterov and not (self.feature == "g" and self.bias_correction and self.decay < 1):
+            raise ValueError("nesterov needs feature 'g', bias_correction=True and decay < 1")
+
+    def update(self, buffer: Tensor, grad: Tensor, step: int) -> Tensor:
+        """Advance ``buffer`` (in place) by one gradient and return the estimate."""
+        buffer.mul_(self.decay).add_(_FEATURES[self.feature](grad), alpha=self.weight)
+        if self.nesterov:
+            return (self.decay * buffer / (1 - self.decay ** (step + 1))
+                    + (1 - self.decay) * grad / (1 - self.decay**step))
+        return buffer / (1 - self.decay**step) if self.bias_correction else buffer
+
+
+class MomentOptimizer(_Optimizer):
+    """The general template: ``w ← w - lr m_t / (√V_t + ε)``, ``m = φ(g..)``, ``V = ψ(g..)``.
+
+    Parameters
+    ----------
+    params
+        As for any ``torch.optim`` optimiser.
+    lr : float
+    phi, psi : Moment
+        The first and the second moment (see :func:`template`).
+    eps : float
+        Added to ``√V_t``; use 0 when ``ψ = 1`` so that SGD is exactly SGD.
+    """
+
+    def __init__(self, params, lr: float, phi: Moment, psi: Moment, eps: float = 1e-8):
+        _require_at_least("lr", lr)
+        _require_at_least("eps", eps)
+        for name, moment in (("phi", phi), ("psi", psi)):
+            if not isinstance(moment, Moment):
+                raise TypeError(f"{name} must be a Moment; found {type(moment).__name__}")
+        super().__init__(params, dict(lr=lr, phi=phi, psi=psi, eps=eps, maximize=False))
+
+    def _update(self, param, grad, state, group):
+        if "first" not in state:
+            state["first"] = torch.zeros_like(param)
+            state["second"] = torch.zeros_like(param)
+        m = group["phi"].update(state["first"], grad, state["step"])
+        v = group["psi"].update(state["second"], grad, state["step"])
+        param.addcdiv_(m, v.sqrt().add_(group["eps"]), value=-group["lr"])
+
+
+TEMPLATE_NAMES = ("SGD", "momentum", "AdaGrad", "RMSProp", "Adam", "NAdam")
+
+
+def template(name: str, beta1: float = 0.9, beta2: float = 0.999) -> tuple[Moment, Moment]:
+    """The (φ, ψ) of one classic optimiser.
+
+    ============  ===========================================  ==========================================
+    name          first moment φ                               second moment ψ
+    ============  ===========================================  ==========================================
+    SGD           ``g_t``                                      1
+    momentum      ``β₁ m_{t-1} + (1 - β₁) g_t``                1
+    AdaGrad       ``g_t``                                      ``Σ_τ g_τ²``
+    RMSProp       ``g_t``                                      ``β₂ v_{t-1} + (1 - β₂) g_t²``
+    Adam          the momentum average, bias-corrected         the RMSProp average, bias-corrected
+    NAdam         Adam's, mixed with ``g_t`` one step ahead    as Adam
+    ============  ===========================================  ==========================================
+    """
+    _require_beta("beta1", beta1)
+    _require_beta("beta2", beta2)
+    latest, one = Moment("g"), Moment("1")
+    ema_g, ema_g2 = Moment("g", beta1, 1 - beta1), Moment("g²", beta2, 1 - beta2)
+    table = {
+        "SGD": (latest, one),
+        "momentum": (ema_g, one),
+        "AdaGrad": (latest, Moment("g²", 1.0, 1.0)),
+        "RMSProp": (latest, ema_g2),
+        "Adam": (Moment("g", beta1, 1 - beta1, True), Moment("g²", beta2, 1 - beta2, True)),
+        "NAdam": (Moment("g", beta1, 1 - beta1, True, nesterov=True), Moment("g²", beta2, 1 - beta2, True)),
+    }
+    if name not in table:
+        raise ValueError(f"name must be one of {TEMPLATE_NAMES}; found {name!r}")
+    return table[name]
+
+
+def lookahead_momentum(grad_fn: Callable[[Tensor], Tensor], start: Tensor, lr: float, beta: float,
+                       steps: int) -> Tensor:
+    """Nesterov momentum in the look-ahead form, in the notes' notation.
+
+    ::
+
+        g_t = ∇f(w_{t-1} - lr β m_{t-1})          (the gradient where momentum is taking us)
+        m_t = β m_{t-1} + (1 - β) g_t,   w_t = w_{t-1} - lr m_t
+
+    The look-ahead point is where the momentum part ``lr β m_{t-1}`` of the next
+    step alone would move ``w``. ``SGD(nesterov=True, lr=lr·(1-β), momentum=β)``
+    produces exactly these look-ahead points ``w_t - lr β m_t`` as its parameters.
+
+    Parameters
+    ----------
+    grad_fn : callable
+        ``w -> ∇f(w)``, shapes ``(D,) -> (D,)``.
+    start : Tensor
+        ``w_0``, shape ``(D,)``.
+
+    Returns
+    -------
+    Tensor
+        ``w_0, ..., w_steps``, shape ``(steps + 1, D)``.
+
+    Shapes
+    ------
+    start ``(D,)`` -> path ``(steps + 1, D)``
+    """
+    _require_at_least("lr", lr)
+    _require_beta("beta", beta)
+    w, m = start.clone(), torch.zeros_like(start)
+    path = [w.clone()]
+    for _ in range(steps):
+        g = grad_fn(w - lr * beta * m)
+        m = beta * m + (1 - beta) * g
+        w = w - lr * m
+        path.append(w.clone())
+    return torch.stack(path)  # (steps + 1, D)
+
+
+# ---------------------------------------------------------------------------
+# Test problems: 2-D surfaces, an online problem, a classification set.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Surface:
+    """A 2-D loss surface with a hand-written gradient, for trajectory plots.
+
+    ``f`` and ``grad`` take points of shape ``(..., 2)``; ``start`` is where the
+    trajectories begin, ``minimum`` the minimiser, ``xlim``/``ylim`` the plot window.
+    """
+
+    name: str
+    f: Callable[[Tensor], Tensor]
+    grad: Callable[[Tensor], Tensor]
+    start: tuple[float, float]
+    minimum: tuple[float, float]
+    xlim: tuple[float, float]
+    ylim: tuple[float, float]
+
+
+def _quadratic(w: Tensor) -> Tensor:
+    return 0.5 * (w[..., 0] ** 2 + 20.0 * w[..., 1] ** 2)  # curvatures 1 and 20
+
+
+def _quadratic_grad(w: Tensor) -> Tensor:
+    return torch.stack([w[..., 0], 20.0 * w[..., 1]], dim=-1)
+
+
+def _rosenbrock(w: Tensor) -> Tensor:
+    x, y = w[..., 0], w[..., 1]
+    return (1 - x) ** 2 + 100.0 * (y - x**2) ** 2
+
+
+def _rosenbrock_grad(w: Tensor) -> Tensor:
+    x, y = w[..., 0], w[..., 1]
+    return torch.stack([-2 * (1 - x) - 400.0 * x * (y - x**2), 200.0 * (y - x**2)], dim=-1)
+
+
+SURFACES: dict[str, Surface] = {
+    "quadratic": Surface("quadratic", _quadratic, _quadratic_grad, (-4.5, 1.0), (0.0, 0.0),
+                         (-5.0, 1.5), (-1.5, 1.5)),
+    "rosenbrock": Surface("rosenbrock", _rosenbrock, _rosenbrock_grad, (-1.2, 1.0), (1.0, 1.0),
+                          (-1.8, 1.8), (-0.8, 2.2)),
+}
+
+
+def trajectory(optimizer: Callable[..., Optimizer], surface: Surface, steps: int, **hyper) -> Tensor:
+    """The points an optimiser visits on a surface, starting at ``surface.start``.
+
+    Parameters
+    ----------
+    optimizer : class
+        Any ``torch.optim``-style optimiser class (ours or PyTorch's).
+    surface : Surface
+    steps : int
+    **hyper
+        Constructor arguments, e.g. ``lr=0.1, momentum=0.9``.
+
+    Returns
+    -------
+    Tensor
+        Float64, shape ``(steps + 1, 2)``; a diverging run is cut at the first
+        non-finite point (its rows are fewer).
+
+    Shapes
+    ------
+    one point ``(2,)`` per step -> path ``(<= steps + 1, 2)``
+    """
+    w = torch.tensor(surface.start, dtype=torch.float64)  # (2,)
+    opt = optimizer([w], **hyper)
+    path = [w.clone()]
+    for _ in range(steps):
+        w.grad = surface.grad(w)
+        opt.step()
+        if not torch.isfinite(w).all():
+            break
+        path.append(w.clone())
+    return torch.stack(path)  # (<= steps + 1, 2)
+
+
+def reddi_problem(c: float = 3.0) -> Callable[[int, Tensor], Tensor]:
+    """The online problem of Reddi et al. (2018, section 3) on which Adam fails.
+
+    On ``x ∈ [-1, 1]`` the loss at step ``t`` (from 1) is ``f_t(x) = c x`` when
+    ``t mod 3 = 1`` and ``-x`` otherwise. Over three steps the total is
+    ``(c - 2) x``, so for ``c > 2`` the best point is ``x = -1``. Returns the
+    gradient ``(t, x) -> f_t'(x)``.
+
+    Shapes
+    ------
+    the returned gradient maps ``x`` of any shape to a tensor of the same shape
+    """
+    if not c > 2:
+        raise ValueError(f"c must be > 2 (otherwise -1 is not the optimum); found {c!r}")
+
+    def grad(t: int, x: Tensor) -> Tensor:
+        return torch.full_like(x, c if t % 3 == 1 else -1.0)
+
+    return grad
+
+
+def spirals(n_per_class: int = 200, classes: int = 3, noise: float = 0.2,
+            generator: Optional[torch.Generator] = None) -> tuple[Tensor, Tensor]:
+    """Interleaved 2-D spirals, one per class: a small set a linear model cannot fit.
+
+    Returns
+    -------
+    inputs : Tensor
+        Shape ``(classes · n_per_class, 2)``.
+    labels : Tensor
+        Integer classes, shape ``(classes · n_per_class,)``.
+
+    Shapes
+    ------
+    ``-> (classes · n_per_class, 2), (classes · n_per_class,)``
+    """
+    radius = torch.linspace(0.05, 1.0, n_per_class)  # (n,)
+    inputs, labels = [], []
+    for c in range(classes):
+        angle = 4.0 * radius + 2 * math.pi * c / classes + noise * torch.randn(n_per_class, generator=generator)
+        inputs.append(torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)], dim=1))  # (n, 2)
+        labels.append(torch.full((n_per_class,), c))
+    return torch.cat(inputs), torch.cat(labels)
+
+
+def fit(model: torch.nn.Module, optimizer: Optimizer, inputs: Tensor, targets: Tensor,
+        loss_fn: Callable[[Tensor, Tensor], Tensor], steps: int, batch_size: Optional[int] = None,
+        generator: Optional[torch.Generator] = None) -> list[float]:
+    """Train for ``steps`` updates and return the loss on the whole set after each.
+
+    ``batch_size=None`` is batch gradient descent (every example every step);
+    otherwise each step uses a fresh random mini-batch (1 is plain SGD).
+
+    Returns
+    -------
+    list of float
+        Length ``steps + 1``: the full-data loss before training and after each step.
+
+    Shapes
+    ------
+    inputs ``(N, ...)`` and targets ``(N, ...)``; a mini-batch takes ``batch_size`` rows of each
+    """
+    def full_loss() -> float:
+        with torch.no_grad():
+            return float(loss_fn(model(inputs), targets))
+
+    n = inputs.shape[0]
+    losses = [full_loss()]
+    for _ in range(steps):
+        rows = slice(None) if batch_size is None else torch.randint(n, (batch_size,), generator=generator)
+        optimizer.zero_grad()
+        loss_fn(model(inputs[rows]), targets[rows]).backward()
+        optimizer.step()
+        losses.append(full_loss())
+    return losses

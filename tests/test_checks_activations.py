@@ -1,0 +1,124 @@
+"""The checkers of chapter 1: right answers pass however they are written; wrong ones
+fail with a message that says what is wrong."""
+import math
+
+import pytest
+import torch
+
+from lib.checks import CHECKS, CheckFailed, check_cross_entropy, check_gelu_grad
+
+
+def test_checkers_are_registered_under_their_names():
+    assert CHECKS["check_gelu_grad"] is check_gelu_grad
+    assert CHECKS["check_cross_entropy"] is check_cross_entropy
+
+
+# ---- GELU' ----------------------------------------------------------------------------------
+def gelu_grad_erf(x):
+    cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+    return cdf + x * torch.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+
+
+def gelu_grad_autograd(x):
+    x = x.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(torch.nn.functional.gelu(x).sum(), x)
+    return grad
+
+
+def gelu_grad_loops(x):
+    flat = [0.5 * math.erfc(-v / math.sqrt(2)) + v * math.exp(-v * v / 2) / math.sqrt(2 * math.pi)
+            for v in x.flatten().tolist()]
+    return torch.tensor(flat, dtype=x.dtype).reshape(x.shape)
+
+
+@pytest.mark.parametrize("answer", [gelu_grad_erf, gelu_grad_autograd, gelu_grad_loops])
+def test_gelu_grad_accepts_right_answers_written_differently(answer, capsys):
+    check_gelu_grad(answer)
+    assert capsys.readouterr().out.startswith("✓ GELU'(x) = Φ(x) + x φ(x) agrees")
+
+
+def cdf(x):
+    return 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (cdf, "you returned Φ\\(x\\) only"),
+        (lambda x: x * torch.exp(-x * x / 2) / math.sqrt(2 * math.pi), "you returned x φ\\(x\\) only"),
+        (lambda x: gelu_grad_autograd_tanh(x), "derivative of the tanh approximation"),
+        (lambda x: (s := torch.sigmoid(1.702 * x)) + 1.702 * x * s * (1 - s), "sigmoid approximation"),
+        (lambda x: cdf(x) + x * torch.exp(-x * x) / math.sqrt(2 * math.pi), "check the exponent"),
+        (lambda x: gelu_grad_erf(x) + 1e-3, "differs from Φ\\(x\\) \\+ x φ\\(x\\) by up to 0.001"),
+        (lambda x: gelu_grad_erf(x).sum(), "it must have the shape of x"),
+        (lambda x: gelu_grad_erf(x).tolist(), "must return a torch.Tensor; it returned list"),
+        (lambda x: gelu_grad_erf(x) / (x - x), "contains NaN or inf"),
+    ],
+)
+def test_gelu_grad_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_gelu_grad(answer)
+
+
+def gelu_grad_autograd_tanh(x):
+    x = x.clone().requires_grad_()
+    (grad,) = torch.autograd.grad(torch.nn.functional.gelu(x, approximate="tanh").sum(), x)
+    return grad
+
+
+# ---- cross-entropy ----------------------------------------------------------------------------
+def ce_logsumexp(logits, targets):
+    shifted = logits - logits.max(dim=1, keepdim=True).values
+    log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
+    return -log_probs[torch.arange(len(targets)), targets].mean()
+
+
+def ce_loops(logits, targets):
+    total = 0.0
+    for row, y in zip(logits.tolist(), targets.tolist()):
+        top = max(row)
+        total += -(row[y] - top - math.log(sum(math.exp(v - top) for v in row)))
+    return torch.tensor(total / len(targets), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("answer", [ce_logsumexp, ce_loops, lambda z, y: torch.nn.functional.cross_entropy(z, y)])
+def test_cross_entropy_accepts_right_answers_written_differently(answer, capsys):
+    check_cross_entropy(answer)
+    assert capsys.readouterr().out.startswith("✓ softmax cross-entropy agrees")
+
+
+def naive(logits, targets):
+    probs = logits.exp() / logits.exp().sum(dim=1, keepdim=True)
+    return -probs[torch.arange(len(targets)), targets].log().mean()
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (naive, "exp overflows; subtract each row's maximum"),
+        (lambda z, y: ce_logsumexp(z, y) * len(y), "you summed the losses"),
+        (lambda z, y: -ce_logsumexp(z, y), "wrong sign"),
+        (lambda z, y: torch.nn.functional.cross_entropy(z, y, reduction="none"), "one loss per example"),
+        (lambda z, y: torch.nn.functional.binary_cross_entropy(
+            torch.softmax(z, 1), torch.nn.functional.one_hot(y, z.shape[1]).double(), reduction="sum") / len(y),
+         "two-class formula"),
+        (lambda z, y: -torch.log_softmax(z, 0)[torch.arange(len(y)), y].mean(), "softmax runs over the batch"),
+        (lambda z, y: ce_logsumexp(z, y) + 0.1, "expected"),
+        (lambda z, y: ce_logsumexp(z, y).reshape(1, 1).repeat(2, 1), "expected a scalar"),
+    ],
+)
+def test_cross_entropy_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_cross_entropy(answer)
+
+
+@pytest.mark.parametrize("name", ["check_gelu_grad", "check_cross_entropy"])
+def test_results_survive_torch_save_and_the_judge_runs_apart(name, tmp_path):
+    check = CHECKS[name]
+    cases = check.make_cases(torch.Generator().manual_seed(0))
+    answer = gelu_grad_erf if name == "check_gelu_grad" else ce_logsumexp
+    results = [answer(*args) for args in cases]
+    torch.save(results, tmp_path / "results.pt")
+    check.judge(cases, torch.load(tmp_path / "results.pt", weights_only=True))
+    with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
+        check.judge(cases, ["NotImplementedError: write it"] * len(cases))

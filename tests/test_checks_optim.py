@@ -1,0 +1,80 @@
+"""The checker of chapter 2: right answers pass however they are written; wrong ones
+fail with a message that says what is wrong."""
+import pytest
+import torch
+
+from lib.checks import CHECKS, CheckFailed, check_adam_path
+
+
+def test_checker_is_registered_under_its_name():
+    assert CHECKS["check_adam_path"] is check_adam_path
+
+
+def adam_loop(grads, lr, beta1, beta2, eps, correct=True, eps_inside=False, shift=0):
+    w = torch.zeros(grads.shape[1], dtype=grads.dtype)
+    m, v = torch.zeros_like(w), torch.zeros_like(w)
+    path = []
+    for t in range(1, len(grads) + 1):
+        g = grads[t - 1]
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g**2
+        m_hat = m / (1 - beta1 ** (t + shift)) if correct else m
+        v_hat = v / (1 - beta2 ** (t + shift)) if correct else v
+        w = w - lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps)
+        path.append(w)
+    return torch.stack(path)
+
+
+def adam_via_torch(grads, lr, beta1, beta2, eps):
+    w = torch.zeros(grads.shape[1], dtype=grads.dtype)
+    opt = torch.optim.Adam([w], lr=lr, betas=(beta1, beta2), eps=eps)
+    path = []
+    for g in grads:
+        w.grad = g.clone()
+        opt.step()
+        path.append(w.clone())
+    return torch.stack(path)
+
+
+def adam_vectorised(grads, lr, beta1, beta2, eps):
+    # Closed forms of the averages: m_t = (1-β₁) Σ_τ β₁^(t-τ) g_τ, likewise v_t, via cumulative sums.
+    t = torch.arange(1, len(grads) + 1, dtype=grads.dtype)[:, None]  # (T, 1)
+    m = (1 - beta1) * beta1**t * torch.cumsum(grads / beta1**t, dim=0)
+    v = (1 - beta2) * beta2**t * torch.cumsum(grads**2 / beta2**t, dim=0)
+    steps = (m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt() + eps)
+    return -lr * torch.cumsum(steps, dim=0)
+
+
+@pytest.mark.parametrize("answer", [adam_loop, adam_via_torch, adam_vectorised])
+def test_accepts_right_answers_written_differently(answer, capsys):
+    check_adam_path(answer)
+    assert capsys.readouterr().out.startswith("✓ Adam's path agrees with lib.optim.Adam")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda *a: adam_loop(*a, correct=False), "you left out the bias correction"),
+        (lambda *a: adam_loop(*a, eps_inside=True), "ε goes outside the square root"),
+        (lambda *a: adam_loop(*a, shift=1), "you used t \\+ 1"),
+        (lambda *a: adam_loop(*a, shift=-1), "1 - β\\^t uses t = 1 on the first step"),
+        (lambda *a: torch.cat([torch.zeros(1, a[0].shape[1], dtype=a[0].dtype), adam_loop(*a)]),
+         "leave out the starting point"),
+        (lambda *a: adam_loop(*a)[-1], "not only the last"),
+        (lambda *a: adam_loop(*a) + 1e-3, "first differs from Adam's after step 1"),
+        (lambda *a: [adam_loop(*a)], "must return a torch.Tensor; it returned list"),
+        (lambda *a: 1 / 0, "raised ZeroDivisionError"),
+    ],
+)
+def test_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_adam_path(answer)
+
+
+def test_results_survive_torch_save_and_the_judge_runs_apart(tmp_path):
+    cases = check_adam_path.make_cases(torch.Generator().manual_seed(0))
+    assert any(torch.equal(grads, grads[:1].expand_as(grads)) for grads, *_ in cases), "a constant-gradient case"
+    torch.save([adam_loop(*args) for args in cases], tmp_path / "results.pt")
+    check_adam_path.judge(cases, torch.load(tmp_path / "results.pt", weights_only=True))
+    with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
+        check_adam_path.judge(cases, ["NotImplementedError: write it"] * len(cases))
