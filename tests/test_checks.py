@@ -9,11 +9,12 @@ from lib.checks import CHECKS, Check, CheckFailed, check_masked_softmax, check_s
 
 
 def test_every_check_is_registered_under_its_name():
-    assert CHECKS == {
-        "check_masked_softmax": check_masked_softmax,
-        "check_scaled_dot_product_attention": check_scaled_dot_product_attention,
-    }
-    assert all(isinstance(check, Check) for check in CHECKS.values())
+    assert CHECKS["check_masked_softmax"] is check_masked_softmax
+    assert CHECKS["check_scaled_dot_product_attention"] is check_scaled_dot_product_attention
+    assert all(name.startswith("check_") and isinstance(check, Check) for name, check in CHECKS.items())
+    import lib.checks
+
+    assert all(getattr(lib.checks, name) is check for name, check in CHECKS.items())
 
 
 # ---- masked softmax -----------------------------------------------------------------------

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from lib.widgets import Choice, Explorer, Slider, Visual, explore
+from lib.widgets import Choice, Explorer, Slider, Text, Visual, explore
 from lib.widgets.core import MAX_FRAMES, WIDGETS_ENV
 
 
@@ -145,3 +145,57 @@ def test_explorer_is_a_dataclass_bound_to_one_figure():
     assert explorer._fig.dpi == 50
     width, height = explorer._fig.get_size_inches()
     assert (width, height) == Line.figsize
+
+
+# ---- the Text control: free text live, presets in the static player ------------------
+class Echo(Visual):
+    """Draws the number of words of a free-text control (any string must work)."""
+
+    title = "Word count"
+    figsize = (2.0, 1.5)
+    controls = (Text("sentence", ("the cat sat", "a dog"), label="sentence"), Slider("scale", (1, 2)))
+
+    def compute(self, sentence="the cat sat", scale=1):
+        return {"height": scale * len(sentence.split())}
+
+    def draw(self, fig, data):
+        ax = fig.add_subplot()
+        ax.set_ylim(0, 12)
+        (bar,) = ax.bar([0], [data["height"]])
+        return bar
+
+    def update(self, bar, data):
+        bar.set_height(data["height"])
+
+
+def test_text_control_checks_its_presets():
+    with pytest.raises(ValueError, match=r"default of control 't' must be one of \['a'\]; found 'b'"):
+        Text("t", ("a",), default="b")
+    with pytest.raises(TypeError, match=r"presets of text control 't' must be strings; found \['a', 3\]"):
+        Text("t", ("a", 3))
+    assert explore(Echo()).defaults == {"sentence": "the cat sat", "scale": 2}
+
+
+def test_text_control_is_a_select_over_its_presets_in_the_static_player():
+    explorer = explore(Echo())
+    html = explorer.to_html()
+    assert len(re.findall(r'<select class="book-explorer-control"', html)) == 1
+    assert '<option value="0" selected>the cat sat</option><option value="1">a dog</option>' in html
+    data = player_data(html)
+    assert data["sizes"] == [2, 2] and data["labels"][0] == ["the cat sat", "a dog"]
+    frames, frame_of = explorer.frames()
+    assert frames[frame_of[np.ravel_multi_index((1, 0), data["sizes"])]] == explorer.render(sentence="a dog", scale=1)
+    assert explorer.describe() == "Explorer: Word count — sentence ∈ {the cat sat, a dog}; scale ∈ {1, 2}"
+
+
+def test_text_control_is_a_free_text_box_live():
+    import ipywidgets
+
+    explorer = explore(Echo())
+    controls, image = explorer.widget().children
+    box, scale = controls.children
+    assert isinstance(box, ipywidgets.Text) and box.value == "the cat sat"
+    box.value = "five words typed by hand"  # not a preset: the live view recomputes anyway
+    assert image.value == explorer.render(sentence="five words typed by hand", scale=2)
+    box.value = ""
+    assert image.value == explorer.render(sentence="", scale=2)

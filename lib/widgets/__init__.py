@@ -2,6 +2,6 @@
 
 Chapter-specific visuals live in one module per chapter (``lib.widgets.attention``, ...).
 """
-from lib.widgets.core import Choice, Explorer, Slider, Visual, explore, render_png
+from lib.widgets.core import Choice, Explorer, Slider, Text, Visual, explore, render_png
 
-__all__ = ["Choice", "Explorer", "Slider", "Visual", "explore", "render_png"]
+__all__ = ["Choice", "Explorer", "Slider", "Text", "Visual", "explore", "render_png"]

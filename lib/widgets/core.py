@@ -22,7 +22,8 @@ live notebook never pays for frames it does not show.
 
 The player's HTML contract (browser tests rely on it): a ``div.book-explorer``
 holding one ``img.book-explorer-frame`` and one ``input[type=range]`` or
-``select`` with class ``book-explorer-control`` per control.
+``select`` with class ``book-explorer-control`` per control (a :class:`Text`
+control is a ``select`` over its presets there).
 """
 from __future__ import annotations
 
@@ -104,7 +105,46 @@ class Choice:
         return str(value)
 
 
-Control = Slider | Choice
+@dataclass(frozen=True)
+class Text:
+    """A control for free text, such as a sentence to evaluate.
+
+    **Live** (a Jupyter kernel): an ipywidgets ``Text`` box. Anything may be
+    typed, and the figure is recomputed with the new text when the edit is
+    committed (Enter, or leaving the box), so ``compute`` must accept any
+    string, including an empty one.
+
+    **Static** (the HTML book): without a kernel free text cannot be recomputed,
+    so the player shows a drop-down over the preset strings in ``values``, each
+    pre-rendered like an option of a :class:`Choice`.
+
+    Parameters
+    ----------
+    name : str
+        Keyword argument of ``compute`` that receives the text.
+    values : sequence of str
+        Preset texts: the static player's options. The live box starts at ``default``.
+    default : str, optional
+        Starting text; must be one of ``values``. Defaults to the first.
+    label : str, optional
+        Text shown next to the control (defaults to ``name``).
+    """
+
+    name: str
+    values: Sequence[str]
+    default: str | None = None
+    label: str | None = None
+
+    def __post_init__(self):
+        _check_control(self, self.values)
+        if not all(isinstance(v, str) for v in self.values):
+            raise TypeError(f"the presets of text control {self.name!r} must be strings; found {list(self.values)}")
+
+    def format(self, value) -> str:
+        return str(value)
+
+
+Control = Slider | Choice | Text
 
 
 def _check_control(control, values) -> None:
@@ -215,6 +255,11 @@ class Explorer:
                     options=[(control.format(v), v) for v in control.values],
                     value=_default_value(control), description=label,
                     continuous_update=True, style={"description_width": "initial"},
+                )
+            elif isinstance(control, Text):
+                inputs[control.name] = widgets.Text(
+                    value=_default_value(control), description=label, continuous_update=False,
+                    style={"description_width": "initial"}, layout=widgets.Layout(width="24em"),
                 )
             else:
                 inputs[control.name] = widgets.Dropdown(
