@@ -1,0 +1,303 @@
+"""Checkers for the exercises of chapters 3 and 4 (recurrent networks, gating)."""
+from __future__ import annotations
+
+import torch
+
+from lib.checks.core import Check, CheckFailed, _require_tensor
+from lib.rnn import GRUCell, LSTMCell, RNN, RNNCell, rnn_jacobian_norms
+
+_TOLERANCE = dict(atol=1e-6, rtol=1e-6)  # float32 answers pass; every slip below is far larger
+
+
+def _sizes(generator: torch.Generator, count: int) -> list[int]:
+    """``count`` different sizes in 2..7, so that a product over the wrong axis fails loudly."""
+    return [int(n) for n in torch.randperm(6, generator=generator)[:count] + 2]
+
+
+def _weights(generator: torch.Generator, gates: int, input_size: int, hidden_size: int) -> tuple:
+    """``weight_ih (G*H, D), weight_hh (G*H, H), bias_ih (G*H,), bias_hh (G*H,)`` in float64."""
+    shapes = [(gates * hidden_size, input_size), (gates * hidden_size, hidden_size),
+              (gates * hidden_size,), (gates * hidden_size,)]
+    return tuple(0.8 * torch.randn(*shape, generator=generator, dtype=torch.float64) for shape in shapes)
+
+
+def _load(cell, weights: tuple):
+    with torch.no_grad():
+        for name, value in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"), weights):
+            getattr(cell, name).copy_(value)
+    return cell
+
+
+def _compare(found: torch.Tensor, expected: torch.Tensor, context: str, layout: str,
+             diagnoses: tuple, shape_hints: dict) -> None:
+    """Shape, NaN and value checks shared by the checkers; ``diagnoses`` are (wrong answer, message)."""
+    if tuple(found.shape) != tuple(expected.shape):
+        hint = shape_hints.get(tuple(found.shape), "")
+        raise CheckFailed(f"for {context} your result has shape {tuple(found.shape)}; expected {layout} = "
+                          f"{tuple(expected.shape)}{hint}")
+    found = found.detach().to(expected.dtype)
+    if torch.isnan(found).any():
+        raise CheckFailed(f"your result contains NaN for {context}")
+    if torch.allclose(found, expected, **_TOLERANCE):
+        return
+    for wrong, message in diagnoses:
+        if wrong.shape == found.shape and torch.allclose(found, wrong, **_TOLERANCE):
+            raise CheckFailed(f"for {context}: {message}")
+    difference = (found - expected).abs()
+    where = tuple(int(i) for i in torch.unravel_index(difference.argmax(), expected.shape))
+    raise CheckFailed(f"for {context} your result differs from lib.rnn's by up to {difference.max():.3g} "
+                      f"(at index {where})")
+
+
+# ---------------------------------------------------------------------------
+# Chapter 3: the RNN forward pass.
+# ---------------------------------------------------------------------------
+
+
+def rnn_forward_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(x, h0, weight_ih, weight_hh, bias_ih, bias_hh)`` for :data:`check_rnn_forward`.
+
+    ``x`` is ``(B, T, D)`` and ``h0`` is ``(B, H)`` with four different sizes; ``h0``
+    is random, so starting from zeros shows.
+    """
+    cases = []
+    for _ in range(trials):
+        batch, steps, input_size, hidden_size = _sizes(generator, 4)
+        x = torch.randn(batch, steps, input_size, generator=generator, dtype=torch.float64)
+        h0 = torch.randn(batch, hidden_size, generator=generator, dtype=torch.float64)
+        cases.append((x, h0, *_weights(generator, 1, input_size, hidden_size)))
+    return cases
+
+
+def _rnn_outputs(x, h0, weight_ih, weight_hh, bias_ih, bias_hh, nonlinearity="tanh"):
+    layer = RNN(x.shape[-1], h0.shape[-1], nonlinearity=nonlinearity).double()
+    _load(layer.cells[0], (weight_ih, weight_hh, bias_ih, bias_hh))
+    with torch.no_grad():
+        return layer(x, h0[None])[0]  # (B, T, H)
+
+
+def _rnn_slip(x, h0, weight_ih, weight_hh, bias_ih, bias_hh, transpose_hh=True, both_biases=True):
+    h, outputs = h0, []
+    for t in range(x.shape[1]):
+        recurrent = h @ (weight_hh.T if transpose_hh else weight_hh)
+        h = torch.tanh(x[:, t] @ weight_ih.T + bias_ih + recurrent + (bias_hh if both_biases else 0))
+        outputs.append(h)
+    return torch.stack(outputs, dim=1)
+
+
+def judge_rnn_forward(cases: list[tuple], results: list) -> None:
+    """Compare the student's hidden states with :class:`lib.rnn.RNN`'s."""
+    for args, found in zip(cases, results, strict=True):
+        x, h0 = args[0], args[1]
+        context = f"x of shape {tuple(x.shape)}, h0 of shape {tuple(h0.shape)}"
+        found = _require_tensor(found, context)
+        expected = _rnn_outputs(*args)
+        batch, steps, hidden = expected.shape
+        diagnoses = (
+            (_rnn_outputs(*args, nonlinearity="linear"), "apply tanh to the pre-activation"),
+            (_rnn_outputs(x, torch.zeros_like(h0), *args[2:]), "start from the given h0, not from zeros"),
+            (_rnn_slip(*args, transpose_hh=False), "multiply h by weight_hh transposed: h @ weight_hh.T "
+                                                   "(rows are examples, weights are (out, in))"),
+            (_rnn_slip(*args, both_biases=False), "add both biases, bias_ih and bias_hh"),
+        )
+        shape_hints = {
+            (batch, steps + 1, hidden): ": leave out h0, return h_1 .. h_T",
+            (batch, hidden): ": return the hidden state at every step, not only the last",
+            (steps, batch, hidden): ": put the batch axis first, (B, T, H)",
+        }
+        _compare(found, expected, context, "(B, T, H)", diagnoses, shape_hints)
+
+
+check_rnn_forward = Check(
+    "your RNN's hidden states agree with lib.rnn.RNN on 12 fresh random cases",
+    rnn_forward_cases, judge_rnn_forward,
+)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 3: backpropagation through time.
+# ---------------------------------------------------------------------------
+
+
+def jacobian_norms_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
+    """Fresh inputs ``(x, weight_ih, weight_hh, bias)`` for :data:`check_jacobian_norms`.
+
+    One sequence ``x`` of shape ``(T, D)``; ``T``, ``D`` and ``H`` differ. The
+    recurrent weights are scaled to give norms from vanishing to exploding.
+    """
+    cases = []
+    for trial in range(trials):
+        steps, input_size, hidden_size = _sizes(generator, 3)
+        steps += 3
+        x = torch.randn(steps, input_size, generator=generator, dtype=torch.float64)
+        weight_ih = torch.randn(hidden_size, input_size, generator=generator, dtype=torch.float64) / input_size**0.5
+        scale = (0.6, 1.0, 1.6)[trial % 3] / hidden_size**0.5
+        weight_hh = scale * torch.randn(hidden_size, hidden_size, generator=generator, dtype=torch.float64)
+        bias = 0.3 * torch.randn(hidden_size, generator=generator, dtype=torch.float64)
+        cases.append((x, weight_ih, weight_hh, bias))
+    return cases
+
+
+def _jacobian_reference(x, weight_ih, weight_hh, bias, order="chain", transpose=False, slopes=True,
+                        norm="spectral"):
+    """‖∂h_T/∂h_k‖ for k = 0..T; the keywords switch on the usual slips."""
+    hidden, h = [], torch.zeros(weight_hh.shape[0], dtype=x.dtype)
+    for x_t in x:
+        h = torch.tanh(weight_ih @ x_t + weight_hh @ h + bias)
+        hidden.append(h)
+    product = torch.eye(len(bias), dtype=x.dtype)
+    matrix_norm = (lambda m: torch.linalg.matrix_norm(m, ord=2)) if norm == "spectral" else torch.linalg.matrix_norm
+    norms = [matrix_norm(product)]
+    for h_t in reversed(hidden):
+        w = weight_hh.T if transpose else weight_hh
+        jacobian = ((1 - h_t**2)[:, None] * w) if slopes else w
+        product = product @ jacobian if order == "chain" else jacobian @ product
+        norms.append(matrix_norm(product))
+    return torch.stack(norms[::-1])
+
+
+def judge_jacobian_norms(cases: list[tuple], results: list) -> None:
+    """Compare the student's norms with :func:`lib.rnn.rnn_jacobian_norms`."""
+    for (x, weight_ih, weight_hh, bias), found in zip(cases, results, strict=True):
+        context = f"x of shape {tuple(x.shape)} and H = {weight_hh.shape[0]}"
+        found = _require_tensor(found, context)
+        cell = _load(RNNCell(x.shape[1], weight_hh.shape[0]).double(),
+                     (weight_ih, weight_hh, bias, torch.zeros_like(bias)))
+        expected = rnn_jacobian_norms(cell, x[None])[0]  # (T + 1,)
+        steps = x.shape[0]
+        diagnoses = (
+            (_jacobian_reference(x, weight_ih, weight_hh, bias, slopes=False),
+             "each one-step Jacobian is diag(1 - h_t²) W_hh: you left out tanh'(a_t) = 1 - h_t²"),
+            (_jacobian_reference(x, weight_ih, weight_hh, bias, order="reversed"),
+             "multiply the one-step Jacobians in chain-rule order, J_T J_(T-1) ... J_(k+1), "
+             "the latest on the left"),
+            (_jacobian_reference(x, weight_ih, weight_hh, bias, norm="frobenius"),
+             "use the spectral norm (largest singular value), torch.linalg.matrix_norm(m, ord=2), "
+             "not the Frobenius norm"),
+            (_jacobian_reference(x, weight_ih, weight_hh, bias, transpose=True),
+             "∂h_t/∂h_(t-1) = diag(1 - h_t²) W_hh, with W_hh as stored (row i is unit i's weights), "
+             "not its transpose"),
+        )
+        shape_hints = {
+            (steps,): ": include both ends, k = 0 (the initial state) to k = T (where the norm is 1)",
+        }
+        _compare(found, expected, context, "(T + 1,)", diagnoses, shape_hints)
+
+
+check_jacobian_norms = Check(
+    "your ‖∂h_T/∂h_k‖ agree with lib.rnn.rnn_jacobian_norms on 10 fresh random sequences",
+    jacobian_norms_cases, judge_jacobian_norms,
+)
+
+
+# ---------------------------------------------------------------------------
+# Chapter 4: one LSTM step and one GRU step.
+# ---------------------------------------------------------------------------
+
+
+def lstm_step_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh)`` for :data:`check_lstm_step`.
+
+    ``c`` is large in some cases (up to ±6), where ``o * tanh(c)`` and ``o * c`` differ most.
+    """
+    cases = []
+    for trial in range(trials):
+        batch, input_size, hidden_size = _sizes(generator, 3)
+        x = torch.randn(batch, input_size, generator=generator, dtype=torch.float64)
+        h = torch.randn(batch, hidden_size, generator=generator, dtype=torch.float64).tanh()
+        c = (1 + trial % 3) * 2 * torch.randn(batch, hidden_size, generator=generator, dtype=torch.float64)
+        cases.append((x, h, c, *_weights(generator, 4, input_size, hidden_size)))
+    return cases
+
+
+def _lstm_slip(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, order="ifgo", squash_output=True,
+               candidate=torch.tanh):
+    a = x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh
+    blocks = dict(zip(order, a.chunk(4, dim=-1)))
+    i, f, o = torch.sigmoid(blocks["i"]), torch.sigmoid(blocks["f"]), torch.sigmoid(blocks["o"])
+    c = f * c + i * candidate(blocks["g"])
+    return torch.stack([o * torch.tanh(c) if squash_output else o * c, c])
+
+
+def judge_lstm_step(cases: list[tuple], results: list) -> None:
+    """Compare the student's ``stack([h', c'])`` with :class:`lib.rnn.LSTMCell`'s."""
+    for args, found in zip(cases, results, strict=True):
+        x, h, c = args[:3]
+        context = f"x of shape {tuple(x.shape)}, h and c of shape {tuple(h.shape)}"
+        found = _require_tensor(found, context)
+        cell = _load(LSTMCell(x.shape[1], h.shape[1]).double(), args[3:])
+        with torch.no_grad():
+            expected = torch.stack(cell(x, (h, c)))  # (2, B, H)
+        diagnoses = (
+            (_lstm_slip(*args, squash_output=False),
+             "the output is h = o ⊙ tanh(c), not the notes' o ⊙ c (see the errata)"),
+            (expected.flip(0), "stack h first, then c: torch.stack([h, c])"),
+            (_lstm_slip(*args, order="ifog"), "PyTorch orders the row blocks i, f, g, o (candidate third, "
+                                              "output gate last)"),
+            (_lstm_slip(*args, order="figo"), "the first block of rows is the input gate i, the second the "
+                                              "forget gate f"),
+            (_lstm_slip(*args, candidate=torch.sigmoid), "the candidate g goes through tanh, not sigmoid"),
+        )
+        batch, hidden = h.shape
+        shape_hints = {(batch, hidden): ": return torch.stack([h, c]), both new states",
+                       (batch, 2 * hidden): ": stack h and c on a new first axis, torch.stack([h, c])"}
+        _compare(found, expected, context, "(2, B, H)", diagnoses, shape_hints)
+
+
+check_lstm_step = Check(
+    "your LSTM step agrees with lib.rnn.LSTMCell on 12 fresh random cases",
+    lstm_step_cases, judge_lstm_step,
+)
+
+
+def gru_step_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(x, h, weight_ih, weight_hh, bias_ih, bias_hh)`` for :data:`check_gru_step`."""
+    cases = []
+    for _ in range(trials):
+        batch, input_size, hidden_size = _sizes(generator, 3)
+        x = torch.randn(batch, input_size, generator=generator, dtype=torch.float64)
+        h = torch.randn(batch, hidden_size, generator=generator, dtype=torch.float64).tanh()
+        cases.append((x, h, *_weights(generator, 3, input_size, hidden_size)))
+    return cases
+
+
+def _gru_slip(x, h, weight_ih, weight_hh, bias_ih, bias_hh, order="rzn", keep="z", reset="after"):
+    x_blocks = dict(zip(order, (x @ weight_ih.T + bias_ih).chunk(3, dim=-1)))
+    h_blocks = dict(zip(order, (h @ weight_hh.T + bias_hh).chunk(3, dim=-1)))
+    r = torch.sigmoid(x_blocks["r"] + h_blocks["r"])
+    z = torch.sigmoid(x_blocks["z"] + h_blocks["z"])
+    if reset == "after":
+        n = torch.tanh(x_blocks["n"] + r * h_blocks["n"])
+    else:
+        W_hn, b_hn = dict(zip(order, weight_hh.chunk(3))), dict(zip(order, bias_hh.chunk(3)))
+        n = torch.tanh(x_blocks["n"] + (r * h) @ W_hn["n"].T + b_hn["n"])
+    return (1 - z) * n + z * h if keep == "z" else z * n + (1 - z) * h
+
+
+def judge_gru_step(cases: list[tuple], results: list) -> None:
+    """Compare the student's new state with :class:`lib.rnn.GRUCell` (PyTorch's form)."""
+    for args, found in zip(cases, results, strict=True):
+        x, h = args[:2]
+        context = f"x of shape {tuple(x.shape)}, h of shape {tuple(h.shape)}"
+        found = _require_tensor(found, context)
+        cell = _load(GRUCell(x.shape[1], h.shape[1]).double(), args[2:])
+        notes = _load(GRUCell(x.shape[1], h.shape[1], reset="before").double(), args[2:])
+        with torch.no_grad():
+            expected, reset_before = cell(x, h), notes(x, h)
+        diagnoses = (
+            (reset_before, "that is the reset gate applied before the matrix product, W_hn (r ⊙ h) (Cho et "
+                           "al., the notes); PyTorch's form applies it after: r ⊙ (W_hn h + b_hn)"),
+            (_gru_slip(*args, keep="1-z"), "z is the share of the old state that is kept: h' = (1 - z) ⊙ n + "
+                                           "z ⊙ h (the notes' update gate is 1 - z)"),
+            (_gru_slip(*args, keep="1-z", reset="before"),
+             "that is the notes' GRU: PyTorch's applies the reset gate after the matrix product, "
+             "r ⊙ (W_hn h + b_hn), and keeps the share z of the old state: h' = (1 - z) ⊙ n + z ⊙ h"),
+            (_gru_slip(*args, order="zrn"), "PyTorch orders the row blocks r, z, n: reset gate first"),
+        )
+        _compare(found, expected, context, "(B, H)", diagnoses, {})
+
+
+check_gru_step = Check(
+    "your GRU step agrees with lib.rnn.GRUCell (PyTorch's form) on 12 fresh random cases",
+    gru_step_cases, judge_gru_step,
+)

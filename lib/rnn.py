@@ -1,0 +1,1155 @@
+"""Recurrent networks: RNN, GRU and LSTM cells and layers, BPTT made visible, and two tasks.
+
+The module follows chapters 3 and 4 (syllabus RNN1-RNN6, GATE1-GATE4):
+
+1. *Cells* compute one time step from their equations: :class:`RNNCell`
+   (Elman, 1990), :class:`GRUCell` (Cho et al., 2014) with the reset gate applied
+   after the hidden matrix product (PyTorch) or before it (Cho et al. and the
+   lecture notes), and :class:`LSTMCell` (Hochreiter & Schmidhuber, 1997, with
+   the forget gate of Gers et al., 2000).
+2. *Layers* (:class:`RNN`, :class:`GRU`, :class:`LSTM`) run a cell over a
+   sequence, stacked in layers and optionally bidirectional (Schuster & Paliwal,
+   1997). Their parameters have PyTorch's names and layout, so ``from_torch``
+   loads the weights of ``torch.nn.RNN`` / ``GRU`` / ``LSTM`` and the tests
+   check that outputs and final states then agree.
+3. *Backpropagation through time made visible*: :func:`rnn_jacobian_norms` and
+   :func:`jacobian_norms` return how strongly the last hidden state depends on
+   the state at every earlier step, the product of one-step Jacobians that
+   vanishes or explodes (Bengio et al., 1994; Pascanu et al., 2013);
+   :func:`clip_grad_norm` clips gradients by their global norm, exactly as
+   ``torch.nn.utils.clip_grad_norm_``.
+4. :func:`parameter_count` gives the size of each layer from its formula.
+5. Two tasks the chapters train on: a character-level language model
+   (:class:`CharLM`, sampled with :func:`lib.decoding.sample`) on the Zen of
+   Python, and a long-range memory task (:class:`MemoryTask`) that a plain RNN
+   fails and gated networks solve.
+
+Conventions. Formulas use rows, as the code: a batch of inputs ``x`` is
+``(B, D)``, weights are stored as PyTorch stores them, ``(out, in)``, so a
+pre-activation reads ``x W_ih^T + b_ih + h W_hh^T + b_hh``. Layers are
+batch-first by default (``(B, T, D)``); ``batch_first=False`` takes ``(T, B, D)``
+as PyTorch's default does. States are ``(L * directions, B, H)`` either way.
+An LSTM's state is the pair ``(h, c)``; the other cells' state is ``h``. The
+layers have no dropout between layers: they equal the PyTorch modules in
+evaluation mode.
+
+References
+----------
+.. [1] J. L. Elman. "Finding Structure in Time". Cognitive Science 14(2), 1990.
+.. [2] K. Cho, B. van Merrienboer, C. Gulcehre, D. Bahdanau, F. Bougares,
+   H. Schwenk, Y. Bengio. "Learning Phrase Representations using RNN
+   Encoder-Decoder for Statistical Machine Translation". EMNLP 2014.
+.. [3] S. Hochreiter, J. Schmidhuber. "Long Short-Term Memory". Neural
+   Computation 9(8), 1997.
+.. [4] F. A. Gers, J. Schmidhuber, F. Cummins. "Learning to Forget: Continual
+   Prediction with LSTM". Neural Computation 12(10), 2000.
+.. [5] M. Schuster, K. K. Paliwal. "Bidirectional Recurrent Neural Networks".
+   IEEE Transactions on Signal Processing 45(11), 1997.
+.. [6] Y. Bengio, P. Simard, P. Frasconi. "Learning Long-Term Dependencies with
+   Gradient Descent is Difficult". IEEE Transactions on Neural Networks 5(2), 1994.
+.. [7] R. Pascanu, T. Mikolov, Y. Bengio. "On the Difficulty of Training
+   Recurrent Neural Networks". ICML 2013. arXiv:1211.5063.
+.. [8] R. Jozefowicz, W. Zaremba, I. Sutskever. "An Empirical Exploration of
+   Recurrent Network Architectures". ICML 2015. (A positive forget-gate bias.)
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "RNNCell",
+    "GRUCell",
+    "LSTMCell",
+    "RNN",
+    "GRU",
+    "LSTM",
+    "GATES",
+    "NONLINEARITIES",
+    "RESET_MODES",
+    "rnn_jacobian_norms",
+    "jacobian_norms",
+    "clip_grad_norm",
+    "parameter_count",
+    "zen_of_python",
+    "CharVocabulary",
+    "CharLM",
+    "language_model_batch",
+    "train_char_lm",
+    "MemoryTask",
+    "MemoryClassifier",
+    "MemoryRun",
+    "train_memory_task",
+]
+
+State = Union[Tensor, tuple[Tensor, Tensor]]
+
+# Blocks of rows in weight_ih / weight_hh, in PyTorch's order: the number of gates.
+GATES = {"rnn": 1, "gru": 3, "lstm": 4}
+NONLINEARITIES = ("tanh", "relu", "linear")
+RESET_MODES = ("after", "before")
+
+_ACTIVATION = {"tanh": torch.tanh, "relu": torch.relu, "linear": lambda a: a}
+# f'(a) written with the output h = f(a): what the RNN Jacobian needs, without storing a.
+_DERIVATIVE_FROM_OUTPUT = {
+    "tanh": lambda h: 1.0 - h**2,
+    "relu": lambda h: (h > 0).to(h.dtype),
+    "linear": torch.ones_like,
+}
+
+
+# ---------------------------------------------------------------------------
+# Input checks. Each error message names what was expected and what was found.
+# ---------------------------------------------------------------------------
+
+
+def _require_positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int; found {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive int; found {value}")
+
+
+def _require_choice(name: str, value: object, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}; found {value!r}")
+
+
+def _require_float_tensor(name: str, value: object) -> None:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; found {type(value).__name__}")
+    if not value.is_floating_point():
+        raise TypeError(f"{name} must have a floating-point dtype (e.g. torch.float32); found {value.dtype}")
+
+
+def _check_shape(name: str, tensor: object, expected: tuple, layout: str) -> None:
+    _require_float_tensor(name, tensor)
+    if tuple(tensor.shape) != tuple(expected):
+        raise ValueError(f"{name} must have shape {layout} = {tuple(expected)}; found {tuple(tensor.shape)}")
+
+
+def _check_dtype(name: str, tensor: Tensor, module: nn.Module) -> None:
+    parameter = next(module.parameters())
+    if tensor.dtype != parameter.dtype:
+        raise TypeError(
+            f"{name} must have the dtype of the module's parameters ({parameter.dtype}); found {tensor.dtype}. "
+            f"Convert the input or call .to({tensor.dtype}) on the module"
+        )
+
+
+# ---------------------------------------------------------------------------
+# Cells: one time step. Parameters are named and laid out as PyTorch's.
+# ---------------------------------------------------------------------------
+
+
+def _affine(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+    """``x W^T + b`` for a batch of rows (no bias if ``bias`` is None)."""
+    return x @ weight.T if bias is None else x @ weight.T + bias
+
+
+class _Cell(nn.Module):
+    """Parameters of a cell with ``G = GATES[kind]`` blocks of ``H`` rows, initialised as PyTorch does."""
+
+    kind = ""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+        super().__init__()
+        _require_positive_int("input_size", input_size)
+        _require_positive_int("hidden_size", hidden_size)
+        if not isinstance(bias, bool):
+            raise TypeError(f"bias must be a bool; found {type(bias).__name__}")
+        self.input_size, self.hidden_size = input_size, hidden_size
+        rows = GATES[self.kind] * hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(rows, input_size))  # (G*H, D)
+        self.weight_hh = nn.Parameter(torch.empty(rows, hidden_size))  # (G*H, H)
+        self.bias_ih = nn.Parameter(torch.empty(rows)) if bias else None  # (G*H,)
+        self.bias_hh = nn.Parameter(torch.empty(rows)) if bias else None  # (G*H,)
+        bound = 1.0 / math.sqrt(hidden_size)
+        for parameter in self.parameters():
+            nn.init.uniform_(parameter, -bound, bound)
+
+    @property
+    def state_size(self) -> int:
+        """Length of the state vector: ``H``, or ``2H`` for the LSTM's ``(h, c)``."""
+        return self.hidden_size
+
+    def zero_state(self, batch_size: int, like: Tensor) -> State:
+        """The state every sequence starts from when none is given: zeros."""
+        return like.new_zeros(batch_size, self.hidden_size)
+
+    def check_input(self, x: object, state: object) -> None:
+        """Raise if ``x`` is not ``(B, D)`` or the state not ``(B, H)`` (LSTM: a pair of them)."""
+        _require_float_tensor("x", x)
+        if x.dim() != 2 or x.shape[1] != self.input_size:
+            raise ValueError(f"x must have shape (B, D) with D = {self.input_size}; found {tuple(x.shape)}")
+        _check_dtype("x", x, self)
+        expected = (x.shape[0], self.hidden_size)
+        if self.kind == "lstm":
+            if not isinstance(state, tuple) or len(state) != 2:
+                raise TypeError(f"the LSTM state must be a pair (h, c); found {type(state).__name__}")
+            _check_shape("h", state[0], expected, "(B, H)")
+            _check_shape("c", state[1], expected, "(B, H)")
+        else:
+            _check_shape("h", state, expected, "(B, H)")
+
+    @classmethod
+    def from_torch(cls, module: nn.Module, **options) -> "_Cell":
+        """A cell with the weights of ``torch.nn.RNNCell`` / ``GRUCell`` / ``LSTMCell``.
+
+        ``options`` are extra arguments of this class (``reset`` for :class:`GRUCell`).
+        """
+        expected = {"rnn": nn.RNNCell, "gru": nn.GRUCell, "lstm": nn.LSTMCell}[cls.kind]
+        if not isinstance(module, expected):
+            raise TypeError(f"{cls.__name__}.from_torch expects a {expected.__name__}; found {type(module).__name__}")
+        if cls.kind == "rnn":
+            options.setdefault("nonlinearity", module.nonlinearity)
+        cell = cls(module.input_size, module.hidden_size, bias=module.bias, **options)
+        _copy_parameters(cell, module, suffix="")
+        return cell
+
+
+def _copy_parameters(cell: _Cell, module: nn.Module, suffix: str) -> None:
+    """Copy ``weight_ih<suffix>`` etc. of a torch module into ``cell`` (dtype included)."""
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            target = getattr(cell, name)
+            if target is not None:
+                source = getattr(module, name + suffix)
+                target.data = source.detach().clone()
+
+
+class RNNCell(_Cell):
+    r"""One step of a simple (Elman) recurrent network.
+
+    .. math:: \mathbf{h}_t = f(\mathbf{x}_t \mathbf{W}_{ih}^\top + \mathbf{b}_{ih}
+              + \mathbf{h}_{t-1} \mathbf{W}_{hh}^\top + \mathbf{b}_{hh})
+
+    Parameters
+    ----------
+    input_size, hidden_size : int
+        ``D`` and ``H``.
+    nonlinearity : {"tanh", "relu", "linear"}
+        ``f``. PyTorch offers the first two; ``"linear"`` (no nonlinearity) is the
+        simplified network that the lecture notes use to derive vanishing gradients.
+    bias : bool
+        Whether to add ``b_ih`` and ``b_hh``.
+
+    Shapes
+    ------
+    x : (B, D)
+    h : (B, H)
+    output : (B, H), the new state
+    weight_ih : (H, D); weight_hh : (H, H); bias_ih, bias_hh : (H,)
+    """
+
+    kind = "rnn"
+
+    def __init__(self, input_size: int, hidden_size: int, nonlinearity: str = "tanh", bias: bool = True):
+        _require_choice("nonlinearity", nonlinearity, NONLINEARITIES)
+        super().__init__(input_size, hidden_size, bias)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, x: Tensor, h: Tensor) -> Tensor:
+        self.check_input(x, h)
+        f = _ACTIVATION[self.nonlinearity]
+        a = _affine(x, self.weight_ih, self.bias_ih) + _affine(h, self.weight_hh, self.bias_hh)  # (B, H)
+        return f(a)
+
+
+class GRUCell(_Cell):
+    r"""One step of a gated recurrent unit, with the reset gate after or before ``W_hn``.
+
+    With the rows of the weights split into reset (r), update (z) and
+    candidate (n) blocks, as PyTorch orders them:
+
+    .. math::
+        \mathbf{r} &= \sigma(\mathbf{x} \mathbf{W}_{ir}^\top + \mathbf{b}_{ir}
+                      + \mathbf{h} \mathbf{W}_{hr}^\top + \mathbf{b}_{hr}) \\
+        \mathbf{z} &= \sigma(\mathbf{x} \mathbf{W}_{iz}^\top + \mathbf{b}_{iz}
+                      + \mathbf{h} \mathbf{W}_{hz}^\top + \mathbf{b}_{hz}) \\
+        \mathbf{n} &= \tanh(\mathbf{x} \mathbf{W}_{in}^\top + \mathbf{b}_{in}
+                      + \mathbf{r} \odot (\mathbf{h} \mathbf{W}_{hn}^\top + \mathbf{b}_{hn}))
+                      \quad \text{(reset="after", PyTorch)} \\
+        \mathbf{n} &= \tanh(\mathbf{x} \mathbf{W}_{in}^\top + \mathbf{b}_{in}
+                      + (\mathbf{r} \odot \mathbf{h}) \mathbf{W}_{hn}^\top + \mathbf{b}_{hn})
+                      \quad \text{(reset="before", Cho et al. and the notes)} \\
+        \mathbf{h}' &= (1 - \mathbf{z}) \odot \mathbf{n} + \mathbf{z} \odot \mathbf{h}
+
+    ``z`` is the fraction of the old state that is *kept*. The lecture notes'
+    update gate is :math:`\Gamma_u = 1 - \mathbf{z}`, the fraction that is
+    replaced: :math:`\mathbf{c}' = \Gamma_u \odot \tilde{\mathbf{c}} + (1 - \Gamma_u) \odot \mathbf{c}`.
+    Because :math:`1 - \sigma(a) = \sigma(-a)`, negating the update gate's
+    weights and biases turns one convention into the other.
+
+    Parameters
+    ----------
+    input_size, hidden_size : int
+        ``D`` and ``H``.
+    bias : bool
+        Whether to add the biases.
+    reset : {"after", "before"}
+        Where the reset gate acts. The two are different functions of the same weights.
+
+    Shapes
+    ------
+    x : (B, D)
+    h : (B, H)
+    output : (B, H)
+    weight_ih : (3H, D); weight_hh : (3H, H); bias_ih, bias_hh : (3H,), blocks in the order r, z, n
+    """
+
+    kind = "gru"
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, reset: str = "after"):
+        _require_choice("reset", reset, RESET_MODES)
+        super().__init__(input_size, hidden_size, bias)
+        self.reset = reset
+
+    def forward(self, x: Tensor, h: Tensor) -> Tensor:
+        self.check_input(x, h)
+        x_r, x_z, x_n = _affine(x, self.weight_ih, self.bias_ih).chunk(3, dim=-1)  # (B, H) each
+        h_r, h_z, h_n = _affine(h, self.weight_hh, self.bias_hh).chunk(3, dim=-1)  # (B, H) each
+        r = torch.sigmoid(x_r + h_r)  # reset gate
+        z = torch.sigmoid(x_z + h_z)  # update gate: the share of h that is kept
+        if self.reset == "after":
+            n = torch.tanh(x_n + r * h_n)  # r scales W_hn h + b_hn
+        else:
+            W_hn = self.weight_hh[2 * self.hidden_size:]  # (H, H)
+            b_hn = None if self.bias_hh is None else self.bias_hh[2 * self.hidden_size:]  # (H,)
+            n = torch.tanh(x_n + _affine(r * h, W_hn, b_hn))  # r scales h itself
+        return (1 - z) * n + z * h  # (B, H)
+
+
+class LSTMCell(_Cell):
+    r"""One step of a long short-term memory cell.
+
+    With the rows of the weights split into input (i), forget (f), candidate
+    (g) and output (o) blocks, as PyTorch orders them, and
+    :math:`\mathbf{a} = \mathbf{x} \mathbf{W}_{ih}^\top + \mathbf{b}_{ih}
+    + \mathbf{h} \mathbf{W}_{hh}^\top + \mathbf{b}_{hh}`:
+
+    .. math::
+        \mathbf{i} = \sigma(\mathbf{a}_i),\quad \mathbf{f} = \sigma(\mathbf{a}_f),\quad
+        \mathbf{g} = \tanh(\mathbf{a}_g),\quad \mathbf{o} = \sigma(\mathbf{a}_o) \\
+        \mathbf{c}' = \mathbf{f} \odot \mathbf{c} + \mathbf{i} \odot \mathbf{g}, \qquad
+        \mathbf{h}' = \mathbf{o} \odot \tanh(\mathbf{c}')
+
+    The lecture notes write :math:`\mathbf{h}' = \mathbf{o} \odot \mathbf{c}'`; the
+    ``tanh`` is part of the LSTM (and of PyTorch's): it keeps ``h`` in (-1, 1)
+    however large the cell grows.
+
+    Parameters
+    ----------
+    input_size, hidden_size : int
+        ``D`` and ``H``.
+    bias : bool
+        Whether to add the biases.
+
+    Shapes
+    ------
+    x : (B, D)
+    state : a pair (h, c), each (B, H)
+    output : the new pair (h, c), each (B, H)
+    weight_ih : (4H, D); weight_hh : (4H, H); bias_ih, bias_hh : (4H,), blocks in the order i, f, g, o
+    """
+
+    kind = "lstm"
+
+    @property
+    def state_size(self) -> int:
+        return 2 * self.hidden_size
+
+    def zero_state(self, batch_size: int, like: Tensor) -> State:
+        zeros = like.new_zeros(batch_size, self.hidden_size)
+        return zeros, zeros
+
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        self.check_input(x, state)
+        h, c = state
+        a = _affine(x, self.weight_ih, self.bias_ih) + _affine(h, self.weight_hh, self.bias_hh)
+        a_i, a_f, a_g, a_o = a.chunk(4, dim=-1)  # (B, 4H) -> four blocks of (B, H)
+        i, f, g, o = torch.sigmoid(a_i), torch.sigmoid(a_f), torch.tanh(a_g), torch.sigmoid(a_o)
+        c = f * c + i * g  # forget part of the old memory, write part of the candidate
+        h = o * torch.tanh(c)  # tanh bounds h in (-1, 1); the notes' o * c would not
+        return h, c
+
+
+def _hidden(state: State) -> Tensor:
+    """The hidden state ``h`` of a state (the first of an LSTM's pair)."""
+    return state[0] if isinstance(state, tuple) else state
+
+
+# ---------------------------------------------------------------------------
+# Layers: a cell run over time, stacked in layers, in one or two directions.
+# ---------------------------------------------------------------------------
+
+
+class _Recurrent(nn.Module):
+    """A stack of ``num_layers`` layers of cells; see :class:`RNN` for the interface."""
+
+    cell_class: type = _Cell
+    torch_class: type = nn.Module
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = True, bidirectional: bool = False, **cell_options):
+        super().__init__()
+        _require_positive_int("num_layers", num_layers)
+        for name, value in (("batch_first", batch_first), ("bidirectional", bidirectional)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool; found {type(value).__name__}")
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.batch_first, self.bidirectional = batch_first, bidirectional
+        self.num_directions = 2 if bidirectional else 1
+        # cells[layer * num_directions + direction], as PyTorch orders h_n; a layer above
+        # the first reads the concatenated outputs of both directions below it.
+        self.cells = nn.ModuleList(
+            self.cell_class(input_size if layer == 0 else hidden_size * self.num_directions, hidden_size,
+                            bias=bias, **cell_options)
+            for layer in range(num_layers)
+            for _ in range(self.num_directions)
+        )
+
+    def forward(self, x: Tensor, state: Optional[State] = None) -> tuple[Tensor, State]:
+        _require_float_tensor("x", x)
+        if x.dim() != 3 or x.shape[-1] != self.input_size:
+            layout = "(B, T, D)" if self.batch_first else "(T, B, D)"
+            raise ValueError(f"x must have shape {layout} with D = {self.input_size}; found {tuple(x.shape)}")
+        _check_dtype("x", x, self)
+        if not self.batch_first:
+            x = x.transpose(0, 1)  # (T, B, D) -> (B, T, D)
+        batch_size, steps = x.shape[0], x.shape[1]
+        initial = self._initial_states(state, batch_size, x)
+        finals = []
+        layer_input = x  # (B, T, D), then (B, T, directions * H)
+        for layer in range(self.num_layers):
+            outputs = []
+            for direction in range(self.num_directions):
+                index = layer * self.num_directions + direction
+                cell, s = self.cells[index], initial[index]
+                hidden = [None] * steps
+                # The backward direction reads the sequence from its end; its output at
+                # step t still sits at position t, beside the forward one.
+                for t in (range(steps) if direction == 0 else reversed(range(steps))):
+                    s = cell(layer_input[:, t], s)
+                    hidden[t] = _hidden(s)
+                outputs.append(torch.stack(hidden, dim=1))  # (B, T, H)
+                finals.append(s)
+            layer_input = torch.cat(outputs, dim=-1)  # (B, T, directions * H)
+        output = layer_input if self.batch_first else layer_input.transpose(0, 1)
+        return output, self._stack_states(finals)
+
+    def _initial_states(self, state: Optional[State], batch_size: int, like: Tensor) -> list[State]:
+        """One initial state per cell, from ``(L * directions, B, H)`` tensors or zeros."""
+        if state is None:
+            return [cell.zero_state(batch_size, like) for cell in self.cells]
+        expected = (len(self.cells), batch_size, self.hidden_size)
+        if self.cell_class is LSTMCell:
+            if not isinstance(state, tuple) or len(state) != 2:
+                raise TypeError(f"the LSTM state must be a pair (h_0, c_0); found {type(state).__name__}")
+            _check_shape("h_0", state[0], expected, "(L * directions, B, H)")
+            _check_shape("c_0", state[1], expected, "(L * directions, B, H)")
+            return list(zip(state[0], state[1]))
+        _check_shape("h_0", state, expected, "(L * directions, B, H)")
+        return list(state)
+
+    def _stack_states(self, finals: list[State]) -> State:
+        if self.cell_class is LSTMCell:
+            return torch.stack([h for h, _ in finals]), torch.stack([c for _, c in finals])  # (L*dirs, B, H) each
+        return torch.stack(finals)  # (L * directions, B, H)
+
+    @classmethod
+    def from_torch(cls, module: nn.Module, **options) -> "_Recurrent":
+        """A layer with the configuration and weights of a PyTorch module of the same kind.
+
+        The result computes the same outputs and final states as ``module`` in
+        evaluation mode. ``options`` are extra cell arguments (``reset`` of :class:`GRU`).
+        """
+        if not isinstance(module, cls.torch_class):
+            expected = cls.torch_class.__name__
+            raise TypeError(f"{cls.__name__}.from_torch expects a torch.nn.{expected}; found {type(module).__name__}")
+        if getattr(module, "proj_size", 0):
+            raise ValueError(f"LSTM projections are not supported: expected proj_size = 0; found {module.proj_size}")
+        if cls is RNN:
+            options.setdefault("nonlinearity", module.nonlinearity)
+        layer = cls(module.input_size, module.hidden_size, num_layers=module.num_layers, bias=module.bias,
+                    batch_first=module.batch_first, bidirectional=module.bidirectional, **options)
+        for layer_index in range(layer.num_layers):
+            for direction in range(layer.num_directions):
+                suffix = f"_l{layer_index}" + ("_reverse" if direction else "")
+                _copy_parameters(layer.cells[layer_index * layer.num_directions + direction], module, suffix)
+        return layer
+
+
+class RNN(_Recurrent):
+    """A (multi-layer, optionally bidirectional) simple recurrent network.
+
+    Parameters
+    ----------
+    input_size, hidden_size : int
+        ``D`` and ``H``.
+    num_layers : int
+        ``L``: layer ``l > 0`` reads the outputs of layer ``l - 1``.
+    bias : bool
+        Whether the cells have biases.
+    batch_first : bool
+        True (the book's convention): inputs and outputs are ``(B, T, ...)``;
+        False (PyTorch's default): ``(T, B, ...)``.
+    bidirectional : bool
+        Run a second cell per layer from the end of the sequence to its start
+        and concatenate both outputs.
+    nonlinearity : {"tanh", "relu", "linear"}
+        The cells' ``f``.
+
+    Returns
+    -------
+    output : Tensor
+        ``forward(x, h_0=None)`` returns the last layer's hidden state at every
+        step (both directions concatenated, forward first) ...
+    h_n : Tensor
+        ... and the final state of every cell: for the backward direction that
+        is its state after reading the first element.
+
+    Shapes
+    ------
+    x : (B, T, D), or (T, B, D) if not batch_first
+    h_0, h_n : (L * directions, B, H), ordered layer by layer, forward direction first
+    output : (B, T, directions * H), or (T, B, directions * H) if not batch_first
+    """
+
+    cell_class, torch_class = RNNCell, nn.RNN
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
+                 bias: bool = True, batch_first: bool = True, bidirectional: bool = False):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, bidirectional,
+                         nonlinearity=nonlinearity)
+
+
+class GRU(_Recurrent):
+    """A (multi-layer, optionally bidirectional) GRU; arguments as :class:`RNN`, plus ``reset``.
+
+    ``reset="after"`` (default) is PyTorch's GRU; ``"before"`` is Cho et al.'s
+    (see :class:`GRUCell`).
+
+    Shapes
+    ------
+    As :class:`RNN`.
+    """
+
+    cell_class, torch_class = GRUCell, nn.GRU
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = True, bidirectional: bool = False, reset: str = "after"):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, bidirectional, reset=reset)
+
+
+class LSTM(_Recurrent):
+    """A (multi-layer, optionally bidirectional) LSTM; arguments as :class:`RNN`.
+
+    ``forward(x, (h_0, c_0))`` returns ``output, (h_n, c_n)``.
+
+    Shapes
+    ------
+    x, output : as :class:`RNN`
+    h_0, c_0, h_n, c_n : (L * directions, B, H)
+    """
+
+    cell_class, torch_class = LSTMCell, nn.LSTM
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = True, bidirectional: bool = False):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, bidirectional)
+
+
+# ---------------------------------------------------------------------------
+# Backpropagation through time, made visible.
+# ---------------------------------------------------------------------------
+
+
+def _check_sequence(cell: object, x: object, state: object) -> State:
+    if not isinstance(cell, _Cell):
+        raise TypeError(f"cell must be an RNNCell, GRUCell or LSTMCell; found {type(cell).__name__}")
+    _require_float_tensor("x", x)
+    if x.dim() != 3 or x.shape[-1] != cell.input_size:
+        raise ValueError(f"x must have shape (B, T, D) with D = {cell.input_size}; found {tuple(x.shape)}")
+    return cell.zero_state(x.shape[0], x) if state is None else state
+
+
+def rnn_jacobian_norms(cell: RNNCell, x: Tensor, h: Optional[Tensor] = None) -> Tensor:
+    r"""How much the last hidden state of a simple RNN depends on each earlier one.
+
+    Differentiating :math:`\mathbf{h}_t = f(\mathbf{a}_t)`, with
+    :math:`\mathbf{a}_t = \mathbf{x}_t \mathbf{W}_{ih}^\top + \mathbf{h}_{t-1} \mathbf{W}_{hh}^\top + \mathbf{b}`,
+    gives the one-step Jacobian
+    :math:`\partial \mathbf{h}_t / \partial \mathbf{h}_{t-1} = \operatorname{diag}(f'(\mathbf{a}_t))\, \mathbf{W}_{hh}`,
+    and the chain rule multiplies them:
+
+    .. math:: \frac{\partial \mathbf{h}_T}{\partial \mathbf{h}_k}
+              = \prod_{t=T}^{k+1} \operatorname{diag}(f'(\mathbf{a}_t))\, \mathbf{W}_{hh}.
+
+    Every gradient that back-propagation sends from step ``T`` to step ``k``
+    passes through this matrix; its spectral norm bounds how much of it arrives.
+
+    Parameters
+    ----------
+    cell : RNNCell
+    x : Tensor
+        A batch of input sequences.
+    h : Tensor, optional
+        The state before the first input (zeros if None).
+
+    Returns
+    -------
+    Tensor
+        ``norms[b, k]`` is the spectral norm :math:`\lVert \partial \mathbf{h}_T / \partial \mathbf{h}_k \rVert_2`
+        for sequence ``b`` and ``k = 0 .. T`` (``norms[:, T]`` is 1, the identity).
+
+    Shapes
+    ------
+    x : (B, T, D)
+    h : (B, H)
+    output : (B, T + 1)
+    """
+    if not isinstance(cell, RNNCell):
+        raise TypeError(f"cell must be an RNNCell (use jacobian_norms for other cells); found {type(cell).__name__}")
+    h = _check_sequence(cell, x, h)
+    with torch.no_grad():
+        hidden = []
+        for t in range(x.shape[1]):
+            h = cell(x[:, t], h)
+            hidden.append(h)  # h_1 .. h_T, each (B, H)
+    slopes = _DERIVATIVE_FROM_OUTPUT[cell.nonlinearity]
+    weight_hh = cell.weight_hh.detach()  # (H, H)
+    identity = torch.eye(cell.hidden_size, dtype=x.dtype)
+    product = identity.expand(x.shape[0], -1, -1)  # (B, H, H): ∂h_T/∂h_T
+    norms = [torch.linalg.matrix_norm(product, ord=2)]
+    for h_t in reversed(hidden):  # t = T .. 1
+        jacobian = slopes(h_t)[:, :, None] * weight_hh  # diag(f'(a_t)) W_hh: (B, H, H)
+        product = product @ jacobian  # ∂h_T/∂h_{t-1}
+        norms.append(torch.linalg.matrix_norm(product, ord=2))
+    return torch.stack(norms[::-1], dim=1)  # (B, T + 1), k = 0 first
+
+
+def _flatten(state: State) -> Tensor:
+    return torch.cat(state, dim=-1) if isinstance(state, tuple) else state  # (B, S)
+
+
+def _unflatten(cell: _Cell, flat: Tensor) -> State:
+    return tuple(flat.split(cell.hidden_size, dim=-1)) if isinstance(cell, LSTMCell) else flat
+
+
+def jacobian_norms(cell: _Cell, x: Tensor, state: Optional[State] = None) -> Tensor:
+    r"""How much the last hidden state depends on the whole state at each earlier step, for any cell.
+
+    The state :math:`\mathbf{s}_t` is :math:`\mathbf{h}_t` for the RNN and GRU cells and
+    :math:`[\mathbf{h}_t; \mathbf{c}_t]` for the LSTM cell, whose memory ``c`` is
+    part of what it carries. Each one-step Jacobian
+    :math:`\partial \mathbf{s}_t / \partial \mathbf{s}_{t-1}` comes from autograd
+    (``torch.func.jacrev``); the chain rule multiplies them, and the rows of
+    ``h`` are kept:
+
+    .. math:: \frac{\partial \mathbf{h}_T}{\partial \mathbf{s}_k}
+              = \mathbf{P}_h \prod_{t=T}^{k+1} \frac{\partial \mathbf{s}_t}{\partial \mathbf{s}_{t-1}}.
+
+    For an :class:`RNNCell` this equals :func:`rnn_jacobian_norms`.
+
+    Parameters
+    ----------
+    cell : RNNCell, GRUCell or LSTMCell
+    x : Tensor
+        A batch of input sequences.
+    state : Tensor or (Tensor, Tensor), optional
+        The state before the first input (zeros if None).
+
+    Returns
+    -------
+    Tensor
+        ``norms[b, k]`` = :math:`\lVert \partial \mathbf{h}_T / \partial \mathbf{s}_k \rVert_2`
+        for ``k = 0 .. T`` (``norms[:, T]`` is 1 for RNN and GRU cells).
+
+    Shapes
+    ------
+    x : (B, T, D)
+    state : (B, H), or a pair of (B, H) for an LSTM cell
+    output : (B, T + 1)
+    """
+    state = _check_sequence(cell, x, state)
+
+    def step(flat_state: Tensor, x_t: Tensor) -> Tensor:  # one sequence: (S,), (D,) -> (S,)
+        return _flatten(cell(x_t[None], _unflatten(cell, flat_state[None])))[0]
+
+    one_step_jacobian = torch.func.vmap(torch.func.jacrev(step))  # (B, S), (B, D) -> (B, S, S)
+    flat = _flatten(state).detach()  # (B, S)
+    jacobians = []
+    for t in range(x.shape[1]):
+        jacobians.append(one_step_jacobian(flat, x[:, t]).detach())  # ∂s_{t+1}/∂s_t: (B, S, S)
+        with torch.no_grad():
+            flat = _flatten(cell(x[:, t], _unflatten(cell, flat)))
+    with torch.no_grad():
+        rows = torch.eye(cell.hidden_size, cell.state_size, dtype=x.dtype)  # P_h: the h rows of s
+        product = rows.expand(x.shape[0], -1, -1)  # (B, H, S): ∂h_T/∂s_T
+        norms = [torch.linalg.matrix_norm(product, ord=2)]
+        for jacobian in reversed(jacobians):
+            product = product @ jacobian  # (B, H, S): one step further back
+            norms.append(torch.linalg.matrix_norm(product, ord=2))
+    return torch.stack(norms[::-1], dim=1)  # (B, T + 1)
+
+
+def clip_grad_norm(parameters: Union[Tensor, Iterable[Tensor]], max_norm: float,
+                   norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
+    r"""Rescale all gradients together so that their global norm is at most ``max_norm``.
+
+    The global norm treats every gradient of every parameter as one long vector,
+    :math:`\lVert \mathbf{g} \rVert = (\sum_p \lVert \mathbf{g}_p \rVert^{q})^{1/q}`
+    for ``norm_type`` :math:`q` (the largest entry for ``inf``). Every gradient is
+    multiplied by :math:`\min(1, \text{max\_norm} / (\lVert \mathbf{g} \rVert + 10^{-6}))`,
+    so the direction of the update is kept and only its length is capped. This
+    is ``torch.nn.utils.clip_grad_norm_``, bit for bit, including its behaviour
+    for non-finite gradients: a NaN norm turns every gradient into NaN, an
+    infinite one zeroes the finite entries (``error_if_nonfinite=True`` raises
+    instead).
+
+    Parameters
+    ----------
+    parameters : Tensor or iterable of Tensors
+        Parameters whose ``.grad`` is clipped in place (those without a gradient are skipped).
+    max_norm : float
+        Largest allowed global norm, >= 0.
+    norm_type : float
+        The ``q`` of the norm, > 0, or ``math.inf``.
+    error_if_nonfinite : bool
+        Raise a RuntimeError, as PyTorch does, when the global norm is NaN or infinite.
+
+    Returns
+    -------
+    Tensor
+        The global norm *before* clipping (a 0-d tensor; 0 when no parameter has a gradient).
+
+    Shapes
+    ------
+    Any parameter shapes; the result is a scalar ().
+    """
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    for parameter in parameters:
+        if not isinstance(parameter, Tensor):
+            raise TypeError(f"parameters must be tensors; found {type(parameter).__name__}")
+    if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float)) or not max_norm >= 0:
+        raise ValueError(f"max_norm must be a number >= 0; found {max_norm!r}")
+    if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)) or not norm_type > 0:
+        raise ValueError(f"norm_type must be a number > 0 or math.inf; found {norm_type!r}")
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    q = float(norm_type)
+    norms = torch.stack([torch.linalg.vector_norm(g, q) for g in grads])  # one per parameter
+    total = torch.linalg.vector_norm(norms, q)
+    if error_if_nonfinite and not bool(torch.isfinite(total)):
+        raise RuntimeError(
+            f"the global gradient norm must be finite to be clipped; found {float(total)} "
+            "(pass error_if_nonfinite=False to scale by it anyway, as PyTorch does)"
+        )
+    # 1e-6 keeps the division finite for zero gradients; the coefficient is capped at 1,
+    # so gradients that are small enough are multiplied by exactly 1.
+    scale = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    with torch.no_grad():
+        for g in grads:
+            g.mul_(scale.to(g.dtype))
+    return total
+
+
+def parameter_count(kind: str, input_size: int, hidden_size: int, num_layers: int = 1,
+                    bidirectional: bool = False, bias: bool = True) -> int:
+    r"""The number of parameters of an RNN, GRU or LSTM layer, from its formula.
+
+    A cell with :math:`G` gate blocks (1, 3, 4) has
+    :math:`G(H D_\text{in} + H^2 + 2H)` parameters: :math:`\mathbf{W}_{ih}`,
+    :math:`\mathbf{W}_{hh}` and PyTorch's two bias vectors. The first layer reads
+    :math:`D_\text{in} = D`; the others read the outputs below,
+    :math:`D_\text{in} = H` times the number of directions.
+
+    Parameters
+    ----------
+    kind : {"rnn", "gru", "lstm"}
+    input_size, hidden_size, num_layers : int
+    bidirectional, bias : bool
+
+    Returns
+    -------
+    int
+
+    Shapes
+    ------
+    Scalars in and out.
+    """
+    _require_choice("kind", kind, tuple(GATES))
+    for name, value in (("input_size", input_size), ("hidden_size", hidden_size), ("num_layers", num_layers)):
+        _require_positive_int(name, value)
+    directions = 2 if bidirectional else 1
+    total = 0
+    for layer in range(num_layers):
+        reads = input_size if layer == 0 else hidden_size * directions
+        per_cell = GATES[kind] * (hidden_size * reads + hidden_size * hidden_size + (2 * hidden_size if bias else 0))
+        total += directions * per_cell
+    return total
+
+
+# ---------------------------------------------------------------------------
+# A character-level language model, sampled with lib.decoding.
+# ---------------------------------------------------------------------------
+
+
+def zen_of_python() -> str:
+    """The Zen of Python (PEP 20), as CPython's ``this`` module ships it (ROT13-encoded).
+
+    Returns
+    -------
+    str
+        Its 21 lines (title, blank line, 19 aphorisms), separated by newlines.
+
+    Shapes
+    ------
+    No tensors.
+    """
+    with contextlib.redirect_stdout(io.StringIO()):  # importing `this` prints the poem
+        import this
+    return codecs.decode(this.s, "rot13")
+
+
+@dataclass
+class CharVocabulary:
+    """Characters to token ids: ``eos`` is the newline (id 0), ``bos`` an input-only id.
+
+    Output tokens are ``0 .. V - 1``; ``bos = V`` is only ever fed to the model,
+    as :func:`lib.decoding.sample` expects.
+
+    Attributes
+    ----------
+    chars : list of str
+        ``chars[i]`` is token ``i``; ``chars[0] == "\\n"``.
+    """
+
+    chars: list[str]
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharVocabulary":
+        """Newline first, then every other character of ``text`` in sorted order."""
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"text must be a non-empty str; found {text!r}")
+        return cls(["\n", *sorted(set(text) - {"\n"})])
+
+    @property
+    def size(self) -> int:
+        """``V``, the number of output tokens."""
+        return len(self.chars)
+
+    @property
+    def eos(self) -> int:
+        return 0
+
+    @property
+    def bos(self) -> int:
+        return len(self.chars)
+
+    def encode(self, line: str) -> list[int]:
+        """The tokens of one line, ``eos`` appended."""
+        if not isinstance(line, str) or "\n" in line:
+            raise ValueError(f"line must be a str without a newline (the newline is eos); found {line!r}")
+        index = {c: i for i, c in enumerate(self.chars)}
+        unknown = sorted(set(line) - set(index))
+        if unknown:
+            raise ValueError(f"line must use the vocabulary's characters; found unknown characters {unknown}")
+        return [index[c] for c in line] + [self.eos]
+
+    def decode(self, tokens: list[int]) -> str:
+        """Tokens back to text; ``eos`` (and anything after it) is dropped."""
+        out = []
+        for token in tokens:
+            if token == self.eos:
+                break
+            out.append(self.chars[token])
+        return "".join(out)
+
+
+def language_model_batch(lines: list[str], vocabulary: CharVocabulary) -> tuple[Tensor, Tensor]:
+    """Teacher-forcing inputs and targets for a batch of lines.
+
+    The input at step ``t`` is the true token ``t - 1`` (``bos`` first); the
+    target is token ``t``, ending with ``eos``. Shorter lines are padded: inputs
+    with ``bos`` (they are never scored), targets with -100, which
+    ``F.cross_entropy`` ignores.
+
+    Returns
+    -------
+    inputs, targets : LongTensor
+
+    Shapes
+    ------
+    inputs, targets : (N, L) with L = longest line + 1
+    """
+    encoded = [vocabulary.encode(line) for line in lines]
+    length = max(len(tokens) for tokens in encoded)
+    inputs = torch.full((len(lines), length), vocabulary.bos)  # (N, L)
+    targets = torch.full((len(lines), length), -100)  # (N, L)
+    for n, tokens in enumerate(encoded):
+        inputs[n, : len(tokens)] = torch.tensor([vocabulary.bos, *tokens[:-1]])
+        targets[n, : len(tokens)] = torch.tensor(tokens)
+    return inputs, targets
+
+
+class CharLM(nn.Module):
+    """A character-level recurrent language model: embedding, recurrent layer, softmax layer.
+
+    :math:`p(y_t \\mid y_{<t}) = \\operatorname{softmax}(\\mathbf{h}_t \\mathbf{W}_{hy}^\\top + \\mathbf{b}_y)`,
+    where :math:`\\mathbf{h}_t` is the recurrent state after reading
+    ``bos, y_1, ..., y_{t-1}``. The recurrent layer is PyTorch's (fast); because
+    the lib layers take the same inputs and load its weights, it can be swapped
+    for one of them (``model.recurrent = GRU.from_torch(model.recurrent)``).
+
+    Parameters
+    ----------
+    vocab_size : int
+        ``V`` output tokens; the embedding has ``V + 1`` rows, the last for ``bos``.
+    hidden_size : int
+    embedding_dim : int
+    kind : {"rnn", "gru", "lstm"}
+
+    Shapes
+    ------
+    tokens : (N, t) LongTensor
+    forward output : (N, t, V) logits
+    """
+
+    def __init__(self, vocab_size: int, hidden_size: int = 64, embedding_dim: int = 16, kind: str = "gru"):
+        super().__init__()
+        _require_choice("kind", kind, tuple(GATES))
+        for name, value in (("vocab_size", vocab_size), ("hidden_size", hidden_size), ("embedding_dim", embedding_dim)):
+            _require_positive_int(name, value)
+        self.embedding = nn.Embedding(vocab_size + 1, embedding_dim)
+        self.recurrent = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[kind](embedding_dim, hidden_size,
+                                                                                batch_first=True)
+        self.output = nn.Linear(hidden_size, vocab_size)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        if not isinstance(tokens, Tensor) or tokens.dtype != torch.long or tokens.dim() != 2:
+            found = (f"{tokens.dtype} of shape {tuple(tokens.shape)}" if isinstance(tokens, Tensor)
+                     else type(tokens).__name__)
+            raise TypeError(f"tokens must be a LongTensor of shape (N, t); found {found}")
+        hidden, _ = self.recurrent(self.embedding(tokens))  # (N, t, H)
+        return self.output(hidden)  # (N, t, V)
+
+    @torch.no_grad()
+    def next_token_log_probs(self, prefixes: Tensor) -> Tensor:
+        """The step function of :mod:`lib.decoding`: log-probabilities of the next token.
+
+        Shapes
+        ------
+        prefixes : (N, t), each starting with ``bos``
+        output : (N, V)
+        """
+        return F.log_softmax(self(prefixes)[:, -1], dim=-1)  # (N, V)
+
+
+def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr: float = 1e-2,
+                  max_norm: float = 1.0) -> list[float]:
+    """Fit a language model to a (small) batch by full-batch Adam with clipped gradients.
+
+    Each step minimises the mean cross-entropy of every target token given its
+    prefix (teacher forcing) and clips the gradients with :func:`clip_grad_norm`.
+
+    Parameters
+    ----------
+    model : CharLM
+    inputs, targets : LongTensor
+        From :func:`language_model_batch`.
+    steps : int
+    lr : float
+        Adam's learning rate.
+    max_norm : float
+        Global-norm clipping threshold.
+
+    Returns
+    -------
+    list of float
+        The loss (nats per token) before each step.
+
+    Shapes
+    ------
+    inputs, targets : (N, L)
+    """
+    _require_positive_int("steps", steps)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        logits = model(inputs)  # (N, L, V)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+        optimizer.zero_grad()
+        loss.backward()
+        clip_grad_norm(model.parameters(), max_norm)
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+# ---------------------------------------------------------------------------
+# A long-range memory task.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryTask:
+    """Remember the first symbol of a sequence across ``length`` distractors.
+
+    A sequence has ``length + 2`` steps: a symbol ``y`` out of ``symbols``
+    (marked by a "store" flag), ``length`` random symbols of the same alphabet
+    (distractors, unmarked), then an empty step marked "recall", at which the
+    model must output ``y``. Guessing is right with probability ``1 / symbols``.
+
+    Each step is a vector of ``symbols + 2`` numbers: a one-hot symbol (zeros at
+    the recall step), then the two flags.
+
+    Parameters
+    ----------
+    length : int
+        ``T``, the number of distractors, >= 0.
+    symbols : int
+        ``K`` >= 2.
+    """
+
+    length: int
+    symbols: int = 4
+
+    def __post_init__(self):
+        if isinstance(self.length, bool) or not isinstance(self.length, int) or self.length < 0:
+            raise ValueError(f"length must be an int >= 0; found {self.length!r}")
+        if isinstance(self.symbols, bool) or not isinstance(self.symbols, int) or self.symbols < 2:
+            raise ValueError(f"symbols must be an int >= 2; found {self.symbols!r}")
+
+    @property
+    def input_size(self) -> int:
+        return self.symbols + 2
+
+    def batch(self, batch_size: int, generator: Optional[torch.Generator] = None) -> tuple[Tensor, Tensor]:
+        """A batch of fresh sequences and their answers.
+
+        Returns
+        -------
+        x : Tensor
+        y : LongTensor
+            The first symbol of each sequence.
+
+        Shapes
+        ------
+        x : (B, T + 2, K + 2)
+        y : (B,)
+        """
+        _require_positive_int("batch_size", batch_size)
+        K, T = self.symbols, self.length
+        symbols = torch.randint(0, K, (batch_size, T + 1), generator=generator)  # (B, T + 1): y, then distractors
+        x = torch.zeros(batch_size, T + 2, K + 2)  # (B, T + 2, K + 2)
+        x[:, : T + 1, :K] = F.one_hot(symbols, K).float()
+        x[:, 0, K] = 1.0  # store
+        x[:, T + 1, K + 1] = 1.0  # recall
+        return x, symbols[:, 0]
+
+
+class MemoryClassifier(nn.Module):
+    """A recurrent layer read at its last step by a linear classifier.
+
+    The recurrent layer is PyTorch's (fast, for training); the tests show that
+    the lib layers compute the same function, and :meth:`lib_layer` returns one.
+
+    Parameters
+    ----------
+    kind : {"rnn", "gru", "lstm"}
+    input_size, hidden_size, classes : int
+    keep_bias : float
+        Initial bias of the gate that keeps the state: the LSTM's forget gate,
+        the GRU's update gate ``z`` (0 for the plain RNN, which has no gate).
+        A large value starts the gated network with a long memory.
+
+    Shapes
+    ------
+    x : (B, T, input_size)
+    output : (B, classes) logits
+    """
+
+    def __init__(self, kind: str, input_size: int, hidden_size: int, classes: int, keep_bias: float = 0.0):
+        super().__init__()
+        _require_choice("kind", kind, tuple(GATES))
+        if kind == "rnn" and keep_bias != 0:
+            raise ValueError(f"a plain RNN has no gate: expected keep_bias = 0; found {keep_bias}")
+        self.kind = kind
+        self.recurrent = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[kind](input_size, hidden_size,
+                                                                                batch_first=True)
+        self.output = nn.Linear(hidden_size, classes)
+        if kind != "rnn":
+            # The keep gate is the second block of rows in both layouts: GRU (r, z, n), LSTM (i, f, g, o).
+            with torch.no_grad():
+                self.recurrent.bias_ih_l0[hidden_size: 2 * hidden_size] = keep_bias
+                self.recurrent.bias_hh_l0[hidden_size: 2 * hidden_size] = 0.0
+
+    def forward(self, x: Tensor) -> Tensor:
+        hidden, _ = self.recurrent(x)  # (B, T, H)
+        return self.output(hidden[:, -1])  # (B, classes)
+
+    def lib_layer(self) -> _Recurrent:
+        """The recurrent layer as a lib layer (same weights, same function)."""
+        return {"rnn": RNN, "gru": GRU, "lstm": LSTM}[self.kind].from_torch(self.recurrent)
+
+
+@dataclass
+class MemoryRun:
+    """The outcome of :func:`train_memory_task`."""
+
+    kind: str
+    length: int
+    accuracy: float  # on fresh test sequences
+    losses: list[float] = field(repr=False)
+    model: MemoryClassifier = field(repr=False)
+
+
+def train_memory_task(kind: str, length: int, steps: int = 300, hidden_size: int = 32, batch_size: int = 64,
+                      lr: float = 3e-3, keep_bias: float = 0.0, symbols: int = 4, test_size: int = 1000,
+                      seed: int = 0) -> MemoryRun:
+    """Train a :class:`MemoryClassifier` on fresh batches of a :class:`MemoryTask`, then test it.
+
+    Adam, cross-entropy on the answer at the recall step, gradients clipped to
+    global norm 1. Every step draws a new batch, so the model cannot memorise
+    a training set; the accuracy is measured on ``test_size`` other sequences.
+
+    Returns
+    -------
+    MemoryRun
+
+    Shapes
+    ------
+    Training batches : (batch_size, length + 2, symbols + 2)
+    """
+    _require_positive_int("steps", steps)
+    task = MemoryTask(length, symbols)
+    with torch.random.fork_rng():  # a seeded initialisation that leaves the caller's random state alone
+        torch.manual_seed(seed)
+        model = MemoryClassifier(kind, task.input_size, hidden_size, symbols, keep_bias)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(seed + 1)
+    losses = []
+    for _ in range(steps):
+        x, y = task.batch(batch_size, generator)
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        clip_grad_norm(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+    x, y = task.batch(test_size, torch.Generator().manual_seed(seed + 2))
+    with torch.no_grad():
+        accuracy = float((model(x).argmax(dim=1) == y).float().mean())
+    return MemoryRun(kind, length, accuracy, losses, model)

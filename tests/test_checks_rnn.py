@@ -1,0 +1,276 @@
+"""The checkers of chapters 3 and 4: right answers pass however they are written; wrong
+ones fail with a message that says what is wrong."""
+import pytest
+import torch
+
+from lib.checks import CHECKS, CheckFailed, check_gru_step, check_jacobian_norms, check_lstm_step, check_rnn_forward
+
+
+@pytest.mark.parametrize("name", ["check_rnn_forward", "check_jacobian_norms", "check_lstm_step", "check_gru_step"])
+def test_checkers_are_registered_under_their_names(name):
+    assert name in CHECKS
+
+
+# ---------------------------------------------------------------------------
+# The RNN forward pass.
+# ---------------------------------------------------------------------------
+
+
+def rnn_loop(x, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    h, outputs = h0, []
+    for t in range(x.shape[1]):
+        h = torch.tanh(x[:, t] @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh)
+        outputs.append(h)
+    return torch.stack(outputs, dim=1)
+
+
+def rnn_via_torch(x, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    layer = torch.nn.RNN(x.shape[-1], h0.shape[-1], batch_first=True).double()
+    with torch.no_grad():
+        for name, value in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"),
+                               (weight_ih, weight_hh, bias_ih, bias_hh)):
+            getattr(layer, name).copy_(value)
+        return layer(x, h0[None])[0]
+
+
+def rnn_einsum(x, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    inputs = torch.einsum("btd,hd->bth", x, weight_ih) + bias_ih + bias_hh  # all steps at once
+    h, outputs = h0, []
+    for t in range(x.shape[1]):
+        h = torch.tanh(inputs[:, t] + torch.einsum("bj,ij->bi", h, weight_hh))
+        outputs.append(h)
+    return torch.stack(outputs, dim=1).float()  # float32 is accepted
+
+
+@pytest.mark.parametrize("answer", [rnn_loop, rnn_via_torch, rnn_einsum])
+def test_rnn_forward_accepts_right_answers(answer, capsys):
+    check_rnn_forward(answer)
+    assert capsys.readouterr().out.startswith("✓ your RNN's hidden states agree with lib.rnn.RNN")
+
+
+def _linear(x, h0, wi, wh, bi, bh):
+    h, outputs = h0, []
+    for t in range(x.shape[1]):
+        h = x[:, t] @ wi.T + bi + h @ wh.T + bh
+        outputs.append(h)
+    return torch.stack(outputs, dim=1)
+
+
+def _untransposed(x, h0, wi, wh, bi, bh):
+    h, outputs = h0, []
+    for t in range(x.shape[1]):
+        h = torch.tanh(x[:, t] @ wi.T + bi + h @ wh + bh)
+        outputs.append(h)
+    return torch.stack(outputs, dim=1)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (_linear, "apply tanh"),
+        (lambda x, h0, *w: rnn_loop(x, torch.zeros_like(h0), *w), "start from the given h0"),
+        (_untransposed, "weight_hh transposed"),
+        (lambda x, h0, wi, wh, bi, bh: rnn_loop(x, h0, wi, wh, bi, torch.zeros_like(bh)), "add both biases"),
+        (lambda x, h0, *w: torch.cat([h0[:, None], rnn_loop(x, h0, *w)], dim=1), "leave out h0"),
+        (lambda *a: rnn_loop(*a)[:, -1], "not only the last"),
+        (lambda *a: rnn_loop(*a).transpose(0, 1), "batch axis first"),
+        (lambda *a: rnn_loop(*a) + 1e-4, "differs from lib.rnn's by up to 0.0001"),
+        (lambda *a: (rnn_loop(*a), None), "must return a torch.Tensor; it returned tuple"),
+        (lambda *a: 1 / 0, "raised ZeroDivisionError"),
+    ],
+)
+def test_rnn_forward_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_rnn_forward(answer)
+
+
+# ---------------------------------------------------------------------------
+# Jacobian norms.
+# ---------------------------------------------------------------------------
+
+
+def jacobian_loop(x, weight_ih, weight_hh, bias, reverse=False, frobenius=False):
+    h, hidden = torch.zeros(weight_hh.shape[0], dtype=x.dtype), []
+    for x_t in x:
+        h = torch.tanh(weight_ih @ x_t + weight_hh @ h + bias)
+        hidden.append(h)
+    product = torch.eye(weight_hh.shape[0], dtype=x.dtype)
+    norm = torch.linalg.matrix_norm if frobenius else (lambda m: torch.linalg.matrix_norm(m, ord=2))
+    norms = [norm(product)]
+    for h_t in reversed(hidden):
+        jacobian = torch.diag(1 - h_t**2) @ weight_hh
+        product = jacobian @ product if reverse else product @ jacobian
+        norms.append(norm(product))
+    return torch.stack(norms[::-1])
+
+
+def jacobian_autograd(x, weight_ih, weight_hh, bias):
+    # Differentiate h_T with respect to each h_k directly, with autograd.
+    states = [torch.zeros(weight_hh.shape[0], dtype=x.dtype)]
+    for x_t in x:
+        states.append(torch.tanh(weight_ih @ x_t + weight_hh @ states[-1] + bias))
+    norms = []
+    for k in range(len(x) + 1):
+        def run(h, k=k):
+            for x_t in x[k:]:
+                h = torch.tanh(weight_ih @ x_t + weight_hh @ h + bias)
+            return h
+        jacobian = torch.autograd.functional.jacobian(run, states[k])
+        norms.append(torch.linalg.matrix_norm(jacobian, ord=2))
+    return torch.stack(norms)
+
+
+@pytest.mark.parametrize("answer", [jacobian_loop, jacobian_autograd])
+def test_jacobian_norms_accepts_right_answers(answer, capsys):
+    check_jacobian_norms(answer)
+    assert capsys.readouterr().out.startswith("✓ your ‖∂h_T/∂h_k‖ agree with lib.rnn.rnn_jacobian_norms")
+
+
+def _no_slopes(x, wi, wh, b):
+    norms = [torch.linalg.matrix_norm(torch.linalg.matrix_power(wh, n), ord=2) for n in range(len(x), -1, -1)]
+    return torch.stack(norms)
+
+
+def _transposed(x, weight_ih, weight_hh, bias):
+    h, hidden = torch.zeros(weight_hh.shape[0], dtype=x.dtype), []
+    for x_t in x:
+        h = torch.tanh(weight_ih @ x_t + weight_hh @ h + bias)
+        hidden.append(h)
+    product = torch.eye(weight_hh.shape[0], dtype=x.dtype)
+    norms = [torch.linalg.matrix_norm(product, ord=2)]
+    for h_t in reversed(hidden):
+        product = product @ (torch.diag(1 - h_t**2) @ weight_hh.T)
+        norms.append(torch.linalg.matrix_norm(product, ord=2))
+    return torch.stack(norms[::-1])
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (_no_slopes, "you left out tanh"),
+        (lambda *a: jacobian_loop(*a, reverse=True), "chain-rule order"),
+        (lambda *a: jacobian_loop(*a, frobenius=True), "not the Frobenius norm"),
+        (_transposed, "not its transpose"),
+        (lambda *a: jacobian_loop(*a)[1:], "include both ends"),
+    ],
+)
+def test_jacobian_norms_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_jacobian_norms(answer)
+
+
+# ---------------------------------------------------------------------------
+# One LSTM step.
+# ---------------------------------------------------------------------------
+
+
+def lstm_step(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, output=lambda o, c: o * torch.tanh(c)):
+    i, f, g, o = (x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh).chunk(4, dim=-1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.stack([output(torch.sigmoid(o), c), c])
+
+
+def lstm_via_torch(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh):
+    cell = torch.nn.LSTMCell(x.shape[1], h.shape[1]).double()
+    with torch.no_grad():
+        for name, value in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"),
+                               (weight_ih, weight_hh, bias_ih, bias_hh)):
+            getattr(cell, name).copy_(value)
+        return torch.stack(cell(x, (h, c)))
+
+
+@pytest.mark.parametrize("answer", [lstm_step, lstm_via_torch])
+def test_lstm_step_accepts_right_answers(answer, capsys):
+    check_lstm_step(answer)
+    assert capsys.readouterr().out.startswith("✓ your LSTM step agrees with lib.rnn.LSTMCell")
+
+
+def _reordered(order, candidate=torch.tanh):
+    def step(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh):
+        blocks = dict(zip(order, (x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh).chunk(4, dim=-1)))
+        c = torch.sigmoid(blocks["f"]) * c + torch.sigmoid(blocks["i"]) * candidate(blocks["g"])
+        return torch.stack([torch.sigmoid(blocks["o"]) * torch.tanh(c), c])
+    return step
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda *a: lstm_step(*a, output=lambda o, c: o * c), "not the notes' o ⊙ c"),
+        (lambda *a: lstm_step(*a).flip(0), "stack h first, then c"),
+        (_reordered("ifog"), "PyTorch orders the row blocks i, f, g, o"),
+        (_reordered("figo"), "the first block of rows is the input gate"),
+        (_reordered("ifgo", candidate=torch.sigmoid), "the candidate g goes through tanh"),
+        (lambda *a: lstm_step(*a)[0], "return torch.stack\\(\\[h, c\\]\\)"),
+        (lambda *a: torch.cat(list(lstm_step(*a)), dim=-1), "on a new first axis"),
+    ],
+)
+def test_lstm_step_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_lstm_step(answer)
+
+
+# ---------------------------------------------------------------------------
+# One GRU step.
+# ---------------------------------------------------------------------------
+
+
+def gru_step(x, h, weight_ih, weight_hh, bias_ih, bias_hh, reset="after", keep="z", order="rzn"):
+    H = h.shape[1]
+    xs = dict(zip(order, (x @ weight_ih.T + bias_ih).chunk(3, dim=-1)))
+    hs = dict(zip(order, (h @ weight_hh.T + bias_hh).chunk(3, dim=-1)))
+    r, z = torch.sigmoid(xs["r"] + hs["r"]), torch.sigmoid(xs["z"] + hs["z"])
+    if reset == "after":
+        n = torch.tanh(xs["n"] + r * hs["n"])
+    else:
+        n = torch.tanh(xs["n"] + (r * h) @ weight_hh[2 * H:].T + bias_hh[2 * H:])
+    return (1 - z) * n + z * h if keep == "z" else z * n + (1 - z) * h
+
+
+def gru_via_torch(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
+    cell = torch.nn.GRUCell(x.shape[1], h.shape[1]).double()
+    with torch.no_grad():
+        for name, value in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"),
+                               (weight_ih, weight_hh, bias_ih, bias_hh)):
+            getattr(cell, name).copy_(value)
+        return cell(x, h)
+
+
+@pytest.mark.parametrize("answer", [gru_step, gru_via_torch])
+def test_gru_step_accepts_right_answers(answer, capsys):
+    check_gru_step(answer)
+    assert capsys.readouterr().out.startswith("✓ your GRU step agrees with lib.rnn.GRUCell")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda *a: gru_step(*a, reset="before"), "reset gate applied before the matrix product"),
+        (lambda *a: gru_step(*a, keep="1-z"), "z is the share of the old state that is kept"),
+        (lambda *a: gru_step(*a, reset="before", keep="1-z"), "that is the notes' GRU"),
+        (lambda *a: gru_step(*a, order="zrn"), "reset gate first"),
+        (lambda *a: gru_step(*a)[:1], "your result has shape"),
+    ],
+)
+def test_gru_step_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_gru_step(answer)
+
+
+# ---------------------------------------------------------------------------
+# The grader's path: results saved and judged apart.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("check", "answer"), [
+    (check_rnn_forward, rnn_loop), (check_jacobian_norms, jacobian_loop),
+    (check_lstm_step, lstm_step), (check_gru_step, gru_step),
+])
+def test_results_survive_torch_save_and_the_judge_runs_apart(check, answer, tmp_path):
+    cases = check.make_cases(torch.Generator().manual_seed(0))
+    torch.save(cases, tmp_path / "cases.pt")
+    cases = torch.load(tmp_path / "cases.pt", weights_only=True)
+    torch.save([answer(*args) for args in cases], tmp_path / "results.pt")
+    check.judge(cases, torch.load(tmp_path / "results.pt", weights_only=True))
+    with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
+        check.judge(cases, ["NotImplementedError: write it"] * len(cases))
