@@ -1,0 +1,1513 @@
+"""Self-attention and the Transformer, and the pretrained models built from them.
+
+The module follows chapter 11 (syllabus TR1-TR7), top to bottom:
+
+1. :func:`positional_encoding` (sinusoidal, Vaswani et al., 2017) and
+   :func:`offset_rotation`, the fixed rotation that maps the encoding of position
+   ``t`` to that of ``t + delta``.
+2. :class:`SelfAttention`, one head with its Q, K, V projections; the multi-head
+   version with its output projection is :class:`lib.attention.MultiHeadAttention`
+   called with the same input three times.
+3. :class:`LayerNorm` and :class:`FeedForward` (position-wise), the other two
+   parts of a block; :func:`causal_mask`, the left-to-right mask.
+4. :class:`EncoderBlock` and :class:`DecoderBlock` (post-norm, as in the paper
+   and in ``torch.nn.TransformerEncoderLayer`` / ``TransformerDecoderLayer``,
+   whose weights they can load); :class:`Seq2SeqTransformer`, the
+   encoder-decoder model, and :class:`DecoderOnlyLM`, the GPT-style language
+   model (Radford et al., 2018). :func:`critical_path_length` counts the
+   operations that must run one after another, the quantity behind the
+   parallelism argument.
+5. What the pretrained models feed in: BERT's input (:func:`bert_input`,
+   :class:`BertEmbedding`) and its masked-LM corruption (:func:`mask_tokens`)
+   (Devlin et al., 2019); ELMo's biLM layers (:class:`BiLM`) and their learned
+   combination (:class:`ScalarMix`) (Peters et al., 2018).
+6. The chapter's experiment: :class:`ReversalTask` (reverse a digit string),
+   :class:`GRUSeq2Seq` (the recurrent baseline), :func:`train_seq2seq` and
+   :func:`greedy_translate` (decoding with :mod:`lib.decoding`).
+
+Conventions: batch-first tensors, rows are positions. ``B`` batch, ``T`` target
+(query) positions, ``S`` source (key) positions, ``D`` the model size
+``d_model``, ``H`` heads, ``V`` the vocabulary size. Boolean masks mean
+**True = may attend**, as in :mod:`lib.attention`.
+
+References
+----------
+.. [1] A. Vaswani, N. Shazeer, N. Parmar, J. Uszkoreit, L. Jones, A. N. Gomez,
+   L. Kaiser, I. Polosukhin. "Attention Is All You Need". NeurIPS 2017.
+   arXiv:1706.03762.
+.. [2] J. L. Ba, J. R. Kiros, G. E. Hinton. "Layer Normalization".
+   arXiv:1607.06450, 2016.
+.. [3] A. Radford, K. Narasimhan, T. Salimans, I. Sutskever. "Improving Language
+   Understanding by Generative Pre-Training". OpenAI technical report, 2018.
+.. [4] J. Devlin, M.-W. Chang, K. Lee, K. Toutanova. "BERT: Pre-training of Deep
+   Bidirectional Transformers for Language Understanding". NAACL 2019.
+   arXiv:1810.04805.
+.. [5] M. E. Peters, M. Neumann, M. Iyyer, M. Gardner, C. Clark, K. Lee,
+   L. Zettlemoyer. "Deep Contextualized Word Representations". NAACL 2018.
+   arXiv:1802.05365.
+.. [6] K. Cho, B. van Merriënboer, C. Gulcehre, D. Bahdanau, F. Bougares,
+   H. Schwenk, Y. Bengio. "Learning Phrase Representations using RNN
+   Encoder-Decoder for Statistical Machine Translation". EMNLP 2014.
+   (The GRU encoder-decoder baseline.)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lib.activations import gelu, relu
+from lib.attention import MultiHeadAttention, scaled_dot_product_attention
+from lib.decoding import beam_search_batch
+
+__all__ = [
+    "positional_encoding",
+    "offset_rotation",
+    "SelfAttention",
+    "LayerNorm",
+    "FeedForward",
+    "causal_mask",
+    "EncoderBlock",
+    "DecoderBlock",
+    "TransformerConfig",
+    "TransformerEmbedding",
+    "Seq2SeqTransformer",
+    "DecoderOnlyLM",
+    "critical_path_length",
+    "bert_input",
+    "BertEmbedding",
+    "mask_tokens",
+    "BiLM",
+    "ScalarMix",
+    "ReversalTask",
+    "SequencePairs",
+    "GRUSeq2Seq",
+    "TrainingLog",
+    "train_seq2seq",
+    "greedy_translate",
+]
+
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": relu, "gelu": gelu}
+
+_INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+# ---------------------------------------------------------------------------
+# Input checks. Each error message names what was expected and what was found.
+# ---------------------------------------------------------------------------
+
+
+def _require_int(name: str, value: object, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int; found {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}; found {value}")
+
+
+def _require_float_input(name: str, value: object, module: nn.Module, size: int) -> None:
+    if not isinstance(value, Tensor) or not value.is_floating_point():
+        found = value.dtype if isinstance(value, Tensor) else type(value).__name__
+        raise TypeError(f"{name} must be a floating-point torch.Tensor; found {found}")
+    if value.dim() != 3 or value.shape[-1] != size:
+        raise ValueError(f"{name} must have shape (B, T, D) with D = {size}; found {tuple(value.shape)}")
+    parameter = next(module.parameters())
+    if value.dtype != parameter.dtype:
+        raise TypeError(
+            f"{name} must have the dtype of the module's parameters ({parameter.dtype}); found {value.dtype}"
+        )
+
+
+def _require_tokens(name: str, value: object, vocab_size: int, max_len: Optional[int] = None) -> None:
+    if not isinstance(value, Tensor) or value.dtype not in _INTEGER_DTYPES:
+        found = value.dtype if isinstance(value, Tensor) else type(value).__name__
+        raise TypeError(f"{name} must be an integer torch.Tensor of token ids; found {found}")
+    if value.dim() != 2:
+        raise ValueError(f"{name} must have shape (B, T); found {tuple(value.shape)}")
+    if value.numel() and (int(value.min()) < 0 or int(value.max()) >= vocab_size):
+        raise ValueError(
+            f"{name} must hold ids in [0, {vocab_size}); found ids from {int(value.min())} to {int(value.max())}"
+        )
+    if max_len is not None and value.shape[1] > max_len:
+        raise ValueError(f"{name} may have at most max_len = {max_len} positions; found {value.shape[1]}")
+
+
+def _require_torch_module(name: str, value: object, expected: type) -> None:
+    if not isinstance(value, expected):
+        raise TypeError(f"{name} must be a {expected.__module__}.{expected.__name__}; found {type(value).__name__}")
+
+
+# ---------------------------------------------------------------------------
+# Positional encoding.
+# ---------------------------------------------------------------------------
+
+
+def _frequencies(d_model: int, dtype: torch.dtype) -> Tensor:
+    """The angular frequencies ``w_i = 1 / 10000^(2i / d_model)`` of the pairs ``i = 0 .. d/2 - 1``."""
+    two_i = torch.arange(0, d_model, 2, dtype=dtype)  # (D/2,): 0, 2, 4, ...
+    return torch.pow(torch.tensor(10000.0, dtype=dtype), -two_i / d_model)  # (D/2,)
+
+
+def _check_even_d_model(d_model: object) -> None:
+    _require_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(f"d_model must be even (sines and cosines come in pairs); found {d_model}")
+
+
+def positional_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
+    r"""The sinusoidal positional encodings of Vaswani et al. (2017), one row per position.
+
+    .. math:: P_{t, 2i} = \sin(t\,\omega_i), \qquad P_{t, 2i+1} = \cos(t\,\omega_i),
+              \qquad \omega_i = 10000^{-2i / d}
+
+    for positions ``t = 0 .. max_len - 1`` and pairs ``i = 0 .. d/2 - 1``: the
+    sine and the cosine of one frequency sit side by side (interleaved). The
+    wavelengths grow geometrically from ``2 pi`` to ``10000 * 2 pi``.
+
+    Parameters
+    ----------
+    max_len : int
+        Number of positions (rows).
+    d_model : int
+        Size ``D`` of each encoding; must be even.
+    dtype : torch.dtype, default torch.float32
+
+    Returns
+    -------
+    Tensor
+        The encoding matrix ``P``.
+
+    Shapes
+    ------
+    output : (max_len, D)
+    """
+    _require_int("max_len", max_len)
+    _check_even_d_model(d_model)
+    positions = torch.arange(max_len, dtype=dtype)[:, None]  # (T, 1)
+    angles = positions * _frequencies(d_model, dtype)  # (T, D/2): t * w_i
+    # Stacking on a last axis of size 2 and flattening interleaves sin and cos.
+    return torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1).reshape(max_len, d_model)  # (T, D)
+
+
+def offset_rotation(offset: int, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
+    r"""The matrix ``R`` with ``P[t + offset] = R @ P[t]`` for every position ``t``.
+
+    Each pair ``(sin t w_i, cos t w_i)`` is rotated by the angle ``offset * w_i``:
+
+    .. math:: \begin{pmatrix} \sin (t+\delta)\omega \\ \cos (t+\delta)\omega \end{pmatrix}
+              = \begin{pmatrix} \cos \delta\omega & \sin \delta\omega \\
+                                -\sin \delta\omega & \cos \delta\omega \end{pmatrix}
+                \begin{pmatrix} \sin t\omega \\ \cos t\omega \end{pmatrix}
+
+    so ``R`` is block-diagonal with one 2 x 2 rotation per pair. It depends on the
+    offset only, never on ``t``: a linear layer can learn to look a fixed
+    distance back or ahead. Because ``R`` is orthogonal, ``P[t] . P[t + offset]``
+    depends on the offset only too.
+
+    Parameters
+    ----------
+    offset : int
+        The shift ``delta`` (negative shifts rotate backwards).
+    d_model : int
+        Size ``D`` of the encodings; must be even.
+    dtype : torch.dtype, default torch.float32
+
+    Returns
+    -------
+    Tensor
+        The block-diagonal rotation ``R``.
+
+    Shapes
+    ------
+    output : (D, D)
+    """
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"offset must be an int; found {type(offset).__name__}")
+    _check_even_d_model(d_model)
+    angles = offset * _frequencies(d_model, dtype)  # (D/2,)
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)  # (D/2, 2, 2)
+    return torch.block_diag(*blocks)  # (D, D)
+
+
+# ---------------------------------------------------------------------------
+# The parts of a block.
+# ---------------------------------------------------------------------------
+
+
+class SelfAttention(nn.Module):
+    r"""One head of self-attention: queries, keys and values are projections of the same input.
+
+    .. math:: \mathbf{Q} = \mathbf{X}\mathbf{W}_q,\ \mathbf{K} = \mathbf{X}\mathbf{W}_k,\
+              \mathbf{V} = \mathbf{X}\mathbf{W}_v, \qquad
+              \mathbf{H} = \mathrm{softmax}\!\left(\frac{\mathbf{Q}\mathbf{K}^\top}{\sqrt{d_k}}\right)\mathbf{V}
+
+    (rows are positions; in the column convention of the notes this is
+    :math:`\mathbf{V}\,\mathrm{softmax}(\mathbf{K}^\top\mathbf{Q}/\sqrt{d_k})`). The
+    weight between positions ``t`` and ``s`` is computed from the input, not
+    stored, so one layer handles sequences of any length.
+
+    Parameters
+    ----------
+    d_model : int
+        Size ``D`` of each input vector.
+    d_k : int
+        Size of queries and keys (the scores are divided by ``sqrt(d_k)``).
+    d_v : int
+        Size of values and outputs.
+
+    Returns
+    -------
+    tuple of Tensor
+        Calling the module returns ``(output, weights)``.
+
+    Shapes
+    ------
+    x : (B, T, D)
+    mask : boolean, broadcastable to (B, T, T); True = may attend
+    output : (B, T, d_v)
+    weights : (B, T, T)
+    """
+
+    def __init__(self, d_model: int, d_k: int, d_v: int):
+        super().__init__()
+        for name, value in (("d_model", d_model), ("d_k", d_k), ("d_v", d_v)):
+            _require_int(name, value)
+        self.d_model = d_model
+        self.query_proj = nn.Linear(d_model, d_k, bias=False)  # W_q
+        self.key_proj = nn.Linear(d_model, d_k, bias=False)  # W_k
+        self.value_proj = nn.Linear(d_model, d_v, bias=False)  # W_v
+
+    def forward(self, x: Tensor, mask: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+        _require_float_input("x", x, self, self.d_model)
+        q, k, v = self.query_proj(x), self.key_proj(x), self.value_proj(x)  # all from x
+        return scaled_dot_product_attention(q, k, v, mask=mask)  # (B, T, d_v), (B, T, T)
+
+
+class LayerNorm(nn.Module):
+    r"""Layer normalisation (Ba et al., 2016): normalise each position's vector over its features.
+
+    .. math:: \mathrm{LN}(\mathbf{z}) = \boldsymbol{\gamma} \odot
+              \frac{\mathbf{z} - \mu}{\sqrt{\sigma^2 + \epsilon}} + \boldsymbol{\beta},
+              \qquad \mu = \frac{1}{D}\sum_j z_j,\ \ \sigma^2 = \frac{1}{D}\sum_j (z_j - \mu)^2
+
+    Unlike batch normalisation, the statistics come from one vector alone, so
+    the result does not depend on the batch or on the other positions. The
+    variance is the biased one (divide by ``D``), as in ``torch.nn.LayerNorm``,
+    whose parameter names (``weight`` = gamma, ``bias`` = beta) this module keeps.
+
+    Parameters
+    ----------
+    d_model : int
+        Size ``D`` of the normalised (last) axis.
+    eps : float, default 1e-5
+        Added to the variance so that a constant vector does not divide by 0.
+
+    Returns
+    -------
+    Tensor
+        Calling the module returns the normalised input.
+
+    Shapes
+    ------
+    z : (..., D)
+    output : (..., D)
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__()
+        _require_int("d_model", d_model)
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+            raise ValueError(f"eps must be a number > 0; found {eps!r}")
+        self.d_model, self.eps = d_model, float(eps)
+        self.weight = nn.Parameter(torch.ones(d_model))  # gamma
+        self.bias = nn.Parameter(torch.zeros(d_model))  # beta
+
+    def forward(self, z: Tensor) -> Tensor:
+        if not isinstance(z, Tensor) or not z.is_floating_point() or z.dim() == 0 or z.shape[-1] != self.d_model:
+            found = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
+            raise ValueError(f"z must be a float tensor of shape (..., D) with D = {self.d_model}; found {found}")
+        mean = z.mean(dim=-1, keepdim=True)  # (..., 1)
+        variance = ((z - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased
+        return self.weight * (z - mean) / torch.sqrt(variance + self.eps) + self.bias
+
+
+class FeedForward(nn.Module):
+    r"""The position-wise feed-forward network: the same two-layer MLP at every position.
+
+    .. math:: \mathrm{FFN}(\mathbf{z}) = \mathbf{W}_2\, f(\mathbf{W}_1 \mathbf{z} + \mathbf{b}_1) + \mathbf{b}_2
+
+    with ``f`` = ReLU in the original Transformer and GELU in GPT and BERT. As
+    no position sees another, it is a 1 x 1 convolution over the sequence.
+
+    Parameters
+    ----------
+    d_model : int
+        Size ``D`` of the input and output.
+    d_ff : int
+        Width of the hidden layer (4 D in the paper).
+    activation : {"relu", "gelu"}, default "relu"
+
+    Returns
+    -------
+    Tensor
+        Calling the module returns ``FFN`` applied at every position.
+
+    Shapes
+    ------
+    z : (..., D)
+    output : (..., D)
+    """
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
+        super().__init__()
+        _require_int("d_model", d_model)
+        _require_int("d_ff", d_ff)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; found {activation!r}")
+        self.activation = activation
+        self.linear1 = nn.Linear(d_model, d_ff)  # W_1, b_1 (torch's names)
+        self.linear2 = nn.Linear(d_ff, d_model)  # W_2, b_2
+
+    def forward(self, z: Tensor) -> Tensor:
+        return self.linear2(ACTIVATIONS[self.activation](self.linear1(z)))  # (..., D)
+
+
+def causal_mask(length: int, device: Optional[torch.device] = None) -> Tensor:
+    """The left-to-right mask: position ``t`` may attend to positions ``0 .. t`` only.
+
+    Parameters
+    ----------
+    length : int
+        Number of positions ``T``.
+    device : torch.device, optional
+
+    Returns
+    -------
+    Tensor
+        Boolean, lower triangular: ``mask[t, s] = s <= t`` (True = may attend).
+
+    Shapes
+    ------
+    output : (T, T)
+    """
+    _require_int("length", length)
+    positions = torch.arange(length, device=device)  # (T,)
+    return positions[None, :] <= positions[:, None]  # (T, T)
+
+
+def _torch_activation_name(layer: nn.Module) -> str:
+    """"relu" or "gelu" (exact) for a torch Transformer layer, or a ValueError."""
+    activation = layer.activation
+    if activation is F.relu or isinstance(activation, nn.ReLU):
+        return "relu"
+    if activation is F.gelu or (isinstance(activation, nn.GELU) and activation.approximate == "none"):
+        return "gelu"
+    raise ValueError(f"only relu and exact gelu activations can be copied; found {activation!r}")
+
+
+def _require_post_norm(layer: nn.Module) -> None:
+    if layer.norm_first:
+        raise ValueError("the blocks are post-norm (norm(x + sublayer(x))); found a torch layer with norm_first=True")
+
+
+@torch.no_grad()
+def _copy_norm(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
+    if theirs.weight is None or theirs.bias is None:
+        raise ValueError("the torch layer norm must have elementwise_affine=True and bias=True")
+    ours.weight.copy_(theirs.weight)
+    ours.bias.copy_(theirs.bias)
+    ours.eps = theirs.eps
+
+
+@torch.no_grad()
+def _copy_ffn(ours: FeedForward, layer: nn.Module) -> None:
+    ours.activation = _torch_activation_name(layer)
+    ours.linear1.load_state_dict(layer.linear1.state_dict())
+    ours.linear2.load_state_dict(layer.linear2.state_dict())
+
+
+# ---------------------------------------------------------------------------
+# Encoder and decoder blocks.
+# ---------------------------------------------------------------------------
+
+
+class EncoderBlock(nn.Module):
+    r"""One encoder layer: multi-head self-attention, then the FFN, each with a residual and a layer norm.
+
+    .. math:: \mathbf{Z} = \mathrm{LN}\big(\mathbf{H} + \mathrm{MultiHead}(\mathbf{H}, \mathbf{H}, \mathbf{H})\big),
+              \qquad \mathbf{H}' = \mathrm{LN}\big(\mathbf{Z} + \mathrm{FFN}(\mathbf{Z})\big)
+
+    This is the post-norm layout of Vaswani et al. and of
+    ``torch.nn.TransformerEncoderLayer(norm_first=False)``, whose weights
+    :meth:`from_torch` copies. There is no dropout. With a causal ``mask`` the
+    same block is a GPT block (a decoder block without encoder-decoder attention).
+
+    Parameters
+    ----------
+    d_model : int
+        Model size ``D``.
+    num_heads : int
+        Number of heads ``H``; must divide ``D``.
+    d_ff : int
+        Hidden width of the feed-forward network.
+    activation : {"relu", "gelu"}, default "relu"
+    eps : float, default 1e-5
+        Layer-norm epsilon.
+
+    Returns
+    -------
+    tuple of Tensor
+        Calling the block returns ``(output, weights)``; see :meth:`forward`.
+
+    Shapes
+    ------
+    x : (B, T, D)
+    output : (B, T, D)
+    weights : (B, H, T, T)
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5):
+        super().__init__()
+        self.d_model = d_model
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.norm1 = LayerNorm(d_model, eps)
+        self.ffn = FeedForward(d_model, d_ff, activation)
+        self.norm2 = LayerNorm(d_model, eps)
+
+    def forward(
+        self, x: Tensor, valid_lens: Optional[Tensor] = None, mask: Optional[Tensor] = None
+    ) -> tuple[Tensor, Tensor]:
+        """Encode ``x``; keys beyond ``valid_lens`` (padding) and where ``mask`` is False are ignored.
+
+        Parameters
+        ----------
+        x : Tensor
+            Float input, one row per position.
+        valid_lens : Tensor, optional
+            Integer number of real (non-padding) positions per sequence.
+        mask : Tensor, optional
+            Boolean, True = may attend (e.g. :func:`causal_mask`).
+
+        Returns
+        -------
+        output : Tensor
+        weights : Tensor
+            Every head's attention weights.
+
+        Shapes
+        ------
+        x : (B, T, D)
+        valid_lens : (B,)
+        mask : broadcastable to (B, T, T)
+        output : (B, T, D)
+        weights : (B, H, T, T)
+        """
+        _require_float_input("x", x, self, self.d_model)
+        attended, weights = self.self_attn(x, x, x, mask=mask, valid_lens=valid_lens, average_weights=False)
+        z = self.norm1(x + attended)  # residual: a direct path for signal and gradient
+        return self.norm2(z + self.ffn(z)), weights  # (B, T, D), (B, H, T, T)
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderBlock":
+        """A block with the configuration and weights of a post-norm ``torch.nn.TransformerEncoderLayer``.
+
+        ``batch_first`` only changes how torch lays out its inputs, and dropout
+        is ignored (ours has none), so the outputs agree with torch's when its
+        dropout is 0 or it is in eval mode.
+
+        Parameters
+        ----------
+        layer : torch.nn.TransformerEncoderLayer
+            With ``norm_first=False`` and a ReLU or GELU activation.
+
+        Returns
+        -------
+        EncoderBlock
+            On the device and with the dtype of ``layer``.
+
+        Shapes
+        ------
+        The block's ``D``, ``H`` and FFN width equal the layer's.
+        """
+        _require_torch_module("layer", layer, nn.TransformerEncoderLayer)
+        _require_post_norm(layer)
+        block = cls(
+            layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
+            _torch_activation_name(layer), layer.norm1.eps,
+        )
+        block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
+        block.self_attn.load_torch_weights(layer.self_attn)
+        _copy_ffn(block.ffn, layer)
+        _copy_norm(block.norm1, layer.norm1)
+        _copy_norm(block.norm2, layer.norm2)
+        return block
+
+
+class DecoderBlock(nn.Module):
+    r"""One decoder layer: causal self-attention, encoder-decoder attention, then the FFN.
+
+    .. math:: \mathbf{Z}_1 = \mathrm{LN}\big(\mathbf{Y} + \mathrm{MultiHead}_{\text{causal}}(\mathbf{Y}, \mathbf{Y}, \mathbf{Y})\big),\quad
+              \mathbf{Z}_2 = \mathrm{LN}\big(\mathbf{Z}_1 + \mathrm{MultiHead}(\mathbf{Z}_1, \mathbf{M}, \mathbf{M})\big),\quad
+              \mathbf{Y}' = \mathrm{LN}\big(\mathbf{Z}_2 + \mathrm{FFN}(\mathbf{Z}_2)\big)
+
+    ``M`` is the encoder's output (the *memory*): in the second sublayer the
+    queries come from the decoder and the keys and values from the encoder.
+    The causal mask lets position ``t`` see target positions ``<= t`` only, so
+    training can feed the whole target at once (teacher forcing) and still
+    predict every token from its prefix. Post-norm, no dropout, as
+    ``torch.nn.TransformerDecoderLayer(norm_first=False)``.
+
+    Parameters
+    ----------
+    d_model, num_heads, d_ff, activation, eps
+        As in :class:`EncoderBlock`.
+
+    Returns
+    -------
+    tuple of Tensor
+        Calling the block returns ``(output, self_weights, cross_weights)``.
+
+    Shapes
+    ------
+    y : (B, T, D)
+    memory : (B, S, D)
+    output : (B, T, D)
+    self_weights : (B, H, T, T)
+    cross_weights : (B, H, T, S)
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5):
+        super().__init__()
+        self.d_model = d_model
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.norm1 = LayerNorm(d_model, eps)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads)
+        self.norm2 = LayerNorm(d_model, eps)
+        self.ffn = FeedForward(d_model, d_ff, activation)
+        self.norm3 = LayerNorm(d_model, eps)
+
+    def forward(
+        self, y: Tensor, memory: Tensor, memory_valid_lens: Optional[Tensor] = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Decode ``y`` (the shifted target) while reading ``memory`` (the encoder's output).
+
+        Parameters
+        ----------
+        y : Tensor
+            Float decoder input, one row per target position.
+        memory : Tensor
+            The encoder's output.
+        memory_valid_lens : Tensor, optional
+            Number of real source positions per sequence; padding is ignored.
+
+        Returns
+        -------
+        output, self_weights, cross_weights : Tensor
+
+        Shapes
+        ------
+        y : (B, T, D)
+        memory : (B, S, D)
+        memory_valid_lens : (B,)
+        output : (B, T, D)
+        self_weights : (B, H, T, T)
+        cross_weights : (B, H, T, S)
+        """
+        _require_float_input("y", y, self, self.d_model)
+        _require_float_input("memory", memory, self, self.d_model)
+        mask = causal_mask(y.shape[1], device=y.device)  # (T, T)
+        attended, self_weights = self.self_attn(y, y, y, mask=mask, average_weights=False)
+        z1 = self.norm1(y + attended)
+        context, cross_weights = self.cross_attn(
+            z1, memory, memory, valid_lens=memory_valid_lens, average_weights=False
+        )  # queries from the decoder, keys and values from the encoder
+        z2 = self.norm2(z1 + context)
+        return self.norm3(z2 + self.ffn(z2)), self_weights, cross_weights
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderBlock":
+        """A block with the configuration and weights of a post-norm ``torch.nn.TransformerDecoderLayer``.
+
+        Torch's ``self_attn`` and ``multihead_attn`` become ``self_attn`` and
+        ``cross_attn``; its ``norm1``, ``norm2``, ``norm3`` keep their names.
+        Run torch with a causal ``tgt_mask`` to get the same outputs.
+
+        Parameters
+        ----------
+        layer : torch.nn.TransformerDecoderLayer
+            With ``norm_first=False`` and a ReLU or GELU activation.
+
+        Returns
+        -------
+        DecoderBlock
+            On the device and with the dtype of ``layer``.
+
+        Shapes
+        ------
+        The block's ``D``, ``H`` and FFN width equal the layer's.
+        """
+        _require_torch_module("layer", layer, nn.TransformerDecoderLayer)
+        _require_post_norm(layer)
+        block = cls(
+            layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
+            _torch_activation_name(layer), layer.norm1.eps,
+        )
+        block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
+        block.self_attn.load_torch_weights(layer.self_attn)
+        block.cross_attn.load_torch_weights(layer.multihead_attn)
+        _copy_ffn(block.ffn, layer)
+        for ours, theirs in ((block.norm1, layer.norm1), (block.norm2, layer.norm2), (block.norm3, layer.norm3)):
+            _copy_norm(ours, theirs)
+        return block
+
+
+# ---------------------------------------------------------------------------
+# Whole models.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The sizes of a Transformer.
+
+    ``num_layers`` blocks in the encoder and as many in the decoder (``N`` in
+    the paper, which uses ``N = 6``, ``d_model = 512``, ``num_heads = 8``,
+    ``d_ff = 2048``). ``learned_positions`` replaces the sinusoidal encoding by
+    a trained embedding of each position, as GPT and BERT do.
+    """
+
+    d_model: int = 32
+    num_heads: int = 4
+    d_ff: int = 64
+    num_layers: int = 2
+    max_len: int = 32
+    activation: str = "relu"
+    learned_positions: bool = False
+
+    def __post_init__(self):
+        for name in ("d_model", "num_heads", "d_ff", "num_layers", "max_len"):
+            _require_int(name, getattr(self, name))
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"d_model must be divisible by num_heads; found d_model={self.d_model}, num_heads={self.num_heads}"
+            )
+        if not self.learned_positions:
+            _check_even_d_model(self.d_model)
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; found {self.activation!r}")
+
+
+class TransformerEmbedding(nn.Module):
+    """Token embedding plus position: ``e_{x_t} + p_t`` for every position ``t``.
+
+    The position vectors are the fixed :func:`positional_encoding` or, with
+    ``learned_positions``, a trained ``nn.Embedding`` of the positions.
+    (Vaswani et al. also multiply the token embedding by ``sqrt(D)`` because
+    they share it with the output layer; this module shares nothing.)
+
+    Parameters
+    ----------
+    vocab_size : int
+    d_model : int
+    max_len : int
+        Longest sequence the module accepts.
+    learned_positions : bool, default False
+
+    Returns
+    -------
+    Tensor
+        Calling the module returns the summed embeddings.
+
+    Shapes
+    ------
+    tokens : (B, T), T <= max_len
+    output : (B, T, D)
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, max_len: int, learned_positions: bool = False):
+        super().__init__()
+        _require_int("vocab_size", vocab_size)
+        self.vocab_size, self.max_len = vocab_size, max_len
+        self.token = nn.Embedding(vocab_size, d_model)
+        if learned_positions:
+            self.position = nn.Embedding(max_len, d_model)
+        else:
+            # A buffer, not a parameter: it moves with .to() but is never trained.
+            self.register_buffer("encoding", positional_encoding(max_len, d_model), persistent=False)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        _require_tokens("tokens", tokens, self.vocab_size, self.max_len)
+        length = tokens.shape[1]
+        if hasattr(self, "position"):
+            positions = self.position(torch.arange(length, device=tokens.device))  # (T, D)
+        else:
+            positions = self.encoding[:length]  # (T, D)
+        return self.token(tokens) + positions.to(self.token.weight.dtype)  # (B, T, D)
+
+
+class Seq2SeqTransformer(nn.Module):
+    """The encoder-decoder Transformer of Vaswani et al. (2017), small and without dropout.
+
+    The encoder maps the source to a memory ``(B, S, D)``; the decoder reads its
+    own prefix (causally) and the memory, and a linear layer gives next-token
+    logits. :meth:`step_fn` plugs the model into :mod:`lib.decoding`.
+
+    Parameters
+    ----------
+    src_vocab_size, tgt_vocab_size : int
+        Source and target vocabulary sizes.
+    config : TransformerConfig
+
+    Returns
+    -------
+    Tensor
+        Calling the model returns next-token logits; see :meth:`forward`.
+
+    Shapes
+    ------
+    src : (B, S)
+    tgt : (B, T), starting with the begin-of-sequence token
+    src_valid_lens : (B,)
+    output : (B, T, V_tgt)
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, config: TransformerConfig = TransformerConfig()):
+        super().__init__()
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig; found {type(config).__name__}")
+        self.config = config
+        c = config
+        self.src_embed = TransformerEmbedding(src_vocab_size, c.d_model, c.max_len, c.learned_positions)
+        self.tgt_embed = TransformerEmbedding(tgt_vocab_size, c.d_model, c.max_len, c.learned_positions)
+        self.encoder = nn.ModuleList(
+            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation) for _ in range(c.num_layers)
+        )
+        self.decoder = nn.ModuleList(
+            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation) for _ in range(c.num_layers)
+        )
+        self.output = nn.Linear(c.d_model, tgt_vocab_size)
+
+    def encode(self, src: Tensor, src_valid_lens: Optional[Tensor] = None) -> tuple[Tensor, list[Tensor]]:
+        """The memory and every encoder layer's attention weights.
+
+        Shapes
+        ------
+        src : (B, S)
+        memory : (B, S, D)
+        weights : list of num_layers tensors (B, H, S, S)
+        """
+        h = self.src_embed(src)  # (B, S, D)
+        weights = []
+        for block in self.encoder:
+            h, w = block(h, valid_lens=src_valid_lens)
+            weights.append(w)
+        return h, weights
+
+    def decode(
+        self, tgt: Tensor, memory: Tensor, src_valid_lens: Optional[Tensor] = None
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """Next-token logits at every target position, and the decoder's attention weights.
+
+        Shapes
+        ------
+        tgt : (B, T)
+        memory : (B, S, D)
+        logits : (B, T, V_tgt)
+        self_weights : list of num_layers tensors (B, H, T, T)
+        cross_weights : list of num_layers tensors (B, H, T, S)
+        """
+        h = self.tgt_embed(tgt)  # (B, T, D)
+        self_weights, cross_weights = [], []
+        for block in self.decoder:
+            h, w_self, w_cross = block(h, memory, memory_valid_lens=src_valid_lens)
+            self_weights.append(w_self)
+            cross_weights.append(w_cross)
+        return self.output(h), self_weights, cross_weights
+
+    def forward(self, src: Tensor, tgt: Tensor, src_valid_lens: Optional[Tensor] = None) -> Tensor:
+        memory, _ = self.encode(src, src_valid_lens)
+        return self.decode(tgt, memory, src_valid_lens)[0]  # (B, T, V)
+
+    @torch.no_grad()
+    def attention_maps(self, src: Tensor, tgt: Tensor, src_valid_lens: Optional[Tensor] = None) -> dict[str, Tensor]:
+        """Every head's attention weights in every layer, for plotting.
+
+        Returns
+        -------
+        dict
+            ``"encoder"``: encoder self-attention, ``"decoder"``: causal decoder
+            self-attention, ``"cross"``: encoder-decoder attention, each stacked
+            over the layers.
+
+        Shapes
+        ------
+        src : (B, S)
+        tgt : (B, T)
+        "encoder" : (L, B, H, S, S)
+        "decoder" : (L, B, H, T, T)
+        "cross" : (L, B, H, T, S)
+        """
+        memory, encoder_weights = self.encode(src, src_valid_lens)
+        _, self_weights, cross_weights = self.decode(tgt, memory, src_valid_lens)
+        return {
+            "encoder": torch.stack(encoder_weights),  # (L, B, H, S, S)
+            "decoder": torch.stack(self_weights),  # (L, B, H, T, T)
+            "cross": torch.stack(cross_weights),  # (L, B, H, T, S)
+        }
+
+    @torch.no_grad()
+    def step_fn(self, src: Tensor, src_valid_lens: Optional[Tensor] = None) -> Callable[[Tensor, Tensor], Tensor]:
+        """A batched step function for :func:`lib.decoding.beam_search_batch`.
+
+        The sources are encoded once; each call decodes the given prefixes
+        against the memory of the source each row continues.
+
+        Shapes
+        ------
+        src : (B, S)
+        prefixes passed to the step function : (N, t)
+        sources passed to the step function : (N,), values in range(B)
+        step function output : (N, V_tgt) log-probabilities of the next token
+        """
+        memory, _ = self.encode(src, src_valid_lens)  # (B, S, D)
+
+        @torch.no_grad()
+        def step(prefixes: Tensor, sources: Tensor) -> Tensor:
+            lens = None if src_valid_lens is None else src_valid_lens[sources]  # (N,)
+            logits = self.decode(prefixes, memory[sources], lens)[0]  # (N, t, V)
+            return F.log_softmax(logits[:, -1], dim=-1)  # (N, V)
+
+        return step
+
+
+class DecoderOnlyLM(nn.Module):
+    """A GPT-style language model: embeddings, causally masked blocks, next-token logits.
+
+    A GPT block is a decoder block without encoder-decoder attention, which is
+    an :class:`EncoderBlock` run with :func:`causal_mask`. Position ``t`` sees
+    tokens ``0 .. t`` only, so the output at ``t`` predicts token ``t + 1``.
+    The model uses ``config.num_layers`` blocks.
+
+    Parameters
+    ----------
+    vocab_size : int
+    config : TransformerConfig
+
+    Returns
+    -------
+    Tensor
+        Calling the model returns logits; see :meth:`step` for decoding.
+
+    Shapes
+    ------
+    tokens : (B, T)
+    output : (B, T, V)
+    """
+
+    def __init__(self, vocab_size: int, config: TransformerConfig = TransformerConfig(learned_positions=True)):
+        super().__init__()
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig; found {type(config).__name__}")
+        self.config = c = config
+        self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions)
+        self.blocks = nn.ModuleList(
+            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation) for _ in range(c.num_layers)
+        )
+        self.output = nn.Linear(c.d_model, vocab_size)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        h = self.embed(tokens)  # (B, T, D)
+        mask = causal_mask(tokens.shape[1], device=tokens.device)  # (T, T)
+        for block in self.blocks:
+            h, _ = block(h, mask=mask)
+        return self.output(h)  # (B, T, V)
+
+    @torch.no_grad()
+    def step(self, prefixes: Tensor) -> Tensor:
+        """Next-token log-probabilities: a step function for :mod:`lib.decoding`.
+
+        Shapes
+        ------
+        prefixes : (N, t)
+        output : (N, V)
+        """
+        return F.log_softmax(self(prefixes)[:, -1], dim=-1)  # (N, V)
+
+
+# ---------------------------------------------------------------------------
+# How sequential is a computation?
+# ---------------------------------------------------------------------------
+
+
+def critical_path_length(output: Tensor) -> int:
+    """The number of operations on the longest chain of the autograd graph that ends at ``output``.
+
+    Operations on this chain depend on each other, so they must run one after
+    another however many processors there are: it measures how sequential a
+    computation is. A recurrent network's chain grows with the sequence
+    length (step ``t`` needs step ``t - 1``); a Transformer's does not.
+
+    Parameters
+    ----------
+    output : Tensor
+        A tensor computed with autograd (``output.grad_fn`` is not None).
+
+    Returns
+    -------
+    int
+        Nodes on the longest path from ``output.grad_fn`` to a leaf.
+
+    Shapes
+    ------
+    output : any
+    """
+    if not isinstance(output, Tensor) or output.grad_fn is None:
+        found = type(output).__name__ if not isinstance(output, Tensor) else "a tensor without grad_fn"
+        raise ValueError(f"output must be a tensor computed with autograd (with a grad_fn); found {found}")
+    length: dict = {}
+    stack = [(output.grad_fn, False)]
+    # An explicit stack, not recursion: a long recurrent graph is thousands of nodes deep.
+    while stack:
+        node, inputs_done = stack.pop()
+        if node in length:
+            continue
+        inputs = [child for child, _ in node.next_functions if child is not None]
+        if inputs_done:
+            length[node] = 1 + max((length[child] for child in inputs), default=0)
+        else:
+            stack.append((node, True))
+            stack.extend((child, False) for child in inputs if child not in length)
+    return length[output.grad_fn]
+
+
+# ---------------------------------------------------------------------------
+# Pretrained models: BERT's input and masked LM, ELMo's layer mix.
+# ---------------------------------------------------------------------------
+
+
+def bert_input(
+    first: Sequence[int], second: Optional[Sequence[int]] = None, cls_id: int = 0, sep_id: int = 1
+) -> tuple[Tensor, Tensor]:
+    """BERT's input sequence and segment ids for one text or a pair of texts.
+
+    One text: ``<cls> first <sep>``, all in segment 0. A pair:
+    ``<cls> first <sep> second <sep>``; the second text and its ``<sep>`` are
+    segment 1. The output at ``<cls>`` is the representation of the whole
+    input that classification tasks use. Positions are ``0 .. L-1``.
+
+    Parameters
+    ----------
+    first : sequence of int
+        Token ids of the first text.
+    second : sequence of int, optional
+        Token ids of the second text.
+    cls_id, sep_id : int
+        Ids of ``<cls>`` and ``<sep>``.
+
+    Returns
+    -------
+    tokens : LongTensor
+    segments : LongTensor
+        0 for the first text (with ``<cls>`` and its ``<sep>``), 1 for the second.
+
+    Shapes
+    ------
+    tokens, segments : (L,) with L = len(first) + 2, or len(first) + len(second) + 3
+    """
+    texts = [("first", first)] + ([] if second is None else [("second", second)])
+    for name, text in texts:
+        if not isinstance(text, (list, tuple)) or not all(isinstance(t, int) and t >= 0 for t in text):
+            raise TypeError(f"{name} must be a list of token ids (ints >= 0); found {text!r}")
+    tokens = [cls_id, *first, sep_id]
+    segments = [0] * len(tokens)
+    if second is not None:
+        tokens += [*second, sep_id]
+        segments += [1] * (len(second) + 1)
+    return torch.tensor(tokens), torch.tensor(segments)
+
+
+class BertEmbedding(nn.Module):
+    """BERT's input embedding: the sum of a token, a segment and a (learned) position embedding.
+
+    Parameters
+    ----------
+    vocab_size : int
+    d_model : int
+    max_len : int
+    num_segments : int, default 2
+
+    Returns
+    -------
+    Tensor
+        Calling the module returns ``token(x_t) + segment(s_t) + position(t)``.
+
+    Shapes
+    ------
+    tokens, segments : (B, L)
+    output : (B, L, D)
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, max_len: int, num_segments: int = 2):
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("max_len", max_len), ("num_segments", num_segments)):
+            _require_int(name, value)
+        self.vocab_size, self.max_len, self.num_segments = vocab_size, max_len, num_segments
+        self.token = nn.Embedding(vocab_size, d_model)
+        self.segment = nn.Embedding(num_segments, d_model)
+        self.position = nn.Embedding(max_len, d_model)
+
+    def forward(self, tokens: Tensor, segments: Tensor) -> Tensor:
+        _require_tokens("tokens", tokens, self.vocab_size, self.max_len)
+        _require_tokens("segments", segments, self.num_segments)
+        if segments.shape != tokens.shape:
+            raise ValueError(f"segments must have the shape of tokens {tuple(tokens.shape)}; found {tuple(segments.shape)}")
+        positions = torch.arange(tokens.shape[1], device=tokens.device)  # (L,)
+        return self.token(tokens) + self.segment(segments) + self.position(positions)  # (B, L, D)
+
+
+def mask_tokens(
+    tokens: Tensor,
+    mask_id: int,
+    vocab_size: int,
+    special_ids: Sequence[int] = (),
+    generator: Optional[torch.Generator] = None,
+    select_prob: float = 0.15,
+    mask_prob: float = 0.8,
+    random_prob: float = 0.1,
+    ignore_index: int = -100,
+) -> tuple[Tensor, Tensor]:
+    """BERT's masked-LM corruption: pick 15% of the tokens; mask 80% of those, randomise 10%, keep 10%.
+
+    Each position that is not a special token (``<cls>``, ``<sep>``, padding) is
+    selected with probability ``select_prob``. A selected token becomes
+    ``mask_id`` with probability ``mask_prob``, a token drawn uniformly from
+    ``range(vocab_size)`` with probability ``random_prob`` (as in BERT's code,
+    the draw may return any id, the original included), and stays unchanged
+    otherwise. The model must predict the original token at every selected
+    position, so it cannot rely on seeing ``<mask>`` (which never occurs when
+    fine-tuning) or on the token in front of it being right.
+
+    Parameters
+    ----------
+    tokens : LongTensor
+        Token ids.
+    mask_id : int
+        Id of ``<mask>``.
+    vocab_size : int
+        Random replacements are drawn from ``range(vocab_size)``.
+    special_ids : sequence of int
+        Ids that are never selected.
+    generator : torch.Generator, optional
+        Source of randomness (seed it for reproducible corruption).
+    select_prob, mask_prob, random_prob : float
+        0.15, 0.8 and 0.1 in BERT; ``mask_prob + random_prob <= 1``.
+    ignore_index : int, default -100
+        Target at unselected positions (``F.cross_entropy``'s default skips it).
+
+    Returns
+    -------
+    corrupted : LongTensor
+        The model's input.
+    targets : LongTensor
+        The original token where selected, ``ignore_index`` elsewhere.
+
+    Shapes
+    ------
+    tokens, corrupted, targets : (...) (any shape, e.g. (B, L))
+    """
+    if not isinstance(tokens, Tensor) or tokens.dtype not in _INTEGER_DTYPES:
+        found = tokens.dtype if isinstance(tokens, Tensor) else type(tokens).__name__
+        raise TypeError(f"tokens must be an integer torch.Tensor; found {found}")
+    _require_int("vocab_size", vocab_size)
+    for name, p in (("select_prob", select_prob), ("mask_prob", mask_prob), ("random_prob", random_prob)):
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+            raise ValueError(f"{name} must be a probability in [0, 1]; found {p!r}")
+    if mask_prob + random_prob > 1:
+        raise ValueError(f"mask_prob + random_prob must be <= 1; found {mask_prob} + {random_prob}")
+    selectable = ~torch.isin(tokens, torch.tensor(list(special_ids), dtype=tokens.dtype))
+    selected = (torch.rand(tokens.shape, generator=generator) < select_prob) & selectable
+    branch = torch.rand(tokens.shape, generator=generator)  # which of the three fates
+    to_mask = selected & (branch < mask_prob)
+    to_random = selected & (branch >= mask_prob) & (branch < mask_prob + random_prob)
+    random_tokens = torch.randint(vocab_size, tokens.shape, generator=generator, dtype=tokens.dtype)
+    corrupted = torch.where(to_mask, torch.full_like(tokens, mask_id), tokens)
+    corrupted = torch.where(to_random, random_tokens, corrupted)
+    return corrupted, torch.where(selected, tokens, torch.full_like(tokens, ignore_index))
+
+
+class BiLM(nn.Module):
+    """ELMo's bidirectional language model, returning the states of every layer.
+
+    Two independent stacks of ``num_layers`` LSTMs read the sentence, one left
+    to right and one right to left (each is a language model: Peters et al.
+    train them to predict the next and the previous word). Layer ``j``'s
+    representation of token ``t`` concatenates the two directions,
+    ``[h_fwd; h_bwd]``. Layer 0 is the context-free token embedding, doubled
+    ``[x; x]`` to the same width. Each layer is its own one-layer
+    ``torch.nn.LSTM`` so that every layer's output is available (a
+    multi-layer ``nn.LSTM`` returns the top layer only). Sequences in a batch
+    must have the same length (no padding).
+
+    Parameters
+    ----------
+    vocab_size : int
+    dim : int
+        Embedding and hidden size of each direction.
+    num_layers : int
+        ``L``; ELMo uses 2.
+
+    Returns
+    -------
+    Tensor
+        Calling the module returns the stacked layer states.
+
+    Shapes
+    ------
+    tokens : (B, T)
+    output : (L + 1, B, T, 2 dim)
+    """
+
+    def __init__(self, vocab_size: int, dim: int, num_layers: int = 2):
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("dim", dim), ("num_layers", num_layers)):
+            _require_int(name, value)
+        self.vocab_size = vocab_size
+        self.embedding = nn.Embedding(vocab_size, dim)
+        self.forward_layers = nn.ModuleList(nn.LSTM(dim, dim, batch_first=True) for _ in range(num_layers))
+        self.backward_layers = nn.ModuleList(nn.LSTM(dim, dim, batch_first=True) for _ in range(num_layers))
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        _require_tokens("tokens", tokens, self.vocab_size)
+        x = self.embedding(tokens)  # (B, T, dim)
+        states = [torch.cat((x, x), dim=-1)]  # layer 0: (B, T, 2 dim)
+        forward_h, backward_h = x, x.flip(1)  # the backward LM reads the reversed sentence
+        for forward_lstm, backward_lstm in zip(self.forward_layers, self.backward_layers):
+            forward_h, _ = forward_lstm(forward_h)  # (B, T, dim)
+            backward_h, _ = backward_lstm(backward_h)  # (B, T, dim), in reversed order
+            states.append(torch.cat((forward_h, backward_h.flip(1)), dim=-1))  # (B, T, 2 dim)
+        return torch.stack(states)  # (L + 1, B, T, 2 dim)
+
+
+class ScalarMix(nn.Module):
+    r"""ELMo's task-specific combination of the biLM layers.
+
+    .. math:: \mathrm{ELMo}_t = \gamma \sum_{j=0}^{L} s_j\, \mathbf{h}_{t,j},
+              \qquad \mathbf{s} = \mathrm{softmax}(\mathbf{w})
+
+    ``w`` (start: zeros, an equal mix) and ``gamma`` (start: 1) are the only
+    parameters a downstream task trains; the biLM stays frozen.
+
+    Parameters
+    ----------
+    num_layers : int
+        Number of representations mixed, ``L + 1``.
+
+    Returns
+    -------
+    Tensor
+        Calling the module returns the weighted sum of the layers.
+
+    Shapes
+    ------
+    layers : (L + 1, ..., D)
+    output : (..., D)
+    """
+
+    def __init__(self, num_layers: int):
+        super().__init__()
+        _require_int("num_layers", num_layers)
+        self.num_layers = num_layers
+        self.weights = nn.Parameter(torch.zeros(num_layers))  # w; s = softmax(w)
+        self.gamma = nn.Parameter(torch.ones(()))
+
+    def forward(self, layers: Tensor) -> Tensor:
+        if not isinstance(layers, Tensor) or layers.dim() < 2 or layers.shape[0] != self.num_layers:
+            found = tuple(layers.shape) if isinstance(layers, Tensor) else type(layers).__name__
+            raise ValueError(f"layers must have shape (L + 1, ..., D) with L + 1 = {self.num_layers}; found {found}")
+        s = torch.softmax(self.weights, dim=0).to(layers.dtype)  # (L + 1,), sums to 1
+        return self.gamma * torch.tensordot(s, layers, dims=1)  # (..., D)
+
+
+# ---------------------------------------------------------------------------
+# The chapter's experiment: reverse a string of digits.
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SequencePairs:
+    """Padded source and target sequences of a sequence-to-sequence task.
+
+    Shapes
+    ------
+    src : (N, S) source tokens, padded with ``pad``
+    src_lens : (N,) number of real source tokens
+    tgt_in : (N, T) decoder input: ``bos`` then the target (teacher forcing)
+    tgt_out : (N, T) what the decoder must predict: the target then ``eos``
+    """
+
+    src: Tensor
+    src_lens: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+
+    def __len__(self) -> int:
+        return self.src.shape[0]
+
+    def __getitem__(self, index) -> "SequencePairs":
+        return SequencePairs(self.src[index], self.src_lens[index], self.tgt_in[index], self.tgt_out[index])
+
+
+@dataclass(frozen=True)
+class ReversalTask:
+    """Reverse a string of ``min_len`` to ``max_len`` digits: ``3 1 4`` -> ``4 1 3``.
+
+    The vocabulary is shared by source and target: ``pad = 0``, ``bos = 1``,
+    ``eos = 2``, then the digits 0-9 as ids 3-12. To reverse, output position
+    ``t`` must read source position ``n - 1 - t``: attention can look there
+    directly, a recurrent encoder must carry the whole string in one vector.
+    """
+
+    min_len: int = 4
+    max_len: int = 8
+    pad: int = 0
+    bos: int = 1
+    eos: int = 2
+    vocab_size: int = 13
+
+    def __post_init__(self):
+        _require_int("min_len", self.min_len)
+        _require_int("max_len", self.max_len, self.min_len)
+
+    def digits(self, tokens: Sequence[int]) -> str:
+        """Token ids to a digit string (special tokens are dropped)."""
+        return "".join(str(t - 3) for t in tokens if t >= 3)
+
+    def encode(self, digits: str) -> list[int]:
+        """A digit string to token ids."""
+        if not digits.isdigit():
+            raise ValueError(f"digits must be a string of 0-9; found {digits!r}")
+        return [int(c) + 3 for c in digits]
+
+    def pairs(self, sources: Sequence[Sequence[int]]) -> SequencePairs:
+        """Pad the given sources (token ids) and build their reversed targets."""
+        n, width = len(sources), self.max_len
+        src = torch.full((n, width), self.pad)
+        tgt_in = torch.full((n, width + 1), self.pad)
+        tgt_out = torch.full((n, width + 1), self.pad)
+        for i, tokens in enumerate(sources):
+            if not self.min_len <= len(tokens) <= self.max_len:
+                raise ValueError(f"sources must have {self.min_len} to {self.max_len} tokens; found {len(tokens)}")
+            target = list(reversed(tokens))
+            src[i, : len(tokens)] = torch.tensor(tokens)
+            tgt_in[i, : len(tokens) + 1] = torch.tensor([self.bos, *target])
+            tgt_out[i, : len(tokens) + 1] = torch.tensor([*target, self.eos])
+        lens = torch.tensor([len(tokens) for tokens in sources])
+        return SequencePairs(src, lens, tgt_in, tgt_out)
+
+    def split(self, n_train: int, n_test: int, seed: int = 0) -> tuple[SequencePairs, SequencePairs]:
+        """Random training and test sets; no test string occurs in the training set.
+
+        Returns
+        -------
+        train, test : SequencePairs
+            Lengths uniform in ``[min_len, max_len]``, digits uniform.
+        """
+        _require_int("n_train", n_train)
+        _require_int("n_test", n_test)
+        generator = torch.Generator().manual_seed(seed)
+        train = [self._draw(generator) for _ in range(n_train)]
+        seen, test = set(train), []
+        while len(test) < n_test:
+            candidate = self._draw(generator)
+            if candidate not in seen:
+                test.append(candidate)
+                seen.add(candidate)  # the test strings are distinct too
+        return self.pairs(train), self.pairs(test)
+
+    def _draw(self, generator: torch.Generator) -> tuple[int, ...]:
+        length = int(torch.randint(self.min_len, self.max_len + 1, (), generator=generator))
+        return tuple((torch.randint(10, (length,), generator=generator) + 3).tolist())
+
+
+class GRUSeq2Seq(nn.Module):
+    """The recurrent baseline: a GRU encoder-decoder without attention (Cho et al., 2014).
+
+    The encoder's state after the last real source token summarises the
+    source; it starts the decoder and is fed to it at every step beside the
+    previous token. Same interface as :class:`Seq2SeqTransformer`.
+
+    Parameters
+    ----------
+    src_vocab_size, tgt_vocab_size : int
+    embed_dim : int
+    hidden_dim : int
+
+    Returns
+    -------
+    Tensor
+        Calling the model returns next-token logits.
+
+    Shapes
+    ------
+    src : (B, S)
+    tgt : (B, T)
+    src_valid_lens : (B,)
+    output : (B, T, V_tgt)
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, embed_dim: int = 32, hidden_dim: int = 64):
+        super().__init__()
+        for name, value in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
+                            ("embed_dim", embed_dim), ("hidden_dim", hidden_dim)):
+            _require_int(name, value)
+        self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
+        self.src_embed = nn.Embedding(src_vocab_size, embed_dim)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, embed_dim)
+        self.encoder = nn.GRU(embed_dim, hidden_dim, batch_first=True)
+        self.decoder = nn.GRU(embed_dim + hidden_dim, hidden_dim, batch_first=True)
+        self.output = nn.Linear(hidden_dim, tgt_vocab_size)
+
+    def encode(self, src: Tensor, src_valid_lens: Optional[Tensor] = None) -> Tensor:
+        """The summary: the encoder state after each source's last real token.
+
+        Shapes
+        ------
+        src : (B, S)
+        output : (B, hidden)
+        """
+        _require_tokens("src", src, self.src_vocab_size)
+        states, _ = self.encoder(self.src_embed(src))  # (B, S, hidden)
+        if src_valid_lens is None:
+            return states[:, -1]
+        # Padding comes after the real tokens, so the state at len - 1 has not seen any.
+        return states[torch.arange(src.shape[0]), src_valid_lens - 1]  # (B, hidden)
+
+    def decode(self, tgt: Tensor, summary: Tensor) -> Tensor:
+        """Logits at every target position, given the source summary.
+
+        Shapes
+        ------
+        tgt : (B, T)
+        summary : (B, hidden)
+        output : (B, T, V_tgt)
+        """
+        _require_tokens("tgt", tgt, self.tgt_vocab_size)
+        embedded = self.tgt_embed(tgt)  # (B, T, E)
+        context = summary[:, None].expand(-1, tgt.shape[1], -1)  # (B, T, hidden)
+        states, _ = self.decoder(torch.cat((embedded, context), dim=-1), summary[None].contiguous())  # (B, T, hidden)
+        return self.output(states)  # (B, T, V)
+
+    def forward(self, src: Tensor, tgt: Tensor, src_valid_lens: Optional[Tensor] = None) -> Tensor:
+        return self.decode(tgt, self.encode(src, src_valid_lens))
+
+    @torch.no_grad()
+    def step_fn(self, src: Tensor, src_valid_lens: Optional[Tensor] = None) -> Callable[[Tensor, Tensor], Tensor]:
+        """A batched step function for :func:`lib.decoding.beam_search_batch` (see :class:`Seq2SeqTransformer`)."""
+        summary = self.encode(src, src_valid_lens)  # (B, hidden)
+
+        @torch.no_grad()
+        def step(prefixes: Tensor, sources: Tensor) -> Tensor:
+            return F.log_softmax(self.decode(prefixes, summary[sources])[:, -1], dim=-1)  # (N, V)
+
+        return step
+
+
+@dataclass
+class TrainingLog:
+    """What :func:`train_seq2seq` measured: the mean loss and the wall time of each epoch."""
+
+    losses: list[float] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+
+def train_seq2seq(
+    model: nn.Module,
+    data: SequencePairs,
+    epochs: int,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    pad: int = 0,
+    seed: int = 0,
+) -> TrainingLog:
+    """Train a sequence-to-sequence model with teacher forcing, Adam and cross-entropy.
+
+    Each epoch visits the training pairs once in a seeded random order. The
+    loss ignores padded target positions.
+
+    Parameters
+    ----------
+    model : nn.Module
+        ``model(src, tgt_in, src_lens)`` returns logits ``(B, T, V)``, as
+        :class:`Seq2SeqTransformer` and :class:`GRUSeq2Seq` do.
+    data : SequencePairs
+    epochs : int
+    batch_size : int, default 64
+    lr : float, default 3e-3
+    pad : int, default 0
+        Padding id of the targets.
+    seed : int, default 0
+        Seed of the order of the examples.
+
+    Returns
+    -------
+    TrainingLog
+        Mean loss per epoch and seconds per epoch.
+
+    Shapes
+    ------
+    data.src : (N, S); data.tgt_in, data.tgt_out : (N, T)
+    """
+    if not isinstance(data, SequencePairs):
+        raise TypeError(f"data must be SequencePairs; found {type(data).__name__}")
+    _require_int("epochs", epochs)
+    _require_int("batch_size", batch_size)
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    log = TrainingLog()
+    model.train()
+    for _ in range(epochs):
+        start, total, count = time.perf_counter(), 0.0, 0
+        order = torch.randperm(len(data), generator=generator)
+        for first in range(0, len(data), batch_size):
+            batch = data[order[first : first + batch_size]]
+            logits = model(batch.src, batch.tgt_in, batch.src_lens)  # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            total, count = total + loss.item() * len(batch), count + len(batch)
+        log.seconds.append(time.perf_counter() - start)
+        log.losses.append(total / count)
+    model.eval()
+    return log
+
+
+def greedy_translate(model: nn.Module, data: SequencePairs, bos: int, eos: int, max_len: int) -> list[list[int]]:
+    """Greedy outputs for every source, with :func:`lib.decoding.beam_search_batch` and one beam.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Has ``step_fn(src, src_lens)`` (:class:`Seq2SeqTransformer`, :class:`GRUSeq2Seq`).
+    data : SequencePairs
+    bos, eos : int
+    max_len : int
+        Largest number of output tokens (``eos`` included).
+
+    Returns
+    -------
+    list of list of int
+        One output per source, without ``bos``, ending with ``eos`` if emitted.
+
+    Shapes
+    ------
+    data.src : (N, S) -> N outputs
+    """
+    step = model.step_fn(data.src, data.src_lens)
+    hypotheses = beam_search_batch(step, len(data), bos, eos, beam_size=1, max_len=max_len)
+    return [best[0][0] for best in hypotheses]

@@ -1,0 +1,148 @@
+"""The checkers of chapter 11: right answers pass however they are written; wrong ones fail
+with a message that says what is wrong."""
+import math
+
+import pytest
+import torch
+
+from lib.checks import CHECKS, CheckFailed, check_layer_norm, check_positional_encoding
+
+
+def test_the_checks_are_registered():
+    assert CHECKS["check_positional_encoding"] is check_positional_encoding
+    assert CHECKS["check_layer_norm"] is check_layer_norm
+
+
+# ---- positional encoding ----------------------------------------------------------------
+def pe_with_loops(max_len, d_model):
+    encoding = torch.zeros(max_len, d_model)
+    for t in range(max_len):
+        for i in range(d_model // 2):
+            encoding[t, 2 * i] = math.sin(t / 10000 ** (2 * i / d_model))
+            encoding[t, 2 * i + 1] = math.cos(t / 10000 ** (2 * i / d_model))
+    return encoding
+
+
+def pe_with_exp_log_and_slices(max_len, d_model):
+    positions = torch.arange(max_len).unsqueeze(1).float()
+    frequencies = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+    encoding = torch.empty(max_len, d_model)
+    encoding[:, 0::2] = torch.sin(positions * frequencies)
+    encoding[:, 1::2] = torch.cos(positions * frequencies)
+    return encoding
+
+
+@pytest.mark.parametrize("answer", [pe_with_loops, pe_with_exp_log_and_slices])
+def test_positional_encoding_accepts_right_answers_written_differently(answer, capsys):
+    check_positional_encoding(answer)
+    assert capsys.readouterr().out.startswith("✓ positional encodings agree with lib.transformer")
+
+
+def concatenated(max_len, d_model):
+    angles = torch.arange(max_len)[:, None] / 10000 ** (torch.arange(0, d_model, 2) / d_model)
+    return torch.cat((torch.sin(angles), torch.cos(angles)), dim=-1)
+
+
+def swapped(max_len, d_model):
+    return pe_with_exp_log_and_slices(max_len, d_model).reshape(max_len, -1, 2).flip(-1).reshape(max_len, d_model)
+
+
+def column_exponent(max_len, d_model):
+    angles = torch.arange(max_len)[:, None] / 10000 ** (torch.arange(d_model) / d_model)
+    return torch.where(torch.arange(d_model) % 2 == 1, torch.cos(angles), torch.sin(angles))
+
+
+def i_over_d(max_len, d_model):
+    encoding = torch.empty(max_len, d_model)
+    angles = torch.arange(max_len)[:, None] / 10000 ** (torch.arange(d_model // 2) / d_model)
+    encoding[:, 0::2], encoding[:, 1::2] = torch.sin(angles), torch.cos(angles)
+    return encoding
+
+
+def from_one(max_len, d_model):
+    return pe_with_exp_log_and_slices(max_len + 1, d_model)[1:]
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (concatenated, "all the sines first"),
+        (swapped, "sine and cosine are swapped"),
+        (column_exponent, "pair index, not the column index"),
+        (i_over_d, "the exponent is 2i / d_model, not i / d_model"),
+        (from_one, "positions start at t = 0"),
+        (lambda n, d: pe_with_loops(n, d).T, "you returned the transpose"),
+        (lambda n, d: pe_with_loops(n, d)[:, :-1] if n == d else pe_with_loops(n, d).T,
+         r"has shape \(\d+, \d+\); expected \(max_len, d_model\)"),
+        (lambda n, d: pe_with_loops(n, d) + 0.01, r"your P\[\d+, \d+\] = .*; expected (sin|cos)"),
+        (lambda n, d: pe_with_loops(n, d).long(), "return floats"),
+        (lambda n, d: pe_with_loops(n, d).tolist(), "must return a torch.Tensor; it returned list"),
+        (lambda n, d: 1 / 0, "raised ZeroDivisionError"),
+    ],
+)
+def test_positional_encoding_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_positional_encoding(answer)
+
+
+def test_positional_encoding_first_case_is_worked_by_hand():
+    # P for max_len = 2, d_model = 2: rows (sin 0, cos 0) = (0, 1) and (sin 1, cos 1).
+    judge = check_positional_encoding.judge
+    judge([(2, 2)], [torch.tensor([[0.0, 1.0], [math.sin(1), math.cos(1)]])])
+    with pytest.raises(CheckFailed, match="swapped"):
+        judge([(2, 2)], [torch.tensor([[1.0, 0.0], [math.cos(1), math.sin(1)]])])
+
+
+# ---- layer norm -----------------------------------------------------------------------------
+def layer_norm_by_hand(x, gamma, beta, eps):
+    mean = x.sum(-1, keepdim=True) / x.shape[-1]
+    variance = ((x - mean) ** 2).sum(-1, keepdim=True) / x.shape[-1]
+    return gamma * (x - mean) * torch.rsqrt(variance + eps) + beta
+
+
+def layer_norm_with_torch_var(x, gamma, beta, eps):
+    var, mean = torch.var_mean(x, dim=-1, unbiased=False, keepdim=True)
+    return torch.addcmul(beta, gamma, (x - mean) / (var + eps).sqrt())
+
+
+@pytest.mark.parametrize("answer", [layer_norm_by_hand, layer_norm_with_torch_var])
+def test_layer_norm_accepts_right_answers_written_differently(answer, capsys):
+    check_layer_norm(answer)
+    assert capsys.readouterr().out.startswith("✓ layer norm agrees with torch.nn.functional.layer_norm")
+
+
+def centred(x):
+    return x - x.mean(-1, keepdim=True)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda x, g, b, e: g * centred(x) / torch.sqrt(x.var(-1, keepdim=True) + e) + b, "unbiased variance"),
+        (lambda x, g, b, e: g * centred(x) / (x.std(-1, unbiased=False, keepdim=True) + e) + b,
+         "eps goes inside the square root"),
+        (lambda x, g, b, e: centred(x) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + e),
+         "forgot the scale gamma and the shift beta"),
+        (lambda x, g, b, e: g * centred(x) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + e),
+         "forgot to add beta"),
+        (lambda x, g, b, e: g * (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + e) + b
+         if x.dim() > 1 else layer_norm_by_hand(x, g, b, e), "normalised over the first axis"),
+        (lambda x, g, b, e: layer_norm_by_hand(x, g, b, e)[..., :-1], "has shape"),
+        (lambda x, g, b, e: layer_norm_by_hand(x, g, b, e) * 1.01, "differs from gamma"),
+        (lambda x, g, b, e: layer_norm_by_hand(x, g, b, e) * float("nan"), "contains NaN"),
+    ],
+)
+def test_layer_norm_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_layer_norm(answer)
+
+
+def test_layer_norm_case_worked_by_hand():
+    # x = (1, 2, 3): mean 2, biased variance 2/3; with eps = 0.5 the scale is 1 / sqrt(7/6).
+    x, gamma, beta = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), torch.ones(3, dtype=torch.float64), \
+        torch.zeros(3, dtype=torch.float64)
+    scale = 1 / math.sqrt(2 / 3 + 0.5)
+    check_layer_norm.judge([(x, gamma, beta, 0.5)], [torch.tensor([-scale, 0.0, scale], dtype=torch.float64)])
+    with pytest.raises(CheckFailed, match="unbiased"):
+        unbiased = 1 / math.sqrt(1 + 0.5)
+        check_layer_norm.judge([(x, gamma, beta, 0.5)], [torch.tensor([-unbiased, 0.0, unbiased])])

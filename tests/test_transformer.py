@@ -1,0 +1,831 @@
+"""Tests for lib/transformer.py.
+
+References: the formulas written out element by element (positional encoding,
+self-attention in the notes' column convention, layer norm, the FFN), PyTorch's
+own ``TransformerEncoderLayer`` / ``TransformerDecoderLayer`` / ``LayerNorm`` /
+``LSTM`` / ``Conv1d`` with copied weights, hypothesis properties (causality,
+permutation equivariance, the rotation of positional encodings) and binomial
+statistics for BERT's masking.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from lib.attention import MultiHeadAttention
+from lib.decoding import greedy_search
+from lib.transformer import (
+    BertEmbedding,
+    BiLM,
+    DecoderBlock,
+    DecoderOnlyLM,
+    EncoderBlock,
+    FeedForward,
+    GRUSeq2Seq,
+    LayerNorm,
+    ReversalTask,
+    ScalarMix,
+    SelfAttention,
+    Seq2SeqTransformer,
+    SequencePairs,
+    TransformerConfig,
+    TransformerEmbedding,
+    bert_input,
+    causal_mask,
+    critical_path_length,
+    greedy_translate,
+    mask_tokens,
+    offset_rotation,
+    positional_encoding,
+    train_seq2seq,
+)
+
+FAST = settings(max_examples=25, deadline=None, database=None)
+TOLERANCES = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-10, rtol=1e-10)}
+
+
+def randn(*shape, dtype=torch.float64, seed=0):
+    return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+def seeded(module_factory, seed=0, dtype=torch.float64):
+    torch.manual_seed(seed)
+    return module_factory().to(dtype)
+
+
+# ---------------------------------------------------------------------------
+# Positional encoding.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("max_len", "d_model"), [(1, 2), (7, 4), (50, 16), (20, 34)])
+def test_positional_encoding_matches_the_formula_entry_by_entry(max_len, d_model):
+    encoding = positional_encoding(max_len, d_model, dtype=torch.float64)
+    assert encoding.shape == (max_len, d_model) and encoding.dtype == torch.float64
+    for t in range(max_len):
+        for i in range(d_model // 2):
+            angle = t / 10000 ** (2 * i / d_model)
+            assert encoding[t, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-12)
+            assert encoding[t, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-12)
+
+
+def test_positional_encoding_hand_computed_rows():
+    # d = 4: frequencies 1 and 1/100. Row 0 is (0, 1, 0, 1); row 1 is (sin 1, cos 1, sin .01, cos .01).
+    encoding = positional_encoding(3, 4, dtype=torch.float64)
+    torch.testing.assert_close(encoding[0], torch.tensor([0.0, 1.0, 0.0, 1.0], dtype=torch.float64))
+    expected = [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)]
+    torch.testing.assert_close(encoding[1], torch.tensor(expected, dtype=torch.float64))
+    assert positional_encoding(3, 4).dtype == torch.float32
+
+
+def test_positional_encoding_errors_name_expected_and_found():
+    with pytest.raises(ValueError, match="d_model must be even .*found 5"):
+        positional_encoding(10, 5)
+    with pytest.raises(ValueError, match="max_len must be an int >= 1; found 0"):
+        positional_encoding(0, 4)
+    with pytest.raises(TypeError, match="d_model must be an int; found float"):
+        positional_encoding(3, 4.0)
+    with pytest.raises(ValueError, match="d_model must be even"):
+        offset_rotation(2, 7)
+    with pytest.raises(TypeError, match="offset must be an int; found float"):
+        offset_rotation(1.5, 4)
+
+
+@pytest.mark.parametrize("d_model", [2, 8, 32])
+def test_for_every_offset_one_fixed_rotation_maps_every_position_to_its_shift(d_model):
+    max_len = 60
+    encoding = positional_encoding(max_len, d_model, dtype=torch.float64)  # (T, D)
+    for offset in range(-20, 21):
+        rotation = offset_rotation(offset, d_model, dtype=torch.float64)  # (D, D)
+        start, stop = max(0, -offset), min(max_len, max_len - offset)
+        shifted = encoding[start:stop] @ rotation.T  # row convention of R @ P[t]
+        torch.testing.assert_close(shifted, encoding[start + offset : stop + offset], atol=1e-9, rtol=0)
+
+
+def test_offset_rotation_is_block_diagonal_with_two_by_two_rotations():
+    rotation = offset_rotation(3, 8, dtype=torch.float64)
+    torch.testing.assert_close(rotation @ rotation.T, torch.eye(8, dtype=torch.float64))
+    for i in range(4):
+        block = rotation[2 * i : 2 * i + 2, 2 * i : 2 * i + 2]
+        angle = 3 / 10000 ** (2 * i / 8)
+        expected = [[math.cos(angle), math.sin(angle)], [-math.sin(angle), math.cos(angle)]]
+        torch.testing.assert_close(block, torch.tensor(expected, dtype=torch.float64))
+        off_block = rotation[2 * i : 2 * i + 2].clone()
+        off_block[:, 2 * i : 2 * i + 2] = 0
+        assert (off_block == 0).all()
+    # Rotations compose: shifting by 3 then by -3 is the identity.
+    torch.testing.assert_close(offset_rotation(-3, 8, dtype=torch.float64) @ rotation, torch.eye(8, dtype=torch.float64))
+
+
+@FAST
+@given(st.integers(1, 16), st.integers(0, 200), st.integers(-100, 100))
+def test_property_rotation_depends_on_the_offset_only(half, t, offset):
+    d_model = 2 * half
+    encoding = positional_encoding(t + abs(offset) + 1 + max(0, -offset), d_model, dtype=torch.float64)
+    t = t + max(0, -offset)  # keep t + offset >= 0
+    rotation = offset_rotation(offset, d_model, dtype=torch.float64)
+    torch.testing.assert_close(rotation @ encoding[t], encoding[t + offset], atol=1e-9, rtol=0)
+
+
+def test_dot_product_of_two_encodings_depends_on_their_offset_only():
+    d_model, max_len = 16, 80
+    encoding = positional_encoding(max_len, d_model, dtype=torch.float64)
+    frequencies = torch.tensor([10000 ** (-2 * i / d_model) for i in range(d_model // 2)], dtype=torch.float64)
+    for offset in range(0, 30):
+        dots = (encoding[: max_len - offset] * encoding[offset:]).sum(-1)  # P[t] . P[t + offset] for every t
+        expected = torch.cos(offset * frequencies).sum()  # sum over i = 0 .. d/2 - 1
+        torch.testing.assert_close(dots, expected.expand_as(dots))
+
+
+def test_pe_dot_product_sums_j_from_0_to_d_over_2_minus_1_not_to_d_over_2():
+    # Errata (note 002): p_m . p_n = sum_{j=0}^{d/2 - 1} cos((m - n) w_j); the note's upper limit d/2 adds a term.
+    d_model = 8
+    encoding = positional_encoding(20, d_model, dtype=torch.float64)
+
+    def dot_by_the_formula(m, n, last):
+        return sum(math.cos((m - n) / 10000 ** (2 * j / d_model)) for j in range(last + 1))
+
+    for m, n in [(0, 0), (5, 5), (3, 11), (17, 2)]:
+        actual = float(encoding[m] @ encoding[n])
+        assert actual == pytest.approx(dot_by_the_formula(m, n, d_model // 2 - 1), abs=1e-12)
+        assert abs(actual - dot_by_the_formula(m, n, d_model // 2)) > 0.5  # the note's sum is off
+    # At offset 0 each pair gives sin^2 + cos^2 = 1: exactly d/2, not d/2 + 1.
+    torch.testing.assert_close((encoding * encoding).sum(-1), torch.full((20,), d_model / 2, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------
+# Self-attention.
+# ---------------------------------------------------------------------------
+
+
+def test_self_attention_is_v_softmax_kt_q_over_sqrt_dk_with_q_k_v_all_from_h():
+    # Errata (notes 000, 003): self-att is V softmax(K^T Q / sqrt(d_k)) in the column convention,
+    # with Q, K and V all computed from the same H -- not softmax(K^T Q / sqrt(d_h) V) with K, V from X.
+    d_h, d_k, d_v, length = 6, 3, 4, 5
+    attention = seeded(lambda: SelfAttention(d_h, d_k, d_v))
+    H = randn(d_h, length, seed=1)  # columns are positions, as in the notes
+    W_q, W_k, W_v = attention.query_proj.weight, attention.key_proj.weight, attention.value_proj.weight
+    Q, K, V = W_q @ H, W_k @ H, W_v @ H  # (d_k, T), (d_k, T), (d_v, T)
+    column_formula = V @ torch.softmax(K.T @ Q / math.sqrt(d_k), dim=0)  # softmax over each column
+    with torch.no_grad():
+        output, weights = attention(H.T[None])  # rows are positions: (1, T, d_h)
+    torch.testing.assert_close(output[0].T, column_formula)
+    torch.testing.assert_close(weights[0].T, torch.softmax(K.T @ Q / math.sqrt(d_k), dim=0))
+    # The note's formula does not even have matching shapes: (T x T) times (d_v x T).
+    with pytest.raises(RuntimeError):
+        torch.softmax(K.T @ Q / math.sqrt(d_h) @ V, dim=0)
+    # Dividing by sqrt(d_h) (the input size) instead of sqrt(d_k) gives other weights.
+    assert not torch.allclose(V @ torch.softmax(K.T @ Q / math.sqrt(d_h), dim=0), column_formula)
+    # Keys and values from another sequence X make it cross-attention, with another result.
+    X = randn(d_h, length, seed=2)
+    cross = (W_v @ X) @ torch.softmax((W_k @ X).T @ Q / math.sqrt(d_k), dim=0)
+    assert not torch.allclose(cross, column_formula)
+
+
+def test_self_attention_uses_the_same_parameters_for_any_length():
+    attention = seeded(lambda: SelfAttention(4, 3, 2))
+    n_parameters = sum(p.numel() for p in attention.parameters())
+    assert n_parameters == 4 * 3 + 4 * 3 + 4 * 2
+    for length in (1, 3, 17):
+        with torch.no_grad():
+            output, weights = attention(randn(2, length, 4))
+        assert output.shape == (2, length, 2) and weights.shape == (2, length, length)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(2, length, dtype=torch.float64))
+
+
+def test_one_head_of_multihead_attention_is_self_attention_followed_by_the_output_projection():
+    mha = seeded(lambda: MultiHeadAttention(6, 1, bias=False))
+    single = SelfAttention(6, 6, 6).double()
+    single.load_state_dict({
+        "query_proj.weight": mha.query_proj.weight, "key_proj.weight": mha.key_proj.weight,
+        "value_proj.weight": mha.value_proj.weight,
+    })
+    x = randn(2, 5, 6)
+    with torch.no_grad():
+        expected, _ = mha(x, x, x)
+        head, _ = single(x)
+    torch.testing.assert_close(mha.out_proj(head), expected)
+
+
+def test_self_attention_input_errors():
+    attention = SelfAttention(4, 3, 2)
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, D\) with D = 4; found \(2, 3, 5\)"):
+        attention(torch.randn(2, 3, 5))
+    with pytest.raises(TypeError, match="x must be a floating-point torch.Tensor; found torch.int64"):
+        attention(torch.ones(2, 3, 4, dtype=torch.long))
+    with pytest.raises(TypeError, match="dtype of the module's parameters"):
+        attention(torch.randn(2, 3, 4, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------
+# Layer norm, feed-forward network, causal mask.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(5,), (3, 7), (2, 4, 6)])
+def test_layer_norm_matches_torch(shape):
+    norm = LayerNorm(shape[-1], eps=1e-3).double()
+    with torch.no_grad():
+        norm.weight.copy_(randn(shape[-1], seed=1))
+        norm.bias.copy_(randn(shape[-1], seed=2))
+    x = 3 * randn(*shape, seed=3) + 2
+    expected = F.layer_norm(x, (shape[-1],), norm.weight, norm.bias, eps=1e-3)
+    torch.testing.assert_close(norm(x), expected)
+
+
+def test_layer_norm_normalises_each_position_alone_and_has_the_right_gradient():
+    norm = LayerNorm(4).double()
+    x = randn(2, 3, 4)
+    out = norm(x)
+    torch.testing.assert_close(out.mean(-1), torch.zeros(2, 3, dtype=torch.float64), atol=1e-12, rtol=0)
+    # Biased variance: the mean of squares is var / (var + eps), which is close to 1, not to (D - 1) / D.
+    variance = x.var(-1, unbiased=False)
+    torch.testing.assert_close((out**2).mean(-1), variance / (variance + 1e-5))
+    changed = x.clone()
+    changed[0, 1] += 10.0  # another position
+    torch.testing.assert_close(norm(changed)[0, 0], out[0, 0])
+    assert torch.autograd.gradcheck(lambda z: norm(z), (randn(2, 4).requires_grad_(),))
+
+
+def test_layer_norm_errors():
+    with pytest.raises(ValueError, match=r"z must be a float tensor of shape \(\.\.\., D\) with D = 4; found \(2, 5\)"):
+        LayerNorm(4)(torch.randn(2, 5))
+    with pytest.raises(ValueError, match="eps must be a number > 0; found 0"):
+        LayerNorm(4, eps=0)
+
+
+def test_ffn_is_w2_relu_of_w1z_plus_b1_plus_b2():
+    # Errata (note 001): FFN(z) = W_2 ReLU(W_1 z + b_1) + b_2 -- a product with W_2, not the sum W_2 + ReLU(...) + b_2.
+    ffn = seeded(lambda: FeedForward(4, 6))
+    W1, b1, W2, b2 = ffn.linear1.weight, ffn.linear1.bias, ffn.linear2.weight, ffn.linear2.bias
+    z = randn(2, 3, 4)
+    by_hand = torch.empty(2, 3, 4, dtype=torch.float64)
+    for b in range(2):
+        for t in range(3):  # position by position: the same network everywhere
+            by_hand[b, t] = W2 @ torch.clamp(W1 @ z[b, t] + b1, min=0) + b2
+    torch.testing.assert_close(ffn(z), by_hand)
+    with pytest.raises(RuntimeError):  # W_2 is (4 x 6), ReLU(...) a 6-vector: the note's sum is undefined
+        W2 + torch.relu(W1 @ z[0, 0] + b1) + b2
+
+
+def test_ffn_is_a_one_by_one_convolution():
+    ffn = seeded(lambda: FeedForward(4, 6))
+    conv1 = nn.Conv1d(4, 6, kernel_size=1).double()
+    conv2 = nn.Conv1d(6, 4, kernel_size=1).double()
+    with torch.no_grad():
+        for conv, linear in ((conv1, ffn.linear1), (conv2, ffn.linear2)):
+            conv.weight.copy_(linear.weight[:, :, None])
+            conv.bias.copy_(linear.bias)
+    z = randn(2, 5, 4)
+    convolved = conv2(torch.relu(conv1(z.transpose(1, 2)))).transpose(1, 2)  # Conv1d wants (B, D, T)
+    torch.testing.assert_close(ffn(z), convolved)
+
+
+def test_ffn_gelu_matches_torch_and_bad_activation_is_rejected():
+    ffn = seeded(lambda: FeedForward(3, 5, activation="gelu"))
+    z = randn(4, 3)
+    torch.testing.assert_close(ffn(z), ffn.linear2(F.gelu(ffn.linear1(z))))
+    with pytest.raises(ValueError, match=r"activation must be one of \['gelu', 'relu'\]; found 'tanh'"):
+        FeedForward(3, 5, activation="tanh")
+
+
+def test_causal_mask_is_lower_triangular_like_torch():
+    mask = causal_mask(5)
+    assert mask.dtype == torch.bool and mask.shape == (5, 5)
+    torch_mask = nn.Transformer.generate_square_subsequent_mask(5)  # float: -inf above the diagonal
+    assert torch.equal(mask, torch_mask == 0)
+    assert mask[2].tolist() == [True, True, True, False, False]
+    with pytest.raises(ValueError, match="length must be an int >= 1; found 0"):
+        causal_mask(0)
+
+
+# ---------------------------------------------------------------------------
+# Blocks against torch.nn.TransformerEncoderLayer / TransformerDecoderLayer.
+# ---------------------------------------------------------------------------
+
+SIZES = [(8, 2, 16), (12, 3, 7), (16, 4, 32)]
+
+
+def run_batch_first(layer, batch_first, *inputs, **kwargs):
+    """Call a torch layer with (B, T, D) inputs whatever its batch_first."""
+    if batch_first:
+        return layer(*inputs, **kwargs)
+    return layer(*(x.transpose(0, 1) for x in inputs), **kwargs).transpose(0, 1)
+
+
+@pytest.mark.parametrize(("d_model", "heads", "d_ff"), SIZES)
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_encoder_block_matches_torch_with_padding(d_model, heads, d_ff, batch_first, dtype):
+    torch.manual_seed(d_model)
+    layer = nn.TransformerEncoderLayer(d_model, heads, d_ff, dropout=0.0, batch_first=batch_first, dtype=dtype)
+    ours = EncoderBlock.from_torch(layer)
+    x = randn(3, 6, d_model, dtype=dtype, seed=d_model)
+    lens = torch.tensor([6, 4, 1])
+    padding = torch.arange(6)[None] >= lens[:, None]  # torch: True = ignore
+    with torch.no_grad():
+        for mode in (layer.train, layer.eval):
+            mode()
+            expected = run_batch_first(layer, batch_first, x, src_key_padding_mask=padding)
+            output, weights = ours(x, valid_lens=lens)
+            torch.testing.assert_close(output, expected, **TOLERANCES[dtype])
+    assert weights.shape == (3, heads, 6, 6)
+    assert (weights[2, :, :, 1:] == 0).all(), "a sequence of length 1 attends to its first position only"
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_encoder_block_matches_torch_with_an_attention_mask_and_gelu(activation):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 12, dropout=0.0, activation=activation, batch_first=True,
+                                       dtype=torch.float64)
+    ours = EncoderBlock.from_torch(layer)
+    assert ours.ffn.activation == activation
+    x = randn(2, 5, 8)
+    with torch.no_grad():
+        expected = layer(x, src_mask=~causal_mask(5))  # torch's masks: True = masked
+        output, _ = ours(x, mask=causal_mask(5))
+    torch.testing.assert_close(output, expected, **TOLERANCES[torch.float64])
+
+
+def test_stacked_encoder_blocks_match_torch_transformer_encoder():
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, dtype=torch.float64)
+    encoder = nn.TransformerEncoder(layer, num_layers=3, enable_nested_tensor=False)
+    blocks = [EncoderBlock.from_torch(torch_layer) for torch_layer in encoder.layers]
+    x, lens = randn(2, 5, 8), torch.tensor([5, 2])
+    with torch.no_grad():
+        expected = encoder(x, src_key_padding_mask=torch.arange(5)[None] >= lens[:, None])
+        h = x
+        for block in blocks:
+            h, _ = block(h, valid_lens=lens)
+    torch.testing.assert_close(h[0], expected[0])
+    torch.testing.assert_close(h[1, :2], expected[1, :2])  # padded outputs are not meaningful
+
+
+@pytest.mark.parametrize(("d_model", "heads", "d_ff"), SIZES)
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_decoder_block_matches_torch_with_causal_and_memory_padding_masks(d_model, heads, d_ff, batch_first, dtype):
+    torch.manual_seed(d_model + 1)
+    layer = nn.TransformerDecoderLayer(d_model, heads, d_ff, dropout=0.0, batch_first=batch_first, dtype=dtype)
+    ours = DecoderBlock.from_torch(layer)
+    y, memory = randn(3, 5, d_model, dtype=dtype, seed=1), randn(3, 7, d_model, dtype=dtype, seed=2)
+    memory_lens = torch.tensor([7, 3, 1])
+    memory_padding = torch.arange(7)[None] >= memory_lens[:, None]
+    with torch.no_grad():
+        for mode in (layer.train, layer.eval):
+            mode()
+            expected = run_batch_first(
+                layer, batch_first, y, memory, tgt_mask=~causal_mask(5), memory_key_padding_mask=memory_padding
+            )
+            output, self_weights, cross_weights = ours(y, memory, memory_valid_lens=memory_lens)
+            torch.testing.assert_close(output, expected, **TOLERANCES[dtype])
+    assert self_weights.shape == (3, heads, 5, 5) and cross_weights.shape == (3, heads, 5, 7)
+    assert (self_weights.triu(diagonal=1) == 0).all(), "no weight on later target positions"
+    assert (cross_weights[1, :, :, 3:] == 0).all(), "no weight on padded source positions"
+
+
+def test_decoder_block_ignores_target_padding_at_real_positions_like_torch():
+    # Padding comes last, so the causal mask already hides it from every real position.
+    torch.manual_seed(0)
+    layer = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True, dtype=torch.float64)
+    ours = DecoderBlock.from_torch(layer)
+    y, memory = randn(2, 6, 8, seed=3), randn(2, 4, 8, seed=4)
+    target_lens = torch.tensor([6, 3])
+    with torch.no_grad():
+        expected = layer(y, memory, tgt_mask=~causal_mask(6),
+                         tgt_key_padding_mask=torch.arange(6)[None] >= target_lens[:, None])
+        output, _, _ = ours(y, memory)
+    torch.testing.assert_close(output[0], expected[0])
+    torch.testing.assert_close(output[1, :3], expected[1, :3])
+
+
+def test_from_torch_rejects_what_it_cannot_copy():
+    with pytest.raises(ValueError, match="post-norm .* found a torch layer with norm_first=True"):
+        EncoderBlock.from_torch(nn.TransformerEncoderLayer(8, 2, 16, norm_first=True))
+    with pytest.raises(ValueError, match="post-norm"):
+        DecoderBlock.from_torch(nn.TransformerDecoderLayer(8, 2, 16, norm_first=True))
+    with pytest.raises(TypeError, match="layer must be a torch.nn.modules.transformer.TransformerEncoderLayer; found"):
+        EncoderBlock.from_torch(nn.TransformerDecoderLayer(8, 2, 16))
+    with pytest.raises(ValueError, match="only relu and exact gelu activations can be copied"):
+        EncoderBlock.from_torch(nn.TransformerEncoderLayer(8, 2, 16, activation=torch.tanh))
+
+
+def test_block_input_errors():
+    block = EncoderBlock(8, 2, 16)
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, D\) with D = 8; found \(2, 3, 4\)"):
+        block(torch.randn(2, 3, 4))
+    decoder = DecoderBlock(8, 2, 16)
+    with pytest.raises(ValueError, match=r"memory must have shape \(B, T, D\) with D = 8; found \(2, 3\)"):
+        decoder(torch.randn(2, 3, 8), torch.randn(2, 3))
+
+
+# ---------------------------------------------------------------------------
+# Properties: causality and permutation equivariance.
+# ---------------------------------------------------------------------------
+
+
+@FAST
+@given(st.integers(2, 7), st.data())
+def test_property_decoder_block_outputs_up_to_t_ignore_inputs_after_t(length, data):
+    block = seeded(lambda: DecoderBlock(8, 2, 16), seed=length)
+    t = data.draw(st.integers(0, length - 2))
+    y, memory = randn(2, length, 8, seed=length), randn(2, 4, 8, seed=length + 1)
+    changed = y.clone()
+    changed[:, t + 1 :] = randn(2, length - t - 1, 8, seed=data.draw(st.integers(0, 10**6)))
+    with torch.no_grad():
+        before, after = block(y, memory)[0], block(changed, memory)[0]
+    torch.testing.assert_close(after[:, : t + 1], before[:, : t + 1])
+    assert not torch.allclose(after[:, t + 1 :], before[:, t + 1 :])
+
+
+@FAST
+@given(st.integers(2, 8), st.data())
+def test_property_language_model_logits_at_t_ignore_tokens_after_t(length, data):
+    torch.manual_seed(0)
+    lm = DecoderOnlyLM(11, TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_layers=2, learned_positions=True))
+    tokens = torch.tensor(data.draw(st.lists(st.integers(0, 10), min_size=length, max_size=length)))[None]
+    t = data.draw(st.integers(0, length - 2))
+    changed = tokens.clone()
+    changed[0, t + 1 :] = torch.tensor(data.draw(st.lists(st.integers(0, 10), min_size=length - t - 1,
+                                                           max_size=length - t - 1)))
+    with torch.no_grad():
+        torch.testing.assert_close(lm(changed)[:, : t + 1], lm(tokens)[:, : t + 1])
+
+
+@FAST
+@given(st.integers(2, 6), st.data())
+def test_property_seq2seq_logits_at_t_ignore_target_tokens_after_t(length, data):
+    torch.manual_seed(1)
+    model = Seq2SeqTransformer(9, 9, TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_layers=2))
+    src = torch.tensor([[3, 4, 5, 6, 0]])
+    tgt = torch.tensor(data.draw(st.lists(st.integers(0, 8), min_size=length, max_size=length)))[None]
+    t = data.draw(st.integers(0, length - 2))
+    changed = tgt.clone()
+    changed[0, t + 1 :] = (changed[0, t + 1 :] + 1) % 9
+    with torch.no_grad():
+        before = model(src, tgt, torch.tensor([4]))
+        after = model(src, changed, torch.tensor([4]))
+    torch.testing.assert_close(after[:, : t + 1], before[:, : t + 1])
+
+
+@FAST
+@given(st.integers(1, 7), st.randoms(use_true_random=False))
+def test_property_encoder_without_positions_is_permutation_equivariant(length, rng):
+    blocks = [seeded(lambda: EncoderBlock(8, 2, 16), seed=s) for s in range(2)]
+    x = randn(2, length, 8, seed=length)
+    permutation = list(range(length))
+    rng.shuffle(permutation)
+
+    def encode(h):
+        for block in blocks:
+            h, _ = block(h)
+        return h
+
+    with torch.no_grad():
+        torch.testing.assert_close(encode(x[:, permutation]), encode(x)[:, permutation])
+
+
+def test_positional_encoding_breaks_the_permutation_equivariance():
+    embed = TransformerEmbedding(10, 8, max_len=6).double()
+    block = seeded(lambda: EncoderBlock(8, 2, 16))
+    tokens = torch.tensor([[1, 2, 3, 4]])
+    reversed_tokens = tokens.flip(1)
+    with torch.no_grad():
+        forward = block(embed(tokens))[0]
+        backward = block(embed(reversed_tokens))[0]
+    assert not torch.allclose(backward, forward.flip(1), atol=1e-3)
+
+
+def test_embedding_sums_token_and_position_vectors_of_the_same_size():
+    # Errata (note 000): H^(0) = [e_x1 + p_1, ...] -- a sum (size D), not the concatenation e ⊕ p (size 2D).
+    embed = TransformerEmbedding(10, 6, max_len=8).double()
+    tokens = torch.tensor([[4, 1, 7]])
+    output = embed(tokens)
+    assert output.shape == (1, 3, 6)
+    expected = embed.token.weight[tokens[0]] + positional_encoding(3, 6, dtype=torch.float64)
+    torch.testing.assert_close(output[0], expected)
+    learned = TransformerEmbedding(10, 5, max_len=8, learned_positions=True)
+    torch.testing.assert_close(learned(tokens)[0], learned.token.weight[tokens[0]] + learned.position.weight[:3])
+    with pytest.raises(ValueError, match="at most max_len = 8 positions; found 9"):
+        embed(torch.zeros(1, 9, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"ids in \[0, 10\); found ids from 0 to 10"):
+        embed(torch.tensor([[0, 10]]))
+
+
+# ---------------------------------------------------------------------------
+# Whole models.
+# ---------------------------------------------------------------------------
+
+
+def small_seq2seq(seed=0):
+    torch.manual_seed(seed)
+    return Seq2SeqTransformer(9, 7, TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_layers=2, max_len=10))
+
+
+def test_seq2seq_step_fn_agrees_with_the_teacher_forced_forward_pass():
+    model = small_seq2seq()
+    src, lens = torch.tensor([[3, 4, 5, 0], [6, 7, 0, 0]]), torch.tensor([3, 2])
+    tgt = torch.tensor([[1, 4, 2], [1, 3, 5]])
+    step = model.step_fn(src, lens)
+    with torch.no_grad():
+        full = F.log_softmax(model(src, tgt, lens), dim=-1)  # (B, T, V)
+    for t in range(1, 4):
+        torch.testing.assert_close(step(tgt[:, :t], torch.tensor([0, 1])), full[:, t - 1])
+    # Rows may continue any source, in any order.
+    torch.testing.assert_close(step(tgt[[1, 0, 0], :2], torch.tensor([1, 0, 0])), full[[1, 0, 0], 1])
+
+
+def test_seq2seq_ignores_padded_source_tokens():
+    model = small_seq2seq()
+    lens = torch.tensor([3])
+    tgt = torch.tensor([[1, 4, 2]])
+    with torch.no_grad():
+        a = model(torch.tensor([[3, 4, 5, 0, 0]]), tgt, lens)
+        b = model(torch.tensor([[3, 4, 5, 8, 6]]), tgt, lens)
+    torch.testing.assert_close(a, b)
+
+
+def test_attention_maps_have_one_distribution_per_head_layer_and_query():
+    model = small_seq2seq()
+    src, lens, tgt = torch.tensor([[3, 4, 5, 0]]), torch.tensor([3]), torch.tensor([[1, 4, 2, 6, 6]])
+    maps = model.attention_maps(src, tgt, lens)
+    assert maps["encoder"].shape == (2, 1, 2, 4, 4)
+    assert maps["decoder"].shape == (2, 1, 2, 5, 5)
+    assert maps["cross"].shape == (2, 1, 2, 5, 4)
+    for weights in maps.values():
+        torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+    assert (maps["cross"][..., 3] == 0).all() and (maps["encoder"][..., 3] == 0).all()
+
+
+def test_config_errors_name_expected_and_found():
+    with pytest.raises(ValueError, match="d_model must be divisible by num_heads; found d_model=10, num_heads=4"):
+        TransformerConfig(d_model=10, num_heads=4)
+    with pytest.raises(ValueError, match="d_model must be even"):
+        TransformerConfig(d_model=9, num_heads=3)
+    TransformerConfig(d_model=9, num_heads=3, learned_positions=True)  # learned positions need no pairs
+    with pytest.raises(ValueError, match="activation must be one of"):
+        TransformerConfig(activation="swish")
+    with pytest.raises(TypeError, match="config must be a TransformerConfig; found dict"):
+        Seq2SeqTransformer(5, 5, {"d_model": 8})
+
+
+def test_language_model_step_decodes_with_lib_decoding():
+    torch.manual_seed(0)
+    lm = DecoderOnlyLM(6, TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_layers=1, learned_positions=True))
+    prefixes = torch.tensor([[0, 3, 4], [0, 1, 1]])
+    torch.testing.assert_close(lm.step(prefixes), F.log_softmax(lm(prefixes)[:, -1], -1).detach())
+    tokens, log_prob = greedy_search(lm.step, bos=0, eos=5, max_len=6)
+    assert 1 <= len(tokens) <= 6 and log_prob <= 0
+
+
+def test_critical_path_counts_the_longest_chain_of_operations():
+    x = torch.ones(3, requires_grad=True)
+    assert critical_path_length(((x * 2) + 1) * 3) == 4  # three operations and the leaf's accumulator
+    y = x * 2
+    assert critical_path_length(y.exp().exp().exp() + y) == 6  # the longer branch counts
+    with pytest.raises(ValueError, match="found a tensor without grad_fn"):
+        critical_path_length(torch.ones(2))
+
+
+def test_critical_path_grows_with_length_for_a_gru_but_not_for_a_transformer():
+    transformer, gru = small_seq2seq(), GRUSeq2Seq(9, 7, embed_dim=4, hidden_dim=6)
+    paths = {"transformer": [], "gru": []}
+    for length in (2, 4, 8):
+        src, tgt = torch.full((1, length), 3), torch.full((1, length), 4)
+        paths["transformer"].append(critical_path_length(transformer(src, tgt).sum()))
+        paths["gru"].append(critical_path_length(gru(src, tgt).sum()))
+    assert len(set(paths["transformer"])) == 1
+    steps = [b - a for a, b in zip(paths["gru"], paths["gru"][1:])]
+    assert steps[0] > 0 and steps[1] == 2 * steps[0], "the GRU's chain grows linearly with the length"
+
+
+# ---------------------------------------------------------------------------
+# BERT: input and masked language model.
+# ---------------------------------------------------------------------------
+
+
+def test_bert_input_for_one_text_and_for_a_pair():
+    tokens, segments = bert_input([7, 8, 9], cls_id=1, sep_id=2)
+    assert tokens.tolist() == [1, 7, 8, 9, 2] and segments.tolist() == [0, 0, 0, 0, 0]
+    tokens, segments = bert_input([7, 8], [5, 6, 4], cls_id=1, sep_id=2)
+    assert tokens.tolist() == [1, 7, 8, 2, 5, 6, 4, 2]
+    assert segments.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    with pytest.raises(TypeError, match="second must be a list of token ids"):
+        bert_input([1], "ab")
+
+
+def test_bert_embedding_is_the_sum_of_token_segment_and_position_embeddings():
+    torch.manual_seed(0)
+    embed = BertEmbedding(vocab_size=12, d_model=5, max_len=10)
+    tokens, segments = bert_input([7, 8], [5], cls_id=1, sep_id=2)
+    output = embed(tokens[None], segments[None])[0]
+    for position, (token, segment) in enumerate(zip(tokens.tolist(), segments.tolist())):
+        expected = embed.token.weight[token] + embed.segment.weight[segment] + embed.position.weight[position]
+        torch.testing.assert_close(output[position], expected)
+    with pytest.raises(ValueError, match=r"segments must hold ids in \[0, 2\)"):
+        embed(tokens[None], torch.full_like(tokens, 2)[None])
+    with pytest.raises(ValueError, match="segments must have the shape of tokens"):
+        embed(tokens[None], segments[None, :3])
+
+
+def test_mask_tokens_frequencies_are_bert_s_15_80_10_10():
+    vocab_size, mask_id, cls_id, sep_id = 50, 3, 1, 2
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(4, vocab_size, (400, 250), generator=generator)
+    tokens[:, 0], tokens[:, -1] = cls_id, sep_id
+    corrupted, targets = mask_tokens(tokens, mask_id, vocab_size, special_ids=(cls_id, sep_id),
+                                     generator=torch.Generator().manual_seed(1))
+    selectable = 400 * 248
+    selected = targets != -100
+    n = int(selected.sum())
+    # Binomial proportions: a 5-sigma tolerance fails by chance with probability < 1e-6.
+    sigma = math.sqrt(0.15 * 0.85 / selectable)
+    assert abs(n / selectable - 0.15) < 5 * sigma
+    # Among the selected: <mask> with prob 0.8 (+ 0.1/V from a random draw hitting mask_id),
+    # unchanged with prob 0.1 (+ 0.1/V from a random draw hitting the original), other tokens otherwise.
+    expected = {"mask": 0.8 + 0.1 / vocab_size, "kept": 0.1 + 0.1 / vocab_size, "random": 0.1 * (1 - 2 / vocab_size)}
+    found = {
+        "mask": int((corrupted[selected] == mask_id).sum()) / n,
+        "kept": int((corrupted[selected] == tokens[selected]).sum()) / n,
+        "random": int(((corrupted[selected] != mask_id) & (corrupted[selected] != tokens[selected])).sum()) / n,
+    }
+    for fate, p in expected.items():
+        assert abs(found[fate] - p) < 5 * math.sqrt(p * (1 - p) / n), (fate, found[fate], p)
+    assert torch.equal(targets[selected], tokens[selected])
+    assert torch.equal(corrupted[~selected], tokens[~selected]), "unselected tokens are never changed"
+    assert not selected[:, 0].any() and not selected[:, -1].any(), "special tokens are never selected"
+
+
+def test_mask_tokens_is_reproducible_with_a_seeded_generator_and_checks_its_input():
+    tokens = torch.randint(4, 30, (5, 40), generator=torch.Generator().manual_seed(0))
+    first = mask_tokens(tokens, 3, 30, generator=torch.Generator().manual_seed(7))
+    second = mask_tokens(tokens, 3, 30, generator=torch.Generator().manual_seed(7))
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    everything, targets = mask_tokens(tokens, 3, 30, select_prob=1.0, mask_prob=1.0, random_prob=0.0)
+    assert (everything == 3).all() and torch.equal(targets, tokens)
+    with pytest.raises(TypeError, match="tokens must be an integer torch.Tensor; found torch.float32"):
+        mask_tokens(tokens.float(), 3, 30)
+    with pytest.raises(ValueError, match="mask_prob \\+ random_prob must be <= 1; found 0.8 \\+ 0.3"):
+        mask_tokens(tokens, 3, 30, random_prob=0.3)
+
+
+# ---------------------------------------------------------------------------
+# ELMo: the biLM's layers and their scalar mix.
+# ---------------------------------------------------------------------------
+
+
+def test_bilm_layers_match_torch_multilayer_lstms_in_each_direction():
+    torch.manual_seed(0)
+    bilm = BiLM(vocab_size=10, dim=4, num_layers=2)
+    tokens = torch.randint(0, 10, (3, 6))
+    with torch.no_grad():
+        layers = bilm(tokens)  # (3, B, T, 8)
+        x = bilm.embedding(tokens)
+    assert layers.shape == (3, 3, 6, 8)
+    torch.testing.assert_close(layers[0], torch.cat((x, x), -1))
+    for direction, stack, inputs, flip in (("forward", bilm.forward_layers, x, False),
+                                           ("backward", bilm.backward_layers, x.flip(1), True)):
+        for depth in (1, 2):
+            reference = nn.LSTM(4, 4, num_layers=depth, batch_first=True)
+            with torch.no_grad():
+                for k in range(depth):
+                    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                        getattr(reference, f"{name}_l{k}").copy_(getattr(stack[k], f"{name}_l0"))
+                out, _ = reference(inputs)
+            out = out.flip(1) if flip else out
+            half = slice(0, 4) if direction == "forward" else slice(4, 8)
+            torch.testing.assert_close(layers[depth][..., half], out)
+
+
+def test_bilm_directions_see_only_their_own_side():
+    torch.manual_seed(0)
+    bilm = BiLM(vocab_size=10, dim=3, num_layers=2)
+    tokens = torch.tensor([[1, 2, 3, 4, 5]])
+    changed = tokens.clone()
+    changed[0, 2] = 9
+    with torch.no_grad():
+        a, b = bilm(tokens), bilm(changed)
+    torch.testing.assert_close(a[1:, :, :2, :3], b[1:, :, :2, :3])  # forward states before position 2
+    torch.testing.assert_close(a[1:, :, 3:, 3:], b[1:, :, 3:, 3:])  # backward states after position 2
+    assert not torch.allclose(a[1:, :, 3:, :3], b[1:, :, 3:, :3])
+
+
+def test_scalar_mix_is_gamma_times_softmax_weighted_sum_of_layers():
+    mix = ScalarMix(3).double()
+    layers = randn(3, 2, 4, 5)
+    torch.testing.assert_close(mix(layers), layers.mean(0))  # zero weights: an equal mix
+    with torch.no_grad():
+        mix.weights.copy_(torch.tensor([0.5, -1.0, 2.0]))
+        mix.gamma.fill_(1.7)
+    s = torch.exp(mix.weights) / torch.exp(mix.weights).sum()
+    by_hand = 1.7 * (s[0] * layers[0] + s[1] * layers[1] + s[2] * layers[2])
+    torch.testing.assert_close(mix(layers), by_hand)
+    with pytest.raises(ValueError, match=r"layers must have shape \(L \+ 1, \.\.\., D\) with L \+ 1 = 3; found \(2, 4\)"):
+        mix(torch.randn(2, 4))
+
+
+def test_a_frozen_bilm_leaves_only_the_mix_to_train():
+    torch.manual_seed(0)
+    bilm, mix = BiLM(10, 3, 2), ScalarMix(3)
+    bilm.requires_grad_(False)
+    mix(bilm(torch.tensor([[1, 2, 3]]))).sum().backward()
+    assert all(p.grad is None for p in bilm.parameters())
+    assert mix.weights.grad is not None and mix.gamma.grad is not None
+
+
+# ---------------------------------------------------------------------------
+# The experiment's parts: data, baseline, training, decoding.
+# ---------------------------------------------------------------------------
+
+
+def test_reversal_pairs_hand_checked():
+    task = ReversalTask(min_len=2, max_len=4)
+    pairs = task.pairs([task.encode("314"), task.encode("27")])
+    assert pairs.src.tolist() == [[6, 4, 7, 0], [5, 10, 0, 0]]
+    assert pairs.src_lens.tolist() == [3, 2]
+    assert pairs.tgt_in.tolist() == [[1, 7, 4, 6, 0], [1, 10, 5, 0, 0]]
+    assert pairs.tgt_out.tolist() == [[7, 4, 6, 2, 0], [10, 5, 2, 0, 0]]
+    assert task.digits(pairs.tgt_out[0].tolist()) == "413"
+    with pytest.raises(ValueError, match="sources must have 2 to 4 tokens; found 5"):
+        task.pairs([task.encode("12345")])
+    with pytest.raises(ValueError, match="digits must be a string of 0-9; found '3a'"):
+        task.encode("3a")
+
+
+def test_reversal_split_is_disjoint_and_reproducible():
+    task = ReversalTask(min_len=2, max_len=3)  # only 1,100 strings: collisions are certain
+    train, test = task.split(300, 200, seed=0)
+    as_strings = lambda pairs: [task.digits(row[:n].tolist()) for row, n in zip(pairs.src, pairs.src_lens)]
+    assert not set(as_strings(train)) & set(as_strings(test))
+    assert len(set(as_strings(test))) == 200
+    again, _ = task.split(300, 200, seed=0)
+    assert torch.equal(again.src, train.src)
+    lengths = train.src_lens.tolist()
+    assert set(lengths) == {2, 3}
+
+
+def test_gru_baseline_ignores_padding_and_its_step_fn_agrees_with_forward():
+    torch.manual_seed(0)
+    gru = GRUSeq2Seq(13, 13, embed_dim=4, hidden_dim=6)
+    tgt, lens = torch.tensor([[1, 5, 6]]), torch.tensor([2])
+    with torch.no_grad():
+        a = gru(torch.tensor([[3, 4, 0, 0]]), tgt, lens)
+        b = gru(torch.tensor([[3, 4, 9, 12]]), tgt, lens)
+    torch.testing.assert_close(a, b)
+    step = gru.step_fn(torch.tensor([[3, 4, 0, 0]]), lens)
+    torch.testing.assert_close(step(tgt[:, :2], torch.tensor([0])), F.log_softmax(a[:, 1], -1))
+
+
+def test_training_is_deterministic_under_the_seed_and_lowers_the_loss():
+    task = ReversalTask(min_len=2, max_len=4)
+    train, _ = task.split(96, 1, seed=0)
+    logs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = Seq2SeqTransformer(13, 13, TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=8))
+        logs.append(train_seq2seq(model, train, epochs=3, batch_size=32, lr=1e-2))
+    assert logs[0].losses == logs[1].losses
+    assert logs[0].losses[-1] < logs[0].losses[0]
+    assert len(logs[0].seconds) == 3 and all(s > 0 for s in logs[0].seconds)
+    with pytest.raises(TypeError, match="data must be SequencePairs; found tuple"):
+        train_seq2seq(model, (train.src,), epochs=1)
+
+
+class ReversingOracle(torch.nn.Module):
+    """A 'model' whose step function puts all probability on the right next token."""
+
+    def __init__(self, task):
+        super().__init__()
+        self.task = task
+
+    def step_fn(self, src, src_lens):
+        def step(prefixes, sources):
+            log_probs = torch.full((len(sources), self.task.vocab_size), -30.0)
+            for row, (prefix, s) in enumerate(zip(prefixes.tolist(), sources.tolist())):
+                target = src[s, : src_lens[s]].flip(0).tolist() + [self.task.eos]
+                log_probs[row, target[len(prefix) - 1]] = 0.0
+            return F.log_softmax(log_probs, -1)
+
+        return step
+
+
+def test_greedy_translate_returns_each_source_s_best_output():
+    task = ReversalTask(min_len=2, max_len=5)
+    _, test = task.split(5, 6, seed=1)
+    outputs = greedy_translate(ReversingOracle(task), test, task.bos, task.eos, task.max_len + 1)
+    for output, row, n in zip(outputs, test.tgt_out, test.src_lens):
+        assert output == row[: n + 1].tolist()
+
+
+def test_sequence_pairs_index_like_tensors():
+    task = ReversalTask()
+    train, _ = task.split(10, 1, seed=0)
+    part = train[torch.tensor([3, 1])]
+    assert isinstance(part, SequencePairs) and len(part) == 2
+    assert torch.equal(part.src[1], train.src[1])
