@@ -120,7 +120,8 @@ def _check_feature_size(name: str, tensor: Tensor, layout: str, expected: int) -
         )
 
 
-def _check_module_dtype(name: str, tensor: Tensor, module: nn.Module) -> None:
+def check_module_dtype(name: str, tensor: Tensor, module: nn.Module) -> None:
+    """Raise TypeError unless ``tensor`` has the dtype of ``module``'s parameters (shared by lib's layers)."""
     parameter = next(module.parameters())
     if tensor.dtype != parameter.dtype:
         raise TypeError(
@@ -190,7 +191,7 @@ class AdditiveScore(nn.Module):
         _check_queries_and_keys(queries, keys)
         _check_feature_size("queries", queries, "(B, T, Dq)", self.query_dim)
         _check_feature_size("keys", keys, "(B, S, Dk)", self.key_dim)
-        _check_module_dtype("queries", queries, self)
+        check_module_dtype("queries", queries, self)
         # Broadcasting pairs every query with every key without a Python loop.
         projected_queries = self.query_proj(queries).unsqueeze(2)  # (B, T, 1, hidden)
         projected_keys = self.key_proj(keys).unsqueeze(1)  # (B, 1, S, hidden)
@@ -307,7 +308,7 @@ class BilinearScore(nn.Module):
         _check_queries_and_keys(queries, keys)
         _check_feature_size("queries", queries, "(B, T, Dq)", self.query_dim)
         _check_feature_size("keys", keys, "(B, S, Dk)", self.key_dim)
-        _check_module_dtype("queries", queries, self)
+        check_module_dtype("queries", queries, self)
         if self.rank is None:
             return (queries @ self.weight) @ keys.transpose(1, 2)  # (B, T, Dk) -> (B, T, S)
         # Projecting both sides to r dimensions first never builds the Dq x Dk matrix.
@@ -833,7 +834,7 @@ class MultiHeadAttention(nn.Module):
     def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[int, int, int]:
         for name, tensor in (("query", query), ("key", key), ("value", value)):
             _require_float_tensor(name, tensor)
-            _check_module_dtype(name, tensor, self)
+            check_module_dtype(name, tensor, self)
         if query.dim() != 3 or query.shape[-1] != self.embed_dim:
             raise ValueError(
                 f"query must have shape (B, T, E) with E = embed_dim = {self.embed_dim}; found {_shape(query)}"

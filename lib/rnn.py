@@ -66,6 +66,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lib.attention import check_module_dtype
+
 __all__ = [
     "RNNCell",
     "GRUCell",
@@ -137,15 +139,6 @@ def _check_shape(name: str, tensor: object, expected: tuple, layout: str) -> Non
         raise ValueError(f"{name} must have shape {layout} = {tuple(expected)}; found {tuple(tensor.shape)}")
 
 
-def _check_dtype(name: str, tensor: Tensor, module: nn.Module) -> None:
-    parameter = next(module.parameters())
-    if tensor.dtype != parameter.dtype:
-        raise TypeError(
-            f"{name} must have the dtype of the module's parameters ({parameter.dtype}); found {tensor.dtype}. "
-            f"Convert the input or call .to({tensor.dtype}) on the module"
-        )
-
-
 # ---------------------------------------------------------------------------
 # Cells: one time step. Parameters are named and laid out as PyTorch's.
 # ---------------------------------------------------------------------------
@@ -191,7 +184,7 @@ class _Cell(nn.Module):
         _require_float_tensor("x", x)
         if x.dim() != 2 or x.shape[1] != self.input_size:
             raise ValueError(f"x must have shape (B, D) with D = {self.input_size}; found {tuple(x.shape)}")
-        _check_dtype("x", x, self)
+        check_module_dtype("x", x, self)
         expected = (x.shape[0], self.hidden_size)
         if self.kind == "lstm":
             if not isinstance(state, tuple) or len(state) != 2:
@@ -423,7 +416,7 @@ class _Recurrent(nn.Module):
         if x.dim() != 3 or x.shape[-1] != self.input_size:
             layout = "(B, T, D)" if self.batch_first else "(T, B, D)"
             raise ValueError(f"x must have shape {layout} with D = {self.input_size}; found {tuple(x.shape)}")
-        _check_dtype("x", x, self)
+        check_module_dtype("x", x, self)
         if not self.batch_first:
             x = x.transpose(0, 1)  # (T, B, D) -> (B, T, D)
         batch_size, steps = x.shape[0], x.shape[1]

@@ -436,6 +436,20 @@ def _copy_ffn(ours: FeedForward, layer: nn.Module) -> None:
 # ---------------------------------------------------------------------------
 
 
+def _block_from_torch(cls, layer, torch_class):
+    """A block of ``cls`` sized like torch's ``layer``, with its self-attention and FFN copied."""
+    _require_torch_module("layer", layer, torch_class)
+    _require_post_norm(layer)
+    block = cls(
+        layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
+        _torch_activation_name(layer), layer.norm1.eps,
+    )
+    block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
+    block.self_attn.load_torch_weights(layer.self_attn)
+    _copy_ffn(block.ffn, layer)
+    return block
+
+
 class EncoderBlock(nn.Module):
     r"""One encoder layer: multi-head self-attention, then the FFN, each with a residual and a layer norm.
 
@@ -534,15 +548,7 @@ class EncoderBlock(nn.Module):
         ------
         The block's ``D``, ``H`` and FFN width equal the layer's.
         """
-        _require_torch_module("layer", layer, nn.TransformerEncoderLayer)
-        _require_post_norm(layer)
-        block = cls(
-            layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
-            _torch_activation_name(layer), layer.norm1.eps,
-        )
-        block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
-        block.self_attn.load_torch_weights(layer.self_attn)
-        _copy_ffn(block.ffn, layer)
+        block = _block_from_torch(cls, layer, nn.TransformerEncoderLayer)
         _copy_norm(block.norm1, layer.norm1)
         _copy_norm(block.norm2, layer.norm2)
         return block
@@ -651,16 +657,8 @@ class DecoderBlock(nn.Module):
         ------
         The block's ``D``, ``H`` and FFN width equal the layer's.
         """
-        _require_torch_module("layer", layer, nn.TransformerDecoderLayer)
-        _require_post_norm(layer)
-        block = cls(
-            layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
-            _torch_activation_name(layer), layer.norm1.eps,
-        )
-        block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
-        block.self_attn.load_torch_weights(layer.self_attn)
+        block = _block_from_torch(cls, layer, nn.TransformerDecoderLayer)
         block.cross_attn.load_torch_weights(layer.multihead_attn)
-        _copy_ffn(block.ffn, layer)
         for ours, theirs in ((block.norm1, layer.norm1), (block.norm2, layer.norm2), (block.norm3, layer.norm3)):
             _copy_norm(ours, theirs)
         return block
