@@ -224,7 +224,8 @@ class DotScore(nn.Module):
 
 def _scaled_dot_scores(queries: Tensor, keys: Tensor) -> Tensor:
     """Return ``q k^T / sqrt(D)`` over the last two axes; shapes are checked by the caller."""
-    return queries @ keys.transpose(-2, -1) / math.sqrt(queries.shape[-1])  # (..., T, S)
+    # Scaling the queries (T x D numbers) is cheaper than scaling the scores (T x S).
+    return (queries / math.sqrt(queries.shape[-1])) @ keys.transpose(-2, -1)  # (..., T, S)
 
 
 class ScaledDotScore(nn.Module):
@@ -405,8 +406,21 @@ def _softmax_over_kept(scores: Tensor, keep: Optional[Tensor]) -> Tensor:
 
     Positions that are not kept, and -inf scores, get weight exactly 0. A row
     with nothing left gets all-zero weights instead of the NaN of 0/0.
+
+    The fast path is PyTorch's fused softmax. It returns NaN exactly when some row
+    has NaN or +inf, or has nothing to attend to; only then does the written-out
+    :func:`_softmax_reference` run, to raise the error or give that row zeros.
     """
     masked = scores if keep is None else scores.masked_fill(~keep, float("-inf"))
+    weights = torch.softmax(masked, dim=-1)
+    # One reduction and one sync: a NaN anywhere makes the total NaN.
+    if not bool(torch.isnan(weights.sum())):
+        return weights
+    return _softmax_reference(masked)
+
+
+def _softmax_reference(masked: Tensor) -> Tensor:
+    """The softmax written out, for scores already masked with -inf (the tests hold the fast path to it)."""
     if bool((torch.isnan(masked) | (masked == float("inf"))).any()):
         raise ValueError("scores must be finite or -inf at attended positions; found NaN or +inf")
     # Subtracting the row maximum prevents exp() from overflowing (exp(1e4) = inf).

@@ -27,6 +27,7 @@ from lib.attention import (
     masked_softmax,
     scaled_dot_product_attention,
 )
+from lib.attention import _softmax_over_kept, _softmax_reference  # the fused path and its reference
 
 LN3 = math.log(3.0)
 FAST = settings(max_examples=30, deadline=None, database=None)
@@ -594,3 +595,16 @@ def test_property_fully_masked_rows_give_zeros(batch, num_queries, num_keys, rng
     lengths = torch.tensor([rng.randint(0, num_keys) for _ in range(batch)])
     soft = masked_softmax(torch.randn(batch, num_queries, num_keys, generator=generator), lengths)
     assert (soft[lengths == 0] == 0).all() and not torch.isnan(soft).any()
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), rows=st.integers(1, 6), keys=st.integers(1, 7), empty_rows=st.booleans())
+def test_fused_softmax_equals_the_written_out_reference(seed, rows, keys, empty_rows):
+    scores = randn(2, rows, keys, seed=seed) * 10
+    keep = torch.rand(2, rows, keys, generator=torch.Generator().manual_seed(seed)) < 0.6
+    keep[..., 0] = True  # every row attends somewhere: the fused path answers
+    if empty_rows:
+        keep[0, 0] = False  # one row with nothing to attend to: the reference answers
+    expected = _softmax_reference(scores.masked_fill(~keep, float("-inf")))
+    torch.testing.assert_close(_softmax_over_kept(scores, keep), expected, atol=1e-12, rtol=1e-12)
+    assert (expected[0, 0] == 0).all() if empty_rows else torch.allclose(expected.sum(-1), torch.ones(2, rows, dtype=torch.float64))
