@@ -51,6 +51,8 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
+from lib.validation import require_int
+
 __all__ = [
     "Candidate",
     "TraceStep",
@@ -77,13 +79,6 @@ _NORMALISATION_TOLERANCE = 1e-3
 # ---------------------------------------------------------------------------
 # Input checks. Each error message names what was expected and what was found.
 # ---------------------------------------------------------------------------
-
-
-def _require_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int; found {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; found {value}")
 
 
 def _require_alpha(alpha: object) -> None:
@@ -138,7 +133,7 @@ def normalised_score(log_prob: float, length: int, alpha: float = 0.0) -> float:
     ------
     Scalars in and out.
     """
-    _require_int("length", length, 1)
+    require_int("length", length, 1)
     _require_alpha(alpha)
     return log_prob / length**alpha
 
@@ -188,9 +183,9 @@ def greedy_search(step_fn: StepFn, bos: int, eos: int, max_len: int) -> tuple[li
 
 
 def _check_search_args(bos: int, eos: int, max_len: int) -> None:
-    _require_int("bos", bos, 0)
-    _require_int("eos", eos, 0)
-    _require_int("max_len", max_len, 1)
+    require_int("bos", bos, 0)
+    require_int("eos", eos, 0)
+    require_int("max_len", max_len, 1)
 
 
 # ---------------------------------------------------------------------------
@@ -230,7 +225,7 @@ def expand_and_prune(beam_scores: Tensor, log_probs: Tensor, beam_size: int) -> 
     log_probs : (K, V)
     parents, tokens, scores : (k,) with k = min(beam_size, number of finite candidates)
     """
-    _require_int("beam_size", beam_size, 1)
+    require_int("beam_size", beam_size, 1)
     if beam_scores.dim() != 1 or log_probs.dim() != 2 or log_probs.shape[0] != beam_scores.shape[0]:
         raise ValueError(
             f"beam_scores must have shape (K,) and log_probs (K, V); found {tuple(beam_scores.shape)} "
@@ -339,9 +334,9 @@ def beam_search_batch(
     """
     if not callable(step_fn):
         raise TypeError(f"step_fn must be callable; found {type(step_fn).__name__}")
-    _require_int("num_sources", num_sources, 1)
+    require_int("num_sources", num_sources, 1)
     _check_search_args(bos, eos, max_len)
-    _require_int("beam_size", beam_size, 1)
+    require_int("beam_size", beam_size, 1)
     _require_alpha(alpha)
     # Open hypotheses per source as (tokens, log-probability); finished ones likewise.
     alive: list[list[tuple[tuple[int, ...], float]]] = [[((), 0.0)] for _ in range(num_sources)]
@@ -462,7 +457,7 @@ def sampling_distribution(log_probs: Tensor, temperature: float = 1.0, top_k: Op
         raise ValueError(f"temperature must be a number > 0; found {temperature!r}")
     scaled = log_probs / temperature
     if top_k is not None:
-        _require_int("top_k", top_k, 1)
+        require_int("top_k", top_k, 1)
         if top_k < scaled.shape[-1]:
             # A stable sort breaks ties by token id, so exactly k tokens survive.
             best = torch.sort(scaled, dim=-1, descending=True, stable=True).indices[..., :top_k]  # (..., k)
@@ -515,7 +510,7 @@ def sample(
     step_fn output : (N, V)
     """
     _check_search_args(bos, eos, max_len)
-    _require_int("num_samples", num_samples, 1)
+    require_int("num_samples", num_samples, 1)
     samples: list[list[int]] = [[] for _ in range(num_samples)]
     log_prob = [0.0] * num_samples
     open_rows = list(range(num_samples))
@@ -564,7 +559,7 @@ def sequence_score(step_fn: StepFn, bos: int, tokens: list[int], alpha: float = 
     ------
     prefixes passed to step_fn : (1, t) for t = 1 .. len(tokens)
     """
-    _require_int("bos", bos, 0)
+    require_int("bos", bos, 0)
     if not isinstance(tokens, (list, tuple)) or not tokens:
         raise ValueError(f"tokens must be a non-empty list of ints; found {tokens!r}")
     log_prob = 0.0
@@ -662,8 +657,8 @@ class TableModel:
         ------
         log_probs of the result : (S, V + 1, V)
         """
-        _require_int("num_sources", num_sources, 1)
-        _require_int("vocab_size", vocab_size, 1)
+        require_int("num_sources", num_sources, 1)
+        require_int("vocab_size", vocab_size, 1)
         if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not delta > 0:
             raise ValueError(f"delta must be a number > 0; found {delta!r}")
         counts = torch.full((num_sources, vocab_size + 1, vocab_size), float(delta), dtype=torch.float64)
@@ -691,7 +686,7 @@ class TableModel:
 
     def for_source(self, source: int) -> StepFn:
         """The single-sentence step function of one source."""
-        _require_int("source", source, 0)
+        require_int("source", source, 0)
         if source >= self.log_probs.shape[0]:
             raise ValueError(f"source must be < S = {self.log_probs.shape[0]}; found {source}")
         return lambda prefixes: self.log_probs[source, prefixes[:, -1]]  # (N, V)
@@ -778,7 +773,7 @@ class ClockTask:
 
     def sample(self, per_time: int, generator: Optional[torch.Generator] = None) -> list[tuple[int, list[int]]]:
         """Training pairs ``(time, tokens)``: ``per_time`` phrasings drawn for every time."""
-        _require_int("per_time", per_time, 1)
+        require_int("per_time", per_time, 1)
         pairs = []
         for time, probabilities in enumerate(self.probabilities):
             drawn = torch.multinomial(torch.tensor(probabilities), per_time, replacement=True, generator=generator)

@@ -64,6 +64,7 @@ from torch import Tensor, nn
 from lib.activations import gelu, relu
 from lib.attention import MultiHeadAttention, scaled_dot_product_attention
 from lib.decoding import beam_search_batch
+from lib.validation import require_int
 
 __all__ = [
     "positional_encoding",
@@ -100,13 +101,6 @@ _INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int6
 # ---------------------------------------------------------------------------
 # Input checks. Each error message names what was expected and what was found.
 # ---------------------------------------------------------------------------
-
-
-def _require_int(name: str, value: object, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int; found {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; found {value}")
 
 
 def _require_float_input(name: str, value: object, module: nn.Module, size: int) -> None:
@@ -153,7 +147,7 @@ def _frequencies(d_model: int, dtype: torch.dtype) -> Tensor:
 
 
 def _check_even_d_model(d_model: object) -> None:
-    _require_int("d_model", d_model)
+    require_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model must be even (sines and cosines come in pairs); found {d_model}")
 
@@ -185,7 +179,7 @@ def positional_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.f
     ------
     output : (max_len, D)
     """
-    _require_int("max_len", max_len)
+    require_int("max_len", max_len)
     _check_even_d_model(d_model)
     positions = torch.arange(max_len, dtype=dtype)[:, None]  # (T, 1)
     angles = positions * _frequencies(d_model, dtype)  # (T, D/2): t * w_i
@@ -276,7 +270,7 @@ class SelfAttention(nn.Module):
     def __init__(self, d_model: int, d_k: int, d_v: int):
         super().__init__()
         for name, value in (("d_model", d_model), ("d_k", d_k), ("d_v", d_v)):
-            _require_int(name, value)
+            require_int(name, value)
         self.d_model = d_model
         self.query_proj = nn.Linear(d_model, d_k, bias=False)  # W_q
         self.key_proj = nn.Linear(d_model, d_k, bias=False)  # W_k
@@ -320,7 +314,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
-        _require_int("d_model", d_model)
+        require_int("d_model", d_model)
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
             raise ValueError(f"eps must be a number > 0; found {eps!r}")
         self.d_model, self.eps = d_model, float(eps)
@@ -365,8 +359,8 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
         super().__init__()
-        _require_int("d_model", d_model)
-        _require_int("d_ff", d_ff)
+        require_int("d_model", d_model)
+        require_int("d_ff", d_ff)
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; found {activation!r}")
         self.activation = activation
@@ -395,7 +389,7 @@ def causal_mask(length: int, device: Optional[torch.device] = None) -> Tensor:
     ------
     output : (T, T)
     """
-    _require_int("length", length)
+    require_int("length", length)
     positions = torch.arange(length, device=device)  # (T,)
     return positions[None, :] <= positions[:, None]  # (T, T)
 
@@ -689,7 +683,7 @@ class TransformerConfig:
 
     def __post_init__(self):
         for name in ("d_model", "num_heads", "d_ff", "num_layers", "max_len"):
-            _require_int(name, getattr(self, name))
+            require_int(name, getattr(self, name))
         if self.d_model % self.num_heads:
             raise ValueError(
                 f"d_model must be divisible by num_heads; found d_model={self.d_model}, num_heads={self.num_heads}"
@@ -729,7 +723,7 @@ class TransformerEmbedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, max_len: int, learned_positions: bool = False):
         super().__init__()
-        _require_int("vocab_size", vocab_size)
+        require_int("vocab_size", vocab_size)
         self.vocab_size, self.max_len = vocab_size, max_len
         self.token = nn.Embedding(vocab_size, d_model)
         if learned_positions:
@@ -1053,7 +1047,7 @@ class BertEmbedding(nn.Module):
     def __init__(self, vocab_size: int, d_model: int, max_len: int, num_segments: int = 2):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("max_len", max_len), ("num_segments", num_segments)):
-            _require_int(name, value)
+            require_int(name, value)
         self.vocab_size, self.max_len, self.num_segments = vocab_size, max_len, num_segments
         self.token = nn.Embedding(vocab_size, d_model)
         self.segment = nn.Embedding(num_segments, d_model)
@@ -1121,7 +1115,7 @@ def mask_tokens(
     if not isinstance(tokens, Tensor) or tokens.dtype not in _INTEGER_DTYPES:
         found = tokens.dtype if isinstance(tokens, Tensor) else type(tokens).__name__
         raise TypeError(f"tokens must be an integer torch.Tensor; found {found}")
-    _require_int("vocab_size", vocab_size)
+    require_int("vocab_size", vocab_size)
     for name, p in (("select_prob", select_prob), ("mask_prob", mask_prob), ("random_prob", random_prob)):
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
             raise ValueError(f"{name} must be a probability in [0, 1]; found {p!r}")
@@ -1173,7 +1167,7 @@ class BiLM(nn.Module):
     def __init__(self, vocab_size: int, dim: int, num_layers: int = 2):
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("dim", dim), ("num_layers", num_layers)):
-            _require_int(name, value)
+            require_int(name, value)
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, dim)
         self.forward_layers = nn.ModuleList(nn.LSTM(dim, dim, batch_first=True) for _ in range(num_layers))
@@ -1218,7 +1212,7 @@ class ScalarMix(nn.Module):
 
     def __init__(self, num_layers: int):
         super().__init__()
-        _require_int("num_layers", num_layers)
+        require_int("num_layers", num_layers)
         self.num_layers = num_layers
         self.weights = nn.Parameter(torch.zeros(num_layers))  # w; s = softmax(w)
         self.gamma = nn.Parameter(torch.ones(()))
@@ -1278,8 +1272,8 @@ class ReversalTask:
     vocab_size: int = 13
 
     def __post_init__(self):
-        _require_int("min_len", self.min_len)
-        _require_int("max_len", self.max_len, self.min_len)
+        require_int("min_len", self.min_len)
+        require_int("max_len", self.max_len, self.min_len)
 
     def digits(self, tokens: Sequence[int]) -> str:
         """Token ids to a digit string (special tokens are dropped)."""
@@ -1315,8 +1309,8 @@ class ReversalTask:
         train, test : SequencePairs
             Lengths uniform in ``[min_len, max_len]``, digits uniform.
         """
-        _require_int("n_train", n_train)
-        _require_int("n_test", n_test)
+        require_int("n_train", n_train)
+        require_int("n_test", n_test)
         generator = torch.Generator().manual_seed(seed)
         train = [self._draw(generator) for _ in range(n_train)]
         seen, test = set(train), []
@@ -1362,7 +1356,7 @@ class GRUSeq2Seq(nn.Module):
         super().__init__()
         for name, value in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
                             ("embed_dim", embed_dim), ("hidden_dim", hidden_dim)):
-            _require_int(name, value)
+            require_int(name, value)
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
         self.src_embed = nn.Embedding(src_vocab_size, embed_dim)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, embed_dim)
@@ -1462,8 +1456,8 @@ def train_seq2seq(
     """
     if not isinstance(data, SequencePairs):
         raise TypeError(f"data must be SequencePairs; found {type(data).__name__}")
-    _require_int("epochs", epochs)
-    _require_int("batch_size", batch_size)
+    require_int("epochs", epochs)
+    require_int("batch_size", batch_size)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     log = TrainingLog()

@@ -83,13 +83,10 @@ class BinaryTree:
     @cached_property
     def _padded(self) -> tuple[Tensor, Tensor, Tensor]:
         depth = max(self.depths)
-        nodes = torch.zeros(self.vocab_size, depth, dtype=torch.long)
-        codes = torch.zeros(self.vocab_size, depth)
-        mask = torch.zeros(self.vocab_size, depth, dtype=torch.bool)
-        for word, (code, path) in enumerate(zip(self.codes, self.nodes)):
-            nodes[word, : len(path)] = torch.tensor(path)
-            codes[word, : len(code)] = torch.tensor(code, dtype=codes.dtype)
-            mask[word, : len(code)] = True
+        # Pad the Python lists first: one tensor per field, not one per word.
+        nodes = torch.tensor([path + (0,) * (depth - len(path)) for path in self.nodes])  # (V, L)
+        codes = torch.tensor([code + (0,) * (depth - len(code)) for code in self.codes], dtype=torch.float32)
+        mask = torch.arange(depth) < torch.tensor(self.depths)[:, None]  # (V, L)
         return nodes, codes, mask
 
     def padded(self) -> tuple[Tensor, Tensor, Tensor]:

@@ -60,3 +60,32 @@ class Check:
         cases = self.make_cases(fresh_generator())
         self.judge(cases, [_outcome(student_fn, args) for args in cases])
         print(f"✓ {self.success}")
+
+
+def compare_tensors(found: torch.Tensor, expected: torch.Tensor, context: str, layout: str,
+                    diagnoses: tuple, shape_hints: dict, reference: str,
+                    tolerance: dict = dict(atol=1e-6, rtol=1e-6)) -> None:
+    """Shape, NaN and value checks shared by the checkers.
+
+    ``diagnoses`` are (wrong answer, message) pairs: a result equal to a known
+    wrong answer gets that answer's message. ``shape_hints`` maps a wrong shape
+    to advice. ``reference`` names the module the answer is compared with. The
+    default tolerance lets float32 answers pass; every slip the checkers
+    diagnose is far larger.
+    """
+    if tuple(found.shape) != tuple(expected.shape):
+        hint = shape_hints.get(tuple(found.shape), "")
+        raise CheckFailed(f"for {context} your result has shape {tuple(found.shape)}; expected {layout} = "
+                          f"{tuple(expected.shape)}{hint}")
+    found = found.detach().to(expected.dtype)
+    if torch.isnan(found).any():
+        raise CheckFailed(f"your result contains NaN for {context}")
+    if torch.allclose(found, expected, **tolerance):
+        return
+    for wrong, message in diagnoses:
+        if wrong.shape == found.shape and torch.allclose(found, wrong, **tolerance):
+            raise CheckFailed(f"for {context}: {message}")
+    difference = (found - expected).abs()
+    where = tuple(int(i) for i in torch.unravel_index(difference.argmax(), expected.shape))
+    raise CheckFailed(f"for {context} your result differs from {reference}'s by up to {difference.max():.3g} "
+                      f"(at index {where})")

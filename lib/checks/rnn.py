@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import torch
 
-from lib.checks.core import Check, CheckFailed, _require_tensor
+from lib.checks.core import Check, _require_tensor, compare_tensors
 from lib.rnn import GRUCell, LSTMCell, RNN, RNNCell, rnn_jacobian_norms
 
-_TOLERANCE = dict(atol=1e-6, rtol=1e-6)  # float32 answers pass; every slip below is far larger
 
 
 def _sizes(generator: torch.Generator, count: int) -> list[int]:
@@ -26,27 +25,6 @@ def _load(cell, weights: tuple):
         for name, value in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"), weights):
             getattr(cell, name).copy_(value)
     return cell
-
-
-def _compare(found: torch.Tensor, expected: torch.Tensor, context: str, layout: str,
-             diagnoses: tuple, shape_hints: dict) -> None:
-    """Shape, NaN and value checks shared by the checkers; ``diagnoses`` are (wrong answer, message)."""
-    if tuple(found.shape) != tuple(expected.shape):
-        hint = shape_hints.get(tuple(found.shape), "")
-        raise CheckFailed(f"for {context} your result has shape {tuple(found.shape)}; expected {layout} = "
-                          f"{tuple(expected.shape)}{hint}")
-    found = found.detach().to(expected.dtype)
-    if torch.isnan(found).any():
-        raise CheckFailed(f"your result contains NaN for {context}")
-    if torch.allclose(found, expected, **_TOLERANCE):
-        return
-    for wrong, message in diagnoses:
-        if wrong.shape == found.shape and torch.allclose(found, wrong, **_TOLERANCE):
-            raise CheckFailed(f"for {context}: {message}")
-    difference = (found - expected).abs()
-    where = tuple(int(i) for i in torch.unravel_index(difference.argmax(), expected.shape))
-    raise CheckFailed(f"for {context} your result differs from lib.rnn's by up to {difference.max():.3g} "
-                      f"(at index {where})")
 
 
 # ---------------------------------------------------------------------------
@@ -105,7 +83,7 @@ def judge_rnn_forward(cases: list[tuple], results: list) -> None:
             (batch, hidden): ": return the hidden state at every step, not only the last",
             (steps, batch, hidden): ": put the batch axis first, (B, T, H)",
         }
-        _compare(found, expected, context, "(B, T, H)", diagnoses, shape_hints)
+        compare_tensors(found, expected, context, "(B, T, H)", diagnoses, shape_hints, "lib.rnn")
 
 
 check_rnn_forward = Check(
@@ -181,7 +159,7 @@ def judge_jacobian_norms(cases: list[tuple], results: list) -> None:
         shape_hints = {
             (steps,): ": include both ends, k = 0 (the initial state) to k = T (where the norm is 1)",
         }
-        _compare(found, expected, context, "(T + 1,)", diagnoses, shape_hints)
+        compare_tensors(found, expected, context, "(T + 1,)", diagnoses, shape_hints, "lib.rnn")
 
 
 check_jacobian_norms = Check(
@@ -241,7 +219,7 @@ def judge_lstm_step(cases: list[tuple], results: list) -> None:
         batch, hidden = h.shape
         shape_hints = {(batch, hidden): ": return torch.stack([h, c]), both new states",
                        (batch, 2 * hidden): ": stack h and c on a new first axis, torch.stack([h, c])"}
-        _compare(found, expected, context, "(2, B, H)", diagnoses, shape_hints)
+        compare_tensors(found, expected, context, "(2, B, H)", diagnoses, shape_hints, "lib.rnn")
 
 
 check_lstm_step = Check(
@@ -294,7 +272,7 @@ def judge_gru_step(cases: list[tuple], results: list) -> None:
              "r ⊙ (W_hn h + b_hn), and keeps the share z of the old state: h' = (1 - z) ⊙ n + z ⊙ h"),
             (_gru_slip(*args, order="zrn"), "PyTorch orders the row blocks r, z, n: reset gate first"),
         )
-        _compare(found, expected, context, "(B, H)", diagnoses, {})
+        compare_tensors(found, expected, context, "(B, H)", diagnoses, {}, "lib.rnn")
 
 
 check_gru_step = Check(
