@@ -86,6 +86,7 @@ __all__ = [
     "CharVocabulary",
     "CharLM",
     "language_model_batch",
+    "teacher_forcing_batch",
     "train_char_lm",
     "MemoryTask",
     "MemoryClassifier",
@@ -887,12 +888,38 @@ def language_model_batch(lines: list[str], vocabulary: CharVocabulary) -> tuple[
     ------
     inputs, targets : (N, L) with L = longest line + 1
     """
-    encoded = [vocabulary.encode(line) for line in lines]
-    length = max(len(tokens) for tokens in encoded)
-    inputs = torch.full((len(lines), length), vocabulary.bos)  # (N, L)
-    targets = torch.full((len(lines), length), -100)  # (N, L)
-    for n, tokens in enumerate(encoded):
-        inputs[n, : len(tokens)] = torch.tensor([vocabulary.bos, *tokens[:-1]])
+    return teacher_forcing_batch([vocabulary.encode(line) for line in lines], vocabulary.bos)
+
+
+def teacher_forcing_batch(sequences: list[list[int]], bos: int) -> tuple[Tensor, Tensor]:
+    """Teacher-forcing inputs and targets for token sequences of any vocabulary.
+
+    The input at step ``t`` is token ``t - 1`` (``bos`` first); the target is
+    token ``t``. Each sequence should end with its ``eos``. Shorter sequences
+    are padded: inputs with ``bos``, targets with -100 (ignored by ``F.cross_entropy``).
+
+    Parameters
+    ----------
+    sequences : list of list of int
+        Non-empty token sequences.
+    bos : int
+        The input-only begin-of-sequence id.
+
+    Returns
+    -------
+    inputs, targets : LongTensor
+
+    Shapes
+    ------
+    inputs, targets : (N, L) with L = longest sequence
+    """
+    if not sequences or any(len(tokens) == 0 for tokens in sequences):
+        raise ValueError("sequences must be a non-empty list of non-empty token lists")
+    length = max(len(tokens) for tokens in sequences)
+    inputs = torch.full((len(sequences), length), bos)  # (N, L)
+    targets = torch.full((len(sequences), length), -100)  # (N, L)
+    for n, tokens in enumerate(sequences):
+        inputs[n, : len(tokens)] = torch.tensor([bos, *tokens[:-1]])
         targets[n, : len(tokens)] = torch.tensor(tokens)
     return inputs, targets
 

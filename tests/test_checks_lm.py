@@ -1,0 +1,117 @@
+"""The checkers of chapter 6: right answers pass however they are written; wrong ones fail
+with a message that says what is wrong."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lib.checks import CHECKS, CheckFailed, check_add_delta, check_nce_loss
+
+
+def test_the_checks_are_registered():
+    assert CHECKS["check_add_delta"] is check_add_delta
+    assert CHECKS["check_nce_loss"] is check_nce_loss
+
+
+# ---- add-delta -------------------------------------------------------------------------------------
+def add_delta_vectorised(counts, delta):
+    return (counts + delta) / (counts.sum(-1, keepdim=True) + delta * counts.shape[1])
+
+
+def add_delta_with_loops(counts, delta):
+    out = torch.empty_like(counts)
+    for h in range(counts.shape[0]):
+        total = float(counts[h].sum())
+        for w in range(counts.shape[1]):
+            out[h, w] = (float(counts[h, w]) + delta) / (total + delta * counts.shape[1])
+    return out
+
+
+def add_delta_in_logs(counts, delta):
+    logs = torch.log(counts + delta) - torch.log(counts.sum(-1, keepdim=True) + delta * counts.shape[1])
+    return logs.exp().float()
+
+
+@pytest.mark.parametrize("answer", [add_delta_vectorised, add_delta_with_loops, add_delta_in_logs])
+def test_add_delta_accepts_right_answers_written_differently(answer, capsys):
+    check_add_delta(answer)
+    assert capsys.readouterr().out.startswith("✓ add-delta probabilities agree with lib.lm.add_delta_log_prob")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda c, d: (c + d) / (c.sum(-1, keepdim=True) + d), "sums to .*, not 1: the denominator"),
+        (lambda c, d: c / c.sum(-1, keepdim=True), "contain NaN|unsmoothed"),
+        (lambda c, d: c / c.sum(-1, keepdim=True).clamp(min=1), "unsmoothed relative frequencies"),
+        (lambda c, d: add_delta_vectorised(c, d)[:, :-1], "has shape"),
+        (lambda c, d: add_delta_vectorised(c.T, d).T, "differ from|sums to|has shape"),
+        (lambda c, d: add_delta_vectorised(c, d).tolist(), "must return a torch.Tensor; it returned list"),
+        (lambda c, d: 1 / 0, "raised ZeroDivisionError"),
+    ],
+)
+def test_add_delta_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_add_delta(answer)
+
+
+def test_add_delta_judge_on_a_case_worked_by_hand():
+    counts = torch.tensor([[2.0, 0.0, 1.0], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    judge = check_add_delta.judge
+    # (2 + 1) / (3 + 3) = 1/2, (0 + 1) / 6, (1 + 1) / 6; the unseen context is uniform.
+    judge([(counts, 1.0)], [torch.tensor([[0.5, 1 / 6, 1 / 3], [1 / 3, 1 / 3, 1 / 3]])])
+    with pytest.raises(CheckFailed, match="row 0 sums to 1.5000"):
+        judge([(counts, 1.0)], [torch.tensor([[0.75, 0.25, 0.5], [1 / 3, 1 / 3, 1 / 3]])])
+
+
+# ---- NCE ---------------------------------------------------------------------------------------------
+def nce_with_bce(data, noise, data_q, noise_q):
+    k = noise.shape[1]
+    logits = torch.cat([data - math.log(k) - data_q, (noise - math.log(k) - noise_q).flatten()])
+    labels = torch.cat([torch.ones_like(data), torch.zeros(noise.numel(), dtype=data.dtype)])
+    return F.binary_cross_entropy_with_logits(logits, labels)
+
+
+def nce_with_probabilities(data, noise, data_q, noise_q):
+    k = noise.shape[1]
+    p_data = data.exp() / (data.exp() + k * data_q.exp())
+    p_noise = noise.exp() / (noise.exp() + k * noise_q.exp())
+    return -(p_data.log().sum() + (1 - p_noise).log().sum()) / (data.numel() + noise.numel())
+
+
+@pytest.mark.parametrize("answer", [nce_with_bce, nce_with_probabilities])
+def test_nce_accepts_right_answers_written_differently(answer, capsys):
+    check_nce_loss(answer)
+    assert capsys.readouterr().out.startswith("✓ the NCE loss agrees with lib.softmax_approx.nce_loss")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        # Shifting the scores by log K cancels the log K inside: the logits become s - log q.
+        (lambda d, n, dq, nq: nce_with_bce(d + math.log(n.shape[1]), n + math.log(n.shape[1]), dq, nq),
+         "miss the log K"),
+        (lambda d, n, dq, nq: nce_with_bce(d, n, dq, nq) * (n.numel() + d.numel()) / d.numel(), "divided by B only"),
+        (lambda d, n, dq, nq: -nce_with_bce(d, n, dq, nq), "wrong sign"),
+        (lambda d, n, dq, nq: nce_with_bce(d, n, dq, nq).expand(2), "return one number"),
+        (lambda d, n, dq, nq: nce_with_bce(n.mean(1), n, dq, nq), "your loss is .*; expected"),
+        (lambda d, n, dq, nq: float(nce_with_bce(d, n, dq, nq)), "must return a torch.Tensor; it returned float"),
+    ],
+)
+def test_nce_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_nce_loss(answer)
+
+
+def test_nce_judge_on_a_case_worked_by_hand():
+    # One data word with exp(s) = 1/2 and two noise words (exp(s) = 1/2, 1/6), q = 1/4: the loss is
+    # -(log 1/2 + log 1/2 + log 3/4) / 3 = 0.5580.
+    q = math.log(0.25)
+    case = (torch.tensor([math.log(0.5)], dtype=torch.float64),
+            torch.tensor([[math.log(0.5), math.log(1 / 6)]], dtype=torch.float64),
+            torch.tensor([q], dtype=torch.float64), torch.tensor([[q, q]], dtype=torch.float64))
+    expected = -(math.log(0.5) + math.log(0.5) + math.log(0.75)) / 3
+    check_nce_loss.judge([case], [torch.tensor(expected)])
+    with pytest.raises(CheckFailed, match="expected 0.5579"):
+        check_nce_loss.judge([case], [torch.tensor(0.6)])
