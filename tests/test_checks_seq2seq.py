@@ -1,0 +1,149 @@
+"""The checkers of chapter 10: right answers pass however they are written; wrong ones fail
+with a message that says what is wrong."""
+import math
+
+import pytest
+import torch
+
+from lib.checks import CHECKS, CheckFailed, check_bahdanau_context, check_local_p_weights
+
+
+def test_the_checks_are_registered():
+    assert CHECKS["check_local_p_weights"] is check_local_p_weights
+    assert CHECKS["check_bahdanau_context"] is check_bahdanau_context
+
+
+# ---- local-p weights ----------------------------------------------------------------------
+def local_p_vectorised(scores, lens, centre, window):
+    positions = torch.arange(1, scores.shape[1] + 1)
+    distance = positions - centre[:, None]
+    keep = (distance.abs() <= window) & (positions <= lens[:, None])
+    weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1).nan_to_num(0.0)
+    return weights * torch.exp(-distance**2 / (2 * (window / 2) ** 2))
+
+
+def local_p_loops(scores, lens, centre, window):
+    out = torch.zeros_like(scores)
+    for b in range(scores.shape[0]):
+        inside = [s for s in range(1, int(lens[b]) + 1) if abs(s - float(centre[b])) <= window]
+        total = sum(math.exp(float(scores[b, s - 1])) for s in inside)
+        for s in inside:
+            sigma = window / 2
+            gauss = math.exp(-((s - float(centre[b])) ** 2) / (2 * sigma**2))
+            out[b, s - 1] = math.exp(float(scores[b, s - 1])) / total * gauss
+    return out
+
+
+@pytest.mark.parametrize("answer", [local_p_vectorised, local_p_loops])
+def test_local_p_accepts_right_answers_written_differently(answer, capsys):
+    check_local_p_weights(answer)
+    assert capsys.readouterr().out.startswith("✓ local-p weights agree with lib.seq2seq.local_weights")
+
+
+def without_gaussian(scores, lens, centre, window):
+    positions = torch.arange(1, scores.shape[1] + 1)
+    keep = ((positions - centre[:, None]).abs() <= window) & (positions <= lens[:, None])
+    return torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
+
+
+def gaussian(scores, centre, window):
+    return torch.exp(-(torch.arange(1, scores.shape[1] + 1) - centre[:, None]) ** 2 / (2 * (window / 2) ** 2))
+
+
+def no_window(scores, lens, centre, window):
+    return without_gaussian(scores, lens, centre, 10**6) * gaussian(scores, centre, window)
+
+
+def whole_source_softmax(scores, lens, centre, window):
+    inside = (torch.arange(1, scores.shape[1] + 1) - centre[:, None]).abs() <= window
+    return no_window(scores, lens, centre, window) * inside
+
+
+def sigma_is_d(scores, lens, centre, window):
+    return without_gaussian(scores, lens, centre, window) * gaussian(scores, centre, 2 * window)
+
+
+def zero_based(scores, lens, centre, window):
+    return local_p_vectorised(scores, lens, centre + 1, window)  # positions 0 .. S-1 against p_t
+
+
+def renormalised(scores, lens, centre, window):
+    weights = local_p_vectorised(scores, lens, centre, window)
+    return weights / weights.sum(-1, keepdim=True).clamp(min=1e-300)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (without_gaussian, "you left out the Gaussian factor"),
+        (no_window, "positions outside the window"),
+        (whole_source_softmax, "the softmax must run over the positions inside the window only"),
+        (sigma_is_d, "σ is D/2, not D"),
+        (zero_based, "source positions s are counted from 1"),
+        (renormalised, "do not renormalise|left out the Gaussian"),  # alike when one position is inside
+        (lambda s, l, c, w: local_p_vectorised(s, l, c, w) * 1.01, "differ from the local-p weights"),
+        (lambda s, l, c, w: local_p_vectorised(s, l, c, w)[:, :-1], r"have shape \(\d+, \d+\); expected \(B, S\)"),
+        (lambda s, l, c, w: local_p_vectorised(s, l, c, w).tolist(), "must return a torch.Tensor; it returned list"),
+        (lambda s, l, c, w: (local_p_vectorised(s, l, c, w) > 0).long(), "return floats"),
+        (lambda s, l, c, w: 1 / 0, "raised ZeroDivisionError"),
+    ],
+)
+def test_local_p_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_local_p_weights(answer)
+
+
+def test_local_p_flags_weights_on_padding():
+    def ignores_lens(scores, lens, centre, window):
+        return local_p_vectorised(scores, torch.full_like(lens, scores.shape[1]), centre, window)
+
+    with pytest.raises(CheckFailed, match="not 0 beyond each source's length"):
+        check_local_p_weights(ignores_lens)
+
+
+# ---- Bahdanau context -----------------------------------------------------------------------
+def context_einsum(query, states, lens, W, U, v):
+    scores = torch.einsum("a,bsa->bs", v, torch.tanh((query @ W.T)[:, None, :] + states @ U.T))
+    scores = scores.masked_fill(torch.arange(states.shape[1]) >= lens[:, None], -math.inf)
+    return torch.einsum("bs,bsd->bd", torch.softmax(scores, -1), states)
+
+
+def context_loops(query, states, lens, W, U, v):
+    out = torch.zeros(states.shape[0], states.shape[2], dtype=states.dtype)
+    for b in range(states.shape[0]):
+        n = int(lens[b])
+        e = torch.stack([v @ torch.tanh(W @ query[b] + U @ states[b, s]) for s in range(n)])
+        alpha = torch.exp(e - e.max()) / torch.exp(e - e.max()).sum()
+        out[b] = (alpha[:, None] * states[b, :n]).sum(0)
+    return out
+
+
+@pytest.mark.parametrize("answer", [context_einsum, context_loops])
+def test_bahdanau_context_accepts_right_answers_written_differently(answer, capsys):
+    check_bahdanau_context(answer)
+    assert capsys.readouterr().out.startswith("✓ Bahdanau context vectors agree with lib.attention")
+
+
+def unmasked(query, states, lens, W, U, v):
+    return context_einsum(query, states, torch.full_like(lens, states.shape[1]), W, U, v)
+
+
+def weights_only(query, states, lens, W, U, v):
+    scores = torch.tanh((query @ W.T)[:, None] + states @ U.T) @ v
+    return torch.softmax(scores.masked_fill(torch.arange(states.shape[1]) >= lens[:, None], -math.inf), -1)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (unmasked, "padded positions s > len must get weight 0|differs from"),
+        (weights_only, "you returned the weights"),
+        (lambda q, h, l, W, U, v: h.sum(1) / l[:, None], "the plain average of the states"),
+        (lambda q, h, l, W, U, v: q @ W.T @ U, "RuntimeError|has shape|differs from"),
+        (lambda q, h, l, W, U, v: context_einsum(q, h, l, W, U, v) + 0.1, "differs from Σ_s α_s h̄_s"),
+        (lambda q, h, l, W, U, v: torch.tanh(q @ W.T) @ U, r"has shape|differs from"),
+    ],
+)
+def test_bahdanau_context_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_bahdanau_context(answer)
