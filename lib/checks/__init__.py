@@ -13,10 +13,12 @@ has a stable output that nbval can compare. Every checker is registered in
 Checkers live in one module per chapter (``lib/checks/attention.py``, ...) and are
 re-exported here, so a check cell always writes ``from lib.checks import check_...``.
 """
-from lib.checks import activations, attention, decoding, metrics, optim, rnn, transformer
+from lib.checks import activations, attention, decoding, memory, metrics, optim, rnn, seq2seq, transformer
+from lib.checks import word2vec
+from lib.checks import lm
 from lib.checks.core import Check, CheckFailed, fresh_generator
 
-_CHAPTER_MODULES = (activations, optim, rnn, decoding, metrics, attention, transformer)
+_CHAPTER_MODULES = (activations, optim, rnn, word2vec, lm, decoding, metrics, attention, seq2seq, transformer, memory)
 
 # The name a check cell calls → its checker (the grader looks checkers up here).
 CHECKS: dict[str, Check] = {
