@@ -5,10 +5,10 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-SOURCES := $(shell find lib chapters backmatter _ext -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
+SOURCES := $(shell find lib chapters backmatter _ext benchmarks -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' -o -name '*.json' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
            intro.md _config.yml _toc.yml references.bib
 
-.PHONY: setup book test unit notebooks browser chromium student grade clean
+.PHONY: setup book test unit notebooks browser chromium student grade bench clean
 
 setup: $(STAMP)
 
@@ -47,6 +47,10 @@ student: $(STAMP)
 
 grade: $(STAMP)
 	$(BIN)/python -m lib.exercises grade $(SUBMISSIONS)
+
+# Speed against the reference libraries; writes benchmarks/results.json (the Benchmarks page renders it).
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
 
 clean:
 	rm -rf _build student

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lib.widgets import Choice, Explorer, Slider, Text, Visual, explore
-from lib.widgets.core import MAX_FRAMES, WIDGETS_ENV
+from lib.widgets.core import MAX_FRAMES, TIMINGS_ENV, WIDGETS_ENV
 
 
 class Line(Visual):
@@ -93,6 +93,20 @@ def test_frames_cover_every_combination_and_store_identical_pictures_once():
     combos = list(itertools.product(*(c.values for c in Line.controls)))
     for combo, index in zip(combos, frame_of):
         assert frames[index] == explorer.render(**dict(zip(["slope", "colour", "unused"], combo)))
+
+
+def test_frame_times_are_logged_only_when_asked(tmp_path, monkeypatch):
+    log = tmp_path / "frames.jsonl"
+    monkeypatch.delenv(TIMINGS_ENV, raising=False)
+    explore(Line()).frames()
+    assert not log.exists()
+    monkeypatch.setenv(TIMINGS_ENV, str(log))
+    explore(Line()).frames()
+    explore(Line()).frames()
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["visual"] for e in entries] == ["Line", "Line"]
+    assert entries[0]["title"] == "A line" and len(entries[0]["seconds"]) == 16
+    assert all(0 < s < 10 for s in entries[0]["seconds"])
 
 
 def test_static_player_is_self_contained_and_indexes_frames_row_major():

@@ -33,6 +33,7 @@ import io
 import itertools
 import json
 import os
+import time
 from base64 import b64encode
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -43,6 +44,9 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 WIDGETS_ENV = "BOOK_WIDGETS"
+# If set, every static player appends its frames' render times to this JSON-lines file
+# (the benchmarks read it: a frame is one slider move, compute + update + render).
+TIMINGS_ENV = "BOOK_WIDGET_TIMINGS"
 MAX_FRAMES = 400  # keeps a chapter page of the HTML book to a few MB
 
 
@@ -290,12 +294,20 @@ class Explorer:
         frames: list[bytes] = []
         index_of_png: dict[bytes, int] = {}
         frame_of: list[int] = []
+        seconds: list[float] = []
         for combo in itertools.product(*(c.values for c in controls)):
+            start = time.perf_counter()
             png = self.render(**{c.name: v for c, v in zip(controls, combo)})
+            seconds.append(time.perf_counter() - start)
             frame_of.append(index_of_png.setdefault(png, len(frames)))
             if frame_of[-1] == len(frames):
                 frames.append(png)
         self.render()  # leave the figure at its defaults
+        timings_path = os.environ.get(TIMINGS_ENV)
+        if timings_path:
+            with open(timings_path, "a", encoding="utf-8") as log:
+                log.write(json.dumps({"visual": type(self.visual).__name__, "title": self.visual.title,
+                                      "seconds": seconds}) + "\n")
         return frames, frame_of
 
     def to_html(self) -> str:

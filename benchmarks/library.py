@@ -1,0 +1,297 @@
+"""Benchmarks of ``lib/`` against the libraries a reader would use instead.
+
+Each function returns a list of :class:`~benchmarks.timing.Record`. ``quick``
+shrinks every size so the test suite can prove the benchmarks run (it does not
+judge their numbers).
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchmarks.timing import Record, compare, effort
+
+__all__ = ["attention", "recurrent", "optimisers", "bleu", "rouge", "beam_search", "word2vec"]
+
+
+def _seeded(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def attention(quick: bool = False) -> list[Record]:
+    """Scaled dot-product and multi-head attention, forward and forward + backward."""
+    from lib.attention import MultiHeadAttention, scaled_dot_product_attention
+
+    records = []
+    sizes = [(2, 2, 16, 8)] if quick else [(8, 4, 64, 32), (8, 8, 256, 64), (4, 8, 512, 64)]
+    for batch, heads, length, dim in sizes:
+        q, k, v = (torch.randn(batch, heads, length, dim, generator=_seeded(i)) for i in range(3))
+        size = f"B={batch} H={heads} T=S={length} D={dim}"
+        with torch.no_grad():
+            records.append(compare(
+                "attention", f"scaled dot-product, forward, {size}",
+                lambda: scaled_dot_product_attention(q, k, v),
+                lambda: F.scaled_dot_product_attention(q, k, v),
+                "F.scaled_dot_product_attention", goal="<= 1.5",
+                note="ours also returns the weights", **effort(quick),
+            ))
+        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+
+        def backward(fn):
+            def run():
+                fn(qg, kg, vg).sum().backward()
+                qg.grad = kg.grad = vg.grad = None
+            return run
+
+        records.append(compare(
+            "attention", f"scaled dot-product, forward + backward, {size}",
+            backward(lambda a, b, c: scaled_dot_product_attention(a, b, c)[0]),
+            backward(F.scaled_dot_product_attention),
+            "F.scaled_dot_product_attention", goal="<= 1.5", **effort(quick),
+        ))
+
+    for batch, length, embed, heads in ([(2, 8, 16, 2)] if quick else [(8, 64, 128, 4), (8, 128, 256, 8)]):
+        theirs = nn.MultiheadAttention(embed, heads, batch_first=True).eval()
+        ours = MultiHeadAttention.from_torch(theirs).eval()
+        x = torch.randn(batch, length, embed, generator=_seeded(3))
+        size = f"B={batch} T={length} E={embed} H={heads}"
+        with torch.no_grad():
+            records.append(compare(
+                "attention", f"multi-head, forward, {size}",
+                lambda: ours(x, x, x), lambda: theirs(x, x, x),
+                "nn.MultiheadAttention (need_weights=True)", goal="<= 1.5", **effort(quick),
+            ))
+        xg = x.clone().requires_grad_()
+
+        def mha_backward(module):
+            def run():
+                module(xg, xg, xg)[0].sum().backward()
+                module.zero_grad(set_to_none=True)
+                xg.grad = None
+            return run
+
+        records.append(compare(
+            "attention", f"multi-head, forward + backward, {size}",
+            mha_backward(ours), mha_backward(theirs),
+            "nn.MultiheadAttention (need_weights=True)", goal="<= 1.5", **effort(quick),
+        ))
+    return records
+
+
+def recurrent(quick: bool = False) -> list[Record]:
+    """Our RNN, GRU and LSTM layers against torch.nn's, with the same weights."""
+    from lib.rnn import GRU, LSTM, RNN
+
+    batch, steps, inputs, hidden = (2, 5, 4, 8) if quick else (32, 50, 64, 128)
+    size = f"B={batch} T={steps} D={inputs} H={hidden}"
+    records = []
+    for ours_class, torch_class in ((RNN, nn.RNN), (GRU, nn.GRU), (LSTM, nn.LSTM)):
+        torch.manual_seed(0)
+        theirs = torch_class(inputs, hidden, batch_first=True)
+        ours = ours_class.from_torch(theirs)
+        x = torch.randn(batch, steps, inputs, generator=_seeded(1))
+        goal = "<= 3" if torch_class is nn.LSTM else ""
+        name = torch_class.__name__
+        with torch.no_grad():
+            records.append(compare("recurrent", f"{name}, forward, {size}", lambda: ours(x), lambda: theirs(x),
+                                   f"nn.{name}", goal=goal, **effort(quick)))
+
+        def backward(module):
+            def run():
+                module(x)[0].sum().backward()
+                module.zero_grad(set_to_none=True)
+            return run
+
+        records.append(compare("recurrent", f"{name}, forward + backward, {size}", backward(ours),
+                               backward(theirs), f"nn.{name}", goal=goal, **effort(quick)))
+    return records
+
+
+def optimisers(quick: bool = False) -> list[Record]:
+    """One ``step()`` of our optimisers against torch.optim's on the same parameters and gradients."""
+    import lib.optim as ours_optim
+
+    shapes = [(8, 8)] * 2 if quick else [(256, 256)] * 8 + [(256,)] * 8
+    settings = {
+        "SGD": dict(lr=0.01, momentum=0.9, nesterov=True, weight_decay=1e-4),
+        "Adagrad": dict(lr=0.01),
+        "RMSprop": dict(lr=0.01, momentum=0.9, centered=True),
+        "Adadelta": dict(lr=1.0),
+        "Adam": dict(lr=1e-3, weight_decay=1e-4),
+        "AdamW": dict(lr=1e-3, weight_decay=1e-2),
+        "NAdam": dict(lr=1e-3),
+    }
+    records = []
+    for name, hyper in settings.items():
+        generator = _seeded(2)
+        params = {side: [torch.randn(shape, generator=_seeded(i)).requires_grad_() for i, shape in enumerate(shapes)]
+                  for side in ("ours", "theirs")}
+        for side in params:
+            for p in params[side]:
+                p.grad = torch.randn(p.shape, generator=generator)
+        ours = getattr(ours_optim, name)(params["ours"], **hyper)
+        theirs = getattr(torch.optim, name)(params["theirs"], **hyper)
+        records.append(compare(
+            "optimisers", f"{name} step, {len(shapes)} tensors, {sum(torch.Size(s).numel() for s in shapes):,} numbers",
+            ours.step, theirs.step, f"torch.optim.{name} (default foreach)", **effort(quick),
+        ))
+    return records
+
+
+def _sentences(count: int, seed: int) -> tuple[list[list[str]], list[list[list[str]]]]:
+    """Hypotheses that are noisy copies of their references, over a Zipf-like vocabulary."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(2000)]
+    weights = [1 / (rank + 1) for rank in range(len(words))]
+    hypotheses, references = [], []
+    for _ in range(count):
+        reference = rng.choices(words, weights, k=rng.randint(8, 30))
+        hypothesis = [w if rng.random() < 0.7 else rng.choices(words, weights)[0] for w in reference]
+        del hypothesis[rng.randrange(len(hypothesis))]
+        hypotheses.append(hypothesis)
+        references.append([reference])
+    return hypotheses, references
+
+
+def bleu(quick: bool = False) -> list[Record]:
+    """Corpus BLEU against sacreBLEU on the same tokens (``tokenize="none"``)."""
+    from sacrebleu.metrics import BLEU
+
+    from lib.metrics import corpus_bleu
+
+    count = 200 if quick else 10_000
+    hypotheses, references = _sentences(count, seed=0)
+    joined_hypotheses = [" ".join(h) for h in hypotheses]
+    joined_references = [[" ".join(refs[0]) for refs in references]]
+    scorer = BLEU(tokenize="none")
+    ours = corpus_bleu(hypotheses, references).score * 100
+    theirs = scorer.corpus_score(joined_hypotheses, joined_references).score
+    if abs(ours - theirs) > 1e-9:
+        raise RuntimeError(f"corpus_bleu {ours} differs from sacreBLEU's {theirs}")
+    return [compare(
+        "metrics", f"corpus BLEU, {count:,} sentence pairs",
+        lambda: corpus_bleu(hypotheses, references),
+        lambda: scorer.corpus_score(joined_hypotheses, joined_references),
+        "sacrebleu.BLEU(tokenize='none')", goal="<= 1", **effort(quick, repeats=5),
+        note=f"same score {ours:.4f}",
+    )]
+
+
+class _WhitespaceTokenizer:
+    """Gives rouge-score our tokens unchanged."""
+
+    @staticmethod
+    def tokenize(text: str) -> list[str]:
+        return text.split()
+
+
+def rouge(quick: bool = False) -> list[Record]:
+    """ROUGE-1 and ROUGE-2 precision/recall/F against rouge-score on the same tokens."""
+    from rouge_score import rouge_scorer
+
+    from lib.metrics import rouge_n_scores
+
+    count = 200 if quick else 10_000
+    hypotheses, references = _sentences(count, seed=1)
+    pairs = [(h, refs[0], " ".join(h), " ".join(refs[0])) for h, refs in zip(hypotheses, references)]
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2"], tokenizer=_WhitespaceTokenizer())
+
+    def ours():
+        return [(rouge_n_scores(h, r, 1), rouge_n_scores(h, r, 2)) for h, r, _, _ in pairs]
+
+    def theirs():
+        return [scorer.score(r, h) for _, _, h, r in pairs]
+
+    for (one, two), score in zip(ours()[:50], theirs()[:50]):
+        if abs(one.fmeasure - score["rouge1"].fmeasure) > 1e-12 or abs(two.fmeasure - score["rouge2"].fmeasure) > 1e-12:
+            raise RuntimeError("rouge_n_scores differs from rouge-score")
+    return [compare("metrics", f"ROUGE-1 and ROUGE-2, {count:,} sentence pairs", ours, theirs,
+                    "rouge_score.RougeScorer", **effort(quick, repeats=5))]
+
+
+def beam_search(quick: bool = False) -> list[Record]:
+    """Batched beam search (one model call per step) against one sentence at a time."""
+    from lib.decoding import beam_search_batch
+    from lib.transformer import ReversalTask, Seq2SeqTransformer, TransformerConfig
+
+    task = ReversalTask()
+    count = 4 if quick else 64
+    _, data = task.split(1, count, seed=0)
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, TransformerConfig(d_model=32, num_heads=2, d_ff=64)).eval()
+    beam, max_len = 4, task.max_len + 1
+
+    def batched():
+        step = model.step_fn(data.src, data.src_lens)
+        return beam_search_batch(step, count, task.bos, task.eos, beam, max_len)
+
+    def one_at_a_time():
+        results = []
+        for s in range(count):
+            step = model.step_fn(data.src[s:s + 1], data.src_lens[s:s + 1])
+            results.extend(beam_search_batch(step, 1, task.bos, task.eos, beam, max_len))
+        return results
+
+    # Batching changes the order of floating-point sums, so scores may differ in the last bits.
+    together, alone = batched(), one_at_a_time()
+    same_tokens = [[t for t, _ in h] for h in together] == [[t for t, _ in h] for h in alone]
+    scores_close = all(abs(a - b) <= 1e-5 for ha, hb in zip(together, alone) for (_, a), (_, b) in zip(ha, hb))
+    if not (same_tokens and scores_close):
+        raise RuntimeError("batched beam search differs from one sentence at a time")
+    return [compare(
+        "decoding", f"beam search, {count} sources, beam {beam}, Transformer d=32",
+        batched, one_at_a_time, "the same search one sentence at a time", goal=">= 5", speedup=True,
+        note="identical hypotheses; scores equal to 1e-5", **effort(quick, repeats=3),
+    )]
+
+
+def word2vec(quick: bool = False) -> list[Record]:
+    """Our word2vec against gensim's (one worker each): training time and WordSim-353 correlation.
+
+    The corpus is gensim's stemmed Wikipedia sample (chapter 5's), with larger vectors and twice
+    the epochs of the chapter; the evaluation words go through the same Porter stemmer.
+    """
+    from gensim.parsing.porter import PorterStemmer
+
+    from lib.corpus import Vocabulary, gensim_data, read_sentences
+    from lib.word2vec import Word2VecConfig, read_word_pairs, train_gensim, train_word2vec
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # gensim gets one worker
+    try:
+        sentences = read_sentences(gensim_data("head500.noblanks.cor"), max_sentences=20 if quick else None)
+        min_count = 5
+        vocab = Vocabulary.from_sentences(sentences, min_count=min_count)
+        pairs = read_word_pairs(gensim_data("wordsim353.tsv"), normalise=PorterStemmer().stem)
+        base = dict(vector_size=100, window=5, negative=5, sample=1e-3, epochs=1 if quick else 10, seed=1)
+        records = []
+        for name, config in (("skip-gram", Word2VecConfig(architecture="skip-gram", alpha=0.025, **base)),
+                             ("CBOW", Word2VecConfig(architecture="cbow", alpha=0.05, **base))):
+            trained = {}
+
+            def ours():
+                trained["ours"] = train_word2vec(sentences, vocab, config)[0].word_vectors()
+
+            def theirs():
+                trained["gensim"] = train_gensim(sentences, vocab, config, min_count=min_count)[0]
+
+            record = compare(
+                "word2vec", f"{name} + negative sampling, {sum(map(len, sentences)):,} words, "
+                f"{config.epochs} epochs, D={config.vector_size}",
+                ours, theirs, "gensim Word2Vec (workers=1)", goal="<= 3",
+                **effort(quick, repeats=3),
+            )
+            ours_rho = trained["ours"].evaluate_word_pairs(pairs).spearman
+            gensim_rho = trained["gensim"].evaluate_word_pairs(pairs).spearman
+            record.note = f"WordSim-353 Spearman: ours {ours_rho:.3f}, gensim {gensim_rho:.3f}"
+            if not quick and ours_rho < gensim_rho - 0.05:
+                record.met = False
+                record.note += " (ours more than 0.05 worse)"
+            records.append(record)
+        return records
+    finally:
+        torch.set_num_threads(threads)

@@ -1,0 +1,108 @@
+"""Render ``benchmarks/results.json`` for the book's Benchmarks page (nothing is re-run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+from matplotlib.figure import Figure
+
+from benchmarks.book import ROOT
+
+__all__ = ["load", "machine_summary", "table", "ratio_figure", "missed_goals"]
+
+DEFAULT_RESULTS = ROOT / "benchmarks" / "results.json"
+GROUP_TITLES = {
+    "attention": "Attention",
+    "recurrent": "Recurrent layers",
+    "optimisers": "Optimisers",
+    "metrics": "BLEU and ROUGE",
+    "decoding": "Beam search",
+    "word2vec": "word2vec",
+    "chapters": "Chapter execution",
+    "explorers": "Explorer updates",
+    "book": "The whole book",
+}
+
+
+def load(path: Optional[Path] = None) -> dict:
+    """The results written by ``python -m benchmarks``."""
+    path = DEFAULT_RESULTS if path is None else Path(path)
+    if not path.is_file():
+        raise ValueError(f"no benchmark results at {path}; run `make bench` first")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def machine_summary(results: dict) -> str:
+    """One Markdown line per distinct machine and date the results come from."""
+    lines = set()
+    for info in results["groups"].values():
+        m = info["machine"]
+        lines.add(f"{info['date']}: {m['cpu']}, {m['cores']} cores ({m['torch_threads']} torch threads), "
+                  f"{m['system']}, Python {m['python']}, torch {m['torch']}, numpy {m['numpy']}, gensim {m['gensim']}"
+                  + (" — **quick run, sizes shrunk**" if info["quick"] else ""))
+    return "\n".join(f"- {line}" for line in sorted(lines))
+
+
+def _duration(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _timing(timing: Optional[dict]) -> str:
+    if not timing:
+        return ""
+    return f"{_duration(timing['median'])} ({_duration(timing['low'])}–{_duration(timing['high'])})"
+
+
+def _verdict(record: dict) -> str:
+    return {True: "✓", False: "✗ missed", None: ""}[record["met"]]
+
+
+def table(results: dict, group: str) -> str:
+    """A Markdown table of one group's records."""
+    records = [r for r in results["records"] if r["group"] == group]
+    if not records:
+        # The build of the book inside the `book` benchmark renders this page before that group has results.
+        return f"*Not measured yet: run `python -m benchmarks` (the group that measures {group!r}).*"
+    if records[0]["reference"] is not None:
+        lines = ["| case | ours: median (min–max) | reference | reference: median (min–max) | ratio | goal | |",
+                 "|---|---|---|---|---|---|---|"]
+        for r in records:
+            note = f" ({r['note']})" if r["note"] else ""
+            lines.append(f"| {r['case']}{note} | {_timing(r['ours'])} | {r['reference_name']} | "
+                         f"{_timing(r['reference'])} | {r['ratio']:.2f} | {r['goal']} | {_verdict(r)} |")
+    else:
+        lines = ["| case | measured | goal | | note |", "|---|---|---|---|---|"]
+        for r in records:
+            lines.append(f"| {r['case']} | {r['value']:.3g} {r['unit']} | {r['goal']} | {_verdict(r)} | {r['note']} |")
+    return "\n".join(lines)
+
+
+def missed_goals(results: dict) -> list[str]:
+    """The cases whose goal was missed."""
+    return [f"{r['group']}: {r['case']}" for r in results["records"] if r["met"] is False]
+
+
+def ratio_figure(results: dict) -> Figure:
+    """Every ours / reference ratio on one log axis, with each case's goal marked."""
+    records = [r for r in results["records"] if r["ratio"] is not None]
+    fig = Figure(figsize=(8, 0.28 * len(records) + 1.2), layout="constrained")
+    ax = fig.add_subplot()
+    labels = [f"{r['group']}: {r['case']}" for r in records]
+    colors = ["tab:red" if r["met"] is False else "tab:green" if r["met"] else "tab:gray" for r in records]
+    positions = range(len(records))
+    ax.barh(positions, [r["ratio"] for r in records], color=colors)
+    for y, r in zip(positions, records):
+        if r["goal"]:
+            ax.plot([float(r["goal"].split()[1])] * 2, [y - 0.4, y + 0.4], color="black", lw=1.5)
+    ax.axvline(1.0, color="black", lw=0.8, ls=":")
+    ax.set_xscale("log")
+    ax.set_yticks(list(positions), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("ratio (time: ours / reference, lower is better; beam search: speed-up, higher is better)")
+    ax.set_title("green: goal met · red: missed · grey: no goal · black tick: the goal")
+    return fig
