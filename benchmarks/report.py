@@ -90,7 +90,7 @@ def missed_goals(results: dict) -> list[str]:
 def ratio_figure(results: dict) -> Figure:
     """Every ours / reference ratio on one log axis, with each case's goal marked."""
     records = [r for r in results["records"] if r["ratio"] is not None]
-    fig = Figure(figsize=(8, 0.28 * len(records) + 1.2), layout="constrained")
+    fig = Figure(figsize=(10, 0.28 * len(records) + 1.2), layout="constrained")
     ax = fig.add_subplot()
     labels = [f"{r['group']}: {r['case']}" for r in records]
     colors = ["tab:red" if r["met"] is False else "tab:green" if r["met"] else "tab:gray" for r in records]
@@ -103,6 +103,6 @@ def ratio_figure(results: dict) -> Figure:
     ax.set_xscale("log")
     ax.set_yticks(list(positions), labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("ratio (time: ours / reference, lower is better; beam search: speed-up, higher is better)")
-    ax.set_title("green: goal met · red: missed · grey: no goal · black tick: the goal")
+    ax.set_xlabel("time ours / reference: lower is better (beam search: speed-up, higher is better)")
+    ax.set_title("green: goal met · red: missed · grey: no goal · black tick: the goal", fontsize=9)
     return fig
