@@ -67,6 +67,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lib.attention import check_module_dtype
+from lib.validation import require_choice
 
 __all__ = [
     "RNNCell",
@@ -120,11 +121,6 @@ def _require_positive_int(name: str, value: object) -> None:
         raise TypeError(f"{name} must be an int; found {type(value).__name__}")
     if value <= 0:
         raise ValueError(f"{name} must be a positive int; found {value}")
-
-
-def _require_choice(name: str, value: object, choices: tuple) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}; found {value!r}")
 
 
 def _require_float_tensor(name: str, value: object) -> None:
@@ -248,7 +244,7 @@ class RNNCell(_Cell):
     kind = "rnn"
 
     def __init__(self, input_size: int, hidden_size: int, nonlinearity: str = "tanh", bias: bool = True):
-        _require_choice("nonlinearity", nonlinearity, NONLINEARITIES)
+        require_choice("nonlinearity", nonlinearity, NONLINEARITIES)
         super().__init__(input_size, hidden_size, bias)
         self.nonlinearity = nonlinearity
 
@@ -304,7 +300,7 @@ class GRUCell(_Cell):
     kind = "gru"
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, reset: str = "after"):
-        _require_choice("reset", reset, RESET_MODES)
+        require_choice("reset", reset, RESET_MODES)
         super().__init__(input_size, hidden_size, bias)
         self.reset = reset
 
@@ -783,7 +779,7 @@ def parameter_count(kind: str, input_size: int, hidden_size: int, num_layers: in
     ------
     Scalars in and out.
     """
-    _require_choice("kind", kind, tuple(GATES))
+    require_choice("kind", kind, tuple(GATES))
     for name, value in (("input_size", input_size), ("hidden_size", hidden_size), ("num_layers", num_layers)):
         _require_positive_int(name, value)
     directions = 2 if bidirectional else 1
@@ -949,7 +945,7 @@ class CharLM(nn.Module):
 
     def __init__(self, vocab_size: int, hidden_size: int = 64, embedding_dim: int = 16, kind: str = "gru"):
         super().__init__()
-        _require_choice("kind", kind, tuple(GATES))
+        require_choice("kind", kind, tuple(GATES))
         for name, value in (("vocab_size", vocab_size), ("hidden_size", hidden_size), ("embedding_dim", embedding_dim)):
             _require_positive_int(name, value)
         self.embedding = nn.Embedding(vocab_size + 1, embedding_dim)
@@ -1103,7 +1099,7 @@ class MemoryClassifier(nn.Module):
 
     def __init__(self, kind: str, input_size: int, hidden_size: int, classes: int, keep_bias: float = 0.0):
         super().__init__()
-        _require_choice("kind", kind, tuple(GATES))
+        require_choice("kind", kind, tuple(GATES))
         if kind == "rnn" and keep_bias != 0:
             raise ValueError(f"a plain RNN has no gate: expected keep_bias = 0; found {keep_bias}")
         self.kind = kind

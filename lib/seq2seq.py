@@ -74,7 +74,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from lib.attention import AdditiveScore, BilinearScore, DotScore, attention, check_module_dtype, masked_softmax
 from lib.transformer import SequencePairs, TrainingLog, greedy_translate, train_seq2seq
-from lib.validation import require_int
+from lib.validation import INTEGER_DTYPES, require_int, require_tokens
 
 __all__ = [
     "DateTask",
@@ -104,7 +104,6 @@ __all__ = [
     "main",
 ]
 
-_INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 LUONG_SCORES = ("dot", "general", "concat")
 LUONG_MODES = ("global", "local-m", "local-p")
 DECODERS = ("plain", "bahdanau", "luong")
@@ -116,24 +115,13 @@ DECODERS = ("plain", "bahdanau", "luong")
 
 
 def _require_choice(name: str, value: object, choices: Sequence[str]) -> None:
+    # The choices are listed as 'a', 'b' rather than as a tuple, as this module's messages always were.
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; found {value!r}")
 
 
-def _require_tokens(name: str, value: object, vocab_size: int) -> None:
-    if not isinstance(value, Tensor) or value.dtype not in _INTEGER_DTYPES:
-        found = value.dtype if isinstance(value, Tensor) else type(value).__name__
-        raise TypeError(f"{name} must be an integer torch.Tensor of token ids; found {found}")
-    if value.dim() != 2:
-        raise ValueError(f"{name} must have shape (B, T); found {tuple(value.shape)}")
-    if value.numel() and (int(value.min()) < 0 or int(value.max()) >= vocab_size):
-        raise ValueError(
-            f"{name} must hold ids in [0, {vocab_size}); found ids from {int(value.min())} to {int(value.max())}"
-        )
-
-
 def _require_lens(lens: object, batch: int, width: int) -> Tensor:
-    if not isinstance(lens, Tensor) or lens.dtype not in _INTEGER_DTYPES:
+    if not isinstance(lens, Tensor) or lens.dtype not in INTEGER_DTYPES:
         found = lens.dtype if isinstance(lens, Tensor) else type(lens).__name__
         raise TypeError(f"src_lens must be an integer torch.Tensor; found {found}")
     if tuple(lens.shape) != (batch,):
@@ -403,7 +391,7 @@ class Encoder(nn.Module):
         self.rnn = recurrent(embed_dim, hidden_dim, batch_first=True, bidirectional=bidirectional)
 
     def forward(self, src: Tensor, src_lens: Optional[Tensor] = None) -> Memory:
-        _require_tokens("src", src, self.vocab_size)
+        require_tokens("src", src, self.vocab_size)
         batch, width = src.shape
         lens = torch.full((batch,), width) if src_lens is None else _require_lens(src_lens, batch, width)
         packed = pack_padded_sequence(self.embed(src), lens.cpu(), batch_first=True, enforce_sorted=False)
@@ -466,7 +454,7 @@ class _Decoder(nn.Module):
         tgt_in : (B, T)
         logits : (B, T, V); weights : (B, T, S) or None; states : a list of T states
         """
-        _require_tokens("tgt_in", tgt_in, self.vocab_size)
+        require_tokens("tgt_in", tgt_in, self.vocab_size)
         if not isinstance(memory, Memory) or memory.states.shape[-1] != self.memory_dim:
             found = tuple(memory.states.shape) if isinstance(memory, Memory) else type(memory).__name__
             raise ValueError(f"memory must be a Memory with states (B, S, {self.memory_dim}); found {found}")
@@ -1151,7 +1139,7 @@ class PointerNetwork(nn.Module):
 
     def forward(self, values: Tensor, pointers_in: Tensor, lens: Optional[Tensor] = None) -> Tensor:
         values, lens = self._inputs(values, lens)
-        if not isinstance(pointers_in, Tensor) or pointers_in.dtype not in _INTEGER_DTYPES or pointers_in.dim() != 2:
+        if not isinstance(pointers_in, Tensor) or pointers_in.dtype not in INTEGER_DTYPES or pointers_in.dim() != 2:
             found = (pointers_in.dtype, tuple(pointers_in.shape)) if isinstance(pointers_in, Tensor) else \
                 type(pointers_in).__name__
             raise TypeError(f"pointers_in must be an integer tensor (B, m); found {found}")

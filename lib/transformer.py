@@ -64,7 +64,7 @@ from torch import Tensor, nn
 from lib.activations import gelu, relu
 from lib.attention import MultiHeadAttention, scaled_dot_product_attention
 from lib.decoding import beam_search_batch
-from lib.validation import require_int
+from lib.validation import INTEGER_DTYPES, require_int, require_tokens
 
 __all__ = [
     "positional_encoding",
@@ -95,7 +95,6 @@ __all__ = [
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": relu, "gelu": gelu}
 
-_INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 # ---------------------------------------------------------------------------
@@ -114,20 +113,6 @@ def _require_float_input(name: str, value: object, module: nn.Module, size: int)
         raise TypeError(
             f"{name} must have the dtype of the module's parameters ({parameter.dtype}); found {value.dtype}"
         )
-
-
-def _require_tokens(name: str, value: object, vocab_size: int, max_len: Optional[int] = None) -> None:
-    if not isinstance(value, Tensor) or value.dtype not in _INTEGER_DTYPES:
-        found = value.dtype if isinstance(value, Tensor) else type(value).__name__
-        raise TypeError(f"{name} must be an integer torch.Tensor of token ids; found {found}")
-    if value.dim() != 2:
-        raise ValueError(f"{name} must have shape (B, T); found {tuple(value.shape)}")
-    if value.numel() and (int(value.min()) < 0 or int(value.max()) >= vocab_size):
-        raise ValueError(
-            f"{name} must hold ids in [0, {vocab_size}); found ids from {int(value.min())} to {int(value.max())}"
-        )
-    if max_len is not None and value.shape[1] > max_len:
-        raise ValueError(f"{name} may have at most max_len = {max_len} positions; found {value.shape[1]}")
 
 
 def _require_torch_module(name: str, value: object, expected: type) -> None:
@@ -733,7 +718,7 @@ class TransformerEmbedding(nn.Module):
             self.register_buffer("encoding", positional_encoding(max_len, d_model), persistent=False)
 
     def forward(self, tokens: Tensor) -> Tensor:
-        _require_tokens("tokens", tokens, self.vocab_size, self.max_len)
+        require_tokens("tokens", tokens, self.vocab_size, self.max_len)
         length = tokens.shape[1]
         if hasattr(self, "position"):
             positions = self.position(torch.arange(length, device=tokens.device))  # (T, D)
@@ -1054,8 +1039,8 @@ class BertEmbedding(nn.Module):
         self.position = nn.Embedding(max_len, d_model)
 
     def forward(self, tokens: Tensor, segments: Tensor) -> Tensor:
-        _require_tokens("tokens", tokens, self.vocab_size, self.max_len)
-        _require_tokens("segments", segments, self.num_segments)
+        require_tokens("tokens", tokens, self.vocab_size, self.max_len)
+        require_tokens("segments", segments, self.num_segments)
         if segments.shape != tokens.shape:
             raise ValueError(f"segments must have the shape of tokens {tuple(tokens.shape)}; found {tuple(segments.shape)}")
         positions = torch.arange(tokens.shape[1], device=tokens.device)  # (L,)
@@ -1112,7 +1097,7 @@ def mask_tokens(
     ------
     tokens, corrupted, targets : (...) (any shape, e.g. (B, L))
     """
-    if not isinstance(tokens, Tensor) or tokens.dtype not in _INTEGER_DTYPES:
+    if not isinstance(tokens, Tensor) or tokens.dtype not in INTEGER_DTYPES:
         found = tokens.dtype if isinstance(tokens, Tensor) else type(tokens).__name__
         raise TypeError(f"tokens must be an integer torch.Tensor; found {found}")
     require_int("vocab_size", vocab_size)
@@ -1174,7 +1159,7 @@ class BiLM(nn.Module):
         self.backward_layers = nn.ModuleList(nn.LSTM(dim, dim, batch_first=True) for _ in range(num_layers))
 
     def forward(self, tokens: Tensor) -> Tensor:
-        _require_tokens("tokens", tokens, self.vocab_size)
+        require_tokens("tokens", tokens, self.vocab_size)
         x = self.embedding(tokens)  # (B, T, dim)
         states = [torch.cat((x, x), dim=-1)]  # layer 0: (B, T, 2 dim)
         forward_h, backward_h = x, x.flip(1)  # the backward LM reads the reversed sentence
@@ -1372,7 +1357,7 @@ class GRUSeq2Seq(nn.Module):
         src : (B, S)
         output : (B, hidden)
         """
-        _require_tokens("src", src, self.src_vocab_size)
+        require_tokens("src", src, self.src_vocab_size)
         states, _ = self.encoder(self.src_embed(src))  # (B, S, hidden)
         if src_valid_lens is None:
             return states[:, -1]
@@ -1388,7 +1373,7 @@ class GRUSeq2Seq(nn.Module):
         summary : (B, hidden)
         output : (B, T, V_tgt)
         """
-        _require_tokens("tgt", tgt, self.tgt_vocab_size)
+        require_tokens("tgt", tgt, self.tgt_vocab_size)
         embedded = self.tgt_embed(tgt)  # (B, T, E)
         context = summary[:, None].expand(-1, tgt.shape[1], -1)  # (B, T, hidden)
         states, _ = self.decoder(torch.cat((embedded, context), dim=-1), summary[None].contiguous())  # (B, T, hidden)

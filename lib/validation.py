@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Optional, Sequence
 
-__all__ = ["require_int", "require_number"]
+import torch
+from torch import Tensor
+
+__all__ = ["INTEGER_DTYPES", "require_int", "require_number", "require_choice", "require_tokens"]
+
+INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 def require_int(name: str, value: object, minimum: int = 1) -> None:
@@ -25,3 +31,25 @@ def require_number(name: str, value: object, low: float, high: float = math.inf)
         raise TypeError(f"{name} must be a number; found {type(value).__name__}")
     if not (math.isfinite(value) and low <= value <= high):
         raise ValueError(f"{name} must be a finite number in [{low}, {high}]; found {value}")
+
+
+def require_choice(name: str, value: object, choices: Sequence) -> None:
+    """Raise unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}; found {value!r}")
+
+
+def require_tokens(name: str, value: object, vocab_size: int, max_len: Optional[int] = None) -> None:
+    """Raise unless ``value`` is a ``(B, T)`` integer tensor of ids in ``[0, vocab_size)``
+    with at most ``max_len`` positions (when given)."""
+    if not isinstance(value, Tensor) or value.dtype not in INTEGER_DTYPES:
+        found = value.dtype if isinstance(value, Tensor) else type(value).__name__
+        raise TypeError(f"{name} must be an integer torch.Tensor of token ids; found {found}")
+    if value.dim() != 2:
+        raise ValueError(f"{name} must have shape (B, T); found {tuple(value.shape)}")
+    if value.numel() and (int(value.min()) < 0 or int(value.max()) >= vocab_size):
+        raise ValueError(
+            f"{name} must hold ids in [0, {vocab_size}); found ids from {int(value.min())} to {int(value.max())}"
+        )
+    if max_len is not None and value.shape[1] > max_len:
+        raise ValueError(f"{name} may have at most max_len = {max_len} positions; found {value.shape[1]}")

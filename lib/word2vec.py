@@ -61,7 +61,7 @@ from torch import Tensor
 from lib.corpus import Vocabulary
 from lib.transformer import TrainingLog
 from lib.tree_softmax import BinaryTree, huffman_tree, path_log_prob
-from lib.validation import require_int, require_number
+from lib.validation import require_choice, require_int, require_number
 
 __all__ = [
     "Word2VecConfig",
@@ -101,11 +101,6 @@ SUBSAMPLING_FORMULAS = ("word2vec", "paper")
 # ---------------------------------------------------------------------------
 # Input checks. Each error message names what was expected and what was found.
 # ---------------------------------------------------------------------------
-
-
-def _require_choice(name: str, value: object, choices: tuple) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}; found {value!r}")
 
 
 def _counts_tensor(counts: object) -> Tensor:
@@ -172,8 +167,8 @@ class Word2VecConfig:
     seed: int = 0
 
     def __post_init__(self):
-        _require_choice("architecture", self.architecture, ARCHITECTURES)
-        _require_choice("objective", self.objective, OBJECTIVES)
+        require_choice("architecture", self.architecture, ARCHITECTURES)
+        require_choice("objective", self.objective, OBJECTIVES)
         for name in ("vector_size", "window", "negative", "epochs", "batch_size"):
             require_int(name, getattr(self, name), 1)
         require_int("seed", self.seed, 0)
@@ -225,7 +220,7 @@ def keep_probabilities(
     """
     counts = _counts_tensor(counts)
     require_number("sample", sample, 0.0, 1.0)
-    _require_choice("formula", formula, SUBSAMPLING_FORMULAS)
+    require_choice("formula", formula, SUBSAMPLING_FORMULAS)
     if sample == 0:
         return torch.ones_like(counts)
     ratio = sample / (counts / counts.sum())  # s / f(w)
@@ -1039,7 +1034,7 @@ def dot_products_per_step(objective: str, counts: Union[Sequence[int], Tensor], 
     ``"hierarchical"``: the depth of the predicted word in the Huffman tree,
     averaged with the words' frequencies (frequent words have short paths).
     """
-    _require_choice("objective", objective, ("softmax", *OBJECTIVES))
+    require_choice("objective", objective, ("softmax", *OBJECTIVES))
     counts = _counts_tensor(counts)
     if objective == "softmax":
         return float(counts.numel())
@@ -1065,7 +1060,7 @@ def time_objective_step(
     float
         Seconds per step, the median of ``repeats`` runs after one warm-up run.
     """
-    _require_choice("objective", objective, ("softmax", *OBJECTIVES))
+    require_choice("objective", objective, ("softmax", *OBJECTIVES))
     for name, value in (("vocab_size", vocab_size), ("dim", dim), ("batch_size", batch_size), ("repeats", repeats)):
         require_int(name, value, 2 if name == "vocab_size" else 1)
     generator = torch.Generator().manual_seed(0)

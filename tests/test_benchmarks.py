@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from benchmarks import __main__ as cli
-from benchmarks.report import DEFAULT_RESULTS, load, missed_goals, table
+from benchmarks.report import DEFAULT_RESULTS, load, missed_goals, ratio_figure, table
 from benchmarks.timing import compare, measured, percentile
 
 LIBRARY_GROUPS = ["attention", "recurrent", "optimisers", "bleu", "rouge", "beam_search", "word2vec"]
@@ -43,6 +43,10 @@ def test_a_quick_run_of_every_library_benchmark(tmp_path):
         assert record["ratio"] is None or record["ratio"] > 0
     for group in {r["group"] for r in results["records"]}:
         assert table(results, group).count("\n") >= 2
+    assert table(results, "chapters").startswith("*Not measured yet")
+    # One bar per ratio, on a log axis.
+    bars = ratio_figure(results).axes[0].patches
+    assert len(bars) == sum(r["ratio"] is not None for r in results["records"])
     # Re-running one group keeps the others.
     assert cli.main(["--quick", "--only", "bleu", "--out", str(out)]) == 0
     assert {r["run_group"] for r in load(out)["records"]} == groups
