@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SOURCES := $(shell find lib chapters backmatter _ext benchmarks -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' -o -name '*.json' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
            intro.md _config.yml _toc.yml references.bib
 
-.PHONY: setup book test unit notebooks browser chromium student grade bench clean
+.PHONY: setup book test unit notebooks notebooks-other-cpu browser chromium student grade bench clean
 
 setup: $(STAMP)
 
@@ -32,14 +32,22 @@ chromium:
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not browser"
 
+NBVAL := --nbval chapters --nbval-sanitize-with tests/nbval_sanitize.cfg
+
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest --nbval chapters --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(BIN)/python -m pytest $(NBVAL)
+
+# The notebooks again, under the numeric configuration of tests/other_cpu.env, which
+# imitates another CPU: exact outputs must not depend on low-order bits, claims must hold.
+notebooks-other-cpu: $(STAMP)
+	env $$(grep -v '^#' tests/other_cpu.env | xargs) $(BIN)/python -m pytest $(NBVAL)
 
 browser: book chromium
 	$(BIN)/python -m pytest tests -m browser
 
 test: book chromium
-	$(BIN)/python -m pytest tests --nbval chapters --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(BIN)/python -m pytest tests $(NBVAL)
+	$(MAKE) --no-print-directory notebooks-other-cpu
 
 # Instructors: the hand-out version of every chapter, and grading (SUBMISSIONS=file or folder).
 student: $(STAMP)

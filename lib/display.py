@@ -56,3 +56,59 @@ def code_of(obj, start: str | None = None) -> str:
 def show_code(obj, start: str | None = None) -> None:
     """Print :func:`code_of` ``obj``: how a chapter shows the lib code it explains."""
     print(code_of(obj, start))
+
+
+def glue(name: str, value) -> None:
+    """Store ``value`` under ``name`` for the prose (``{glue:text}`name:.1%```), without showing it.
+
+    The book's build reads glued values from the executed notebook, so a number in the
+    text is the number this machine computed. Tensors and NumPy scalars are stored as plain
+    Python numbers (their reprs could not be formatted by the text role). Outside a Jupyter
+    Book build environment (no ``myst_nb``, as on Colab) it does nothing.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a number, a one-element tensor or array, or a string.
+    """
+    if hasattr(value, "item"):  # one-element torch tensor or NumPy scalar
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(f"glue: value must be a number or a string, got {type(value).__name__}")
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return
+    myst_glue(name, value, display=False)
+
+
+def claim(statement: str, holds) -> None:
+    """Check a claim that the prose draws from a measured result.
+
+    A chapter's measured outputs (training, sampling, timing) change from machine to
+    machine, so they are not compared digit by digit; each conclusion the text draws from
+    them is checked here instead, with a tolerance that holds over seeds and CPUs.
+
+    Raises
+    ------
+    AssertionError
+        If ``holds`` is false: the text says something this run did not show.
+    """
+    if not bool(holds):
+        raise AssertionError(f"the chapter claims that {statement}, but this run does not show it")
+
+
+def spread(values, spec: str = ".3g") -> str:
+    """``values`` measured over several seeds, as "median (min–max)" formatted with ``spec``.
+
+    Examples
+    --------
+    >>> spread([0.97, 0.99, 0.98], ".0%")
+    '98% (97%–99%)'
+    """
+    values = sorted(float(v) for v in values)
+    if not values:
+        raise ValueError("spread: values must not be empty")
+    middle = len(values) // 2
+    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+    return f"{median:{spec}} ({values[0]:{spec}}–{values[-1]:{spec}})"

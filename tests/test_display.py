@@ -37,3 +37,30 @@ def test_code_of_can_skip_to_the_interesting_part():
     ]
     with pytest.raises(ValueError, match="no line of sample contains 'nowhere'"):
         code_of(sample, start="nowhere")
+
+
+def test_spread_reports_median_and_range():
+    from lib.display import spread
+    assert spread([0.97, 0.99, 0.98], ".0%") == "98% (97%–99%)"
+    assert spread([1, 2, 3, 4], ".1f") == "2.5 (1.0–4.0)"
+    with pytest.raises(ValueError, match="empty"):
+        spread([])
+
+
+def test_claim_fails_with_the_statement():
+    from lib.display import claim
+    claim("one is less than two", 1 < 2)
+    with pytest.raises(AssertionError, match="the LSTM reaches 95%"):
+        claim("the LSTM reaches 95%", torch.tensor(0.5) >= 0.95)
+
+
+def test_glue_stores_plain_numbers_and_rejects_other_objects(monkeypatch):
+    import myst_nb
+    from lib.display import glue
+    stored = {}
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: stored.update({name: value}))
+    glue("accuracy", torch.tensor(0.75))
+    glue("name", "LSTM")
+    assert stored == {"accuracy": 0.75, "name": "LSTM"} and type(stored["accuracy"]) is float
+    with pytest.raises(TypeError, match="got list"):
+        glue("bad", [1, 2])

@@ -1,0 +1,53 @@
+"""How the chapters are committed, so that nbval's strict comparison means something on any CPU.
+
+* Every code cell is committed executed, without errors.
+* A *measured* output (training, sampling, timing) is tagged ``nbval-ignore-output``, and
+  every such cell is followed, before the next measured cell, by a ``claim`` cell that
+  checks with :func:`lib.display.claim` what the prose concludes from it. Claim cells are
+  also tagged ``remove-cell``: they run in the build and under nbval, but are not shown.
+* nbval's other escapes (skipping cells, or comparing loosely) are not used.
+"""
+from pathlib import Path
+
+import nbformat
+import pytest
+
+CHAPTERS = sorted((Path(__file__).parent.parent / "chapters").glob("*.ipynb"))
+MEASURED, CLAIM = "nbval-ignore-output", "claim"
+
+
+def code_cells(path):
+    return [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+
+
+def tags(cell):
+    return set(cell.metadata.get("tags", []))
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_every_code_cell_is_committed_executed_without_errors(path):
+    for index, cell in enumerate(code_cells(path)):
+        assert cell.execution_count is not None, f"code cell {index} was never executed"
+        errors = [out for out in cell.outputs if out.output_type == "error"]
+        assert not errors, f"code cell {index} is committed with an error: {errors[0].ename}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_every_measured_cell_is_followed_by_a_claim_check(path):
+    pending = None  # the measured cell still waiting for its claim check
+    for index, cell in enumerate(code_cells(path)):
+        if MEASURED in tags(cell):
+            assert pending is None, f"measured code cell {pending} has no claim cell before the next one"
+            pending = index
+        if CLAIM in tags(cell):
+            assert "claim(" in cell.source, f"claim cell {index} does not call lib.display.claim"
+            assert "remove-cell" in tags(cell), f"claim cell {index} is not tagged remove-cell"
+            pending = None
+    assert pending is None, f"measured code cell {pending} is never followed by a claim cell"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_no_cell_escapes_nbval_otherwise(path):
+    for index, cell in enumerate(code_cells(path)):
+        escapes = tags(cell) & {"nbval-skip", "nbval-raises-exception", "nbval-ignore-output-lax"}
+        assert not escapes, f"code cell {index} is tagged {sorted(escapes)}"
