@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SOURCES := $(shell find lib chapters backmatter _ext benchmarks -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' -o -name '*.json' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
            intro.md _config.yml _toc.yml references.bib
 
-.PHONY: setup book test unit notebooks notebooks-other-cpu browser chromium student grade bench clean
+.PHONY: setup book test unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,10 @@ _build/html/index.html: $(STAMP) $(SOURCES)
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
+# Debian's bubblewrap isolates each graded submission (see the instructor guide).
+sandbox:
+	@command -v bwrap >/dev/null || { apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; }
+
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not browser"
 
@@ -45,7 +49,7 @@ notebooks-other-cpu: $(STAMP)
 browser: book chromium
 	$(BIN)/python -m pytest tests -m browser
 
-test: book chromium
+test: book chromium sandbox
 	$(BIN)/python -m pytest tests $(NBVAL)
 	$(MAKE) --no-print-directory notebooks-other-cpu
 
