@@ -520,10 +520,11 @@ def sample(
         prefixes = torch.tensor([[bos, *samples[i]] for i in open_rows])  # (N, t)
         log_probs = _checked_log_probs(step_fn(prefixes), len(open_rows), eos)  # (N, V)
         probs = sampling_distribution(log_probs, temperature, top_k)  # (N, V)
-        drawn = torch.multinomial(probs, 1, generator=generator)[:, 0].tolist()  # (N,)
-        for row, i, token in zip(range(len(open_rows)), list(open_rows), drawn):
+        drawn = torch.multinomial(probs, 1, generator=generator)  # (N, 1)
+        step_log_probs = log_probs.gather(1, drawn)[:, 0].tolist()  # (N,): each drawn token's log-probability
+        for i, token, token_log_prob in zip(list(open_rows), drawn[:, 0].tolist(), step_log_probs):
             samples[i].append(token)
-            log_prob[i] += float(log_probs[row, token])
+            log_prob[i] += token_log_prob
             if token == eos:
                 open_rows.remove(i)
     return list(zip(samples, log_prob))
@@ -662,6 +663,7 @@ class TableModel:
         if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not delta > 0:
             raise ValueError(f"delta must be a number > 0; found {delta!r}")
         counts = torch.full((num_sources, vocab_size + 1, vocab_size), float(delta), dtype=torch.float64)
+        cells = []  # one (source, previous token, token) triple per counted token
         for source, tokens in pairs:
             if not 0 <= source < num_sources or not tokens or not all(0 <= v < vocab_size for v in tokens):
                 raise ValueError(
@@ -669,8 +671,10 @@ class TableModel:
                     f"found ({source}, {tokens})"
                 )
             previous = [vocab_size, *tokens[:-1]]  # bos, then each token before the next
-            for u, v in zip(previous, tokens):
-                counts[source, u, v] += 1
+            cells += [(source, u, v) for u, v in zip(previous, tokens)]
+        if cells:  # one scatter-add instead of a Python loop; adding whole numbers is exact in any order
+            index = torch.tensor(cells).T  # (3, number of tokens)
+            counts.index_put_(tuple(index), torch.ones(index.shape[1], dtype=torch.float64), accumulate=True)
         return cls(torch.log(counts / counts.sum(dim=2, keepdim=True)))
 
     def step(self, prefixes: Tensor, sources: Tensor) -> Tensor:
