@@ -11,45 +11,37 @@ is two code cells with ids that share a stem:
 Commands (``python -m lib.exercises --help``)::
 
     python -m lib.exercises student [--chapters chapters] [--out student]
-    python -m lib.exercises grade SUBMISSION_OR_FOLDER [...] [--chapters chapters]
+    python -m lib.exercises grade SUBMISSION_OR_FOLDER [...] [-j N] [--seed S]
+        [--csv F] [--json F] [--feedback DIR] [--timeout S] [--unsafe]
 
 **Student version.** Solution cells become stubs (imports and signatures kept,
 bodies ``raise NotImplementedError(hint)``), worked solutions of conceptual
 exercises and the solution drop-down markers are removed, outputs are cleared.
 
-**Grading** cannot be fooled by what a submission does to its own notebook:
-
-1. only the submission's *solution cells* are read (matched by cell id); check
-   cells, stored outputs and every other cell of the submission are ignored;
-2. those cells run with nbval in a fresh kernel, each followed by a probe that
-   calls the student's function on inputs the grader drew (a fresh seed) and
-   saves the results;
-3. the grader compares the results with the book's implementation in *its own*
-   process, so monkey-patching the checker, the reference or torch inside the
-   kernel changes nothing.
+**Grading** (:mod:`lib.grading`) reads only a submission's solution cells, runs
+each exercise in a fresh process inside a bubblewrap sandbox on inputs drawn from
+a recorded seed, and compares the results with the book's implementation in the
+grader's own process; a static scan flags suspicious code for a human (REVIEW).
+Masters come only from the book's ``chapters/``.
 """
 from __future__ import annotations
 
 import argparse
 import ast
 import copy
-import subprocess
 import sys
-import tempfile
-import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
-import torch
 
-from lib.checks import CHECKS, CheckFailed, fresh_generator
+from lib.checks import CHECKS
 
 SOLUTION_TAG, CHECK_TAG = "solution", "check"
 SOLUTION_SUFFIX, CHECK_SUFFIX = "-solution", "-check"
 # Markdown cells that carry solutions (sphinx-exercise directives): hidden from students.
 SOLUTION_DIRECTIVES = ("{solution}", "{solution-start}", "{solution-end}")
-CELL_TIMEOUT = 120  # seconds a submitted cell may run: an endless loop fails its exercise
+BOOK_CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"  # the masters: the only ones grading uses
 
 
 @dataclass(frozen=True)
@@ -175,178 +167,68 @@ def write_student_versions(chapters: Path, out: Path) -> list[Path]:
     return written
 
 
-# ---- grading -------------------------------------------------------------------------
-@dataclass
-class Verdict:
-    exercise: str
-    passed: bool
-    message: str
-
-
-@dataclass
-class Report:
-    submission: Path
-    master: Path
-    verdicts: list[Verdict] = field(default_factory=list)
-
-    @property
-    def score(self) -> str:
-        return f"{sum(v.passed for v in self.verdicts)}/{len(self.verdicts)}"
-
-    def lines(self) -> list[str]:
-        out = [f"{self.submission.name} (master: {self.master.name})"]
-        for verdict in self.verdicts:
-            out.append(f"  {'PASS' if verdict.passed else 'FAIL'}  {verdict.exercise}: {verdict.message}")
-        out.append(f"  score {self.score}")
-        return out
-
-
-def find_master(submission, submission_path: Path, chapters: Path) -> Path:
-    """The master a submission answers: named in its metadata, else by file name."""
-    name = submission.metadata.get("exercises", {}).get("master")
-    candidates = [chapters / f"{name}.ipynb"] if name else sorted(
-        p for p in chapters.glob("*.ipynb") if submission_path.stem.startswith(p.stem)
-    )
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise ValueError(
-        f"cannot tell which chapter {submission_path.name} answers: it has no "
-        f"metadata.exercises.master and its name starts with none of {[p.stem for p in chapters.glob('*.ipynb')]}"
-    )
-
-
-_PROBE = """\
-import torch as _torch
-_results = []
-for _args in _torch.load({inputs!r}, weights_only=True):
-    try:
-        _found = {function}(*_args)
-        _results.append(_found if isinstance(_found, _torch.Tensor) else
-                        f"TypeError: your function must return a torch.Tensor; it returned {{type(_found).__name__}}")
-    except Exception as _error:
-        _results.append(f"{{type(_error).__name__}}: {{_error}}")
-_torch.save(_results, {outputs!r})
-"""
-
-
-def _run_nbval(notebook_path: Path, junit: Path) -> dict[int, str]:
-    """Run nbval (lax: errors fail, outputs are not compared); failure text of each failing code cell."""
-    subprocess.run(
-        [sys.executable, "-m", "pytest", str(notebook_path), "--nbval-lax", "-q", "-p", "no:cacheprovider",
-         f"--nbval-cell-timeout={CELL_TIMEOUT}", f"--junitxml={junit}", "--rootdir", str(notebook_path.parent)],
-        cwd=notebook_path.parent, capture_output=True, text=True, timeout=600,
-    )
-    failures = {}
-    for case in ElementTree.parse(junit).iter("testcase"):
-        problem = case.find("failure")
-        problem = case.find("error") if problem is None else problem
-        if problem is not None:
-            failures[int(case.get("name").split()[-1])] = (problem.text or problem.get("message") or "").strip()
-    return failures
-
-
-def _last_error_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if "Error" in line.split(":")[0] or line.startswith("CheckFailed")]
-    return (errors or lines or ["(no message)"])[-1]
-
-
-def grade(submission_path: Path, chapters: Path) -> Report:
-    """Grade one submitted notebook against its master copy in ``chapters``."""
-    submission = nbformat.read(submission_path, as_version=4)
-    master_path = find_master(submission, submission_path, chapters)
-    exercises = coding_exercises(nbformat.read(master_path, as_version=4))
-    submitted = {cell.get("id"): cell for cell in submission.cells if cell.cell_type == "code"}
-    report = Report(submission_path, master_path)
-    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
-        work = Path(tmp)
-        grading = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-        cases, cell_of = {}, {}
-        for exercise in exercises:
-            if exercise.solution_cell not in submitted:
-                continue
-            cases[exercise.id] = CHECKS[exercise.checker].make_cases(fresh_generator())
-            inputs, outputs = work / f"{exercise.id}.inputs.pt", work / f"{exercise.id}.outputs.pt"
-            torch.save(cases[exercise.id], inputs)
-            cell_of[exercise.id] = len(grading.cells)
-            grading.cells.append(nbformat.v4.new_code_cell(submitted[exercise.solution_cell].source))
-            grading.cells.append(nbformat.v4.new_code_cell(
-                _PROBE.format(inputs=str(inputs), outputs=str(outputs), function=exercise.function)
-            ))
-        failures = {}
-        if grading.cells:
-            notebook_path = work / "grading.ipynb"
-            nbformat.write(grading, notebook_path)
-            failures = _run_nbval(notebook_path, work / "junit.xml")
-        for exercise in exercises:
-            if exercise.id not in cases:
-                report.verdicts.append(Verdict(exercise.id, False, f"the solution cell {exercise.solution_cell!r} is missing"))
-                continue
-            solution_index = cell_of[exercise.id]
-            if solution_index in failures:
-                report.verdicts.append(Verdict(
-                    exercise.id, False, f"your solution cell raised {_last_error_line(failures[solution_index])}"
-                ))
-                continue
-            outputs = work / f"{exercise.id}.outputs.pt"
-            if solution_index + 1 in failures or not outputs.is_file():
-                report.verdicts.append(Verdict(
-                    exercise.id, False,
-                    f"{exercise.function} could not be called: {_last_error_line(failures.get(solution_index + 1, 'not defined'))}",
-                ))
-                continue
-            try:
-                CHECKS[exercise.checker].judge(cases[exercise.id], torch.load(outputs, weights_only=True))
-                report.verdicts.append(Verdict(exercise.id, True, "correct on fresh inputs"))
-            except CheckFailed as failure:
-                report.verdicts.append(Verdict(exercise.id, False, str(failure)))
-    return report
-
-
-def submissions_in(paths: list[Path]) -> list[Path]:
-    found = []
-    for path in paths:
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts))
-        elif path.suffix == ".ipynb":
-            found.append(path)
-        else:
-            raise ValueError(f"expected a notebook or a folder of notebooks; found {path}")
-    return found
-
-
-def table(reports: list[Report]) -> str:
-    """One row per submission, one column per exercise."""
+# ---- the command line -------------------------------------------------------------------
+def table(reports) -> str:
+    """One row per submission, one column per exercise (PASS or FAIL, +REVIEW when flagged)."""
     exercises = sorted({v.exercise for r in reports for v in r.verdicts})
-    header = ["submission", *exercises, "score"]
-    rows = [[r.submission.name, *[
-        next(("PASS" if v.passed else "FAIL" for v in r.verdicts if v.exercise == e), "—") for e in exercises
-    ], r.score] for r in reports]
+    header = ["submission", "student", *exercises, "score"]
+    rows = []
+    for report in reports:
+        verdicts = {v.exercise: ("PASS" if v.passed else "FAIL") + ("+REVIEW" if v.review else "")
+                    for v in report.verdicts}
+        rows.append([str(report.submission), report.student, *[verdicts.get(e, "—") for e in exercises], report.score])
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows])
 
 
 def main(argv=None) -> int:
+    """``python -m lib.exercises student|grade ...``; the exit code of ``grade`` is 0 only when
+    every exercise of every submission passed without a REVIEW flag."""
+    from lib.grading.gradebook import Gradebook  # lib.grading imports this module
+    from lib.grading.grader import CELL_TIMEOUT, grade_all, load_masters
+    from lib.grading.sandbox import SandboxUnavailable
+
     parser = argparse.ArgumentParser(prog="python -m lib.exercises", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     student = commands.add_parser("student", help="write the student version of every chapter")
     student.add_argument("--chapters", type=Path, default=Path("chapters"))
     student.add_argument("--out", type=Path, default=Path("student"))
-    grader = commands.add_parser("grade", help="grade submitted notebooks (files or folders)")
+    grader = commands.add_parser("grade", help="grade submitted notebooks (files or folders) against the book's chapters")
     grader.add_argument("submissions", type=Path, nargs="+")
-    grader.add_argument("--chapters", type=Path, default=Path("chapters"))
+    grader.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at the same time")
+    grader.add_argument("--seed", type=int, help="replay the inputs of a recorded seed")
+    grader.add_argument("--csv", type=Path, help="write the gradebook as CSV (one row per exercise)")
+    grader.add_argument("--json", type=Path, help="write the gradebook as JSON (one object per submission)")
+    grader.add_argument("--feedback", type=Path, help="folder for one markdown feedback file per submission")
+    grader.add_argument("--timeout", type=int, default=CELL_TIMEOUT, help="seconds each exercise may run")
+    grader.add_argument("--unsafe", action="store_true",
+                        help="run submissions without the bubblewrap sandbox (only for code you trust)")
     args = parser.parse_args(argv)
     if args.command == "student":
         for path in write_student_versions(args.chapters, args.out):
             print(f"wrote {path}")
         return 0
-    reports = [grade(path, args.chapters) for path in submissions_in(args.submissions)]
-    for report in reports:
-        print("\n".join(report.lines()))
+    if args.unsafe:
+        print("WARNING: --unsafe: submissions run WITHOUT a sandbox, with your rights, files and network.",
+              file=sys.stderr)
+    gradebook = Gradebook(args.csv, args.json, args.feedback)
+
+    def finished(report) -> None:
+        print("\n".join(report.lines()), flush=True)
+        gradebook.add(report)
+
+    try:
+        reports = grade_all(args.submissions, load_masters(BOOK_CHAPTERS), jobs=args.jobs, seed=args.seed,
+                            unsafe=args.unsafe, timeout=args.timeout, on_report=finished)
+    except (SandboxUnavailable, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if not reports:
+        print("error: no notebook to grade", file=sys.stderr)
+        return 2
     if len(reports) > 1:
         print("\n" + table(reports))
-    return 0 if all(v.passed for r in reports for v in r.verdicts) else 1
+    return 0 if all(report.all_passed for report in reports) else 1
 
 
 if __name__ == "__main__":

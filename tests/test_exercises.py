@@ -1,9 +1,9 @@
 """The exercise workflow, proved on every chapter (a new chapter joins automatically).
 
 For each master notebook in chapters/: its exercises are well formed; grading the
-master passes every coding exercise; the student version fails exactly the
-coding exercises and no other cell; tampered submissions fail every exercise
-they did not solve.
+master passes every coding exercise with no REVIEW flag; the student version fails
+exactly the coding exercises and no other cell; tampered submissions fail every
+exercise they did not solve. All chapters are graded in one sandboxed run, two at a time.
 """
 import copy
 import subprocess
@@ -15,20 +15,13 @@ import nbformat
 import pytest
 
 from lib.checks import CHECKS
-from lib.exercises import (
-    SOLUTION_TAG,
-    coding_exercises,
-    grade,
-    main,
-    student_version,
-    stub_source,
-    table,
-    write_student_versions,
-)
+from lib.exercises import SOLUTION_TAG, coding_exercises, student_version, stub_source, table, write_student_versions
+from lib.grading.grader import Report, Verdict, grade_all, load_masters
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 MASTERS = sorted(CHAPTERS.glob("*.ipynb"))
 ids = [m.stem for m in MASTERS]
+KINDS = ("master", "student", "tampered", "broken")
 
 
 def read(path):
@@ -36,6 +29,7 @@ def read(path):
 
 
 def write(notebook, path):
+    path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, path)
     return path
 
@@ -44,6 +38,55 @@ def write(notebook, path):
 def students(tmp_path_factory):
     out = tmp_path_factory.mktemp("handout")
     return {path.stem: path for path in write_student_versions(CHAPTERS, out)}
+
+
+def _tampered(master_path, student_path):
+    """The student version with every trick that needs no answer: check cells edited to print
+    what a passing check prints, the master's outputs pasted in, checker and torch monkey-patched."""
+    master, notebook = read(master_path), read(student_path)
+    check_ids = {e.check_cell for e in coding_exercises(master)}
+    master_cells = {c["id"]: c for c in master.cells}
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = copy.deepcopy(master_cells[cell["id"]].outputs)
+        if cell["id"] in check_ids:
+            cell.source = "\n".join(f"print({line!r})" for line in
+                                    "".join(o.get("text", "") for o in cell.outputs).splitlines())
+        if SOLUTION_TAG in cell.metadata.get("tags", []):
+            cell.source += (
+                "\nimport torch\n"
+                "torch.allclose = lambda *a, **k: True\n"
+                "torch.testing.assert_close = lambda *a, **k: None\n"
+            )
+    return notebook
+
+
+def _broken(master_path):
+    """The master's solutions, each broken after it is defined (the checker is 'patched' too)."""
+    notebook = read(master_path)
+    notebook.metadata["exercises"] = {"master": master_path.stem}
+    for exercise in coding_exercises(notebook):
+        cell = next(c for c in notebook.cells if c["id"] == exercise.solution_cell)
+        cell.source += (
+            f"\n_right = {exercise.function}\n"
+            f"def {exercise.function}(*args):\n"
+            f"    return 0 * _right(*args) + 1\n"
+        )
+    return notebook
+
+
+@pytest.fixture(scope="module")
+def graded(students, tmp_path_factory):
+    """Every chapter's master, student version, tampered and broken copy, graded at once."""
+    folder = tmp_path_factory.mktemp("class")
+    for master in MASTERS:
+        write(read(master), folder / "master" / master.name)
+        write(read(students[master.stem]), folder / "student" / master.name)
+        write(_tampered(master, students[master.stem]), folder / "tampered" / master.name)
+        write(_broken(master), folder / "broken" / master.name)
+    reports = grade_all([folder], load_masters(CHAPTERS), jobs=2)
+    return {(report.student, report.master): report for report in reports}
 
 
 def test_there_are_chapters_to_check():
@@ -59,13 +102,13 @@ def test_every_chapter_has_well_formed_coding_exercises(master):
 
 
 @pytest.mark.parametrize("master", MASTERS, ids=ids)
-def test_the_master_passes_every_check(master):
-    report = grade(master, CHAPTERS)
-    assert [v.passed for v in report.verdicts] == [True] * len(report.verdicts), report.lines()
+def test_the_master_passes_every_check_without_review(master, graded):
+    report = graded["master", master.stem]
+    assert report.all_passed, report.lines()
 
 
 @pytest.mark.parametrize("master", MASTERS, ids=ids)
-def test_the_student_version_fails_exactly_the_coding_exercises(master, students, tmp_path):
+def test_the_student_version_fails_exactly_the_coding_exercises(master, students, graded, tmp_path):
     student_path = students[master.stem]
     student = read(student_path)
     assert all(not c.get("outputs") for c in student.cells if c.cell_type == "code")
@@ -84,88 +127,16 @@ def test_the_student_version_fails_exactly_the_coding_exercises(master, students
         if case.find("failure") is not None or case.find("error") is not None
     }
     assert failed == {e.check_cell for e in coding_exercises(read(master))}
-    report = grade(student_path, CHAPTERS)
-    assert not any(v.passed for v in report.verdicts)
+    report = graded["student", master.stem]
+    assert report.verdicts and not any(v.passed for v in report.verdicts)
     assert all("NotImplementedError" in v.message for v in report.verdicts), report.lines()
 
 
-def _tampered(master_path, student_path):
-    """Submissions that try to pass without solving anything."""
-    master, student = read(master_path), read(student_path)
-    exercises = coding_exercises(master)
-    check_ids = {e.check_cell for e in exercises}
-    master_cells = {c["id"]: c for c in master.cells}
-
-    edited = copy.deepcopy(student)
-    for cell in edited.cells:
-        if cell["id"] in check_ids:  # print what a passing check prints
-            cell.source = "\n".join(f"print({line!r})" for line in
-                                    "".join(o.get("text", "") for o in master_cells[cell["id"]].outputs).splitlines())
-
-    deleted = copy.deepcopy(student)
-    deleted.cells = [c for c in deleted.cells if c["id"] not in check_ids]
-
-    pasted = copy.deepcopy(student)
-    for cell in pasted.cells:
-        if cell.cell_type == "code":
-            cell.outputs = copy.deepcopy(master_cells[cell["id"]].outputs)
-
-    patched = copy.deepcopy(student)
-    for cell in patched.cells:
-        if cell.cell_type == "code" and SOLUTION_TAG in cell.metadata.get("tags", []):
-            cell.source += (
-                "\nimport torch, lib.checks, lib.attention\n"
-                "for _name in list(vars(lib.checks)):\n"
-                "    if _name.startswith('check_'):\n"
-                "        setattr(lib.checks, _name, lambda *a, **k: print('✓ passed'))\n"
-                "lib.checks.CheckFailed = type('Never', (Exception,), {})\n"
-                "torch.allclose = lambda *a, **k: True\n"
-                "torch.testing.assert_close = lambda *a, **k: None\n"
-            )
-    return {"edited check cell": edited, "deleted check cell": deleted,
-            "pasted master outputs": pasted, "monkey-patched checker": patched}
-
-
+@pytest.mark.parametrize("kind", ["tampered", "broken"])
 @pytest.mark.parametrize("master", MASTERS, ids=ids)
-def test_tampered_submissions_are_caught(master, students, tmp_path):
-    for kind, notebook in _tampered(master, students[master.stem]).items():
-        path = write(notebook, tmp_path / f"{master.stem}-{kind.replace(' ', '-')}.ipynb")
-        report = grade(path, CHAPTERS)
-        passed = [v.exercise for v in report.verdicts if v.passed]
-        assert passed == [], f"a submission with a {kind} passed {passed}"
-
-
-@pytest.mark.parametrize("master", MASTERS, ids=ids)
-def test_a_solution_that_calls_the_patched_checker_still_fails(master, students, tmp_path):
-    # The master's own solution cells, but each one breaks its function after defining it
-    # and patches the checker to approve: the grader's own comparison still fails it.
-    notebook = read(master)
-    for exercise in coding_exercises(notebook):
-        cell = next(c for c in notebook.cells if c["id"] == exercise.solution_cell)
-        cell.source += (
-            f"\n_right = {exercise.function}\n"
-            f"def {exercise.function}(*args):\n"
-            f"    return 0 * _right(*args) + 1\n"
-            "import lib.checks\n"
-            f"lib.checks.{exercise.checker} = lambda *a, **k: print('✓ passed')\n"
-        )
-    report = grade(write(notebook, tmp_path / f"{master.stem}-broken.ipynb"), CHAPTERS)
-    assert not any(v.passed for v in report.verdicts), report.lines()
-
-
-def test_a_solution_cell_that_never_finishes_fails_only_its_exercise(tmp_path, monkeypatch):
-    import lib.exercises
-
-    monkeypatch.setattr(lib.exercises, "CELL_TIMEOUT", 3)
-    master = MASTERS[0]
-    notebook = read(master)
-    first = coding_exercises(notebook)[0]
-    cell = next(c for c in notebook.cells if c["id"] == first.solution_cell)
-    cell.source += "\nwhile True:\n    pass\n"
-    report = grade(write(notebook, tmp_path / f"{master.stem}-loop.ipynb"), CHAPTERS)
-    verdicts = {v.exercise: v for v in report.verdicts}
-    assert not verdicts[first.id].passed and "solution cell raised" in verdicts[first.id].message
-    assert all(v.passed for e, v in verdicts.items() if e != first.id), report.lines()
+def test_submissions_that_did_not_solve_anything_pass_nothing(master, kind, graded):
+    report = graded[kind, master.stem]
+    assert report.verdicts and not any(v.passed for v in report.verdicts), report.lines()
 
 
 def test_stub_keeps_imports_signatures_and_docstrings():
@@ -200,27 +171,11 @@ def test_malformed_exercises_are_rejected_with_the_reason():
         coding_exercises(notebook)
 
 
-def test_grading_a_folder_prints_a_table(students, tmp_path, capsys):
-    first = MASTERS[0]
-    folder = tmp_path / "submissions"
-    folder.mkdir()
-    solved = read(first)
-    solved.metadata["exercises"] = {"master": first.stem}  # as in a handed-out notebook
-    write(solved, folder / "alice.ipynb")
-    write(read(students[first.stem]), folder / "bob.ipynb")
-    assert main(["grade", str(folder), "--chapters", str(CHAPTERS)]) == 1
-    out = capsys.readouterr().out
-    n = len(coding_exercises(read(first)))
-    assert f"score {n}/{n}" in out and f"score 0/{n}" in out
-    assert out.strip().splitlines()[-2].startswith("alice.ipynb")
-    assert out.strip().splitlines()[-1].startswith("bob.ipynb")
-
-
-def test_table_lines_up_columns():
-    from lib.exercises import Report, Verdict
-
-    reports = [Report(Path("a.ipynb"), Path("m.ipynb"), [Verdict("ex-1", True, ""), Verdict("ex-2", False, "")])]
-    assert table(reports).splitlines() == ["submission  ex-1  ex-2  score", "a.ipynb     PASS  FAIL  1/2"]
+def test_table_lines_up_columns_and_shows_review():
+    reports = [Report(Path("a/x.ipynb"), "a", 1, "m", [Verdict("ex-1", True, "", ["opens files (open)"]),
+                                                       Verdict("ex-2", False, "")])]
+    assert table(reports).splitlines() == ["submission  student  ex-1         ex-2  score",
+                                           "a/x.ipynb   a        PASS+REVIEW  FAIL  1/2"]
 
 
 def test_student_version_records_its_master():

@@ -133,4 +133,5 @@ def judge_scaled_dot_product_attention(cases: list[tuple], results: list) -> Non
 check_scaled_dot_product_attention = Check(
     "softmax(q kᵀ / √d) v agrees with lib.attention on 20 fresh random cases",
     scaled_dot_product_attention_cases, judge_scaled_dot_product_attention,
+    forbidden=("torch.nn.functional.scaled_dot_product_attention", "torch.nn.MultiheadAttention"),
 )

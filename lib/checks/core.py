@@ -46,13 +46,17 @@ class Check:
     ``judge(cases, results)`` compares what the student's function returned for
     each case with the book's implementation and raises :class:`CheckFailed`.
     A check cell calls the ``Check`` with the student's function; the grader
-    (:mod:`lib.exercises`) calls ``make_cases`` and ``judge`` in its own process
-    and lets only the student's function run in the student's kernel.
+    (:mod:`lib.grading`) calls ``make_cases`` and ``judge`` in its own process
+    and lets only the student's function run, in a sandbox. ``forbidden`` lists
+    what the exercise text forbids (dotted names, or ``".method"``): the grader's
+    static scan flags a solution that uses one for REVIEW
+    (:func:`lib.grading.scan.review_flags`).
     """
 
     success: str  # printed after "✓ " when every case passes
     make_cases: Callable[[torch.Generator], list[tuple]]
     judge: Callable[[list[tuple], list], None]
+    forbidden: tuple[str, ...] = ()
 
     def __call__(self, student_fn) -> None:
         if not callable(student_fn):

@@ -93,4 +93,5 @@ def judge_adam_path(cases: list[tuple], results: list) -> None:
 check_adam_path = Check(
     "Adam's path agrees with lib.optim.Adam on 12 fresh gradient sequences",
     adam_path_cases, judge_adam_path,
+    forbidden=("torch.optim",),
 )

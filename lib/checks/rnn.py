@@ -89,6 +89,7 @@ def judge_rnn_forward(cases: list[tuple], results: list) -> None:
 check_rnn_forward = Check(
     "your RNN's hidden states agree with lib.rnn.RNN on 12 fresh random cases",
     rnn_forward_cases, judge_rnn_forward,
+    forbidden=("torch.nn.RNN", "torch.nn.RNNCell", "torch.rnn_tanh"),
 )
 
 
@@ -165,6 +166,7 @@ def judge_jacobian_norms(cases: list[tuple], results: list) -> None:
 check_jacobian_norms = Check(
     "your ‖∂h_T/∂h_k‖ agree with lib.rnn.rnn_jacobian_norms on 10 fresh random sequences",
     jacobian_norms_cases, judge_jacobian_norms,
+    forbidden=("torch.autograd", "torch.func", ".backward"),
 )
 
 
@@ -225,6 +227,7 @@ def judge_lstm_step(cases: list[tuple], results: list) -> None:
 check_lstm_step = Check(
     "your LSTM step agrees with lib.rnn.LSTMCell on 12 fresh random cases",
     lstm_step_cases, judge_lstm_step,
+    forbidden=("torch.nn.LSTMCell", "torch.nn.LSTM", "torch.lstm_cell"),
 )
 
 
@@ -278,4 +281,5 @@ def judge_gru_step(cases: list[tuple], results: list) -> None:
 check_gru_step = Check(
     "your GRU step agrees with lib.rnn.GRUCell (PyTorch's form) on 12 fresh random cases",
     gru_step_cases, judge_gru_step,
+    forbidden=("torch.nn.GRUCell", "torch.nn.GRU", "torch.gru_cell"),
 )

@@ -1,0 +1,352 @@
+"""Grade submissions: one sandboxed run per submission, one fresh process per exercise.
+
+:func:`grade_submission` never raises for anything a submission contains: a corrupt
+file, a wrong nbformat, an unknown or malicious master name, a crash or a timeout is
+that submission's (or that exercise's) FAIL with a plain-text reason.
+:func:`grade_all` grades many submissions in parallel and hands each
+:class:`Report` to a callback as soon as it is finished.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import nbformat
+import torch
+
+from lib.checks import CHECKS, CheckFailed
+from lib.exercises import CodingExercise, coding_exercises
+from lib.grading import sandbox
+from lib.grading.results import plain_text, read_outcome
+from lib.grading.scan import review_flags
+
+CELL_TIMEOUT = 120  # seconds (wall and CPU) each exercise may run
+MEMORY_LIMIT = 3 << 30  # bytes of address space per process (torch alone maps about 1 GiB)
+FILE_LIMIT = 64 << 20  # bytes per file the submission writes
+PROCESS_MARGIN = 64  # processes the sandbox may add to its user's count
+STARTUP_SECONDS = 120  # for the sandbox to start and import torch
+MAX_NOTEBOOK_BYTES = 20 << 20
+MASTER_NAME = re.compile(r"[0-9]{2}_[a-z0-9_]+")
+PROBE_SOURCE = Path(__file__).with_name("probe.py")
+
+
+@dataclass(frozen=True)
+class Master:
+    """A chapter of the book and its coding exercises."""
+
+    name: str  # e.g. "09_attention"
+    exercises: tuple[CodingExercise, ...]
+
+
+def load_masters(chapters: Path) -> dict[str, Master]:
+    """Every chapter's coding exercises, read once before any submission is graded.
+
+    Raises
+    ------
+    ValueError
+        When ``chapters`` holds no notebook (or a master is malformed).
+    """
+    masters = {}
+    for path in sorted(Path(chapters).glob("*.ipynb")):
+        exercises = coding_exercises(nbformat.read(path, as_version=4))
+        if exercises:
+            masters[path.stem] = Master(path.stem, tuple(exercises))
+    if not masters:
+        raise ValueError(f"no chapter with coding exercises in {chapters}")
+    return masters
+
+
+@dataclass
+class Verdict:
+    """One exercise of one submission."""
+
+    exercise: str
+    passed: bool
+    message: str
+    review: list[str] = field(default_factory=list)  # reasons for a human to look (REVIEW)
+
+
+@dataclass
+class Report:
+    """One submission's grades; ``error`` is set when it could not be graded at all."""
+
+    submission: Path  # relative to the folder that was graded
+    student: str
+    seed: int
+    master: str = ""
+    verdicts: list[Verdict] = field(default_factory=list)
+    error: str = ""
+    seconds: float = 0.0
+
+    @property
+    def points(self) -> int:
+        return sum(v.passed for v in self.verdicts)
+
+    @property
+    def score(self) -> str:
+        return "error" if self.error else f"{self.points}/{len(self.verdicts)}"
+
+    @property
+    def all_passed(self) -> bool:
+        return not self.error and bool(self.verdicts) and all(v.passed and not v.review for v in self.verdicts)
+
+    def lines(self) -> list[str]:
+        """The report as printed: one line per exercise, then the score."""
+        out = [f"{self.submission} (student {self.student}, master {self.master or 'unknown'}, seed {self.seed})"]
+        if self.error:
+            return out + [f"  FAIL  cannot grade this submission: {self.error}", "  score error"]
+        for verdict in self.verdicts:
+            review = f"  REVIEW: {'; '.join(verdict.review)}" if verdict.review else ""
+            out.append(f"  {'PASS' if verdict.passed else 'FAIL'}  {verdict.exercise}: {verdict.message}{review}")
+        return out + [f"  score {self.score}"]
+
+
+def student_id(submission: Path, folder: Path | None) -> str:
+    """The student a submission belongs to: its top folder inside ``folder``, else its file name."""
+    if folder is not None:
+        relative = submission.relative_to(folder)
+        if len(relative.parts) > 1:
+            return relative.parts[0]
+    return submission.stem
+
+
+def find_master(notebook, file_name: str, masters: dict[str, Master]) -> Master:
+    """The chapter a submission answers: ``metadata.exercises.master``, else the file name.
+
+    Only names of the book's own chapters are accepted (no paths).
+
+    Raises
+    ------
+    ValueError
+        When the metadata names something that is not a chapter of the book, or
+        neither the metadata nor the file name identifies one.
+    """
+    recorded = notebook.metadata.get("exercises", {}).get("master") if isinstance(
+        notebook.metadata.get("exercises"), dict) else None
+    if recorded is not None:
+        if isinstance(recorded, str) and MASTER_NAME.fullmatch(recorded) and recorded in masters:
+            return masters[recorded]
+        raise ValueError(f"its metadata.exercises.master is {plain_text(repr(recorded), 80)}, which is not a "
+                         f"chapter of the book (expected one of {sorted(masters)})")
+    for name in sorted(masters, key=len, reverse=True):
+        if file_name.startswith(name):
+            return masters[name]
+    raise ValueError(f"it has no metadata.exercises.master and its name starts with none of {sorted(masters)}")
+
+
+def _defines(source: str, function: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, ast.FunctionDef) and node.name == function for node in tree.body)
+
+
+def solution_sources(notebook, exercises) -> dict[str, str]:
+    """Each exercise's solution source: the cell with its id, else the last cell defining its function.
+
+    The second rule finds answers in notebooks without cell ids (nbformat 4.4) and in
+    copies whose cells were recreated.
+    """
+    code = [cell for cell in notebook.cells if cell.get("cell_type") == "code" and isinstance(cell.get("source"), str)]
+    by_id = {cell.get("id"): cell.source for cell in code}
+    sources = {}
+    for exercise in exercises:
+        if exercise.solution_cell in by_id:
+            sources[exercise.id] = by_id[exercise.solution_cell]
+            continue
+        defining = [cell.source for cell in code if _defines(cell.source, exercise.function)]
+        if defining:
+            sources[exercise.id] = defining[-1]
+    return sources
+
+
+def read_submission(path: Path):
+    """The notebook at ``path`` as nbformat 4.
+
+    Raises
+    ------
+    ValueError
+        With a plain-text reason when it is not a readable notebook.
+    """
+    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+        raise ValueError(f"the file is larger than {MAX_NOTEBOOK_BYTES >> 20} MB")
+    try:
+        notebook = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+    except Exception as error:  # nbformat raises many types for corrupt files; all mean "not a notebook"
+        reason = plain_text(f"{type(error).__name__}: {error}", 160)
+        raise ValueError(f"it is not a readable notebook ({reason})") from None
+    if notebook.get("nbformat") != 4 or not isinstance(notebook.get("cells"), list):
+        raise ValueError(f"it is not an nbformat 4 notebook (nbformat {plain_text(repr(notebook.get('nbformat')), 20)})")
+    return notebook
+
+
+def _run_probe(work: Path, jobs: list[dict], unsafe: bool, timeout: int) -> Path:
+    """Run the probe on ``jobs`` (their inputs are in ``work/job``); return the folder it wrote to."""
+    job_dir, out_dir = work / "job", work / "out"
+    out_dir.mkdir()
+    shutil.copyfile(PROBE_SOURCE, job_dir / "probe.py")
+    uid = sandbox.sandbox_uid()
+    _, packages = sandbox.python_paths()
+    limits = {"memory_bytes": MEMORY_LIMIT, "cpu_seconds": timeout, "file_bytes": FILE_LIMIT,
+              "processes": sandbox.processes_of(uid) + PROCESS_MARGIN}
+    (job_dir / "job.json").write_text(json.dumps({
+        "site_packages": [str(p) for p in packages], "limits": limits, "exercises": jobs}))
+    for path in (work, job_dir, *job_dir.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    if not unsafe and os.geteuid() == 0:
+        os.chown(out_dir, sandbox.NOBODY, sandbox.NOBODY)
+    command = sandbox.probe_command(job_dir, out_dir, unsafe=unsafe)
+    scratch = work / "scratch"
+    scratch.mkdir()
+    process = subprocess.Popen(command, cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, start_new_session=True,
+                               env={"PATH": "/usr/bin:/bin", "HOME": str(scratch), "OMP_NUM_THREADS": "1"})
+    try:
+        process.communicate(timeout=STARTUP_SECONDS + len(jobs) * (timeout + 5))
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        _kill_group(process)
+    return out_dir
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, 9)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def _judge(exercise: CodingExercise, cases: list, outcome) -> tuple[bool, str]:
+    if outcome.problem:
+        return False, outcome.problem
+    if outcome.cell_error:
+        return False, f"your solution cell raised {outcome.cell_error}"
+    try:
+        CHECKS[exercise.checker].judge(cases, outcome.results)
+    except CheckFailed as failure:
+        return False, plain_text(str(failure), 600)
+    except Exception as error:  # the checker met a result it could not compare: the submission's FAIL
+        return False, plain_text(f"the checker could not compare your result ({type(error).__name__}: {error})")
+    return True, "correct on the grader's inputs"
+
+
+def grade_submission(path: Path, masters: dict[str, Master], folder: Path | None = None, seed: int | None = None,
+                     unsafe: bool = False, timeout: int = CELL_TIMEOUT) -> Report:
+    """Grade one submitted notebook.
+
+    Parameters
+    ----------
+    path : Path
+        The submitted notebook.
+    masters : dict
+        :func:`load_masters` of the book's chapters.
+    folder : Path, optional
+        The folder being graded: the report names the submission relative to it
+        and takes the student id from its first sub-folder.
+    seed : int, optional
+        Seed of the inputs (drawn at random and recorded when not given): the same
+        seed replays the same inputs.
+    unsafe : bool
+        Run the submission's code without the sandbox.
+    timeout : int
+        Seconds each exercise may run.
+    """
+    started = time.monotonic()
+    seed = secrets.randbits(48) if seed is None else int(seed)
+    report = Report(path.relative_to(folder) if folder else Path(path.name), student_id(path, folder), seed)
+    try:
+        notebook = read_submission(path)
+        master = find_master(notebook, path.name, masters)
+    except ValueError as error:
+        report.error = str(error)
+        report.seconds = time.monotonic() - started
+        return report
+    report.master = master.name
+    sources = solution_sources(notebook, master.exercises)
+    cases, jobs = {}, []
+    with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
+        work = Path(tmp)
+        (work / "job").mkdir()
+        for index, exercise in enumerate(master.exercises):
+            if exercise.id not in sources:
+                continue
+            cases[exercise.id] = CHECKS[exercise.checker].make_cases(torch.Generator().manual_seed(seed))
+            torch.save(cases[exercise.id], work / "job" / f"{index}.pt")
+            jobs.append({"id": exercise.id, "function": exercise.function, "source": sources[exercise.id],
+                         "inputs": f"{index}.pt"})
+        out_dir = _run_probe(work, jobs, unsafe, timeout) if jobs else work
+        for exercise in master.exercises:
+            if exercise.id not in sources:
+                report.verdicts.append(Verdict(exercise.id, False, f"no solution cell: neither a cell with id "
+                                               f"{exercise.solution_cell!r} nor one that defines {exercise.function}"))
+                continue
+            outcome = read_outcome(out_dir, exercise.id, exercise.function, len(cases[exercise.id]), timeout)
+            passed, message = _judge(exercise, cases[exercise.id], outcome)
+            review = review_flags(sources[exercise.id], CHECKS[exercise.checker].forbidden)
+            report.verdicts.append(Verdict(exercise.id, passed, message, review))
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def submissions_in(paths: list[Path]) -> list[tuple[Path, Path | None]]:
+    """Every notebook to grade, each with the folder it was found in (``None`` for a file given directly).
+
+    Raises
+    ------
+    ValueError
+        When a path is neither a notebook nor a folder.
+    """
+    found = []
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            found += [(p, path) for p in sorted(path.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts]
+        elif path.suffix == ".ipynb" and path.is_file():
+            found.append((path, None))
+        else:
+            raise ValueError(f"expected a notebook or a folder of notebooks; found {path}")
+    return found
+
+
+def grade_all(paths: list[Path], masters: dict[str, Master], jobs: int = 1, seed: int | None = None,
+              unsafe: bool = False, timeout: int = CELL_TIMEOUT,
+              on_report: Callable[[Report], None] = lambda report: None) -> list[Report]:
+    """Grade every submission in ``paths``, ``jobs`` at a time.
+
+    ``on_report`` is called with each :class:`Report` as soon as it is finished (in
+    the calling thread, one at a time); the reports are returned in input order.
+
+    Raises
+    ------
+    ValueError
+        When ``jobs`` is not a positive integer or a path is not a notebook or folder.
+    SandboxUnavailable
+        When bubblewrap is missing and ``unsafe`` is false (checked before grading).
+    """
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer; found {jobs!r}")
+    if not unsafe:
+        sandbox.bwrap_path()
+    submissions = submissions_in(paths)
+    reports: list[Report | None] = [None] * len(submissions)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(grade_submission, path, masters, folder, seed, unsafe, timeout): index
+                   for index, (path, folder) in enumerate(submissions)}
+        for future in as_completed(futures):
+            reports[futures[future]] = future.result()
+            on_report(reports[futures[future]])
+    return reports

@@ -1,0 +1,127 @@
+"""Where a submission's code runs: a bubblewrap sandbox (or, with ``--unsafe``, a plain process).
+
+:func:`probe_command` builds the command that runs :mod:`lib.grading.probe` on one
+job. In the sandbox (Debian's ``bwrap``, the sandbox Flatpak uses) the probe sees:
+
+* ``/usr`` and the Python installation, read-only; the installed packages
+  (site-packages) read-only, *without* running their ``.pth`` files, so the
+  editable install of ``lib`` is not on the path and ``lib/`` is not mounted;
+* the job folder (the probe, the solution sources, the inputs), read-only;
+* an output folder, writable, and an empty ``/tmp`` as working directory.
+
+Nothing else: not the book's ``lib/`` or ``chapters/``, not the other submissions,
+not the grader's files or ``/root``. It has no network, its own process, IPC and
+UTS namespaces, runs as the unprivileged uid 65534 and dies with the grader; when
+the probe ends, the kernel kills every process left in its pid namespace. The
+probe itself sets memory, CPU-time, process and file-size limits.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+NOBODY = 65534  # the unprivileged uid (and gid) the sandboxed code runs as
+JOB, OUT = "/job", "/out"  # where the job and output folders appear inside the sandbox
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is not installed: grading would run students' code unconfined."""
+
+
+def bwrap_path() -> str:
+    """The ``bwrap`` executable.
+
+    Raises
+    ------
+    SandboxUnavailable
+        When bubblewrap is not installed; the message says how to install it.
+    """
+    path = shutil.which("bwrap")
+    if path is None:
+        raise SandboxUnavailable(
+            "bubblewrap (bwrap) is not installed, so submissions cannot be sandboxed: their code would run "
+            "with your user's rights, files and network. Install it (`make sandbox`, or `apt-get install "
+            "bubblewrap`), or pass --unsafe to grade without a sandbox (only for code you trust)."
+        )
+    return path
+
+
+def python_paths() -> tuple[Path, list[Path]]:
+    """The interpreter to run the probe with and the site-packages folders it needs."""
+    executable = Path(os.path.realpath(sys.executable))
+    paths = sysconfig.get_paths()
+    packages = sorted({Path(paths["purelib"]).resolve(), Path(paths["platlib"]).resolve()})
+    return executable, packages
+
+
+def processes_of(uid: int) -> int:
+    """How many processes the user ``uid`` runs now (RLIMIT_NPROC counts them all)."""
+    count = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:  # the process ended while we looked
+            continue
+        uid_line = next((line for line in lines if line.startswith("Uid:")), "")
+        count += uid_line.split()[1:2] == [str(uid)]
+    return count
+
+
+def sandbox_uid() -> int:
+    """The host uid the probe's processes count against: nobody as root, else the grader's own."""
+    return NOBODY if os.geteuid() == 0 else os.getuid()
+
+
+def _ancestors(path: Path) -> list[str]:
+    return [str(parent) for parent in reversed(path.parents) if str(parent) != "/"]
+
+
+def probe_command(job_dir: Path, out_dir: Path, unsafe: bool = False) -> list[str]:
+    """The command that runs the probe on ``job_dir``, writing to ``out_dir``.
+
+    Parameters
+    ----------
+    job_dir, out_dir : Path
+        The job folder (``job.json``, ``probe.py``, inputs) and the output folder.
+    unsafe : bool
+        Run the probe as a plain process of the grader's user (no sandbox).
+
+    Raises
+    ------
+    SandboxUnavailable
+        When ``unsafe`` is false and bubblewrap is missing.
+    """
+    executable, packages = python_paths()
+    if unsafe:
+        return [str(executable), "-I", "-S", str(job_dir / "probe.py"), str(job_dir), str(out_dir)]
+    bwrap = bwrap_path()
+    prefix = Path(sys.base_prefix).resolve()
+    mounts = [path for path in {prefix, *packages, executable.parent} if not str(path).startswith("/usr/")]
+    command = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+               "--die-with-parent", "--new-session", "--clearenv",
+               "--setenv", "HOME", "/tmp", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "OMP_NUM_THREADS", "1",
+               "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+               "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib64", "sbin"):
+        if Path("/" + name).is_symlink():
+            command += ["--symlink", os.readlink("/" + name), "/" + name]
+        elif Path("/" + name).is_dir():
+            command += ["--ro-bind", "/" + name, "/" + name]
+    command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    # bwrap creates a mount point's missing parents as 0700; the unprivileged uid must cross them.
+    for folder in sorted({parent for path in mounts for parent in _ancestors(path)}):
+        command += ["--perms", "0755", "--dir", folder]
+    for path in sorted(mounts):
+        command += ["--ro-bind", str(path), str(path)]
+    command += ["--ro-bind", str(job_dir), JOB, "--bind", str(out_dir), OUT, "--chdir", "/tmp"]
+    if os.geteuid() == 0:
+        # As root, bwrap keeps a real uid of 0, which RLIMIT_NPROC ignores: become nobody for real.
+        command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+                    "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                    "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    else:
+        command += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--"]
+    return command + [str(executable), "-I", "-S", f"{JOB}/probe.py", JOB, OUT]
