@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -626,8 +626,9 @@ SURFACES: dict[str, Surface] = {
 }
 
 
-def trajectory(optimizer: Callable[..., Optimizer], surface: Surface, steps: int, **hyper) -> Tensor:
-    """The points an optimiser visits on a surface, starting at ``surface.start``.
+def trajectory(optimizer: Callable[..., Optimizer], surface: Surface, steps: int,
+               start: Optional[Sequence[float]] = None, **hyper) -> Tensor:
+    """The points an optimiser visits on a surface, from ``start`` (by default ``surface.start``).
 
     Parameters
     ----------
@@ -635,6 +636,8 @@ def trajectory(optimizer: Callable[..., Optimizer], surface: Surface, steps: int
         Any ``torch.optim``-style optimiser class (ours or PyTorch's).
     surface : Surface
     steps : int
+    start : pair of float or tensor of shape (2,), optional
+        Where to start instead of ``surface.start`` (e.g. to repeat a run from nearby points).
     **hyper
         Constructor arguments, e.g. ``lr=0.1, momentum=0.9``.
 
@@ -648,7 +651,11 @@ def trajectory(optimizer: Callable[..., Optimizer], surface: Surface, steps: int
     ------
     one point ``(2,)`` per step -> path ``(<= steps + 1, 2)``
     """
-    w = torch.tensor(surface.start, dtype=torch.float64)  # (2,)
+    if start is None:
+        start = surface.start
+    w = torch.as_tensor(start, dtype=torch.float64).clone()  # (2,)
+    if w.shape != (2,) or not torch.isfinite(w).all():
+        raise ValueError(f"start must be two finite numbers; found {start!r}")
     opt = optimizer([w], **hyper)
     path = [w.clone()]
     for _ in range(steps):
@@ -707,16 +714,19 @@ def spirals(n_per_class: int = 200, classes: int = 3, noise: float = 0.2,
 
 def fit(model: torch.nn.Module, optimizer: Optimizer, inputs: Tensor, targets: Tensor,
         loss_fn: Callable[[Tensor, Tensor], Tensor], steps: int, batch_size: Optional[int] = None,
-        generator: Optional[torch.Generator] = None) -> list[float]:
+        generator: Optional[torch.Generator] = None, loss_every: int = 1) -> list[float]:
     """Train for ``steps`` updates and return the loss on the whole set after each.
 
     ``batch_size=None`` is batch gradient descent (every example every step);
     otherwise each step uses a fresh random mini-batch (1 is plain SGD).
+    ``loss_every=k`` computes the full-data loss only every ``k`` steps, which saves
+    time and leaves the training itself unchanged; ``k`` must divide ``steps``.
 
     Returns
     -------
     list of float
-        Length ``steps + 1``: the full-data loss before training and after each step.
+        Length ``steps // loss_every + 1``: the full-data loss before training and
+        after every ``loss_every``-th step (the last one included).
 
     Shapes
     ------
@@ -726,12 +736,17 @@ def fit(model: torch.nn.Module, optimizer: Optimizer, inputs: Tensor, targets: T
         with torch.no_grad():
             return float(loss_fn(model(inputs), targets))
 
+    if isinstance(loss_every, bool) or not isinstance(loss_every, int) or loss_every < 1:
+        raise ValueError(f"loss_every must be a positive integer; found {loss_every!r}")
+    if steps % loss_every:
+        raise ValueError(f"loss_every must divide steps; found steps={steps}, loss_every={loss_every}")
     n = inputs.shape[0]
     losses = [full_loss()]
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         rows = slice(None) if batch_size is None else torch.randint(n, (batch_size,), generator=generator)
         optimizer.zero_grad()
         loss_fn(model(inputs[rows]), targets[rows]).backward()
         optimizer.step()
-        losses.append(full_loss())
+        if step % loss_every == 0:
+            losses.append(full_loss())
     return losses

@@ -450,6 +450,41 @@ def test_spirals_and_fit():
     assert len(losses) == 6 and losses[-1] < losses[0]
 
 
+def test_fit_loss_every_records_the_same_losses_and_trains_the_same():
+    inputs, labels = spirals(30, classes=3, generator=torch.Generator().manual_seed(0))
+    runs = []
+    for every in (1, 3):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(2, 3)
+        losses = fit(model, SGD(model.parameters(), lr=0.5), inputs, labels, torch.nn.functional.cross_entropy,
+                     steps=6, batch_size=8, generator=torch.Generator().manual_seed(1), loss_every=every)
+        runs.append((losses, model.weight.detach().clone()))
+    (all_losses, weight), (some_losses, same_weight) = runs
+    assert len(some_losses) == 3 and some_losses == all_losses[::3]
+    assert torch.equal(weight, same_weight)
+
+
+@pytest.mark.parametrize(("every", "message"), [(0, "positive integer"), (True, "positive integer"),
+                                                (4, "must divide steps")])
+def test_fit_rejects_a_bad_loss_every(every, message):
+    model = torch.nn.Linear(2, 3)
+    with pytest.raises(ValueError, match=message):
+        fit(model, SGD(model.parameters(), lr=0.1), torch.zeros(4, 2), torch.zeros(4, dtype=torch.long),
+            torch.nn.functional.cross_entropy, steps=6, loss_every=every)
+
+
+def test_trajectory_from_another_start():
+    surface = SURFACES["quadratic"]
+    default = trajectory(SGD, surface, 5, lr=0.05)
+    assert torch.equal(trajectory(SGD, surface, 5, start=surface.start, lr=0.05), default)
+    moved = trajectory(SGD, surface, 5, start=torch.tensor([1.0, -1.0]), lr=0.05)
+    assert moved.dtype == torch.float64 and moved[0].tolist() == [1.0, -1.0]
+    # gradient descent on 0.5 (x^2 + 20 y^2) multiplies x by 1 - lr and y by 1 - 20 lr at each step
+    assert torch.allclose(moved[-1], torch.tensor([0.95**5, 0.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match="start must be two finite numbers"):
+        trajectory(SGD, surface, 5, start=(1.0, 2.0, 3.0), lr=0.05)
+
+
 # ---------------------------------------------------------------------------
 # Errors name what was expected and what was found.
 # ---------------------------------------------------------------------------
