@@ -1,0 +1,257 @@
+"""Grading a class: every attack of issue 17 is caught, bad files hurt no one else, the
+sandbox hides the book and limits the code, the gradebook records everything.
+
+One class of chapter-9 submissions is graded once (``-j 2``, through the command line);
+the tests read its printed output, CSV, JSON and feedback files.
+"""
+import contextlib
+import copy
+import csv
+import io
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from lib.exercises import coding_exercises, main
+from lib.grading import sandbox
+from lib.grading.grader import find_master, grade_all, load_masters, student_id
+from lib.grading.results import plain_text, read_outcome
+from lib.grading.scan import review_flags
+
+CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
+MASTER = CHAPTERS / "09_attention.ipynb"
+FIRST, SECOND = "ex-att-masked-softmax", "ex-att-sdpa"
+FUNCTION = "my_masked_softmax"
+SEED = 1234
+
+# What the sandboxed code checks about its own world; any breach raises, so the exercise FAILs.
+SANDBOX_VIEW = f"""
+import os, socket, tempfile
+seen = [p for p in ({str(CHAPTERS)!r}, {str(CHAPTERS.parent / 'lib')!r}, {str(Path(__file__))!r}, '/etc/passwd')
+        if os.path.exists(p)] + [p for p in (os.listdir('/root') if os.path.isdir('/root') else []) if p != '.pyenv']
+assert not seen, f"the sandbox shows {{seen}}"
+assert os.getuid() == 65534 and os.getgid() == 65534, os.getuid()
+assert os.listdir('.') == [], os.listdir('.')
+for folder in ('/usr', os.path.dirname(os.__file__), '/job'):
+    try:
+        tempfile.NamedTemporaryFile(dir=folder)
+    except OSError:
+        pass
+    else:
+        raise AssertionError(folder + ' is writable')
+try:
+    socket.create_connection(('1.1.1.1', 53), timeout=2)
+except OSError:
+    pass
+else:
+    raise AssertionError('the network is reachable')
+try:
+    import lib
+except ImportError:
+    pass
+else:
+    raise AssertionError('lib is importable')
+"""
+
+
+def _submission(edit=None, metadata=True):
+    notebook = nbformat.read(MASTER, as_version=4)
+    if metadata:
+        notebook.metadata["exercises"] = {"master": MASTER.stem}
+    if edit is not None:
+        exercise = coding_exercises(notebook)[0]
+        cell = next(c for c in notebook.cells if c.get("id") == exercise.solution_cell)
+        cell.source = edit(cell.source)
+    return notebook
+
+
+WRONG = "import torch\ndef my_masked_softmax(scores, valid_lens):\n    return torch.softmax(scores, -1)\n"
+CLASS = {  # student → (notebook or raw text, the first exercise's expected verdict, text its line must hold)
+    "right": (_submission(), "PASS", "correct"),
+    "right-loops": (_submission(lambda s: (
+        "import math, torch\n"
+        "def my_masked_softmax(scores, valid_lens):\n"
+        "    out = torch.zeros_like(scores)\n"
+        "    for b, n in enumerate(valid_lens.tolist()):\n"
+        "        if n:\n"
+        "            exps = (scores[b, :, :n] - scores[b, :, :n].max(-1, keepdim=True).values).exp()\n"
+        "            out[b, :, :n] = exps / exps.sum(-1, keepdim=True)\n"
+        "    return out\n")), "PASS", "correct"),
+    "wrong": (_submission(lambda s: WRONG), "FAIL", "not 0"),
+    "wrong-again": (_submission(lambda s: WRONG), "FAIL", "not 0"),
+    "sandbox-view": (_submission(lambda s: SANDBOX_VIEW + s), "PASS", "correct"),
+    "lib-import": (_submission(lambda s: "from lib.attention import masked_softmax as my_masked_softmax\n"),
+                   "FAIL", "REVIEW: uses the book's own code (lib)"),
+    "read-master": (_submission(lambda s: f"exec(open({str(MASTER)!r}).read())\n" + s), "FAIL",
+                    "REVIEW: runs code from a string (exec); opens files (open); mentions a notebook file"),
+    "proc": (_submission(lambda s: "import os\nos.listdir('/proc/1')\n" + s), "PASS", "REVIEW: mentions /proc"),
+    "os-exit": (_submission(lambda s: s + "\nimport os\nos._exit(0)\n"), "FAIL", "your code stopped the kernel"),
+    "loop": (_submission(lambda s: s + "\nwhile True:\n    pass\n"), "FAIL", "timed out after 5 s"),
+    "orphan": (_submission(lambda s: s + "\nimport subprocess\nsubprocess.Popen(['setsid', 'sleep', '900'])\n"),
+               "PASS", "REVIEW: runs programs (subprocess)"),
+    "fork-bomb": (_submission(lambda s: s + "\nimport os, time\nfor _ in range(500):\n"
+                                            "    if os.fork() == 0:\n        time.sleep(60)\n"),
+                  "FAIL", "BlockingIOError"),
+    "memory": (_submission(lambda s: s + "\nimport torch\nhog = torch.ones(1 << 30, dtype=torch.float64)\n"),
+               "FAIL", "allocate"),
+    "fake-torch": (_submission(lambda s: s + "\nimport sys, types\nsys.modules['torch'] = types.ModuleType('t')\n"),
+                   "PASS", "REVIEW: touches sys.modules"),
+    "subclass": (_submission(lambda s: s + "\nimport torch\nclass Sneaky(torch.Tensor):\n    pass\n"
+                                           "_right = my_masked_softmax\n"
+                                           "def my_masked_softmax(s, v):\n    return _right(s, v).as_subclass(Sneaky)\n"),
+                 "FAIL", "plain torch.Tensor; it returned Sneaky"),
+    "meta": (_submission(lambda s: "import torch\ndef my_masked_softmax(s, v):\n"
+                                   "    return torch.empty(s.shape, device='meta')\n"), "FAIL", "meta device"),
+    "ansi": (_submission(lambda s: "raise ValueError('\\x1b[31mred\\x1b[0m')\n"), "FAIL", "ValueError: red"),
+    "no-ids": (None, "PASS", "correct"),
+    "dotdot": (_submission(), "ERROR", "'../09_attention', which is not a chapter"),
+    "absolute": (_submission(), "ERROR", f"'{MASTER.with_suffix('')}', which is not a chapter"),
+    "truncated": (MASTER.read_text()[:4000], "ERROR", "not a readable notebook"),
+    "nbformat99": (json.dumps({"nbformat": 99, "nbformat_minor": 0, "metadata": {}, "cells": []}), "ERROR",
+                   "Unsupported nbformat version 99"),
+}
+
+
+def _write_class(folder: Path) -> None:
+    for student, (content, _, _) in CLASS.items():
+        path = folder / student / "09_attention.ipynb"
+        path.parent.mkdir(parents=True)
+        if student == "no-ids":  # nbformat 4.4, as older Jupyter writes it: no cell ids
+            raw = json.loads(MASTER.read_text())
+            raw["nbformat_minor"] = 4
+            for cell in raw["cells"]:
+                cell.pop("id", None)
+            path.write_text(json.dumps(raw))
+        elif isinstance(content, str):
+            path.write_text(content)
+        else:
+            notebook = copy.deepcopy(content)
+            if student in ("dotdot", "absolute"):
+                notebook.metadata["exercises"] = {
+                    "master": "../09_attention" if student == "dotdot" else str(MASTER.with_suffix(""))}
+            nbformat.write(notebook, path)
+
+
+def _sleepers() -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes().split(b"\0")[:2] == [b"sleep", b"900"]:
+                found.append(cmdline.parent.name)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("class")
+    _write_class(folder / "submissions")
+    out = folder / "out"
+    out.mkdir()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["grade", str(folder / "submissions"), "-j", "2", "--timeout", "5", "--seed", str(SEED),
+                     "--csv", str(out / "grades.csv"), "--json", str(out / "grades.json"),
+                     "--feedback", str(out / "feedback")])
+    rows = list(csv.DictReader((out / "grades.csv").open()))
+    return {"code": code, "printed": printed.getvalue(), "rows": rows,
+            "json": json.loads((out / "grades.json").read_text()), "feedback": out / "feedback"}
+
+
+@pytest.mark.parametrize("student", list(CLASS))
+def test_every_submission_gets_its_own_verdict_with_a_reason(student, graded):
+    _, verdict, text = CLASS[student]
+    rows = [row for row in graded["rows"] if row["student"] == student]
+    first = rows[0]
+    assert first["verdict"] == verdict and first["seed"] == str(SEED), first
+    assert text in first["message"] + " REVIEW: " + first["review"], first
+    assert "\x1b" not in first["message"]
+    if verdict != "ERROR":  # one exercise's crash never costs the other
+        assert [row["exercise"] for row in rows] == [FIRST, SECOND] and rows[1]["verdict"] == "PASS", rows
+
+
+def test_the_class_run_exits_non_zero_streams_and_leaves_no_process(graded):
+    assert graded["code"] == 1
+    assert graded["printed"].count("score ") == len(CLASS)
+    assert _sleepers() == [], "a process started by a submission outlived grading"
+
+
+def test_the_same_seed_replays_the_same_inputs(graded):
+    messages = {row["student"]: row["message"] for row in graded["rows"] if row["exercise"] == FIRST}
+    assert messages["wrong"] == messages["wrong-again"]
+
+
+def test_the_gradebook_has_paths_relative_to_the_folder_and_feedback_per_student(graded):
+    by_student = {record["student"]: record for record in graded["json"]}
+    assert set(by_student) == set(CLASS)
+    assert by_student["right"]["submission"] == "right/09_attention.ipynb" and by_student["right"]["score"] == "2/2"
+    assert by_student["truncated"]["score"] == "error" and by_student["truncated"]["error"]
+    feedback = (graded["feedback"] / "lib-import-09_attention.md").read_text()
+    assert "**FAIL** `ex-att-masked-softmax`" in feedback and "flagged for your instructor" in feedback
+
+
+def test_without_bubblewrap_the_grader_refuses_unless_unsafe(monkeypatch, tmp_path, capsys):
+    path = tmp_path / "alice" / "09_attention.ipynb"
+    path.parent.mkdir()
+    nbformat.write(_submission(), path)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    assert main(["grade", str(path)]) == 2
+    assert "bubblewrap (bwrap) is not installed" in capsys.readouterr().err
+    [report] = grade_all([path], load_masters(CHAPTERS), unsafe=True)
+    assert report.all_passed, report.lines()
+
+
+def test_review_flags_follow_aliases_and_forbidden_calls():
+    forbidden = ("torch.nn.functional.layer_norm", ".backward")
+    assert review_flags("import torch.nn.functional as F\ny = F.layer_norm", forbidden) == [
+        "uses torch.nn.functional.layer_norm, which the exercise forbids"]
+    assert review_flags("from torch.nn import functional\nfunctional.layer_norm(x)", forbidden)
+    assert review_flags("import torch\ngetattr(torch.nn.functional, 'layer_norm')", forbidden)
+    assert review_flags("loss.backward()", forbidden) == ["uses backward, which the exercise forbids"]
+    assert review_flags("import torch\ndef f(x):\n    return torch.tanh(x)\n", forbidden) == []
+    assert review_flags("import sys\nsys.modules['torch'] = None") == ["touches sys.modules"]
+    assert review_flags("import builtins") == ["touches builtins"]
+    assert review_flags("import lib.attention") == [
+        "uses the book's own code (lib), which the exercises ask you to write yourself"]
+    assert review_flags("def broken(:") == []
+    with pytest.raises(TypeError, match="source must be a str"):
+        review_flags(None)
+
+
+def test_malformed_probe_output_is_a_fail_never_a_crash(tmp_path):
+    def outcome(record, blob=b""):
+        (tmp_path / "e.json").write_text(record if isinstance(record, str) else json.dumps(record))
+        (tmp_path / "e.bin").write_bytes(blob)
+        return read_outcome(tmp_path, "e", "f", 1, 5)
+
+    good = {"results": [{"dtype": "float32", "shape": [2], "offset": 0, "nbytes": 8}]}
+    [tensor] = outcome(good, torch.tensor([1.0, 2.0]).numpy().tobytes()).results
+    assert tensor.dtype == torch.float32 and tensor.tolist() == [1.0, 2.0]
+    for bad in ("not json", {"results": []}, {"results": [{"dtype": "object", "shape": [1], "offset": 0, "nbytes": 8}]},
+                {"results": [{"dtype": "float64", "shape": [4], "offset": 0, "nbytes": 32}]},
+                {"results": [{"dtype": "float64", "shape": [-1], "offset": 0, "nbytes": -8}]},
+                {"results": [{"error": 3}]}, [1, 2]):
+        assert "malformed" in outcome(bad, b"\0" * 8).problem
+    (tmp_path / "e.json").unlink()
+    (tmp_path / "e.status.json").write_text(json.dumps({"ended": "timeout"}))
+    assert read_outcome(tmp_path, "e", "f", 1, 5).problem == "timed out after 5 s"
+
+
+def test_masters_come_only_from_the_books_chapters():
+    masters = load_masters(CHAPTERS)
+    notebook = nbformat.v4.new_notebook()
+    for name in ("../09_attention", "/etc/passwd", "09_attention/../x", 9, "99_nothing"):
+        notebook.metadata["exercises"] = {"master": name}
+        with pytest.raises(ValueError, match="not a chapter of the book"):
+            find_master(notebook, "x.ipynb", masters)
+    notebook.metadata = {}
+    assert find_master(notebook, "09_attention-bob.ipynb", masters).name == "09_attention"
+    assert student_id(Path("/c/alice/hw.ipynb"), Path("/c")) == "alice"
+    assert student_id(Path("/c/bob.ipynb"), Path("/c")) == "bob"
+    assert plain_text("\x1b[31mred\x1b[0m\nnext") == "red next"
+    with pytest.raises(ValueError, match="jobs must be a positive integer"):
+        grade_all([], masters, jobs=0)
