@@ -15,6 +15,12 @@ A chapter describes a visual once, as a :class:`Visual`:
    control values (a modest grid) is pre-rendered at build time into a
    self-contained HTML player whose range sliders and drop-downs swap frames.
 
+A live explorer's output also stores a **preview**: a PNG of its default figure with
+a one-line hint to run the notebook beneath it. A notebook that is opened but not yet
+run has no widget models; JupyterLab then shows the preview instead of the widget
+(it renders a not-yet-run, untrusted output with its safe image/png, never with the
+widget view). nbval does not compare images, so the preview cannot make it flaky.
+
 Which one is shown depends on the environment variable ``BOOK_WIDGETS``
 (``"static"`` or ``"live"``, default live). The book's Sphinx extension
 (``_ext/book_assets.py``) sets it to ``"static"`` before notebooks execute, so a
@@ -48,6 +54,7 @@ WIDGETS_ENV = "BOOK_WIDGETS"
 # (the benchmarks read it: a frame is one slider move, compute + update + render).
 TIMINGS_ENV = "BOOK_WIDGET_TIMINGS"
 MAX_FRAMES = 400  # keeps a chapter page of the HTML book to a few MB
+PREVIEW_HINT = "\u25b6 Run the notebook to move the controls; this is the default figure."
 
 
 @dataclass(frozen=True)
@@ -190,15 +197,21 @@ class Visual:
         raise NotImplementedError
 
 
-def render_png(fig: Figure, colors: int = 128) -> bytes:
-    """Rasterise ``fig`` to a palette PNG (about 4x smaller than RGBA, same look)."""
+def _rgb(fig: Figure) -> Image.Image:
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
-    rgba = np.asarray(canvas.buffer_rgba())  # (H, W, 4)
-    image = Image.fromarray(rgba[..., :3]).quantize(colors=colors, method=Image.Quantize.MEDIANCUT)
+    return Image.fromarray(np.asarray(canvas.buffer_rgba())[..., :3])  # (H, W, 3)
+
+
+def _palette_png(image: Image.Image, colors: int) -> bytes:
     buffer = io.BytesIO()
-    image.save(buffer, format="png", optimize=True)
+    image.quantize(colors=colors, method=Image.Quantize.MEDIANCUT).save(buffer, format="png", optimize=True)
     return buffer.getvalue()
+
+
+def render_png(fig: Figure, colors: int = 128) -> bytes:
+    """Rasterise ``fig`` to a palette PNG (about 4x smaller than RGBA, same look)."""
+    return _palette_png(_rgb(fig), colors)
 
 
 @dataclass
@@ -244,6 +257,21 @@ class Explorer:
             raise ValueError(f"unknown controls {sorted(unknown)}; expected some of {sorted(self.defaults)}")
         self.visual.update(self._handles, self.visual.compute(**{**self.defaults, **values}))
         return render_png(self._fig)
+
+    def preview_png(self) -> bytes:
+        """The default figure with :data:`PREVIEW_HINT` beneath it, as a PNG.
+
+        What a live explorer shows in a notebook that is opened but not yet run.
+        """
+        self.visual.update(self._handles, self.visual.compute(**self.defaults))
+        figure = _rgb(self._fig)
+        hint_fig = Figure(figsize=(figure.width / self.dpi, 0.3), dpi=self.dpi)
+        hint_fig.text(0.01, 0.5, PREVIEW_HINT, ha="left", va="center", fontsize=9, color="0.25")
+        hint = _rgb(hint_fig)
+        preview = Image.new("RGB", (figure.width, figure.height + hint.height), "white")
+        preview.paste(figure, (0, 0))
+        preview.paste(hint, (0, figure.height))
+        return _palette_png(preview, colors=128)
 
     # ---- live: ipywidgets ------------------------------------------------------
     def widget(self):
@@ -372,6 +400,7 @@ class Explorer:
         if mode != "live":
             raise ValueError(f"{WIDGETS_ENV} must be 'live' or 'static'; found {mode!r}")
         bundle = self.widget()._repr_mimebundle_()
+        bundle["image/png"] = b64encode(self.preview_png()).decode("ascii")
         bundle["text/plain"] = self.describe()
         return bundle
 
