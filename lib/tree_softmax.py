@@ -219,7 +219,8 @@ def _check_inputs(hidden: object, node_vectors: object, tree: object) -> None:
         raise TypeError(f"node_vectors must have hidden's dtype {hidden.dtype}; found {node_vectors.dtype}")
 
 
-def path_log_prob(hidden: Tensor, node_vectors: Tensor, tree: BinaryTree, words: Tensor) -> Tensor:
+def path_log_prob(hidden: Tensor, node_vectors: Tensor, tree: BinaryTree, words: Tensor,
+                  sparse: bool = False) -> Tensor:
     """``log P(w | h)`` of one word per context vector, batched (the training path).
 
     Parameters
@@ -231,6 +232,11 @@ def path_log_prob(hidden: Tensor, node_vectors: Tensor, tree: BinaryTree, words:
     tree : BinaryTree
     words : LongTensor
         The word whose probability each row asks for.
+    sparse : bool
+        Give ``node_vectors`` a sparse gradient (as ``nn.Embedding(sparse=True)``):
+        only the rows on the batch's paths, so that a backward pass costs the
+        same whatever the size of the vocabulary. The default, a dense gradient,
+        is a ``(V - 1, D)`` tensor of mostly zeros.
 
     Returns
     -------
@@ -250,9 +256,11 @@ def path_log_prob(hidden: Tensor, node_vectors: Tensor, tree: BinaryTree, words:
         raise TypeError(f"words must be a LongTensor of shape ({hidden.shape[0]},); found {found}")
     if words.numel() and (words.min() < 0 or words.max() >= tree.vocab_size):
         raise ValueError(f"words must be ids in [0, {tree.vocab_size}); found {words.min()}..{words.max()}")
+    if not isinstance(sparse, bool):
+        raise TypeError(f"sparse must be True or False; found {sparse!r}")
     nodes, codes, mask = (t.to(hidden.device) for t in tree.padded())
     path_nodes, path_codes, path_mask = nodes[words], codes[words].to(hidden.dtype), mask[words]  # (B, L)
-    path_vectors = node_vectors[path_nodes]  # (B, L, D)
+    path_vectors = F.embedding(path_nodes, node_vectors, sparse=sparse)  # (B, L, D): the rows on the paths
     logits = torch.einsum("bd,bld->bl", hidden, path_vectors)  # (B, L)
     # Bit 0 goes left with probability sigmoid(logit), bit 1 right with sigmoid(-logit).
     step_log_probs = F.logsigmoid((1 - 2 * path_codes) * logits)  # (B, L)

@@ -1048,7 +1048,7 @@ def dot_products_per_step(objective: str, counts: Union[Sequence[int], Tensor], 
 def time_objective_step(
     objective: str, vocab_size: int, dim: int = 100, batch_size: int = 256, negative: int = 5, repeats: int = 5
 ) -> float:
-    """Median wall time (seconds) of one SGD step on the output side, for a Zipfian vocabulary.
+    """Wall time (seconds) of one SGD step on the output side, for a Zipfian vocabulary.
 
     The full softmax computes all ``V`` logits, their softmax and a dense
     gradient; the other two call :func:`logistic_sgd_step` with ``K + 1`` rows or
@@ -1058,7 +1058,8 @@ def time_objective_step(
     Returns
     -------
     float
-        Seconds per step, the median of ``repeats`` runs after one warm-up run.
+        Seconds per step, the fastest of ``repeats`` runs after one warm-up run (the
+        one least disturbed by other programs).
     """
     require_choice("objective", objective, ("softmax", *OBJECTIVES))
     for name, value in (("vocab_size", vocab_size), ("dim", dim), ("batch_size", batch_size), ("repeats", repeats)):
@@ -1091,4 +1092,4 @@ def time_objective_step(
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
-    return float(torch.tensor(times[1:]).median())
+    return min(times[1:])

@@ -25,6 +25,7 @@ from lib.softmax_approx import (
     nce_logits,
     nce_loss,
     output_scores,
+    rows,
     time_per_step,
 )
 from lib.tree_softmax import all_log_probs, balanced_tree, huffman_tree, path_log_prob
@@ -337,3 +338,41 @@ def test_tree_decisions_depend_on_the_whole_prefix_not_only_the_last_bit():
     by_path = [sum(F.logsigmoid((1 - 2 * b) * (hidden[0] @ node_vectors[n])) for b, n in zip(tree.codes[w], tree.nodes[w]))
                for w in (3, 7)]
     torch.testing.assert_close(torch.stack(by_path), all_log_probs(hidden, node_vectors, tree)[0, [3, 7]])
+
+
+# ---- sparse gradients ----------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(7,), (7, 3)])
+def test_rows_sparse_gradient_equals_the_dense_one(shape):
+    table = torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    index = torch.tensor([[0, 3], [3, 6]])  # row 3 twice: its gradients add up
+    weights = torch.randn(*index.shape, *shape[1:], dtype=torch.float64)
+    dense = torch.autograd.grad((rows(table, index) * weights).sum(), table)[0]
+    sparse = torch.autograd.grad((rows(table, index, sparse=True) * weights).sum(), table)[0]
+    assert sparse.layout == torch.sparse_coo
+    torch.testing.assert_close(sparse.to_dense(), dense)
+    torch.testing.assert_close(rows(table, index, sparse=True), table[index])
+
+
+def test_rows_rejects_bad_input():
+    with pytest.raises(TypeError, match="table"):
+        rows(torch.zeros(2, 2, 2), torch.tensor([0]))
+    with pytest.raises(TypeError, match="index"):
+        rows(torch.zeros(2), torch.tensor([0.0]))
+    with pytest.raises(TypeError, match="sparse"):
+        rows(torch.zeros(2), torch.tensor([0]), sparse="yes")
+
+
+def test_class_softmax_sparse_gradients_equal_the_dense_ones():
+    torch.manual_seed(0)
+    dense_layer = ClassSoftmax(4, frequency_classes([50, 20, 9, 8, 5, 3, 2, 1], 3)).double()
+    sparse_layer = ClassSoftmax(4, dense_layer.word_class, sparse=True).double()
+    sparse_layer.load_state_dict(dense_layer.state_dict())
+    hidden = torch.randn(6, 4, dtype=torch.float64)
+    words = torch.tensor([0, 1, 4, 4, 7, 2])
+    dense = torch.autograd.grad(dense_layer.log_prob(hidden, words).sum(), list(dense_layer.parameters()))
+    sparse = torch.autograd.grad(sparse_layer.log_prob(hidden, words).sum(), list(sparse_layer.parameters()))
+    for d, s in zip(dense, sparse):
+        torch.testing.assert_close(s.to_dense() if s.is_sparse else s, d)
+    assert sum(s.is_sparse for s in sparse) == 2  # the word layer's weight and bias
+    with pytest.raises(TypeError, match="sparse"):
+        ClassSoftmax(4, dense_layer.word_class, sparse=None)

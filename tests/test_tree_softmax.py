@@ -127,6 +127,23 @@ def test_path_log_prob_gradients():
     assert torch.autograd.gradcheck(lambda h, n: path_log_prob(h, n, tree, words), (hidden, nodes))
 
 
+
+def test_sparse_gradient_equals_the_dense_one_and_holds_only_the_path_rows():
+    tree = balanced_tree(64)
+    hidden = randn(5, 3, seed=2).requires_grad_()
+    nodes = randn(63, 3, seed=3).requires_grad_()
+    words = torch.tensor([0, 7, 7, 40, 63])
+    dense = torch.autograd.grad(path_log_prob(hidden, nodes, tree, words).sum(), [hidden, nodes])
+    sparse = torch.autograd.grad(path_log_prob(hidden, nodes, tree, words, sparse=True).sum(), [hidden, nodes])
+    assert sparse[1].layout == torch.sparse_coo
+    torch.testing.assert_close(sparse[0], dense[0])
+    torch.testing.assert_close(sparse[1].to_dense(), dense[1])
+    touched = set(sparse[1].coalesce().indices()[0].tolist())
+    assert touched == set(tree.padded()[0][words][tree.padded()[2][words]].tolist())
+    with pytest.raises(TypeError, match="sparse"):
+        path_log_prob(hidden, nodes, tree, words, sparse=1)
+
+
 def test_padded_tensors():
     nodes, codes, mask = huffman_tree([5, 1, 1, 2]).padded()
     assert nodes.tolist() == [[2, 0, 0], [2, 1, 0], [2, 1, 0], [2, 1, 0]]
