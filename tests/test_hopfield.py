@@ -98,6 +98,21 @@ def test_a_unit_with_zero_field_keeps_its_state():
     assert torch.equal(update_async(weights, state, torch.arange(3)), state)
 
 
+def test_a_field_that_is_zero_up_to_rounding_is_a_tie_in_every_summation_order():
+    # Unit 0's field is 0.1 + 0.2 - 0.3 = 0 exactly, but 5.6e-17 in float64 when summed in this order:
+    # a CPU that sums in another order can get 0 or a negative number. Every order must keep the state.
+    weights = torch.zeros(4, 4, dtype=torch.float64)
+    weights[0, 1:] = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+    weights[1:, 0] = weights[0, 1:]
+    state = torch.tensor([-1.0, 1.0, 1.0, -1.0], dtype=torch.float64)
+    assert (state @ weights[:, 0]).item() != 0.0  # the rounding residue this test is about
+    for permutation in ([0, 1, 2, 3], [0, 3, 2, 1], [0, 2, 3, 1]):
+        p = torch.tensor(permutation)
+        permuted_weights, permuted_state = weights[p][:, p], state[p]  # the same network, units relabelled
+        assert update_async(permuted_weights, permuted_state, torch.tensor([0]))[0] == -1.0
+        assert update_sync(permuted_weights, permuted_state)[0] == -1.0
+
+
 # ---------------------------------------------------------------------------
 # Recall: fixed points, convergence, oscillation, capacity.
 # ---------------------------------------------------------------------------

@@ -8,7 +8,8 @@ changes. It is a content-addressable memory: part of the content is the address.
    values ``+-1``, ``W = (1/N) sum_mu xi_mu xi_mu^T`` with a zero diagonal
    (:func:`hebbian_weights`).
 2. *Dynamics*: unit ``i`` takes the sign of its local field ``h_i = sum_j W_ij s_j``
-   (and keeps its state when ``h_i = 0``). Asynchronously, one unit at a time
+   (and keeps its state when ``h_i = 0``; a field within rounding error of 0
+   counts as 0, so that ties are broken alike on every CPU). Asynchronously, one unit at a time
    (:func:`update_async`), or synchronously, all at once (:func:`update_sync`).
 3. *Energy* ``E(s) = -1/2 s^T W s`` (:func:`energy`). Because ``W`` is symmetric
    with a zero diagonal, an asynchronous update changes it by
@@ -148,9 +149,29 @@ def energy(weights: Tensor, states: Tensor) -> Tensor:
     return -0.5 * ((states @ weights) * states).sum(-1)  # (...,)
 
 
-def _sign_or_keep(fields: Tensor, states: Tensor) -> Tensor:
-    """``sign(h)``, except that a unit with ``h = 0`` keeps its state (Hopfield's threshold rule)."""
-    return torch.where(fields > 0, 1.0, torch.where(fields < 0, -1.0, states)).to(states.dtype)
+def _tie_tolerance(weights: Tensor) -> Tensor:
+    """Per unit, a bound on the rounding error of a field ``h_i = sum_j W_ji s_j``: ``N eps sum_j |W_ji|``.
+
+    A field is a sum of ``N`` terms ``+-W_ji``; in any summation order its rounding
+    error is at most about ``N eps sum_j |W_ji|``. A field that is exactly 0 in exact
+    arithmetic (a tie, common with Hebbian weights ``k / N``) can come out as a tiny
+    positive or negative number, with a sign that depends on the CPU's summation
+    order. Fields within this bound count as 0, so every CPU breaks ties alike.
+
+    Shapes
+    ------
+    weights : (N, N)
+    output : (N,)
+    """
+    return weights.shape[0] * torch.finfo(weights.dtype).eps * weights.abs().sum(0)
+
+
+def _sign_or_keep(fields: Tensor, states: Tensor, tolerance: Tensor | float = 0.0) -> Tensor:
+    """``sign(h)``, except that a unit with ``h = 0`` keeps its state (Hopfield's threshold rule).
+
+    ``|h| <= tolerance`` counts as ``h = 0`` (see :func:`_tie_tolerance`).
+    """
+    return torch.where(fields > tolerance, 1.0, torch.where(fields < -tolerance, -1.0, states)).to(states.dtype)
 
 
 def update_sync(weights: Tensor, states: Tensor) -> Tensor:
@@ -175,11 +196,15 @@ def update_sync(weights: Tensor, states: Tensor) -> Tensor:
     output : (..., N)
     """
     _check_weights_and_states(weights, states)
-    return _sign_or_keep(states @ weights, states)  # W is symmetric: s W = (W s)^T
+    return _sign_or_keep(states @ weights, states, _tie_tolerance(weights))  # W is symmetric: s W = (W s)^T
 
 
 def update_async(weights: Tensor, states: Tensor, order: Tensor) -> Tensor:
     """Update units one at a time, in ``order``; each sees the changes made before it.
+
+    A unit whose field is 0 keeps its state; a field within rounding error of 0
+    (:func:`_tie_tolerance`) counts as 0, so the result does not depend on the
+    order in which the CPU sums the field.
 
     Parameters
     ----------
@@ -209,10 +234,10 @@ def update_async(weights: Tensor, states: Tensor, order: Tensor) -> Tensor:
     n_units = weights.shape[0]
     if order.numel() and not (0 <= int(order.min()) and int(order.max()) < n_units):
         raise ValueError(f"order must hold unit indices in [0, {n_units}); found {order.min()}..{order.max()}")
-    states = states.clone()
+    states, tolerance = states.clone(), _tie_tolerance(weights).tolist()  # (N,): |h_i| below it is a tie
     for i in order.tolist():
         field = states @ weights[:, i]  # (...,): h_i = sum_j W_ji s_j with the current states
-        states[..., i] = _sign_or_keep(field, states[..., i])
+        states[..., i] = _sign_or_keep(field, states[..., i], tolerance[i])
     return states
 
 
