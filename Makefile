@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SOURCES := $(shell find lib chapters backmatter _ext benchmarks -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' -o -name '*.json' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
            intro.md _config.yml _toc.yml references.bib
 
-.PHONY: setup book test unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean
+.PHONY: setup book test unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
 
 setup: $(STAMP)
 
@@ -66,3 +66,12 @@ bench: $(STAMP)
 
 clean:
 	rm -rf _build student
+
+# Run the notebooks: JupyterLab on this machine (127.0.0.1 only; --allow-root for containers
+# and CI machines, where everything runs as root), file browser in chapters/.
+# Open the URL it prints; Run > Run All Cells brings each chapter's explorers to life.
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ip=127.0.0.1 --allow-root --LabApp.default_url=/lab/tree/chapters
+
+# The reader's pins live in requirements-runtime.txt (requirements.txt includes it).
+$(STAMP): requirements-runtime.txt
