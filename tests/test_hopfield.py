@@ -175,6 +175,22 @@ def test_recall_collapses_above_the_capacity():
     assert recall_experiment(200, 50, 0.0, trials=2, seed=0) == high  # deterministic
 
 
+def test_recall_experiment_measures_what_a_loop_over_cues_measures():
+    result = recall_experiment(60, 6, 0.3, trials=2, seed=3)
+    generator = torch.Generator().manual_seed(3)  # the same draws, in the same order
+    exact, overlaps = [], []
+    for _ in range(2):
+        patterns = torch.randint(0, 2, (6, 60), generator=generator).double() * 2 - 1
+        cues = flip_bits(patterns, 0.3, generator)
+        final = HopfieldNetwork(patterns).recall(cues, max_steps=30, generator=generator).states
+        for state, pattern in zip(final, patterns):
+            exact.append(float(torch.equal(state, pattern)))
+            overlaps.append(float(overlap(state, pattern)))
+    assert result["exact"] == pytest.approx(sum(exact) / 12)
+    assert result["overlap"] == pytest.approx(sum(overlaps) / 12)
+    assert 0.0 < result["exact"] < 1.0  # the case is not trivial
+
+
 # ---------------------------------------------------------------------------
 # Bad input.
 # ---------------------------------------------------------------------------

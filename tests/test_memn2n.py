@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lib.memory.babi import OBJECTS, PEOPLE, PLACES, VOCABULARY, WORD_ID, Stories, generate
-from lib.memory.memn2n import MemN2N, MemN2NConfig, accuracy, position_encoding, train_memn2n
+from lib.memory.memn2n import (
+    MemN2N, MemN2NConfig, accuracy, position_encoding, support_weights, train_memn2n, train_over_seeds,
+)
 
 FAST = settings(max_examples=25, deadline=None, database=None)
 
@@ -146,6 +148,35 @@ def test_training_on_one_supporting_fact_learns_the_task():
     log = train_memn2n(model, train, epochs=6, batch_size=20, lr=0.01)
     assert len(log.losses) == len(log.seconds) == 6 and log.losses[-1] < 0.2 * log.losses[0]
     assert accuracy(model, test) > 0.9
+
+
+def test_train_over_seeds_repeats_a_seed_exactly_and_differs_between_seeds():
+    train = Stories.from_stories(generate("single", 200, seed=1))
+    test = Stories.from_stories(generate("single", 100, seed=2))
+    config = MemN2NConfig(len(VOCABULARY), embed_dim=8, hops=1)
+    models, accuracies = train_over_seeds(config, train, test, [0, 1, 0], epochs=1, batch_size=50)
+    assert len(models) == len(accuracies) == 3 and all(0.0 <= a <= 1.0 for a in accuracies)
+    first, other, again = (torch.cat([p.flatten() for p in m.parameters()]) for m in models)
+    assert torch.equal(first, again) and not torch.equal(first, other)
+    assert accuracies[0] == accuracies[2] == accuracy(models[0], test)
+    with pytest.raises(ValueError, match="seeds"):
+        train_over_seeds(config, train, test, [], epochs=1)
+    with pytest.raises(TypeError, match="seeds instead"):
+        train_over_seeds(config, train, test, [0], epochs=1, seed=3)
+
+
+def test_support_weights_average_each_hops_weight_on_each_supporting_sentence():
+    data = Stories.from_stories(generate("two", 30, seed=4))
+    torch.manual_seed(0)
+    model = MemN2N(MemN2NConfig(len(VOCABULARY), embed_dim=8, hops=2))
+    with torch.no_grad():
+        _, weights = model(data.story, data.question, data.lengths)  # (B, K, N)
+    expected = torch.tensor([[sum(float(weights[b, k, data.supporting[b, f]]) for b in range(30)) / 30
+                              for f in range(2)] for k in range(2)])
+    torch.testing.assert_close(support_weights(model, data), expected)
+    single = Stories.from_stories(generate("single", 10, seed=4))  # one fact: the second column is -1 everywhere
+    model = MemN2N(MemN2NConfig(len(VOCABULARY), embed_dim=8, hops=2))
+    assert support_weights(model, single)[:, 0].isfinite().all()
 
 
 # ---------------------------------------------------------------------------

@@ -14,7 +14,9 @@ from lib.memory.hopfield import (
     CAPACITY, HopfieldNetwork, Recall, energy, flip_bits, hebbian_weights, overlap, recall_experiment,
     update_async, update_sync,
 )
-from lib.memory.memn2n import MemN2N, MemN2NConfig, accuracy, position_encoding, train_memn2n
+from lib.memory.memn2n import (
+    MemN2N, MemN2NConfig, accuracy, position_encoding, support_weights, train_memn2n, train_over_seeds,
+)
 from lib.memory.ntm import (
     NTM, CopyRun, CosineScore, HeadParameters, NTMConfig, address, circular_shift, content_weights,
     copy_batch, interpolate, load_copy_model, read, sharpen, train_copy, write,
@@ -27,5 +29,6 @@ __all__ = [
     "TuringMachine", "accuracy",
     "address", "circular_shift", "content_weights", "copy_batch", "energy", "flip_bits", "generate",
     "hebbian_weights", "interpolate", "load_copy_model", "notes_example", "overlap", "position_encoding",
-    "read", "recall_experiment", "sharpen", "train_copy", "train_memn2n", "update_async", "update_sync", "write",
+    "read", "recall_experiment", "sharpen", "support_weights", "train_copy", "train_memn2n", "train_over_seeds",
+    "update_async", "update_sync", "write",
 ]

@@ -403,9 +403,11 @@ def recall_experiment(n_units: int, n_patterns: int, noise: float, trials: int =
         cues = flip_bits(patterns, noise, generator)  # (P, N): every pattern cued once
         final = network.recall(cues, max_steps=max_steps, generator=generator).states
         exact.append((final == patterns).all(-1).double())
-        overlaps.append(overlap(final, patterns))
+        overlaps.append((final * patterns).sum(-1))  # (P,): N times the overlap, an integer
+    # Integer sums divided once: the means are the same double on every CPU, whatever its summation order.
+    cues = trials * n_patterns
     return {
-        "exact": float(torch.cat(exact).mean()),
-        "overlap": float(torch.cat(overlaps).mean()),
+        "exact": float(torch.cat(exact).sum()) / cues,
+        "overlap": float(torch.cat(overlaps).sum()) / (cues * n_units),
         "load": n_patterns / n_units,
     }

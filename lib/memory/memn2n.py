@@ -49,7 +49,10 @@ from lib.memory.babi import Stories
 from lib.rnn import clip_grad_norm
 from lib.transformer import TrainingLog
 
-__all__ = ["MemN2N", "MemN2NConfig", "TYING", "accuracy", "position_encoding", "train_memn2n"]
+__all__ = [
+    "MemN2N", "MemN2NConfig", "TYING", "accuracy", "position_encoding", "support_weights", "train_memn2n",
+    "train_over_seeds",
+]
 
 TYING = ("adjacent", "layerwise")
 
@@ -264,3 +267,65 @@ def accuracy(model: MemN2N, data: Stories) -> float:
     model.eval()
     logits, _ = model(data.story, data.question, data.lengths)
     return float((logits.argmax(dim=-1) == data.answer).float().mean())
+
+
+def train_over_seeds(config: MemN2NConfig, train: Stories, test: Stories, seeds, **training) -> tuple[list[MemN2N], list[float]]:
+    """Train one model per seed and score each on held-out stories: how much a result owes to luck.
+
+    Seed ``s`` draws the initial weights (``torch.manual_seed(s)``) and the order of the
+    batches (``train_memn2n(..., seed=s)``); the stories are the same for every seed.
+
+    Parameters
+    ----------
+    config : MemN2NConfig
+    train, test : Stories
+    seeds : iterable of int
+    **training
+        Passed to :func:`train_memn2n` (``epochs``, ``linear_epochs``, ``batch_size``, ``lr``).
+
+    Returns
+    -------
+    models : list of MemN2N
+        The trained models, in the order of ``seeds``.
+    accuracies : list of float
+        Their :func:`accuracy` on ``test``.
+    """
+    seeds = list(seeds)
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
+        raise ValueError(f"seeds must be a non-empty sequence of ints; found {seeds!r}")
+    if "seed" in training:
+        raise TypeError("train_over_seeds sets train_memn2n's seed itself; pass seeds instead")
+    models, accuracies = [], []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = MemN2N(config)
+        train_memn2n(model, train, seed=seed, **training)
+        models.append(model)
+        accuracies.append(accuracy(model, test))
+    return models, accuracies
+
+
+@torch.no_grad()
+def support_weights(model: MemN2N, data: Stories) -> Tensor:
+    """Each hop's mean attention weight on each supporting sentence, over the stories in ``data``.
+
+    Column ``f`` is supporting fact ``f`` (for the "two" task: 0 = the pick-up,
+    1 = the person's last move); stories without such a fact are left out of that column.
+
+    Returns
+    -------
+    Tensor
+        ``(K, F)`` mean weights, ``F = data.supporting.shape[1]``; NaN in a column no story has.
+
+    Shapes
+    ------
+    output : (K, F)
+    """
+    model.eval()
+    _, weights = model(data.story, data.question, data.lengths)  # (B, K, N)
+    columns = []
+    for fact in data.supporting.T:  # (B,) sentence indices, -1 where the story has no such fact
+        has = fact >= 0
+        picked = weights[has.nonzero().squeeze(1), :, fact[has]]  # (B', K)
+        columns.append(picked.mean(dim=0))
+    return torch.stack(columns, dim=1)  # (K, F)
