@@ -6,7 +6,7 @@ import math
 import torch
 
 from lib.activations import gelu_grad
-from lib.checks.core import Check, CheckFailed, _require_tensor
+from lib.checks.core import Check, CheckFailed, _require_tensor, tolerance_for
 from lib.losses import binary_cross_entropy, cross_entropy
 
 
@@ -33,6 +33,7 @@ def judge_gelu_grad(cases: list[tuple], results: list) -> None:
     """Compare the student's derivative with :func:`lib.activations.gelu_grad` (exact form)."""
     for (x,), found in zip(cases, results, strict=True):
         found = _require_tensor(found, f"x of shape {tuple(x.shape)}")
+        tolerance = tolerance_for(found, dict(atol=1e-10, rtol=0.0))
         expected = gelu_grad(x)
         if found.shape != expected.shape:
             raise CheckFailed(f"for x of shape {tuple(x.shape)} your derivative has shape {tuple(found.shape)}; "
@@ -40,7 +41,7 @@ def judge_gelu_grad(cases: list[tuple], results: list) -> None:
         found = found.to(expected.dtype)
         if not torch.isfinite(found).all():
             raise CheckFailed(f"your derivative contains NaN or inf for x of shape {tuple(x.shape)}")
-        if torch.allclose(found, expected, atol=1e-10, rtol=0):
+        if torch.allclose(found, expected, **tolerance):
             continue
         cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
         diagnoses = (
@@ -71,14 +72,17 @@ def cross_entropy_cases(generator: torch.Generator, trials: int = 12) -> list[tu
     """Fresh inputs ``(logits, targets)`` for :data:`check_cross_entropy`.
 
     Logits ``(B, C)`` in float64 with ``B != C``; every third case has logits in
-    the hundreds, where exp overflows unless the row maximum is subtracted first.
-    Targets are class indices ``(B,)``.
+    the hundreds, shifted so that every row's maximum is 1000 or -1000 in turn,
+    where exp overflows (or underflows to 0) unless the row maximum is subtracted
+    first: a missing max-shift fails on every seed. Targets are class indices ``(B,)``.
     """
     cases = []
     for trial in range(trials):
         batch, classes = (int(n) for n in torch.randperm(6, generator=generator)[:2] + 2)
         scale = 400.0 if trial % 3 == 2 else 2.0
         logits = scale * torch.randn(batch, classes, generator=generator, dtype=torch.float64)
+        if trial % 3 == 2:
+            logits += (1000.0 if trial % 2 else -1000.0) - logits.max(-1, keepdim=True).values
         targets = torch.randint(0, classes, (batch,), generator=generator)
         cases.append((logits, targets))
     return cases
@@ -89,6 +93,7 @@ def judge_cross_entropy(cases: list[tuple], results: list) -> None:
     for (logits, targets), found in zip(cases, results, strict=True):
         shapes = f"logits of shape {tuple(logits.shape)}"
         found = _require_tensor(found, shapes)
+        tolerance = tolerance_for(found, dict(atol=1e-8, rtol=1e-10))
         expected = cross_entropy(logits, targets)
         per_example = cross_entropy(logits, targets, reduction="none")  # (B,)
         if found.shape == per_example.shape and torch.allclose(found.to(per_example.dtype), per_example, atol=1e-8):
@@ -99,9 +104,9 @@ def judge_cross_entropy(cases: list[tuple], results: list) -> None:
         if not torch.isfinite(value):
             raise CheckFailed(
                 f"your loss is {value.item()} for {shapes} with entries up to {logits.abs().max():.0f}: exp "
-                "overflows; subtract each row's maximum before exponentiating (the log-sum-exp trick)"
+                "overflows or underflows; subtract each row's maximum before exponentiating (the log-sum-exp trick)"
             )
-        if torch.isclose(value, expected, atol=1e-8, rtol=1e-10):
+        if torch.isclose(value, expected, **tolerance):
             continue
         batch = logits.shape[0]
         q = torch.softmax(logits, -1)
@@ -116,7 +121,7 @@ def judge_cross_entropy(cases: list[tuple], results: list) -> None:
              "your softmax runs over the batch; it must run over the classes (the last axis)"),
         )
         for wrong, message in diagnoses:
-            if torch.isclose(value, wrong, atol=1e-8, rtol=1e-10):
+            if torch.isclose(value, wrong, **tolerance):
                 raise CheckFailed(f"for {shapes}: {message}")
         raise CheckFailed(f"for {shapes} your loss is {value.item():.6g}; expected {expected.item():.6g}")
 

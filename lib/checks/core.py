@@ -66,6 +66,29 @@ class Check:
         print(f"✓ {self.success}")
 
 
+# The dtype policy: inputs are float64; a float64 result is held to the checker's own tolerance,
+# a result in a lower precision (float32, float16, bfloat16) to at least float32's, about 1e-4.
+# Every slip the checkers diagnose is far larger than either.
+FLOAT32_TOLERANCE = dict(atol=1e-4, rtol=1e-4)
+
+
+def tolerance_for(found: torch.Tensor, tolerance: dict) -> dict:
+    """The tolerance a result is compared with, following its dtype (see ``FLOAT32_TOLERANCE``).
+
+    Parameters
+    ----------
+    found : torch.Tensor
+        The student's result, in the dtype it was returned in.
+    tolerance : dict
+        The checker's ``atol`` and ``rtol`` for float64 results.
+    """
+    if not isinstance(found, torch.Tensor):
+        raise TypeError(f"found must be a torch.Tensor; found {type(found).__name__}")
+    if not found.is_floating_point() or found.dtype == torch.float64:
+        return dict(tolerance)
+    return {key: max(value, FLOAT32_TOLERANCE[key]) for key, value in tolerance.items()}
+
+
 def compare_tensors(found: torch.Tensor, expected: torch.Tensor, context: str, layout: str,
                     diagnoses: tuple, shape_hints: dict, reference: str,
                     tolerance: dict = dict(atol=1e-6, rtol=1e-6)) -> None:
@@ -73,14 +96,16 @@ def compare_tensors(found: torch.Tensor, expected: torch.Tensor, context: str, l
 
     ``diagnoses`` are (wrong answer, message) pairs: a result equal to a known
     wrong answer gets that answer's message. ``shape_hints`` maps a wrong shape
-    to advice. ``reference`` names the module the answer is compared with. The
-    default tolerance lets float32 answers pass; every slip the checkers
-    diagnose is far larger.
+    to advice. ``reference`` names the module the answer is compared with.
+    ``tolerance`` applies to float64 results; lower-precision results are
+    compared with :func:`tolerance_for`'s looser one.
     """
     if tuple(found.shape) != tuple(expected.shape):
         hint = shape_hints.get(tuple(found.shape), "")
         raise CheckFailed(f"for {context} your result has shape {tuple(found.shape)}; expected {layout} = "
                           f"{tuple(expected.shape)}{hint}")
+    tolerance = tolerance_for(found, tolerance)
+    returned = str(found.dtype).removeprefix("torch.")
     found = found.detach().to(expected.dtype)
     if torch.isnan(found).any():
         raise CheckFailed(f"your result contains NaN for {context}")
@@ -92,4 +117,5 @@ def compare_tensors(found: torch.Tensor, expected: torch.Tensor, context: str, l
     difference = (found - expected).abs()
     where = tuple(int(i) for i in torch.unravel_index(difference.argmax(), expected.shape))
     raise CheckFailed(f"for {context} your result differs from {reference}'s by up to {difference.max():.3g} "
-                      f"(at index {where})")
+                      f"(at index {where}; a {returned} result may differ by atol {tolerance['atol']:g} + "
+                      f"rtol {tolerance['rtol']:g} × |expected|)")

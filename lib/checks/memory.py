@@ -81,10 +81,11 @@ check_ntm_write = Check(
 
 
 def hebbian_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
-    """Fresh ``+-1`` patterns ``(P, N)`` for :data:`check_hebbian_weights`, with ``P != N``."""
+    """Fresh ``+-1`` patterns ``(P, N)`` for :data:`check_hebbian_weights`, with ``2 <= P < N`` (with one
+    pattern, dividing by P would look like not dividing at all)."""
     cases = []
     for _ in range(trials):
-        n_patterns = int(torch.randint(1, 6, (1,), generator=generator))
+        n_patterns = int(torch.randint(2, 6, (1,), generator=generator))
         n_units = n_patterns + int(torch.randint(1, 8, (1,), generator=generator))
         patterns = torch.randint(0, 2, (n_patterns, n_units), generator=generator).to(torch.float64) * 2 - 1
         cases.append((patterns,))
