@@ -66,12 +66,13 @@ def lab(tmp_path_factory):
            "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces")}
     port = free_port()
+    log = open(home / "server.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root}",
          "--IdentityProvider.token=", "--ServerApp.password=", "--allow-root",
          "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        env=env, stdout=subprocess.DEVNULL, stderr=open(home / "server.log", "w"),
+        env=env, stdout=subprocess.DEVNULL, stderr=log,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -91,6 +92,7 @@ def lab(tmp_path_factory):
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
+        log.close()
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +135,8 @@ def test_a_chapter_opens_on_its_figures_runs_and_its_explorer_answers(lab, chrom
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
         page.wait_for_function(
-            """n => !document.querySelector('.jp-Notebook .jp-InputArea-prompt') ? false
-                 : ![...document.querySelectorAll('.jp-Notebook .jp-InputArea-prompt')]
+            # Done: no prompt still shows [*] (queued or running) and every explorer is a live widget.
+            """n => ![...document.querySelectorAll('.jp-Notebook .jp-InputArea-prompt')]
                      .some(p => p.textContent.includes('*'))
                  && document.querySelectorAll('.jp-Notebook .widget-image').length === n""",
             arg=len(explorers), timeout=RUN_SECONDS * 1000, polling=250)
