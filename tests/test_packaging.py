@@ -9,6 +9,7 @@
   cell asks for it, goes into a fresh venv with only its declared dependencies, and a
   chapter runs there top to bottom.
 """
+import importlib.metadata
 import re
 import shutil
 import subprocess
@@ -62,6 +63,13 @@ def test_requirements_txt_is_the_runtime_pins_plus_the_build_and_test_stack():
     assert runtime.items() <= everything.items()
     assert BUILD_AND_TEST_STACK <= set(everything) - set(runtime)
     assert "jupyterlab" in runtime, "make lab and Binder need JupyterLab"
+
+
+def test_this_environment_has_the_pinned_versions_jupyterlab_included():
+    # `make setup` installs requirements.txt; `make lab` runs the JupyterLab it pins.
+    for name, pinned in pins(ROOT / "requirements.txt").items():
+        installed = Version(importlib.metadata.version(name))
+        assert Version(installed.public) == pinned, f"{name} {installed} is installed; requirements pin {pinned}"
 
 
 def test_binder_installs_the_runtime_pins_and_not_the_test_stack():
