@@ -725,8 +725,10 @@ class ClockTask:
     Parameters
     ----------
     seed : int
-        Seed of the phrasing probabilities (38, the chapter's, shows greedy
-        search errors, the short outputs of wide beams and their cure).
+        Seed of the phrasing probabilities. 38, the chapter's, shows in one
+        model every effect the chapter discusses (greedy search errors, the
+        short outputs of wide beams, length normalisation changing the
+        answer); the chapter's sweep repeats the experiment with other seeds.
 
     Attributes
     ----------

@@ -396,6 +396,24 @@ def test_table_model_fit_counts_with_add_delta():
     torch.testing.assert_close(model.for_source(1)(prefixes), model.log_probs[1, [1, 2]])
 
 
+def test_table_model_fit_equals_counting_token_by_token():
+    # The scatter-add in fit against the plainest count: one increment per token, in a loop.
+    generator = torch.Generator().manual_seed(0)
+    pairs = []
+    for _ in range(300):
+        length = int(torch.randint(1, 6, (1,), generator=generator))
+        tokens = torch.randint(1, 7, (length - 1,), generator=generator).tolist() + [0]
+        pairs.append((int(torch.randint(0, 4, (1,), generator=generator)), tokens))
+    counts = torch.full((4, 8, 7), 0.25, dtype=torch.float64)
+    for source, tokens in pairs:
+        for previous, token in zip([7, *tokens[:-1]], tokens):
+            counts[source, previous, token] += 1
+    model = TableModel.fit(pairs, num_sources=4, vocab_size=7, delta=0.25)
+    assert torch.equal(model.log_probs, torch.log(counts / counts.sum(dim=2, keepdim=True)))
+    uniform = torch.full((4, 8, 7), math.log(1 / 7), dtype=torch.float64)  # no pairs: only pseudo-counts
+    torch.testing.assert_close(TableModel.fit([], 4, 7, 0.25).log_probs, uniform)
+
+
 def test_clock_task_is_a_proper_distribution_over_phrasings():
     task = ClockTask()
     assert len(task.times) == 48 and task.vocab[task.eos] == "<eos>"
