@@ -53,12 +53,23 @@ test: book chromium sandbox
 	$(BIN)/python -m pytest tests $(NBVAL)
 	$(MAKE) --no-print-directory notebooks-other-cpu
 
-# Instructors: the hand-out version of every chapter, and grading (SUBMISSIONS=file or folder).
+# Instructors: the hand-out version of every chapter, and grading (SUBMISSIONS=file or folder,
+# GRADE_OPTIONS e.g. "-j 2 --csv grades.csv --feedback feedback"; each submission runs in bwrap).
 student: $(STAMP)
 	$(BIN)/python -m lib.exercises student --out student
 
 grade: $(STAMP)
-	$(BIN)/python -m lib.exercises grade $(SUBMISSIONS)
+	$(BIN)/python -m lib.exercises grade $(SUBMISSIONS) $(GRADE_OPTIONS)
+
+# A repository for students (STUDENT_REPO, a new folder) and the HTML book without solutions.
+.PHONY: student-repo student-book
+STUDENT_REPO ?= ../book-student
+student-repo: $(STAMP)
+	$(BIN)/python -m lib.exercises student-repo $(STUDENT_REPO)
+
+student-book: $(STAMP)
+	rm -rf _build/student
+	BOOK_EDITION=student $(BIN)/jupyter-book build . --path-output _build/student --keep-going
 
 # Speed against the reference libraries; writes benchmarks/results.json (the Benchmarks page renders it).
 bench: $(STAMP)

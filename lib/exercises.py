@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +168,46 @@ def write_student_versions(chapters: Path, out: Path) -> list[Path]:
     return written
 
 
+STUDENT_REPO_FILES = ("lib", "pyproject.toml", "requirements.txt", "binder", "chapters/weights")
+STUDENT_REPO_README = """# Attention, Sequence Models and Memory: student repository
+
+The chapters in `chapters/` are the hand-out versions: every coding exercise's solution cell
+raises `NotImplementedError` until you write it, and the worked solutions are not included.
+Install the book's environment (`python -m venv .venv && .venv/bin/pip install -r
+requirements.txt && .venv/bin/pip install -e .`) or open it on Binder, then run the chapters.
+Keep everything an answer needs inside its solution cell (imports included) and do not import
+the book's own `lib` there: your instructor's grader runs only those cells, without `lib`.
+"""
+
+
+def write_student_repo(out: Path, root: Path = BOOK_CHAPTERS.parent) -> Path:
+    """A repository to give students: the library, the environment and the student chapters.
+
+    Copies ``lib/`` (without caches), ``pyproject.toml``, ``requirements.txt``,
+    ``binder/`` and ``chapters/weights/`` from ``root`` and writes the student
+    version of every chapter to ``out/chapters``. The master notebooks, the
+    instructor guide, the tests and the rest of the book are left out.
+
+    Raises
+    ------
+    ValueError
+        When ``out`` exists and is not empty.
+    """
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} is not empty: the student repository is written to a new folder")
+    for name in STUDENT_REPO_FILES:
+        source = root / name
+        if source.is_dir():
+            shutil.copytree(source, out / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+        elif source.is_file():
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, out / name)
+    write_student_versions(root / "chapters", out)
+    (out / "README.md").write_text(STUDENT_REPO_README, encoding="utf-8")
+    return out
+
+
 # ---- the command line -------------------------------------------------------------------
 def table(reports) -> str:
     """One row per submission, one column per exercise (PASS or FAIL, +REVIEW when flagged)."""
@@ -193,6 +234,8 @@ def main(argv=None) -> int:
     student = commands.add_parser("student", help="write the student version of every chapter")
     student.add_argument("--chapters", type=Path, default=Path("chapters"))
     student.add_argument("--out", type=Path, default=Path("student"))
+    repo = commands.add_parser("student-repo", help="write a student repository (no master notebooks) to a new folder")
+    repo.add_argument("out", type=Path)
     grader = commands.add_parser("grade", help="grade submitted notebooks (files or folders) against the book's chapters")
     grader.add_argument("submissions", type=Path, nargs="+")
     grader.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at the same time")
@@ -207,6 +250,9 @@ def main(argv=None) -> int:
     if args.command == "student":
         for path in write_student_versions(args.chapters, args.out):
             print(f"wrote {path}")
+        return 0
+    if args.command == "student-repo":
+        print(f"wrote the student repository to {write_student_repo(args.out)}")
         return 0
     if args.unsafe:
         print("WARNING: --unsafe: submissions run WITHOUT a sandbox, with your rights, files and network.",

@@ -255,3 +255,12 @@ def test_masters_come_only_from_the_books_chapters():
     assert plain_text("\x1b[31mred\x1b[0m\nnext") == "red next"
     with pytest.raises(ValueError, match="jobs must be a positive integer"):
         grade_all([], masters, jobs=0)
+
+
+def test_a_sandbox_that_cannot_start_is_the_graders_error_not_the_students(monkeypatch, tmp_path):
+    path = tmp_path / "alice.ipynb"
+    nbformat.write(_submission(), path)
+    monkeypatch.setattr(sandbox, "probe_command", lambda *args, **kwargs: [
+        "sh", "-c", "echo 'bwrap: setting up uid map: Permission denied' >&2; exit 1"])
+    [report] = grade_all([path], load_masters(CHAPTERS))
+    assert report.score == "error" and "bwrap: setting up uid map: Permission denied" in report.error

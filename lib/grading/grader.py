@@ -192,8 +192,12 @@ def read_submission(path: Path):
     return notebook
 
 
-def _run_probe(work: Path, jobs: list[dict], unsafe: bool, timeout: int) -> Path:
-    """Run the probe on ``jobs`` (their inputs are in ``work/job``); return the folder it wrote to."""
+def _run_probe(work: Path, jobs: list[dict], unsafe: bool, timeout: int) -> tuple[Path, str]:
+    """Run the probe on ``jobs`` (their inputs are in ``work/job``).
+
+    Returns the folder it wrote to and what the sandbox or the probe printed on stderr (the
+    submission's own code writes to /dev/null): empty unless the sandbox itself failed.
+    """
     job_dir, out_dir = work / "job", work / "out"
     out_dir.mkdir()
     shutil.copyfile(PROBE_SOURCE, job_dir / "probe.py")
@@ -213,13 +217,14 @@ def _run_probe(work: Path, jobs: list[dict], unsafe: bool, timeout: int) -> Path
     process = subprocess.Popen(command, cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, start_new_session=True,
                                env={"PATH": "/usr/bin:/bin", "HOME": str(scratch), "OMP_NUM_THREADS": "1"})
+    errors = ""
     try:
-        process.communicate(timeout=STARTUP_SECONDS + len(jobs) * (timeout + 5))
+        errors = process.communicate(timeout=STARTUP_SECONDS + len(jobs) * (timeout + 5))[1].decode(errors="replace")
     except subprocess.TimeoutExpired:
         pass
     finally:
         _kill_group(process)
-    return out_dir
+    return out_dir, errors
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -288,7 +293,11 @@ def grade_submission(path: Path, masters: dict[str, Master], folder: Path | None
             torch.save(cases[exercise.id], work / "job" / f"{index}.pt")
             jobs.append({"id": exercise.id, "function": exercise.function, "source": sources[exercise.id],
                          "inputs": f"{index}.pt"})
-        out_dir = _run_probe(work, jobs, unsafe, timeout) if jobs else work
+        out_dir, errors = _run_probe(work, jobs, unsafe, timeout) if jobs else (work, "")
+        if errors.strip():
+            report.error = f"the sandbox or the grader's probe failed: {plain_text(errors[-400:])}"
+            report.seconds = time.monotonic() - started
+            return report
         for exercise in master.exercises:
             if exercise.id not in sources:
                 report.verdicts.append(Verdict(exercise.id, False, f"no solution cell: neither a cell with id "
