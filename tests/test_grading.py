@@ -255,6 +255,8 @@ def test_masters_come_only_from_the_books_chapters():
     assert plain_text("\x1b[31mred\x1b[0m\nnext") == "red next"
     with pytest.raises(ValueError, match="jobs must be a positive integer"):
         grade_all([], masters, jobs=0)
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        grade_all([], masters, timeout=0)
 
 
 def test_a_sandbox_that_cannot_start_is_the_graders_error_not_the_students(monkeypatch, tmp_path):
@@ -264,3 +266,14 @@ def test_a_sandbox_that_cannot_start_is_the_graders_error_not_the_students(monke
         "sh", "-c", "echo 'bwrap: setting up uid map: Permission denied' >&2; exit 1"])
     [report] = grade_all([path], load_masters(CHAPTERS))
     assert report.score == "error" and "bwrap: setting up uid map: Permission denied" in report.error
+
+
+def test_an_unreadable_file_or_a_grader_failure_costs_only_that_submission(monkeypatch, tmp_path):
+    from lib.grading import grader
+
+    (tmp_path / "broken-link.ipynb").symlink_to(tmp_path / "nowhere.ipynb")
+    nbformat.write(_submission(), tmp_path / "carol.ipynb")
+    monkeypatch.setattr(grader, "solution_sources", lambda *args: 1 / 0)
+    reports = {report.student: report for report in grade_all([tmp_path], load_masters(CHAPTERS))}
+    assert [report.score for report in reports.values()] == ["error", "error"]
+    assert "No such file" in reports["broken-link"].error and "ZeroDivisionError" in reports["carol"].error

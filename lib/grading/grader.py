@@ -276,8 +276,8 @@ def grade_submission(path: Path, masters: dict[str, Master], folder: Path | None
     try:
         notebook = read_submission(path)
         master = find_master(notebook, path.name, masters)
-    except ValueError as error:
-        report.error = str(error)
+    except (ValueError, OSError) as error:
+        report.error = plain_text(str(error), 400)
         report.seconds = time.monotonic() - started
         return report
     report.master = master.name
@@ -309,6 +309,18 @@ def grade_submission(path: Path, masters: dict[str, Master], folder: Path | None
             report.verdicts.append(Verdict(exercise.id, passed, message, review))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _grade_isolated(path: Path, masters: dict[str, Master], folder: Path | None, seed: int | None,
+                    unsafe: bool, timeout: int) -> Report:
+    """:func:`grade_submission`, with any failure of the grader itself turned into that submission's error."""
+    try:
+        return grade_submission(path, masters, folder, seed, unsafe, timeout)
+    except Exception as error:  # a grader bug must cost one submission, not the class's results
+        report = Report(path.relative_to(folder) if folder else Path(path.name), student_id(path, folder),
+                        -1 if seed is None else seed)
+        report.error = plain_text(f"the grader failed on this submission ({type(error).__name__}: {error})")
+        return report
 
 
 def submissions_in(paths: list[Path]) -> list[tuple[Path, Path | None]]:
@@ -348,12 +360,14 @@ def grade_all(paths: list[Path], masters: dict[str, Master], jobs: int = 1, seed
     """
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer; found {jobs!r}")
+    if not isinstance(timeout, int) or timeout < 1:
+        raise ValueError(f"timeout must be a positive number of seconds; found {timeout!r}")
     if not unsafe:
         sandbox.bwrap_path()
     submissions = submissions_in(paths)
     reports: list[Report | None] = [None] * len(submissions)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(grade_submission, path, masters, folder, seed, unsafe, timeout): index
+        futures = {pool.submit(_grade_isolated, path, masters, folder, seed, unsafe, timeout): index
                    for index, (path, folder) in enumerate(submissions)}
         for future in as_completed(futures):
             reports[futures[future]] = future.result()
