@@ -58,28 +58,35 @@ def show_code(obj, start: str | None = None) -> None:
     print(code_of(obj, start))
 
 
+# myst-nb reads glued values from display outputs with this prefix and metadata (its
+# ``glue(..., display=False)`` writes the same); importing myst_nb for it would cost each
+# chapter over a second, and it is not installed where readers run the notebooks.
+GLUE_PREFIX = "application/papermill.record/"
+
+
 def glue(name: str, value) -> None:
     """Store ``value`` under ``name`` for the prose (``{glue:text}`name:.1%```), without showing it.
 
     The book's build reads glued values from the executed notebook, so a number in the
     text is the number this machine computed. Tensors and NumPy scalars are stored as plain
-    Python numbers (their reprs could not be formatted by the text role). Outside a Jupyter
-    Book build environment (no ``myst_nb``, as on Colab) it does nothing.
+    Python numbers (their reprs could not be formatted by the text role).
 
     Raises
     ------
     TypeError
-        If ``value`` is not a number, a one-element tensor or array, or a string.
+        If ``name`` is not a string, or ``value`` is not a number, a one-element tensor or
+        array, or a string.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"glue: name must be a string, got {type(name).__name__}")
     if hasattr(value, "item"):  # one-element torch tensor or NumPy scalar
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError(f"glue: value must be a number or a string, got {type(value).__name__}")
-    try:
-        from myst_nb import glue as myst_glue
-    except ImportError:
-        return
-    myst_glue(name, value, display=False)
+    from IPython.display import display
+
+    display({GLUE_PREFIX + "text/plain": repr(value)}, raw=True,
+            metadata={"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}})
 
 
 def claim(statement: str, holds) -> None:

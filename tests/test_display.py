@@ -54,13 +54,19 @@ def test_claim_fails_with_the_statement():
         claim("the LSTM reaches 95%", torch.tensor(0.5) >= 0.95)
 
 
-def test_glue_stores_plain_numbers_and_rejects_other_objects(monkeypatch):
+def test_glue_writes_what_myst_nb_glue_writes(monkeypatch):
+    import IPython.display
     import myst_nb
     from lib.display import glue
-    stored = {}
-    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: stored.update({name: value}))
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *args, **kw: shown.append((args, kw)))
+    monkeypatch.setattr("myst_nb.ext.glue.ipy_display", lambda *args, **kw: shown.append((args, kw)))
     glue("accuracy", torch.tensor(0.75))
+    myst_nb.glue("accuracy", 0.75, display=False)  # the reference: the book build reads this
+    assert shown[0] == shown[1]
     glue("name", "LSTM")
-    assert stored == {"accuracy": 0.75, "name": "LSTM"} and type(stored["accuracy"]) is float
+    assert shown[2][0][0] == {"application/papermill.record/text/plain": "'LSTM'"}
     with pytest.raises(TypeError, match="got list"):
         glue("bad", [1, 2])
+    with pytest.raises(TypeError, match="name must be a string"):
+        glue(3, 1.0)
