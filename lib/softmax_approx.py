@@ -530,7 +530,7 @@ def dot_products(method: str, vocab_size: int, num_classes: Optional[int] = None
 
 def time_per_step(method: str, vocab_size: int, hidden_size: int = 64, batch_size: int = 32, repeats: int = 5,
                   seed: int = 0) -> float:
-    """Seconds of one forward pass of the output layer's loss and its gradients: the fastest of ``repeats``.
+    """CPU seconds of one forward pass of the output layer's loss and its gradients: the fastest of ``repeats``.
 
     ``"full"`` computes ``F.cross_entropy`` over all ``|V|`` scores; ``"tree"``
     the binary-tree softmax on a balanced tree (:func:`lib.tree_softmax.path_log_prob`);
@@ -540,8 +540,9 @@ def time_per_step(method: str, vocab_size: int, hidden_size: int = 64, batch_siz
     batch touched, as a trainer with sparse updates computes them (a dense
     gradient would be a ``|V|``-row tensor of zeros, and cost in proportion to
     ``|V|``); the full softmax's gradient is dense, since every score has one.
-    Wall-clock times depend on the machine; the fastest run is the one least
-    disturbed by other programs.
+    Times are the process's CPU time (``time.process_time``), which other programs
+    on a busy machine do not inflate as they do wall time; they still depend on the
+    machine. The fastest run is the one least disturbed.
 
     Shapes
     ------
@@ -576,7 +577,7 @@ def time_per_step(method: str, vocab_size: int, hidden_size: int = 64, batch_siz
             return -layer.log_prob(hidden, targets).mean()
     seconds = []
     for _ in range(repeats + 1):  # the first run warms up
-        start = time.perf_counter()
+        start = time.process_time()
         torch.autograd.grad(loss_fn(), parameters)  # returned, not accumulated into .grad
-        seconds.append(time.perf_counter() - start)
+        seconds.append(time.process_time() - start)
     return min(seconds[1:])

@@ -1048,7 +1048,7 @@ def dot_products_per_step(objective: str, counts: Union[Sequence[int], Tensor], 
 def time_objective_step(
     objective: str, vocab_size: int, dim: int = 100, batch_size: int = 256, negative: int = 5, repeats: int = 5
 ) -> float:
-    """Wall time (seconds) of one SGD step on the output side, for a Zipfian vocabulary.
+    """CPU time (seconds) of one SGD step on the output side, for a Zipfian vocabulary.
 
     The full softmax computes all ``V`` logits, their softmax and a dense
     gradient; the other two call :func:`logistic_sgd_step` with ``K + 1`` rows or
@@ -1058,8 +1058,9 @@ def time_objective_step(
     Returns
     -------
     float
-        Seconds per step, the fastest of ``repeats`` runs after one warm-up run (the
-        one least disturbed by other programs).
+        CPU seconds per step (``time.process_time``, which other programs on a busy
+        machine do not inflate as they do wall time), the fastest of ``repeats`` runs
+        after one warm-up run.
     """
     require_choice("objective", objective, ("softmax", *OBJECTIVES))
     for name, value in (("vocab_size", vocab_size), ("dim", dim), ("batch_size", batch_size), ("repeats", repeats)):
@@ -1089,7 +1090,7 @@ def time_objective_step(
 
     times = []
     for _ in range(repeats + 1):  # the first run warms up
-        start = time.perf_counter()
+        start = time.process_time()
         step()
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return min(times[1:])
