@@ -277,3 +277,12 @@ def test_an_unreadable_file_or_a_grader_failure_costs_only_that_submission(monke
     reports = {report.student: report for report in grade_all([tmp_path], load_masters(CHAPTERS))}
     assert [report.score for report in reports.values()] == ["error", "error"]
     assert "No such file" in reports["broken-link"].error and "ZeroDivisionError" in reports["carol"].error
+
+
+def test_the_sample_class_mixes_right_wrong_broken_and_cheating(tmp_path):
+    from lib.grading.sample_class import KINDS, write_class
+
+    paths = write_class(tmp_path, students=len(KINDS))
+    assert len(paths) == len(KINDS) and {p.parent.name.split("-", 1)[1] for p in paths} == set(KINDS)
+    with pytest.raises(ValueError, match="students must be a positive integer"):
+        write_class(tmp_path / "none", students=0)
