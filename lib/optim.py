@@ -736,8 +736,10 @@ def fit(model: torch.nn.Module, optimizer: Optimizer, inputs: Tensor, targets: T
         with torch.no_grad():
             return float(loss_fn(model(inputs), targets))
 
-    if isinstance(loss_every, bool) or not isinstance(loss_every, int) or loss_every < 1:
-        raise ValueError(f"loss_every must be a positive integer; found {loss_every!r}")
+    if isinstance(loss_every, bool) or not isinstance(loss_every, int):
+        raise TypeError(f"loss_every must be an integer; found {type(loss_every).__name__}")
+    if loss_every < 1:
+        raise ValueError(f"loss_every must be >= 1; found {loss_every}")
     if steps % loss_every:
         raise ValueError(f"loss_every must divide steps; found steps={steps}, loss_every={loss_every}")
     n = inputs.shape[0]

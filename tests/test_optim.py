@@ -464,11 +464,13 @@ def test_fit_loss_every_records_the_same_losses_and_trains_the_same():
     assert torch.equal(weight, same_weight)
 
 
-@pytest.mark.parametrize(("every", "message"), [(0, "positive integer"), (True, "positive integer"),
-                                                (4, "must divide steps")])
-def test_fit_rejects_a_bad_loss_every(every, message):
+@pytest.mark.parametrize(("every", "error", "message"), [(0, ValueError, "must be >= 1; found 0"),
+                                                         (True, TypeError, "must be an integer; found bool"),
+                                                         (2.0, TypeError, "must be an integer; found float"),
+                                                         (4, ValueError, "must divide steps")])
+def test_fit_rejects_a_bad_loss_every(every, error, message):
     model = torch.nn.Linear(2, 3)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(error, match=message):
         fit(model, SGD(model.parameters(), lr=0.1), torch.zeros(4, 2), torch.zeros(4, dtype=torch.long),
             torch.nn.functional.cross_entropy, steps=6, loss_every=every)
 
