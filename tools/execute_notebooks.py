@@ -2,8 +2,8 @@
 
 Usage: python tools/execute_notebooks.py chapters/09_attention.ipynb [...]
 
-Runs each notebook top to bottom in a fresh kernel (cwd = its folder) with live
-widgets, stores the outputs that nbval will compare, and drops what would only
+Runs each notebook top to bottom in a fresh kernel (cwd = its folder, the cell timeout of
+``_config.yml``, as the book build runs it; live widgets, as nbval runs it), stores the outputs that nbval will compare, and drops what would only
 churn (widget state, execution timestamps). Prints each notebook's wall time.
 """
 import os
@@ -16,12 +16,21 @@ from nbclient import NotebookClient
 
 from lib.widgets.core import WIDGETS_ENV
 
+BOOK_CONFIG = Path(__file__).resolve().parent.parent / "_config.yml"
+
+
+def build_timeout() -> int:
+    """The per-cell timeout the book build uses (``execute.timeout`` in ``_config.yml``)."""
+    import yaml  # PyYAML: installed with Jupyter Book
+
+    return int(yaml.safe_load(BOOK_CONFIG.read_text())["execute"]["timeout"])
+
 
 def execute(path: Path) -> float:
     notebook = nbformat.read(path, as_version=4)
     os.environ[WIDGETS_ENV] = "live"
     client = NotebookClient(
-        notebook, timeout=300, kernel_name="python3", store_widget_state=False,
+        notebook, timeout=build_timeout(), kernel_name="python3", store_widget_state=False,
         resources={"metadata": {"path": str(path.parent)}},
     )
     start = time.perf_counter()
