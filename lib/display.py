@@ -3,6 +3,7 @@ as the reader should see it (without docstrings, optionally without input checks
 from __future__ import annotations
 
 import ast
+import math
 import inspect
 import textwrap
 
@@ -108,14 +109,24 @@ def claim(statement: str, holds) -> None:
 def spread(values, spec: str = ".3g") -> str:
     """``values`` measured over several seeds, as "median (min–max)" formatted with ``spec``.
 
+    Runs that diverged (NaN or infinite values) are left out of the median and range and
+    counted after them, so one diverged seed cannot turn the summary into "nan (nan–nan)".
+
     Examples
     --------
     >>> spread([0.97, 0.99, 0.98], ".0%")
     '98% (97%–99%)'
+    >>> spread([1.0, float("nan"), 3.0], ".1f")
+    '2.0 (1.0–3.0; 1 of 3 not finite)'
     """
-    values = sorted(float(v) for v in values)
+    values = [float(v) for v in values]
     if not values:
         raise ValueError("spread: values must not be empty")
-    middle = len(values) // 2
-    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-    return f"{median:{spec}} ({values[0]:{spec}}–{values[-1]:{spec}})"
+    finite = sorted(v for v in values if math.isfinite(v))
+    diverged = len(values) - len(finite)
+    if not finite:
+        return f"not finite in all {len(values)} runs"
+    middle = len(finite) // 2
+    median = finite[middle] if len(finite) % 2 else (finite[middle - 1] + finite[middle]) / 2
+    note = f"; {diverged} of {len(values)} not finite" if diverged else ""
+    return f"{median:{spec}} ({finite[0]:{spec}}–{finite[-1]:{spec}}{note})"

@@ -47,6 +47,12 @@ def test_spread_reports_median_and_range():
         spread([])
 
 
+def test_spread_counts_diverged_runs_apart():
+    from lib.display import spread
+    assert spread([1.0, float("nan"), 3.0], ".1f") == "2.0 (1.0–3.0; 1 of 3 not finite)"
+    assert spread([float("inf"), float("nan")]) == "not finite in all 2 runs"
+
+
 def test_claim_fails_with_the_statement():
     from lib.display import claim
     claim("one is less than two", 1 < 2)
