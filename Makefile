@@ -67,6 +67,12 @@ student: $(STAMP)
 grade: $(STAMP)
 	$(BIN)/python -m lib.exercises grade $(SUBMISSIONS) $(GRADE_OPTIONS)
 
+# The coding exercises as an nbgrader course (NBGRADER_COURSE; then run nbgrader there, with $(BIN) on PATH).
+.PHONY: nbgrader-course
+NBGRADER_COURSE ?= _build/nbgrader-course
+nbgrader-course: $(STAMP)
+	$(BIN)/python -m lib.exercises nbgrader --out $(NBGRADER_COURSE)
+
 # A repository for students (STUDENT_REPO, a new folder) and the HTML book without solutions.
 .PHONY: student-repo student-book
 STUDENT_REPO ?= ../book-student

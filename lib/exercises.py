@@ -11,6 +11,7 @@ is two code cells with ids that share a stem:
 Commands (``python -m lib.exercises --help``)::
 
     python -m lib.exercises student [--chapters chapters] [--out student]
+    python -m lib.exercises nbgrader [CHAPTER ...] [--out _build/nbgrader-course]
     python -m lib.exercises grade SUBMISSION_OR_FOLDER [...] [-j N] [--seed S]
         [--csv F] [--json F] [--feedback DIR] [--timeout S] [--unsafe]
 
@@ -236,6 +237,9 @@ def main(argv=None) -> int:
     student.add_argument("--out", type=Path, default=Path("student"))
     repo = commands.add_parser("student-repo", help="write a student repository (no master notebooks) to a new folder")
     repo.add_argument("out", type=Path)
+    course = commands.add_parser("nbgrader", help="write an nbgrader course (source notebooks, nbgrader_config.py)")
+    course.add_argument("names", nargs="*", metavar="CHAPTER", help="e.g. 09_attention (default: every chapter)")
+    course.add_argument("--out", type=Path, default=Path("_build/nbgrader-course"))
     grader = commands.add_parser("grade", help="grade submitted notebooks (files or folders) against the book's chapters")
     grader.add_argument("submissions", type=Path, nargs="+")
     grader.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at the same time")
@@ -250,6 +254,17 @@ def main(argv=None) -> int:
     if args.command == "student":
         for path in write_student_versions(args.chapters, args.out):
             print(f"wrote {path}")
+        return 0
+    if args.command == "nbgrader":
+        from lib.grading.nbgrader_export import write_course
+        try:
+            written = write_course(BOOK_CHAPTERS, args.out, args.names)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        for path in written:
+            print(f"wrote {path}")
+        print(f"then, in {args.out}: nbgrader generate_assignment <chapter> and nbgrader autograde <chapter>")
         return 0
     if args.command == "student-repo":
         print(f"wrote the student repository to {write_student_repo(args.out)}")
