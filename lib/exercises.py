@@ -169,13 +169,15 @@ def write_student_versions(chapters: Path, out: Path) -> list[Path]:
     return written
 
 
-STUDENT_REPO_FILES = ("lib", "pyproject.toml", "requirements.txt", "binder", "chapters/weights")
+# What a student needs to run the chapters: lib (with its trained weights), the reader's pins
+# (requirements-runtime.txt, which Binder installs) and the Binder environment.
+STUDENT_REPO_FILES = ("lib", "pyproject.toml", "requirements-runtime.txt", "binder")
 STUDENT_REPO_README = """# Attention, Sequence Models and Memory: student repository
 
 The chapters in `chapters/` are the hand-out versions: every coding exercise's solution cell
 raises `NotImplementedError` until you write it, and the worked solutions are not included.
 Install the book's environment (`python -m venv .venv && .venv/bin/pip install -r
-requirements.txt && .venv/bin/pip install -e .`) or open it on Binder, then run the chapters.
+requirements-runtime.txt && .venv/bin/pip install -e .`) or open it on Binder, then run the chapters.
 Keep everything an answer needs inside its solution cell (imports included) and do not import
 the book's own `lib` there: your instructor's grader runs only those cells, without `lib`.
 """
@@ -184,8 +186,8 @@ the book's own `lib` there: your instructor's grader runs only those cells, with
 def write_student_repo(out: Path, root: Path = BOOK_CHAPTERS.parent) -> Path:
     """A repository to give students: the library, the environment and the student chapters.
 
-    Copies ``lib/`` (without caches), ``pyproject.toml``, ``requirements.txt``,
-    ``binder/`` and ``chapters/weights/`` from ``root`` and writes the student
+    Copies ``lib/`` (without caches, with its trained weights), ``pyproject.toml``,
+    ``requirements-runtime.txt`` and ``binder/`` from ``root`` and writes the student
     version of every chapter to ``out/chapters``. The master notebooks, the
     instructor guide, the tests and the rest of the book are left out.
 

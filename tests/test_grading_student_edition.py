@@ -90,5 +90,7 @@ def test_the_student_repository_has_no_masters(tmp_path):
         assert not any(line in text for line in _solution_lines(masters[path.name]) if "NotImplementedError" not in line)
         assert nbformat.read(path, as_version=4).metadata["exercises"] == {"master": path.stem}
     assert (out / "lib" / "checks" / "__init__.py").is_file() and (out / "pyproject.toml").is_file()
+    # what binder/requirements.txt installs, and chapter 10's trained models
+    assert (out / "requirements-runtime.txt").is_file() and list((out / "lib" / "weights").glob("*.pt"))
     assert not (out / "backmatter").exists() and not (out / "tests").exists()
     assert not list(out.rglob("*solution*"))
