@@ -35,6 +35,8 @@ seen = [p for p in ({str(CHAPTERS)!r}, {str(CHAPTERS.parent / 'lib')!r}, {str(Pa
 assert not seen, f"the sandbox shows {{seen}}"
 assert os.getuid() == 65534 and os.getgid() == 65534, os.getuid()
 assert os.listdir('.') == [], os.listdir('.')
+open('scratch.txt', 'w').write('the working directory is writable')  # and so is /tmp:
+tempfile.NamedTemporaryFile().close()
 for folder in ('/usr', os.path.dirname(os.__file__), '/job'):
     try:
         tempfile.NamedTemporaryFile(dir=folder)

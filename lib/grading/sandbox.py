@@ -7,7 +7,9 @@ job. In the sandbox (Debian's ``bwrap``, the sandbox Flatpak uses) the probe see
   (site-packages) read-only, *without* running their ``.pth`` files, so the
   editable install of ``lib`` is not on the path and ``lib/`` is not mounted;
 * the job folder (the probe, the solution sources, the inputs), read-only;
-* an output folder, writable, and an empty ``/tmp`` as working directory.
+* an output folder, writable; an empty ``/tmp``, and an empty working directory
+  ``/scratch`` (not ``/tmp``: when the book lives under ``/tmp``, the mount points of its
+  virtual environment's folders would show there).
 
 Nothing else: not the book's ``lib/`` or ``chapters/``, not the other submissions,
 not the grader's files or ``/root``. It has no network, its own process, IPC and
@@ -25,6 +27,7 @@ from pathlib import Path
 
 NOBODY = 65534  # the unprivileged uid (and gid) the sandboxed code runs as
 JOB, OUT = "/job", "/out"  # where the job and output folders appear inside the sandbox
+SCRATCH = "/scratch"  # the submission's empty working directory and home
 
 
 class SandboxUnavailable(RuntimeError):
@@ -102,7 +105,7 @@ def probe_command(job_dir: Path, out_dir: Path, unsafe: bool = False) -> list[st
     mounts = [path for path in {prefix, *packages, executable.parent} if not str(path).startswith("/usr/")]
     command = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                "--die-with-parent", "--new-session", "--clearenv",
-               "--setenv", "HOME", "/tmp", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "OMP_NUM_THREADS", "1",
+               "--setenv", "HOME", SCRATCH, "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "OMP_NUM_THREADS", "1",
                "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
                "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib64", "sbin"):
@@ -110,13 +113,15 @@ def probe_command(job_dir: Path, out_dir: Path, unsafe: bool = False) -> list[st
             command += ["--symlink", os.readlink("/" + name), "/" + name]
         elif Path("/" + name).is_dir():
             command += ["--ro-bind", "/" + name, "/" + name]
-    command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    # Both are writable by the unprivileged uid (bwrap's default 0755 belongs to root).
+    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
+                "--perms", "0777", "--tmpfs", SCRATCH]
     # bwrap creates a mount point's missing parents as 0700; the unprivileged uid must cross them.
     for folder in sorted({parent for path in mounts for parent in _ancestors(path)}):
         command += ["--perms", "0755", "--dir", folder]
     for path in sorted(mounts):
         command += ["--ro-bind", str(path), str(path)]
-    command += ["--ro-bind", str(job_dir), JOB, "--bind", str(out_dir), OUT, "--chdir", "/tmp"]
+    command += ["--ro-bind", str(job_dir), JOB, "--bind", str(out_dir), OUT, "--chdir", SCRATCH]
     if os.geteuid() == 0:
         # As root, bwrap keeps a real uid of 0, which RLIMIT_NPROC ignores: become nobody for real.
         command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
