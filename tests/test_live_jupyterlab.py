@@ -26,7 +26,7 @@ import nbformat
 import pytest
 
 from lib.widgets.core import WIDGETS_ENV
-from test_book_html import CHROMIUM_FLAGS
+from test_book_html import browser  # noqa: F401  (the fixture: Debian's Chromium, headless)
 
 pytestmark = pytest.mark.browser
 
@@ -95,24 +95,11 @@ def lab(tmp_path_factory):
         log.close()
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.fail("Debian's chromium is not installed: `apt-get install chromium` (make test does it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
-        yield browser
-        browser.close()
-
-
-def test_a_chapter_opens_on_its_figures_runs_and_its_explorer_answers(lab, chromium):
+def test_a_chapter_opens_on_its_figures_runs_and_its_explorer_answers(lab, browser):
     url, notebook = lab
     explorers = explorer_cells(notebook)
     assert explorers, f"{CHAPTER.name} has no explorer"
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     foreign, errors = [], []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
