@@ -19,12 +19,13 @@ def _largest_difference(found: torch.Tensor, expected: torch.Tensor) -> str:
 # ---- the derivative of GELU -------------------------------------------------------------
 def gelu_grad_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
     """Fresh inputs ``(x,)`` for :data:`check_gelu_grad`: float64 tensors of 1 to 3
-    axes, with entries up to ±6 and always the point 0."""
+    axes, with entries up to ±6 and always the points 0 and 1 (where φ(x) and a
+    slipped exponent differ clearly, however far out the random entries fall)."""
     cases = []
     for trial in range(trials):
-        shape = tuple(int(n) for n in torch.randint(1, 6, (1 + trial % 3,), generator=generator))
+        shape = tuple(int(n) for n in torch.randint(2, 6, (1 + trial % 3,), generator=generator))
         x = 3 * torch.randn(*shape, generator=generator, dtype=torch.float64)
-        x.view(-1)[0] = 0.0
+        x.view(-1)[:2] = torch.tensor([0.0, 1.0], dtype=torch.float64)
         cases.append((x.clamp(-6, 6),))
     return cases
 

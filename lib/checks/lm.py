@@ -46,6 +46,9 @@ def judge_add_delta(cases: list[tuple], results: list) -> None:
                               "seen 0 times has a defined (uniform) distribution")
         if torch.allclose(found, expected, atol=1e-6, rtol=1e-5):  # float32 answers pass
             continue
+        mle = counts / counts.sum(-1, keepdim=True).clamp(min=1)
+        if torch.allclose(found, mle, atol=1e-6):  # named before the row sums, which it also breaks
+            raise CheckFailed(f"for {setting} you returned the unsmoothed relative frequencies; add delta")
         sums = found.sum(-1)
         row = int((sums - 1).abs().argmax())
         if abs(float(sums[row]) - 1) > 1e-6:
@@ -53,9 +56,6 @@ def judge_add_delta(cases: list[tuple], results: list) -> None:
                 f"for {setting} your row {row} sums to {float(sums[row]):.4f}, not 1: the denominator is the "
                 "context's count plus delta once for every word of the vocabulary, m(h) + delta * |V|"
             )
-        mle = counts / counts.sum(-1, keepdim=True).clamp(min=1)
-        if torch.allclose(found, mle, atol=1e-6):
-            raise CheckFailed(f"for {setting} you returned the unsmoothed relative frequencies; add delta")
         raise CheckFailed(
             f"for {setting} your probabilities differ from (m(h, w) + delta) / (m(h) + delta |V|) by up to "
             f"{(found - expected).abs().max():.3g}"

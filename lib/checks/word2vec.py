@@ -68,15 +68,20 @@ check_negative_sampling_loss = Check(
 def keep_probability_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
     """Fresh inputs ``(counts, sample)`` for :data:`check_keep_probabilities`.
 
-    Zipf-like counts (a few frequent words, many rare ones) and thresholds from
-    1e-4 to 1e-2, so that some words are kept for sure and others are not.
+    Zipf-like counts (a few frequent words, many rare ones). The threshold is
+    drawn between the rarest and the most frequent word's share, so that every
+    case has words kept for sure (the formula exceeds 1 when f < 2.618 s) and
+    words that are not: each of the diagnosed slips shows in every case.
     """
     cases = []
     for _ in range(trials):
-        size = int(torch.randint(5, 40, (1,), generator=generator))
+        size = int(torch.randint(8, 40, (1,), generator=generator))
         ranks = torch.randperm(size, generator=generator) + 1
         counts = (2000 / ranks * (0.5 + torch.rand(size, generator=generator))).long() + 1
-        sample = float(10 ** (-4 + 2 * torch.rand(1, generator=generator)))
+        shares = counts.double() / counts.sum()
+        lowest, highest = (float(shares.min()) / 2.618, float(shares.max()) / 2.618)
+        position = 0.2 + 0.6 * float(torch.rand(1, generator=generator))  # strictly inside the range
+        sample = lowest ** (1 - position) * highest ** position  # log-uniform between the two
         cases.append((counts, sample))
     return cases
 
