@@ -45,6 +45,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lib.validation import check_module_dtype
+
 __all__ = [
     "AdditiveScore",
     "DotScore",
@@ -117,16 +119,6 @@ def _check_feature_size(name: str, tensor: Tensor, layout: str, expected: int) -
         raise ValueError(
             f"{name} must have shape {layout} with last dimension {expected}; "
             f"found {_shape(tensor)}"
-        )
-
-
-def check_module_dtype(name: str, tensor: Tensor, module: nn.Module) -> None:
-    """Raise TypeError unless ``tensor`` has the dtype of ``module``'s parameters (shared by lib's layers)."""
-    parameter = next(module.parameters())
-    if tensor.dtype != parameter.dtype:
-        raise TypeError(
-            f"{name} must have the dtype of the module's parameters ({parameter.dtype}); "
-            f"found {tensor.dtype}. Convert the input or call .to({tensor.dtype}) on the module"
         )
 
 

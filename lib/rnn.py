@@ -66,8 +66,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lib.attention import check_module_dtype
-from lib.validation import require_choice
+from lib.validation import check_module_dtype, require_choice
 
 __all__ = [
     "RNNCell",

@@ -72,9 +72,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from lib.attention import AdditiveScore, BilinearScore, DotScore, attention, check_module_dtype, masked_softmax
+from lib.attention import AdditiveScore, BilinearScore, DotScore, attention, masked_softmax
 from lib.transformer import SequencePairs, TrainingLog, greedy_translate, train_seq2seq
-from lib.validation import INTEGER_DTYPES, require_int, require_tokens
+from lib.validation import INTEGER_DTYPES, check_module_dtype, require_int, require_tokens
 
 __all__ = [
     "DateTask",

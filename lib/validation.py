@@ -10,9 +10,10 @@ import numbers
 from typing import Optional, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-__all__ = ["INTEGER_DTYPES", "require_int", "require_number", "require_choice", "require_tokens"]
+__all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_int", "require_number", "require_choice", "require_tokens",
+           "require_float_tensor", "require_real"]
 
 INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
@@ -53,3 +54,27 @@ def require_tokens(name: str, value: object, vocab_size: int, max_len: Optional[
         )
     if max_len is not None and value.shape[1] > max_len:
         raise ValueError(f"{name} may have at most max_len = {max_len} positions; found {value.shape[1]}")
+
+
+def check_module_dtype(name: str, tensor: Tensor, module: nn.Module) -> None:
+    """Raise TypeError unless ``tensor`` has the dtype of ``module``'s parameters (shared by lib's layers)."""
+    parameter = next(module.parameters())
+    if tensor.dtype != parameter.dtype:
+        raise TypeError(
+            f"{name} must have the dtype of the module's parameters ({parameter.dtype}); "
+            f"found {tensor.dtype}. Convert the input or call .to({tensor.dtype}) on the module"
+        )
+
+
+def require_float_tensor(name: str, value: object) -> None:
+    """Raise TypeError unless ``value`` is a floating-point ``torch.Tensor``."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor; found {type(value).__name__}")
+    if not value.is_floating_point():
+        raise TypeError(f"{name} must have a floating-point dtype (e.g. torch.float32); found {value.dtype}")
+
+
+def require_real(name: str, value: object) -> None:
+    """Raise TypeError unless ``value`` is a finite real number (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise TypeError(f"{name} must be a finite real number; found {value!r}")
