@@ -39,13 +39,14 @@ References
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Optional
 
 import torch
 from torch import Tensor
+
+from lib.validation import require_float_tensor, require_real
 
 __all__ = [
     "sigmoid", "sigmoid_grad", "tanh", "tanh_grad", "relu", "relu_grad",
@@ -63,18 +64,7 @@ GELU_APPROXIMATIONS = ("none", "tanh", "sigmoid")
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715  # the tanh approximation's cubic coefficient
 _GELU_SIGMOID_SCALE = 1.702  # x Φ(x) ≈ x σ(1.702 x)
-
-
-def _require_float_tensor(x: object) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"x must be a torch.Tensor; found {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"x must have a floating-point dtype (e.g. torch.float32); found {x.dtype}")
-
-
-def _require_number(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise TypeError(f"{name} must be a finite real number; found {value!r}")
+_HALF_DTYPES = (torch.float16, torch.bfloat16)  # computed in float32, as torch does
 
 
 # ---------------------------------------------------------------------------
@@ -88,18 +78,21 @@ def sigmoid(x: Tensor) -> Tensor:
     Parameters
     ----------
     x : Tensor
-        Any shape, floating point.
+        Any shape, floating point. Half precision (float16, bfloat16) is computed in
+        float32 and rounded once at the end, as ``torch.sigmoid`` does.
 
     Returns
     -------
     Tensor
-        Same shape as ``x``.
+        Same shape and dtype as ``x``.
 
     Shapes
     ------
     ``(...) -> (...)``
     """
-    _require_float_tensor(x)
+    require_float_tensor("x", x)
+    if x.dtype in _HALF_DTYPES:
+        return sigmoid(x.float()).to(x.dtype)
     # e^{-|x|} never overflows; for x < 0, σ(x) = e^{x} / (1 + e^{x}) is the same number.
     z = torch.exp(-x.abs())
     return torch.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
@@ -119,11 +112,20 @@ def sigmoid_grad(x: Tensor) -> Tensor:
 def tanh(x: Tensor) -> Tensor:
     """``tanh(x) = 2σ(2x) - 1``: a sigmoid stretched to (-1, 1) and centred at 0.
 
+    Computed as ``sign(x) (1 - e^{-2|x|}) / (1 + e^{-2|x|})`` with ``expm1``: written
+    literally, ``2σ(2x) - 1`` subtracts two numbers close to 1 and loses every digit near
+    0 (``tanh(1e-8)`` would be 0 in float32). Half precision is computed in float32, as
+    ``torch.tanh`` does.
+
     Shapes
     ------
     ``(...) -> (...)``
     """
-    return 2.0 * sigmoid(2.0 * x) - 1.0
+    require_float_tensor("x", x)
+    if x.dtype in _HALF_DTYPES:
+        return tanh(x.float()).to(x.dtype)
+    z = torch.expm1(-2.0 * x.abs())  # e^{-2|x|} - 1, exact to the last digit near 0
+    return torch.copysign(-z / (2.0 + z), x)
 
 
 def tanh_grad(x: Tensor) -> Tensor:
@@ -142,25 +144,28 @@ def tanh_grad(x: Tensor) -> Tensor:
 
 
 def relu(x: Tensor) -> Tensor:
-    """``max(0, x)``.
+    """``max(0, x)``. A NaN stays NaN, as in ``torch.nn.functional.relu``.
 
     Shapes
     ------
     ``(...) -> (...)``
     """
-    _require_float_tensor(x)
-    return torch.where(x > 0, x, torch.zeros_like(x))
+    require_float_tensor("x", x)
+    return torch.where(x < 0, torch.zeros_like(x), x)
 
 
 def relu_grad(x: Tensor) -> Tensor:
     """1 for ``x > 0``, else 0 (0 at the kink, as autograd).
 
+    At a NaN input the derivative is NaN (autograd's ``relu`` passes the incoming
+    gradient there, as if it were 1); either way a NaN in the forward pass is not hidden.
+
     Shapes
     ------
     ``(...) -> (...)``
     """
-    _require_float_tensor(x)
-    return (x > 0).to(x.dtype)
+    require_float_tensor("x", x)
+    return torch.where(x.isnan(), x, (x > 0).to(x.dtype))
 
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
@@ -176,8 +181,8 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
     ------
     ``(...) -> (...)``
     """
-    _require_float_tensor(x)
-    _require_number("negative_slope", negative_slope)
+    require_float_tensor("x", x)
+    require_real("negative_slope", negative_slope)
     return torch.where(x > 0, x, negative_slope * x)
 
 
@@ -188,9 +193,10 @@ def leaky_relu_grad(x: Tensor, negative_slope: float = 0.01) -> Tensor:
     ------
     ``(...) -> (...)``
     """
-    _require_float_tensor(x)
-    _require_number("negative_slope", negative_slope)
-    return torch.where(x > 0, torch.ones_like(x), torch.full_like(x, negative_slope))
+    require_float_tensor("x", x)
+    require_real("negative_slope", negative_slope)
+    slopes = torch.where(x > 0, torch.ones_like(x), torch.full_like(x, negative_slope))
+    return torch.where(x.isnan(), x, slopes)  # NaN stays NaN
 
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
@@ -206,8 +212,8 @@ def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     ------
     ``(...) -> (...)``
     """
-    _require_float_tensor(x)
-    _require_number("alpha", alpha)
+    require_float_tensor("x", x)
+    require_real("alpha", alpha)
     # expm1 keeps digits near 0; clamping keeps the unused branch finite for large x.
     return torch.where(x > 0, x, alpha * torch.expm1(x.clamp_max(0.0)))
 
@@ -219,8 +225,8 @@ def elu_grad(x: Tensor, alpha: float = 1.0) -> Tensor:
     ------
     ``(...) -> (...)``
     """
-    _require_float_tensor(x)
-    _require_number("alpha", alpha)
+    require_float_tensor("x", x)
+    require_real("alpha", alpha)
     return torch.where(x > 0, torch.ones_like(x), alpha * torch.exp(x.clamp_max(0.0)))
 
 
@@ -300,7 +306,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     ------
     ``(...) -> (...)``
     """
-    _require_float_tensor(x)
+    require_float_tensor("x", x)
     _check_approximation(approximate)
     if approximate == "none":
         return x * _normal_cdf(x)
@@ -320,7 +326,7 @@ def gelu_grad(x: Tensor, approximate: str = "none") -> Tensor:
     ------
     ``(...) -> (...)``
     """
-    _require_float_tensor(x)
+    require_float_tensor("x", x)
     _check_approximation(approximate)
     if approximate == "none":
         density = torch.exp(-0.5 * x**2) / math.sqrt(2.0 * math.pi)
@@ -441,7 +447,7 @@ def dead_units(activations: Tensor) -> Tensor:
     ------
     ``(N, H) -> (H,)``
     """
-    _require_float_tensor(activations)
+    require_float_tensor("activations", activations)
     if activations.dim() != 2:
         raise ValueError(f"activations must have shape (N, H); found {tuple(activations.shape)}")
     return (activations == 0).all(dim=0)

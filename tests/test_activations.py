@@ -234,3 +234,56 @@ def test_float32_inputs_keep_their_dtype():
     x = torch.linspace(-3, 3, 7)
     for activation in ACTIVATIONS.values():
         assert activation(x).dtype == torch.float32 and activation.derivative(x).dtype == torch.float32
+
+
+# ---------------------------------------------------------------------------
+# NaN, inf, precision near 0 and half precision (issue 22).
+# ---------------------------------------------------------------------------
+
+SPECIAL = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1e-300, -2.5, 3.0],
+                       dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name", list(PAIRS))
+def test_nan_and_inf_propagate_as_in_torch(name):
+    ours, _, reference = PAIRS[name]
+    torch.testing.assert_close(ours(SPECIAL), reference(SPECIAL), equal_nan=True, **TOL)
+
+
+@pytest.mark.parametrize("name", list(PAIRS))
+def test_derivatives_at_nan_are_nan(name):
+    # Autograd's relu and leaky_relu pass the incoming gradient at NaN (1 or the slope);
+    # ours return NaN there so that no derivative hides a NaN input.
+    _, derivative, _ = PAIRS[name]
+    assert torch.isnan(derivative(torch.tensor([float("nan")], dtype=torch.float64))).all()
+
+
+def test_relu_keeps_the_sign_of_negative_zero_like_torch():
+    x = torch.tensor([-0.0, 0.0])
+    assert torch.equal(torch.signbit(relu(x)), torch.signbit(F.relu(x)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_tanh_keeps_its_digits_near_zero(dtype):
+    x = torch.tensor([1e-8, 1e-6, -0.000999, 1e-3, -0.02], dtype=dtype)
+    # 2σ(2x) - 1 gave tanh(1e-8) = 0, tanh(1e-6) 7.3 % off in float32 and -0.0039 for
+    # bfloat16 tanh(-0.000999); ours agree with torch to one unit of the last place.
+    torch.testing.assert_close(tanh(x), torch.tanh(x), rtol=torch.finfo(dtype).eps, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", ["sigmoid", "tanh"])
+def test_half_precision_is_computed_in_float32_like_torch(name, dtype):
+    ours, _, reference = PAIRS[name]
+    x = (torch.randn(100_000, generator=torch.Generator().manual_seed(0)) * 8).to(dtype)
+    result = ours(x)
+    assert result.dtype == dtype
+    # Both round the same float32 value once: at most one unit of the last place apart.
+    torch.testing.assert_close(result, reference(x), rtol=torch.finfo(dtype).eps, atol=torch.finfo(dtype).tiny)
+
+
+@pytest.mark.parametrize("x", [torch.tensor([1, 2]), torch.tensor([True, False])])
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_integer_and_bool_tensors_are_rejected_by_every_activation(name, x):
+    with pytest.raises(TypeError, match="x must have a floating-point dtype"):
+        ACTIVATIONS[name](x)
