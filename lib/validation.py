@@ -13,17 +13,20 @@ import torch
 from torch import Tensor, nn
 
 __all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_int", "require_number", "require_choice", "require_tokens",
-           "require_float_tensor", "require_real"]
+           "require_float_tensor", "require_real", "require_words", "require_sentences"]
 
 INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
-def require_int(name: str, value: object, minimum: int = 1) -> None:
-    """Raise unless ``value`` is an integer (not a bool) of at least ``minimum``."""
+def require_int(name: str, value: object, minimum: int = 1, maximum: Optional[int] = None) -> None:
+    """Raise unless ``value`` is an integer (not a bool) of at least ``minimum`` (and at
+    most ``maximum``, a bound on sizes whose cost would explode)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int; found {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}; found {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an int <= {maximum}; found {value}")
 
 
 def require_number(name: str, value: object, low: float, high: float = math.inf) -> None:
@@ -78,3 +81,23 @@ def require_real(name: str, value: object) -> None:
     """Raise TypeError unless ``value`` is a finite real number (not a bool)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise TypeError(f"{name} must be a finite real number; found {value!r}")
+
+
+def require_words(name: str, value: object) -> None:
+    """Raise TypeError unless ``value`` is a list or tuple of token strings (not one str)."""
+    if isinstance(value, str):
+        raise TypeError(f"{name} must be a list of token strings; found a str (split it into tokens first)")
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list of token strings; found {type(value).__name__}")
+    wrong = next((token for token in value if not isinstance(token, str)), None)
+    if wrong is not None:
+        raise TypeError(f"{name} must be a list of token strings; found a list of {type(wrong).__name__}")
+
+
+def require_sentences(name: str, value: object) -> None:
+    """Raise TypeError unless ``value`` is a list or tuple of sentences, each a list of token strings."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list of sentences, each a list of token strings; "
+                        f"found {type(value).__name__}")
+    for i, sentence in enumerate(value):
+        require_words(f"{name}[{i}]", sentence)
