@@ -39,6 +39,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from lib.validation import require_int, require_number, require_words
+
 __all__ = [
     "SMOOTHING",
     "ngram_counts",
@@ -60,19 +62,14 @@ SMOOTHING: dict[str, Optional[float]] = {"none": None, "floor": 0.1, "add-k": 1.
 
 Tokens = Sequence[str]
 
+# Highest n-gram order accepted: BLEU uses 4, and a typo such as max_n = 10**6 would
+# otherwise run for hours instead of failing.
+MAX_ORDER = 100
+
 
 # ---------------------------------------------------------------------------
 # Input checks. Each error message names what was expected and what was found.
 # ---------------------------------------------------------------------------
-
-
-def _check_sentence(name: str, tokens: object) -> None:
-    if isinstance(tokens, str):
-        raise TypeError(f"{name} must be a list of token strings; found a str (split it into tokens first)")
-    if not isinstance(tokens, (list, tuple)):
-        raise TypeError(f"{name} must be a list of token strings; found {type(tokens).__name__}")
-    if tokens and not isinstance(tokens[0], str):
-        raise TypeError(f"{name} must be a list of token strings; found a list of {type(tokens[0]).__name__}")
 
 
 def _check_references(name: str, references: object) -> None:
@@ -85,14 +82,7 @@ def _check_references(name: str, references: object) -> None:
         found = "an empty list" if isinstance(references, (list, tuple)) else type(references).__name__
         raise ValueError(f"{name} must be a non-empty list of references (token lists); found {found}")
     for reference in references:
-        _check_sentence(f"each of {name}", reference)
-
-
-def _require_order(name: str, n: object) -> None:
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(f"{name} must be an int; found {type(n).__name__}")
-    if n < 1:
-        raise ValueError(f"{name} must be an int >= 1; found {n}")
+        require_words(f"each of {name}", reference)
 
 
 def _check_weights(weights: Optional[Sequence[float]], max_n: int) -> tuple[float, ...]:
@@ -113,8 +103,7 @@ def _smoothing_value(smooth: str, smooth_value: Optional[float]) -> Optional[flo
         return SMOOTHING[smooth]
     if SMOOTHING[smooth] is None:
         raise ValueError(f"smooth_value is used by 'floor' and 'add-k' only; found {smooth_value!r} with {smooth!r}")
-    if not smooth_value > 0:
-        raise ValueError(f"smooth_value must be > 0; found {smooth_value!r}")
+    require_number("smooth_value", smooth_value, 0.0)  # 0 is allowed, as in sacreBLEU: p_n = 0, BLEU 0
     return float(smooth_value)
 
 
@@ -140,6 +129,7 @@ def ngram_counts(tokens: Tokens, n: int) -> Counter:
     ------
     A sentence of ``L`` tokens has ``max(L - n + 1, 0)`` n-grams.
     """
+    require_words("tokens", tokens), require_int("n", n, 1, MAX_ORDER)
     # zip of n shifted copies yields the windows tokens[i:i + n] without index arithmetic.
     return Counter(zip(*(tokens[i:] for i in range(n))))
 
@@ -166,9 +156,9 @@ def clipped_counts(hypothesis: Tokens, references: Sequence[Tokens], n: int) -> 
     ------
     Scalars out; sentences of any length in.
     """
-    _check_sentence("hypothesis", hypothesis)
+    require_words("hypothesis", hypothesis)
     _check_references("references", references)
-    _require_order("n", n)
+    require_int("n", n, 1, MAX_ORDER)
     hypothesis_counts = ngram_counts(hypothesis, n)
     reference_counts = [ngram_counts(reference, n) for reference in references]
     matches = sum(
@@ -193,8 +183,11 @@ def closest_reference_length(hyp_len: int, ref_lens: Sequence[int]) -> int:
     -------
     int
     """
+    require_int("hyp_len", hyp_len, 0)
     if not ref_lens:
         raise ValueError("ref_lens must hold at least one reference length; found none")
+    for length in ref_lens:
+        require_int("each of ref_lens", length, 0)
     return min(ref_lens, key=lambda length: (abs(length - hyp_len), length))
 
 
@@ -213,8 +206,7 @@ def brevity_penalty(hyp_len: int, ref_len: int) -> float:
     float
         In [0, 1].
     """
-    if hyp_len < 0 or ref_len < 0:
-        raise ValueError(f"lengths must be >= 0; found hyp_len={hyp_len}, ref_len={ref_len}")
+    require_int("hyp_len", hyp_len, 0), require_int("ref_len", ref_len, 0)
     if hyp_len >= ref_len:
         return 1.0
     return math.exp(1.0 - ref_len / hyp_len) if hyp_len > 0 else 0.0
@@ -284,8 +276,11 @@ def bleu_from_counts(
     weights : list of float, optional
         ``w_1..w_N``, >= 0, summing to 1; uniform by default.
     smooth : {"none", "floor", "add-k", "exp"}
+        ``"none"`` by default: Papineni et al.'s BLEU, which the chapter teaches.
+        sacreBLEU's default is ``"exp"``; pass ``smooth="exp"`` to get its numbers.
     smooth_value : float, optional
-        For ``"floor"`` and ``"add-k"``; sacreBLEU's defaults when None.
+        For ``"floor"`` and ``"add-k"``; sacreBLEU's defaults when None. 0 is allowed,
+        as in sacreBLEU (a zero match then stays 0, and so does BLEU).
     effective_order : bool
         Leave out the orders the hypothesis has no n-grams of.
 
@@ -298,7 +293,7 @@ def bleu_from_counts(
     matches, totals : (N,)
     """
     max_n = len(matches)
-    _require_order("the number of n-gram orders", max_n)
+    require_int("the number of n-gram orders", max_n, 1, MAX_ORDER)
     if len(totals) != max_n or any(not 0 <= m <= t for m, t in zip(matches, totals)):
         raise ValueError(
             f"matches and totals must be two lists of the same length with 0 <= match <= total; "
@@ -381,6 +376,8 @@ def sentence_bleu(
     weights : list of float, optional
         ``w_1..w_N``; uniform by default.
     smooth : {"none", "floor", "add-k", "exp"}
+        ``"none"`` by default: Papineni et al.'s BLEU, which the chapter teaches.
+        sacreBLEU's default is ``"exp"``; pass ``smooth="exp"`` to get its numbers.
     smooth_value : float, optional
 
     Returns
@@ -392,9 +389,9 @@ def sentence_bleu(
     ------
     BleuStats.matches, .totals, .precisions, .weights : (N,)
     """
-    _check_sentence("hypothesis", hypothesis)
+    require_words("hypothesis", hypothesis)
     _check_references("references", references)
-    _require_order("max_n", max_n)
+    require_int("max_n", max_n, 1, MAX_ORDER)
     matches, totals, hyp_len, ref_len = _sentence_counts(hypothesis, references, max_n)
     return bleu_from_counts(matches, totals, hyp_len, ref_len, weights, smooth, smooth_value, effective_order=True)
 
@@ -421,6 +418,8 @@ def corpus_bleu(
     max_n : int
     weights : list of float, optional
     smooth : {"none", "floor", "add-k", "exp"}
+        ``"none"`` by default: Papineni et al.'s BLEU, which the chapter teaches.
+        sacreBLEU's default is ``"exp"``; pass ``smooth="exp"`` to get its numbers.
     smooth_value : float, optional
 
     Returns
@@ -438,10 +437,10 @@ def corpus_bleu(
         raise ValueError(
             f"references must hold one list of references per hypothesis ({len(hypotheses)}); found {found}"
         )
-    _require_order("max_n", max_n)
+    require_int("max_n", max_n, 1, MAX_ORDER)
     matches, totals, hyp_len, ref_len = [0] * max_n, [0] * max_n, 0, 0
     for i, (hypothesis, sentence_references) in enumerate(zip(hypotheses, references)):
-        _check_sentence(f"hypotheses[{i}]", hypothesis)
+        require_words(f"hypotheses[{i}]", hypothesis)
         _check_references(f"references[{i}]", sentence_references)
         sentence = _sentence_counts(hypothesis, sentence_references, max_n)
         matches = [a + b for a, b in zip(matches, sentence[0])]
@@ -475,9 +474,9 @@ def rouge_n(hypothesis: Tokens, references: Sequence[Tokens], n: int = 1) -> flo
     float
         In [0, 1].
     """
-    _check_sentence("hypothesis", hypothesis)
+    require_words("hypothesis", hypothesis)
     _check_references("references", references)
-    _require_order("n", n)
+    require_int("n", n, 1, MAX_ORDER)
     hypothesis_counts = ngram_counts(hypothesis, n)
     overlap = total = 0
     for reference in references:
@@ -512,9 +511,9 @@ def rouge_n_scores(hypothesis: Tokens, reference: Tokens, n: int = 1) -> RougeSc
     -------
     RougeScore
     """
-    _check_sentence("hypothesis", hypothesis)
-    _check_sentence("reference", reference)
-    _require_order("n", n)
+    require_words("hypothesis", hypothesis)
+    require_words("reference", reference)
+    require_int("n", n, 1, MAX_ORDER)
     hypothesis_counts, reference_counts = ngram_counts(hypothesis, n), ngram_counts(reference, n)
     overlap = sum((hypothesis_counts & reference_counts).values())  # & keeps the smaller count
     precision = overlap / max(sum(hypothesis_counts.values()), 1)

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_int", "require_number", "require_choice", "require_tokens",
+__all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_lengths", "require_int", "require_number", "require_choice", "require_tokens",
            "require_float_tensor", "require_real", "require_words", "require_sentences"]
 
 INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
@@ -89,9 +89,9 @@ def require_words(name: str, value: object) -> None:
         raise TypeError(f"{name} must be a list of token strings; found a str (split it into tokens first)")
     if not isinstance(value, (list, tuple)):
         raise TypeError(f"{name} must be a list of token strings; found {type(value).__name__}")
-    wrong = next((token for token in value if not isinstance(token, str)), None)
-    if wrong is not None:
-        raise TypeError(f"{name} must be a list of token strings; found a list of {type(wrong).__name__}")
+    wrong = [type(token).__name__ for token in value if not isinstance(token, str)]
+    if wrong:
+        raise TypeError(f"{name} must be a list of token strings; found a list of {wrong[0]}")
 
 
 def require_sentences(name: str, value: object) -> None:
@@ -101,3 +101,17 @@ def require_sentences(name: str, value: object) -> None:
                         f"found {type(value).__name__}")
     for i, sentence in enumerate(value):
         require_words(f"{name}[{i}]", sentence)
+
+
+def require_lengths(name: str, value: object, batch: int, width: int) -> Tensor:
+    """Return ``value`` if it is a ``(batch,)`` integer tensor of lengths in ``[1, width]``; raise otherwise."""
+    if not isinstance(value, Tensor) or value.dtype not in INTEGER_DTYPES:
+        found = value.dtype if isinstance(value, Tensor) else type(value).__name__
+        raise TypeError(f"{name} must be an integer torch.Tensor; found {found}")
+    if tuple(value.shape) != (batch,):
+        raise ValueError(f"{name} must have shape (B,) = ({batch},); found {tuple(value.shape)}")
+    if batch and (int(value.min()) < 1 or int(value.max()) > width):
+        raise ValueError(
+            f"{name} must lie in [1, S] = [1, {width}]; found values from {int(value.min())} to {int(value.max())}"
+        )
+    return value

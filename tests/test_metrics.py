@@ -374,3 +374,46 @@ def test_the_numbers_of_chapter_8s_exercises():
     assert round(sentence_bleu(padded, [reference]).score, 2) == 0.35
     two = sentence_bleu("the cat".split(), [reference], max_n=2)
     assert two.precisions == (1.0, 1.0) and two.score == pytest.approx(math.exp(-2))
+
+
+# ---------------------------------------------------------------------------
+# Bad input never passes silently (issue 22).
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("smooth", ["floor", "add-k"])
+@pytest.mark.parametrize("seed", range(5))
+def test_smooth_value_zero_matches_sacrebleu(smooth, seed):
+    hypotheses, references = random_corpus(seed)
+    theirs = sacrebleu_corpus(hypotheses, references, smooth, smooth_value=0.0).score / 100
+    ours = corpus_bleu(hypotheses, references, smooth=smooth, smooth_value=0.0).score
+    assert ours == pytest.approx(theirs, abs=1e-9)
+
+
+def test_the_default_smoothing_is_none_not_sacrebleus_exp():
+    hypothesis, references = "the cat sat on".split(), ["the cat sat down".split()]
+    assert sentence_bleu(hypothesis, references).score == 0.0  # no 4-gram matches: plain BLEU is 0
+    exp = sacrebleu_sentence(hypothesis, references, "exp").score / 100
+    assert exp > 0 and sentence_bleu(hypothesis, references, smooth="exp").score == pytest.approx(exp, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: ngram_counts("the cat", 2), TypeError, "tokens must be a list of token strings; found a str"),
+        (lambda: ngram_counts(["a", "b"], 0), ValueError, "n must be an int >= 1; found 0"),
+        (lambda: ngram_counts(["a", "b"], -1), ValueError, "n must be an int >= 1; found -1"),
+        (lambda: ngram_counts(["a", None], 1), TypeError, "found a list of NoneType"),
+        (lambda: corpus_bleu([["a"]], [[["a"]]], max_n=10**6), ValueError, "max_n must be an int <= 100"),
+        (lambda: brevity_penalty(True, 3), TypeError, "hyp_len must be an int; found bool"),
+        (lambda: brevity_penalty(2, -1), ValueError, "ref_len must be an int >= 0; found -1"),
+        (lambda: closest_reference_length(2.5, [3]), TypeError, "hyp_len must be an int; found float"),
+        (lambda: sentence_bleu(["a"], [["a"]], smooth="floor", smooth_value=float("nan")), ValueError,
+         "smooth_value must be a finite number"),
+        (lambda: sentence_bleu(["a"], [["a"]], smooth="floor", smooth_value=-0.1), ValueError,
+         "smooth_value must be a finite number in \\[0.0, inf\\]; found -0.1"),
+    ],
+)
+def test_wrong_types_and_sizes_are_named(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
