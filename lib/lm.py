@@ -47,6 +47,7 @@ References
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional, Sequence
@@ -57,7 +58,7 @@ from torch import Tensor, nn
 
 from lib.corpus import Vocabulary
 from lib.rnn import clip_grad_norm
-from lib.validation import require_int, require_number
+from lib.validation import require_int, require_number, require_sentences, require_words
 
 __all__ = [
     "BOS",
@@ -80,6 +81,8 @@ __all__ = [
     "drift",
 ]
 
+_LOG_FLOAT_MAX = math.log(sys.float_info.max)  # about 709.78
+
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 FEATURES = ("window", "average")
 
@@ -87,11 +90,6 @@ FEATURES = ("window", "average")
 # ---------------------------------------------------------------------------
 # Input checks. Each error message names what was expected and what was found.
 # ---------------------------------------------------------------------------
-
-
-def _require_sentences(sentences: object) -> None:
-    if isinstance(sentences, str) or not isinstance(sentences, Iterable):
-        raise TypeError(f"sentences must be a list of lists of words; found {type(sentences).__name__}")
 
 
 def _require_token_tensor(name: str, value: object, dims: int) -> None:
@@ -258,7 +256,7 @@ class NGramModel:
         ------
         No tensors.
         """
-        _require_sentences(sentences)
+        require_sentences("sentences", sentences)
         sentences = [list(sentence) for sentence in sentences]
         if vocabulary is None:
             specials = (EOS,) if unk is None else (EOS, unk)
@@ -325,6 +323,7 @@ class NGramModel:
         ------
         No tensors.
         """
+        require_words("context", context)
         context = self.lookup(tuple(context)[len(context) - self.order + 1:] if self.order > 1 else ())
         (word,) = self.lookup([word])
         if len(context) != self.order - 1:
@@ -374,7 +373,7 @@ class NGramModel:
 
     def test_ngrams(self, sentences: Iterable[Sequence[str]]) -> list[tuple[str, ...]]:
         """The n-grams of padded sentences: one per predicted token (``</s>`` included)."""
-        _require_sentences(sentences)
+        require_sentences("sentences", sentences)
         return [g for s in sentences for g in ngrams(pad(list(s), self.order), self.order)]
 
     def token_log_probs(self, sentences: Iterable[Sequence[str]]) -> Tensor:
@@ -446,8 +445,8 @@ def unseen_fraction(train: Iterable[Sequence[str]], test: Iterable[Sequence[str]
     ------
     No tensors.
     """
-    _require_sentences(train)
-    _require_sentences(test)
+    require_sentences("train", train)
+    require_sentences("test", test)
     seen = {g for s in train for g in ngrams(pad(list(s), order), order)}
     asked = [g for s in test for g in ngrams(pad(list(s), order), order)]
     if not asked:
@@ -481,7 +480,8 @@ def perplexity(log_probs: Tensor, base: float = math.e) -> float:
     Returns
     -------
     float
-        >= 1 for probabilities <= 1; ``inf`` if some token has probability 0.
+        >= 1 for probabilities <= 1; ``inf`` if some token has probability 0 or the
+        value exceeds the largest float (mean log-probability below about -709.8).
 
     Shapes
     ------
@@ -496,7 +496,8 @@ def perplexity(log_probs: Tensor, base: float = math.e) -> float:
         raise ValueError("log_probs must be log-probabilities (finite or -inf); found NaN or +inf")
     require_number("base", base, 1.0 + 1e-12)
     cross_entropy = -float(log_probs.double().mean())  # in units of log_base
-    return math.inf if cross_entropy == math.inf else base ** cross_entropy
+    # b^H overflows a float (OverflowError) for H ln b above ~709.8: the perplexity is inf.
+    return base ** cross_entropy if cross_entropy * math.log(base) < _LOG_FLOAT_MAX else math.inf
 
 
 # ---------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from lib.lm import (
     train_lm,
     unseen_fraction,
 )
-from lib.rnn import teacher_forcing_batch
+from lib.char_lm import teacher_forcing_batch
 
 FAST = settings(max_examples=25, deadline=None, database=None)
 TOY = [["the", "cat", "sat"], ["the", "dog", "sat"], ["a", "cat", "ran"], ["the", "cat", "ran"]]
@@ -212,7 +212,7 @@ def test_ngram_model_errors():
         NGramModel.from_ngrams([("a", "b"), ("a",)], ["a", "b"])
     with pytest.raises(ValueError, match="every n-gram must have 2 words"):
         NGramModel.fit(TOY, 2).ngram_log_probs([("a", "b", "c")])
-    with pytest.raises(TypeError, match="list of lists of words"):
+    with pytest.raises(TypeError, match="list of sentences, each a list of token strings"):
         NGramModel.fit("the cat", 2)
     with pytest.raises(ValueError, match="counts must satisfy"):
         add_delta_log_prob(torch.tensor([3.0]), torch.tensor([2.0]), 1.0, 4)
@@ -491,3 +491,28 @@ def test_rollout_keeps_the_prompt_and_continues_with_samples():
     assert out.tolist() == [[1, 2, 5, 5, 5], [3, 4, 5, 5, 5]]
     with pytest.raises(ValueError, match="length must be an int >= 2"):
         rollout(ConstantModel(6, 5), prompts, 1, bos=6)
+
+
+# ---------------------------------------------------------------------------
+# Bad input never passes silently (issue 22).
+# ---------------------------------------------------------------------------
+
+
+def test_perplexity_beyond_the_largest_float_is_inf_not_an_overflow_error():
+    assert perplexity(torch.tensor([-800.0, -900.0])) == math.inf
+    assert perplexity(torch.tensor([-709.0])) == pytest.approx(math.exp(709.0), rel=1e-12)  # still finite
+    assert perplexity(torch.tensor([-1100.0]), base=2) == math.inf  # 2^1100 > 1.8e308
+    assert perplexity(torch.tensor([-1000.0]), base=2) == pytest.approx(2.0**1000, rel=1e-12)
+
+
+def test_a_string_where_words_are_expected_is_a_type_error():
+    model = NGramModel.fit(TOY, 2)
+    with pytest.raises(TypeError, match="context must be a list of token strings; found a str"):
+        model.prob("cat", "the")  # would be read as the characters t, h, e
+    with pytest.raises(TypeError, match=r"sentences\[0\] must be a list of token strings; found a str"):
+        NGramModel.fit(["the cat", "a dog"], 2)  # would train a character model
+    with pytest.raises(TypeError, match="sentences must be a list of sentences"):
+        NGramModel.fit("the cat", 2)
+    with pytest.raises(TypeError, match=r"test\[1\] must be a list of token strings; found a list of int"):
+        unseen_fraction(TOY, [["the"], [1, 2]], 2)
+    assert model.prob("cat", ("the",)) == model.prob("cat", ["the"])
