@@ -6,6 +6,10 @@ and ``zero_grad()`` (both inherited semantics of :class:`torch.optim.Optimizer`)
 so a training loop, a learning-rate scheduler or ``state_dict()`` work with
 either. The tests run each one beside PyTorch's for 50 steps on the same
 parameters and gradients, in float64, for several settings (syllabus OPT1-OPT3).
+As in ``torch.optim``, ``lr`` and ``betas`` may be one-element tensors (they are read
+once, as numbers, when the optimiser is built), and ``foreach=`` is accepted and
+ignored: the update is always the readable loop over parameters, which computes
+what torch's multi-tensor path computes. Hyper-parameters must be finite.
 
 Where the lecture notes' textbook form differs from PyTorch's, the classes follow
 PyTorch and say so:
@@ -54,13 +58,14 @@ References
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import torch
 from torch import Tensor
 from torch.optim import Optimizer
+
+from lib.validation import require_choice, require_number
 
 __all__ = [
     "SGD", "Adagrad", "RMSprop", "Adadelta", "Adam", "AdamW", "NAdam", "OPTIMIZERS",
@@ -75,24 +80,30 @@ __all__ = [
 # ---------------------------------------------------------------------------
 
 
-def _require_at_least(name: str, value: object, low: float = 0.0) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number; found {type(value).__name__}")
-    if not value >= low:
-        raise ValueError(f"{name} must be >= {low:g}; found {value!r}")
+def _number(name: str, value: object, high: float = math.inf) -> float:
+    """``value`` as a float, checked to be finite and in ``[0, high]``; a one-element tensor
+    is read as its value, as ``torch.optim`` accepts ``lr`` and ``betas`` as tensors."""
+    if isinstance(value, Tensor) and value.numel() == 1 and value.is_floating_point():
+        value = value.item()
+    require_number(name, value, 0.0, high)
+    return float(value)
 
 
-def _require_beta(name: str, value: object) -> None:
-    _require_at_least(name, value)
-    if not value < 1:
-        raise ValueError(f"{name} must lie in [0, 1); found {value!r}")
+def _beta(name: str, value: object) -> float:
+    beta = _number(name, value, 1.0)
+    if beta == 1:
+        raise ValueError(f"{name} must lie in [0, 1); found {beta!r}")
+    return beta
 
 
-def _require_betas(betas: object) -> None:
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise TypeError(f"betas must be a pair (beta1, beta2); found {betas!r}")
-    _require_beta("beta1", betas[0])
-    _require_beta("beta2", betas[1])
+def _hyperparameters(betas: Optional[object] = None, **values: object) -> dict:
+    """The hyper-parameters as checked floats (each finite and >= 0, ``betas`` a pair in [0, 1))."""
+    plain = {name: _number(name, value) for name, value in values.items()}
+    if betas is not None:
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"betas must be a pair (beta1, beta2); found {betas!r}")
+        plain["betas"] = (_beta("beta1", betas[0]), _beta("beta2", betas[1]))
+    return plain
 
 
 # ---------------------------------------------------------------------------
@@ -153,16 +164,13 @@ class SGD(_Optimizer):
     """
 
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False):
-        for name, value in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay)):
-            _require_at_least(name, value)
-        _require_at_least("dampening", dampening)
+                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: Optional[bool] = None):
+        hyper = _hyperparameters(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError(f"nesterov needs momentum > 0 and dampening = 0; found momentum={momentum}, "
                              f"dampening={dampening}")
-        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                        nesterov=nesterov, maximize=maximize)
-        super().__init__(params, defaults)
+        super().__init__(params, dict(hyper, nesterov=nesterov, maximize=maximize))
 
     def _update(self, param, grad, state, group):
         grad = _l2(grad, param, group["weight_decay"])
@@ -189,13 +197,11 @@ class Adagrad(_Optimizer):
     """
 
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
-                 initial_accumulator_value: float = 0.0, eps: float = 1e-10, *, maximize: bool = False):
-        for name, value in (("lr", lr), ("lr_decay", lr_decay), ("weight_decay", weight_decay),
-                            ("initial_accumulator_value", initial_accumulator_value), ("eps", eps)):
-            _require_at_least(name, value)
-        defaults = dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                        initial_accumulator_value=initial_accumulator_value, eps=eps, maximize=maximize)
-        super().__init__(params, defaults)
+                 initial_accumulator_value: float = 0.0, eps: float = 1e-10, *, maximize: bool = False,
+                 foreach: Optional[bool] = None):
+        hyper = _hyperparameters(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                                 initial_accumulator_value=initial_accumulator_value, eps=eps)
+        super().__init__(params, dict(hyper, maximize=maximize))
 
     def _update(self, param, grad, state, group):
         grad = _l2(grad, param, group["weight_decay"])
@@ -222,13 +228,9 @@ class RMSprop(_Optimizer):
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False, *,
-                 maximize: bool = False):
-        for name, value in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay), ("momentum", momentum)):
-            _require_at_least(name, value)
-        _require_at_least("alpha", alpha)
-        defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                        centered=centered, maximize=maximize)
-        super().__init__(params, defaults)
+                 maximize: bool = False, foreach: Optional[bool] = None):
+        hyper = _hyperparameters(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
+        super().__init__(params, dict(hyper, centered=centered, maximize=maximize))
 
     def _update(self, param, grad, state, group):
         grad = _l2(grad, param, group["weight_decay"])
@@ -267,14 +269,9 @@ class Adadelta(_Optimizer):
     """
 
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
-                 weight_decay: float = 0.0, *, maximize: bool = False):
-        for name, value in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
-            _require_at_least(name, value)
-        _require_at_least("rho", rho)
-        if rho > 1:
-            raise ValueError(f"rho must lie in [0, 1]; found {rho!r}")
-        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
-        super().__init__(params, defaults)
+                 weight_decay: float = 0.0, *, maximize: bool = False, foreach: Optional[bool] = None):
+        hyper = dict(_hyperparameters(lr=lr, eps=eps, weight_decay=weight_decay), rho=_number("rho", rho, 1.0))
+        super().__init__(params, dict(hyper, maximize=maximize))
 
     def _update(self, param, grad, state, group):
         grad = _l2(grad, param, group["weight_decay"])
@@ -306,13 +303,10 @@ class Adam(_Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
-                 maximize: bool = False, decoupled_weight_decay: bool = False):
-        for name, value in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
-            _require_at_least(name, value)
-        _require_betas(betas)
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                        maximize=maximize, decoupled_weight_decay=decoupled_weight_decay)
-        super().__init__(params, defaults)
+                 maximize: bool = False, decoupled_weight_decay: bool = False, foreach: Optional[bool] = None):
+        hyper = _hyperparameters(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        super().__init__(params, dict(hyper, amsgrad=amsgrad, maximize=maximize,
+                                      decoupled_weight_decay=decoupled_weight_decay))
 
     def _update(self, param, grad, state, group):
         lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
@@ -346,9 +340,9 @@ class AdamW(Adam):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False):
+                 maximize: bool = False, foreach: Optional[bool] = None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
-                         decoupled_weight_decay=True)
+                         decoupled_weight_decay=True, foreach=foreach)
 
 
 NADAM_SCHEDULES = ("warmup", "constant")
@@ -385,17 +379,11 @@ class NAdam(_Optimizer):
     def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum_decay: float = 4e-3,
                  decoupled_weight_decay: bool = False, *, maximize: bool = False,
-                 momentum_schedule: str = "warmup"):
-        for name, value in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay),
-                            ("momentum_decay", momentum_decay)):
-            _require_at_least(name, value)
-        _require_betas(betas)
-        if momentum_schedule not in NADAM_SCHEDULES:
-            raise ValueError(f"momentum_schedule must be one of {NADAM_SCHEDULES}; found {momentum_schedule!r}")
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                        momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
-                        maximize=maximize, momentum_schedule=momentum_schedule)
-        super().__init__(params, defaults)
+                 momentum_schedule: str = "warmup", foreach: Optional[bool] = None):
+        hyper = _hyperparameters(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay)
+        require_choice("momentum_schedule", momentum_schedule, NADAM_SCHEDULES)
+        super().__init__(params, dict(hyper, decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
+                                      momentum_schedule=momentum_schedule))
 
     def _update(self, param, grad, state, group):
         lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
@@ -487,12 +475,11 @@ class MomentOptimizer(_Optimizer):
     """
 
     def __init__(self, params, lr: float, phi: Moment, psi: Moment, eps: float = 1e-8):
-        _require_at_least("lr", lr)
-        _require_at_least("eps", eps)
+        hyper = _hyperparameters(lr=lr, eps=eps)
         for name, moment in (("phi", phi), ("psi", psi)):
             if not isinstance(moment, Moment):
                 raise TypeError(f"{name} must be a Moment; found {type(moment).__name__}")
-        super().__init__(params, dict(lr=lr, phi=phi, psi=psi, eps=eps, maximize=False))
+        super().__init__(params, dict(hyper, phi=phi, psi=psi, maximize=False))
 
     def _update(self, param, grad, state, group):
         if "first" not in state:
@@ -520,8 +507,7 @@ def template(name: str, beta1: float = 0.9, beta2: float = 0.999) -> tuple[Momen
     NAdam         Adam's, mixed with ``g_t`` one step ahead    as Adam
     ============  ===========================================  ==========================================
     """
-    _require_beta("beta1", beta1)
-    _require_beta("beta2", beta2)
+    beta1, beta2 = _beta("beta1", beta1), _beta("beta2", beta2)
     latest, one = Moment("g"), Moment("1")
     ema_g, ema_g2 = Moment("g", beta1, 1 - beta1), Moment("g²", beta2, 1 - beta2)
     table = {
@@ -566,8 +552,7 @@ def lookahead_momentum(grad_fn: Callable[[Tensor], Tensor], start: Tensor, lr: f
     ------
     start ``(D,)`` -> path ``(steps + 1, D)``
     """
-    _require_at_least("lr", lr)
-    _require_beta("beta", beta)
+    lr, beta = _number("lr", lr), _beta("beta", beta)
     w, m = start.clone(), torch.zeros_like(start)
     path = [w.clone()]
     for _ in range(steps):

@@ -495,12 +495,12 @@ def test_trajectory_from_another_start():
 @pytest.mark.parametrize(
     ("make", "error", "message"),
     [
-        (lambda p: SGD(p, lr=-0.1), ValueError, "lr must be >= 0; found -0.1"),
-        (lambda p: SGD(p, lr="fast"), TypeError, "lr must be a real number; found str"),
+        (lambda p: SGD(p, lr=-0.1), ValueError, r"lr must be a finite number in \[0.0, inf\]; found -0.1"),
+        (lambda p: SGD(p, lr="fast"), TypeError, "lr must be a number; found str"),
         (lambda p: SGD(p, nesterov=True), ValueError, "nesterov needs momentum > 0"),
         (lambda p: Adam(p, betas=(0.9, 1.0)), ValueError, r"beta2 must lie in \[0, 1\); found 1.0"),
         (lambda p: Adam(p, betas=0.9), TypeError, "betas must be a pair"),
-        (lambda p: Adadelta(p, rho=1.5), ValueError, r"rho must lie in \[0, 1\]"),
+        (lambda p: Adadelta(p, rho=1.5), ValueError, r"rho must be a finite number in \[0.0, 1.0\]"),
         (lambda p: NAdam(p, momentum_schedule="fast"), ValueError, "momentum_schedule must be one of"),
         (lambda p: MomentOptimizer(p, lr=0.1, phi="g", psi=Moment("1")), TypeError, "phi must be a Moment"),
     ],
@@ -536,3 +536,45 @@ def test_defaults_are_torchs(cls):
     for key, value in ours.items():
         if key in reference:
             assert reference[key] == value, f"{cls.__name__}.{key}: ours {value}, torch {reference[key]}"
+
+
+# ---------------------------------------------------------------------------
+# torch.optim's constructor conventions: foreach=, tensor lr and betas (issue 22).
+# ---------------------------------------------------------------------------
+
+
+def run_one_group(optimizer_class, settings, steps=10):
+    a, b, loss = problem(0, steps)
+    p1, p2 = a.clone().requires_grad_(), b.clone().requires_grad_()
+    opt = optimizer_class([p1, p2], **settings)
+    for t in range(steps):
+        opt.zero_grad()
+        loss(t, p1, p2).backward()
+        opt.step()
+    return torch.cat([p1.detach().flatten(), p2.detach().flatten()])
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+@pytest.mark.parametrize("foreach", [None, False, True])
+def test_foreach_is_accepted_and_the_result_is_torchs(name, foreach, float64_default):
+    ours = run_one_group(OPTIMIZERS[name], dict(foreach=foreach))
+    reference = run_one_group(getattr(torch.optim, name), dict(foreach=foreach))
+    assert (ours - reference).abs().max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_tensor_lr_and_betas_are_read_as_numbers_like_torch(name, float64_default):
+    settings = dict(lr=torch.tensor(0.01))
+    if "betas" in OPTIMIZERS[name]([torch.zeros(1)]).defaults:
+        settings["betas"] = (torch.tensor(0.8), torch.tensor(0.95))
+    ours = run_one_group(OPTIMIZERS[name], settings)
+    reference = run_one_group(getattr(torch.optim, name), settings)
+    assert (ours - reference).abs().max() <= TOLERANCE
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, True])
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_non_finite_or_bool_hyperparameters_are_rejected(name, value):
+    error = TypeError if isinstance(value, bool) else ValueError
+    with pytest.raises(error, match="lr must be"):
+        OPTIMIZERS[name]([torch.zeros(2, requires_grad=True)], lr=value)
