@@ -51,7 +51,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from lib.validation import require_int
+from lib.validation import require_float_tensor, require_int
 
 __all__ = [
     "Candidate",
@@ -67,6 +67,7 @@ __all__ = [
     "blame",
     "TableModel",
     "ClockTask",
+    "MAX_EXPANSIONS",
 ]
 
 StepFn = Callable[[Tensor], Tensor]
@@ -74,6 +75,9 @@ BatchStepFn = Callable[[Tensor, Tensor], Tensor]
 
 # A row of log-probabilities must log-sum-exp to 0; float32 models are off by ~1e-7.
 _NORMALISATION_TOLERANCE = 1e-3
+# At most this many hypotheses x steps (beam_size or num_samples times max_len): more
+# would run for hours, which is never what a reader meant.
+MAX_EXPANSIONS = 10**6
 
 
 # ---------------------------------------------------------------------------
@@ -86,6 +90,12 @@ def _require_alpha(alpha: object) -> None:
         raise TypeError(f"alpha must be a number; found {type(alpha).__name__}")
     if not (math.isfinite(alpha) and alpha >= 0):
         raise ValueError(f"alpha must be a finite number >= 0; found {alpha}")
+
+
+def _require_search_size(name: str, count: object, max_len: int) -> None:
+    require_int(name, count, 1)
+    if count * max_len > MAX_EXPANSIONS:
+        raise ValueError(f"{name} * max_len must be at most {MAX_EXPANSIONS:,}; found {count} * {max_len}")
 
 
 def _checked_log_probs(output: object, rows: int, eos: Optional[int] = None) -> Tensor:
@@ -185,7 +195,7 @@ def greedy_search(step_fn: StepFn, bos: int, eos: int, max_len: int) -> tuple[li
 def _check_search_args(bos: int, eos: int, max_len: int) -> None:
     require_int("bos", bos, 0)
     require_int("eos", eos, 0)
-    require_int("max_len", max_len, 1)
+    require_int("max_len", max_len, 1, MAX_EXPANSIONS)
 
 
 # ---------------------------------------------------------------------------
@@ -225,12 +235,16 @@ def expand_and_prune(beam_scores: Tensor, log_probs: Tensor, beam_size: int) -> 
     log_probs : (K, V)
     parents, tokens, scores : (k,) with k = min(beam_size, number of finite candidates)
     """
-    require_int("beam_size", beam_size, 1)
+    require_int("beam_size", beam_size, 1), require_float_tensor("beam_scores", beam_scores)
+    require_float_tensor("log_probs", log_probs)
     if beam_scores.dim() != 1 or log_probs.dim() != 2 or log_probs.shape[0] != beam_scores.shape[0]:
         raise ValueError(
             f"beam_scores must have shape (K,) and log_probs (K, V); found {tuple(beam_scores.shape)} "
             f"and {tuple(log_probs.shape)}"
         )
+    if bool(beam_scores.isnan().any()) or bool(log_probs.isnan().any()):
+        raise ValueError("beam_scores and log_probs must not contain NaN: a NaN candidate cannot be ranked "
+                         "(it would be dropped without a word); found NaN")
     vocab_size = log_probs.shape[1]
     candidates = (beam_scores[:, None] + log_probs).flatten()  # (K, V) -> (K * V,)
     # A stable sort makes ties deterministic and agree with greedy's argmax.
@@ -336,7 +350,7 @@ def beam_search_batch(
         raise TypeError(f"step_fn must be callable; found {type(step_fn).__name__}")
     require_int("num_sources", num_sources, 1)
     _check_search_args(bos, eos, max_len)
-    require_int("beam_size", beam_size, 1)
+    _require_search_size("beam_size", beam_size, max_len)
     _require_alpha(alpha)
     # Open hypotheses per source as (tokens, log-probability); finished ones likewise.
     alive: list[list[tuple[tuple[int, ...], float]]] = [[((), 0.0)] for _ in range(num_sources)]
@@ -453,8 +467,9 @@ def sampling_distribution(log_probs: Tensor, temperature: float = 1.0, top_k: Op
     if not isinstance(log_probs, Tensor) or not log_probs.is_floating_point() or log_probs.dim() == 0:
         found = log_probs.dtype if isinstance(log_probs, Tensor) else type(log_probs).__name__
         raise TypeError(f"log_probs must be a floating-point torch.Tensor of shape (..., V); found {found}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"temperature must be a number > 0; found {temperature!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not 0 < temperature < math.inf:
+        raise ValueError(f"temperature must be a finite number > 0; found {temperature!r}")
     scaled = log_probs / temperature
     if top_k is not None:
         require_int("top_k", top_k, 1)
@@ -510,7 +525,7 @@ def sample(
     step_fn output : (N, V)
     """
     _check_search_args(bos, eos, max_len)
-    require_int("num_samples", num_samples, 1)
+    _require_search_size("num_samples", num_samples, max_len)
     samples: list[list[int]] = [[] for _ in range(num_samples)]
     log_prob = [0.0] * num_samples
     open_rows = list(range(num_samples))

@@ -482,7 +482,7 @@ def test_a_step_function_that_misbehaves_is_caught():
 
 def test_bad_sampling_and_model_arguments():
     log_probs = torch.log_softmax(torch.randn(4), 0)
-    with pytest.raises(ValueError, match="temperature must be a number > 0; found 0"):
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0; found 0"):
         sampling_distribution(log_probs, temperature=0)
     with pytest.raises(ValueError, match="top_k must be an int >= 1; found 0"):
         sampling_distribution(log_probs, top_k=0)
@@ -530,3 +530,39 @@ def test_a_wider_beam_can_return_a_less_probable_output():
     assert greedy_tokens == [a, x, EOS] and math.exp(greedy_log_prob) == pytest.approx(0.175)
     (best_tokens, best_log_prob), *_ = beam_search(step_fn, BOS, EOS, 2, 3)
     assert best_tokens in ([b, y, EOS], [b, z, EOS]) and math.exp(best_log_prob) == pytest.approx(0.09)
+
+
+# ---------------------------------------------------------------------------
+# Bad input never passes silently (issue 22).
+# ---------------------------------------------------------------------------
+
+
+def test_pruning_does_not_drop_nan_candidates_silently():
+    scores = torch.tensor([0.0, -1.0])
+    log_probs = torch.log(torch.tensor([[0.5, 0.5], [0.9, 0.1]]))
+    log_probs[1, 0] = float("nan")
+    with pytest.raises(ValueError, match="log_probs must not contain NaN"):
+        expand_and_prune(scores, log_probs, 2)
+    with pytest.raises(ValueError, match="beam_scores and log_probs must not contain NaN"):
+        expand_and_prune(torch.tensor([float("nan"), 0.0]), torch.zeros(2, 2), 2)
+    with pytest.raises(TypeError, match="log_probs must be a torch.Tensor; found list"):
+        expand_and_prune(scores, [[0.0]], 2)
+    # -inf (probability 0) is still pruned, as documented
+    parents, tokens, kept = expand_and_prune(torch.tensor([0.0]), torch.tensor([[0.0, -math.inf]]), 2)
+    assert tokens.tolist() == [0] and kept.tolist() == [0.0]
+
+
+def test_search_sizes_are_bounded_with_a_clear_error():
+    model = TableModel(torch.log_softmax(torch.zeros(1, 4, 3), dim=-1))
+    with pytest.raises(ValueError, match=r"beam_size \* max_len must be at most 1,000,000; found 10000 \* 1000"):
+        beam_search(model.for_source(0), model.bos, 0, beam_size=10_000, max_len=1000)
+    with pytest.raises(ValueError, match=r"num_samples \* max_len must be at most"):
+        sample(model.for_source(0), model.bos, 0, max_len=10**3, num_samples=10**4)
+    with pytest.raises(ValueError, match="max_len must be an int <= 1000000"):
+        greedy_search(model.for_source(0), model.bos, 0, max_len=10**9)
+
+
+@pytest.mark.parametrize("temperature", [math.inf, math.nan, -1.0, True])
+def test_temperature_must_be_finite_and_positive(temperature):
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+        sampling_distribution(torch.log_softmax(torch.zeros(3), dim=-1), temperature=temperature)
