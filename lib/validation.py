@@ -13,7 +13,8 @@ import torch
 from torch import Tensor, nn
 
 __all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_lengths", "require_int", "require_number", "require_choice", "require_tokens",
-           "require_float_tensor", "require_real", "require_words", "require_sentences"]
+           "require_float_tensor", "require_real", "require_words", "require_sentences",
+           "require_same_dtype"]
 
 INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
@@ -115,3 +116,11 @@ def require_lengths(name: str, value: object, batch: int, width: int) -> Tensor:
             f"{name} must lie in [1, S] = [1, {width}]; found values from {int(value.min())} to {int(value.max())}"
         )
     return value
+
+
+def require_same_dtype(reference_name: str, reference: Tensor, **tensors: Tensor) -> None:
+    """Raise TypeError unless every tensor in ``tensors`` has the dtype of ``reference``."""
+    for name, tensor in tensors.items():
+        if tensor.dtype != reference.dtype:
+            raise TypeError(f"{name} must have the same dtype as {reference_name} ({reference.dtype}); "
+                            f"found {tensor.dtype}")

@@ -216,3 +216,16 @@ def test_bad_input_is_rejected_with_a_message():
         flip_bits(spins(2, 4), 1.5)
     with pytest.raises(ValueError, match="mode must be 'async' or 'sync'"):
         HopfieldNetwork(spins(2, 4)).recall(spins(4), mode="parallel")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        (dict(trials=0), ValueError, "trials must be an int >= 1; found 0"),  # was torch.cat's 'non-empty list'
+        (dict(n_units=10**6), ValueError, "n_units must be an int <= 4096; found 1000000"),
+        (dict(n_patterns=2.0), TypeError, "n_patterns must be an int; found float"),
+    ],
+)
+def test_recall_experiment_names_a_bad_size(arguments, error, message):
+    with pytest.raises(error, match=message):
+        recall_experiment(**{**dict(n_units=20, n_patterns=2, noise=0.1), **arguments})

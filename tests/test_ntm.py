@@ -266,3 +266,15 @@ def test_bad_input_is_rejected_with_a_message():
         NTMConfig(slots=0)
     assert math.isfinite(float(content_weights(torch.zeros(1, 3, 2, dtype=torch.float64), f64([1.0, 0.0])[None],
                                                f64(5.0)).sum()))
+
+
+def test_mixed_dtypes_are_named_instead_of_failing_inside_torch():
+    memory = torch.randn(2, 4, 3).half()
+    with pytest.raises(TypeError, match=r"key must have the same dtype as memory \(torch.float16\); found torch.float32"):
+        content_weights(memory, torch.randn(2, 3), torch.ones(2).half())
+    with pytest.raises(TypeError, match="weights must have the same dtype as memory"):
+        read(memory, torch.full((2, 4), 0.25))
+    with pytest.raises(TypeError, match="gamma must have the same dtype as weights"):
+        sharpen(torch.full((2, 4), 0.25), torch.ones(2, dtype=torch.float64))
+    same = content_weights(memory, torch.randn(2, 3).half(), torch.ones(2).half())
+    assert same.dtype == torch.float16 and torch.allclose(same.float().sum(-1), torch.ones(2), atol=1e-3)

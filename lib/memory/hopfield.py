@@ -42,8 +42,11 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from lib.validation import require_int
+
 __all__ = [
     "CAPACITY",
+    "MAX_UNITS",
     "HopfieldNetwork",
     "Recall",
     "energy",
@@ -56,6 +59,7 @@ __all__ = [
 ]
 
 CAPACITY = 0.138  # critical load P/N for random patterns (Amit, Gutfreund and Sompolinsky, 1985)
+MAX_UNITS = 4096  # recall_experiment's largest network: its (N, N) float64 weights take 128 MiB
 
 
 # ---------------------------------------------------------------------------
@@ -395,6 +399,8 @@ def recall_experiment(n_units: int, n_patterns: int, noise: float, trials: int =
         ``overlap``: mean final overlap with the cued pattern;
         ``load``: ``P / N``.
     """
+    require_int("n_units", n_units, 1, MAX_UNITS), require_int("n_patterns", n_patterns, 1)
+    require_int("trials", trials, 1)
     generator = torch.Generator().manual_seed(seed)
     exact, overlaps = [], []
     for _ in range(trials):

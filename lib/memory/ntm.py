@@ -54,6 +54,7 @@ from torch import Tensor, nn
 
 from lib.attention import masked_softmax
 from lib.rnn import LSTMCell, clip_grad_norm
+from lib.validation import require_same_dtype
 
 __all__ = [
     "CopyRun",
@@ -94,6 +95,7 @@ def _require_float(name: str, value: object, layout: str, dim: int) -> None:
 def _check_memory_and_weights(memory: object, weights: object) -> None:
     _require_float("memory", memory, "(B, N, D)", 3)
     _require_float("weights", weights, "(B, N)", 2)
+    require_same_dtype("memory", memory, weights=weights)
     if tuple(weights.shape) != tuple(memory.shape[:2]):
         raise ValueError(
             f"weights must have shape (B, N) = {tuple(memory.shape[:2])} to match memory (B, N, D) = "
@@ -183,6 +185,7 @@ def content_weights(memory: Tensor, key: Tensor, strength: Tensor) -> Tensor:
     _require_float("strength", strength, "(B,)", 1)
     if strength.shape[0] != batch:
         raise ValueError(f"strength must have shape (B,) = ({batch},); found {tuple(strength.shape)}")
+    require_same_dtype("memory", memory, key=key, strength=strength)
     if bool((strength < 0).any()):
         raise ValueError(f"strength must be >= 0; found {strength.min().item():.4g}")
     similarity = CosineScore()(key.unsqueeze(1), memory)  # (B, 1, N)
@@ -210,6 +213,7 @@ def interpolate(content: Tensor, previous: Tensor, gate: Tensor) -> Tensor:
     _require_float("content", content, "(B, N)", 2)
     _check_vector("previous", previous, *content.shape, "(B, N)")
     _require_float("gate", gate, "(B,)", 1)
+    require_same_dtype("content", content, previous=previous, gate=gate)
     if gate.shape[0] != content.shape[0]:
         raise ValueError(f"gate must have shape (B,) = ({content.shape[0]},); found {tuple(gate.shape)}")
     gate = gate.unsqueeze(1)  # (B, 1)
@@ -243,6 +247,7 @@ def circular_shift(weights: Tensor, shift: Tensor) -> Tensor:
     """
     _require_float("weights", weights, "(B, N)", 2)
     _require_float("shift", shift, "(B, 2k + 1)", 2)
+    require_same_dtype("weights", weights, shift=shift)
     if shift.shape[0] != weights.shape[0] or shift.shape[1] % 2 == 0:
         raise ValueError(
             f"shift must have shape (B, 2k + 1) with B = {weights.shape[0]} and an odd number of offsets; "
@@ -272,6 +277,7 @@ def sharpen(weights: Tensor, gamma: Tensor) -> Tensor:
     """
     _require_float("weights", weights, "(B, N)", 2)
     _require_float("gamma", gamma, "(B,)", 1)
+    require_same_dtype("weights", weights, gamma=gamma)
     if gamma.shape[0] != weights.shape[0]:
         raise ValueError(f"gamma must have shape (B,) = ({weights.shape[0]},); found {tuple(gamma.shape)}")
     if bool((gamma < 1).any()):
@@ -379,6 +385,7 @@ def write(memory: Tensor, weights: Tensor, erase: Tensor, add: Tensor) -> Tensor
     batch, _, size = memory.shape
     _check_vector("erase", erase, batch, size, "(B, D)")
     _check_vector("add", add, batch, size, "(B, D)")
+    require_same_dtype("memory", memory, erase=erase, add=add)
     w = weights.unsqueeze(2)  # (B, N, 1)
     erased = memory * (1 - w * erase.unsqueeze(1))  # (B, N, D): w_i e is the share of slot i to forget
     return erased + w * add.unsqueeze(1)  # (B, N, D)
