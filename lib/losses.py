@@ -4,10 +4,11 @@ A *loss* scores one prediction against one target; a *risk* averages losses over
 data set, and a *structural* risk adds a penalty on the parameters (syllabus
 LOSS1-LOSS2). This module has
 
-* the label forms ``loss(y, f)`` of the 0-1, absolute, squared, log, exponential
-  and hinge losses, and the soft-margin SVM objective (Cortes & Vapnik, 1995);
-* the same losses as functions of the *margin* ``m = y f(x)`` for labels
-  ``y ∈ {-1, +1}`` (:data:`MARGIN_LOSSES`), the form in which they are compared;
+* the 0-1, hinge, log, exponential, squared and absolute losses as functions of the
+  *margin* ``m = y f(x)`` for labels ``y ∈ {-1, +1}`` (:data:`MARGIN_LOSSES`,
+  :func:`margin_loss`), the form in which they are compared; the squared loss
+  ``(y - f)²`` of regression (:func:`squared_loss`); and the soft-margin SVM
+  objective (Cortes & Vapnik, 1995), hinge losses plus a penalty;
 * cross-entropy: :func:`binary_cross_entropy` (the two-class form the lecture
   notes call "standard"), :func:`distribution_cross_entropy` (``-Σ p log q``, the
   multi-class form), and :func:`cross_entropy` on logits, which equals
@@ -30,9 +31,12 @@ from typing import Callable, Iterable
 import torch
 from torch import Tensor
 
+from lib.validation import (
+    require_choice, require_float_tensor, require_float_tensors, require_same_shape,
+)
+
 __all__ = [
-    "zero_one_loss", "absolute_loss", "squared_loss", "log_loss", "exponential_loss",
-    "hinge_loss", "svm_objective", "MARGIN_LOSSES", "margin_loss",
+    "squared_loss", "svm_objective", "MARGIN_LOSSES", "margin_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "distribution_cross_entropy",
     "log_softmax", "nll_loss", "cross_entropy",
     "empirical_risk", "structural_risk", "polynomial_features", "ridge_fit",
@@ -41,72 +45,19 @@ __all__ = [
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def _require_float_tensor(name: str, value: object) -> None:
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor; found {type(value).__name__}")
-    if not value.is_floating_point():
-        raise TypeError(f"{name} must have a floating-point dtype (e.g. torch.float32); found {value.dtype}")
-
-
-def _require_same_shape(name: str, value: Tensor, reference_name: str, reference: Tensor) -> None:
-    if value.shape != reference.shape:
-        raise ValueError(
-            f"{name} must have the shape of {reference_name} {tuple(reference.shape)}; found {tuple(value.shape)}"
-        )
-
-
-def _reduce(losses: Tensor, reduction: str) -> Tensor:
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}; found {reduction!r}")
+def _reduce(losses: Tensor, reduction: str, source: str) -> Tensor:
+    require_choice("reduction", reduction, REDUCTIONS)
+    if reduction == "mean" and losses.numel() == 0:
+        raise ValueError(f"reduction='mean' needs at least one loss; found an empty batch in {source} "
+                         "(the mean of nothing is undefined; reduction='sum' gives 0)")
     if reduction == "mean":
         return losses.mean()
     return losses.sum() if reduction == "sum" else losses
 
 
-def _check_pair(y: Tensor, f: Tensor) -> None:
-    _require_float_tensor("y", y)
-    _require_float_tensor("f", f)
-    _require_same_shape("f", f, "y", y)
-
-
 # ---------------------------------------------------------------------------
 # Label forms: one target y and one prediction f per entry, element-wise.
 # ---------------------------------------------------------------------------
-
-
-def zero_one_loss(y: Tensor, prediction: Tensor) -> Tensor:
-    """1 where the predicted label differs from the target, else 0.
-
-    Parameters
-    ----------
-    y, prediction : Tensor
-        Labels of the same shape (any dtype).
-
-    Returns
-    -------
-    Tensor
-        Float (the default dtype), same shape.
-
-    Shapes
-    ------
-    ``(...), (...) -> (...)``
-    """
-    for name, value in (("y", y), ("prediction", prediction)):
-        if not isinstance(value, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor; found {type(value).__name__}")
-    _require_same_shape("prediction", prediction, "y", y)
-    return (y != prediction).to(torch.get_default_dtype())
-
-
-def absolute_loss(y: Tensor, f: Tensor) -> Tensor:
-    """``|y - f|``.
-
-    Shapes
-    ------
-    ``(...), (...) -> (...)``
-    """
-    _check_pair(y, f)
-    return (y - f).abs()
 
 
 def squared_loss(y: Tensor, f: Tensor) -> Tensor:
@@ -116,48 +67,8 @@ def squared_loss(y: Tensor, f: Tensor) -> Tensor:
     ------
     ``(...), (...) -> (...)``
     """
-    _check_pair(y, f)
+    require_float_tensors(y=y, f=f), require_same_shape("y", y, f=f)
     return (y - f) ** 2
-
-
-def log_loss(probability: Tensor) -> Tensor:
-    """``-log P(y | x)``, given the probability the model gave the true label.
-
-    Parameters
-    ----------
-    probability : Tensor
-        Values in [0, 1]; 0 gives ``inf``.
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
-    _require_float_tensor("probability", probability)
-    if ((probability < 0) | (probability > 1)).any():
-        raise ValueError("probability must lie in [0, 1]; found values outside it")
-    return -torch.log(probability)
-
-
-def exponential_loss(y: Tensor, f: Tensor) -> Tensor:
-    """``exp(-y f)`` for labels ``y ∈ {-1, +1}`` (the loss AdaBoost minimises).
-
-    Shapes
-    ------
-    ``(...), (...) -> (...)``
-    """
-    _check_pair(y, f)
-    return torch.exp(-y * f)
-
-
-def hinge_loss(y: Tensor, f: Tensor) -> Tensor:
-    """``max(0, 1 - y f)`` for labels ``y ∈ {-1, +1}``.
-
-    Shapes
-    ------
-    ``(...), (...) -> (...)``
-    """
-    _check_pair(y, f)
-    return (1.0 - y * f).clamp_min(0.0)
 
 
 def svm_objective(weight: Tensor, bias: Tensor, inputs: Tensor, y: Tensor, c: float) -> Tensor:
@@ -183,8 +94,7 @@ def svm_objective(weight: Tensor, bias: Tensor, inputs: Tensor, y: Tensor, c: fl
     ------
     ``(D,), (), (N, D), (N,) -> ()``
     """
-    for name, value in (("weight", weight), ("bias", bias), ("inputs", inputs), ("y", y)):
-        _require_float_tensor(name, value)
+    require_float_tensors(weight=weight, bias=bias, inputs=inputs, y=y)
     if inputs.dim() != 2 or weight.shape != (inputs.shape[1],) or y.shape != (inputs.shape[0],):
         raise ValueError(
             "expected weight (D,), inputs (N, D) and y (N,); found "
@@ -193,7 +103,7 @@ def svm_objective(weight: Tensor, bias: Tensor, inputs: Tensor, y: Tensor, c: fl
     if not c > 0:
         raise ValueError(f"c must be positive; found {c!r}")
     scores = inputs @ weight + bias  # (N,)
-    return 0.5 * weight @ weight + c * hinge_loss(y, scores).sum()
+    return 0.5 * weight @ weight + c * MARGIN_LOSSES["hinge"](y * scores).sum()
 
 
 # ---------------------------------------------------------------------------
@@ -236,7 +146,7 @@ def margin_loss(name: str, margin: Tensor) -> Tensor:
     """
     if name not in MARGIN_LOSSES:
         raise ValueError(f"name must be one of {tuple(MARGIN_LOSSES)}; found {name!r}")
-    _require_float_tensor("margin", margin)
+    require_float_tensor("margin", margin)
     return MARGIN_LOSSES[name](margin)
 
 
@@ -260,15 +170,13 @@ def binary_cross_entropy(q: Tensor, p: Tensor, reduction: str = "mean") -> Tenso
     ------
     ``(...), (...) -> ()`` or ``(...)`` with ``reduction="none"``
     """
-    _require_float_tensor("q", q)
-    _require_float_tensor("p", p)
-    _require_same_shape("p", p, "q", q)
+    require_float_tensors(q=q, p=p), require_same_shape("q", q, p=p)
     if ((q < 0) | (q > 1)).any():
         raise ValueError("q must lie in [0, 1]; found values outside it "
                          "(pass logits to binary_cross_entropy_with_logits)")
     # 0 log 0 = 0: xlogy gives 0 where the target weight is 0, even if log q = -inf.
     losses = -(torch.xlogy(p, q) + torch.xlogy(1.0 - p, 1.0 - q))
-    return _reduce(losses, reduction)
+    return _reduce(losses, reduction, "q")
 
 
 def binary_cross_entropy_with_logits(logits: Tensor, p: Tensor, reduction: str = "mean") -> Tensor:
@@ -281,11 +189,9 @@ def binary_cross_entropy_with_logits(logits: Tensor, p: Tensor, reduction: str =
     ------
     ``(...), (...) -> ()`` or ``(...)`` with ``reduction="none"``
     """
-    _require_float_tensor("logits", logits)
-    _require_float_tensor("p", p)
-    _require_same_shape("p", p, "logits", logits)
+    require_float_tensors(logits=logits, p=p), require_same_shape("logits", logits, p=p)
     losses = logits.clamp_min(0.0) - p * logits + torch.log1p(torch.exp(-logits.abs()))
-    return _reduce(losses, reduction)
+    return _reduce(losses, reduction, "logits")
 
 
 def distribution_cross_entropy(p: Tensor, q: Tensor) -> Tensor:
@@ -302,9 +208,7 @@ def distribution_cross_entropy(p: Tensor, q: Tensor) -> Tensor:
     ------
     ``(..., C), (..., C) -> (...)``
     """
-    _require_float_tensor("p", p)
-    _require_float_tensor("q", q)
-    _require_same_shape("q", q, "p", p)
+    require_float_tensors(p=p, q=q), require_same_shape("p", p, q=q)
     return -torch.xlogy(p, q).sum(-1)
 
 
@@ -315,7 +219,7 @@ def log_softmax(logits: Tensor, dim: int = -1) -> Tensor:
     ------
     ``(..., C, ...) -> (..., C, ...)``
     """
-    _require_float_tensor("logits", logits)
+    require_float_tensor("logits", logits)
     # Shifting by the maximum changes nothing mathematically and keeps exp <= 1.
     shifted = logits - logits.amax(dim=dim, keepdim=True).detach()
     return shifted - torch.log(torch.exp(shifted).sum(dim=dim, keepdim=True))
@@ -345,12 +249,12 @@ def nll_loss(log_probs: Tensor, targets: Tensor, reduction: str = "mean") -> Ten
     ------
     ``(B, C), (B,) -> ()`` or ``(B,)`` with ``reduction="none"``
     """
-    _require_float_tensor("log_probs", log_probs)
+    require_float_tensor("log_probs", log_probs)
     if log_probs.dim() != 2:
         raise ValueError(f"log_probs must have shape (B, C); found {tuple(log_probs.shape)}")
     _check_class_targets(targets, *log_probs.shape)
     picked = log_probs.gather(1, targets.long()[:, None])[:, 0]  # (B,)
-    return _reduce(-picked, reduction)
+    return _reduce(-picked, reduction, "log_probs")
 
 
 def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
@@ -373,13 +277,13 @@ def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> T
     ------
     ``(B, C), (B,) or (B, C) -> ()`` or ``(B,)`` with ``reduction="none"``
     """
-    _require_float_tensor("logits", logits)
+    require_float_tensor("logits", logits)
     if logits.dim() != 2:
         raise ValueError(f"logits must have shape (B, C); found {tuple(logits.shape)}")
     log_q = log_softmax(logits, dim=-1)  # (B, C)
     if isinstance(targets, Tensor) and targets.is_floating_point():
-        _require_same_shape("targets (as distributions)", targets, "logits", logits)
-        return _reduce(-(targets * log_q).sum(-1), reduction)
+        require_same_shape("logits", logits, **{"targets (as distributions)": targets})
+        return _reduce(-(targets * log_q).sum(-1), reduction, "logits")
     if not isinstance(targets, Tensor):
         raise TypeError(f"targets must be a torch.Tensor; found {type(targets).__name__}")
     return nll_loss(log_q, targets, reduction)
@@ -397,7 +301,7 @@ def empirical_risk(losses: Tensor) -> Tensor:
     ------
     ``(N,) -> ()``
     """
-    _require_float_tensor("losses", losses)
+    require_float_tensor("losses", losses)
     if losses.dim() != 1 or losses.numel() == 0:
         raise ValueError(f"losses must have shape (N,) with N >= 1; found {tuple(losses.shape)}")
     return losses.mean()
@@ -431,7 +335,7 @@ def polynomial_features(x: Tensor, degree: int) -> Tensor:
     ------
     ``(N,) -> (N, degree + 1)``
     """
-    _require_float_tensor("x", x)
+    require_float_tensor("x", x)
     if x.dim() != 1:
         raise ValueError(f"x must have shape (N,); found {tuple(x.shape)}")
     if isinstance(degree, bool) or not isinstance(degree, int) or degree < 0:
@@ -450,8 +354,8 @@ def ridge_fit(features: Tensor, targets: Tensor, penalty: float) -> Tensor:
     ------
     ``(N, D), (N,) -> (D,)``
     """
-    _require_float_tensor("features", features)
-    _require_float_tensor("targets", targets)
+    require_float_tensor("features", features)
+    require_float_tensor("targets", targets)
     if features.dim() != 2 or targets.shape != (features.shape[0],):
         raise ValueError(
             f"expected features (N, D) and targets (N,); found {tuple(features.shape)} and {tuple(targets.shape)}"

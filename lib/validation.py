@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 __all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_lengths", "require_int", "require_number", "require_choice", "require_tokens",
            "require_float_tensor", "require_real", "require_words", "require_sentences",
-           "require_same_dtype"]
+           "require_same_dtype", "require_same_shape", "require_float_tensors"]
 
 INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
@@ -124,3 +124,17 @@ def require_same_dtype(reference_name: str, reference: Tensor, **tensors: Tensor
         if tensor.dtype != reference.dtype:
             raise TypeError(f"{name} must have the same dtype as {reference_name} ({reference.dtype}); "
                             f"found {tensor.dtype}")
+
+
+def require_same_shape(reference_name: str, reference: Tensor, **tensors: Tensor) -> None:
+    """Raise ValueError unless every tensor in ``tensors`` has the shape of ``reference``."""
+    for name, tensor in tensors.items():
+        if tensor.shape != reference.shape:
+            raise ValueError(f"{name} must have the shape of {reference_name} {tuple(reference.shape)}; "
+                             f"found {tuple(tensor.shape)}")
+
+
+def require_float_tensors(**tensors: object) -> None:
+    """:func:`require_float_tensor` for each ``name=value``."""
+    for name, value in tensors.items():
+        require_float_tensor(name, value)
