@@ -216,7 +216,8 @@ def rouge(quick: bool = False) -> list[Record]:
 def beam_search(quick: bool = False) -> list[Record]:
     """Batched beam search (one model call per step) against one sentence at a time."""
     from lib.decoding import beam_search_batch
-    from lib.transformer import ReversalTask, Seq2SeqTransformer, TransformerConfig
+    from lib.tasks import ReversalTask
+    from lib.transformer import Seq2SeqTransformer, TransformerConfig
 
     task = ReversalTask()
     count = 4 if quick else 64

@@ -1,14 +1,11 @@
-"""Sequence-to-sequence models with attention: Bahdanau, Luong (global and local) and pointer networks.
+"""Sequence-to-sequence models: a recurrent encoder, and decoders without attention, Bahdanau's and Luong's.
 
-The module follows chapter 10 (syllabus S2S1-S2S6), top to bottom:
+The module follows chapter 10 (syllabus S2S1-S2S5), top to bottom:
 
-1. :class:`DateTask`, the chapter's toy translation task: dates written in eleven
-   human formats (``"Sat, Apr 3, 2021"``, ``"03.04.2021"``, ...) to ISO
-   ``2021-04-03``, generated with the standard library's :mod:`datetime`.
-2. :class:`Encoder`, a recurrent encoder (GRU or LSTM, optionally bidirectional)
+1. :class:`Encoder`, a recurrent encoder (GRU or LSTM, optionally bidirectional)
    that returns a :class:`Memory`: every source state :math:`\\bar h_s` and a
    fixed-size summary (the last states).
-3. Three decoders, each one GRU cell run step by step, that differ only in where
+2. Three decoders, each one GRU cell run step by step, that differ only in where
    their context vector comes from:
 
    * :class:`PlainDecoder`: the summary, the same at every step (Cho et al., 2014;
@@ -21,17 +18,19 @@ The module follows chapter 10 (syllabus S2S1-S2S6), top to bottom:
      ``"local-p"`` and optional input feeding (Luong et al., 2015).
 
    :func:`local_weights` is the local attention on its own.
-4. :class:`Seq2Seq` joins an encoder and a decoder; it trains with
-   :func:`lib.transformer.train_seq2seq` and decodes through :mod:`lib.decoding`
-   (:meth:`Seq2Seq.step_fn`). :func:`build_seq2seq` makes one from a name and
-   :class:`Seq2SeqConfig`; :func:`save_seq2seq` / :func:`load_seq2seq` store it.
-5. Evaluation: :func:`exact_matches`, :func:`accuracy_by_length` and
+3. :class:`Seq2Seq` joins an encoder and a decoder; it trains with
+   :func:`lib.training.train_seq2seq` and decodes through :mod:`lib.decoding`
+   (:meth:`Seq2Seq.step_fn`, :func:`greedy_translate`). :func:`build_seq2seq`
+   makes one from a name and :class:`Seq2SeqConfig`; :func:`save_seq2seq` /
+   :func:`load_seq2seq` store it.
+4. Evaluation: :func:`exact_matches`, :func:`accuracy_by_length` and
    :func:`alignments` (greedy outputs and the weights that produced them).
-6. :class:`PointerNetwork`, whose output distribution *is* the attention over
-   the input positions (Vinyals et al., 2015), and :class:`SortingTask`.
-7. The chapter's experiments: :func:`train_model`, and :func:`main`, the
-   deterministic script ``python -m lib.seq2seq`` that trains the Luong models
-   the chapter loads from :data:`WEIGHTS_DIR`.
+5. :func:`train_model`, a seeded initialisation then training, and
+   :data:`WEIGHTS_DIR`, where the models too slow to train in the chapter are
+   kept (``python -m lib.weights`` makes them).
+
+The chapter's task, dates in human formats to ISO 8601, is
+:class:`lib.tasks.DateTask`; its pointer network is :mod:`lib.pointer`.
 
 The scores, the masked softmax and the weighted average all come from
 :mod:`lib.attention`; the recurrent layers are ``torch.nn``'s, which chapters 3-4
@@ -49,20 +48,15 @@ References
    Learning to Align and Translate". ICLR 2015. arXiv:1409.0473.
 .. [2] M.-T. Luong, H. Pham, C. D. Manning. "Effective Approaches to
    Attention-based Neural Machine Translation". EMNLP 2015. arXiv:1508.04025.
-.. [3] O. Vinyals, M. Fortunato, N. Jaitly. "Pointer Networks". NeurIPS 2015.
-   arXiv:1506.03134.
-.. [4] I. Sutskever, O. Vinyals, Q. V. Le. "Sequence to Sequence Learning with
+.. [3] I. Sutskever, O. Vinyals, Q. V. Le. "Sequence to Sequence Learning with
    Neural Networks". NeurIPS 2014. arXiv:1409.3215.
-.. [5] K. Cho, B. van Merriënboer, C. Gulcehre, D. Bahdanau, F. Bougares,
+.. [4] K. Cho, B. van Merriënboer, C. Gulcehre, D. Bahdanau, F. Bougares,
    H. Schwenk, Y. Bengio. "Learning Phrase Representations using RNN
    Encoder-Decoder for Statistical Machine Translation". EMNLP 2014.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -73,12 +67,11 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from lib.attention import AdditiveScore, BilinearScore, DotScore, attention, masked_softmax
-from lib.transformer import SequencePairs, TrainingLog, greedy_translate, train_seq2seq
-from lib.validation import INTEGER_DTYPES, check_module_dtype, require_int, require_tokens
+from lib.decoding import beam_search_batch
+from lib.training import SequencePairs, TrainingLog, train_seq2seq
+from lib.validation import require_int, require_lengths, require_tokens
 
 __all__ = [
-    "DateTask",
-    "DATE_FORMATS",
     "Memory",
     "Encoder",
     "PlainDecoder",
@@ -93,15 +86,12 @@ __all__ = [
     "DECODERS",
     "save_seq2seq",
     "load_seq2seq",
+    "greedy_translate",
     "exact_matches",
     "accuracy_by_length",
     "alignments",
-    "SortingTask",
-    "PointerNetwork",
     "train_model",
-    "LUONG_RECIPES",
     "WEIGHTS_DIR",
-    "main",
 ]
 
 LUONG_SCORES = ("dot", "general", "concat")
@@ -118,212 +108,6 @@ def _require_choice(name: str, value: object, choices: Sequence[str]) -> None:
     # The choices are listed as 'a', 'b' rather than as a tuple, as this module's messages always were.
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; found {value!r}")
-
-
-def _require_lens(lens: object, batch: int, width: int) -> Tensor:
-    if not isinstance(lens, Tensor) or lens.dtype not in INTEGER_DTYPES:
-        found = lens.dtype if isinstance(lens, Tensor) else type(lens).__name__
-        raise TypeError(f"src_lens must be an integer torch.Tensor; found {found}")
-    if tuple(lens.shape) != (batch,):
-        raise ValueError(f"src_lens must have shape (B,) = ({batch},); found {tuple(lens.shape)}")
-    if batch and (int(lens.min()) < 1 or int(lens.max()) > width):
-        raise ValueError(
-            f"src_lens must lie in [1, S] = [1, {width}]; found values from {int(lens.min())} to {int(lens.max())}"
-        )
-    return lens
-
-
-# ---------------------------------------------------------------------------
-# The task: dates in human formats -> ISO 8601.
-# ---------------------------------------------------------------------------
-
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-          "September", "October", "November", "December")
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-
-
-def _ordinal(day: int) -> str:
-    """1 -> "1st", 2 -> "2nd", 11 -> "11th", 23 -> "23rd"."""
-    suffix = "th" if 10 <= day % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
-    return f"{day}{suffix}"
-
-
-# Each format writes a date one way. The numeric ones are unambiguous because the
-# separator tells the order: dots are day.month.year, slashes month/day/year.
-DATE_FORMATS: dict[str, Callable[[datetime.date], str]] = {
-    "d.m.yyyy": lambda d: f"{d.day}.{d.month}.{d.year}",
-    "dd.mm.yyyy": lambda d: f"{d.day:02d}.{d.month:02d}.{d.year}",
-    "mm/dd/yyyy": lambda d: f"{d.month:02d}/{d.day:02d}/{d.year}",
-    "d Mon yyyy": lambda d: f"{d.day} {MONTHS[d.month - 1][:3]} {d.year}",
-    "d Month yyyy": lambda d: f"{d.day} {MONTHS[d.month - 1]} {d.year}",
-    "Month d, yyyy": lambda d: f"{MONTHS[d.month - 1]} {d.day}, {d.year}",
-    "MON d yyyy": lambda d: f"{MONTHS[d.month - 1][:3].upper()} {d.day} {d.year}",
-    "Day, Mon d, yyyy": lambda d: f"{WEEKDAYS[d.weekday()][:3]}, {MONTHS[d.month - 1][:3]} {d.day}, {d.year}",
-    "dth of Month yyyy": lambda d: f"{_ordinal(d.day)} of {MONTHS[d.month - 1]} {d.year}",
-    "Weekday, d Month yyyy": lambda d: f"{WEEKDAYS[d.weekday()]}, {d.day} {MONTHS[d.month - 1]} {d.year}",
-    "Weekday, Month dth, yyyy": lambda d: (
-        f"{WEEKDAYS[d.weekday()]}, {MONTHS[d.month - 1]} {_ordinal(d.day)}, {d.year}"
-    ),
-}
-
-
-# Every character the formats can write: digits, separators, and the letters of the names.
-SOURCE_CHARS = "".join(sorted(set(" ,./0123456789" + "".join(MONTHS + WEEKDAYS) + "".join(MONTHS).upper()
-                                  + "stndrdth of")))
-
-
-@dataclass(frozen=True)
-class DateTask:
-    """Normalise dates written in human formats to ISO ``YYYY-MM-DD``.
-
-    A source is a string of characters (one token each), written in one of the
-    :data:`DATE_FORMATS`; the target is the ten characters of the ISO date.
-    Both vocabularies start with ``pad = 0``, ``bos = 1``, ``eos = 2``.
-    Dates are drawn uniformly between 1 January ``first_year`` and
-    31 December ``last_year``, formats uniformly.
-
-    Shapes
-    ------
-    :meth:`pairs` returns :class:`lib.transformer.SequencePairs` with
-    src (N, S), tgt_in and tgt_out (N, 11).
-    """
-
-    first_year: int = 1900
-    last_year: int = 2099
-    pad: int = 0
-    bos: int = 1
-    eos: int = 2
-    source_chars: str = SOURCE_CHARS
-    target_chars: str = "-0123456789"
-
-    def __post_init__(self):
-        require_int("first_year", self.first_year)
-        require_int("last_year", self.last_year, self.first_year)
-        if self.last_year > 9999:
-            raise ValueError(f"last_year must be <= 9999 (four-digit years); found {self.last_year}")
-
-    @property
-    def src_vocab_size(self) -> int:
-        return 3 + len(self.source_chars)
-
-    @property
-    def tgt_vocab_size(self) -> int:
-        return 3 + len(self.target_chars)
-
-    def write(self, date: datetime.date, fmt: str) -> str:
-        """The date as a human would write it in format ``fmt`` (a key of :data:`DATE_FORMATS`)."""
-        _require_choice("fmt", fmt, tuple(DATE_FORMATS))
-        return DATE_FORMATS[fmt](date)
-
-    def encode_source(self, text: str) -> list[int]:
-        """Characters to source ids."""
-        unknown = sorted(set(text) - set(self.source_chars))
-        if unknown:
-            raise ValueError(f"text may use only the characters {self.source_chars!r}; found {unknown}")
-        return [3 + self.source_chars.index(c) for c in text]
-
-    def source_text(self, tokens: Sequence[int]) -> str:
-        """Source ids to characters (special tokens are dropped)."""
-        return "".join(self.source_chars[t - 3] for t in tokens if t >= 3)
-
-    def target_text(self, tokens: Sequence[int]) -> str:
-        """Target ids to characters, up to the first ``eos`` (special tokens are dropped)."""
-        tokens = list(tokens)
-        if self.eos in tokens:
-            tokens = tokens[: tokens.index(self.eos)]
-        return "".join(self.target_chars[t - 3] for t in tokens if t >= 3)
-
-    def format_of(self, text: str, date: datetime.date) -> str:
-        """The name of a format that writes ``date`` as ``text`` (the first, if several do)."""
-        for name, write in DATE_FORMATS.items():
-            if write(date) == text:
-                return name
-        raise ValueError(f"no format writes {date.isoformat()} as {text!r}")
-
-    def month_span(self, text: str) -> Optional[tuple[int, int]]:
-        """Where the month is written as a word: ``(start, end)`` character positions, or None.
-
-        Positions count from 0 and ``end`` is exclusive; numeric dates give None.
-        """
-        for month in MONTHS:
-            for form in (month, month[:3], month[:3].upper()):  # the full name first: "March" before "Mar"
-                start = text.find(form)
-                if start >= 0:
-                    return start, start + len(form)
-        return None
-
-    def pairs(self, texts: Sequence[str], dates: Sequence[datetime.date]) -> SequencePairs:
-        """Pad the sources and build the ISO targets (``bos`` + target, target + ``eos``).
-
-        Shapes
-        ------
-        output.src : (N, S), S = the longest text; output.src_lens : (N,)
-        output.tgt_in, output.tgt_out : (N, 11)
-        """
-        if len(texts) != len(dates):
-            raise ValueError(f"texts and dates must have the same length; found {len(texts)} and {len(dates)}")
-        sources = [self.encode_source(text) for text in texts]
-        targets = [[3 + self.target_chars.index(c) for c in date.isoformat()] for date in dates]
-        width = max((len(s) for s in sources), default=1)
-        src = torch.full((len(texts), width), self.pad)
-        for i, tokens in enumerate(sources):
-            src[i, : len(tokens)] = torch.tensor(tokens)
-        lens = torch.tensor([len(tokens) for tokens in sources], dtype=torch.long)
-        tgt = torch.tensor(targets, dtype=torch.long).reshape(len(texts), 10)  # (N, 10)
-        tgt_in = torch.cat((torch.full((len(texts), 1), self.bos), tgt), dim=1)  # (N, 11)
-        tgt_out = torch.cat((tgt, torch.full((len(texts), 1), self.eos)), dim=1)  # (N, 11)
-        return SequencePairs(src, lens, tgt_in, tgt_out)
-
-    def sample(self, n: int, seed: int = 0, exclude: frozenset = frozenset()) -> tuple[list[str], list[datetime.date]]:
-        """``n`` random (text, date) pairs with distinct dates, none of them in ``exclude``.
-
-        Each date is drawn with its format, so the first ``k`` pairs of a
-        larger sample are the sample of size ``k`` with the same seed.
-
-        Returns
-        -------
-        texts : list of str
-        dates : list of datetime.date
-        """
-        require_int("n", n)
-        first = datetime.date(self.first_year, 1, 1).toordinal()
-        last = datetime.date(self.last_year, 12, 31).toordinal()
-        if n > last - first + 1 - len(exclude):
-            raise ValueError(
-                f"n must be at most the {last - first + 1 - len(exclude)} available dates; found n = {n}"
-            )
-        rng, formats = random.Random(seed), list(DATE_FORMATS)
-        texts: list[str] = []
-        dates: list[datetime.date] = []
-        seen = set(exclude)
-        while len(dates) < n:
-            date, fmt = datetime.date.fromordinal(rng.randint(first, last)), rng.choice(formats)
-            if date not in seen:
-                seen.add(date)
-                texts.append(self.write(date, fmt))
-                dates.append(date)
-        return texts, dates
-
-    def split(self, n_train: int, n_test: int, seed: int = 0) -> tuple[SequencePairs, SequencePairs, list[str]]:
-        """Training and held-out sets; no held-out *date* occurs in training, in any format.
-
-        The held-out set depends on ``n_test`` and ``seed`` only, and a smaller
-        training set is the beginning of a larger one.
-
-        Returns
-        -------
-        train, test : SequencePairs
-        test_texts : list of str
-            The held-out sources as text.
-        """
-        test_texts, test_dates = self.sample(n_test, seed)
-        train_texts, train_dates = self.sample(n_train, seed + 1, exclude=frozenset(test_dates))
-        return self.pairs(train_texts, train_dates), self.pairs(test_texts, test_dates), test_texts
-
-
-# ---------------------------------------------------------------------------
-# The encoder.
-# ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -393,7 +177,7 @@ class Encoder(nn.Module):
     def forward(self, src: Tensor, src_lens: Optional[Tensor] = None) -> Memory:
         require_tokens("src", src, self.vocab_size)
         batch, width = src.shape
-        lens = torch.full((batch,), width) if src_lens is None else _require_lens(src_lens, batch, width)
+        lens = torch.full((batch,), width) if src_lens is None else require_lengths("src_lens", src_lens, batch, width)
         packed = pack_padded_sequence(self.embed(src), lens.cpu(), batch_first=True, enforce_sorted=False)
         outputs, final = self.rnn(packed)
         states, _ = pad_packed_sequence(outputs, batch_first=True, total_length=width)  # (B, S, De)
@@ -720,7 +504,7 @@ class LuongDecoder(_Decoder):
 
 
 class Seq2Seq(nn.Module):
-    """An encoder and a decoder; the interface of :func:`lib.transformer.train_seq2seq`.
+    """An encoder and a decoder; the interface of :func:`lib.training.train_seq2seq`.
 
     Parameters
     ----------
@@ -924,11 +708,37 @@ def _references(data: SequencePairs, eos: int) -> list[list[int]]:
     return [row[: row.index(eos) + 1] if eos in row else row for row in rows]
 
 
+def greedy_translate(model: nn.Module, data: SequencePairs, bos: int, eos: int, max_len: int) -> list[list[int]]:
+    """Greedy outputs for every source, with :func:`lib.decoding.beam_search_batch` and one beam.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Has ``step_fn(src, src_lens)`` (:class:`Seq2Seq`, :class:`lib.transformer.Seq2SeqTransformer`).
+    data : SequencePairs
+    bos, eos : int
+    max_len : int
+        Largest number of output tokens (``eos`` included).
+
+    Returns
+    -------
+    list of list of int
+        One output per source, without ``bos``, ending with ``eos`` if emitted.
+
+    Shapes
+    ------
+    data.src : (N, S) -> N outputs
+    """
+    step = model.step_fn(data.src, data.src_lens)
+    hypotheses = beam_search_batch(step, len(data), bos, eos, beam_size=1, max_len=max_len)
+    return [best[0][0] for best in hypotheses]
+
+
 def exact_matches(model: nn.Module, data: SequencePairs, bos: int, eos: int) -> Tensor:
     """Which greedy outputs equal their references exactly (every token and ``eos``).
 
     A :class:`Seq2Seq` decodes with its fast :meth:`Seq2Seq.greedy`; any other
-    model with a ``step_fn`` through :func:`lib.transformer.greedy_translate`
+    model with a ``step_fn`` through :func:`greedy_translate`
     (:mod:`lib.decoding`, one beam). Outputs have at most as many tokens as
     ``data.tgt_out`` has columns.
 
@@ -1011,200 +821,18 @@ def accuracy_by_length(correct: Tensor, lens: Tensor, edges: Sequence[int]) -> t
 
 
 # ---------------------------------------------------------------------------
-# Pointer networks: the attention distribution is the output.
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SortingTask:
-    """Sort ``length`` numbers drawn uniformly from [0, 1): output their positions, smallest first.
-
-    For ``0.6, 0.1, 0.4`` the output is ``2, 3, 1`` (positions counted from 1;
-    the tensors count from 0). A pointer network reads the numbers and points
-    at one input position per step.
-
-    Shapes
-    ------
-    :meth:`sample` returns :class:`lib.transformer.SequencePairs` with
-    src (N, n) float numbers, src_lens (N,), tgt_in (N, n) the previous
-    pointer (``-1`` = start) and tgt_out (N, n) the pointers to predict.
-    """
-
-    length: int = 5
-
-    def __post_init__(self):
-        require_int("length", self.length, 2)
-
-    def sample(self, n: int, seed: int = 0) -> SequencePairs:
-        """``n`` random lists and their sorting permutations."""
-        require_int("n", n)
-        generator = torch.Generator().manual_seed(seed)
-        values = torch.rand(n, self.length, generator=generator)  # (N, n)
-        order = values.argsort(dim=1)  # (N, n): c_1 .. c_n, the position of the i-th smallest
-        start = torch.full((n, 1), -1)
-        return SequencePairs(values, torch.full((n,), self.length), torch.cat((start, order[:, :-1]), 1), order)
-
-
-class PointerNetwork(nn.Module):
-    r"""A pointer network (Vinyals et al., 2015): it outputs positions of its input.
-
-    An encoder reads the input vectors :math:`x_1, \dots, x_n` into states
-    :math:`e_j`. At step :math:`i` a decoder state :math:`d_i` (its input is the
-    vector it pointed at last, :math:`x_{c_{i-1}}`, or a learned start vector)
-    scores every input position with the additive score, and the softmax of the
-    scores *is* the output distribution:
-
-    .. math::
-        u^i_j = v^\top \tanh(W_1 e_j + W_2 d_i), \qquad
-        p(c_i = j \mid c_{<i}, x) = \mathrm{softmax}_j\, u^i_j
-
-    There is no weighted average of the inputs and no output vocabulary: the
-    number of classes is the input length, whatever it is.
-
-    Parameters
-    ----------
-    input_dim : int
-        Size of each input vector (1 for numbers).
-    hidden_dim : int
-        Size of the encoder and decoder states.
-    attention_dim : int
-        Hidden width of the score.
-
-    Returns
-    -------
-    Tensor
-        Calling the model with the previous pointers (teacher forcing) returns
-        the scores; padded positions are ``-inf``.
-
-    Shapes
-    ------
-    values : (B, n) numbers or (B, n, input_dim) vectors
-    pointers_in : (B, m) previous pointers, -1 at the start
-    lens : (B,) number of real inputs
-    output : (B, m, n)
-    """
-
-    def __init__(self, input_dim: int = 1, hidden_dim: int = 64, attention_dim: int = 64):
-        super().__init__()
-        for name, value in (("input_dim", input_dim), ("hidden_dim", hidden_dim), ("attention_dim", attention_dim)):
-            require_int(name, value)
-        self.input_dim = input_dim
-        self.embed = nn.Linear(input_dim, hidden_dim)
-        self.encoder = nn.GRU(hidden_dim, hidden_dim, batch_first=True)
-        self.start_input = nn.Parameter(torch.zeros(hidden_dim))  # what step 1 reads
-        self.cell = nn.GRUCell(hidden_dim, hidden_dim)
-        self.pointer = AdditiveScore(hidden_dim, hidden_dim, attention_dim)  # u_j = v^T tanh(W_1 e_j + W_2 d_i)
-
-    def _inputs(self, values: Tensor, lens: Optional[Tensor]) -> tuple[Tensor, Tensor]:
-        if not isinstance(values, Tensor) or not values.is_floating_point():
-            found = values.dtype if isinstance(values, Tensor) else type(values).__name__
-            raise TypeError(f"values must be a floating-point torch.Tensor; found {found}")
-        if values.dim() == 2 and self.input_dim == 1:
-            values = values[..., None]  # (B, n, 1)
-        if values.dim() != 3 or values.shape[-1] != self.input_dim:
-            raise ValueError(f"values must have shape (B, n, {self.input_dim}) (or (B, n) when input_dim = 1); "
-                             f"found {tuple(values.shape)}")
-        check_module_dtype("values", values, self)
-        batch, width = values.shape[:2]
-        lens = torch.full((batch,), width) if lens is None else _require_lens(lens, batch, width)
-        return values, lens
-
-    def encode(self, values: Tensor, lens: Optional[Tensor] = None) -> Memory:
-        """The encoder states :math:`e_j` and the last one, which starts the decoder.
-
-        Shapes
-        ------
-        values : (B, n) or (B, n, input_dim)
-        memory.states : (B, n, hidden)
-        """
-        values, lens = self._inputs(values, lens)
-        embedded = self.embed(values)  # (B, n, hidden)
-        packed = pack_padded_sequence(embedded, lens.cpu(), batch_first=True, enforce_sorted=False)
-        outputs, h_n = self.encoder(packed)
-        states, _ = pad_packed_sequence(outputs, batch_first=True, total_length=values.shape[1])  # (B, n, hidden)
-        return Memory(states, lens, h_n[0])
-
-    def _step(self, previous: Tensor, state: Tensor, embedded: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
-        """One decoder step: the scores of every position and the new state.
-
-        ``previous`` holds the position pointed at last (-1 at the start).
-        """
-        batch = previous.shape[0]
-        pointed = embedded[torch.arange(batch), previous.clamp(min=0)]  # (B, hidden): x_{c_{i-1}}, embedded
-        inputs = torch.where((previous < 0)[:, None], self.start_input.expand(batch, -1), pointed)
-        state = self.cell(inputs, state)  # d_i: (B, hidden)
-        scores = self.pointer(state[:, None], memory.states)[:, 0]  # (B, n)
-        padding = torch.arange(scores.shape[1]) >= memory.lens[:, None]  # (B, n)
-        return scores.masked_fill(padding, float("-inf")), state
-
-    def forward(self, values: Tensor, pointers_in: Tensor, lens: Optional[Tensor] = None) -> Tensor:
-        values, lens = self._inputs(values, lens)
-        if not isinstance(pointers_in, Tensor) or pointers_in.dtype not in INTEGER_DTYPES or pointers_in.dim() != 2:
-            found = (pointers_in.dtype, tuple(pointers_in.shape)) if isinstance(pointers_in, Tensor) else \
-                type(pointers_in).__name__
-            raise TypeError(f"pointers_in must be an integer tensor (B, m); found {found}")
-        if pointers_in.numel() and (int(pointers_in.min()) < -1 or int(pointers_in.max()) >= values.shape[1]):
-            raise ValueError(f"pointers_in must hold positions in [0, {values.shape[1]}) or -1 (start); found "
-                             f"{int(pointers_in.min())} to {int(pointers_in.max())}")
-        memory, embedded = self.encode(values, lens), self.embed(values)  # embedded: (B, n, hidden)
-        state, all_scores = memory.summary, []
-        for i in range(pointers_in.shape[1]):
-            scores, state = self._step(pointers_in[:, i], state, embedded, memory)
-            all_scores.append(scores)
-        return torch.stack(all_scores, dim=1)  # (B, m, n)
-
-    @torch.no_grad()
-    def greedy(self, values: Tensor, lens: Optional[Tensor] = None,
-               steps: Optional[int] = None) -> tuple[Tensor, Tensor]:
-        """Point at the most probable position at every step, feeding each choice back in.
-
-        Returns
-        -------
-        pointers : Tensor
-            The chosen positions (from 0).
-        weights : Tensor
-            The output distributions (the attention weights) of every step.
-
-        Shapes
-        ------
-        values : (B, n) or (B, n, input_dim)
-        pointers : (B, m) with m = steps (default n)
-        weights : (B, m, n)
-        """
-        values, lens = self._inputs(values, lens)
-        steps = values.shape[1] if steps is None else steps
-        require_int("steps", steps)
-        memory, embedded = self.encode(values, lens), self.embed(values)
-        state = memory.summary
-        previous = torch.full((values.shape[0],), -1)
-        pointers, weights = [], []
-        for _ in range(steps):
-            scores, state = self._step(previous, state, embedded, memory)
-            previous = scores.argmax(dim=-1)  # (B,)
-            pointers.append(previous)
-            weights.append(masked_softmax(scores, memory.lens))
-        return torch.stack(pointers, dim=1), torch.stack(weights, dim=1)  # (B, m), (B, m, n)
-
-
-# ---------------------------------------------------------------------------
-# The chapter's experiments: training, and the script that makes the saved weights.
+# Training a model from a seeded initialisation, and where the trained weights are kept.
 # ---------------------------------------------------------------------------
 
 
 # The models of chapter 10 that are trained by the script, not in the notebook, and where they are kept.
 WEIGHTS_DIR = Path(__file__).with_name("weights")  # shipped with the package: chapter 10 runs from a wheel
-LUONG_RECIPES = {
-    "luong_global": {"score": "general", "mode": "global", "input_feeding": True},
-    "luong_local_p": {"score": "general", "mode": "local-p", "window": 4, "input_feeding": True},
-}
-
-
 def train_model(decoder: str, src_vocab_size: int, tgt_vocab_size: int, train: SequencePairs, epochs: int,
                 lr: float = 1e-2, batch_size: int = 64, seed: int = 0, config: Seq2SeqConfig = Seq2SeqConfig(),
                 **options) -> tuple[Seq2Seq, TrainingLog]:
     """Build a model (:func:`build_seq2seq`) from a seeded initialisation and train it.
 
-    Training is :func:`lib.transformer.train_seq2seq`: Adam, cross-entropy,
+    Training is :func:`lib.training.train_seq2seq`: Adam, cross-entropy,
     teacher forcing, a seeded order of the examples.
 
     Returns
@@ -1221,37 +849,3 @@ def train_model(decoder: str, src_vocab_size: int, tgt_vocab_size: int, train: S
     model = build_seq2seq(decoder, src_vocab_size, tgt_vocab_size, config, **options)
     log = train_seq2seq(model, train, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
     return model, log
-
-
-def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Train chapter 10's Luong models and save them in :data:`WEIGHTS_DIR`: ``python -m lib.seq2seq``.
-
-    Each model trains ``--epochs`` passes at ``--lr``, then one last pass at a
-    tenth of it, which settles the weights (without it, the local-p model's
-    final accuracy depends on the noise of the last large steps).
-    Deterministic for a given version of the code: one thread, fixed seeds.
-    Prints each model's exact match on the held-out dates.
-    """
-    parser = argparse.ArgumentParser(prog="python -m lib.seq2seq",
-                                     description="Train chapter 10's Luong models and save their weights.")
-    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR, help="folder for the .pt files")
-    parser.add_argument("--n-train", type=int, default=10_000, help="training dates")
-    parser.add_argument("--n-test", type=int, default=1_000, help="held-out dates")
-    parser.add_argument("--epochs", type=int, default=8, help="passes at the full learning rate")
-    parser.add_argument("--lr", type=float, default=5e-3, help="learning rate of Adam")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)  # the same weights on every run
-    task = DateTask()
-    train, test, _ = task.split(args.n_train, args.n_test, seed=0)
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, options in LUONG_RECIPES.items():
-        model, _ = train_model("luong", task.src_vocab_size, task.tgt_vocab_size, train, args.epochs, lr=args.lr,
-                               **options)
-        log = train_seq2seq(model, train, epochs=1, lr=args.lr / 10, seed=args.epochs)  # the settling pass
-        save_seq2seq(model, args.out / f"{name}.pt")
-        accuracy = exact_matches(model, test, task.bos, task.eos).float().mean()
-        print(f"{name}: final loss {log.losses[-1]:.4f}, held-out exact match {accuracy:.1%}")
-
-
-if __name__ == "__main__":
-    main()

@@ -59,7 +59,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from lib.corpus import Vocabulary
-from lib.transformer import TrainingLog
+from lib.training import TrainingLog
 from lib.tree_softmax import BinaryTree, huffman_tree, path_log_prob
 from lib.validation import require_choice, require_int, require_number
 

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.memory.babi import OBJECTS, PEOPLE, PLACES, VOCABULARY, WORD_ID, Stories, generate
+from lib.tasks.babi import OBJECTS, PEOPLE, PLACES, VOCABULARY, WORD_ID, Stories, generate
 from lib.memory.memn2n import (
     MemN2N, MemN2NConfig, accuracy, position_encoding, support_weights, train_memn2n, train_over_seeds,
 )

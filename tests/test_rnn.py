@@ -10,30 +10,12 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.decoding import sample
 from lib.rnn import (
-    GRU,
-    LSTM,
-    RNN,
-    CharLM,
-    CharVocabulary,
-    GRUCell,
-    LSTMCell,
-    MemoryClassifier,
-    MemoryTask,
-    RNNCell,
-    clip_grad_norm,
-    jacobian_norms,
-    language_model_batch,
-    parameter_count,
+    GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, clip_grad_norm, jacobian_norms, parameter_count,
     rnn_jacobian_norms,
-    train_char_lm,
-    train_memory_task,
-    zen_of_python,
 )
 
 FAST = settings(max_examples=20, deadline=None, database=None)
@@ -493,92 +475,3 @@ def test_parameter_count_by_hand_and_ratios():
     assert parameter_count("gru", 100, 200) == 3 * rnn and parameter_count("lstm", 100, 200) == 4 * rnn
     with pytest.raises(ValueError, match="kind must be one of"):
         parameter_count("transformer", 1, 1)
-
-
-# ---------------------------------------------------------------------------
-# The character-level language model.
-# ---------------------------------------------------------------------------
-
-
-def test_zen_of_python_is_decoded_and_silent(capsys):
-    text = zen_of_python()
-    lines = text.splitlines()
-    assert lines[0] == "The Zen of Python, by Tim Peters" and lines[1] == "" and len(lines) == 21
-    assert "Beautiful is better than ugly." in lines
-    assert capsys.readouterr().out == ""
-
-
-def test_vocabulary_round_trip_and_batch_by_hand():
-    vocabulary = CharVocabulary.from_text("ab\nba")
-    assert vocabulary.chars == ["\n", "a", "b"] and (vocabulary.eos, vocabulary.bos, vocabulary.size) == (0, 3, 3)
-    assert vocabulary.encode("ab") == [1, 2, 0] and vocabulary.decode([1, 2, 0, 1]) == "ab"
-    inputs, targets = language_model_batch(["ab", "b"], vocabulary)
-    assert inputs.tolist() == [[3, 1, 2], [3, 2, 3]]
-    assert targets.tolist() == [[1, 2, 0], [2, 0, -100]]
-    with pytest.raises(ValueError, match=r"unknown characters \['c'\]"):
-        vocabulary.encode("abc")
-    with pytest.raises(ValueError, match="without a newline"):
-        vocabulary.encode("a\nb")
-
-
-def test_char_lm_runs_the_same_with_a_lib_layer_and_feeds_lib_decoding():
-    torch.manual_seed(0)
-    model = CharLM(vocab_size=5, hidden_size=6, embedding_dim=3, kind="lstm")
-    prefixes = torch.tensor([[5, 1, 2], [5, 4, 0]])
-    log_probs = model.next_token_log_probs(prefixes)
-    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(2))
-    model.recurrent = LSTM.from_torch(model.recurrent)
-    torch.testing.assert_close(model.next_token_log_probs(prefixes), log_probs, atol=1e-6, rtol=0)
-    samples = sample(model.next_token_log_probs, bos=5, eos=0, max_len=8, num_samples=3,
-                     generator=torch.Generator().manual_seed(0))
-    assert len(samples) == 3 and all(1 <= len(tokens) <= 8 for tokens, _ in samples)
-    with pytest.raises(TypeError, match=r"tokens must be a LongTensor of shape \(N, t\)"):
-        model(torch.zeros(2, 3))
-
-
-def test_train_char_lm_learns_a_tiny_text():
-    lines = ["abab", "baba"]
-    vocabulary = CharVocabulary.from_text("\n".join(lines))
-    inputs, targets = language_model_batch(lines, vocabulary)
-    torch.manual_seed(0)
-    model = CharLM(vocabulary.size, hidden_size=16, embedding_dim=4)
-    losses = train_char_lm(model, inputs, targets, steps=60)
-    # After the first character the lines are deterministic: the loss tends to ln(2) / 5 per token.
-    assert losses[0] > 1.0 and losses[-1] < 0.25
-    greedy = model.next_token_log_probs(torch.tensor([[vocabulary.bos, 1]])).argmax().item()
-    assert vocabulary.chars[greedy] == "b"
-
-
-# ---------------------------------------------------------------------------
-# The memory task.
-# ---------------------------------------------------------------------------
-
-
-def test_memory_task_batch_layout():
-    task = MemoryTask(length=3, symbols=4)
-    x, y = task.batch(5, torch.Generator().manual_seed(0))
-    assert x.shape == (5, 5, 6) and y.shape == (5,)
-    torch.testing.assert_close(x[:, 0, :4], F.one_hot(y, 4).float())
-    assert (x[:, 0, 4] == 1).all() and (x[:, 1:, 4] == 0).all(), "store flag on the first step only"
-    assert (x[:, -1, 5] == 1).all() and (x[:, :-1, 5] == 0).all(), "recall flag on the last step only"
-    assert (x[:, 1:4, :4].sum(-1) == 1).all() and (x[:, -1, :4] == 0).all()
-    with pytest.raises(ValueError, match="length must be an int >= 0; found -1"):
-        MemoryTask(-1)
-
-
-def test_memory_classifier_keep_bias_and_lib_layer():
-    model = MemoryClassifier("lstm", 6, 3, 4, keep_bias=5.0)
-    forget = slice(3, 6)
-    assert torch.equal(model.recurrent.bias_ih_l0[forget] + model.recurrent.bias_hh_l0[forget], torch.full((3,), 5.0))
-    x = randn(2, 7, 6, dtype=torch.float32)
-    layer = model.lib_layer()
-    torch.testing.assert_close(layer(x)[0][:, -1], model.recurrent(x)[0][:, -1], atol=1e-6, rtol=0)
-    with pytest.raises(ValueError, match="a plain RNN has no gate"):
-        MemoryClassifier("rnn", 6, 3, 4, keep_bias=1.0)
-
-
-def test_train_memory_task_solves_a_short_gap_and_is_reproducible():
-    first = train_memory_task("lstm", length=2, steps=120, hidden_size=16, keep_bias=1.0, lr=1e-2)
-    again = train_memory_task("lstm", length=2, steps=120, hidden_size=16, keep_bias=1.0, lr=1e-2)
-    assert first.accuracy > 0.95
-    assert first.losses == again.losses and first.accuracy == again.accuracy

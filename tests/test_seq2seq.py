@@ -21,31 +21,15 @@ from hypothesis import strategies as st
 from lib.attention import masked_softmax
 from lib.decoding import beam_search_batch, greedy_search
 from lib.rnn import GRU as ReferenceGRU
+from lib.pointer import PointerNetwork
 from lib.seq2seq import (
-    DATE_FORMATS,
-    LUONG_RECIPES,
-    WEIGHTS_DIR,
-    BahdanauDecoder,
-    DateTask,
-    Encoder,
-    LuongDecoder,
-    Memory,
-    PlainDecoder,
-    PointerNetwork,
-    Seq2Seq,
-    Seq2SeqConfig,
-    SortingTask,
-    accuracy_by_length,
-    alignments,
-    build_seq2seq,
-    exact_matches,
-    load_seq2seq,
-    local_weights,
-    main,
-    save_seq2seq,
+    WEIGHTS_DIR, BahdanauDecoder, Encoder, LuongDecoder, Memory, PlainDecoder, Seq2Seq, Seq2SeqConfig,
+    accuracy_by_length, alignments, build_seq2seq, exact_matches, load_seq2seq, local_weights, save_seq2seq,
     train_model,
 )
-from lib.transformer import SequencePairs
+from lib.tasks import DATE_FORMATS, DateTask, SortingTask
+from lib.training import SequencePairs
+from lib.weights.__main__ import LUONG_RECIPES, main
 
 FAST = settings(max_examples=25, deadline=None, database=None)
 SMALL = Seq2SeqConfig(embed_dim=5, hidden_dim=4, attention_dim=6)
@@ -590,7 +574,7 @@ def test_training_is_seeded_and_lowers_the_loss():
 
 
 def test_the_weights_script_runs_and_is_deterministic(tmp_path, capsys):
-    """A shortened run of ``python -m lib.seq2seq`` (the chapter's weights come from the full run)."""
+    """A shortened run of ``python -m lib.weights`` (the chapter's weights come from the full run)."""
     arguments = ["--n-train", "48", "--n-test", "8", "--epochs", "1"]
     main(["--out", str(tmp_path / "a"), *arguments])
     main(["--out", str(tmp_path / "b"), *arguments])

@@ -19,30 +19,14 @@ from torch import nn
 
 from lib.attention import MultiHeadAttention
 from lib.decoding import greedy_search
+from lib.pretrained import BertEmbedding, BiLM, ScalarMix, bert_input, mask_tokens
+from lib.seq2seq import Seq2SeqConfig, build_seq2seq, greedy_translate
+from lib.tasks import ReversalTask
+from lib.training import SequencePairs, train_seq2seq
 from lib.transformer import (
-    BertEmbedding,
-    BiLM,
-    DecoderBlock,
-    DecoderOnlyLM,
-    EncoderBlock,
-    FeedForward,
-    GRUSeq2Seq,
-    LayerNorm,
-    ReversalTask,
-    ScalarMix,
-    SelfAttention,
-    Seq2SeqTransformer,
-    SequencePairs,
-    TransformerConfig,
-    TransformerEmbedding,
-    bert_input,
-    causal_mask,
-    critical_path_length,
-    greedy_translate,
-    mask_tokens,
-    offset_rotation,
-    positional_encoding,
-    train_seq2seq,
+    DecoderBlock, DecoderOnlyLM, EncoderBlock, FeedForward, LayerNorm, SelfAttention,
+    Seq2SeqTransformer, TransformerConfig, TransformerEmbedding, causal_mask, critical_path_length,
+    offset_rotation, positional_encoding,
 )
 
 FAST = settings(max_examples=25, deadline=None, database=None)
@@ -594,7 +578,8 @@ def test_critical_path_counts_the_longest_chain_of_operations():
 
 
 def test_critical_path_grows_with_length_for_a_gru_but_not_for_a_transformer():
-    transformer, gru = small_seq2seq(), GRUSeq2Seq(9, 7, embed_dim=4, hidden_dim=6)
+    gru = build_seq2seq("plain", 9, 7, Seq2SeqConfig(embed_dim=4, hidden_dim=6, bidirectional=False))
+    transformer = small_seq2seq()
     paths = {"transformer": [], "gru": []}
     for length in (2, 4, 8):
         src, tgt = torch.full((1, length), 3), torch.full((1, length), 4)
@@ -768,18 +753,6 @@ def test_reversal_split_is_disjoint_and_reproducible():
     assert torch.equal(again.src, train.src)
     lengths = train.src_lens.tolist()
     assert set(lengths) == {2, 3}
-
-
-def test_gru_baseline_ignores_padding_and_its_step_fn_agrees_with_forward():
-    torch.manual_seed(0)
-    gru = GRUSeq2Seq(13, 13, embed_dim=4, hidden_dim=6)
-    tgt, lens = torch.tensor([[1, 5, 6]]), torch.tensor([2])
-    with torch.no_grad():
-        a = gru(torch.tensor([[3, 4, 0, 0]]), tgt, lens)
-        b = gru(torch.tensor([[3, 4, 9, 12]]), tgt, lens)
-    torch.testing.assert_close(a, b)
-    step = gru.step_fn(torch.tensor([[3, 4, 0, 0]]), lens)
-    torch.testing.assert_close(step(tgt[:, :2], torch.tensor([0])), F.log_softmax(a[:, 1], -1))
 
 
 def test_training_is_deterministic_under_the_seed_and_lowers_the_loss():

@@ -5,7 +5,8 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from lib.seq2seq import DateTask, Seq2SeqConfig, alignments, build_seq2seq
+from lib.seq2seq import Seq2SeqConfig, alignments, build_seq2seq
+from lib.tasks import DateTask
 from lib.widgets import explore
 from lib.widgets.seq2seq import AlignmentExplorer, alignment_data, draw_alignment
 

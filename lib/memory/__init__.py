@@ -1,15 +1,14 @@
 """Memory-augmented networks (chapter 12), one concept per module.
 
-* :mod:`lib.memory.babi`: generated bAbI-style stories (Weston et al., 2015);
 * :mod:`lib.memory.memn2n`: the end-to-end memory network (Sukhbaatar et al., 2015);
 * :mod:`lib.memory.turing`: the Turing machine, its 7-tuple and a simulator;
 * :mod:`lib.memory.ntm`: the Neural Turing Machine's addressing, reading and
   writing, and a trained copy model (Graves et al., 2014);
 * :mod:`lib.memory.hopfield`: associative memory in a Hopfield network (Hopfield, 1982).
 
-Everything public is re-exported here, so ``from lib.memory import write`` works.
+Everything public is re-exported here, so ``from lib.memory import write`` works; so are the
+bAbI-style stories the memory network reads, which live in :mod:`lib.tasks.babi`.
 """
-from lib.memory.babi import TASKS, VOCABULARY, Stories, Story, generate
 from lib.memory.hopfield import (
     CAPACITY, HopfieldNetwork, Recall, energy, flip_bits, hebbian_weights, overlap, recall_experiment,
     update_async, update_sync,
@@ -22,6 +21,7 @@ from lib.memory.ntm import (
     copy_batch, interpolate, load_copy_model, read, sharpen, train_copy, write,
 )
 from lib.memory.turing import Configuration, Run, TuringMachine, notes_example
+from lib.tasks.babi import TASKS, VOCABULARY, Stories, Story, generate
 
 __all__ = [
     "CAPACITY", "TASKS", "VOCABULARY", "Configuration", "CopyRun", "CosineScore", "HeadParameters",

@@ -25,7 +25,7 @@ Two ways to share weights between hops (section 2.2 of the paper):
 * ``"layerwise"``: ``A^1 = ... = A^K``, ``C^1 = ... = C^K``, with a linear map
   ``H`` between hops: ``u^{k+1} = H u^k + o^k``.
 
-:func:`train_memn2n` trains on :class:`lib.memory.babi.Stories` and
+:func:`train_memn2n` trains on :class:`lib.tasks.babi.Stories` and
 :func:`accuracy` scores held-out ones.
 
 References
@@ -45,9 +45,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lib.attention import DotScore, attention
-from lib.memory.babi import Stories
 from lib.rnn import clip_grad_norm
-from lib.transformer import TrainingLog
+from lib.tasks.babi import Stories
+from lib.training import TrainingLog
 
 __all__ = [
     "MemN2N", "MemN2NConfig", "TYING", "accuracy", "position_encoding", "support_weights", "train_memn2n",

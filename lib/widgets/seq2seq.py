@@ -14,8 +14,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from lib.seq2seq import DateTask, LuongDecoder, Seq2Seq, alignments
-from lib.transformer import SequencePairs
+from lib.seq2seq import LuongDecoder, Seq2Seq, alignments
+from lib.tasks import DateTask
+from lib.training import SequencePairs
 from lib.widgets.core import Choice, Slider, Visual
 
 EOS_LABEL = "<eos>"

@@ -1,6 +1,6 @@
 """Generated bAbI-style stories: "where is Mary?" and "where is the football?".
 
-Syllabus MEM3. The bAbI tasks (Weston et al., 2015) test whether a model can
+Chapter 12 (syllabus MEM3). The bAbI tasks (Weston et al., 2015) test whether a model can
 answer a question from facts stated in a short story. This module generates
 stories in a small world of people, places and objects, in the style of two of
 the tasks, so that the book needs no download:

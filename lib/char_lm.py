@@ -1,0 +1,266 @@
+"""A character-level recurrent language model on the Zen of Python: chapter 3's experiment.
+
+The model reads ``bos, y_1, ..., y_{t-1}`` one character at a time and predicts
+``y_t`` with a softmax over the characters (Elman, 1990; Sutskever et al., 2011;
+Karpathy, 2015). Top to bottom:
+
+1. :func:`zen_of_python`, the text (PEP 20, which CPython ships), and
+   :class:`CharVocabulary`, its characters as token ids with the newline as ``eos``.
+2. :func:`teacher_forcing_batch` and :func:`language_model_batch`: inputs and
+   targets for teacher forcing (Williams and Zipser, 1989), padded.
+3. :class:`CharLM`, embedding, recurrent layer and softmax layer, whose
+   :meth:`CharLM.next_token_log_probs` is the step function that
+   :func:`lib.decoding.sample` draws from; :func:`train_char_lm` fits it with
+   gradients clipped by :func:`lib.rnn.clip_grad_norm`.
+
+References
+----------
+.. [1] J. L. Elman. "Finding Structure in Time". Cognitive Science 14(2), 1990.
+.. [2] I. Sutskever, J. Martens, G. E. Hinton. "Generating Text with Recurrent
+   Neural Networks". ICML 2011.
+.. [3] A. Karpathy. "The Unreasonable Effectiveness of Recurrent Neural
+   Networks". Blog post, 2015.
+.. [4] R. J. Williams, D. Zipser. "A Learning Algorithm for Continually Running
+   Fully Recurrent Neural Networks". Neural Computation 1(2), 1989.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lib.rnn import GATES, clip_grad_norm
+from lib.validation import require_choice, require_int
+
+__all__ = [
+    "zen_of_python",
+    "CharVocabulary",
+    "language_model_batch",
+    "teacher_forcing_batch",
+    "CharLM",
+    "train_char_lm",
+]
+
+
+def zen_of_python() -> str:
+    """The Zen of Python (PEP 20), as CPython's ``this`` module ships it (ROT13-encoded).
+
+    Returns
+    -------
+    str
+        Its 21 lines (title, blank line, 19 aphorisms), separated by newlines.
+
+    Shapes
+    ------
+    No tensors.
+    """
+    with contextlib.redirect_stdout(io.StringIO()):  # importing `this` prints the poem
+        import this
+    return codecs.decode(this.s, "rot13")
+
+
+@dataclass
+class CharVocabulary:
+    """Characters to token ids: ``eos`` is the newline (id 0), ``bos`` an input-only id.
+
+    Output tokens are ``0 .. V - 1``; ``bos = V`` is only ever fed to the model,
+    as :func:`lib.decoding.sample` expects.
+
+    Attributes
+    ----------
+    chars : list of str
+        ``chars[i]`` is token ``i``; ``chars[0] == "\\n"``.
+    """
+
+    chars: list[str]
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharVocabulary":
+        """Newline first, then every other character of ``text`` in sorted order."""
+        if not isinstance(text, str) or not text:
+            raise ValueError(f"text must be a non-empty str; found {text!r}")
+        return cls(["\n", *sorted(set(text) - {"\n"})])
+
+    @property
+    def size(self) -> int:
+        """``V``, the number of output tokens."""
+        return len(self.chars)
+
+    @property
+    def eos(self) -> int:
+        return 0
+
+    @property
+    def bos(self) -> int:
+        return len(self.chars)
+
+    def encode(self, line: str) -> list[int]:
+        """The tokens of one line, ``eos`` appended."""
+        if not isinstance(line, str) or "\n" in line:
+            raise ValueError(f"line must be a str without a newline (the newline is eos); found {line!r}")
+        index = {c: i for i, c in enumerate(self.chars)}
+        unknown = sorted(set(line) - set(index))
+        if unknown:
+            raise ValueError(f"line must use the vocabulary's characters; found unknown characters {unknown}")
+        return [index[c] for c in line] + [self.eos]
+
+    def decode(self, tokens: list[int]) -> str:
+        """Tokens back to text; ``eos`` (and anything after it) is dropped."""
+        out = []
+        for token in tokens:
+            if token == self.eos:
+                break
+            out.append(self.chars[token])
+        return "".join(out)
+
+
+def language_model_batch(lines: list[str], vocabulary: CharVocabulary) -> tuple[Tensor, Tensor]:
+    """Teacher-forcing inputs and targets for a batch of lines.
+
+    The input at step ``t`` is the true token ``t - 1`` (``bos`` first); the
+    target is token ``t``, ending with ``eos``. Shorter lines are padded: inputs
+    with ``bos`` (they are never scored), targets with -100, which
+    ``F.cross_entropy`` ignores.
+
+    Returns
+    -------
+    inputs, targets : LongTensor
+
+    Shapes
+    ------
+    inputs, targets : (N, L) with L = longest line + 1
+    """
+    return teacher_forcing_batch([vocabulary.encode(line) for line in lines], vocabulary.bos)
+
+
+def teacher_forcing_batch(sequences: list[list[int]], bos: int) -> tuple[Tensor, Tensor]:
+    """Teacher-forcing inputs and targets for token sequences of any vocabulary.
+
+    The input at step ``t`` is token ``t - 1`` (``bos`` first); the target is
+    token ``t``. Each sequence should end with its ``eos``. Shorter sequences
+    are padded: inputs with ``bos``, targets with -100 (ignored by ``F.cross_entropy``).
+
+    Parameters
+    ----------
+    sequences : list of list of int
+        Non-empty token sequences.
+    bos : int
+        The input-only begin-of-sequence id.
+
+    Returns
+    -------
+    inputs, targets : LongTensor
+
+    Shapes
+    ------
+    inputs, targets : (N, L) with L = longest sequence
+    """
+    if not sequences or any(len(tokens) == 0 for tokens in sequences):
+        raise ValueError("sequences must be a non-empty list of non-empty token lists")
+    length = max(len(tokens) for tokens in sequences)
+    inputs = torch.full((len(sequences), length), bos)  # (N, L)
+    targets = torch.full((len(sequences), length), -100)  # (N, L)
+    for n, tokens in enumerate(sequences):
+        inputs[n, : len(tokens)] = torch.tensor([bos, *tokens[:-1]])
+        targets[n, : len(tokens)] = torch.tensor(tokens)
+    return inputs, targets
+
+
+class CharLM(nn.Module):
+    """A character-level recurrent language model: embedding, recurrent layer, softmax layer.
+
+    :math:`p(y_t \\mid y_{<t}) = \\operatorname{softmax}(\\mathbf{h}_t \\mathbf{W}_{hy}^\\top + \\mathbf{b}_y)`,
+    where :math:`\\mathbf{h}_t` is the recurrent state after reading
+    ``bos, y_1, ..., y_{t-1}``. The recurrent layer is PyTorch's (fast); because
+    the lib layers take the same inputs and load its weights, it can be swapped
+    for one of them (``model.recurrent = GRU.from_torch(model.recurrent)``).
+
+    Parameters
+    ----------
+    vocab_size : int
+        ``V`` output tokens; the embedding has ``V + 1`` rows, the last for ``bos``.
+    hidden_size : int
+    embedding_dim : int
+    kind : {"rnn", "gru", "lstm"}
+
+    Shapes
+    ------
+    tokens : (N, t) LongTensor
+    forward output : (N, t, V) logits
+    """
+
+    def __init__(self, vocab_size: int, hidden_size: int = 64, embedding_dim: int = 16, kind: str = "gru"):
+        super().__init__()
+        require_choice("kind", kind, tuple(GATES))
+        for name, value in (("vocab_size", vocab_size), ("hidden_size", hidden_size), ("embedding_dim", embedding_dim)):
+            require_int(name, value)
+        self.embedding = nn.Embedding(vocab_size + 1, embedding_dim)
+        self.recurrent = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[kind](embedding_dim, hidden_size,
+                                                                                batch_first=True)
+        self.output = nn.Linear(hidden_size, vocab_size)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        if not isinstance(tokens, Tensor) or tokens.dtype != torch.long or tokens.dim() != 2:
+            found = (f"{tokens.dtype} of shape {tuple(tokens.shape)}" if isinstance(tokens, Tensor)
+                     else type(tokens).__name__)
+            raise TypeError(f"tokens must be a LongTensor of shape (N, t); found {found}")
+        hidden, _ = self.recurrent(self.embedding(tokens))  # (N, t, H)
+        return self.output(hidden)  # (N, t, V)
+
+    @torch.no_grad()
+    def next_token_log_probs(self, prefixes: Tensor) -> Tensor:
+        """The step function of :mod:`lib.decoding`: log-probabilities of the next token.
+
+        Shapes
+        ------
+        prefixes : (N, t), each starting with ``bos``
+        output : (N, V)
+        """
+        return F.log_softmax(self(prefixes)[:, -1], dim=-1)  # (N, V)
+
+
+def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr: float = 1e-2,
+                  max_norm: float = 1.0) -> list[float]:
+    """Fit a language model to a (small) batch by full-batch Adam with clipped gradients.
+
+    Each step minimises the mean cross-entropy of every target token given its
+    prefix (teacher forcing) and clips the gradients with :func:`clip_grad_norm`.
+
+    Parameters
+    ----------
+    model : CharLM
+    inputs, targets : LongTensor
+        From :func:`language_model_batch`.
+    steps : int
+    lr : float
+        Adam's learning rate.
+    max_norm : float
+        Global-norm clipping threshold.
+
+    Returns
+    -------
+    list of float
+        The loss (nats per token) before each step.
+
+    Shapes
+    ------
+    inputs, targets : (N, L)
+    """
+    require_int("steps", steps)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        logits = model(inputs)  # (N, L, V)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+        optimizer.zero_grad()
+        loss.backward()
+        clip_grad_norm(model.parameters(), max_norm)
+        optimizer.step()
+        losses.append(loss.item())
+    return losses

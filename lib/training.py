@@ -1,0 +1,129 @@
+"""Training machinery shared by several chapters: padded sequence pairs, a log, one training loop.
+
+Nothing here belongs to one model. :class:`SequencePairs` holds the padded
+source and target sequences of any sequence-to-sequence task (the tasks of
+:mod:`lib.tasks` produce them); :func:`train_seq2seq` trains any model that
+maps ``(src, tgt_in, src_lens)`` to next-token logits, as chapter 10's
+:class:`lib.seq2seq.Seq2Seq` and chapter 11's
+:class:`lib.transformer.Seq2SeqTransformer` do, with teacher forcing (Williams
+and Zipser, 1989), Adam (Kingma and Ba, 2015) and cross-entropy;
+:class:`TrainingLog` is what a training loop measured, here and in chapters 5
+and 12.
+
+Conventions: batch-first tensors. ``N`` pairs, ``S`` source and ``T`` target
+positions, ``V`` the target vocabulary.
+
+References
+----------
+.. [1] R. J. Williams, D. Zipser. "A Learning Algorithm for Continually Running
+   Fully Recurrent Neural Networks". Neural Computation 1(2), 1989.
+.. [2] D. P. Kingma, J. Ba. "Adam: A Method for Stochastic Optimization".
+   ICLR 2015. arXiv:1412.6980.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lib.validation import require_int
+
+__all__ = ["SequencePairs", "TrainingLog", "train_seq2seq"]
+
+
+@dataclass(frozen=True)
+class SequencePairs:
+    """Padded source and target sequences of a sequence-to-sequence task.
+
+    Shapes
+    ------
+    src : (N, S) source tokens, padded with ``pad``
+    src_lens : (N,) number of real source tokens
+    tgt_in : (N, T) decoder input: ``bos`` then the target (teacher forcing)
+    tgt_out : (N, T) what the decoder must predict: the target then ``eos``
+    """
+
+    src: Tensor
+    src_lens: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+
+    def __len__(self) -> int:
+        return self.src.shape[0]
+
+    def __getitem__(self, index) -> "SequencePairs":
+        return SequencePairs(self.src[index], self.src_lens[index], self.tgt_in[index], self.tgt_out[index])
+
+
+@dataclass
+class TrainingLog:
+    """What a training loop measured: the mean loss and the wall time of each epoch."""
+
+    losses: list[float] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+
+def train_seq2seq(
+    model: nn.Module,
+    data: SequencePairs,
+    epochs: int,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    pad: int = 0,
+    seed: int = 0,
+) -> TrainingLog:
+    """Train a sequence-to-sequence model with teacher forcing, Adam and cross-entropy.
+
+    Each epoch visits the training pairs once in a seeded random order. The
+    loss ignores padded target positions.
+
+    Parameters
+    ----------
+    model : nn.Module
+        ``model(src, tgt_in, src_lens)`` returns logits ``(B, T, V)``, as
+        :class:`lib.seq2seq.Seq2Seq` and :class:`lib.transformer.Seq2SeqTransformer` do.
+    data : SequencePairs
+    epochs : int
+    batch_size : int, default 64
+    lr : float, default 3e-3
+    pad : int, default 0
+        Padding id of the targets.
+    seed : int, default 0
+        Seed of the order of the examples.
+
+    Returns
+    -------
+    TrainingLog
+        Mean loss per epoch and seconds per epoch.
+
+    Shapes
+    ------
+    data.src : (N, S); data.tgt_in, data.tgt_out : (N, T)
+    """
+    if not isinstance(data, SequencePairs):
+        raise TypeError(f"data must be SequencePairs; found {type(data).__name__}")
+    require_int("epochs", epochs)
+    require_int("batch_size", batch_size)
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    log = TrainingLog()
+    model.train()
+    for _ in range(epochs):
+        start, total, count = time.perf_counter(), 0.0, 0
+        order = torch.randperm(len(data), generator=generator)
+        for first in range(0, len(data), batch_size):
+            batch = data[order[first : first + batch_size]]
+            logits = model(batch.src, batch.tgt_in, batch.src_lens)  # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            total, count = total + loss.item() * len(batch), count + len(batch)
+        log.seconds.append(time.perf_counter() - start)
+        log.losses.append(total / count)
+    model.eval()
+    return log

@@ -1,0 +1,62 @@
+"""``python -m lib.weights [--out DIR] [--n-train N] [--n-test N] [--epochs E] [--lr LR]``.
+
+Trains chapter 10's Luong models on :class:`lib.tasks.DateTask` and saves them
+where the chapter loads them from (:data:`lib.seq2seq.WEIGHTS_DIR`), in about a
+minute of CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+
+from lib.seq2seq import WEIGHTS_DIR, exact_matches, save_seq2seq, train_model
+from lib.tasks.dates import DateTask
+from lib.training import train_seq2seq
+
+# The recipes of the saved models: LuongDecoder options, by file name.
+LUONG_RECIPES = {
+    "luong_global": {"score": "general", "mode": "global", "input_feeding": True},
+    "luong_local_p": {"score": "general", "mode": "local-p", "window": 4, "input_feeding": True},
+}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Train chapter 10's Luong models and save them in :data:`lib.seq2seq.WEIGHTS_DIR`: ``python -m lib.weights``.
+
+    Each model trains ``--epochs`` passes at ``--lr``, then one last pass at a
+    tenth of it, which settles the weights (without it, the local-p model's
+    final accuracy depends on the noise of the last large steps).
+    Deterministic for a given version of the code: one thread, fixed seeds.
+    Prints each model's exact match on the held-out dates.
+    """
+    parser = argparse.ArgumentParser(prog="python -m lib.weights",
+                                     description="Train chapter 10's Luong models and save their weights.")
+    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR, help="folder for the .pt files")
+    parser.add_argument("--n-train", type=int, default=10_000, help="training dates")
+    parser.add_argument("--n-test", type=int, default=1_000, help="held-out dates")
+    parser.add_argument("--epochs", type=int, default=8, help="passes at the full learning rate")
+    parser.add_argument("--lr", type=float, default=5e-3, help="learning rate of Adam")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # the same weights on every run
+    task = DateTask()
+    train, test, _ = task.split(args.n_train, args.n_test, seed=0)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, options in LUONG_RECIPES.items():
+        model, _ = train_model("luong", task.src_vocab_size, task.tgt_vocab_size, train, args.epochs, lr=args.lr,
+                               **options)
+        log = train_seq2seq(model, train, epochs=1, lr=args.lr / 10, seed=args.epochs)  # the settling pass
+        save_seq2seq(model, args.out / f"{name}.pt")
+        accuracy = exact_matches(model, test, task.bos, task.eos).float().mean()
+        print(f"{name}: final loss {log.losses[-1]:.4f}, held-out exact match {accuracy:.1%}")
+
+
+if __name__ == "__main__":
+    main()
+
+
+if __name__ == "__main__":
+    main()
