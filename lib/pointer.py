@@ -58,18 +58,12 @@ class PointerNetwork(nn.Module):
     attention_dim : int
         Hidden width of the score.
 
-    Returns
-    -------
-    Tensor
-        Calling the model with the previous pointers (teacher forcing) returns
-        the scores; padded positions are ``-inf``.
-
     Shapes
     ------
     values : (B, n) numbers or (B, n, input_dim) vectors
     pointers_in : (B, m) previous pointers, -1 at the start
     lens : (B,) number of real inputs
-    output : (B, m, n)
+    output : (B, m, n), the scores of teacher forcing; ``-inf`` at padded positions
     """
 
     def __init__(self, input_dim: int = 1, hidden_dim: int = 64, attention_dim: int = 64):

@@ -88,11 +88,6 @@ class BertEmbedding(nn.Module):
     max_len : int
     num_segments : int, default 2
 
-    Returns
-    -------
-    Tensor
-        Calling the module returns ``token(x_t) + segment(s_t) + position(t)``.
-
     Shapes
     ------
     tokens, segments : (B, L)
@@ -208,11 +203,6 @@ class BiLM(nn.Module):
     num_layers : int
         ``L``; ELMo uses 2.
 
-    Returns
-    -------
-    Tensor
-        Calling the module returns the stacked layer states.
-
     Shapes
     ------
     tokens : (B, T)
@@ -253,11 +243,6 @@ class ScalarMix(nn.Module):
     ----------
     num_layers : int
         Number of representations mixed, ``L + 1``.
-
-    Returns
-    -------
-    Tensor
-        Calling the module returns the weighted sum of the layers.
 
     Shapes
     ------

@@ -511,11 +511,6 @@ class Seq2Seq(nn.Module):
     encoder : Encoder
     decoder : PlainDecoder, BahdanauDecoder or LuongDecoder
 
-    Returns
-    -------
-    Tensor
-        Calling the model returns next-token logits.
-
     Shapes
     ------
     src : (B, S)

@@ -216,11 +216,6 @@ class SelfAttention(nn.Module):
     d_v : int
         Size of values and outputs.
 
-    Returns
-    -------
-    tuple of Tensor
-        Calling the module returns ``(output, weights)``.
-
     Shapes
     ------
     x : (B, T, D)
@@ -263,11 +258,6 @@ class LayerNorm(nn.Module):
     eps : float, default 1e-5
         Added to the variance so that a constant vector does not divide by 0.
 
-    Returns
-    -------
-    Tensor
-        Calling the module returns the normalised input.
-
     Shapes
     ------
     z : (..., D)
@@ -307,11 +297,6 @@ class FeedForward(nn.Module):
     d_ff : int
         Width of the hidden layer (4 D in the paper).
     activation : {"relu", "gelu"}, default "relu"
-
-    Returns
-    -------
-    Tensor
-        Calling the module returns ``FFN`` applied at every position.
 
     Shapes
     ------
@@ -429,11 +414,6 @@ class EncoderBlock(nn.Module):
     eps : float, default 1e-5
         Layer-norm epsilon.
 
-    Returns
-    -------
-    tuple of Tensor
-        Calling the block returns ``(output, weights)``; see :meth:`forward`.
-
     Shapes
     ------
     x : (B, T, D)
@@ -528,11 +508,6 @@ class DecoderBlock(nn.Module):
     ----------
     d_model, num_heads, d_ff, activation, eps
         As in :class:`EncoderBlock`.
-
-    Returns
-    -------
-    tuple of Tensor
-        Calling the block returns ``(output, self_weights, cross_weights)``.
 
     Shapes
     ------
@@ -672,11 +647,6 @@ class TransformerEmbedding(nn.Module):
         Longest sequence the module accepts.
     learned_positions : bool, default False
 
-    Returns
-    -------
-    Tensor
-        Calling the module returns the summed embeddings.
-
     Shapes
     ------
     tokens : (B, T), T <= max_len
@@ -716,11 +686,6 @@ class Seq2SeqTransformer(nn.Module):
     src_vocab_size, tgt_vocab_size : int
         Source and target vocabulary sizes.
     config : TransformerConfig
-
-    Returns
-    -------
-    Tensor
-        Calling the model returns next-token logits; see :meth:`forward`.
 
     Shapes
     ------
@@ -851,11 +816,6 @@ class DecoderOnlyLM(nn.Module):
     ----------
     vocab_size : int
     config : TransformerConfig
-
-    Returns
-    -------
-    Tensor
-        Calling the model returns logits; see :meth:`step` for decoding.
 
     Shapes
     ------
