@@ -51,7 +51,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from lib.validation import require_float_tensor, require_int
+from lib.validation import require_callable, require_float_tensor, require_ids, require_int, require_log_prob
 
 __all__ = [
     "Candidate",
@@ -143,8 +143,7 @@ def normalised_score(log_prob: float, length: int, alpha: float = 0.0) -> float:
     ------
     Scalars in and out.
     """
-    require_int("length", length, 1)
-    _require_alpha(alpha)
+    require_log_prob("log_prob", log_prob), require_int("length", length, 1), _require_alpha(alpha)
     return log_prob / length**alpha
 
 
@@ -178,7 +177,7 @@ def greedy_search(step_fn: StepFn, bos: int, eos: int, max_len: int) -> tuple[li
     prefixes passed to step_fn : (1, t)
     step_fn output : (1, V)
     """
-    _check_search_args(bos, eos, max_len)
+    _check_search_args(step_fn, bos, eos, max_len)
     tokens: list[int] = []
     log_prob = 0.0
     while len(tokens) < max_len:
@@ -192,7 +191,8 @@ def greedy_search(step_fn: StepFn, bos: int, eos: int, max_len: int) -> tuple[li
     return tokens, log_prob
 
 
-def _check_search_args(bos: int, eos: int, max_len: int) -> None:
+def _check_search_args(step_fn: object, bos: int, eos: int, max_len: int) -> None:
+    require_callable("step_fn", step_fn)
     require_int("bos", bos, 0)
     require_int("eos", eos, 0)
     require_int("max_len", max_len, 1, MAX_EXPANSIONS)
@@ -346,10 +346,8 @@ def beam_search_batch(
     sources passed to step_fn : (N,)
     step_fn output : (N, V)
     """
-    if not callable(step_fn):
-        raise TypeError(f"step_fn must be callable; found {type(step_fn).__name__}")
     require_int("num_sources", num_sources, 1)
-    _check_search_args(bos, eos, max_len)
+    _check_search_args(step_fn, bos, eos, max_len)
     _require_search_size("beam_size", beam_size, max_len)
     _require_alpha(alpha)
     # Open hypotheses per source as (tokens, log-probability); finished ones likewise.
@@ -425,8 +423,7 @@ def beam_search(
     prefixes passed to step_fn : (N, t), N <= beam_size
     step_fn output : (N, V)
     """
-    if not callable(step_fn):  # checked here too: the lambda below would hide it
-        raise TypeError(f"step_fn must be callable; found {type(step_fn).__name__}")
+    require_callable("step_fn", step_fn)  # checked here too: the lambda below would hide it
     return beam_search_batch(
         lambda prefixes, sources: step_fn(prefixes), 1, bos, eos, beam_size, max_len, alpha, trace
     )[0]
@@ -524,7 +521,7 @@ def sample(
     prefixes passed to step_fn : (N, t), N <= num_samples
     step_fn output : (N, V)
     """
-    _check_search_args(bos, eos, max_len)
+    _check_search_args(step_fn, bos, eos, max_len)
     _require_search_size("num_samples", num_samples, max_len)
     samples: list[list[int]] = [[] for _ in range(num_samples)]
     log_prob = [0.0] * num_samples
@@ -575,9 +572,7 @@ def sequence_score(step_fn: StepFn, bos: int, tokens: list[int], alpha: float = 
     ------
     prefixes passed to step_fn : (1, t) for t = 1 .. len(tokens)
     """
-    require_int("bos", bos, 0)
-    if not isinstance(tokens, (list, tuple)) or not tokens:
-        raise ValueError(f"tokens must be a non-empty list of ints; found {tokens!r}")
+    require_callable("step_fn", step_fn), require_int("bos", bos, 0), require_ids("tokens", tokens)
     log_prob = 0.0
     for t, token in enumerate(tokens):
         prefix = torch.tensor([[bos, *tokens[:t]]])  # (1, t + 1)
@@ -614,6 +609,7 @@ def blame(step_fn: StepFn, bos: int, reference: list[int], output: list[int], al
     ------
     As :func:`sequence_score`.
     """
+    require_ids("reference", reference), require_ids("output", output)
     reference_score = sequence_score(step_fn, bos, reference, alpha)
     output_score = sequence_score(step_fn, bos, output, alpha)
     return "search" if reference_score > output_score else "model"
@@ -639,6 +635,7 @@ class TableModel:
     log_probs: Tensor
 
     def __post_init__(self):
+        require_float_tensor("log_probs", self.log_probs)
         if self.log_probs.dim() != 3 or self.log_probs.shape[1] != self.log_probs.shape[2] + 1:
             raise ValueError(f"log_probs must have shape (S, V + 1, V); found {tuple(self.log_probs.shape)}")
 
@@ -764,6 +761,7 @@ class ClockTask:
         self.vocab = ["<eos>", *words]
         self.eos = 0
         self.phrasings = [[self.encode(text) for text in options] for options in phrases]
+        require_int("seed", seed, 0)
         generator = torch.Generator().manual_seed(seed)
         self.probabilities = []
         for options in phrases:

@@ -65,7 +65,9 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
-from lib.validation import require_choice, require_number
+from lib.validation import (
+    require_callable, require_choice, require_float_tensor, require_instance, require_int, require_number,
+)
 
 __all__ = [
     "SGD", "Adagrad", "RMSprop", "Adadelta", "Adam", "AdamW", "NAdam", "OPTIMIZERS",
@@ -118,6 +120,12 @@ class _Optimizer(Optimizer):
     already includes ``maximize`` (the negated gradient) and ``state["step"]`` is
     the number of this step, 1 on the first.
     """
+
+    def __init__(self, params, defaults: dict):
+        if params is None or isinstance(params, (str, Tensor)):
+            raise TypeError("params must be an iterable of tensors or of parameter groups "
+                            f"(e.g. model.parameters()); found {type(params).__name__}")
+        super().__init__(params, defaults)
 
     @torch.no_grad()
     def step(self, closure: Optional[Callable[[], Tensor]] = None) -> Optional[Tensor]:
@@ -346,6 +354,7 @@ class AdamW(Adam):
 
 
 NADAM_SCHEDULES = ("warmup", "constant")
+MAX_CLASSES = 1000  # spirals: more arms than this would not be a picture
 
 
 def nadam_momentum(step: int, beta1: float, momentum_decay: float, schedule: str = "warmup") -> float:
@@ -356,6 +365,8 @@ def nadam_momentum(step: int, beta1: float, momentum_decay: float, schedule: str
     thousands of steps (with ``ψ = 0.004``, ``0.96^{tψ} = ½`` at ``t ≈ 4200``).
     ``"constant"``: ``β₁``.
     """
+    require_int("step", step, 0), _beta("beta1", beta1), _number("momentum_decay", momentum_decay)
+    require_choice("schedule", schedule, NADAM_SCHEDULES)
     if schedule == "constant":
         return beta1
     return beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
@@ -552,6 +563,7 @@ def lookahead_momentum(grad_fn: Callable[[Tensor], Tensor], start: Tensor, lr: f
     ------
     start ``(D,)`` -> path ``(steps + 1, D)``
     """
+    require_callable("grad_fn", grad_fn), require_float_tensor("start", start), require_int("steps", steps, 0)
     lr, beta = _number("lr", lr), _beta("beta", beta)
     w, m = start.clone(), torch.zeros_like(start)
     path = [w.clone()]
@@ -636,6 +648,7 @@ def trajectory(optimizer: Callable[..., Optimizer], surface: Surface, steps: int
     ------
     one point ``(2,)`` per step -> path ``(<= steps + 1, 2)``
     """
+    require_callable("optimizer", optimizer), require_instance("surface", surface, Surface)
     if start is None:
         start = surface.start
     w = torch.as_tensor(start, dtype=torch.float64).clone()  # (2,)
@@ -664,7 +677,7 @@ def reddi_problem(c: float = 3.0) -> Callable[[int, Tensor], Tensor]:
     ------
     the returned gradient maps ``x`` of any shape to a tensor of the same shape
     """
-    if not c > 2:
+    if not _number("c", c) > 2:
         raise ValueError(f"c must be > 2 (otherwise -1 is not the optimum); found {c!r}")
 
     def grad(t: int, x: Tensor) -> Tensor:
@@ -688,6 +701,8 @@ def spirals(n_per_class: int = 200, classes: int = 3, noise: float = 0.2,
     ------
     ``-> (classes · n_per_class, 2), (classes · n_per_class,)``
     """
+    require_int("n_per_class", n_per_class, 1), require_int("classes", classes, 1, MAX_CLASSES)
+    noise = _number("noise", noise)
     radius = torch.linspace(0.05, 1.0, n_per_class)  # (n,)
     inputs, labels = [], []
     for c in range(classes):
@@ -721,6 +736,8 @@ def fit(model: torch.nn.Module, optimizer: Optimizer, inputs: Tensor, targets: T
         with torch.no_grad():
             return float(loss_fn(model(inputs), targets))
 
+    require_instance("model", model, torch.nn.Module), require_instance("optimizer", optimizer, Optimizer)
+    require_callable("loss_fn", loss_fn)
     if isinstance(loss_every, bool) or not isinstance(loss_every, int):
         raise TypeError(f"loss_every must be an integer; found {type(loss_every).__name__}")
     if loss_every < 1:

@@ -14,7 +14,8 @@ from torch import Tensor, nn
 
 __all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_lengths", "require_int", "require_number", "require_choice", "require_tokens",
            "require_float_tensor", "require_real", "require_words", "require_sentences",
-           "require_same_dtype", "require_same_shape", "require_float_tensors"]
+           "require_same_dtype", "require_same_shape", "require_float_tensors",
+           "require_callable", "require_instance", "require_ids", "require_log_prob"]
 
 INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
@@ -138,3 +139,32 @@ def require_float_tensors(**tensors: object) -> None:
     """:func:`require_float_tensor` for each ``name=value``."""
     for name, value in tensors.items():
         require_float_tensor(name, value)
+
+
+def require_callable(name: str, value: object) -> None:
+    """Raise TypeError unless ``value`` can be called."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable; found {type(value).__name__}")
+
+
+def require_instance(name: str, value: object, expected: type) -> None:
+    """Raise TypeError unless ``value`` is an instance of ``expected``."""
+    if not isinstance(value, expected):
+        raise TypeError(f"{name} must be a {expected.__name__}; found {type(value).__name__}")
+
+
+def require_ids(name: str, value: object) -> None:
+    """Raise unless ``value`` is a non-empty list or tuple of token ids (ints >= 0, not bools)."""
+    if isinstance(value, (list, tuple)) and value and all(
+            isinstance(i, numbers.Integral) and not isinstance(i, bool) and i >= 0 for i in value):
+        return
+    raise (ValueError if isinstance(value, (list, tuple)) else TypeError)(
+        f"{name} must be a non-empty list of token ids (ints >= 0); found {value!r}")
+
+
+def require_log_prob(name: str, value: object) -> None:
+    """Raise unless ``value`` is a log-probability: a real number, ``-inf`` allowed, not NaN or ``+inf``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number (a log-probability); found {type(value).__name__}")
+    if math.isnan(value) or value == math.inf:
+        raise ValueError(f"{name} must be a log-probability (finite or -inf); found {value}")

@@ -498,7 +498,7 @@ def test_bad_sampling_and_model_arguments():
         ClockTask().fit_model().for_source(48)
     with pytest.raises(ValueError, match=r"text must use the task's words .*found \['noon'\]"):
         ClockTask().encode("noon")
-    with pytest.raises(ValueError, match="tokens must be a non-empty list of ints; found \\[\\]"):
+    with pytest.raises(ValueError, match=r"tokens must be a non-empty list of token ids \(ints >= 0\); found \[\]"):
         sequence_score(prefix_model(3, 0), BOS, [])
 
 
