@@ -9,7 +9,8 @@ Karpathy, 2015). Top to bottom:
 2. :func:`teacher_forcing_batch` and :func:`language_model_batch`: inputs and
    targets for teacher forcing (Williams and Zipser, 1989), padded.
 3. :class:`CharLM`, embedding, recurrent layer and softmax layer, whose
-   :meth:`CharLM.next_token_log_probs` is the step function that
+   :meth:`NextTokenLM.next_token_log_probs` (shared with chapter 6's
+   :class:`lib.lm.NeuralLM`) is the step function that
    :func:`lib.decoding.sample` draws from; :func:`train_char_lm` fits it with
    gradients clipped by :func:`lib.rnn.clip_grad_norm`.
 
@@ -39,6 +40,7 @@ from lib.rnn import GATES, clip_grad_norm
 from lib.validation import require_choice, require_int
 
 __all__ = [
+    "NextTokenLM",
     "zen_of_python",
     "CharVocabulary",
     "language_model_batch",
@@ -172,7 +174,27 @@ def teacher_forcing_batch(sequences: list[list[int]], bos: int) -> tuple[Tensor,
     return inputs, targets
 
 
-class CharLM(nn.Module):
+class NextTokenLM:
+    """The step function that :mod:`lib.decoding` samples and searches with, for any language model.
+
+    A model whose ``forward`` maps prefixes ``(N, t)`` to next-token logits
+    ``(N, t, V)`` inherits it: :class:`CharLM` here and chapter 6's
+    :class:`lib.lm.NeuralLM`.
+    """
+
+    @torch.no_grad()
+    def next_token_log_probs(self, prefixes: Tensor) -> Tensor:
+        """The step function of :mod:`lib.decoding`: log-probabilities of the next token.
+
+        Shapes
+        ------
+        prefixes : (N, t), each starting with ``bos``
+        output : (N, V)
+        """
+        return F.log_softmax(self(prefixes)[:, -1], dim=-1)  # (N, V)
+
+
+class CharLM(NextTokenLM, nn.Module):
     """A character-level recurrent language model: embedding, recurrent layer, softmax layer.
 
     :math:`p(y_t \\mid y_{<t}) = \\operatorname{softmax}(\\mathbf{h}_t \\mathbf{W}_{hy}^\\top + \\mathbf{b}_y)`,
@@ -212,17 +234,6 @@ class CharLM(nn.Module):
             raise TypeError(f"tokens must be a LongTensor of shape (N, t); found {found}")
         hidden, _ = self.recurrent(self.embedding(tokens))  # (N, t, H)
         return self.output(hidden)  # (N, t, V)
-
-    @torch.no_grad()
-    def next_token_log_probs(self, prefixes: Tensor) -> Tensor:
-        """The step function of :mod:`lib.decoding`: log-probabilities of the next token.
-
-        Shapes
-        ------
-        prefixes : (N, t), each starting with ``bos``
-        output : (N, V)
-        """
-        return F.log_softmax(self(prefixes)[:, -1], dim=-1)  # (N, V)
 
 
 def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr: float = 1e-2,

@@ -56,6 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lib.char_lm import NextTokenLM
 from lib.corpus import Vocabulary
 from lib.rnn import clip_grad_norm
 from lib.validation import require_int, require_number, require_sentences, require_words
@@ -505,7 +506,7 @@ def perplexity(log_probs: Tensor, base: float = math.e) -> float:
 # ---------------------------------------------------------------------------
 
 
-class NeuralLM(nn.Module):
+class NeuralLM(NextTokenLM, nn.Module):
     r"""A feed-forward neural language model (Bengio et al., 2003).
 
     .. math::
@@ -577,17 +578,6 @@ class NeuralLM(nn.Module):
 
     def forward(self, tokens: Tensor) -> Tensor:
         return self.output(self.features(tokens))  # (N, t, V)
-
-    @torch.no_grad()
-    def next_token_log_probs(self, prefixes: Tensor) -> Tensor:
-        """The step function of :mod:`lib.decoding`.
-
-        Shapes
-        ------
-        prefixes : (N, t), each starting with ``bos``
-        output : (N, V)
-        """
-        return F.log_softmax(self(prefixes)[:, -1], dim=-1)  # (N, V)
 
 
 # ---------------------------------------------------------------------------
