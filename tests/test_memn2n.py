@@ -249,3 +249,13 @@ def test_bad_input_is_rejected_with_a_message():
     with pytest.raises(ValueError, match="linear_epochs must be in"):
         train_memn2n(model, data, epochs=2, linear_epochs=3)
 
+
+
+def test_word_ids_outside_the_vocabulary_are_named():
+    model = MemN2N(MemN2NConfig(vocab_size=10, embed_dim=4, hops=1, max_sentences=3, sentence_length=2))
+    story, question, lengths = torch.zeros(1, 3, 2, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long), torch.tensor([3])
+    story[0, 1, 0] = 10  # was an IndexError from inside the embedding
+    with pytest.raises(ValueError, match=r"story must hold word ids in \[0, vocab_size = 10\); found ids from 0 to 10"):
+        model(story, question, lengths)
+    with pytest.raises(ValueError, match="question must hold word ids in"):
+        model(torch.zeros(1, 3, 2, dtype=torch.long), question - 1, lengths)

@@ -42,7 +42,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from lib.validation import require_int
+from lib.validation import require_int, require_number
 
 __all__ = [
     "CAPACITY",
@@ -368,6 +368,10 @@ def overlap(states: Tensor, patterns: Tensor) -> Tensor:
     states, patterns : (..., N), broadcastable
     output : (...)
     """
+    _require_spins("states", states, "(..., N)"), _require_spins("patterns", patterns, "(..., N)")
+    if states.shape[-1] != patterns.shape[-1]:
+        raise ValueError(f"states and patterns must have the same number N of units (last axis); "
+                         f"found {tuple(states.shape)} and {tuple(patterns.shape)}")
     return (states * patterns).mean(-1)
 
 
@@ -400,7 +404,8 @@ def recall_experiment(n_units: int, n_patterns: int, noise: float, trials: int =
         ``load``: ``P / N``.
     """
     require_int("n_units", n_units, 1, MAX_UNITS), require_int("n_patterns", n_patterns, 1)
-    require_int("trials", trials, 1)
+    require_int("trials", trials, 1, MAX_UNITS), require_number("noise", noise, 0.0, 1.0)
+    require_int("seed", seed, 0), require_int("max_steps", max_steps, 0)
     generator = torch.Generator().manual_seed(seed)
     exact, overlaps = [], []
     for _ in range(trials):

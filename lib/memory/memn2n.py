@@ -48,6 +48,7 @@ from lib.attention import DotScore, attention
 from lib.rnn import clip_grad_norm
 from lib.tasks.babi import Stories
 from lib.training import TrainingLog
+from lib.validation import require_instance
 
 __all__ = [
     "MemN2N", "MemN2NConfig", "TYING", "accuracy", "position_encoding", "support_weights", "train_memn2n",
@@ -122,6 +123,7 @@ class MemN2N(nn.Module):
 
     def __init__(self, config: MemN2NConfig):
         super().__init__()
+        require_instance("config", config, MemN2NConfig)
         self.config = config
         hops, dim = config.hops, config.embed_dim
 
@@ -222,6 +224,10 @@ class MemN2N(nn.Module):
             )
         if bool(((lengths < 1) | (lengths > story.shape[1])).any()):
             raise ValueError(f"lengths must be in [1, N = {story.shape[1]}]; found {lengths.tolist()}")
+        for name, ids in (("story", story), ("question", question)):
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= config.vocab_size):
+                raise ValueError(f"{name} must hold word ids in [0, vocab_size = {config.vocab_size}); "
+                                 f"found ids from {int(ids.min())} to {int(ids.max())}")
 
 
 def train_memn2n(model: MemN2N, data: Stories, epochs: int, linear_epochs: int = 0, batch_size: int = 50,
@@ -239,6 +245,7 @@ def train_memn2n(model: MemN2N, data: Stories, epochs: int, linear_epochs: int =
     TrainingLog
         The mean loss and the wall time of each epoch.
     """
+    require_instance("model", model, MemN2N), require_instance("data", data, Stories)
     if not 0 <= linear_epochs <= epochs:
         raise ValueError(f"linear_epochs must be in [0, epochs = {epochs}]; found {linear_epochs}")
     generator = torch.Generator().manual_seed(seed)
@@ -264,6 +271,7 @@ def train_memn2n(model: MemN2N, data: Stories, epochs: int, linear_epochs: int =
 @torch.no_grad()
 def accuracy(model: MemN2N, data: Stories) -> float:
     """Share of stories whose most likely answer word is right."""
+    require_instance("model", model, MemN2N), require_instance("data", data, Stories)
     model.eval()
     logits, _ = model(data.story, data.question, data.lengths)
     return float((logits.argmax(dim=-1) == data.answer).float().mean())
@@ -290,6 +298,8 @@ def train_over_seeds(config: MemN2NConfig, train: Stories, test: Stories, seeds,
     accuracies : list of float
         Their :func:`accuracy` on ``test``.
     """
+    require_instance("config", config, MemN2NConfig), require_instance("train", train, Stories)
+    require_instance("test", test, Stories)
     seeds = list(seeds)
     if not seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
         raise ValueError(f"seeds must be a non-empty sequence of ints; found {seeds!r}")
@@ -321,6 +331,7 @@ def support_weights(model: MemN2N, data: Stories) -> Tensor:
     ------
     output : (K, F)
     """
+    require_instance("model", model, MemN2N), require_instance("data", data, Stories)
     model.eval()
     _, weights = model(data.story, data.question, data.lengths)  # (B, K, N)
     columns = []

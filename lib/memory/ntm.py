@@ -54,7 +54,7 @@ from torch import Tensor, nn
 
 from lib.attention import masked_softmax
 from lib.rnn import LSTMCell, clip_grad_norm
-from lib.validation import require_same_dtype
+from lib.validation import require_instance, require_number, require_same_dtype
 
 __all__ = [
     "CopyRun",
@@ -139,6 +139,7 @@ class CosineScore(nn.Module):
 
     def __init__(self, eps: float = 1e-8):
         super().__init__()
+        require_number("eps", eps, 0.0)
         self.eps = eps
 
     def forward(self, queries: Tensor, keys: Tensor) -> Tensor:
@@ -327,6 +328,7 @@ def address(memory: Tensor, previous: Tensor, head: HeadParameters) -> Tensor:
     previous : (B, N)
     output : (B, N)
     """
+    require_instance("head", head, HeadParameters)
     content = content_weights(memory, head.key, head.strength)  # (B, N)
     gated = interpolate(content, previous, head.gate)  # (B, N)
     return sharpen(circular_shift(gated, head.shift), head.gamma)  # (B, N)
@@ -443,6 +445,7 @@ class NTM(nn.Module):
 
     def __init__(self, config: NTMConfig = NTMConfig()):
         super().__init__()
+        require_instance("config", config, NTMConfig)
         self.config = config
         size, offsets = config.slot_size, 2 * config.shift_reach + 1
         self.controller = LSTMCell(config.input_size + size, config.controller_size)
@@ -583,6 +586,7 @@ def train_copy(model: NTM, steps: int, min_length: int = 1, max_length: int = 10
     base 2, summed over the bits of a vector) over each block of ``report`` steps.
     """
     generator = torch.Generator().manual_seed(seed)
+    require_instance("model", model, NTM)
     bits = model.config.output_size
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     run, block, start = CopyRun(), [], time.perf_counter()

@@ -130,8 +130,9 @@ class TuringMachine:
                  rules: Iterable[Rule], start: str, blank: str, finals: Iterable[str]):
         for name, value in (("states", states), ("input_alphabet", input_alphabet),
                             ("tape_alphabet", tape_alphabet), ("finals", finals), ("rules", rules)):
-            if isinstance(value, str):
-                raise TypeError(f"{name} must be a collection (e.g. a set); found the string {value!r}")
+            if isinstance(value, str) or not isinstance(value, Iterable):
+                found = f"the string {value!r}" if isinstance(value, str) else type(value).__name__
+                raise TypeError(f"{name} must be a collection (e.g. a set); found {found}")
         self.states, self.finals = frozenset(states), frozenset(finals)
         self.input_alphabet, self.tape_alphabet = frozenset(input_alphabet), frozenset(tape_alphabet)
         self.rules: tuple[Rule, ...] = tuple(tuple(rule) for rule in rules)
