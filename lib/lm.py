@@ -15,7 +15,7 @@ next token. The module follows chapter 6 (syllabus LM1-LM6):
 3. :class:`NeuralLM` is the "embedding -> feature layer -> softmax" model of
    Bengio et al. (2003): the feature layer reads a window of the last ``n - 1``
    embeddings (a feed-forward n-gram model) or their running average. Its
-   recurrent sibling is :class:`lib.rnn.CharLM`; both are sampled with
+   recurrent sibling is :class:`lib.char_lm.CharLM`; both are sampled with
    :func:`lib.decoding.sample` at any temperature.
 4. :func:`train_lm` trains any such model by teacher forcing or by scheduled
    sampling (Bengio et al., 2015): with probability ``1 - epsilon`` an input
@@ -518,7 +518,7 @@ class NeuralLM(NextTokenLM, nn.Module):
     the concatenation :math:`[\mathbf{e}_{t-n+1}; \dots; \mathbf{e}_{t-1}]` of
     the last ``context = n - 1`` embeddings (missing ones are ``bos``), and for
     ``feature="average"`` the mean of the embeddings of ``bos`` and all earlier
-    tokens. The recurrent feature layer is :class:`lib.rnn.CharLM`.
+    tokens. The recurrent feature layer is :class:`lib.char_lm.CharLM`.
 
     Parameters
     ----------
@@ -655,7 +655,7 @@ def scheduled_sampling_inputs(model: nn.Module, inputs: Tensor, targets: Tensor,
     model : nn.Module
         ``model(tokens (N, t))`` returns logits ``(N, t, V)``.
     inputs, targets : LongTensor
-        A teacher-forcing batch (:func:`lib.rnn.teacher_forcing_batch`);
+        A teacher-forcing batch (:func:`lib.char_lm.teacher_forcing_batch`);
         positions whose target is -100 are padding and never swapped.
     epsilon : float
         Probability of keeping each true token.
@@ -704,9 +704,9 @@ def train_lm(model: nn.Module, inputs: Tensor, targets: Tensor, steps: int, batc
     ----------
     model : nn.Module
         ``model(tokens (N, t))`` returns logits ``(N, t, V)``
-        (:class:`NeuralLM`, :class:`lib.rnn.CharLM`).
+        (:class:`NeuralLM`, :class:`lib.char_lm.CharLM`).
     inputs, targets : LongTensor
-        From :func:`lib.rnn.teacher_forcing_batch`.
+        From :func:`lib.char_lm.teacher_forcing_batch`.
     steps, batch_size : int
     lr : float
     schedule : EpsilonSchedule, optional

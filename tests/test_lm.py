@@ -362,7 +362,7 @@ class ConstantModel(torch.nn.Module):
 
 
 def test_teacher_forcing_batch_by_hand():
-    # lib.rnn.teacher_forcing_batch, generalised from language_model_batch for word ids.
+    # lib.char_lm.teacher_forcing_batch, generalised from language_model_batch for word ids.
     inputs, targets = teacher_forcing_batch([[4, 5, 0], [6, 0]], bos=9)
     assert inputs.tolist() == [[9, 4, 5], [9, 6, 9]]
     assert targets.tolist() == [[4, 5, 0], [6, 0, -100]]
