@@ -59,7 +59,7 @@ from torch import Tensor, nn
 from lib.char_lm import NextTokenLM
 from lib.corpus import Vocabulary
 from lib.rnn import clip_grad_norm
-from lib.validation import require_int, require_number, require_sentences, require_words
+from lib.validation import require_broadcastable, require_int, require_number, require_sentences, require_words
 
 __all__ = [
     "BOS",
@@ -83,6 +83,7 @@ __all__ = [
 ]
 
 _LOG_FLOAT_MAX = math.log(sys.float_info.max)  # about 709.78
+MAX_ORDER = 100  # n-gram orders above this are never meant (a padded sentence would be mostly <s>)
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 FEATURES = ("window", "average")
@@ -121,9 +122,10 @@ def pad(sentence: Sequence[str], order: int) -> list[str]:
     ------
     No tensors: ``len(output) == len(sentence) + order``.
     """
-    require_int("order", order, 1)
+    require_int("order", order, 1, MAX_ORDER)
     if isinstance(sentence, str):
         raise TypeError(f"sentence must be a list of words, not one str; found {sentence!r}")
+    require_words("sentence", sentence)
     return [BOS] * (order - 1) + list(sentence) + [EOS]
 
 
@@ -134,7 +136,7 @@ def ngrams(tokens: Sequence[str], order: int) -> list[tuple[str, ...]]:
     ------
     No tensors: ``max(0, len(tokens) - order + 1)`` tuples of length ``order``.
     """
-    require_int("order", order, 1)
+    require_words("tokens", tokens), require_int("order", order, 1)
     return [tuple(tokens[i:i + order]) for i in range(len(tokens) - order + 1)]
 
 
@@ -173,8 +175,8 @@ def add_delta_log_prob(pair_counts: Tensor, context_counts: Tensor, delta: float
     for name, value in (("pair_counts", pair_counts), ("context_counts", context_counts)):
         if not isinstance(value, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor of counts; found {type(value).__name__}")
-    require_number("delta", delta, 0.0)
-    require_int("vocab_size", vocab_size, 1)
+    require_number("delta", delta, 0.0), require_int("vocab_size", vocab_size, 1)
+    require_broadcastable("context_counts", context_counts, "pair_counts", pair_counts)
     pair = pair_counts.double()
     context = context_counts.double()
     if bool((pair < 0).any()) or bool((context < pair).any()):
@@ -223,7 +225,8 @@ class NGramModel:
     def __post_init__(self):
         require_int("order", self.order, 1)
         require_number("delta", self.delta, 0.0)
-        if isinstance(self.vocabulary, str) or not all(isinstance(w, str) for w in self.vocabulary):
+        if isinstance(self.vocabulary, str) or not isinstance(self.vocabulary, (list, tuple)) \
+                or not all(isinstance(w, str) for w in self.vocabulary):
             raise TypeError(f"vocabulary must be a sequence of str; found {self.vocabulary!r:.60}")
         self.vocabulary = tuple(self.vocabulary)
         self._ids = {word: i for i, word in enumerate(self.vocabulary)}

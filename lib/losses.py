@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from lib.validation import (
-    require_choice, require_float_tensor, require_float_tensors, require_same_shape,
+    INTEGER_DTYPES, require_choice, require_float_tensor, require_float_tensors, require_int, require_same_shape,
 )
 
 __all__ = [
@@ -219,15 +219,18 @@ def log_softmax(logits: Tensor, dim: int = -1) -> Tensor:
     ------
     ``(..., C, ...) -> (..., C, ...)``
     """
-    require_float_tensor("logits", logits)
+    require_float_tensor("logits", logits), require_int("dim", dim, -max(logits.dim(), 1))
+    if dim >= logits.dim() or logits.shape[dim] == 0:
+        raise ValueError(f"dim must pick a non-empty axis of logits {tuple(logits.shape)}; found dim = {dim}")
     # Shifting by the maximum changes nothing mathematically and keeps exp <= 1.
     shifted = logits - logits.amax(dim=dim, keepdim=True).detach()
     return shifted - torch.log(torch.exp(shifted).sum(dim=dim, keepdim=True))
 
 
 def _check_class_targets(targets: Tensor, batch: int, classes: int) -> None:
-    if targets.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
-        raise TypeError(f"targets must hold integer class indices; found {targets.dtype}")
+    if not isinstance(targets, Tensor) or targets.dtype not in INTEGER_DTYPES:
+        found = targets.dtype if isinstance(targets, Tensor) else type(targets).__name__
+        raise TypeError(f"targets must be a tensor of integer class indices; found {found}")
     if targets.shape != (batch,):
         raise ValueError(f"targets must have shape (B,) = ({batch},); found {tuple(targets.shape)}")
     if batch and (targets.min() < 0 or targets.max() >= classes):

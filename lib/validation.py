@@ -15,7 +15,8 @@ from torch import Tensor, nn
 __all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_lengths", "require_int", "require_number", "require_choice", "require_tokens",
            "require_float_tensor", "require_real", "require_words", "require_sentences",
            "require_same_dtype", "require_same_shape", "require_float_tensors",
-           "require_callable", "require_instance", "require_ids", "require_log_prob"]
+           "require_callable", "require_instance", "require_ids", "require_log_prob",
+           "require_broadcastable"]
 
 INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
@@ -168,3 +169,12 @@ def require_log_prob(name: str, value: object) -> None:
         raise TypeError(f"{name} must be a number (a log-probability); found {type(value).__name__}")
     if math.isnan(value) or value == math.inf:
         raise ValueError(f"{name} must be a log-probability (finite or -inf); found {value}")
+
+
+def require_broadcastable(name: str, value: Tensor, reference_name: str, reference: Tensor) -> None:
+    """Raise ValueError unless ``value`` broadcasts against ``reference``."""
+    try:
+        torch.broadcast_shapes(value.shape, reference.shape)
+    except RuntimeError:
+        raise ValueError(f"{name} must broadcast against {reference_name} {tuple(reference.shape)}; "
+                         f"found {tuple(value.shape)}") from None
