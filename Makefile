@@ -5,7 +5,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-SOURCES := $(shell find lib chapters backmatter _ext benchmarks -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' -o -name '*.json' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
+SOURCES := $(shell find lib chapters backmatter _ext benchmarks figures -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' -o -name '*.json' -o -name '*.svg' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
            intro.md _config.yml _toc.yml references.bib
 
 .PHONY: check-seeds setup book test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
