@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from lib.checks import CHECKS, Check, CheckFailed, check_masked_softmax, check_scaled_dot_product_attention
+from lib.checks.core import Slip, compare_tensors
 
 
 def test_every_check_is_registered_under_its_name():
@@ -113,3 +114,41 @@ def test_judging_is_separate_from_running_the_student_code():
         check.judge(cases, ["NotImplementedError: write it"] * len(cases))
     with pytest.raises(ValueError):  # one result per case, no fewer
         check.judge(cases, [])
+
+
+# ---- the data-driven core -----------------------------------------------------------------
+
+def test_compare_tensors_gives_the_distance_of_a_match_and_none_otherwise():
+    expected = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert compare_tensors(expected + 1e-9, expected, dict(atol=1e-6, rtol=0.0)) == pytest.approx(1e-9)
+    assert compare_tensors(expected + 1e-3, expected, dict(atol=1e-6, rtol=0.0)) is None
+    assert compare_tensors(expected[:1], expected, dict(atol=1e-6, rtol=0.0)) is None
+
+
+def cube_check(slips):
+    """An exercise in a few lines: cube x; x = 2 makes x² and 2x coincide, x = 3 tells them apart."""
+    return Check("cubes agree", lambda generator: [(torch.tensor([2.0], dtype=torch.float64),),
+                                                   (torch.tensor([3.0], dtype=torch.float64),)],
+                 lambda x: x**3, describe=lambda x: f"x = {x.item():g}", compared_with="x³", slips=slips,
+                 tolerance=dict(atol=0.1, rtol=0.0))
+
+
+def test_of_the_slips_that_fit_the_failing_case_the_one_that_fits_most_cases_is_named():
+    check = cube_check((Slip(lambda x: 2 * x, "you doubled x"), Slip(lambda x: x**2, "you squared x")))
+    cases = check.make_cases(None)
+    with pytest.raises(CheckFailed, match="for x = 2: you squared x"):
+        check.judge(cases, [x**2 for (x,) in cases])
+    with pytest.raises(CheckFailed, match="for x = 2: you doubled x"):
+        check.judge(cases, [2 * x for (x,) in cases])
+    with pytest.raises(CheckFailed, match=r"for x = 2 your result differs from x³ by up to 5 "):
+        check.judge(cases, [x + 1 for (x,) in cases])
+
+
+def test_of_slips_that_fit_every_case_the_closest_is_named():
+    check = cube_check((Slip(lambda x: x - 0.05, "a little less"), Slip(lambda x: x + 0.05, "a little more")))
+    cases = check.make_cases(None)
+    with pytest.raises(CheckFailed, match="a little more"):
+        check.judge(cases, [x + 0.04 for (x,) in cases])
+    with pytest.raises(CheckFailed, match="a little less"):
+        check.judge(cases, [x - 0.04 for (x,) in cases])
+    check(lambda x: x**3)

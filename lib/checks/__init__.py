@@ -12,11 +12,16 @@ has a stable output that nbval can compare. Every checker is registered in
 
 Checkers live in one module per chapter (``lib/checks/attention.py``, ...) and are
 re-exported here, so a check cell always writes ``from lib.checks import check_...``.
+Each is a :class:`Check` written as data (:mod:`lib.checks.core`): how to draw the
+cases, the book's answer to one case, and a table of known wrong answers
+(:class:`Slip`) with what to tell a student whose result equals one. Adding an
+exercise means writing those few lines; the comparison, the tolerance that
+follows the result's dtype and the messages are shared.
 """
 from lib.checks import activations, attention, decoding, memory, metrics, optim, rnn, seq2seq, transformer
 from lib.checks import word2vec
 from lib.checks import lm
-from lib.checks.core import Check, CheckFailed, fresh_generator
+from lib.checks.core import Check, CheckFailed, Slip, fresh_generator
 
 _CHAPTER_MODULES = (activations, optim, rnn, word2vec, lm, decoding, metrics, attention, seq2seq, transformer, memory)
 
@@ -29,4 +34,4 @@ CHECKS: dict[str, Check] = {
 }
 globals().update(CHECKS)
 
-__all__ = ["CHECKS", "Check", "CheckFailed", "fresh_generator", *CHECKS]
+__all__ = ["CHECKS", "Check", "CheckFailed", "Slip", "fresh_generator", *CHECKS]

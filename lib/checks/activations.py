@@ -6,14 +6,8 @@ import math
 import torch
 
 from lib.activations import gelu_grad
-from lib.checks.core import Check, CheckFailed, _require_tensor, tolerance_for
+from lib.checks.core import Check, Slip
 from lib.losses import binary_cross_entropy, cross_entropy
-
-
-def _largest_difference(found: torch.Tensor, expected: torch.Tensor) -> str:
-    difference = (found - expected).abs()
-    where = tuple(int(i) for i in torch.unravel_index(difference.argmax(), expected.shape))
-    return f"{difference.max():.3g} at index {where}"
 
 
 # ---- the derivative of GELU -------------------------------------------------------------
@@ -30,40 +24,29 @@ def gelu_grad_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]
     return cases
 
 
-def judge_gelu_grad(cases: list[tuple], results: list) -> None:
-    """Compare the student's derivative with :func:`lib.activations.gelu_grad` (exact form)."""
-    for (x,), found in zip(cases, results, strict=True):
-        found = _require_tensor(found, f"x of shape {tuple(x.shape)}")
-        tolerance = tolerance_for(found, dict(atol=1e-10, rtol=0.0))
-        expected = gelu_grad(x)
-        if found.shape != expected.shape:
-            raise CheckFailed(f"for x of shape {tuple(x.shape)} your derivative has shape {tuple(found.shape)}; "
-                              "it must have the shape of x (the derivative is taken element by element)")
-        found = found.to(expected.dtype)
-        if not torch.isfinite(found).all():
-            raise CheckFailed(f"your derivative contains NaN or inf for x of shape {tuple(x.shape)}")
-        if torch.allclose(found, expected, **tolerance):
-            continue
-        cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
-        diagnoses = (
-            (cdf, "you returned Φ(x) only: by the product rule, (x Φ(x))' = Φ(x) + x φ(x)"),
-            (x * torch.exp(-0.5 * x**2) / math.sqrt(2 * math.pi),
-             "you returned x φ(x) only: by the product rule, (x Φ(x))' = Φ(x) + x φ(x)"),
-            (gelu_grad(x, "tanh"), "that is the derivative of the tanh approximation; differentiate the exact x Φ(x)"),
-            (gelu_grad(x, "sigmoid"), "that is the derivative of the sigmoid approximation x σ(1.702x); "
-                                      "differentiate the exact x Φ(x)"),
-            (cdf + x * torch.exp(-(x**2)) / math.sqrt(2 * math.pi),
-             "the normal density is φ(x) = exp(-x²/2) / √(2π): check the exponent"),
-        )
-        for wrong, message in diagnoses:
-            if torch.allclose(found, wrong, atol=1e-8, rtol=0):
-                raise CheckFailed(message)
-        raise CheckFailed(f"your derivative differs from Φ(x) + x φ(x) by up to {_largest_difference(found, expected)}")
+def _cdf(x: torch.Tensor) -> torch.Tensor:
+    """Φ(x), the standard normal distribution function."""
+    return 0.5 * (1 + torch.erf(x / math.sqrt(2)))
 
 
 check_gelu_grad = Check(
     "GELU'(x) = Φ(x) + x φ(x) agrees with lib.activations.gelu_grad on 10 fresh random tensors",
-    gelu_grad_cases, judge_gelu_grad,
+    gelu_grad_cases, gelu_grad,
+    describe=lambda x: f"x of shape {tuple(x.shape)}",
+    compared_with="Φ(x) + x φ(x)", noun="derivative", layout="x.shape",
+    slips=(
+        Slip(_cdf, "you returned Φ(x) only: by the product rule, (x Φ(x))' = Φ(x) + x φ(x)"),
+        Slip(lambda x: x * torch.exp(-0.5 * x**2) / math.sqrt(2 * math.pi),
+             "you returned x φ(x) only: by the product rule, (x Φ(x))' = Φ(x) + x φ(x)"),
+        Slip(lambda x: gelu_grad(x, "tanh"),
+             "that is the derivative of the tanh approximation; differentiate the exact x Φ(x)"),
+        Slip(lambda x: gelu_grad(x, "sigmoid"), "that is the derivative of the sigmoid approximation x σ(1.702x); "
+                                                "differentiate the exact x Φ(x)"),
+        Slip(lambda x: _cdf(x) + x * torch.exp(-(x**2)) / math.sqrt(2 * math.pi),
+             "the normal density is φ(x) = exp(-x²/2) / √(2π): check the exponent"),
+    ),
+    shape_hint=lambda shape, x: ": it must have the shape of x (the derivative is taken element by element)",
+    tolerance=dict(atol=1e-10, rtol=0.0),
     forbidden=("torch.nn.functional.gelu", "torch.autograd", "torch.func", ".backward"),
 )
 
@@ -89,46 +72,34 @@ def cross_entropy_cases(generator: torch.Generator, trials: int = 12) -> list[tu
     return cases
 
 
-def judge_cross_entropy(cases: list[tuple], results: list) -> None:
-    """Compare the student's loss with :func:`lib.losses.cross_entropy` (mean over the batch)."""
-    for (logits, targets), found in zip(cases, results, strict=True):
-        shapes = f"logits of shape {tuple(logits.shape)}"
-        found = _require_tensor(found, shapes)
-        tolerance = tolerance_for(found, dict(atol=1e-8, rtol=1e-10))
-        expected = cross_entropy(logits, targets)
-        per_example = cross_entropy(logits, targets, reduction="none")  # (B,)
-        if found.shape == per_example.shape and torch.allclose(found.to(per_example.dtype), per_example, atol=1e-8):
-            raise CheckFailed("you returned one loss per example; return their mean over the batch (a scalar)")
-        if found.numel() != 1:
-            raise CheckFailed(f"for {shapes} your loss has shape {tuple(found.shape)}; expected a scalar (the mean)")
-        value = found.reshape(()).to(expected.dtype)
-        if not torch.isfinite(value):
-            raise CheckFailed(
-                f"your loss is {value.item()} for {shapes} with entries up to {logits.abs().max():.0f}: exp "
-                "overflows or underflows; subtract each row's maximum before exponentiating (the log-sum-exp trick)"
-            )
-        if torch.isclose(value, expected, **tolerance):
-            continue
-        batch = logits.shape[0]
-        q = torch.softmax(logits, -1)
-        one_hot = torch.nn.functional.one_hot(targets, logits.shape[1]).to(logits.dtype)
-        diagnoses = (
-            (per_example.sum(), "you summed the losses; divide by the batch size (the mean)"),
-            (-expected, "your loss has the wrong sign: it is minus the log-probability of the true class"),
-            (binary_cross_entropy(q, one_hot, reduction="sum") / batch,
-             "that is the two-class formula -Σ (p log q + (1-p) log(1-q)) summed over the classes; "
-             "for C classes the cross-entropy is -Σ p log q (only the true class counts)"),
-            (-torch.log_softmax(logits, dim=0).gather(1, targets[:, None]).mean(),
-             "your softmax runs over the batch; it must run over the classes (the last axis)"),
-        )
-        for wrong, message in diagnoses:
-            if torch.isclose(value, wrong, **tolerance):
-                raise CheckFailed(f"for {shapes}: {message}")
-        raise CheckFailed(f"for {shapes} your loss is {value.item():.6g}; expected {expected.item():.6g}")
+def _two_class_formula(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """-Σ (p log q + (1-p) log(1-q)) over the classes, averaged over the batch."""
+    one_hot = torch.nn.functional.one_hot(targets, logits.shape[1]).to(logits.dtype)  # (B, C)
+    return binary_cross_entropy(torch.softmax(logits, -1), one_hot, reduction="sum") / logits.shape[0]
 
 
 check_cross_entropy = Check(
     "softmax cross-entropy agrees with lib.losses.cross_entropy on 12 fresh random batches, large logits included",
-    cross_entropy_cases, judge_cross_entropy,
-    forbidden=("torch.nn.functional", "torch.nn.CrossEntropyLoss", "torch.log_softmax", "torch.softmax", ".log_softmax", ".softmax", ".logsumexp", "torch.logsumexp"),
+    cross_entropy_cases, cross_entropy,
+    describe=lambda logits, targets: f"logits of shape {tuple(logits.shape)}",
+    compared_with="lib.losses.cross_entropy", noun="loss", layout=" (the mean over the batch)",
+    slips=(
+        Slip(lambda logits, targets: cross_entropy(logits, targets, reduction="sum"),
+             "you summed the losses; divide by the batch size (the mean)"),
+        Slip(lambda logits, targets: -cross_entropy(logits, targets),
+             "your loss has the wrong sign: it is minus the log-probability of the true class"),
+        Slip(_two_class_formula,
+             "that is the two-class formula -Σ (p log q + (1-p) log(1-q)) summed over the classes; for C classes "
+             "the cross-entropy is -Σ p log q (only the true class counts)"),
+        Slip(lambda logits, targets: -torch.log_softmax(logits, dim=0).gather(1, targets[:, None]).mean(),
+             "your softmax runs over the batch; it must run over the classes (the last axis)"),
+    ),
+    shape_hint=lambda shape, logits, targets: (
+        ": you returned one loss per example; return their mean over the batch" if shape == (logits.shape[0],)
+        else ""),
+    nan_hint=": exp overflows or underflows; subtract each row's maximum before exponentiating (the log-sum-exp "
+             "trick)",
+    tolerance=dict(atol=1e-8, rtol=1e-10),
+    forbidden=("torch.nn.functional", "torch.nn.CrossEntropyLoss", "torch.log_softmax", "torch.softmax",
+               ".log_softmax", ".softmax", ".logsumexp", "torch.logsumexp"),
 )

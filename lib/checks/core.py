@@ -1,8 +1,17 @@
-"""The machinery shared by every chapter's checkers (see :mod:`lib.checks`)."""
+"""The machinery shared by every chapter's checkers (see :mod:`lib.checks`).
+
+A checker is data: how to draw the cases, the book's answer to one case, and a
+table of known wrong answers (:class:`Slip`), each with what to tell a student
+whose result equals it. :class:`Check` runs the same comparison for every
+exercise (:func:`compare_tensors`): shape, dtype and NaN first, then the value;
+a wrong value is explained by the closest slip that reproduces the student's
+result on every case, else by a property every right answer has (``rules``),
+else by where and by how much it differs.
+"""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -38,34 +47,6 @@ def _require_tensor(found, context: str, hint: str = "") -> torch.Tensor:
     return found
 
 
-@dataclass(frozen=True)
-class Check:
-    """The checker of one coding exercise.
-
-    ``make_cases(generator)`` draws the inputs (a list of argument tuples);
-    ``judge(cases, results)`` compares what the student's function returned for
-    each case with the book's implementation and raises :class:`CheckFailed`.
-    A check cell calls the ``Check`` with the student's function; the grader
-    (:mod:`lib.grading`) calls ``make_cases`` and ``judge`` in its own process
-    and lets only the student's function run, in a sandbox. ``forbidden`` lists
-    what the exercise text forbids (dotted names, or ``".method"``): the grader's
-    static scan flags a solution that uses one for REVIEW
-    (:func:`lib.grading.scan.review_flags`).
-    """
-
-    success: str  # printed after "✓ " when every case passes
-    make_cases: Callable[[torch.Generator], list[tuple]]
-    judge: Callable[[list[tuple], list], None]
-    forbidden: tuple[str, ...] = ()
-
-    def __call__(self, student_fn) -> None:
-        if not callable(student_fn):
-            raise CheckFailed(f"expected a function; found {type(student_fn).__name__}")
-        cases = self.make_cases(fresh_generator())
-        self.judge(cases, [_outcome(student_fn, args) for args in cases])
-        print(f"✓ {self.success}")
-
-
 # The dtype policy: inputs are float64; a float64 result is held to the checker's own tolerance,
 # a result in a lower precision (float32, float16, bfloat16) to at least float32's, about 1e-4.
 # Every slip the checkers diagnose is far larger than either.
@@ -89,33 +70,187 @@ def tolerance_for(found: torch.Tensor, tolerance: dict) -> dict:
     return {key: max(value, FLOAT32_TOLERANCE[key]) for key, value in tolerance.items()}
 
 
-def compare_tensors(found: torch.Tensor, expected: torch.Tensor, context: str, layout: str,
-                    diagnoses: tuple, shape_hints: dict, reference: str,
-                    tolerance: dict = dict(atol=1e-6, rtol=1e-6)) -> None:
-    """Shape, NaN and value checks shared by the checkers.
+def compare_tensors(found: torch.Tensor, target: torch.Tensor, tolerance: dict) -> float | None:
+    """How far ``found`` is from ``target`` if it matches it, else None.
 
-    ``diagnoses`` are (wrong answer, message) pairs: a result equal to a known
-    wrong answer gets that answer's message. ``shape_hints`` maps a wrong shape
-    to advice. ``reference`` names the module the answer is compared with.
-    ``tolerance`` applies to float64 results; lower-precision results are
-    compared with :func:`tolerance_for`'s looser one.
+    The one comparison every checker makes, against the book's answer and against
+    each known wrong answer: ``found`` matches ``target`` when the shapes agree and
+    every entry is within ``atol + rtol × |target|``.
+
+    Parameters
+    ----------
+    found : torch.Tensor
+        The student's result, already converted to ``target``'s dtype.
+    target : torch.Tensor
+        The book's answer, or a known wrong answer.
+    tolerance : dict
+        ``atol`` and ``rtol``, as :func:`tolerance_for` gives them.
+
+    Returns
+    -------
+    float or None
+        The largest absolute difference (0.0 for an exact match), or None when
+        the shapes differ or some entry is out of tolerance.
+
+    Shapes
+    ------
+    ``found`` and ``target``: any shape; different shapes never match.
     """
-    if tuple(found.shape) != tuple(expected.shape):
-        hint = shape_hints.get(tuple(found.shape), "")
-        raise CheckFailed(f"for {context} your result has shape {tuple(found.shape)}; expected {layout} = "
-                          f"{tuple(expected.shape)}{hint}")
-    tolerance = tolerance_for(found, tolerance)
-    returned = str(found.dtype).removeprefix("torch.")
-    found = found.detach().to(expected.dtype)
-    if torch.isnan(found).any():
-        raise CheckFailed(f"your result contains NaN for {context}")
-    if torch.allclose(found, expected, **tolerance):
-        return
-    for wrong, message in diagnoses:
-        if wrong.shape == found.shape and torch.allclose(found, wrong, **tolerance):
-            raise CheckFailed(f"for {context}: {message}")
-    difference = (found - expected).abs()
-    where = tuple(int(i) for i in torch.unravel_index(difference.argmax(), expected.shape))
-    raise CheckFailed(f"for {context} your result differs from {reference}'s by up to {difference.max():.3g} "
-                      f"(at index {where}; a {returned} result may differ by atol {tolerance['atol']:g} + "
-                      f"rtol {tolerance['rtol']:g} × |expected|)")
+    if found.shape != target.shape or not torch.allclose(found, target, **tolerance):
+        return None
+    return float((found - target).abs().max()) if found.numel() else 0.0
+
+
+@dataclass(frozen=True)
+class Slip:
+    """A known wrong answer: how to compute it from a case's arguments, and what to tell a
+    student whose result equals it."""
+
+    answer: Callable[..., torch.Tensor]
+    message: str
+
+
+def _no_hint(shape: tuple, *args) -> str:
+    return ""
+
+
+@dataclass(frozen=True)
+class Check:
+    """The checker of one coding exercise, written as data.
+
+    ``make_cases(generator)`` draws the inputs (a list of argument tuples);
+    ``reference(*case)`` is the book's answer to one case and ``slips`` the known
+    wrong answers. ``judge(cases, results)`` compares what the student's function
+    returned for each case and raises :class:`CheckFailed` at the first case it
+    gets wrong. A check cell calls the ``Check`` with the student's function; the
+    grader (:mod:`lib.grading`) calls ``make_cases`` and ``judge`` in its own
+    process and lets only the student's function run, in a sandbox. ``forbidden``
+    lists what the exercise text forbids (dotted names, or ``".method"``): the
+    grader's static scan flags a solution that uses one for REVIEW
+    (:func:`lib.grading.scan.review_flags`).
+
+    The other fields shape the messages: ``describe(*case)`` names a case,
+    ``noun`` the result ("weights", "loss"), ``layout`` its expected shape in
+    symbols ("(B, T, H)"); ``shape_hint(shape, *case)`` advises on a wrong shape,
+    ``error_hint`` on a ``RuntimeError`` (usually a shape clash), ``nan_hint`` on
+    NaN or inf; ``rules(found, expected, *case)`` names a property every right
+    answer has and the result lacks (or returns None); ``mismatch(found,
+    expected, *case)`` replaces the last-resort "differs by up to" message, which
+    names the answer ``compared_with``. ``integers`` asks for an integer dtype
+    (indices); whole-number results (counts) may come as floats.
+    """
+
+    success: str  # printed after "✓ " when every case passes
+    make_cases: Callable[[torch.Generator], list[tuple]]
+    reference: Callable[..., torch.Tensor]
+    describe: Callable[..., str]
+    compared_with: str
+    slips: tuple[Slip, ...] = ()
+    noun: str = "result"
+    layout: str = ""
+    shape_hint: Callable[..., str] = _no_hint
+    error_hint: str = ""
+    nan_hint: str = ""
+    rules: Callable[..., str | None] | None = None
+    mismatch: Callable[..., str] | None = None
+    tolerance: dict = field(default_factory=lambda: dict(atol=1e-6, rtol=1e-6))
+    integers: bool = False
+    forbidden: tuple[str, ...] = ()
+
+    def __call__(self, student_fn) -> None:
+        if not callable(student_fn):
+            raise CheckFailed(f"expected a function; found {type(student_fn).__name__}")
+        cases = self.make_cases(fresh_generator())
+        self.judge(cases, [_outcome(student_fn, args) for args in cases])
+        print(f"✓ {self.success}")
+
+    def judge(self, cases: list[tuple], results: list) -> None:
+        """Compare ``results[i]``, what the student's function returned for ``cases[i]`` (or the
+        text ``"ErrorType: message"`` of what it raised), with the book's answers."""
+        for index, (case, found) in enumerate(zip(cases, results, strict=True)):
+            if not isinstance(found, torch.Tensor):
+                hint = self.error_hint if isinstance(found, str) and found.startswith("RuntimeError") else ""
+                _require_tensor(found, self.describe(*case), hint)
+            expected = self.reference(*case)
+            found, tolerance = self._comparable(found, expected, case)
+            if compare_tensors(found, expected, tolerance) is None:
+                raise CheckFailed(self._explain(found, tolerance, expected, index, cases, results))
+
+    def _has(self, verb: str) -> str:
+        """``verb`` agreeing with the noun: "has"/"have", "differs"/"differ", "contains"/"contain"."""
+        plural = self.noun.endswith("s") and not self.noun.endswith("ss")
+        return {"has": "have"}.get(verb, verb[:-1]) if plural else verb
+
+    def _comparable(self, found: torch.Tensor, expected: torch.Tensor, case: tuple) -> tuple[torch.Tensor, dict]:
+        """``found`` in ``expected``'s dtype and shape with the tolerance its own dtype earns, or a
+        :class:`CheckFailed` saying why it cannot be compared."""
+        found = found.detach()
+        if expected.dim() == 0 and found.numel() == 1:
+            found = found.reshape(())
+        if found.shape != expected.shape:
+            shape = tuple(found.shape)
+            wanted = (f"expected a scalar: return one number{self.layout}" if expected.dim() == 0
+                      else f"expected {self.layout} = {tuple(expected.shape)}")
+            raise CheckFailed(f"for {self.describe(*case)} your {self.noun} {self._has('has')} shape {shape}; {wanted}"
+                              f"{self.shape_hint(shape, *case)}")
+        returned = str(found.dtype).removeprefix("torch.")
+        if expected.is_floating_point() and not found.is_floating_point():
+            raise CheckFailed(f"your {self.noun} {self._has('has')} dtype {returned}; return floats")
+        if not expected.is_floating_point() and found.is_floating_point():
+            if self.integers:
+                raise CheckFailed(f"your {self.noun} {self._has('has')} dtype {returned}; return integers "
+                                  "(torch.long)")
+            if not torch.equal(found, found.round()):
+                raise CheckFailed(f"for {self.describe(*case)} your {self.noun} {found.tolist()} are not whole numbers")
+        if found.is_floating_point() and not torch.isfinite(found).all():
+            raise CheckFailed(f"your {self.noun} {self._has('contains')} NaN or inf for {self.describe(*case)}"
+                              f"{self.nan_hint}")
+        return found.to(expected.dtype), tolerance_for(found, self.tolerance)
+
+    def _explain(self, found: torch.Tensor, tolerance: dict, expected: torch.Tensor, index: int,
+                 cases: list[tuple], results: list) -> str:
+        """Why ``found``, the comparable but wrong result for ``cases[index]``, is wrong.
+
+        Of the slips that reproduce it, the one that also reproduces the most of
+        the other results (one case alone can fit several slips), then the
+        closest; else a broken rule; else where and by how much it differs.
+        """
+        case = cases[index]
+        context = self.describe(*case)
+        candidates = []  # (distance, slip) for every slip that reproduces found
+        for slip in self.slips:
+            distance = compare_tensors(found, torch.as_tensor(slip.answer(*case)).to(found.dtype), tolerance)
+            if distance is not None:
+                candidates.append((distance, slip))
+        if len(candidates) > 1:
+            others = self._comparable_results(cases, results)
+            candidates = [(-sum(compare_tensors(result, torch.as_tensor(slip.answer(*other)).to(result.dtype),
+                                                allowed) is not None for other, result, allowed in others),
+                           distance, slip) for distance, slip in candidates]
+        if candidates:
+            return f"for {context}: {min(candidates, key=lambda ranked: ranked[:-1])[-1].message}"
+        broken = self.rules(found, expected, *case) if self.rules else None
+        if broken:
+            return f"for {context}: {broken}"
+        if self.mismatch:
+            return f"for {context} {self.mismatch(found, expected, *case)}"
+        if found.dim() == 0:
+            return f"for {context} your {self.noun} is {found.item():.6g}; expected {expected.item():.6g}"
+        difference = (found - expected).abs()
+        where = tuple(int(i) for i in torch.unravel_index(difference.argmax(), difference.shape))
+        returned = str(results[index].dtype).removeprefix("torch.")
+        return (f"for {context} your {self.noun} {self._has('differs')} from {self.compared_with} by up to "
+                f"{difference.max():.3g} (at index {where}; a {returned} result may differ by atol "
+                f"{tolerance['atol']:g} + rtol {tolerance['rtol']:g} × |expected|)")
+
+    def _comparable_results(self, cases: list[tuple], results: list) -> list[tuple]:
+        """``(case, result, tolerance)`` for every result that can be compared: a tensor of the right shape
+        and dtype, without NaN (a raised error or a wrong shape says nothing about a slip)."""
+        comparable = []
+        for case, result in zip(cases, results):
+            if isinstance(result, torch.Tensor):
+                try:
+                    comparable.append((case, *self._comparable(result, self.reference(*case), case)))
+                except CheckFailed:
+                    continue
+        return comparable

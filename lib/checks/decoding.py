@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from lib.checks.core import Check, CheckFailed, _require_tensor
+from lib.checks.core import Check, Slip
 from lib.decoding import expand_and_prune, sampling_distribution
 
 
@@ -25,48 +25,40 @@ def expand_and_prune_cases(generator: torch.Generator, trials: int = 20) -> list
     return cases
 
 
-def judge_expand_and_prune(cases: list[tuple], results: list) -> None:
-    """Compare the student's flat indices with :func:`lib.decoding.expand_and_prune`."""
-    for (beam_scores, log_probs, beam_size), found in zip(cases, results, strict=True):
-        shapes = f"beam_scores of shape {tuple(beam_scores.shape)}, log_probs {tuple(log_probs.shape)}, " \
-                 f"beam_size {beam_size}"
-        found = _require_tensor(found, shapes)
-        vocab_size = log_probs.shape[1]
-        parents, tokens, _ = expand_and_prune(beam_scores, log_probs, beam_size)
-        expected = parents * vocab_size + tokens
-        if found.shape != expected.shape:
-            raise CheckFailed(
-                f"for {shapes} your result has shape {tuple(found.shape)}; expected ({beam_size},): "
-                "one flat index per kept candidate"
-            )
-        if found.is_floating_point() or found.is_complex():
-            raise CheckFailed(f"your indices have dtype {found.dtype}; return integers (torch.long)")
-        found = found.long()
-        if torch.equal(found, expected):
-            continue
-        candidates = (beam_scores[:, None] + log_probs).flatten()  # (K * V,)
-        last_token_only = log_probs.flatten().topk(beam_size).indices
-        if torch.equal(found, last_token_only):
-            raise CheckFailed(
-                f"for {shapes}: you ranked the candidates by the new token's log-probability alone; "
-                "a candidate's score is its hypothesis's score plus that log-probability"
-            )
-        if torch.equal(found, tokens):
-            raise CheckFailed(
-                f"for {shapes}: you returned the token ids; return flat indices parent * V + token "
-                "(the position in the flattened (K, V) table of candidates)"
-            )
-        if torch.equal(found.sort().values, expected.sort().values):
-            raise CheckFailed(f"for {shapes}: you kept the right candidates, but list them best first")
-        raise CheckFailed(
-            f"for {shapes}: your indices {found.tolist()} are not the {beam_size} best candidates "
-            f"{expected.tolist()} (scores {[round(v, 3) for v in candidates[expected].tolist()]})"
-        )
+def _flat_indices(beam_scores, log_probs, beam_size) -> torch.Tensor:
+    """The kept candidates of :func:`lib.decoding.expand_and_prune` as flat indices parent * V + token."""
+    parents, tokens, _ = expand_and_prune(beam_scores, log_probs, beam_size)
+    return parents * log_probs.shape[1] + tokens  # (beam_size,)
+
+
+def _wrong_order(found: torch.Tensor, expected: torch.Tensor, *case) -> str | None:
+    if torch.equal(found.sort().values, expected.sort().values):
+        return "you kept the right candidates, but list them best first"
+    return None
+
+
+def _not_the_best(found: torch.Tensor, expected: torch.Tensor, beam_scores, log_probs, beam_size) -> str:
+    candidates = (beam_scores[:, None] + log_probs).flatten()  # (K * V,)
+    return (f"your indices {found.tolist()} are not the {beam_size} best candidates {expected.tolist()} "
+            f"(scores {[round(v, 3) for v in candidates[expected].tolist()]})")
 
 
 check_expand_and_prune = Check(
     "the kept candidates agree with lib.decoding.expand_and_prune on 20 fresh random beams",
-    expand_and_prune_cases, judge_expand_and_prune,
+    expand_and_prune_cases, _flat_indices,
+    describe=lambda beam_scores, log_probs, beam_size: (f"beam_scores of shape {tuple(beam_scores.shape)}, "
+                                                        f"log_probs {tuple(log_probs.shape)}, beam_size {beam_size}"),
+    compared_with="lib.decoding.expand_and_prune", layout="(beam_size,)",
+    slips=(
+        Slip(lambda beam_scores, log_probs, beam_size: log_probs.flatten().topk(beam_size).indices,
+             "you ranked the candidates by the new token's log-probability alone; a candidate's score is its "
+             "hypothesis's score plus that log-probability"),
+        Slip(lambda *case: expand_and_prune(*case)[1], "you returned the token ids; return flat indices parent * V "
+                                                      "+ token (the position in the flattened (K, V) table of "
+                                                      "candidates)"),
+    ),
+    shape_hint=lambda shape, *case: ": one flat index per kept candidate",
+    rules=_wrong_order, mismatch=_not_the_best, tolerance=dict(atol=0.0, rtol=0.0), integers=True,
 )
 
 
@@ -87,40 +79,27 @@ def sampling_distribution_cases(generator: torch.Generator, trials: int = 20) ->
     return cases
 
 
-def judge_sampling_distribution(cases: list[tuple], results: list) -> None:
-    """Compare the student's probabilities with :func:`lib.decoding.sampling_distribution`."""
-    for (log_probs, temperature, top_k), found in zip(cases, results, strict=True):
-        setting = f"log_probs of shape {tuple(log_probs.shape)}, temperature {temperature}, top_k {top_k}"
-        found = _require_tensor(found, setting)
-        expected = sampling_distribution(log_probs, temperature, top_k)
-        if found.shape != expected.shape:
-            raise CheckFailed(
-                f"for {setting} your probabilities have shape {tuple(found.shape)}; expected {tuple(expected.shape)}"
-            )
-        found = found.to(expected.dtype)
-        if torch.isnan(found).any():
-            raise CheckFailed(f"your probabilities contain NaN for {setting}")
-        if torch.allclose(found, expected, atol=1e-8):
-            continue
-        sums = found.sum(-1)
-        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-6):
-            raise CheckFailed(
-                f"for {setting} your probabilities sum to {sums.flatten()[0]:.4f}, not 1: renormalise "
-                "after dropping the tokens outside the top k"
-            )
-        if top_k is not None and ((expected == 0) & (found.abs() > 1e-12)).any():
-            raise CheckFailed(f"for {setting} you give probability to tokens outside the {top_k} most probable")
-        if torch.allclose(found, sampling_distribution(log_probs * temperature, 1.0, top_k), atol=1e-8):
-            raise CheckFailed(f"for {setting}: you multiplied by the temperature; divide log_probs by it")
-        if torch.allclose(found, sampling_distribution(log_probs, 1.0, top_k), atol=1e-8):
-            raise CheckFailed(f"for {setting}: the temperature has no effect in your answer; use log_probs / T")
-        raise CheckFailed(
-            f"for {setting} your probabilities differ from softmax(log_probs / T) over the top k by up to "
-            f"{(found - expected).abs().max():.3g}"
-        )
+def _not_a_distribution(found: torch.Tensor, expected: torch.Tensor, log_probs, temperature, top_k) -> str | None:
+    sums = found.sum(-1)
+    if not torch.allclose(sums, torch.ones_like(sums), atol=1e-6):
+        return (f"your probabilities sum to {sums.flatten()[0]:.4f}, not 1: renormalise after dropping the tokens "
+                "outside the top k")
+    if top_k is not None and ((expected == 0) & (found.abs() > 1e-12)).any():
+        return f"you give probability to tokens outside the {top_k} most probable"
+    return None
 
 
 check_sampling_distribution = Check(
     "tempered top-k probabilities agree with lib.decoding.sampling_distribution on 20 fresh random cases",
-    sampling_distribution_cases, judge_sampling_distribution,
+    sampling_distribution_cases, sampling_distribution,
+    describe=lambda log_probs, temperature, top_k: (f"log_probs of shape {tuple(log_probs.shape)}, temperature "
+                                                    f"{temperature}, top_k {top_k}"),
+    compared_with="softmax(log_probs / T) over the top k", noun="probabilities", layout="log_probs.shape",
+    slips=(
+        Slip(lambda log_probs, temperature, top_k: sampling_distribution(log_probs * temperature, 1.0, top_k),
+             "you multiplied by the temperature; divide log_probs by it"),
+        Slip(lambda log_probs, temperature, top_k: sampling_distribution(log_probs, 1.0, top_k),
+             "the temperature has no effect in your answer; use log_probs / T"),
+    ),
+    rules=_not_a_distribution, tolerance=dict(atol=1e-8, rtol=0.0),
 )

@@ -1,11 +1,10 @@
 """Checkers for the exercises of chapter 6 (language models and sequence generation)."""
 from __future__ import annotations
 
-import math
-
 import torch
+import torch.nn.functional as F
 
-from lib.checks.core import Check, CheckFailed, _require_tensor
+from lib.checks.core import Check, Slip
 from lib.lm import add_delta_log_prob
 from lib.softmax_approx import nce_logits, nce_loss
 
@@ -31,40 +30,31 @@ def add_delta_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]
     return cases
 
 
-def judge_add_delta(cases: list[tuple], results: list) -> None:
-    """Compare the student's table with :func:`lib.lm.add_delta_log_prob`."""
-    for (counts, delta), found in zip(cases, results, strict=True):
-        setting = f"counts of shape {tuple(counts.shape)}, delta = {delta}"
-        found = _require_tensor(found, setting)
-        expected = add_delta_log_prob(counts, counts.sum(-1, keepdim=True), delta, counts.shape[1]).exp()
-        if found.shape != expected.shape:
-            raise CheckFailed(f"for {setting} your table has shape {tuple(found.shape)}; expected "
-                              f"{tuple(expected.shape)}: one probability per (context, word) pair")
-        found = found.to(expected.dtype)
-        if torch.isnan(found).any():
-            raise CheckFailed(f"your probabilities contain NaN for {setting}: with delta > 0 even a context "
-                              "seen 0 times has a defined (uniform) distribution")
-        if torch.allclose(found, expected, atol=1e-6, rtol=1e-5):  # float32 answers pass
-            continue
-        mle = counts / counts.sum(-1, keepdim=True).clamp(min=1)
-        if torch.allclose(found, mle, atol=1e-6):  # named before the row sums, which it also breaks
-            raise CheckFailed(f"for {setting} you returned the unsmoothed relative frequencies; add delta")
-        sums = found.sum(-1)
-        row = int((sums - 1).abs().argmax())
-        if abs(float(sums[row]) - 1) > 1e-6:
-            raise CheckFailed(
-                f"for {setting} your row {row} sums to {float(sums[row]):.4f}, not 1: the denominator is the "
-                "context's count plus delta once for every word of the vocabulary, m(h) + delta * |V|"
-            )
-        raise CheckFailed(
-            f"for {setting} your probabilities differ from (m(h, w) + delta) / (m(h) + delta |V|) by up to "
-            f"{(found - expected).abs().max():.3g}"
-        )
+def _add_delta(counts: torch.Tensor, delta: float) -> torch.Tensor:
+    """The smoothed table (m(h, w) + delta) / (m(h) + delta |V|) from :func:`lib.lm.add_delta_log_prob`."""
+    return add_delta_log_prob(counts, counts.sum(-1, keepdim=True), delta, counts.shape[1]).exp()
+
+
+def _rows_not_normalised(found: torch.Tensor, expected: torch.Tensor, counts, delta) -> str | None:
+    sums = found.sum(-1)
+    row = int((sums - 1).abs().argmax())
+    if abs(float(sums[row]) - 1) <= 1e-6:
+        return None
+    return (f"your row {row} sums to {float(sums[row]):.4f}, not 1: the denominator is the context's count plus "
+            "delta once for every word of the vocabulary, m(h) + delta * |V|")
 
 
 check_add_delta = Check(
     "add-delta probabilities agree with lib.lm.add_delta_log_prob on 20 fresh random count tables",
-    add_delta_cases, judge_add_delta,
+    add_delta_cases, _add_delta,
+    describe=lambda counts, delta: f"counts of shape {tuple(counts.shape)}, delta = {delta}",
+    compared_with="(m(h, w) + delta) / (m(h) + delta |V|)", noun="table", layout="(C, V)",
+    # The unsmoothed answer is named before the row sums, which it also breaks.
+    slips=(Slip(lambda counts, delta: counts / counts.sum(-1, keepdim=True).clamp(min=1),
+                "you returned the unsmoothed relative frequencies; add delta"),),
+    shape_hint=lambda shape, counts, delta: ": one probability per (context, word) pair",
+    nan_hint=": with delta > 0 even a context seen 0 times has a defined (uniform) distribution",
+    rules=_rows_not_normalised, tolerance=dict(atol=1e-6, rtol=1e-5),
 )
 
 
@@ -85,40 +75,27 @@ def nce_loss_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
     return cases
 
 
-def judge_nce_loss(cases: list[tuple], results: list) -> None:
-    """Compare the student's loss with :func:`lib.softmax_approx.nce_loss`."""
-    for (data, noise, data_q, noise_q), found in zip(cases, results, strict=True):
-        batch, k = noise.shape
-        setting = f"B = {batch} data words with K = {k} noise words each"
-        found = _require_tensor(found, setting)
-        if found.numel() != 1:
-            raise CheckFailed(f"for {setting} your loss has shape {tuple(found.shape)}; return one number "
-                              "(the mean over all B (K + 1) classified words)")
-        value = float(found.reshape(()))
-        expected = float(nce_loss(data, noise, data_q, noise_q))
-        if math.isnan(value):
-            raise CheckFailed(f"your loss is NaN for {setting}")
-        if abs(value - expected) <= 1e-6 * max(1.0, abs(expected)):  # float32 answers pass
-            continue
-
-        def variant(logit_data, logit_noise, scale):
-            return float(-(torch.nn.functional.logsigmoid(logit_data).sum()
-                           + torch.nn.functional.logsigmoid(-logit_noise).sum()) / scale)
-
-        without_k = variant(data - data_q, noise - noise_q, batch * (k + 1))
-        diagnoses = (
-            (without_k, "your logits miss the log K: the classifier's logit is s - log(K q), not s - log q"),
-            (variant(nce_logits(data, data_q, k), nce_logits(noise, noise_q, k), batch),
-             "you divided by B only; average over all B (K + 1) words, data and noise"),
-            (-expected, "your loss has the wrong sign: minimise the negative log-likelihood of the labels"),
-        )
-        for wrong, message in diagnoses:
-            if abs(value - wrong) <= 1e-6 * max(1.0, abs(wrong)):
-                raise CheckFailed(f"for {setting}: {message}")
-        raise CheckFailed(f"for {setting} your loss is {value:.6f}; expected {expected:.6f}")
+def _nce_slip(data, noise, data_q, noise_q, log_k: bool = True, per_data_word: bool = False) -> torch.Tensor:
+    """The NCE loss with the usual slips: no log K in the logits, or an average over the B data words only."""
+    k = noise.shape[1] if log_k else 1
+    total = F.logsigmoid(nce_logits(data, data_q, k)).sum() + F.logsigmoid(-nce_logits(noise, noise_q, k)).sum()
+    return -total / (data.numel() if per_data_word else data.numel() + noise.numel())
 
 
 check_nce_loss = Check(
     "the NCE loss agrees with lib.softmax_approx.nce_loss on 20 fresh random batches",
-    nce_loss_cases, judge_nce_loss,
+    nce_loss_cases, nce_loss,
+    describe=lambda data, noise, data_q, noise_q: f"B = {noise.shape[0]} data words with K = {noise.shape[1]} "
+                                                  "noise words each",
+    compared_with="lib.softmax_approx.nce_loss", noun="loss",
+    layout=" (the mean over all B (K + 1) classified words)",
+    slips=(
+        Slip(lambda *case: _nce_slip(*case, log_k=False),
+             "your logits miss the log K: the classifier's logit is s - log(K q), not s - log q"),
+        Slip(lambda *case: _nce_slip(*case, per_data_word=True),
+             "you divided by B only; average over all B (K + 1) words, data and noise"),
+        Slip(lambda *case: -nce_loss(*case),
+             "your loss has the wrong sign: minimise the negative log-likelihood of the labels"),
+    ),
+    tolerance=dict(atol=1e-6, rtol=1e-6),
 )

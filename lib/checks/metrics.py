@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
-from lib.checks.core import Check, CheckFailed, _require_tensor
+from lib.checks.core import Check, Slip
 from lib.metrics import bleu_from_counts, clipped_counts, ngram_counts
 
 _WORDS = ("the", "cat", "sat", "on", "a", "mat")  # few words, so n-grams repeat and clipping matters
@@ -29,6 +30,13 @@ def clipped_matches_cases(generator: torch.Generator, trials: int = 20) -> list[
     return cases
 
 
+def _per_order(count: Callable) -> Callable:
+    """The answer ``count(hypothesis, references, n)`` gives for every order n = 1..max_n, as a tensor."""
+    def answer(hypothesis, references, max_n):
+        return torch.tensor([count(hypothesis, references, n) for n in range(1, max_n + 1)])  # (max_n,)
+    return answer
+
+
 def _unclipped(hypothesis, references, n):
     seen = set().union(*(ngram_counts(r, n) for r in references))
     return sum(count for gram, count in ngram_counts(hypothesis, n).items() if gram in seen)
@@ -39,49 +47,25 @@ def _clipped_by_sum(hypothesis, references, n):
     return sum(min(count, pooled[gram]) for gram, count in ngram_counts(hypothesis, n).items())
 
 
-def judge_clipped_matches(cases: list[tuple], results: list) -> None:
-    """Compare the student's counts with :func:`lib.metrics.clipped_counts`.
-
-    A wrong answer is explained by the first known mistake that reproduces it on
-    *every* case (one case alone can fit several mistakes).
-    """
-    answers, failing = [], None
-    for (hypothesis, references, max_n), found in zip(cases, results, strict=True):
-        setting = f"hypothesis {' '.join(hypothesis)!r}, references {[' '.join(r) for r in references]}, max_n {max_n}"
-        found = _require_tensor(found, setting)
-        expected = [clipped_counts(hypothesis, references, n)[0] for n in range(1, max_n + 1)]
-        if found.shape != (max_n,):
-            raise CheckFailed(
-                f"for {setting} your counts have shape {tuple(found.shape)}; expected ({max_n},): one count per order"
-            )
-        if found.is_floating_point() and not torch.equal(found, found.round()):
-            raise CheckFailed(f"for {setting} your counts {found.tolist()} are not whole numbers")
-        answers.append(found.round().long().tolist())
-        if failing is None and answers[-1] != expected:
-            failing = (setting, answers[-1], expected)
-    if failing is None:
-        return
-    diagnoses = (
-        (_unclipped, "you count every hypothesis n-gram found in a reference; clip each one to its largest "
-                     "count in a single reference"),
-        (_clipped_by_sum, "you clip to the count summed over the references; clip to the largest count in "
-                          "any one reference"),
-        (lambda h, refs, n: clipped_counts(h, refs[:1], n)[0],
-         "you clip against the first reference only; take the maximum over all references"),
-        (lambda h, refs, n: clipped_counts(h, refs, n)[1],
-         "you return the number of hypothesis n-grams; return how many of them match (after clipping)"),
-    )
-    setting, found, expected = failing
-    for mistake, message in diagnoses:
-        if all(answer == [mistake(h, refs, n) for n in range(1, max_n + 1)]
-               for answer, (h, refs, max_n) in zip(answers, cases)):
-            raise CheckFailed(f"for {setting}: {message}")
-    raise CheckFailed(f"for {setting} your counts are {found}; expected {expected}")
-
-
 check_clipped_matches = Check(
     "clipped n-gram matches agree with lib.metrics.clipped_counts on 20 fresh random sentences",
-    clipped_matches_cases, judge_clipped_matches,
+    clipped_matches_cases, _per_order(lambda hypothesis, references, n: clipped_counts(hypothesis, references, n)[0]),
+    describe=lambda hypothesis, references, max_n: (f"hypothesis {' '.join(hypothesis)!r}, references "
+                                                    f"{[' '.join(r) for r in references]}, max_n {max_n}"),
+    compared_with="lib.metrics.clipped_counts", noun="counts", layout="(max_n,)",
+    slips=(
+        Slip(_per_order(_unclipped), "you count every hypothesis n-gram found in a reference; clip each one to its "
+                                     "largest count in a single reference"),
+        Slip(_per_order(_clipped_by_sum), "you clip to the count summed over the references; clip to the largest "
+                                          "count in any one reference"),
+        Slip(_per_order(lambda hypothesis, references, n: clipped_counts(hypothesis, references[:1], n)[0]),
+             "you clip against the first reference only; take the maximum over all references"),
+        Slip(_per_order(lambda hypothesis, references, n: clipped_counts(hypothesis, references, n)[1]),
+             "you return the number of hypothesis n-grams; return how many of them match (after clipping)"),
+    ),
+    shape_hint=lambda shape, *case: ": one count per order",
+    mismatch=lambda found, expected, *case: f"your counts are {found.tolist()}; expected {expected.tolist()}",
+    tolerance=dict(atol=0.0, rtol=0.0),
 )
 
 
@@ -102,53 +86,38 @@ def bleu_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
     return cases
 
 
-def judge_bleu(cases: list[tuple], results: list) -> None:
-    """Compare the student's BLEU with :func:`lib.metrics.bleu_from_counts`.
-
-    A wrong answer is explained by the first known mistake that reproduces it on
-    *every* case (with ``c >= r`` several mistakes give the same number).
-    """
-    answers, failing = [], None
-    for (matches, totals, hyp_len, ref_len), found in zip(cases, results, strict=True):
-        setting = f"matches {matches.tolist()}, totals {totals.tolist()}, c = {int(hyp_len)}, r = {int(ref_len)}"
-        found = _require_tensor(found, setting)
-        if found.numel() != 1:
-            raise CheckFailed(f"for {setting} your result has shape {tuple(found.shape)}; return one number")
-        answers.append(float(found))
-        expected = bleu_from_counts(matches.tolist(), totals.tolist(), int(hyp_len), int(ref_len)).score
-        if failing is None and not math.isclose(answers[-1], expected, rel_tol=1e-6, abs_tol=1e-9):
-            failing = (setting, answers[-1], expected)
-    if failing is None:
-        return
-
-    def pieces(case):
-        matches, totals, c, r = case
+def _bleu_slip(formula: Callable) -> Callable:
+    """A wrong BLEU: ``formula(precisions, c, r, brevity_penalty, geometric_mean)`` of the case's counts."""
+    def answer(matches, totals, hyp_len, ref_len):
         precisions = (matches / totals).tolist()
-        c, r = int(c), int(r)
+        c, r = int(hyp_len), int(ref_len)
         geometric = math.exp(sum(math.log(p) for p in precisions) / len(precisions))
-        return precisions, c, r, (1.0 if c >= r else math.exp(1 - r / c)), geometric
-
-    diagnoses = (
-        (lambda p, c, r, bp, g: math.exp(sum(p) / len(p)),
-         "that is note 004's exp((1/N) Σ p_n), which is at least 1; BLEU is BP · exp(Σ w_n log p_n)"),
-        (lambda p, c, r, bp, g: bp * math.exp(sum(p) / len(p)),
-         "you average the precisions, not their logarithms: use exp(Σ w_n log p_n)"),
-        (lambda p, c, r, bp, g: g, "you left out the brevity penalty BP"),
-        (lambda p, c, r, bp, g: math.exp(1 - r / c) * g, "BP is 1 when c >= r; exp(1 - r/c) only when c < r"),
-        (lambda p, c, r, bp, g: (1.0 if c >= r else math.exp(1 - c / r)) * g,
-         "the brevity penalty is exp(1 - r/c), not exp(1 - c/r)"),
-        (lambda p, c, r, bp, g: bp * sum(p) / len(p),
-         "BLEU is a geometric mean of the precisions, not an arithmetic one"),
-    )
-    setting, found, expected = failing
-    for mistake, message in diagnoses:
-        if all(math.isclose(answer, mistake(*pieces(case)), rel_tol=1e-6, abs_tol=1e-9)
-               for answer, case in zip(answers, cases)):
-            raise CheckFailed(f"for {setting}: {message}")
-    raise CheckFailed(f"for {setting} your BLEU is {found:.6f}; expected {expected:.6f}")
+        return torch.tensor(formula(precisions, c, r, 1.0 if c >= r else math.exp(1 - r / c), geometric),
+                            dtype=torch.float64)
+    return answer
 
 
 check_bleu = Check(
     "BLEU from counts agrees with lib.metrics.bleu_from_counts on 20 fresh random cases",
-    bleu_cases, judge_bleu,
+    bleu_cases,
+    lambda matches, totals, hyp_len, ref_len: torch.tensor(
+        bleu_from_counts(matches.tolist(), totals.tolist(), int(hyp_len), int(ref_len)).score, dtype=torch.float64),
+    describe=lambda matches, totals, hyp_len, ref_len: (f"matches {matches.tolist()}, totals {totals.tolist()}, "
+                                                        f"c = {int(hyp_len)}, r = {int(ref_len)}"),
+    compared_with="lib.metrics.bleu_from_counts", noun="BLEU",
+    # With c >= r several slips give the right number: a slip must reproduce every case to be named.
+    slips=(
+        Slip(_bleu_slip(lambda p, c, r, bp, g: math.exp(sum(p) / len(p))),
+             "that is note 004's exp((1/N) Σ p_n), which is at least 1; BLEU is BP · exp(Σ w_n log p_n)"),
+        Slip(_bleu_slip(lambda p, c, r, bp, g: bp * math.exp(sum(p) / len(p))),
+             "you average the precisions, not their logarithms: use exp(Σ w_n log p_n)"),
+        Slip(_bleu_slip(lambda p, c, r, bp, g: g), "you left out the brevity penalty BP"),
+        Slip(_bleu_slip(lambda p, c, r, bp, g: math.exp(1 - r / c) * g),
+             "BP is 1 when c >= r; exp(1 - r/c) only when c < r"),
+        Slip(_bleu_slip(lambda p, c, r, bp, g: (1.0 if c >= r else math.exp(1 - c / r)) * g),
+             "the brevity penalty is exp(1 - r/c), not exp(1 - c/r)"),
+        Slip(_bleu_slip(lambda p, c, r, bp, g: bp * sum(p) / len(p)),
+             "BLEU is a geometric mean of the precisions, not an arithmetic one"),
+    ),
+    tolerance=dict(atol=1e-9, rtol=1e-6),
 )

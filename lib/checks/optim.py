@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from lib.checks.core import Check, CheckFailed, _require_tensor
+from lib.checks.core import Check, Slip
 from lib.optim import Adam
 
 
@@ -56,42 +56,32 @@ def _reference(grads, lr, beta1, beta2, eps):
     return torch.stack(path)  # (T, D)
 
 
-def judge_adam_path(cases: list[tuple], results: list) -> None:
-    """Compare the student's parameter path with :class:`lib.optim.Adam`'s."""
-    for (grads, lr, beta1, beta2, eps), found in zip(cases, results, strict=True):
-        context = f"grads of shape {tuple(grads.shape)}"
-        found = _require_tensor(found, context)
-        expected = _reference(grads, lr, beta1, beta2, eps)
-        if found.shape != expected.shape:
-            extra = ""
-            if found.shape == (grads.shape[0] + 1, grads.shape[1]):
-                extra = ": leave out the starting point w_0 = 0"
-            elif found.shape == (grads.shape[1],):
-                extra = ": return the parameters after every step, not only the last"
-            raise CheckFailed(f"for {context} your path has shape {tuple(found.shape)}; expected (T, D) = "
-                              f"{tuple(expected.shape)}{extra}")
-        found = found.to(expected.dtype)
-        if not torch.isfinite(found).all():
-            raise CheckFailed(f"your path contains NaN or inf for {context}; if already at step 1, check the "
-                              "bias correction: 1 - β^t uses t = 1 on the first step, never 0")
-        if torch.allclose(found, expected, atol=1e-10, rtol=0):
-            continue
-        diagnoses = (
-            (dict(correct=False), "you left out the bias correction m̂ = m / (1 - β₁^t), v̂ = v / (1 - β₂^t)"),
-            (dict(eps_inside=True), "ε goes outside the square root: m̂ / (√v̂ + ε)"),
-            (dict(shift=1), "the bias correction uses the number of the step, t = 1 on the first step "
-                            "(you used t + 1)"),
-        )
-        for slip, message in diagnoses:
-            if torch.allclose(found, _adam_path(grads, lr, beta1, beta2, eps, **slip), atol=1e-10, rtol=0):
-                raise CheckFailed(f"for {context}: {message}")
-        bad_step = int((found - expected).abs().amax(dim=1).gt(1e-10).nonzero()[0])
-        raise CheckFailed(f"for {context} your path first differs from Adam's after step {bad_step + 1} "
-                          f"(by up to {(found[bad_step] - expected[bad_step]).abs().max():.3g})")
+def _first_difference(found: torch.Tensor, expected: torch.Tensor, *case) -> str:
+    bad_step = int((found - expected).abs().amax(dim=1).gt(1e-10).nonzero()[0])
+    return (f"your path first differs from Adam's after step {bad_step + 1} "
+            f"(by up to {(found[bad_step] - expected[bad_step]).abs().max():.3g})")
+
+
+def _path_shape_hint(shape: tuple, grads, *hyperparameters) -> str:
+    if shape == (grads.shape[0] + 1, grads.shape[1]):
+        return ": leave out the starting point w_0 = 0"
+    return ": return the parameters after every step, not only the last" if shape == (grads.shape[1],) else ""
 
 
 check_adam_path = Check(
     "Adam's path agrees with lib.optim.Adam on 12 fresh gradient sequences",
-    adam_path_cases, judge_adam_path,
+    adam_path_cases, _reference,
+    describe=lambda grads, *hyperparameters: f"grads of shape {tuple(grads.shape)}",
+    compared_with="Adam's", noun="path", layout="(T, D)",
+    slips=(
+        Slip(lambda *case: _adam_path(*case, correct=False),
+             "you left out the bias correction m̂ = m / (1 - β₁^t), v̂ = v / (1 - β₂^t)"),
+        Slip(lambda *case: _adam_path(*case, eps_inside=True), "ε goes outside the square root: m̂ / (√v̂ + ε)"),
+        Slip(lambda *case: _adam_path(*case, shift=1),
+             "the bias correction uses the number of the step, t = 1 on the first step (you used t + 1)"),
+    ),
+    shape_hint=_path_shape_hint,
+    nan_hint="; if already at step 1, check the bias correction: 1 - β^t uses t = 1 on the first step, never 0",
+    mismatch=_first_difference, tolerance=dict(atol=1e-10, rtol=0.0),
     forbidden=("torch.optim",),
 )

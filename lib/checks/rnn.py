@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from lib.checks.core import Check, _require_tensor, compare_tensors
+from lib.checks.core import Check, Slip
 from lib.rnn import GRUCell, LSTMCell, RNN, RNNCell, rnn_jacobian_norms
 
 
@@ -63,32 +63,24 @@ def _rnn_slip(x, h0, weight_ih, weight_hh, bias_ih, bias_hh, transpose_hh=True, 
     return torch.stack(outputs, dim=1)
 
 
-def judge_rnn_forward(cases: list[tuple], results: list) -> None:
-    """Compare the student's hidden states with :class:`lib.rnn.RNN`'s."""
-    for args, found in zip(cases, results, strict=True):
-        x, h0 = args[0], args[1]
-        context = f"x of shape {tuple(x.shape)}, h0 of shape {tuple(h0.shape)}"
-        found = _require_tensor(found, context)
-        expected = _rnn_outputs(*args)
-        batch, steps, hidden = expected.shape
-        diagnoses = (
-            (_rnn_outputs(*args, nonlinearity="linear"), "apply tanh to the pre-activation"),
-            (_rnn_outputs(x, torch.zeros_like(h0), *args[2:]), "start from the given h0, not from zeros"),
-            (_rnn_slip(*args, transpose_hh=False), "multiply h by weight_hh transposed: h @ weight_hh.T "
-                                                   "(rows are examples, weights are (out, in))"),
-            (_rnn_slip(*args, both_biases=False), "add both biases, bias_ih and bias_hh"),
-        )
-        shape_hints = {
-            (batch, steps + 1, hidden): ": leave out h0, return h_1 .. h_T",
-            (batch, hidden): ": return the hidden state at every step, not only the last",
-            (steps, batch, hidden): ": put the batch axis first, (B, T, H)",
-        }
-        compare_tensors(found, expected, context, "(B, T, H)", diagnoses, shape_hints, "lib.rnn")
-
-
 check_rnn_forward = Check(
     "your RNN's hidden states agree with lib.rnn.RNN on 12 fresh random cases",
-    rnn_forward_cases, judge_rnn_forward,
+    rnn_forward_cases, _rnn_outputs,
+    describe=lambda x, h0, *weights: f"x of shape {tuple(x.shape)}, h0 of shape {tuple(h0.shape)}",
+    compared_with="lib.rnn's", layout="(B, T, H)",
+    slips=(
+        Slip(lambda *case: _rnn_outputs(*case, nonlinearity="linear"), "apply tanh to the pre-activation"),
+        Slip(lambda x, h0, *weights: _rnn_outputs(x, torch.zeros_like(h0), *weights),
+             "start from the given h0, not from zeros"),
+        Slip(lambda *case: _rnn_slip(*case, transpose_hh=False),
+             "multiply h by weight_hh transposed: h @ weight_hh.T (rows are examples, weights are (out, in))"),
+        Slip(lambda *case: _rnn_slip(*case, both_biases=False), "add both biases, bias_ih and bias_hh"),
+    ),
+    shape_hint=lambda shape, x, h0, *weights: {
+        (x.shape[0], x.shape[1] + 1, h0.shape[1]): ": leave out h0, return h_1 .. h_T",
+        (x.shape[0], h0.shape[1]): ": return the hidden state at every step, not only the last",
+        (x.shape[1], x.shape[0], h0.shape[1]): ": put the batch axis first, (B, T, H)",
+    }.get(shape, ""),
     forbidden=("torch.nn.RNN", "torch.nn.RNNCell", "torch.rnn_tanh"),
 )
 
@@ -135,37 +127,32 @@ def _jacobian_reference(x, weight_ih, weight_hh, bias, order="chain", transpose=
     return torch.stack(norms[::-1])
 
 
-def judge_jacobian_norms(cases: list[tuple], results: list) -> None:
-    """Compare the student's norms with :func:`lib.rnn.rnn_jacobian_norms`."""
-    for (x, weight_ih, weight_hh, bias), found in zip(cases, results, strict=True):
-        context = f"x of shape {tuple(x.shape)} and H = {weight_hh.shape[0]}"
-        found = _require_tensor(found, context)
-        cell = _load(RNNCell(x.shape[1], weight_hh.shape[0]).double(),
-                     (weight_ih, weight_hh, bias, torch.zeros_like(bias)))
-        expected = rnn_jacobian_norms(cell, x[None])[0]  # (T + 1,)
-        steps = x.shape[0]
-        diagnoses = (
-            (_jacobian_reference(x, weight_ih, weight_hh, bias, slopes=False),
-             "each one-step Jacobian is diag(1 - h_t²) W_hh: you left out tanh'(a_t) = 1 - h_t²"),
-            (_jacobian_reference(x, weight_ih, weight_hh, bias, order="reversed"),
-             "multiply the one-step Jacobians in chain-rule order, J_T J_(T-1) ... J_(k+1), "
-             "the latest on the left"),
-            (_jacobian_reference(x, weight_ih, weight_hh, bias, norm="frobenius"),
-             "use the spectral norm (largest singular value), torch.linalg.matrix_norm(m, ord=2), "
-             "not the Frobenius norm"),
-            (_jacobian_reference(x, weight_ih, weight_hh, bias, transpose=True),
-             "∂h_t/∂h_(t-1) = diag(1 - h_t²) W_hh, with W_hh as stored (row i is unit i's weights), "
-             "not its transpose"),
-        )
-        shape_hints = {
-            (steps,): ": include both ends, k = 0 (the initial state) to k = T (where the norm is 1)",
-        }
-        compare_tensors(found, expected, context, "(T + 1,)", diagnoses, shape_hints, "lib.rnn")
+def _jacobian_norms(x, weight_ih, weight_hh, bias):
+    """:func:`lib.rnn.rnn_jacobian_norms` of an :class:`lib.rnn.RNNCell` holding these weights."""
+    cell = _load(RNNCell(x.shape[1], weight_hh.shape[0]).double(), (weight_ih, weight_hh, bias, torch.zeros_like(bias)))
+    return rnn_jacobian_norms(cell, x[None])[0]  # (T + 1,)
 
 
 check_jacobian_norms = Check(
     "your ‖∂h_T/∂h_k‖ agree with lib.rnn.rnn_jacobian_norms on 10 fresh random sequences",
-    jacobian_norms_cases, judge_jacobian_norms,
+    jacobian_norms_cases, _jacobian_norms,
+    describe=lambda x, weight_ih, weight_hh, bias: f"x of shape {tuple(x.shape)} and H = {weight_hh.shape[0]}",
+    compared_with="lib.rnn's", layout="(T + 1,)",
+    slips=(
+        Slip(lambda *case: _jacobian_reference(*case, slopes=False),
+             "each one-step Jacobian is diag(1 - h_t²) W_hh: you left out tanh'(a_t) = 1 - h_t²"),
+        Slip(lambda *case: _jacobian_reference(*case, order="reversed"),
+             "multiply the one-step Jacobians in chain-rule order, J_T J_(T-1) ... J_(k+1), the latest on the left"),
+        Slip(lambda *case: _jacobian_reference(*case, norm="frobenius"),
+             "use the spectral norm (largest singular value), torch.linalg.matrix_norm(m, ord=2), not the "
+             "Frobenius norm"),
+        Slip(lambda *case: _jacobian_reference(*case, transpose=True),
+             "∂h_t/∂h_(t-1) = diag(1 - h_t²) W_hh, with W_hh as stored (row i is unit i's weights), not its "
+             "transpose"),
+    ),
+    shape_hint=lambda shape, x, *weights: (
+        ": include both ends, k = 0 (the initial state) to k = T (where the norm is 1)" if shape == (x.shape[0],)
+        else ""),
     forbidden=("torch.autograd", "torch.func", ".backward"),
 )
 
@@ -199,37 +186,35 @@ def _lstm_slip(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, order="ifgo", sq
     return torch.stack([o * torch.tanh(c) if squash_output else o * c, c])
 
 
-def judge_lstm_step(cases: list[tuple], results: list) -> None:
-    """Compare the student's ``stack([h', c'])`` with :class:`lib.rnn.LSTMCell`'s."""
-    for args, found in zip(cases, results, strict=True):
-        x, h, c = args[:3]
-        context = f"x of shape {tuple(x.shape)}, h and c of shape {tuple(h.shape)}"
-        found = _require_tensor(found, context)
-        cell = _load(LSTMCell(x.shape[1], h.shape[1]).double(), args[3:])
-        with torch.no_grad():
-            expected = torch.stack(cell(x, (h, c)))  # (2, B, H)
-        diagnoses = (
-            (_lstm_slip(*args, squash_output=False),
-             "the output is h = o ⊙ tanh(c), not the notes' o ⊙ c (see the errata)"),
-            (expected.flip(0), "stack h first, then c: torch.stack([h, c])"),
-            (_lstm_slip(*args, order="ifog"), "PyTorch orders the row blocks i, f, g, o (candidate third, "
-                                              "output gate last)"),
-            (_lstm_slip(*args, order="figo"), "the first block of rows is the input gate i, the second the "
-                                              "forget gate f"),
-            (_lstm_slip(*args, candidate=torch.sigmoid), "the candidate g goes through tanh, not sigmoid"),
-        )
-        batch, hidden = h.shape
-        shape_hints = {(batch, hidden): ": return torch.stack([h, c]), both new states",
-                       (batch, 2 * hidden): ": stack h and c on a new first axis, torch.stack([h, c])"}
-        compare_tensors(found, expected, context, "(2, B, H)", diagnoses, shape_hints, "lib.rnn")
+def _lstm_reference(x, h, c, *weights):
+    """``stack([h', c'])`` from :class:`lib.rnn.LSTMCell` holding these weights."""
+    cell = _load(LSTMCell(x.shape[1], h.shape[1]).double(), weights)
+    with torch.no_grad():
+        return torch.stack(cell(x, (h, c)))  # (2, B, H)
 
 
 check_lstm_step = Check(
     "your LSTM step agrees with lib.rnn.LSTMCell on 12 fresh random cases",
-    lstm_step_cases, judge_lstm_step,
+    lstm_step_cases, _lstm_reference,
+    describe=lambda x, h, c, *weights: f"x of shape {tuple(x.shape)}, h and c of shape {tuple(h.shape)}",
+    compared_with="lib.rnn's", layout="(2, B, H)",
+    slips=(
+        Slip(lambda *case: _lstm_slip(*case, squash_output=False),
+             "the output is h = o ⊙ tanh(c), not the notes' o ⊙ c (see the errata)"),
+        Slip(lambda *case: _lstm_reference(*case).flip(0), "stack h first, then c: torch.stack([h, c])"),
+        Slip(lambda *case: _lstm_slip(*case, order="ifog"),
+             "PyTorch orders the row blocks i, f, g, o (candidate third, output gate last)"),
+        Slip(lambda *case: _lstm_slip(*case, order="figo"),
+             "the first block of rows is the input gate i, the second the forget gate f"),
+        Slip(lambda *case: _lstm_slip(*case, candidate=torch.sigmoid),
+             "the candidate g goes through tanh, not sigmoid"),
+    ),
+    shape_hint=lambda shape, x, h, *rest: {
+        tuple(h.shape): ": return torch.stack([h, c]), both new states",
+        (h.shape[0], 2 * h.shape[1]): ": stack h and c on a new first axis, torch.stack([h, c])",
+    }.get(shape, ""),
     forbidden=("torch.nn.LSTMCell", "torch.nn.LSTM", "torch.lstm_cell"),
 )
-
 
 def gru_step_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
     """Fresh inputs ``(x, h, weight_ih, weight_hh, bias_ih, bias_hh)`` for :data:`check_gru_step`."""
@@ -255,31 +240,29 @@ def _gru_slip(x, h, weight_ih, weight_hh, bias_ih, bias_hh, order="rzn", keep="z
     return (1 - z) * n + z * h if keep == "z" else z * n + (1 - z) * h
 
 
-def judge_gru_step(cases: list[tuple], results: list) -> None:
-    """Compare the student's new state with :class:`lib.rnn.GRUCell` (PyTorch's form)."""
-    for args, found in zip(cases, results, strict=True):
-        x, h = args[:2]
-        context = f"x of shape {tuple(x.shape)}, h of shape {tuple(h.shape)}"
-        found = _require_tensor(found, context)
-        cell = _load(GRUCell(x.shape[1], h.shape[1]).double(), args[2:])
-        notes = _load(GRUCell(x.shape[1], h.shape[1], reset="before").double(), args[2:])
-        with torch.no_grad():
-            expected, reset_before = cell(x, h), notes(x, h)
-        diagnoses = (
-            (reset_before, "that is the reset gate applied before the matrix product, W_hn (r ⊙ h) (Cho et "
-                           "al., the notes); PyTorch's form applies it after: r ⊙ (W_hn h + b_hn)"),
-            (_gru_slip(*args, keep="1-z"), "z is the share of the old state that is kept: h' = (1 - z) ⊙ n + "
-                                           "z ⊙ h (the notes' update gate is 1 - z)"),
-            (_gru_slip(*args, keep="1-z", reset="before"),
-             "that is the notes' GRU: PyTorch's applies the reset gate after the matrix product, "
-             "r ⊙ (W_hn h + b_hn), and keeps the share z of the old state: h' = (1 - z) ⊙ n + z ⊙ h"),
-            (_gru_slip(*args, order="zrn"), "PyTorch orders the row blocks r, z, n: reset gate first"),
-        )
-        compare_tensors(found, expected, context, "(B, H)", diagnoses, {}, "lib.rnn")
+def _gru_reference(x, h, *weights, reset="after"):
+    """The new state from :class:`lib.rnn.GRUCell` holding these weights (``reset="before"``: the notes' form)."""
+    cell = _load(GRUCell(x.shape[1], h.shape[1], reset=reset).double(), weights)
+    with torch.no_grad():
+        return cell(x, h)  # (B, H)
 
 
 check_gru_step = Check(
     "your GRU step agrees with lib.rnn.GRUCell (PyTorch's form) on 12 fresh random cases",
-    gru_step_cases, judge_gru_step,
+    gru_step_cases, _gru_reference,
+    describe=lambda x, h, *weights: f"x of shape {tuple(x.shape)}, h of shape {tuple(h.shape)}",
+    compared_with="lib.rnn's", layout="(B, H)",
+    slips=(
+        Slip(lambda *case: _gru_reference(*case, reset="before"),
+             "that is the reset gate applied before the matrix product, W_hn (r ⊙ h) (Cho et al., the notes); "
+             "PyTorch's form applies it after: r ⊙ (W_hn h + b_hn)"),
+        Slip(lambda *case: _gru_slip(*case, keep="1-z"),
+             "z is the share of the old state that is kept: h' = (1 - z) ⊙ n + z ⊙ h (the notes' update gate is "
+             "1 - z)"),
+        Slip(lambda *case: _gru_slip(*case, keep="1-z", reset="before"),
+             "that is the notes' GRU: PyTorch's applies the reset gate after the matrix product, "
+             "r ⊙ (W_hn h + b_hn), and keeps the share z of the old state: h' = (1 - z) ⊙ n + z ⊙ h"),
+        Slip(lambda *case: _gru_slip(*case, order="zrn"), "PyTorch orders the row blocks r, z, n: reset gate first"),
+    ),
     forbidden=("torch.nn.GRUCell", "torch.nn.GRU", "torch.gru_cell"),
 )

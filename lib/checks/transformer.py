@@ -4,11 +4,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from lib.checks.core import Check, CheckFailed, _require_tensor
+from lib.checks.core import Check, Slip
 from lib.transformer import positional_encoding
-
-# float32 angles t * w are off by about t * 6e-8, so 1e-4 accepts any sound float32 answer.
-_PE_TOLERANCE = 1e-4
 
 
 def positional_encoding_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
@@ -25,67 +22,66 @@ def positional_encoding_cases(generator: torch.Generator, trials: int = 12) -> l
     return cases
 
 
-def _pe_variants(max_len: int, d_model: int) -> list[tuple[torch.Tensor, str]]:
-    """Common slips, each with what to say when a student's answer equals it."""
+def _angles(max_len: int, d_model: int, exponent) -> torch.Tensor:
+    """t / 10000^exponent for every position t and every entry of ``exponent``: (T, len(exponent))."""
     positions = torch.arange(max_len, dtype=torch.float64)[:, None]  # (T, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (D/2,)
-    angles = positions * 10000.0 ** (-two_i / d_model)  # (T, D/2)
-    sin, cos = torch.sin(angles), torch.cos(angles)
-    columns = torch.arange(d_model, dtype=torch.float64)  # (D,)
-    column_angles = positions * 10000.0 ** (-columns / d_model)  # (T, D): exponent j/d for column j
-    odd = columns % 2 == 1
-    from_one = positional_encoding(max_len + 1, d_model, dtype=torch.float64)[1:]
-    return [
-        (torch.cat((sin, cos), dim=-1),
-         "you put all the sines first and then all the cosines; they must alternate: "
-         "column 2i is sin(t w_i), column 2i + 1 is cos(t w_i)"),
-        (torch.stack((cos, sin), dim=-1).reshape(max_len, d_model),
-         "sine and cosine are swapped: even columns 2i hold sin(t w_i), odd columns 2i + 1 hold cos(t w_i)"),
-        (torch.where(odd, torch.cos(column_angles), torch.sin(column_angles)),
-         "the cosine in column 2i + 1 must use the same frequency as the sine in column 2i: "
-         "w_i = 1 / 10000^(2i / d_model), with i the pair index, not the column index"),
-        (torch.stack((torch.sin(positions / 10000.0 ** (two_i / 2 / d_model)),
-                      torch.cos(positions / 10000.0 ** (two_i / 2 / d_model))), dim=-1).reshape(max_len, d_model),
-         "the exponent is 2i / d_model, not i / d_model"),
-        (from_one, "positions start at t = 0 (the first row is sin 0 = 0, cos 0 = 1 alternating)"),
-    ] + ([(positional_encoding(max_len, d_model, dtype=torch.float64).T,
-           "you returned the transpose: one row per position t, one column per dimension")]
-         if max_len == d_model else [])
+    return positions * 10000.0 ** (-exponent)
 
 
-def judge_positional_encoding(cases: list[tuple], results: list) -> None:
-    """Compare the student's encodings with :func:`lib.transformer.positional_encoding`."""
-    for (max_len, d_model), found in zip(cases, results, strict=True):
-        context = f"max_len={max_len}, d_model={d_model}"
-        found = _require_tensor(found, context)
-        if tuple(found.shape) != (max_len, d_model):
-            raise CheckFailed(
-                f"for {context} your encoding has shape {tuple(found.shape)}; expected (max_len, d_model) = "
-                f"({max_len}, {d_model}): one row per position"
-            )
-        if not found.is_floating_point():
-            raise CheckFailed(f"your encoding has dtype {found.dtype}; return floats")
-        found = found.double()
-        if torch.isnan(found).any():
-            raise CheckFailed(f"your encoding contains NaN for {context}")
-        expected = positional_encoding(max_len, d_model, dtype=torch.float64)
-        if torch.allclose(found, expected, atol=_PE_TOLERANCE, rtol=0):
-            continue
-        for wrong, message in _pe_variants(max_len, d_model):
-            if torch.allclose(found, wrong, atol=_PE_TOLERANCE, rtol=0):
-                raise CheckFailed(f"for {context}: {message}")
-        difference = (found - expected).abs()
-        t, j = (int(k) for k in torch.unravel_index(difference.argmax(), expected.shape))
-        function = "sin" if j % 2 == 0 else "cos"
-        raise CheckFailed(
-            f"for {context} your P[{t}, {j}] = {found[t, j]:.6f}; expected "
-            f"{function}({t} / 10000^({j - j % 2}/{d_model})) = {expected[t, j]:.6f}"
-        )
+def _pairs(max_len: int, d_model: int, exponent, first=torch.sin, second=torch.cos) -> torch.Tensor:
+    """Columns 2i and 2i + 1 hold first(t w_i) and second(t w_i), w_i = 10000^-exponent_i."""
+    angles = _angles(max_len, d_model, exponent)  # (T, D/2)
+    return torch.stack((first(angles), second(angles)), dim=-1).reshape(max_len, d_model)  # (T, D)
+
+
+def _pair_exponent(d_model: int) -> torch.Tensor:
+    return torch.arange(0, d_model, 2, dtype=torch.float64) / d_model  # 2i / d_model
+
+
+def _sines_then_cosines(max_len: int, d_model: int) -> torch.Tensor:
+    angles = _angles(max_len, d_model, _pair_exponent(d_model))  # (T, D/2)
+    return torch.cat((torch.sin(angles), torch.cos(angles)), dim=-1)  # (T, D)
+
+
+def _column_exponent(max_len: int, d_model: int) -> torch.Tensor:
+    columns = torch.arange(d_model, dtype=torch.float64)  # (D,): exponent j/d for column j
+    angles = _angles(max_len, d_model, columns / d_model)  # (T, D)
+    return torch.where(columns % 2 == 1, torch.cos(angles), torch.sin(angles))
+
+
+def _reference_pe(max_len: int, d_model: int) -> torch.Tensor:
+    return positional_encoding(max_len, d_model, dtype=torch.float64)
+
+
+def _worst_entry(found: torch.Tensor, expected: torch.Tensor, max_len: int, d_model: int) -> str:
+    t, j = (int(k) for k in torch.unravel_index((found - expected).abs().argmax(), expected.shape))
+    function = "sin" if j % 2 == 0 else "cos"
+    return (f"your P[{t}, {j}] = {found[t, j]:.6f}; expected {function}({t} / 10000^({j - j % 2}/{d_model})) = "
+            f"{expected[t, j]:.6f}")
 
 
 check_positional_encoding = Check(
     "positional encodings agree with lib.transformer.positional_encoding on 12 fresh sizes",
-    positional_encoding_cases, judge_positional_encoding,
+    positional_encoding_cases, _reference_pe,
+    describe=lambda max_len, d_model: f"max_len={max_len}, d_model={d_model}",
+    compared_with="lib.transformer.positional_encoding", noun="encoding", layout="(max_len, d_model)",
+    slips=(
+        Slip(_sines_then_cosines,
+             "you put all the sines first and then all the cosines; they must alternate: column 2i is sin(t w_i), "
+             "column 2i + 1 is cos(t w_i)"),
+        Slip(lambda n, d: _pairs(n, d, _pair_exponent(d), torch.cos, torch.sin),
+             "sine and cosine are swapped: even columns 2i hold sin(t w_i), odd columns 2i + 1 hold cos(t w_i)"),
+        Slip(_column_exponent, "the cosine in column 2i + 1 must use the same frequency as the sine in column 2i: "
+                               "w_i = 1 / 10000^(2i / d_model), with i the pair index, not the column index"),
+        Slip(lambda n, d: _pairs(n, d, _pair_exponent(d) / 2), "the exponent is 2i / d_model, not i / d_model"),
+        Slip(lambda n, d: _reference_pe(n + 1, d)[1:],
+             "positions start at t = 0 (the first row is sin 0 = 0, cos 0 = 1 alternating)"),
+        Slip(lambda n, d: _reference_pe(n, d).T,
+             "you returned the transpose: one row per position t, one column per dimension"),
+    ),
+    shape_hint=lambda shape, max_len, d_model: ": one row per position",
+    # float32 angles t * w are off by about t * 6e-8, so 1e-4 accepts any sound float32 answer.
+    mismatch=_worst_entry, tolerance=dict(atol=1e-4, rtol=0.0),
 )
 
 
@@ -109,49 +105,29 @@ def layer_norm_cases(generator: torch.Generator, trials: int = 15) -> list[tuple
     return cases
 
 
-def judge_layer_norm(cases: list[tuple], results: list) -> None:
-    """Compare the student's output with :func:`torch.nn.functional.layer_norm`."""
-    for (x, gamma, beta, eps), found in zip(cases, results, strict=True):
-        context = f"x of shape {tuple(x.shape)}, eps={eps:g}"
-        found = _require_tensor(found, context)
-        expected = F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
-        if found.shape != expected.shape:
-            raise CheckFailed(f"for {context} your output has shape {tuple(found.shape)}; expected {tuple(x.shape)}")
-        found = found.to(expected.dtype)
-        if torch.isnan(found).any():
-            raise CheckFailed(f"your output contains NaN for {context}")
-        if torch.allclose(found, expected, atol=1e-6):
-            continue
-        mean = x.mean(-1, keepdim=True)
-        centred = x - mean
-        biased = centred.pow(2).mean(-1, keepdim=True)
-        diagnoses = [
-            (gamma * centred / torch.sqrt(x.var(-1, keepdim=True) + eps) + beta,
-             "you divided by the unbiased variance (n - 1); layer norm uses the mean of squared deviations (n)"),
-            (gamma * centred / (torch.sqrt(biased) + eps) + beta,
-             "eps goes inside the square root: divide by sqrt(var + eps), not sqrt(var) + eps"),
-            (centred / torch.sqrt(biased + eps),
-             "you normalised correctly but forgot the scale gamma and the shift beta"),
-            (gamma * centred / torch.sqrt(biased + eps),
-             "you forgot to add beta"),
-        ]
-        if x.dim() > 1:
-            over_first = (x - x.mean(0, keepdim=True)) / torch.sqrt(x.var(0, unbiased=False, keepdim=True) + eps)
-            diagnoses.append((gamma * over_first + beta,
-                              "you normalised over the first axis; normalise each vector over its features "
-                              "(the last axis, dim=-1)"))
-        for wrong, message in diagnoses:
-            if wrong.shape == found.shape and torch.allclose(found, wrong, atol=1e-6):
-                raise CheckFailed(f"for {context}: {message}")
-        difference = (found - expected).abs().max()
-        raise CheckFailed(
-            f"for {context} your output differs from gamma (x - mean) / sqrt(var + eps) + beta by up to "
-            f"{difference:.3g}"
-        )
+def _normalise(x, gamma, beta, eps, variance="biased", eps_inside=True, scale=True, shift=True, dim=-1):
+    """gamma (x - mean) / sqrt(var + eps) + beta over ``dim``; the keywords switch on the usual slips."""
+    centred = x - x.mean(dim, keepdim=True)
+    var = x.var(dim, correction=int(variance == "unbiased"), keepdim=True)
+    out = centred / (torch.sqrt(var + eps) if eps_inside else torch.sqrt(var) + eps)
+    return (gamma * out if scale else out) + (beta if shift else 0.0)
 
 
 check_layer_norm = Check(
     "layer norm agrees with torch.nn.functional.layer_norm on 15 fresh random cases",
-    layer_norm_cases, judge_layer_norm,
+    layer_norm_cases, lambda x, gamma, beta, eps: F.layer_norm(x, (x.shape[-1],), gamma, beta, eps),
+    describe=lambda x, gamma, beta, eps: f"x of shape {tuple(x.shape)}, eps={eps:g}",
+    compared_with="gamma (x - mean) / sqrt(var + eps) + beta", noun="output", layout="x.shape",
+    slips=(
+        Slip(lambda *case: _normalise(*case, variance="unbiased"),
+             "you divided by the unbiased variance (n - 1); layer norm uses the mean of squared deviations (n)"),
+        Slip(lambda *case: _normalise(*case, eps_inside=False),
+             "eps goes inside the square root: divide by sqrt(var + eps), not sqrt(var) + eps"),
+        Slip(lambda *case: _normalise(*case, scale=False, shift=False),
+             "you normalised correctly but forgot the scale gamma and the shift beta"),
+        Slip(lambda *case: _normalise(*case, shift=False), "you forgot to add beta"),
+        Slip(lambda *case: _normalise(*case, dim=0), "you normalised over the first axis; normalise each vector over "
+                                                     "its features (the last axis, dim=-1)"),
+    ),
     forbidden=("torch.nn.functional.layer_norm", "torch.nn.LayerNorm", "torch.layer_norm"),
 )

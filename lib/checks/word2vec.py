@@ -4,9 +4,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from lib.checks.core import Check, _require_tensor, compare_tensors
+from lib.checks.core import Check, Slip
 from lib.word2vec import keep_probabilities, negative_sampling_loss
-
 
 
 # ---------------------------------------------------------------------------
@@ -30,33 +29,42 @@ def negative_sampling_cases(generator: torch.Generator, trials: int = 15) -> lis
     return cases
 
 
-def judge_negative_sampling_loss(cases: list[tuple], results: list) -> None:
-    """Compare the student's losses with :func:`lib.word2vec.negative_sampling_loss`, row by row."""
-    for (centre, context, noise), found in zip(cases, results, strict=True):
-        context_text = f"centre {tuple(centre.shape)}, context {tuple(context.shape)}, noise {tuple(noise.shape)}"
-        found = _require_tensor(found, context_text)
-        expected = torch.stack([negative_sampling_loss(h, u, n) for h, u, n in zip(centre, context, noise)])  # (B,)
-        positive = (context * centre).sum(-1)  # (B,)
-        negative = torch.einsum("bkd,bd->bk", noise, centre)  # (B, K)
-        diagnoses = (
-            (-F.logsigmoid(positive) - F.logsigmoid(negative).sum(-1),
-             "the noise words enter as log σ(-u_k · h): flip the sign of their scores"),
-            (-F.logsigmoid(positive) - F.logsigmoid(-negative).mean(-1),
-             "sum the K noise terms; you averaged them"),
-            (F.logsigmoid(positive) + F.logsigmoid(-negative).sum(-1),
-             "return the loss, the negative log-likelihood: put a minus sign in front"),
-            (-torch.log_softmax(torch.cat([positive[:, None], negative], 1), dim=1)[:, 0],
-             "that is a softmax over the true word and the noise words; negative sampling uses one "
-             "sigmoid per word instead"),
-        )
-        shape_hints = {(): ": return one loss per example, not their sum or mean",
-                       tuple(noise.shape[:2]): ": add the K noise terms to the true word's term"}
-        compare_tensors(found, expected, context_text, "(B,)", diagnoses, shape_hints, "lib.word2vec")
+def _scores(centre, context, noise) -> tuple[torch.Tensor, torch.Tensor]:
+    """The true word's scores u · h ``(B,)`` and the noise words' u_k · h ``(B, K)``."""
+    return (context * centre).sum(-1), torch.einsum("bkd,bd->bk", noise, centre)
+
+
+def _sgns_slip(centre, context, noise, sign: float = -1.0, noise_sign: float = -1.0, reduce=torch.sum):
+    positive, negative = _scores(centre, context, noise)
+    return sign * (F.logsigmoid(positive) + reduce(F.logsigmoid(noise_sign * negative), -1))
+
+
+def _softmax_over_noise(centre, context, noise) -> torch.Tensor:
+    positive, negative = _scores(centre, context, noise)
+    return -torch.log_softmax(torch.cat([positive[:, None], negative], 1), dim=1)[:, 0]
 
 
 check_negative_sampling_loss = Check(
     "your negative-sampling losses agree with lib.word2vec on 15 fresh random cases",
-    negative_sampling_cases, judge_negative_sampling_loss,
+    negative_sampling_cases,
+    lambda centre, context, noise: torch.stack([negative_sampling_loss(h, u, n)
+                                                for h, u, n in zip(centre, context, noise)]),  # (B,)
+    describe=lambda centre, context, noise: (f"centre {tuple(centre.shape)}, context {tuple(context.shape)}, "
+                                             f"noise {tuple(noise.shape)}"),
+    compared_with="lib.word2vec's", layout="(B,)",
+    slips=(
+        Slip(lambda *case: _sgns_slip(*case, noise_sign=1.0),
+             "the noise words enter as log σ(-u_k · h): flip the sign of their scores"),
+        Slip(lambda *case: _sgns_slip(*case, reduce=torch.mean), "sum the K noise terms; you averaged them"),
+        Slip(lambda *case: _sgns_slip(*case, sign=1.0),
+             "return the loss, the negative log-likelihood: put a minus sign in front"),
+        Slip(_softmax_over_noise, "that is a softmax over the true word and the noise words; negative sampling uses "
+                                  "one sigmoid per word instead"),
+    ),
+    shape_hint=lambda shape, centre, context, noise: {
+        (): ": return one loss per example, not their sum or mean",
+        tuple(noise.shape[:2]): ": add the K noise terms to the true word's term",
+    }.get(shape, ""),
 )
 
 
@@ -86,25 +94,24 @@ def keep_probability_cases(generator: torch.Generator, trials: int = 12) -> list
     return cases
 
 
-def judge_keep_probabilities(cases: list[tuple], results: list) -> None:
-    """Compare the student's probabilities with :func:`lib.word2vec.keep_probabilities`."""
-    for (counts, sample), found in zip(cases, results, strict=True):
-        context = f"{counts.numel()} counts and sample = {sample:.3g}"
-        found = _require_tensor(found, context)
-        expected = keep_probabilities(counts, sample)
-        ratio = sample * counts.sum().double() / counts.double()  # s / f
-        diagnoses = (
-            (keep_probabilities(counts, sample, formula="paper"),
-             "that is the paper's sqrt(s/f); the chapter asks for word2vec.c's (sqrt(f/s) + 1) · s/f"),
-            (ratio.sqrt() + ratio, "cap the probabilities at 1: a rare word is always kept"),
-            (1 - expected, "that is the probability of discarding a word; return the probability of keeping it"),
-            ((sample / counts.double()).sqrt() + sample / counts.double(),
-             "f(w) is the word's *share* of the corpus, count / total, not its raw count"),
-        )
-        compare_tensors(found, expected, context, "(V,)", diagnoses, {}, "lib.word2vec")
+def _sqrt_plus_ratio(ratio: torch.Tensor) -> torch.Tensor:
+    """word2vec.c's formula sqrt(s/f) + s/f without the cap at 1."""
+    return ratio.sqrt() + ratio
 
 
 check_keep_probabilities = Check(
     "your keep probabilities agree with lib.word2vec (and gensim) on 12 fresh random vocabularies",
-    keep_probability_cases, judge_keep_probabilities,
+    keep_probability_cases, keep_probabilities,
+    describe=lambda counts, sample: f"{counts.numel()} counts and sample = {sample:.3g}",
+    compared_with="lib.word2vec's", layout="(V,)",
+    slips=(
+        Slip(lambda counts, sample: keep_probabilities(counts, sample, formula="paper"),
+             "that is the paper's sqrt(s/f); the chapter asks for word2vec.c's (sqrt(f/s) + 1) · s/f"),
+        Slip(lambda counts, sample: _sqrt_plus_ratio(sample * counts.sum().double() / counts.double()),
+             "cap the probabilities at 1: a rare word is always kept"),
+        Slip(lambda counts, sample: 1 - keep_probabilities(counts, sample),
+             "that is the probability of discarding a word; return the probability of keeping it"),
+        Slip(lambda counts, sample: _sqrt_plus_ratio(sample / counts.double()),
+             "f(w) is the word's *share* of the corpus, count / total, not its raw count"),
+    ),
 )
