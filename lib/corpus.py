@@ -30,17 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
+from lib.validation import require_int, require_words
+
 __all__ = ["gensim_data", "tokenize", "read_sentences", "Vocabulary"]
 
 # A word: letters, optionally joined by inner apostrophes ("don't", "o'brien").
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)*")
-
-
-def _require_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int; found {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive int; found {value}")
 
 
 def gensim_data(name: str) -> Path:
@@ -113,9 +108,9 @@ def read_sentences(
         path = gensim_data("lee_background.cor")
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a str or pathlib.Path; found {type(path).__name__}")
-    _require_positive_int("chunk", chunk)
+    require_int("chunk", chunk, 1)
     if max_sentences is not None:
-        _require_positive_int("max_sentences", max_sentences)
+        require_int("max_sentences", max_sentences, 1)
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"path must name an existing text file; found {str(path)!r}")
@@ -153,6 +148,9 @@ class Vocabulary:
     _ids: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        require_words("words", self.words)
+        if not isinstance(self.counts, (list, tuple)):
+            raise TypeError(f"counts must be a list of ints; found {type(self.counts).__name__}")
         if len(self.words) != len(self.counts):
             raise ValueError(
                 f"words and counts must have the same length; found {len(self.words)} and {len(self.counts)}"
@@ -175,7 +173,7 @@ class Vocabulary:
         specials : sequence of str
             Extra tokens placed first, e.g. ``("<unk>",)``.
         """
-        _require_positive_int("min_count", min_count)
+        require_int("min_count", min_count, 1)
         if isinstance(specials, str):
             raise TypeError(f"specials must be a sequence of str, not one str; found {specials!r}")
         counter: Counter = Counter()

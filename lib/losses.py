@@ -220,7 +220,7 @@ def log_softmax(logits: Tensor, dim: int = -1) -> Tensor:
     ``(..., C, ...) -> (..., C, ...)``
     """
     require_float_tensor("logits", logits), require_int("dim", dim, -max(logits.dim(), 1))
-    if dim >= logits.dim() or logits.shape[dim] == 0:
+    if logits.dim() == 0 or dim >= logits.dim() or logits.shape[dim] == 0:
         raise ValueError(f"dim must pick a non-empty axis of logits {tuple(logits.shape)}; found dim = {dim}")
     # Shifting by the maximum changes nothing mathematically and keeps exp <= 1.
     shifted = logits - logits.amax(dim=dim, keepdim=True).detach()

@@ -53,7 +53,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lib.tree_softmax import BinaryTree, balanced_tree, path_log_prob
-from lib.validation import require_int
+from lib.validation import require_broadcastable, require_int
 
 __all__ = [
     "equal_classes",
@@ -146,6 +146,8 @@ def frequency_classes(counts: Sequence[int], num_classes: int) -> Tensor:
     output : (V,)
     """
     require_int("num_classes", num_classes, 1)
+    if isinstance(counts, (str, bytes)) or not isinstance(counts, (Sequence, Tensor)):
+        raise TypeError(f"counts must be a sequence of word counts; found {type(counts).__name__}")
     counts = torch.as_tensor(counts, dtype=torch.float64)
     if counts.dim() != 1 or len(counts) < num_classes or bool((counts <= 0).any()):
         raise ValueError(f"counts must be V >= num_classes = {num_classes} positive numbers; found "
@@ -197,6 +199,9 @@ def rows(table: Tensor, index: Tensor, sparse: bool = False) -> Tensor:
         raise TypeError("table must be a float tensor of shape (V,) or (V, D)")
     if not isinstance(index, Tensor) or index.dtype != torch.long:
         raise TypeError("index must be a LongTensor")
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= table.shape[0]):
+        raise ValueError(f"index must hold row ids in [0, {table.shape[0]}) of table; "
+                         f"found {int(index.min())}..{int(index.max())}")
     if not isinstance(sparse, bool):
         raise TypeError(f"sparse must be True or False; found {sparse!r}")
     return _RowsWithSparseGradient.apply(table, index) if sparse else table[index]
@@ -368,6 +373,9 @@ def importance_weights(sample_scores: Tensor, sample_log_q: Tensor, log_partitio
     if log_partition is None:
         return torch.softmax(log_ratio, dim=1)  # r_k / sum_j r_j
     _require_float("log_partition", log_partition, 1, "(B,)")
+    if log_partition.shape[0] != sample_scores.shape[0]:
+        raise ValueError(f"log_partition must have shape (B,) = ({sample_scores.shape[0]},); "
+                         f"found {tuple(log_partition.shape)}")
     return torch.exp(log_ratio - log_partition.detach()[:, None]) / sample_scores.shape[1]  # p / (K q)
 
 
@@ -445,6 +453,7 @@ def nce_logits(scores: Tensor, log_noise: Tensor, num_noise: int) -> Tensor:
     require_int("num_noise", num_noise, 1)
     if not isinstance(scores, Tensor) or not isinstance(log_noise, Tensor):
         raise TypeError("scores and log_noise must be torch.Tensors")
+    require_broadcastable("log_noise", log_noise, "scores", scores)
     return scores - math.log(num_noise) - log_noise
 
 

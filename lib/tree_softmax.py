@@ -49,7 +49,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["BinaryTree", "huffman_tree", "balanced_tree", "path_log_prob", "all_log_probs"]
+from lib.validation import require_int
+
+__all__ = ["BinaryTree", "huffman_tree", "balanced_tree", "path_log_prob", "all_log_probs", "MAX_VOCAB"]
+
+MAX_VOCAB = 10**7  # largest tree built: the Python loops would take minutes beyond it
 
 
 @dataclass
@@ -130,13 +134,6 @@ def _tree_from_merges(vocab_size: int, merges: list[tuple[int, int]]) -> BinaryT
     return BinaryTree(codes=codes, nodes=nodes)
 
 
-def _require_vocab_size(vocab_size: object) -> None:
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
-        raise TypeError(f"the vocabulary size must be an int; found {type(vocab_size).__name__}")
-    if vocab_size < 2:
-        raise ValueError(f"a tree needs a vocabulary of at least 2 words; found {vocab_size}")
-
-
 def huffman_tree(counts: Sequence[int]) -> BinaryTree:
     """Huffman's tree from word counts (the notes' algorithm 15.1).
 
@@ -162,7 +159,9 @@ def huffman_tree(counts: Sequence[int]) -> BinaryTree:
     """
     if isinstance(counts, (str, bytes)) or not hasattr(counts, "__len__"):
         raise TypeError(f"counts must be a sequence of ints; found {type(counts).__name__}")
-    _require_vocab_size(len(counts))
+    if not 2 <= len(counts) <= MAX_VOCAB:
+        raise ValueError(f"counts must hold at least 2 words (a tree needs two leaves) and at most "
+                         f"MAX_VOCAB = {MAX_VOCAB}; found {len(counts)}")
     bad = [c for c in counts if isinstance(c, bool) or not isinstance(c, numbers.Integral) or c <= 0]
     if bad:
         raise ValueError(f"counts must be positive ints; found {bad[0]!r}")
@@ -185,7 +184,7 @@ def balanced_tree(vocab_size: int) -> BinaryTree:
     Split the words ``0 .. V - 1`` into two halves of (almost) equal size, give
     each half its own subtree the same way, and join the two under a new root.
     """
-    _require_vocab_size(vocab_size)
+    require_int("vocab_size", vocab_size, 2, MAX_VOCAB)
     merges: list[tuple[int, int]] = []
 
     def subtree(first: int, stop: int) -> int:

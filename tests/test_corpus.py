@@ -58,7 +58,7 @@ def test_bad_input_is_rejected_with_the_reason(tmp_path):
         tokenize(["a"])
     with pytest.raises(ValueError, match="existing text file"):
         read_sentences(tmp_path / "missing.txt")
-    with pytest.raises(ValueError, match="chunk must be a positive int; found 0"):
+    with pytest.raises(ValueError, match="chunk must be an int >= 1; found 0"):
         read_sentences(chunk=0)
     with pytest.raises(TypeError, match="max_sentences must be an int"):
         read_sentences(max_sentences=2.5)
