@@ -1,9 +1,11 @@
 """Small printing helpers the chapters share: short rounded numbers, and lib code shown
-as the reader should see it (without docstrings, optionally without input checks)."""
+as the reader should see it (without docstrings and the argument checks that open a
+function)."""
 from __future__ import annotations
 
 import ast
 import math
+import re
 import inspect
 import textwrap
 
@@ -21,8 +23,24 @@ def fmt(tensor: torch.Tensor, digits: int = 4) -> str:
     return "[" + ", ".join(f"{value:.{digits}f}" for value in tensor.flatten().tolist()) + "]"
 
 
+def _is_argument_check(statement: ast.stmt) -> bool:
+    """Whether ``statement`` only calls argument checks (``require_*``, ``check_*``, ``_check*``),
+    e.g. ``require_int("n", n), require_words("tokens", tokens)``."""
+    if not isinstance(statement, ast.Expr):
+        return False
+    calls = statement.value.elts if isinstance(statement.value, ast.Tuple) else [statement.value]
+
+    def name(call: ast.expr) -> str:
+        function = call.func if isinstance(call, ast.Call) else None
+        return getattr(function, "id", None) or getattr(function, "attr", None) or ""
+
+    return all(re.match(r"_?(require|check)(_|$)", name(call)) for call in calls)
+
+
 def code_of(obj, start: str | None = None) -> str:
-    """The source of a function, method or class from ``lib``, without its docstrings.
+    """The source of a function, method or class from ``lib``, without its docstrings and
+    without the argument checks that open a function (calls of ``lib.validation``'s
+    ``require_*`` and ``check_*`` helpers, or of a module's ``_check*``).
 
     Parameters
     ----------
@@ -43,6 +61,12 @@ def code_of(obj, start: str | None = None) -> str:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(node) is not None:
             docstring = node.body[0]
             hidden.update(range(docstring.lineno - 1, docstring.end_lineno))
+        if isinstance(node, ast.FunctionDef):
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            for statement in body[:-1]:  # a function that only checks still shows its last line
+                if not _is_argument_check(statement):
+                    break
+                hidden.update(range(statement.lineno - 1, statement.end_lineno))
     if start is not None:
         body = tree.body[0].body[0].lineno - 1
         first = next((i for i in range(body, len(lines)) if start in lines[i]), None)

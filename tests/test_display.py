@@ -3,6 +3,11 @@ import pytest
 import torch
 
 from lib.display import code_of, fmt
+from lib.validation import require_int, require_words
+
+
+def _check_something(n):
+    return n
 
 
 def sample(x, y):
@@ -76,3 +81,25 @@ def test_glue_writes_what_myst_nb_glue_writes(monkeypatch):
         glue("bad", [1, 2])
     with pytest.raises(TypeError, match="name must be a string"):
         glue(3, 1.0)
+
+
+def checked(tokens, n):
+    """Opens with argument checks, which a chapter does not show."""
+    require_words("tokens", tokens), require_int("n", n, 1)
+    _check_something(n)
+    counts = len(tokens) - n + 1  # the code the chapter explains
+    return max(counts, 0)
+
+
+def only_checks(n):
+    require_int("n", n, 1)
+
+
+def test_code_of_drops_the_argument_checks_that_open_a_function():
+    assert code_of(checked).splitlines() == [
+        "def checked(tokens, n):",
+        "    counts = len(tokens) - n + 1  # the code the chapter explains",
+        "    return max(counts, 0)",
+    ]
+    assert code_of(only_checks).splitlines()[-1] == '    require_int("n", n, 1)'
+    assert "if x < 0:" in code_of(sample)  # an if-raise block is code, not a call of a check
