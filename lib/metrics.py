@@ -292,6 +292,9 @@ def bleu_from_counts(
     ------
     matches, totals : (N,)
     """
+    for name, counts in (("matches", matches), ("totals", totals)):
+        if not isinstance(counts, (list, tuple)) or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+            raise TypeError(f"{name} must be a list of ints (one per n-gram order); found {counts!r}")
     max_n = len(matches)
     require_int("the number of n-gram orders", max_n, 1, MAX_ORDER)
     if len(totals) != max_n or any(not 0 <= m <= t for m, t in zip(matches, totals)):

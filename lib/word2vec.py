@@ -61,7 +61,10 @@ from torch import Tensor
 from lib.corpus import Vocabulary
 from lib.training import TrainingLog
 from lib.tree_softmax import BinaryTree, huffman_tree, path_log_prob
-from lib.validation import require_choice, require_int, require_number
+from lib.validation import (
+    require_broadcastable, require_choice, require_float_tensor, require_float_tensors, require_instance, require_int,
+    require_number, require_same_dtype, require_same_shape,
+)
 
 __all__ = [
     "Word2VecConfig",
@@ -113,6 +116,28 @@ def _counts_tensor(counts: object) -> Tensor:
     if bool((counts <= 0).any()):
         raise ValueError(f"counts must be positive; found {counts.min().item():g}")
     return counts
+
+
+def _check_vectors(hidden: object, name: str, vectors: object, rows: str = "(N, D)") -> None:
+    """``hidden`` one float vector ``(D,)`` (or a batch ``(B, D)`` when ``rows`` is a batch
+    layout), ``vectors`` rows ``(N, D)`` of the same size and dtype."""
+    require_float_tensors(hidden=hidden, **{name: vectors})
+    if hidden.dim() not in (1, 2) or vectors.dim() != 2 or vectors.shape[1] != hidden.shape[-1]:
+        raise ValueError(f"{name} must have shape {rows} with D = hidden's last size; found hidden "
+                         f"{tuple(hidden.shape)} and {name} {tuple(vectors.shape)}")
+    require_same_dtype("hidden", hidden, **{name: vectors})
+
+
+def _check_sgd_step(hidden: object, output_vectors: object, targets: object, labels: object, mask: object,
+                    lr: object) -> None:
+    _check_vectors(hidden, "output_vectors", output_vectors, "(R, D)"), require_number("lr", lr, 0.0)
+    if hidden.dim() != 2 or not isinstance(targets, Tensor) or targets.dtype != torch.long \
+            or targets.dim() != 2 or targets.shape[0] != hidden.shape[0]:
+        found = f"{targets.dtype} {tuple(targets.shape)}" if isinstance(targets, Tensor) else type(targets).__name__
+        raise ValueError(f"hidden must be (B, D) and targets a LongTensor (B, M) with the same B; found hidden "
+                         f"{tuple(hidden.shape)} and targets {found}")
+    require_float_tensors(labels=labels, mask=mask)
+    require_broadcastable("labels", labels, "targets", targets), require_broadcastable("mask", mask, "targets", targets)
 
 
 def _require_vocabulary(vocab: object) -> None:
@@ -298,6 +323,7 @@ def subsample(corpus: EncodedCorpus, keep: Tensor, generator: Optional[torch.Gen
     ------
     keep : (V,)
     """
+    require_instance("corpus", corpus, EncodedCorpus), require_float_tensor("keep", keep)
     kept = torch.rand(len(corpus), generator=generator, dtype=torch.float64) < keep[corpus.ids]  # (N,)
     return EncodedCorpus(ids=corpus.ids[kept], sentence=corpus.sentence[kept])
 
@@ -408,6 +434,7 @@ def softmax_loss(hidden: Tensor, output_vectors: Tensor, target: int) -> Tensor:
     output_vectors : (V, D)
     output : () scalar
     """
+    _check_vectors(hidden, "output_vectors", output_vectors), require_int("target", target, 0, len(output_vectors) - 1)
     logits = output_vectors @ hidden  # (V,)
     return -torch.log_softmax(logits, dim=0)[target]
 
@@ -421,6 +448,7 @@ def negative_sampling_loss(hidden: Tensor, target_vector: Tensor, noise_vectors:
     noise_vectors : (K, D)
     output : () scalar
     """
+    _check_vectors(hidden, "noise_vectors", noise_vectors), require_same_shape("hidden", hidden, target_vector=target_vector)
     return -F.logsigmoid(target_vector @ hidden) - F.logsigmoid(-(noise_vectors @ hidden)).sum()
 
 
@@ -512,6 +540,7 @@ def logistic_sgd_step(
     labels, mask : (B, M) or broadcastable to it
     grad_hidden : (B, D)
     """
+    _check_sgd_step(hidden, output_vectors, targets, labels, mask, lr)
     batch, slots = targets.shape
     # index_select on the flattened ids is about twice as fast as fancy indexing.
     rows = output_vectors.index_select(0, targets.flatten()).view(batch, slots, -1)  # (B, M, D)
