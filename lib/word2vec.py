@@ -118,20 +118,20 @@ def _counts_tensor(counts: object) -> Tensor:
     return counts
 
 
-def _check_vectors(hidden: object, name: str, vectors: object, rows: str = "(N, D)") -> None:
-    """``hidden`` one float vector ``(D,)`` (or a batch ``(B, D)`` when ``rows`` is a batch
-    layout), ``vectors`` rows ``(N, D)`` of the same size and dtype."""
+def _check_vectors(hidden: object, name: str, vectors: object, batched: bool = False) -> None:
+    """``hidden`` one float vector ``(D,)`` (a batch ``(B, D)`` if ``batched``) and ``vectors``
+    rows ``(N, D)`` of the same size and dtype."""
     require_float_tensors(hidden=hidden, **{name: vectors})
-    if hidden.dim() not in (1, 2) or vectors.dim() != 2 or vectors.shape[1] != hidden.shape[-1]:
-        raise ValueError(f"{name} must have shape {rows} with D = hidden's last size; found hidden "
-                         f"{tuple(hidden.shape)} and {name} {tuple(vectors.shape)}")
+    if hidden.dim() != 1 + batched or vectors.dim() != 2 or vectors.shape[1] != hidden.shape[-1]:
+        raise ValueError(f"hidden must have shape {'(B, D)' if batched else '(D,)'} and {name} (N, D); found "
+                         f"hidden {tuple(hidden.shape)} and {name} {tuple(vectors.shape)}")
     require_same_dtype("hidden", hidden, **{name: vectors})
 
 
 def _check_sgd_step(hidden: object, output_vectors: object, targets: object, labels: object, mask: object,
                     lr: object) -> None:
-    _check_vectors(hidden, "output_vectors", output_vectors, "(R, D)"), require_number("lr", lr, 0.0)
-    if hidden.dim() != 2 or not isinstance(targets, Tensor) or targets.dtype != torch.long \
+    _check_vectors(hidden, "output_vectors", output_vectors, batched=True), require_number("lr", lr, 0.0)
+    if not isinstance(targets, Tensor) or targets.dtype != torch.long \
             or targets.dim() != 2 or targets.shape[0] != hidden.shape[0]:
         found = f"{targets.dtype} {tuple(targets.shape)}" if isinstance(targets, Tensor) else type(targets).__name__
         raise ValueError(f"hidden must be (B, D) and targets a LongTensor (B, M) with the same B; found hidden "
@@ -448,7 +448,8 @@ def negative_sampling_loss(hidden: Tensor, target_vector: Tensor, noise_vectors:
     noise_vectors : (K, D)
     output : () scalar
     """
-    _check_vectors(hidden, "noise_vectors", noise_vectors), require_same_shape("hidden", hidden, target_vector=target_vector)
+    _check_vectors(hidden, "noise_vectors", noise_vectors), require_float_tensor("target_vector", target_vector)
+    require_same_shape("hidden", hidden, target_vector=target_vector), require_same_dtype("hidden", hidden, target_vector=target_vector)
     return -F.logsigmoid(target_vector @ hidden) - F.logsigmoid(-(noise_vectors @ hidden)).sum()
 
 
