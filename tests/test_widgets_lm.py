@@ -10,8 +10,9 @@ from lib.decoding import sampling_distribution
 from lib.lm import NGramModel
 from lib.widgets import explore
 from lib.widgets.lm import DELTAS, TEMPERATURES, AddDeltaPerplexity, NextTokenTemperature
+from test_widgets_legibility import assert_legible
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+WEBP_TAG = b"WEBP"  # bytes 8-11 of a WebP file: frames are lossless WebP
 WORDS = ["</s>", "the", "cat", "sat", "on", "mat", "dog", "ran"]
 TRAIN = [["the", "cat", "sat", "on", "the", "mat"], ["the", "dog", "sat"], ["a", "cat", "ran"],
          ["the", "dog", "ran", "on", "the", "mat"]]
@@ -85,4 +86,9 @@ def test_visuals_render_every_control_value(visual, request):
     assert np.prod([len(c.values) for c in controls]) <= 300
     for control in controls:
         for value in (control.values[0], control.values[-1]):
-            assert explorer.render(**{control.name: value}).startswith(PNG_SIGNATURE)
+            assert explorer.render(**{control.name: value})[8:12] == WEBP_TAG
+
+
+@pytest.mark.parametrize("visual", ["temperature", "smoothing"])
+def test_visuals_are_legible_on_a_phone(visual, request):
+    assert_legible(request.getfixturevalue(visual))

@@ -8,7 +8,7 @@ from lib.optim import SGD, SURFACES, Adam, RMSprop, trajectory
 from lib.widgets import explore
 from lib.widgets.optim import BASE_LR, OPTIMIZER_NAMES, STEPS, TrajectoryExplorer, optimizer_settings
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+WEBP_TAG = b"WEBP"  # bytes 8-11 of a WebP file: frames are lossless WebP
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,6 @@ def test_renders_png_and_stays_under_300_frames():
     explorer = explore(TrajectoryExplorer(grid_size=40))
     settings = [{}, {"surface": "quadratic", "optimizer": "Adam", "beta": 0.5}, {"lr_scale": 4, "beta": 0.99}]
     pictures = [explorer.render(**values) for values in settings]
-    assert all(png.startswith(PNG_SIGNATURE) for png in pictures)
+    assert all(png[8:12] == WEBP_TAG for png in pictures)
     assert len(set(pictures)) == len(pictures)
     assert int(np.prod([len(c.values) for c in TrajectoryExplorer.controls])) <= 300

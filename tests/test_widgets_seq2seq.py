@@ -9,8 +9,9 @@ from lib.seq2seq import Seq2SeqConfig, alignments, build_seq2seq
 from lib.tasks import DateTask
 from lib.widgets import explore
 from lib.widgets.seq2seq import AlignmentExplorer, alignment_data, draw_alignment
+from test_widgets_legibility import assert_legible
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+WEBP_TAG = b"WEBP"  # bytes 8-11 of a WebP file: frames are lossless WebP
 WINDOWS = (1, 2, 4)
 CONFIG = Seq2SeqConfig(embed_dim=6, hidden_dim=5, attention_dim=7)
 
@@ -97,7 +98,7 @@ def test_the_explorer_renders_every_control(setup):
     task, test, texts, models, data = setup
     explorer = explore(AlignmentExplorer(data, task))
     pictures = {explorer.render(model=m, window=w) for m in data["models"] for w in WINDOWS}
-    assert all(png.startswith(PNG_SIGNATURE) for png in pictures)
+    assert all(png[8:12] == WEBP_TAG for png in pictures)
     assert len({explorer.render(window=w) for w in WINDOWS}) > 1, "the window must change the local-p picture"
     assert len({explorer.render(example=t) for t in texts}) == len(texts)
 
@@ -110,3 +111,15 @@ def test_draw_alignment_checks_its_shape():
         draw_alignment(ax, np.eye(2), "abc", ["x", "y"])
     with pytest.raises(TypeError, match="data must be the dict of alignment_data; found list"):
         AlignmentExplorer([], DateTask())
+
+
+def test_the_explorer_is_legible_on_a_phone_and_disables_the_window_of_global_models(setup):
+    task, test, texts, models, data = setup
+    visual = AlignmentExplorer(data, task)
+    assert_legible(visual)
+    explorer = explore(visual)
+    for model, trained in data["trained_windows"].items():
+        reasons = explorer.inactive(model=model)
+        assert ("window" in reasons) == (trained is None), model
+        if trained is None:
+            assert len({explorer.render(model=model, window=w) for w in WINDOWS}) == 1

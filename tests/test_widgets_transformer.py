@@ -10,8 +10,9 @@ from matplotlib.figure import Figure
 from lib.transformer import Seq2SeqTransformer, TransformerConfig, positional_encoding
 from lib.widgets import explore
 from lib.widgets.transformer import HeadsViewer, PositionalEncodingExplorer, draw_all_heads
+from test_widgets_legibility import assert_legible
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+WEBP_TAG = b"WEBP"  # bytes 8-11 of a WebP file: frames are lossless WebP
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_encoding_explorer_similarity_is_one_at_t_and_depends_on_the_offset_only
 
 def test_encoding_explorer_renders_every_setting_within_the_frame_budget(encoding_explorer):
     explorer = explore(encoding_explorer)
-    assert explorer.render(position=60, pair=15).startswith(PNG_SIGNATURE)
+    assert explorer.render(position=60, pair=15)[8:12] == WEBP_TAG
     assert np.prod([len(c.values) for c in encoding_explorer.controls]) <= 300
     assert "position t ∈ {0, 6, 12" in explorer.describe()
 
@@ -105,7 +106,11 @@ def test_heads_viewer_rejects_inconsistent_data(trained_like_maps):
 def test_heads_viewer_renders_and_the_grid_has_every_map(trained_like_maps):
     viewer = HeadsViewer(*trained_like_maps)
     explorer = explore(viewer)
-    assert explorer.render(kind="encoder", layer=2, head=2, example=2).startswith(PNG_SIGNATURE)
+    assert explorer.render(kind="encoder", layer=2, head=2, example=2)[8:12] == WEBP_TAG
     axes = draw_all_heads(Figure(), viewer, example=2)
     assert axes.shape == (6, 2)
     assert axes[5, 1].get_title() == "cross, layer 2, head 2"
+
+
+def test_heads_viewer_is_legible_on_a_phone(trained_like_maps):
+    assert_legible(HeadsViewer(*trained_like_maps))

@@ -8,8 +8,9 @@ from lib.corpus import Vocabulary
 from lib.widgets import explore
 from lib.widgets.word2vec import NeighbourExplorer, ProjectionExplorer, parse_query
 from lib.word2vec import WordVectors
+from test_widgets_legibility import assert_legible
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+WEBP_TAG = b"WEBP"  # bytes 8-11 of a WebP file: frames are lossless WebP
 WORDS = ["paris", "france", "berlin", "germany", "rome", "italy", "war", "peace", "cat", "dog", "cats"]
 
 
@@ -97,6 +98,12 @@ def test_both_visuals_render_every_control_value(models):
     ):
         explorer = explore(visual)
         default, changed = explorer.render(), explorer.render(**changes, model="other")
-        assert default.startswith(PNG_SIGNATURE) and changed != default
+        assert default[8:12] == WEBP_TAG and changed != default
         frames, frame_of = explorer.frames()
         assert len(frame_of) == np.prod([len(c.values) for c in visual.controls]) and len(frames) > 1
+
+
+def test_both_visuals_are_legible_on_a_phone(models):
+    groups = {"capitals": (("country", "capital"), [("france", "paris"), ("germany", "berlin"), ("italy", "rome")])}
+    assert_legible(NeighbourExplorer(models, ["war", "paris - france + germany", "unicorn"]))
+    assert_legible(ProjectionExplorer(models, groups))

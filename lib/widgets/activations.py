@@ -29,7 +29,7 @@ class ActivationExplorer(Visual):
     """
 
     title = "Activation explorer"
-    figsize = (6.4, 3.0)
+    figsize = (4.6, 4.6)
     parameters = (0.01, 0.1, 0.2, 0.3, 0.5, 1.0, 1.5)
     controls = (
         Choice("activation", tuple(ACTIVATIONS), default="elu", label="activation"),
@@ -58,15 +58,23 @@ class ActivationExplorer(Visual):
             "grad_left": float(dy[0]), "grad_right": float(dy[-1]), "x_range": x_range,
         }
 
+    def inactive(self, activation="elu", parameter=1.0, x_range=4):
+        """The parameter slider does nothing for a function without a parameter (SELU's α is fixed)."""
+        if ACTIVATIONS[activation].parameter is None:
+            return {"parameter": f"{activation} has no free parameter"}
+        return {}
+
     def draw(self, fig, data):
-        value_ax, grad_ax = fig.subplots(1, 2)
+        value_ax, grad_ax = fig.subplots(2, 1, sharex=True)  # stacked: each keeps the full width on a phone
         relu_line, = value_ax.plot(data["x"], data["relu"], color="0.75", linewidth=1, label="relu")
         value_line, = value_ax.plot(data["x"], data["y"], color="tab:blue", linewidth=2)
         grad_line, = grad_ax.plot(data["x"], data["dy"], color="tab:orange", linewidth=2)
         for ax in (value_ax, grad_ax):
             ax.axhline(0, color="black", linewidth=0.6)
             ax.axvline(0, color="black", linewidth=0.6)
-            ax.set_xlabel("x")
+        grad_ax.set_xlabel("$x$")
+        value_ax.set_ylabel("$f(x)$")
+        grad_ax.set_ylabel("$f\\,'(x)$")
         handles = {"value_ax": value_ax, "grad_ax": grad_ax, "relu": relu_line,
                    "value": value_line, "grad": grad_line}
         self.update(handles, data)
@@ -83,11 +91,9 @@ class ActivationExplorer(Visual):
         handles["value_ax"].set_ylim(low - 0.1, max(float(data["y"].max()), 1.0) + 0.1)
         handles["grad_ax"].set_xlim(-r, r)
         handles["grad_ax"].set_ylim(min(float(data["dy"].min()), 0.0) - 0.1, max(data["max_grad"], 1.0) + 0.15)
-        handles["value_ax"].set_title(data["label"], fontsize=9)
+        handles["value_ax"].set_title(data["label"])
         left, right = (_three_decimals(data[key]) for key in ("grad_left", "grad_right"))
-        handles["grad_ax"].set_title(
-            f"derivative: max {data['max_grad']:.3f}, at ±{r}: {left} / {right}", fontsize=8
-        )
+        handles["grad_ax"].set_title(f"max $f\\,'$ {data['max_grad']:.3f}; at $\\mp${r}: {left}, {right}")
 
 
 class MarginLossExplorer(Visual):
@@ -99,7 +105,7 @@ class MarginLossExplorer(Visual):
     """
 
     title = "Loss against margin"
-    figsize = (6.0, 3.4)
+    figsize = (4.6, 5.0)
     margins = (-2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5)
     controls = (
         Choice("highlight", tuple(MARGIN_LOSSES), default="hinge", label="highlighted loss"),
@@ -137,12 +143,12 @@ class MarginLossExplorer(Visual):
         marker = ax.axvline(0, color="0.4", linestyle="--", linewidth=1)
         ax.set_xlim(-2.5, 3.0)
         ax.set_ylim(-0.1, 5.0)
-        ax.set_xlabel("margin m = y f(x)  (m > 0: correct side)")
+        ax.set_xlabel("margin $m = y\\,f(x)$ ($m > 0$: correct side)")
         ax.set_ylabel("loss")
-        ax.legend(fontsize=7, loc="upper right")
-        readout = ax.text(0.02, 0.97, "", transform=ax.transAxes, va="top", fontsize=8, family="monospace",
-                          bbox=dict(facecolor="white", edgecolor="0.8", alpha=0.9))
-        handles = {"ax": ax, "lines": lines, "dots": dots, "marker": marker, "readout": readout}
+        # The legend sits below the axes (inside, it covered curves on a narrow frame) and
+        # reads out every loss at the chosen margin.
+        legend = fig.legend(handles=list(lines.values()), loc="outside lower center", ncols=2, frameon=False)
+        handles = {"ax": ax, "lines": lines, "dots": dots, "marker": marker, "legend": legend}
         self.update(handles, data)
         return handles
 
@@ -155,6 +161,7 @@ class MarginLossExplorer(Visual):
             line.set_zorder(3 if chosen else 2)
             handles["dots"][name].set_data([margin], [data["at_margin"][name]])
         handles["marker"].set_xdata([margin, margin])
-        rows = [f"{'>' if name == data['highlight'] else ' '} {name:<11} {value:6.3f}"
-                for name, value in data["at_margin"].items()]
-        handles["readout"].set_text(f"at m = {margin:.1f}\n" + "\n".join(rows))
+        for text, (name, value) in zip(handles["legend"].get_texts(), data["at_margin"].items()):
+            text.set_text(f"{'log₂' if name == 'log' else name}: {value:.3f}")
+            text.set_fontweight("bold" if name == data["highlight"] else "normal")
+        handles["ax"].set_title(f"each loss at $m$ = {margin:.1f} (dots, legend)")

@@ -23,7 +23,7 @@ class AttentionHeatmap(Visual):
     """
 
     title = "Attention heatmap"
-    figsize = (5.6, 3.4)
+    figsize = (4.8, 3.6)
     controls = (
         Choice("score", SCORE_NAMES, default="scaled_dot", label="scoring function"),
         Slider("temperature", (0.25, 0.5, 1.0, 2.0, 4.0), default=1.0, label="temperature"),
@@ -63,15 +63,21 @@ class AttentionHeatmap(Visual):
         grid[:, :n_keys] = weights[0].numpy()
         return {"weights": grid, "n_keys": n_keys, "valid_len": valid_len}
 
+    def inactive(self, score="scaled_dot", temperature=1.0, n_keys=8, valid_len=6):
+        """A valid length above the number of keys acts as that number."""
+        if valid_len > n_keys:
+            return {"valid_len": f"{valid_len} > {n_keys} keys, so every key is valid (add keys to use it)"}
+        return {}
+
     def draw(self, fig, data):
         ax = fig.add_subplot()
         image = ax.imshow(data["weights"], vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-        fig.colorbar(image, ax=ax, label="weight α")
-        ax.set_xticks(range(self.max_keys), [f"k{j + 1}" for j in range(self.max_keys)])
-        ax.set_yticks(range(self.n_queries), [f"q{i + 1}" for i in range(self.n_queries)])
-        ax.set_xlabel("keys (dashed line: end of the valid length)")
+        fig.colorbar(image, ax=ax, label="weight $\\alpha_i$")
+        ax.set_xticks(range(self.max_keys), [f"$k_{j + 1}$" for j in range(self.max_keys)])
+        ax.set_yticks(range(self.n_queries), [f"$q_{i + 1}$" for i in range(self.n_queries)])
+        ax.set_xlabel("keys (dashes: end of the valid length)")
         texts = [
-            [ax.text(j, i, "", ha="center", va="center", fontsize=8) for j in range(self.max_keys)]
+            [ax.text(j, i, "", ha="center", va="center") for j in range(self.max_keys)]
             for i in range(self.n_queries)
         ]
         boundary = ax.axvline(0, color="white", linestyle="--", linewidth=2)
@@ -101,7 +107,7 @@ class ScalingSaturation(Visual):
     """
 
     title = "Why scale by √d"
-    figsize = (6.0, 3.2)
+    figsize = (4.6, 4.8)
     dims = (4, 16, 64, 256, 1024)
     controls = (
         Slider("dim", dims, default=256, label="dimension d"),
@@ -145,15 +151,14 @@ class ScalingSaturation(Visual):
         }
 
     def draw(self, fig, data):
-        score_ax, weight_ax = fig.subplots(1, 2)
+        score_ax, weight_ax = fig.subplots(2, 1, sharex=True)  # stacked: full width each on a phone
         keys = np.arange(1, self.n_keys + 1)
         score_bars = score_ax.bar(keys, data["scores"], color="tab:blue")
         score_ax.axhline(0, color="black", linewidth=0.8)
         bands = [score_ax.axhline(0, color="tab:gray", linestyle="--", linewidth=1) for _ in range(2)]
-        score_ax.set_xlabel("key")
         weight_bars = weight_ax.bar(keys, data["weights"], color="tab:orange")
         weight_ax.set_ylim(0, 1)
-        weight_ax.set_xlabel("key")
+        weight_ax.set_xlabel("key $i$")
         for ax in (score_ax, weight_ax):
             ax.set_xticks(keys[::3])
         handles = {
@@ -173,10 +178,11 @@ class ScalingSaturation(Visual):
             band.set_ydata([2 * sign * spread] * 2)
         limit = 1.15 * max(2.5 * spread, float(np.abs(data["scores"]).max()))
         handles["score_ax"].set_ylim(-limit, limit)
-        divisor = "" if data["scaling"] == "unscaled" else "/√d"
-        handles["score_ax"].set_title(f"scores q·k{divisor} (dashes: ±2 std)", fontsize=9)
+        score = "$q \\cdot k_i$" if data["scaling"] == "unscaled" else "$q \\cdot k_i / \\sqrt{d}$"
+        handles["score_ax"].set_title(f"scores {score} (dashes: ±2 std)")
         handles["weight_ax"].set_title(
-            f"weights α: max {data['max_weight']:.2f}, ‖∂α/∂s‖ {data['jacobian_norm']:.2f}", fontsize=9
+            f"weights $\\alpha_i$: max {data['max_weight']:.2f}; "
+            f"$\\|\\partial\\alpha / \\partial s\\|$ = {data['jacobian_norm']:.2f}"
         )
 
 
@@ -191,7 +197,7 @@ class MultiHeadWeights(Visual):
     """
 
     title = "Multi-head attention: heads side by side"
-    figsize = (6.0, 3.2)
+    figsize = (4.8, 3.8)
     head_counts = (1, 2, 4, 8)
     controls = (
         Slider("num_heads", head_counts, default=4, label="number of heads"),
@@ -243,14 +249,14 @@ class MultiHeadWeights(Visual):
         ax = fig.add_subplot()
         n_rows = 1 + max(self.head_counts)
         image = ax.imshow(data["weights"], vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-        fig.colorbar(image, ax=ax, label="weight α")
-        ax.set_xticks(range(self.n_tokens), [f"k{j + 1}" for j in range(self.n_tokens)])
+        fig.colorbar(image, ax=ax, label="weight $\\alpha_i$")
+        ax.set_xticks(range(self.n_tokens), [f"$k_{j + 1}$" for j in range(self.n_tokens)])
         ax.set_yticks(range(n_rows), ["mean"] + [f"head {h}" for h in range(1, n_rows)])
-        ax.set_xlabel("keys (dashed line: end of the valid length)")
+        ax.set_xlabel("keys (dashes: end of the valid length)")
         separator = ax.axhline(0.5, color="white", linewidth=2)
         boundary = ax.axvline(0, color="white", linestyle="--", linewidth=2)
         # Numbers on the average row only: text is what makes a frame slow to draw.
-        texts = [ax.text(j, 0, "", ha="center", va="center", fontsize=8) for j in range(self.n_tokens)]
+        texts = [ax.text(j, 0, "", ha="center", va="center") for j in range(self.n_tokens)]
         handles = {"ax": ax, "image": image, "boundary": boundary, "texts": texts, "separator": separator}
         self.update(handles, data)
         return handles
@@ -259,7 +265,7 @@ class MultiHeadWeights(Visual):
         weights = data["weights"]
         handles["image"].set_data(np.ma.masked_invalid(weights))
         handles["ax"].set_ylim(data["num_heads"] + 0.5, -0.5)
-        handles["ax"].set_title(f"query position {data['query']}", fontsize=9)
+        handles["ax"].set_title(f"query position $t$ = {data['query']}")
         handles["boundary"].set_xdata([data["valid_len"] - 0.5] * 2)
         for text, value in zip(handles["texts"], weights[0]):
             text.set_text(f"{value:.2f}")

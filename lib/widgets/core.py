@@ -29,7 +29,21 @@ live notebook never pays for frames it does not show.
 The player's HTML contract (browser tests rely on it): a ``div.book-explorer``
 holding one ``img.book-explorer-frame`` and one ``input[type=range]`` or
 ``select`` with class ``book-explorer-control`` per control (a :class:`Text`
-control is a ``select`` over its presets there).
+control is a ``select`` over its presets there), and one ``p.book-explorer-note``
+that says why a control is disabled.
+
+**Legible on a phone.** A frame is shown at most :data:`CSS_PX_PER_INCH` CSS pixels
+per figure inch and shrinks with the page, to about :data:`PHONE_WIDTH_PX` on a phone.
+Every text of the figure is drawn at least :func:`min_font_pt` points, which keeps it
+:data:`MIN_TEXT_PX` CSS pixels (9 pt) tall there; frames are rendered at
+:data:`PIXEL_DENSITY` times their CSS size, so they stay crisp on a 2x screen.
+
+**Controls that do nothing.** ``Visual.inactive(**values)`` names the controls
+that have no effect in a state, with the reason; both views disable them and
+show the reason.
+
+**Weight.** Frames are palette images (:data:`PALETTE_COLORS` colours) stored as
+lossless WebP, about 20% smaller than the same palette as PNG.
 """
 from __future__ import annotations
 
@@ -45,8 +59,10 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text as TextArtist
 from PIL import Image
 
 WIDGETS_ENV = "BOOK_WIDGETS"
@@ -54,6 +70,11 @@ WIDGETS_ENV = "BOOK_WIDGETS"
 # (the benchmarks read it: a frame is one slider move, compute + update + render).
 TIMINGS_ENV = "BOOK_WIDGET_TIMINGS"
 MAX_FRAMES = 400  # keeps a chapter page of the HTML book to a few MB
+CSS_PX_PER_INCH = 90  # a frame's natural width on the page: figure inches x this (CSS px)
+PIXEL_DENSITY = 2  # device pixels per CSS pixel at that width: crisp on a 2x screen
+PHONE_WIDTH_PX = 360  # the page width a frame shrinks to on a 390 px phone
+MIN_TEXT_PX = 12  # 9 pt: the smallest text a frame may show at that width
+PALETTE_COLORS = 128  # colours of a frame: every pixel within 11 levels of 255 even in a heat map
 PREVIEW_HINT = "\u25b6 Run the notebook to move the controls; this is the default figure."
 
 
@@ -196,6 +217,40 @@ class Visual:
     def update(self, handles, data) -> None:
         raise NotImplementedError
 
+    def inactive(self, **values) -> dict[str, str]:
+        """The controls that change nothing at these ``values``, each with the reason.
+
+        Both views disable them and show the reason (``{name: reason}``); by default
+        every control is active.
+        """
+        return {}
+
+
+def min_font_pt(width_in: float) -> float:
+    """Smallest font size (points) that stays :data:`MIN_TEXT_PX` tall on a phone.
+
+    A figure ``width_in`` inches wide is shown ``width_in * CSS_PX_PER_INCH`` CSS
+    pixels wide, or :data:`PHONE_WIDTH_PX` if that is narrower; a point is 1/72 inch.
+    """
+    if width_in <= 0:
+        raise ValueError(f"width_in must be positive; found {width_in}")
+    shown_px_per_inch = min(CSS_PX_PER_INCH, PHONE_WIDTH_PX / width_in)
+    return MIN_TEXT_PX * 72 / shown_px_per_inch
+
+
+def _font_rc(size: float) -> dict[str, float]:
+    """rcParams that draw every kind of text at ``size`` points."""
+    keys = ("font.size", "axes.titlesize", "axes.labelsize", "xtick.labelsize", "ytick.labelsize",
+            "legend.fontsize", "legend.title_fontsize", "figure.titlesize")
+    return {key: size for key in keys}
+
+
+def _raise_small_text(fig: Figure, size: float) -> None:
+    """Draw every text of ``fig`` smaller than ``size`` points at ``size`` points."""
+    for text in fig.findobj(TextArtist):
+        if text.get_fontsize() < size:
+            text.set_fontsize(size)
+
 
 def _rgb(fig: Figure) -> Image.Image:
     canvas = FigureCanvasAgg(fig)
@@ -209,6 +264,25 @@ def _palette_png(image: Image.Image, colors: int) -> bytes:
     return buffer.getvalue()
 
 
+def _palette_webp(image: Image.Image, colors: int = PALETTE_COLORS) -> bytes:
+    """``image`` reduced to ``colors`` colours, as lossless WebP.
+
+    Maximum-coverage quantisation keeps every pixel within a few levels of the
+    original; WebP effort 4 is as small as 6 within 5% and 100x faster.
+    """
+    buffer = io.BytesIO()
+    image.quantize(colors=colors, method=Image.Quantize.MAXCOVERAGE).save(
+        buffer, format="webp", lossless=True, quality=100, method=4)
+    return buffer.getvalue()
+
+
+def _fast_png(image: Image.Image) -> bytes:
+    """``image`` as a quickly compressed PNG: the live view's frames, sent to the browser at once."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="png", compress_level=1)
+    return buffer.getvalue()
+
+
 def render_png(fig: Figure, colors: int = 128) -> bytes:
     """Rasterise ``fig`` to a palette PNG (about 4x smaller than RGBA, same look)."""
     return _palette_png(_rgb(fig), colors)
@@ -218,13 +292,13 @@ def render_png(fig: Figure, colors: int = 128) -> bytes:
 class Explorer:
     """A :class:`Visual` bound to one figure; shows itself live or as a static player.
 
-    Use :func:`explore` to make one. ``render(**values)`` returns the PNG for one
-    setting of the controls; ``widget()`` builds the live ipywidgets view;
-    ``to_html()`` pre-renders the static player.
+    Use :func:`explore` to make one. ``render(**values)`` returns the frame (a
+    lossless WebP) for one setting of the controls; ``widget()`` builds the live
+    ipywidgets view; ``to_html()`` pre-renders the static player.
     """
 
     visual: Visual
-    dpi: int = 80
+    dpi: int = CSS_PX_PER_INCH * PIXEL_DENSITY
     _fig: Figure = field(init=False, repr=False)
     _handles: Any = field(init=False, repr=False)
 
@@ -238,73 +312,111 @@ class Explorer:
                 f"the static player would hold {n_frames} frames; at most {MAX_FRAMES} "
                 "are allowed: give the controls fewer values"
             )
-        self._fig = Figure(figsize=self.visual.figsize, dpi=self.dpi, layout="constrained")
-        self._handles = self.visual.draw(self._fig, self.visual.compute(**self.defaults))
-        # Lay the figure out once, then freeze it: frames depend only on the control
-        # values (not on what was drawn before), the axes do not jump while a slider
-        # moves, and each update skips the layout solver.
-        FigureCanvasAgg(self._fig).draw()
+        self.font_pt = min_font_pt(self.visual.figsize[0])
+        with matplotlib.rc_context(_font_rc(self.font_pt)):
+            self._fig = Figure(figsize=self.visual.figsize, dpi=self.dpi, layout="constrained")
+            # Margins of half a line: a tick label at an axis' end may grow as the limits move.
+            self._fig.get_layout_engine().set(w_pad=0.5 * self.font_pt / 72, h_pad=0.5 * self.font_pt / 72)
+            self._handles = self.visual.draw(self._fig, self.visual.compute(**self.defaults))
+            _raise_small_text(self._fig, self.font_pt)
+            # Lay the figure out once, then freeze it: frames depend only on the control
+            # values (not on what was drawn before), the axes do not jump while a slider
+            # moves, and each update skips the layout solver.
+            FigureCanvasAgg(self._fig).draw()
         self._fig.set_layout_engine("none")
 
     @property
     def defaults(self) -> dict[str, Any]:
         return {c.name: _default_value(c) for c in self.visual.controls}
 
-    def render(self, **values) -> bytes:
-        """Update the artists to ``values`` (missing ones take defaults) and return a PNG."""
+    def _values(self, values: dict[str, Any]) -> dict[str, Any]:
         unknown = set(values) - set(self.defaults)
         if unknown:
             raise ValueError(f"unknown controls {sorted(unknown)}; expected some of {sorted(self.defaults)}")
-        self.visual.update(self._handles, self.visual.compute(**{**self.defaults, **values}))
-        return render_png(self._fig)
+        return {**self.defaults, **values}
+
+    def inactive(self, **values) -> dict[str, str]:
+        """The visual's disabled controls at ``values`` (missing ones take defaults)."""
+        return self.visual.inactive(**self._values(values))
+
+    def _draw(self, values: dict[str, Any]) -> Image.Image:
+        """Update the artists to ``values`` and rasterise the figure."""
+        with matplotlib.rc_context(_font_rc(self.font_pt)):
+            self.visual.update(self._handles, self.visual.compute(**self._values(values)))
+            _raise_small_text(self._fig, self.font_pt)
+            return _rgb(self._fig)
+
+    def render(self, **values) -> bytes:
+        """Update the artists to ``values`` (missing ones take defaults) and return the frame."""
+        return _palette_webp(self._draw(values))
 
     def preview_png(self) -> bytes:
         """The default figure with :data:`PREVIEW_HINT` beneath it, as a PNG.
 
-        What a live explorer shows in a notebook that is opened but not yet run.
+        What a live explorer shows in a notebook that is opened but not yet run
+        (notebook front ends show a PNG output, not a WebP one).
         """
-        self.visual.update(self._handles, self.visual.compute(**self.defaults))
-        figure = _rgb(self._fig)
-        hint_fig = Figure(figsize=(figure.width / self.dpi, 0.3), dpi=self.dpi)
-        hint_fig.text(0.01, 0.5, PREVIEW_HINT, ha="left", va="center", fontsize=9, color="0.25")
+        figure = self._draw({})
+        hint_fig = Figure(figsize=(figure.width / self.dpi, 3 * self.font_pt / 72), dpi=self.dpi)
+        hint_fig.text(0.01, 0.5, PREVIEW_HINT.replace("; ", ";\n"), ha="left", va="center",
+                      fontsize=self.font_pt, color="0.25")
         hint = _rgb(hint_fig)
         preview = Image.new("RGB", (figure.width, figure.height + hint.height), "white")
         preview.paste(figure, (0, 0))
         preview.paste(hint, (0, figure.height))
-        return _palette_png(preview, colors=128)
+        return _palette_png(preview, colors=PALETTE_COLORS)
+
+    @property
+    def css_width(self) -> int:
+        """The frame's natural width on the page, in CSS pixels."""
+        return round(self.visual.figsize[0] * CSS_PX_PER_INCH)
 
     # ---- live: ipywidgets ------------------------------------------------------
     def widget(self):
-        """The live view: one ipywidgets control per :class:`Control` above an image."""
+        """The live view: ipywidgets controls (wrapping rows), a note, and the image."""
         import ipywidgets as widgets
 
-        image = widgets.Image(value=self.render(), format="png")
+        image = widgets.Image(value=_fast_png(self._draw({})), format="png", width=self.css_width,
+                              layout=widgets.Layout(max_width="100%", height="auto"))
         inputs = {}
         for control in self.visual.controls:
             label = control.label or control.name
+            style = {"description_width": "initial"}
             if isinstance(control, Slider):
                 inputs[control.name] = widgets.SelectionSlider(
                     options=[(control.format(v), v) for v in control.values],
-                    value=_default_value(control), description=label,
-                    continuous_update=True, style={"description_width": "initial"},
+                    value=_default_value(control), description=label, continuous_update=True,
+                    style=style, layout=widgets.Layout(min_width="16em"),
                 )
             elif isinstance(control, Text):
                 inputs[control.name] = widgets.Text(
                     value=_default_value(control), description=label, continuous_update=False,
-                    style={"description_width": "initial"}, layout=widgets.Layout(width="24em"),
+                    style=style, layout=widgets.Layout(width="24em", max_width="100%"),
                 )
             else:
                 inputs[control.name] = widgets.Dropdown(
                     options=list(control.values), value=_default_value(control),
-                    description=label, style={"description_width": "initial"},
+                    description=label, style=style, layout=widgets.Layout(min_width="12em"),
                 )
+        note = widgets.HTML()
+
+        def show_inactive(values):
+            reasons = self.inactive(**values)
+            for name, control_widget in inputs.items():
+                control_widget.disabled = name in reasons
+            note.value = _note_html(self.visual.controls, reasons)
 
         def on_change(_change):
-            image.value = self.render(**{name: w.value for name, w in inputs.items()})
+            values = {name: w.value for name, w in inputs.items()}
+            image.value = _fast_png(self._draw(values))
+            show_inactive(values)
 
         for control_widget in inputs.values():
             control_widget.observe(on_change, names="value")
-        return widgets.VBox([widgets.HBox(list(inputs.values())), image])
+        show_inactive({})
+        # Rows wrap: in a narrow notebook a control moves to the next line instead of shrinking to nothing.
+        controls = widgets.HBox(list(inputs.values()), layout=widgets.Layout(flex_flow="row wrap"))
+        return widgets.VBox([controls, note, image])
 
     # ---- static: pre-rendered player ---------------------------------------------
     def frames(self) -> tuple[list[bytes], list[int]]:
@@ -313,23 +425,23 @@ class Explorer:
         Returns
         -------
         frames : list of bytes
-            The distinct PNGs (identical pictures are stored once).
+            The distinct frames (identical pictures are stored once).
         frame_of : list of int
             For each combination, in row-major order over the controls (the last
             control varies fastest), the index of its picture in ``frames``.
         """
         controls = self.visual.controls
         frames: list[bytes] = []
-        index_of_png: dict[bytes, int] = {}
+        index_of_frame: dict[bytes, int] = {}
         frame_of: list[int] = []
         seconds: list[float] = []
         for combo in itertools.product(*(c.values for c in controls)):
             start = time.perf_counter()
-            png = self.render(**{c.name: v for c, v in zip(controls, combo)})
+            frame = self.render(**{c.name: v for c, v in zip(controls, combo)})
             seconds.append(time.perf_counter() - start)
-            frame_of.append(index_of_png.setdefault(png, len(frames)))
+            frame_of.append(index_of_frame.setdefault(frame, len(frames)))
             if frame_of[-1] == len(frames):
-                frames.append(png)
+                frames.append(frame)
         self.render()  # leave the figure at its defaults
         timings_path = os.environ.get(TIMINGS_ENV)
         if timings_path:
@@ -338,29 +450,58 @@ class Explorer:
                                       "seconds": seconds}) + "\n")
         return frames, frame_of
 
+    def inactive_states(self) -> tuple[list[dict[str, str]], list[int]]:
+        """The disabled controls of every combination, like :meth:`frames`.
+
+        Returns
+        -------
+        states : list of dict
+            The distinct ``{control index (as str): reason}`` maps.
+        state_of : list of int
+            For each combination (row-major), the index of its map in ``states``.
+        """
+        controls = self.visual.controls
+        names = [c.name for c in controls]
+        states: list[dict[str, str]] = []
+        state_of: list[int] = []
+        for combo in itertools.product(*(c.values for c in controls)):
+            reasons = self.inactive(**dict(zip(names, combo)))
+            state = {str(names.index(name)): reason for name, reason in reasons.items()}
+            if state not in states:
+                states.append(state)
+            state_of.append(states.index(state))
+        return states, state_of
+
     def to_html(self) -> str:
         """A self-contained HTML player (inline data and script, no network)."""
         controls = self.visual.controls
         frames, frame_of = self.frames()
+        states, state_of = self.inactive_states()
         payload = {
             "sizes": [len(c.values) for c in controls],
             "frame_of": frame_of,
-            "frames": [b64encode(png).decode("ascii") for png in frames],
+            "frames": [b64encode(frame).decode("ascii") for frame in frames],
             "labels": [[c.format(v) for v in c.values] for c in controls],
+            "names": [c.label or c.name for c in controls],
+            "states": states,
+            "state_of": state_of,
         }
-        data = json.dumps(payload, separators=(",", ":"))
+        data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
         # A content hash, not a random id: rebuilding the book gives identical HTML.
         player_id = "book-explorer-" + hashlib.sha1(data.encode()).hexdigest()[:12]
         start = [list(c.values).index(_default_value(c)) for c in controls]
-        first = frame_of[int(np.ravel_multi_index(start, payload["sizes"]))] if controls else 0
+        flat = int(np.ravel_multi_index(start, payload["sizes"])) if controls else 0
+        first = frame_of[flat]
+        reasons = {controls[int(i)].name: reason for i, reason in states[state_of[flat]].items()}
         rows = []
         for i, (control, pos) in enumerate(zip(controls, start)):
             label = html.escape(control.label or control.name)
+            disabled = " disabled" if control.name in reasons else ""
             if isinstance(control, Slider):
                 field_html = (
                     f'<input type="range" class="book-explorer-control" data-control="{i}" '
                     f'min="0" max="{len(control.values) - 1}" step="1" value="{pos}" '
-                    f'aria-label="{label}">'
+                    f'aria-label="{label}"{disabled}>'
                     f'<output>{html.escape(control.format(control.values[pos]))}</output>'
                 )
             else:
@@ -370,16 +511,20 @@ class Explorer:
                 )
                 field_html = (
                     f'<select class="book-explorer-control" data-control="{i}" '
-                    f'aria-label="{label}">{options}</select>'
+                    f'aria-label="{label}"{disabled}>{options}</select>'
                 )
             rows.append(f'<label class="book-explorer-row"><span>{label}</span>{field_html}</label>')
         title = html.escape(self.visual.title)
+        width, height = Image.open(io.BytesIO(frames[first])).size
+        data_html = data.replace("</", "<\\/")  # JSON text that cannot close the script element
         return (
             f'<div class="book-explorer" id="{player_id}">{_PLAYER_CSS}'
             f'<div class="book-explorer-controls">{"".join(rows)}</div>'
-            f'<img class="book-explorer-frame" alt="{title}" '
-            f'src="data:image/png;base64,{payload["frames"][first]}">'
-            f'<script type="application/json" class="book-explorer-data">{data}</script>'
+            f'<p class="book-explorer-note" aria-live="polite">{_note_html(controls, reasons)}</p>'
+            f'<img class="book-explorer-frame" alt="{title}" width="{self.css_width}" '
+            f'height="{round(self.css_width * height / width)}" '
+            f'src="data:image/webp;base64,{payload["frames"][first]}">'
+            f'<script type="application/json" class="book-explorer-data">{data_html}</script>'
             f"<script>{_PLAYER_JS % json.dumps(player_id)}</script>"
             "</div>"
         )
@@ -402,10 +547,18 @@ class Explorer:
         bundle = self.widget()._repr_mimebundle_()
         bundle["image/png"] = b64encode(self.preview_png()).decode("ascii")
         bundle["text/plain"] = self.describe()
-        return bundle
+        # The preview is rendered at PIXEL_DENSITY: show it at its CSS size.
+        return bundle, {"image/png": {"width": self.css_width}}
 
 
-def explore(visual: Visual, dpi: int = 80) -> Explorer:
+def _note_html(controls: Sequence[Control], reasons: dict[str, str]) -> str:
+    """The note under the controls: why each disabled control is disabled."""
+    return "<br>".join(
+        f"{html.escape(c.label or c.name)}: {html.escape(reasons[c.name])}" for c in controls if c.name in reasons
+    )
+
+
+def explore(visual: Visual, dpi: int = CSS_PX_PER_INCH * PIXEL_DENSITY) -> Explorer:
     """Make ``visual`` interactive: live in Jupyter, pre-rendered in the HTML book.
 
     Parameters
@@ -413,7 +566,8 @@ def explore(visual: Visual, dpi: int = 80) -> Explorer:
     visual : Visual
         The figure's ``compute`` / ``draw`` / ``update`` and its controls.
     dpi : int
-        Resolution of the rendered figure.
+        Resolution of the rendered figure (the default renders :data:`PIXEL_DENSITY`
+        device pixels per CSS pixel).
 
     Returns
     -------
@@ -427,23 +581,32 @@ def explore(visual: Visual, dpi: int = 80) -> Explorer:
 
 _PLAYER_CSS = (
     "<style>"
-    ".book-explorer-controls{display:flex;flex-wrap:wrap;gap:.4em 1.6em;margin:.3em 0 .6em}"
+    ".book-explorer-controls{display:flex;flex-wrap:wrap;gap:.4em 1.6em;margin:.3em 0 .2em}"
     ".book-explorer-row{display:inline-flex;align-items:center;gap:.5em;margin:0}"
     ".book-explorer-row output{min-width:2.5em;font-variant-numeric:tabular-nums}"
+    ".book-explorer-row:has(:disabled){opacity:.45}"
+    ".book-explorer-note{min-height:1.4em;margin:0 0 .3em;font-size:.9em;font-style:italic}"
     ".book-explorer-frame{max-width:100%;height:auto}"
     "</style>"
 )
 
-# The player script: reads the JSON beside it and swaps the image on every input.
+# The player script: reads the JSON beside it, swaps the image on every input, and
+# disables the controls that do nothing in the new state (with the reason in the note).
 # Kept tiny and dependency-free so the page works offline and without a kernel.
 _PLAYER_JS = """(function(){
 var root=document.getElementById(%s);if(!root)return;
 var d=JSON.parse(root.querySelector('.book-explorer-data').textContent);
 var img=root.querySelector('.book-explorer-frame');
+var note=root.querySelector('.book-explorer-note');
 var inputs=root.querySelectorAll('.book-explorer-control');
 function show(){var flat=0;inputs.forEach(function(el){var i=+el.dataset.control;
 flat=flat*d.sizes[i]+(+el.value);var out=el.nextElementSibling;
 if(out&&out.tagName==='OUTPUT'){out.textContent=d.labels[i][+el.value];}});
-img.src='data:image/png;base64,'+d.frames[d.frame_of[flat]];}
+img.src='data:image/webp;base64,'+d.frames[d.frame_of[flat]];
+var state=d.states[d.state_of[flat]],lines=[];
+inputs.forEach(function(el){var i=el.dataset.control;el.disabled=(i in state);
+if(i in state){lines.push(d.names[+i]+': '+state[i]);}});
+note.textContent='';lines.forEach(function(line,k){if(k)note.appendChild(document.createElement('br'));
+note.appendChild(document.createTextNode(line));});}
 inputs.forEach(function(el){el.addEventListener('input',show);el.addEventListener('change',show);});
 })();"""

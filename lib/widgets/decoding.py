@@ -26,7 +26,7 @@ class BeamSearchTree(Visual):
     """
 
     title = "Beam search tree"
-    figsize = (6.4, 3.3)
+    figsize = (4.8, 6.0)
     times = ("8:45", "6:15", "8:00", "4:45")
     beam_sizes = (1, 2, 3, 4)
     controls = (
@@ -97,7 +97,8 @@ class BeamSearchTree(Visual):
     def draw(self, fig, data):
         from matplotlib.collections import LineCollection
 
-        tree, ranking = fig.subplots(1, 2, gridspec_kw={"width_ratios": (3, 2)})
+        # Stacked, so that the tree keeps the full width on a phone.
+        tree, ranking = fig.subplots(2, 1, gridspec_kw={"height_ratios": (3, 1.3)})
         tree.axhline(FLOOR, color="0.85", linewidth=0.8)
         pruned_edges = LineCollection([], colors="0.8", linewidths=0.6)
         kept_edges = LineCollection([], colors="tab:blue", linewidths=1.2)
@@ -109,21 +110,19 @@ class BeamSearchTree(Visual):
         done = tree.scatter([], [], s=34, marker="s", color="tab:green", zorder=3)
         tree.scatter([0], [0], s=22, color="black", zorder=3)
         most_labels = MAX_LEN * max(self.beam_sizes)
-        labels = [tree.text(0, 0, "", fontsize=6.5, va="center", ha="left") for _ in range(most_labels)]
+        labels = [tree.text(0, 0, "", va="center", ha="left") for _ in range(most_labels)]
         tree.set_xlim(-0.2, MAX_LEN + 0.9)
         tree.set_ylim(FLOOR - 0.5, 0.6)
         tree.set_xticks(range(MAX_LEN + 1))
-        tree.set_xlabel("step t", fontsize=8)
-        tree.set_ylabel("log p(prefix)", fontsize=8)
-        tree.tick_params(labelsize=7)
+        tree.set_xlabel("step $t$")
+        tree.set_ylabel("$\\log p(\\mathbf{y}_{1:t})$")
         most = max(self.beam_sizes)
         bars = ranking.barh(range(most), [0.0] * most, color="tab:green", height=0.6, alpha=0.45)
-        bar_texts = [ranking.text(0, i, "", fontsize=7, va="center", ha="left") for i in range(most)]
+        bar_texts = [ranking.text(0, i, "", va="center", ha="left") for i in range(most)]
         ranking.set_ylim(most - 0.5, -0.5)
         ranking.set_yticks([])
-        ranking.tick_params(labelsize=7)
-        ranking.set_xlabel("score = log p / len^α", fontsize=8)
-        title = fig.suptitle("", fontsize=8.5)
+        ranking.set_xlabel("score $\\log p / |\\mathbf{y}|^{\\alpha}$")
+        title = fig.suptitle("\n")
         handles = {
             "title": title, "tree": tree, "ranking": ranking, "pruned_edges": pruned_edges, "kept_edges": kept_edges,
             "winner_line": winner_line, "pruned": pruned, "kept": kept, "done": done, "labels": labels,
@@ -148,8 +147,8 @@ class BeamSearchTree(Visual):
             text.set_position((label[0] + 0.1, label[1]))
             text.set_text(label[2])
         handles["title"].set_text(
-            f"{data['time']}: the beam answers “{data['finished'][0][0]}”; the most probable phrasing "
-            f"is “{data['best']}” (score {data['best_score']:.2f})"
+            f"{data['time']}: the beam answers “{data['finished'][0][0]}”;\nmost probable: "
+            f"“{data['best']}” (score {data['best_score']:.2f})"
         )
         scores = [score for *_, score in data["finished"]]
         low = min(min(scores), data["best_score"])
@@ -165,7 +164,7 @@ class BeamSearchTree(Visual):
                 bar.set_width(0.0)
                 text.set_text("")
         handles["ranking"].set_xlim(left, 0.0)
-        handles["ranking"].set_title(f"finished hypotheses, α = {data['alpha']:.1f}", fontsize=8)
+        handles["ranking"].set_title(f"finished hypotheses, $\\alpha$ = {data['alpha']:.1f}")
 
 
 def _spread(labels: list[list], gap: float) -> list[tuple]:

@@ -43,7 +43,7 @@ class NextTokenTemperature(Visual):
     """
 
     title = "Next-word distribution at a temperature"
-    figsize = (6.4, 3.2)
+    figsize = (4.8, 4.4)
 
     def __init__(self, words: Sequence[str], distributions: Mapping[str, torch.Tensor], top: int = 10):
         if not distributions:
@@ -99,9 +99,9 @@ class NextTokenTemperature(Visual):
         for bar, value in zip(handles["bars"], data["probs"]):
             bar.set_height(value)
         ax = handles["ax"]
-        ax.set_xticklabels(data["labels"], rotation=35, ha="right", fontsize=8)
-        ax.set_title(f"after “{data['context']}”, T = {data['temperature']:g}: largest p = {data['max_prob']:.2f}, "
-                     f"perplexity {data['perplexity']:.1f}", fontsize=9)
+        ax.set_xticklabels(data["labels"], rotation=90)  # upright words would overlap on a phone
+        ax.set_title(f"after “{data['context']}”, $T$ = {data['temperature']:g}:\n"
+                     f"largest $p$ = {data['max_prob']:.2f}, perplexity {data['perplexity']:.1f}")
 
 
 class AddDeltaPerplexity(Visual):
@@ -124,7 +124,7 @@ class AddDeltaPerplexity(Visual):
     """
 
     title = "Add-delta smoothing against test perplexity"
-    figsize = (6.0, 3.2)
+    figsize = (4.8, 4.6)
 
     def __init__(self, train, test, vocabulary: Sequence[str], orders: Sequence[int] = (1, 2, 3)):
         self.orders = tuple(orders)
@@ -189,9 +189,10 @@ class AddDeltaPerplexity(Visual):
         ax.set_yticks(y_ticks, [f"{t:,}" for t in y_ticks])
         ax.xaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_minor_locator(NullLocator())
-        ax.set_xlabel("δ (pseudo-count added to every n-gram)")
+        ax.set_xlabel("$\\delta$ (pseudo-count added to every $n$-gram)")
         ax.set_ylabel("perplexity")
-        ax.legend(loc="upper left", fontsize=8)
+        # Above the axes: inside, the legend covered the curves of some orders.
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2, frameon=False)
         handles = {"ax": ax, "train_line": train_line, "test_line": test_line, "train_dot": train_dot,
                    "test_dot": test_dot}
         self.update(handles, data)
@@ -202,7 +203,6 @@ class AddDeltaPerplexity(Visual):
         handles["test_line"].set_ydata(data["test"])
         handles["train_dot"].set_data([data["delta"]], [data["train_value"]])
         handles["test_dot"].set_data([data["delta"]], [data["test_value"]])
-        handles["ax"].set_title(
-            f"n = {data['order']}, δ = {data['delta']:.2g}: training {data['train_value']:.0f}, "
-            f"test {data['test_value']:.0f} (best test {data['best_test']:.0f} at δ = {data['best_delta']:.2g})",
-            fontsize=9)
+        handles["ax"].figure.suptitle(
+            f"$n$ = {data['order']}, $\\delta$ = {data['delta']:.2g}: training {data['train_value']:.0f}, "
+            f"test {data['test_value']:.0f}\n(best test {data['best_test']:.0f} at $\\delta$ = {data['best_delta']:.2g})")

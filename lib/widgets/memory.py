@@ -5,6 +5,8 @@ plus ``draw``/``update`` that only move matplotlib artists.
 """
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import torch
 
@@ -30,7 +32,7 @@ class NTMMemoryStepper(Visual):
     """
 
     title = "NTM memory: writing and reading step by step"
-    figsize = (6.4, 3.6)
+    figsize = (4.8, 6.4)
     slots, size = 8, 6
     controls = (
         Slider("step", tuple(range(8)), default=6, label="step"),
@@ -95,27 +97,37 @@ class NTMMemoryStepper(Visual):
             "vectors": vectors, "caption": f"step {step}: {caption}",
         }
 
+    def inactive(self, step=6, erase=1.0, add=1.0, beta=10.0):
+        """Step 0 writes nothing; steps 1 to 4 address by location, where the key strength plays no part."""
+        reasons = {}
+        if step == 0:
+            reasons["erase"] = reasons["add"] = "step 0 shows the memory before any write"
+        if step <= 4:
+            reasons["beta"] = "steps 0 to 4 address by location; β sharpens content addressing (steps 5 to 7)"
+        return reasons
+
     def _picture(self, data) -> np.ndarray:
         """Memory rows, a blank row, then the key, add and read vectors: one image, one axes (fast to draw)."""
         return np.ma.masked_invalid(np.vstack([data["memory"], np.full((1, self.size), np.nan), data["vectors"]]))
 
     def draw(self, fig, data):
-        memory_ax, weight_ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": (1.3, 1)})
+        # Stacked, so that each keeps the full width on a phone.
+        memory_ax, weight_ax = fig.subplots(2, 1, gridspec_kw={"height_ratios": (1.3, 1)})
         slots = np.arange(self.slots)
         picture = memory_ax.imshow(self._picture(data), cmap="RdBu_r", vmin=-2, vmax=2, aspect="auto")
-        labels = [f"slot {i}" for i in slots] + ["", "key k", "add a", "read r"]
-        memory_ax.set_yticks(range(len(labels)), labels, fontsize=8)
+        labels = [f"slot {i}" for i in slots] + ["", "key $\\mathbf{k}$", "add $\\mathbf{a}$", "read $\\mathbf{r}$"]
+        memory_ax.set_yticks(range(len(labels)), labels)
         memory_ax.set_xticks([])
-        memory_ax.set_title("memory M, then the step's vectors\n(red > 0 > blue, range ±2)", fontsize=8)
-        write_bars = weight_ax.barh(slots - 0.2, data["write"], height=0.4, color="tab:orange", label="write w")
-        read_bars = weight_ax.barh(slots + 0.2, data["read"], height=0.4, color="tab:blue", label="read w")
+        memory_ax.set_title("memory $\\mathbf{M}$, then the step's vectors\n(red > 0 > blue, range ±2)")
+        write_bars = weight_ax.barh(slots - 0.2, data["write"], height=0.4, color="tab:orange", label="write")
+        read_bars = weight_ax.barh(slots + 0.2, data["read"], height=0.4, color="tab:blue", label="read")
         weight_ax.set_xlim(0, 1)
         weight_ax.set_xticks([0, 0.5, 1])
         weight_ax.set_ylim(self.slots - 0.5, -0.5)
-        weight_ax.set_yticks(slots, [str(i) for i in slots], fontsize=8)
-        weight_ax.set_title("weightings over the slots", fontsize=8)
-        weight_ax.legend(fontsize=7, loc="lower right")
-        caption = fig.suptitle("", fontsize=9)
+        weight_ax.set_yticks(slots, [f"slot {i}" for i in slots])
+        weight_ax.set_title("weightings $\\mathbf{w}_t$ over the slots")
+        weight_ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)  # beside the bars, not on them
+        caption = fig.suptitle("\n")
         handles = {"picture": picture, "write": write_bars, "read": read_bars, "caption": caption}
         self.update(handles, data)
         return handles
@@ -125,7 +137,8 @@ class NTMMemoryStepper(Visual):
         for name in ("write", "read"):
             for bar, value in zip(handles[name], data[name]):
                 bar.set_width(value)
-        handles["caption"].set_text(data["caption"])
+        lines = textwrap.wrap(data["caption"], 40)
+        handles["caption"].set_text("\n".join(lines + [" "] * (2 - len(lines))))  # always two lines: a fixed layout
 
 
 # ---------------------------------------------------------------------------
@@ -160,7 +173,7 @@ class HopfieldRecall(Visual):
     """
 
     title = "Hopfield recall"
-    figsize = (6.4, 3.0)
+    figsize = (4.8, 4.4)
     updates = (0, 10, 25, 50, 75, 100, 150, 200, 300)
     noises = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
     controls = (
@@ -219,26 +232,28 @@ class HopfieldRecall(Visual):
             images[name] = ax.imshow(data[name], cmap="gray_r", vmin=-1, vmax=1)
             ax.set_xticks([])
             ax.set_yticks([])
-            images[name + "_title"] = ax.set_title(title, fontsize=9)
+            images[name + "_title"] = ax.set_title(title)
         energy_ax = fig.add_subplot(grid[1, :])
         steps = np.arange(len(data["energy"]))
         curve, = energy_ax.plot(steps, data["energy"], color="tab:purple")
         marker, = energy_ax.plot([0], [data["energy"][0]], "o", color="black")
-        energy_ax.set_xlabel("single-unit updates", fontsize=8)
-        energy_ax.set_ylabel("energy E", fontsize=8)
-        energy_ax.tick_params(labelsize=7)
-        handles = {**images, "ax": energy_ax, "curve": curve, "marker": marker}
+        # One energy range for every letter and noise: the tick labels, and so the layout, never change.
+        every = torch.cat(list(self.energies.values()))
+        low, high = float(every.min()), float(every.max())
+        energy_ax.set_ylim(low - 0.05 * (high - low + 1), high + 0.05 * (high - low + 1))
+        energy_ax.set_xlabel("single-unit updates")
+        energy_ax.set_ylabel("energy $E$")
+        state_note = fig.suptitle("")
+        handles = {**images, "ax": energy_ax, "curve": curve, "marker": marker, "state_note": state_note}
         self.update(handles, data)
         return handles
 
     def update(self, handles, data):
         for name in ("cue", "state", "target"):
             handles[name].set_data(data[name])
-        handles["state_title"].set_text(
-            f"after {data['updates']} updates: {data['flipped']} wrong, m = {data['overlap']:.2f}"
+        handles["state_note"].set_text(
+            f"after {data['updates']} updates: {data['flipped']} units wrong, overlap $m$ = {data['overlap']:.2f}"
         )
         energies = data["energy"]
         handles["curve"].set_ydata(energies)
         handles["marker"].set_data([data["updates"]], [energies[data["updates"]]])
-        low, high = float(energies.min()), float(energies.max())
-        handles["ax"].set_ylim(low - 0.05 * (high - low + 1), high + 0.05 * (high - low + 1))

@@ -24,7 +24,7 @@ class BleuBreakdown(Visual):
     """
 
     title = "BLEU breakdown"
-    figsize = (6.4, 3.0)
+    figsize = (4.8, 5.8)
     controls = (
         Text("candidate", (
             "the cat sat on the mat",
@@ -69,18 +69,19 @@ class BleuBreakdown(Visual):
         }
 
     def draw(self, fig, data):
-        bars_ax, text_ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": (3, 2)})
+        # Stacked, so that the bars keep the full width on a phone.
+        bars_ax, text_ax = fig.subplots(2, 1, gridspec_kw={"height_ratios": (3, 2)})
         orders = np.arange(1, MAX_N + 1)
         totals = bars_ax.bar(orders - 0.18, data["totals"], width=0.36, color="0.75", label="n-grams in candidate")
         matches = bars_ax.bar(orders + 0.18, data["matches"], width=0.36, color="tab:blue",
                               label="clipped matches")
-        notes = [bars_ax.text(n, 0, "", ha="center", va="bottom", fontsize=7.5) for n in orders]
+        notes = [bars_ax.text(n, 0, "", ha="center", va="bottom") for n in orders]
         bars_ax.set_xticks(orders, [f"{n}-grams" for n in orders])
-        bars_ax.tick_params(labelsize=7.5)
-        bars_ax.legend(fontsize=7, loc="upper right", frameon=False)
+        bars_ax.set_yticks([])  # the notes give the counts; tick labels of changing width would need a new layout
+        # Above the axes: inside, the legend covered the tallest bars' notes.
+        bars_ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2, frameon=False)
         text_ax.set_axis_off()
-        lines = [text_ax.text(0.0, 0.92 - 0.16 * i, "", fontsize=8, transform=text_ax.transAxes)
-                 for i in range(6)]
+        lines = [text_ax.text(0.0, 0.92 - 0.17 * i, "", transform=text_ax.transAxes, va="top") for i in range(6)]
         handles = {"bars_ax": bars_ax, "totals": totals, "matches": matches, "notes": notes, "lines": lines}
         self.update(handles, data)
         return handles
@@ -94,7 +95,7 @@ class BleuBreakdown(Visual):
         for n, (text, match, total, p) in enumerate(
                 zip(handles["notes"], data["matches"], data["totals"], data["precisions"]), start=1):
             text.set_y(total + 0.03 * top * 1.4)
-            text.set_text(f"{match}/{total}\np{n} = {p:.2f}" if total else "no\nn-grams")
+            text.set_text(f"{match}/{total}\n$p_{n}$ = {p:.2f}" if total else "no\nn-grams")
         handles["bars_ax"].set_ylim(0, 1.45 * top + 0.5)
         bp = data["brevity_penalty"]
         c, r = data["hyp_len"], data["ref_len"]

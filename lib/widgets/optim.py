@@ -52,7 +52,7 @@ class TrajectoryExplorer(Visual):
     """
 
     title = "Optimiser trajectories"
-    figsize = (6.0, 3.4)
+    figsize = (4.8, 4.8)
     controls = (
         Choice("surface", tuple(SURFACES), default="rosenbrock", label="surface"),
         Choice("optimizer", OPTIMIZER_NAMES, default="momentum", label="optimiser"),
@@ -102,12 +102,9 @@ class TrajectoryExplorer(Visual):
         minimum, = ax.plot([], [], "*", color="gold", markeredgecolor="black", markersize=12, zorder=4)
         start, = ax.plot([], [], "x", color="black", markersize=7, zorder=4)
         line, = ax.plot([], [], "-o", color="tab:red", markersize=2, linewidth=1, zorder=3)
-        readout = ax.text(0.02, 0.03, "", transform=ax.transAxes, fontsize=8,
-                          bbox=dict(facecolor="white", edgecolor="0.8", alpha=0.9))
-        ax.set_xlabel("w₁")
-        ax.set_ylabel("w₂")
-        handles = {"ax": ax, "contours": contours, "minimum": minimum, "start": start,
-                   "line": line, "readout": readout}
+        ax.set_xlabel("$w_1$")
+        ax.set_ylabel("$w_2$")
+        handles = {"ax": ax, "contours": contours, "minimum": minimum, "start": start, "line": line}
         self.update(handles, data)
         return handles
 
@@ -122,11 +119,10 @@ class TrajectoryExplorer(Visual):
         handles["start"].set_data([spec.start[0]], [spec.start[1]])
         path = data["path"]
         handles["line"].set_data(path[:, 0], path[:, 1])
-        ax.set_title(f"{data['optimizer']} on the {data['surface']}: lr = {data['lr']:g}, β = {data['beta']:g}",
-                     fontsize=9)
         if data["diverged"]:
-            summary = f"diverged after {len(path) - 1} steps"
+            summary = f"diverged after {len(path) - 1} steps\n "
         else:
-            summary = (f"after {data['steps']} steps: loss {data['final_loss']:.2e}, "
-                       f"distance to minimum {data['distance']:.3f}")
-        handles["readout"].set_text(summary)
+            summary = (f"after {data['steps']} steps: loss {data['final_loss']:.2e},\n"
+                       f"distance to the minimum {data['distance']:.3f}")
+        # The summary is part of the title: a box inside the axes covered the path.
+        ax.set_title(f"{data['optimizer']}: lr = {data['lr']:g}, $\\beta$ = {data['beta']:g}\n{summary}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
+from matplotlib.ticker import FixedFormatter, FixedLocator, FuncFormatter, NullLocator
 
 from lib.rnn import NONLINEARITIES, RNNCell, rnn_jacobian_norms
 from lib.widgets.core import Choice, Slider, Visual
@@ -25,7 +25,7 @@ class GradientDecay(Visual):
     """
 
     title = "Gradient decay through time"
-    figsize = (6.0, 3.2)
+    figsize = (4.8, 4.0)
     controls = (
         Slider("scale", (0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5), default=1.0, label="recurrent weight scale ρ"),
         Slider("length", (10, 25, 50, 100), default=50, label="sequence length T"),
@@ -75,8 +75,9 @@ class GradientDecay(Visual):
 
     def draw(self, fig, data):
         ax = fig.add_subplot()
-        bound, = ax.plot([], [], "--", color="0.3", linewidth=1, zorder=3, label="ρ^(T−k)")
-        curve, = ax.plot([], [], "-", color="tab:blue", linewidth=2, label="‖∂h_T/∂h_k‖")
+        bound, = ax.plot([], [], "--", color="0.3", linewidth=1, zorder=3, label="$\\rho^{T-k}$")
+        curve, = ax.plot([], [], "-", color="tab:blue", linewidth=2,
+                         label="$\\|\\partial \\mathbf{h}_T / \\partial \\mathbf{h}_k\\|$")
         ax.axhline(1.0, color="black", linewidth=0.6)
         ax.set_yscale("log")
         ax.set_ylim(self.floor, self.ceiling)
@@ -85,8 +86,9 @@ class GradientDecay(Visual):
         ax.yaxis.set_major_locator(FixedLocator(ticks))
         ax.yaxis.set_major_formatter(FixedFormatter([f"1e{e}" if e else "1" for e in range(-30, 21, 10)]))
         ax.yaxis.set_minor_locator(NullLocator())
-        ax.set_xlabel("step k")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.set_xlabel("step $k$")
+        # Above the axes: inside, the legend covered the curves at some settings.
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2, frameon=False)
         handles = {"ax": ax, "curve": curve, "bound": bound}
         self.update(handles, data)
         return handles
@@ -96,9 +98,9 @@ class GradientDecay(Visual):
         handles["curve"].set_data(data["k"], clip(data["norms"]))
         handles["bound"].set_data(data["k"], clip(data["bound"]))
         handles["ax"].set_xlim(0, data["length"])
-        handles["ax"].set_title(
-            f"{data['activation']} RNN, ρ = {data['scale']:g}, T = {data['length']}: "
-            f"‖∂h_T/∂h_0‖ ≈ {data['first']:.1e}", fontsize=9,
+        handles["ax"].set_xlabel(
+            f"step $k$ ({data['activation']}, $\\rho$ = {data['scale']:g}, $T$ = {data['length']}: "
+            f"$\\|\\partial \\mathbf{{h}}_T / \\partial \\mathbf{{h}}_0\\|$ ≈ {data['first']:.1e})"
         )
 
 
@@ -161,7 +163,7 @@ class LSTMGateExplorer(Visual):
     """
 
     title = "LSTM gate explorer"
-    figsize = (6.0, 3.6)
+    figsize = (4.8, 5.4)
     controls = (
         Slider("forget_gate", (0.0, 0.5, 0.8, 0.95, 1.0), default=0.95, label="forget gate f"),
         Slider("input_gate", (0.0, 0.5, 1.0), default=1.0, label="input gate i"),
@@ -190,18 +192,28 @@ class LSTMGateExplorer(Visual):
             "f": forget_gate, "i": input_gate, "o": output_gate,
         }
 
+    def inactive(self, forget_gate=0.95, input_gate=1.0, output_gate=1.0, candidate="steady"):
+        """A closed input gate writes nothing, whatever the candidate."""
+        if input_gate == 0:
+            return {"candidate": "the input gate i = 0 lets no candidate into the memory"}
+        return {}
+
     def draw(self, fig, data):
         c_ax, h_ax = fig.subplots(2, 1, sharex=True)
-        bars = c_ax.bar(data["t"], data["written"], color="tab:orange", alpha=0.6, label="written i·g_t")
-        c_line, = c_ax.plot(data["t"], data["c"], "-o", color="tab:blue", markersize=2.5, label="memory c_t")
-        h_line, = h_ax.plot(data["t"], data["h"], "-o", color="tab:green", markersize=2.5, label="h_t = o·tanh(c_t)")
-        notes_line, = h_ax.plot(data["t"], data["notes_h"], "--", color="0.45", label="notes: o·c_t")
+        bars = c_ax.bar(data["t"], data["written"], color="tab:orange", alpha=0.6, label="written $i\\,g_t$")
+        c_line, = c_ax.plot(data["t"], data["c"], "-o", color="tab:blue", markersize=2.5, label="memory $c_t$")
+        h_line, = h_ax.plot(data["t"], data["h"], "-o", color="tab:green", markersize=2.5,
+                            label="$h_t = o\\tanh(c_t)$")
+        notes_line, = h_ax.plot(data["t"], data["notes_h"], "--", color="0.45", label="notes: $o\\,c_t$")
         for ax in (c_ax, h_ax):
             ax.axhline(0, color="black", linewidth=0.6)
-            ax.legend(loc="upper right", fontsize=7)
+            # Beside the axes' top edge, outside: inside, the legend covered the curves.
+            ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=2, frameon=False, borderaxespad=0.1)
         h_ax.set_ylim(-self.h_limit, self.h_limit)
-        h_ax.set_xlabel("step t")
-        readout = h_ax.text(0.01, 0.05, "", transform=h_ax.transAxes, fontsize=8)
+        readout = h_ax.set_xlabel("step $t$")
+        # Tick labels of one width (|c_t| <= 30; U+2007 is as wide as a digit), so the frozen layout fits every frame.
+        c_ax.yaxis.set_major_formatter(
+            FuncFormatter(lambda value, _: f"{value:.1f}".replace("-", "\u2212").rjust(5, "\u2007")))
         handles = {"c_ax": c_ax, "bars": bars, "c_line": c_line, "h_line": h_line, "notes_line": notes_line,
                    "readout": readout}
         self.update(handles, data)
@@ -215,8 +227,7 @@ class LSTMGateExplorer(Visual):
         handles["notes_line"].set_ydata(np.clip(data["notes_h"], -2 * self.h_limit, 2 * self.h_limit))
         limit = data["c_limit"]
         handles["c_ax"].set_ylim(-limit, limit)
-        handles["c_ax"].set_title(
-            f"c_t = {data['f']:g}·c_(t−1) + {data['i']:g}·g_t,   h_t = {data['o']:g}·tanh(c_t)",
-            fontsize=9,
-        )
-        handles["readout"].set_text(f"largest |o·c_t| (notes): {data['notes_peak']:.2f}")
+        fig = handles["c_ax"].figure
+        fig.suptitle(f"$c_t$ = {data['f']:g} $c_{{t-1}}$ + {data['i']:g} $g_t$,   "
+                     f"$h_t$ = {data['o']:g} tanh$(c_t)$")
+        handles["readout"].set_text(f"step $t$ (largest $|o\\,c_t|$ of the notes: {data['notes_peak']:.2f})")

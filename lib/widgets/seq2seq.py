@@ -148,7 +148,7 @@ class AlignmentExplorer(Visual):
     """
 
     title = "Alignment explorer"
-    figsize = (6.4, 3.4)
+    figsize = (4.8, 4.6)
     max_rows = 11  # ten ISO characters and <eos>
 
     def __init__(self, data: dict, task: DateTask):
@@ -163,6 +163,13 @@ class AlignmentExplorer(Visual):
             Slider("window", tuple(data["windows"]),
                    default=data["trained_windows"][local[0]] if local else None, label="local-p window D"),
         )
+
+    def inactive(self, example=None, model=None, window=None):
+        """The window D belongs to local-p attention: it does nothing for a global model."""
+        model = model if model is not None else self.data["models"][0]
+        if self.data["trained_windows"].get(model) is None:
+            return {"window": f"{model} attends to every source position; only local-p has a window"}
+        return {}
 
     def _labels(self, output: list[int]) -> list[str]:
         return [EOS_LABEL if token == self.task.eos else self.task.target_text([token]) or "?" for token in output]
@@ -201,23 +208,24 @@ class AlignmentExplorer(Visual):
             "column_labels": list(self.data["sources"][index]),
             "centres": centres,
             "window": window if local else None,
-            "title": f"{model}{setting}: {output} ({verdict})",
+            "title": f"{model}{setting}: {output}\n{verdict}",
             "correct": correct,
         }
 
     def draw(self, fig, data):
         ax = fig.add_subplot()
         image = ax.imshow(data["weights"], vmin=0, vmax=1, cmap="viridis", aspect="auto", interpolation="nearest")
-        fig.colorbar(image, ax=ax, label="weight", fraction=0.04)
+        fig.colorbar(image, ax=ax, label="weight $\\alpha_{t,s}$", fraction=0.04)
         # Labels are plain texts created once (tick labels would be rebuilt, and laid out, on every frame).
         ax.set_xticks([])
         ax.set_yticks([])
-        columns = [ax.text(c, -0.02, "", transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=7)
+        columns = [ax.text(c, -0.02, "", transform=ax.get_xaxis_transform(), ha="center", va="top")
                    for c in range(self.max_columns)]
-        rows = [ax.text(-0.01, r, "", transform=ax.get_yaxis_transform(), ha="right", va="center", fontsize=7)
+        rows = [ax.text(-0.01, r, "", transform=ax.get_yaxis_transform(), ha="right", va="center")
                 for r in range(self.max_rows)]
-        ax.set_xlabel("source character", fontsize=8, labelpad=12)
-        ax.set_ylabel("output character", fontsize=8, labelpad=26)
+        # The pads leave room for the character labels above, which are plain texts.
+        ax.set_xlabel("source character $s$", labelpad=1.6 * columns[0].get_fontsize())
+        ax.set_ylabel("output character $t$", labelpad=3.2 * rows[0].get_fontsize())
         (centres,) = ax.plot(np.zeros(self.max_rows), np.arange(self.max_rows), "o", color="white", markersize=3,
                              linestyle="none")
         (left,) = ax.plot(*_staircase(np.zeros(self.max_rows)), color="white", linewidth=1)
@@ -244,4 +252,4 @@ class AlignmentExplorer(Visual):
         handles["left"].set_data(*_staircase(np.clip(np.ceil(centres - window), 0, last) - 0.5))
         handles["right"].set_data(*_staircase(np.clip(np.floor(centres + window), 0, last) + 0.5))
         handles["ax"].set_xlim(-0.5, len(data["column_labels"]) - 0.5)  # the source's columns fill the width
-        handles["ax"].set_title(data["title"], fontsize=9)
+        handles["ax"].set_title(data["title"])

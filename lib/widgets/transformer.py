@@ -36,7 +36,7 @@ class PositionalEncodingExplorer(Visual):
     """
 
     title = "Positional encoding explorer"
-    figsize = (6.4, 3.4)
+    figsize = (4.8, 6.6)
     max_len, d_model = 64, 32
     controls = (
         Slider("position", tuple(range(0, 64, 6)), default=18, label="position t"),
@@ -68,14 +68,12 @@ class PositionalEncodingExplorer(Visual):
         }
 
     def draw(self, fig, data):
-        grid = fig.add_gridspec(2, 2, width_ratios=(1, 1.5))
-        matrix_ax = fig.add_subplot(grid[:, 0])
-        wave_ax = fig.add_subplot(grid[0, 1])
-        similarity_ax = fig.add_subplot(grid[1, 1])
+        # Three panels stacked, so that each keeps the full width on a phone.
+        matrix_ax, wave_ax, similarity_ax = fig.subplots(3, 1, gridspec_kw={"height_ratios": (1.4, 1, 1)})
         matrix_ax.imshow(self.encoding, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
-        matrix_ax.set_xlabel("dimension", fontsize=8)
-        matrix_ax.set_ylabel("position", fontsize=8)
-        matrix_ax.set_title("P (blue −1, red +1)", fontsize=9)
+        matrix_ax.set_xlabel("dimension")
+        matrix_ax.set_ylabel("position $t$")
+        matrix_ax.set_title("$\\mathbf{P}$ (blue −1, red +1)")
         row = matrix_ax.axhline(0, color="lime", linewidth=1.5)
         columns = Rectangle((0, -0.5), 2, self.max_len, fill=False, edgecolor="lime", linewidth=1.5)
         matrix_ax.add_patch(columns)
@@ -88,10 +86,8 @@ class PositionalEncodingExplorer(Visual):
         (similarity_line,) = similarity_ax.plot(positions, data["similarity"], color="tab:green")
         (similarity_dot,) = similarity_ax.plot([0], [1], "ko", markersize=4)
         similarity_ax.set_ylim(0, 1.08)
-        similarity_ax.set_xlabel("position s", fontsize=8)
-        similarity_ax.set_title("similarity p_t · p_s / (d/2)", fontsize=9)
-        for ax in (matrix_ax, wave_ax, similarity_ax):
-            ax.tick_params(labelsize=7)
+        similarity_ax.set_xlabel("position $s$")
+        similarity_ax.set_title("similarity $\\mathbf{p}_t \\cdot \\mathbf{p}_s \\,/\\, (d/2)$")
         for ax in (wave_ax, similarity_ax):
             ax.set_xlim(0, self.max_len - 1)
         handles = {
@@ -109,7 +105,7 @@ class PositionalEncodingExplorer(Visual):
         handles["cos"].set_ydata(data["cos"])
         handles["wave_dots"].set_data([t, t], [data["sin"][t], data["cos"][t]])
         handles["wave_ax"].set_title(
-            f"columns {2 * i} (sin, blue), {2 * i + 1} (cos, orange): wavelength {data['wavelength']:.1f}", fontsize=8
+            f"$p_{{t,{2 * i}}}$ (sin, blue), $p_{{t,{2 * i + 1}}}$ (cos, orange)\nwavelength {data['wavelength']:.1f}"
         )
         handles["similarity"].set_ydata(data["similarity"])
         handles["similarity_dot"].set_data([t], [data["similarity"][t]])
@@ -154,7 +150,7 @@ class HeadsViewer(Visual):
     """
 
     title = "Heads viewer"
-    figsize = (5.6, 3.6)
+    figsize = (4.8, 5.0)
 
     def __init__(self, maps: dict, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]]):
         layers, heads, examples = _check_maps(maps, sources, targets)
@@ -201,23 +197,28 @@ class HeadsViewer(Visual):
     def draw(self, fig, data):
         ax = fig.add_subplot()
         image = ax.imshow(data["weights"], vmin=0, vmax=1, cmap="viridis", aspect="auto", interpolation="nearest")
-        fig.colorbar(image, ax=ax, label="weight")
-        ax.tick_params(labelsize=8)
+        fig.colorbar(image, ax=ax, label="weight $\\alpha_{ts}$")
         handles = {"ax": ax, "image": image}
         self.update(handles, data)
+        # Leave the longest token of any example on every tick: the layout, frozen after
+        # draw, then has room for all of them (the next update puts the real ones back).
+        tokens = [token for sentence in (*self.sources, *self.targets) for token in sentence] + ["<bos>"]
+        longest = max(tokens, key=len)
+        ax.set_xticks(ax.get_xticks(), [longest] * len(ax.get_xticks()), rotation=90)
+        ax.set_yticks(ax.get_yticks(), [longest] * len(ax.get_yticks()))
         return handles
 
     def update(self, handles, data):
         ax = handles["ax"]
         handles["image"].set_data(np.ma.masked_invalid(data["weights"]))
         rows, columns = data["row_labels"], data["column_labels"]
-        ax.set_xticks(range(len(columns)), columns)
+        ax.set_xticks(range(len(columns)), columns, rotation=90)  # upright tokens would overlap on a phone
         ax.set_yticks(range(len(rows)), rows)
         ax.set_xlim(-0.5, len(columns) - 0.5)
         ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_title(data["title"], fontsize=9)
-        ax.set_xlabel(data["xlabel"], fontsize=8)
-        ax.set_ylabel(data["ylabel"], fontsize=8)
+        ax.set_title(data["title"])
+        ax.set_xlabel(data["xlabel"])
+        ax.set_ylabel(data["ylabel"])
 
 
 def draw_all_heads(fig: Figure, viewer: HeadsViewer, example: int = 1) -> np.ndarray:

@@ -92,7 +92,7 @@ class NeighbourExplorer(Visual):
     """
 
     title = "Nearest neighbours and analogies"
-    figsize = (6.0, 3.2)
+    figsize = (4.8, 4.0)
 
     def __init__(
         self, models: Mapping[str, WordVectors], queries: Sequence[str] = QUERIES,
@@ -142,9 +142,8 @@ class NeighbourExplorer(Visual):
         ax.invert_yaxis()  # the closest word on top
         ax.set_xlim(0, 1.08)
         ax.set_xlabel("cosine similarity to the query")
-        values = [ax.text(0, y, "", va="center", fontsize=8) for y in positions]
-        message = ax.text(0.5, 0.5, "", transform=ax.transAxes, ha="center", va="center", fontsize=9,
-                          color="tab:red", wrap=True)
+        values = [ax.text(0, y, "", va="center") for y in positions]
+        message = ax.text(0.5, 0.5, "", transform=ax.transAxes, ha="center", va="center", color="tab:red", wrap=True)
         handles = {"ax": ax, "bars": bars, "values": values, "message": message}
         self.update(handles, data)
         return handles
@@ -155,7 +154,7 @@ class NeighbourExplorer(Visual):
             text.set_x(max(score, 0.0) + 0.01)
             text.set_text(f"{score:.2f}" if score else "")
         handles["ax"].set_yticklabels(data["words"])
-        handles["ax"].set_title(f"closest to: {data['expression']}" if data["expression"] else "", fontsize=9)
+        handles["ax"].set_title(f"closest to: {data['expression']}" if data["expression"] else "")
         handles["message"].set_text(data["message"])
 
 
@@ -171,7 +170,7 @@ class ProjectionExplorer(Visual):
     """
 
     title = "2-D projection of word pairs"
-    figsize = (6.0, 3.6)
+    figsize = (4.8, 4.6)
 
     def __init__(
         self, models: Mapping[str, WordVectors],
@@ -227,8 +226,10 @@ class ProjectionExplorer(Visual):
         second = ax.scatter([], [], color="tab:orange", s=18, zorder=3)
         arrows = LineCollection([], colors="tab:gray", linewidths=1, zorder=2)
         ax.add_collection(arrows)
-        texts = [ax.text(0, 0, "", fontsize=8, zorder=4) for _ in range(2 * self.max_pairs)]
-        legend = ax.legend([first, second], list(data["roles"]), loc="upper left", fontsize=8, frameon=False)
+        texts = [ax.text(0, 0, "", zorder=4) for _ in range(2 * self.max_pairs)]
+        # Above the axes: inside, the legend covered points of some groups.
+        legend = ax.legend([first, second], list(data["roles"]), loc="lower center", bbox_to_anchor=(0.5, 1.0),
+                           ncols=2, frameon=False)
         ax.set_xticks([])
         ax.set_yticks([])
         handles = {"ax": ax, "first": first, "second": second, "arrows": arrows, "texts": texts, "legend": legend}
@@ -252,7 +253,7 @@ class ProjectionExplorer(Visual):
         margin = 0.12 * (high - low)
         ax = handles["ax"]
         ax.set_xlim(low[0] - margin[0], high[0] + 2 * margin[0])  # room for the labels on the right
-        ax.set_ylim(low[1] - margin[1], high[1] + 2 * margin[1])  # and for the legend on top
+        ax.set_ylim(low[1] - margin[1], high[1] + margin[1])
         shares = data["explained"]
-        ax.set_xlabel(f"first principal component ({shares[0]:.0%} of the variance)", fontsize=8)
-        ax.set_ylabel(f"second ({shares[1]:.0%})", fontsize=8)
+        ax.set_xlabel(f"first principal component ({shares[0]:.0%} of the variance)")
+        ax.set_ylabel(f"second ({shares[1]:.0%})")
