@@ -1,26 +1,29 @@
 """The built HTML book, opened as a reader would: headless Chromium, no kernel, no network.
 
-Needs ``_build/html`` (``make book``; ``make test`` builds it first) and Debian's
+Needs ``_build/html`` (``make book``; ``make test`` builds it first; ``BOOK_HTML`` names
+another build) and Debian's
 ``chromium``. For every page of the book it proves that maths is typeset, that
 every control of every kernel-free explorer changes the figure it shows, that no
-request leaves 127.0.0.1, and that the console stays free of errors.
+request leaves 127.0.0.1, and that the console stays free of errors; at a phone's,
+a small laptop's and a desktop's width, that the navigation opens, that no page
+scrolls sideways, that one search box shows, that no TeX or Markdown is left raw,
+and that figures have captions and images alt text.
 """
-import functools
-import http.server
-import shutil
-import threading
+import os
+import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
+from benchmarks.site_weight import launch_chromium, serve
+
 pytestmark = pytest.mark.browser
 
-BUILD = Path(__file__).resolve().parents[1] / "_build" / "html"
-CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
+# BOOK_HTML tests another build of the book (e.g. one made with --path-output elsewhere).
+BUILD = Path(os.environ.get("BOOK_HTML", Path(__file__).resolve().parents[1] / "_build" / "html"))
+WIDTHS = [390, 1024, 1366]  # a phone, a small laptop (drawer navigation below 992 px), a desktop
+NARROW = 992  # the themes' breakpoint: below it the sidebars are drawers
 
 
 def book_pages() -> list[str]:
@@ -32,6 +35,11 @@ def book_pages() -> list[str]:
     )
 
 
+def content_pages() -> list[str]:
+    """The book's pages less those that only redirect (``index.html``)."""
+    return [page for page in book_pages() if 'http-equiv="Refresh"' not in (BUILD / page).read_text()]
+
+
 def explorer_pages() -> list[str]:
     return [page for page in book_pages() if 'class="book-explorer"' in (BUILD / page).read_text()]
 
@@ -40,28 +48,19 @@ def explorer_pages() -> list[str]:
 def server():
     if not (BUILD / "index.html").is_file():
         pytest.fail(f"the book is not built ({BUILD} has no index.html): run `make book` first")
-    handler = functools.partial(_QuietHandler, directory=str(BUILD))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
+    with serve(BUILD) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser():
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.fail("Debian's chromium is not installed: `apt-get install chromium` (make test does it)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            browser = launch_chromium(playwright)
+        except RuntimeError as error:
+            pytest.fail(str(error))
         yield browser
         browser.close()
 
@@ -69,8 +68,9 @@ def browser():
 class Visit:
     """A page opened in a fresh context that records requests and console errors."""
 
-    def __init__(self, browser, url):
-        self.context = browser.new_context()
+    def __init__(self, browser, url, width=1366, color_scheme="light"):
+        self.context = browser.new_context(viewport={"width": width, "height": 844 if width < NARROW else 900},
+                                           color_scheme=color_scheme)
         self.page = self.context.new_page()
         self.requests, self.errors = [], []
         self.page.on("request", lambda request: self.requests.append(request.url))
@@ -83,6 +83,11 @@ class Visit:
             if urlparse(route.request.url).hostname == "127.0.0.1" else route.abort(),
         )
         self.page.goto(url, wait_until="load")
+
+    def wait_for_maths(self):
+        """Wait until MathJax (on pages that load it) has typeset the page."""
+        self.page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
+        self.page.evaluate("() => window.MathJax && MathJax.startup.promise")
 
     def foreign_requests(self):
         return [u for u in self.requests if urlparse(u).scheme in ("http", "https", "ws", "wss")
@@ -121,8 +126,7 @@ def test_chapters_and_intro_have_maths():
 def test_maths_is_typeset(server, browser, page):
     visit = Visit(browser, f"{server}/{page}")
     try:
-        visit.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
-        visit.page.evaluate("() => MathJax.startup.promise")
+        visit.wait_for_maths()
         math = visit.page.locator(".math")
         assert math.count() > 0, f"{page} has no maths"
         assert visit.page.locator("mjx-container").count() >= math.count()
@@ -170,5 +174,155 @@ def test_every_control_changes_the_figure(server, browser, page):
                 assert len(seen) > 1, f"player {p} control {c} of {page} never changed the figure"
         assert visit.errors == []
         assert visit.foreign_requests() == []
+    finally:
+        visit.close()
+
+
+# --- Every screen: navigation, layout, raw source left on the page -------------------------------
+
+def chapter_and_backmatter_samples() -> list[str]:
+    """The pages whose layout differs: the introduction, a chapter, and the widest back-matter pages."""
+    wanted = ["intro.html", "chapters/09_attention.html", "backmatter/benchmarks.html",
+              "backmatter/instructor_guide.html"]
+    return [page for page in wanted if (BUILD / page).is_file()]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("page", chapter_and_backmatter_samples() if BUILD.is_dir() else [])
+def test_the_navigation_opens_and_closes(server, browser, page, width):
+    visit = Visit(browser, f"{server}/{page}", width=width)
+    try:
+        toggle = visit.page.locator(".primary-toggle:visible")
+        assert toggle.count() == 1, f"{page} at {width} px shows {toggle.count()} menu buttons"
+        nav_link = visit.page.locator("nav.bd-docs-nav a.reference").filter(has_text="Attention mechanisms")
+        if width < NARROW:
+            assert not nav_link.is_visible(), "the drawer is open before the menu button is pressed"
+            toggle.click()
+            drawer = visit.page.locator("#pst-primary-sidebar-modal")
+            drawer.wait_for(state="visible", timeout=2000)
+            assert nav_link.is_visible(), f"{page} at {width} px: the menu opened no navigation"
+            visit.page.keyboard.press("Escape")
+            drawer.wait_for(state="hidden", timeout=2000)
+            contents = visit.page.locator(".secondary-toggle:visible")
+            if contents.count():  # pages with sections: the "contents" button opens the page's outline
+                contents.click()
+                visit.page.locator("#pst-secondary-sidebar-modal").wait_for(state="visible", timeout=2000)
+        else:
+            assert nav_link.is_visible(), f"{page} at {width} px: the sidebar is not shown"
+            toggle.click()
+            visit.page.wait_for_function("() => getComputedStyle(document.querySelector("
+                                         "'#pst-primary-sidebar')).visibility === 'hidden'", timeout=2000)
+            toggle.click()
+            nav_link.wait_for(state="visible", timeout=2000)
+        assert visit.errors == []
+    finally:
+        visit.close()
+
+
+WIDE_BLOCKS = """() => [...document.querySelectorAll('main div.highlight pre')]
+  .filter(p => p.scrollWidth > p.clientWidth + 1)
+  .map(p => [!!p.closest('.cell_output, .output'), Math.max(...p.textContent.split('\\n').map(l => l.length))])"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_page_scrolls_sideways_and_one_search_box_shows(server, browser, width):
+    """No page is wider than the screen, one search box shows, printed outputs wrap (book.css); code
+    cells that still need sideways scrolling are reported as a warning, longest lines first."""
+    problems, wide_code = [], []
+    for page in content_pages():
+        visit = Visit(browser, f"{server}/{page}", width=width)
+        try:
+            overflow = visit.page.evaluate("() => document.documentElement.scrollWidth - innerWidth")
+            if overflow > 0:
+                problems.append(f"{page} scrolls {overflow} px sideways")
+            searches = visit.page.locator(".search-button__button:visible, form.bd-search:visible").count()
+            if searches != 1:
+                problems.append(f"{page} shows {searches} search boxes")
+            for is_output, chars in visit.page.evaluate(WIDE_BLOCKS):
+                if is_output:
+                    problems.append(f"{page}: a printed output ({chars} characters a line) scrolls sideways")
+                else:
+                    wide_code.append((chars, page))
+        finally:
+            visit.close()
+    assert problems == [], f"at {width} px: " + "; ".join(problems)
+    if wide_code:
+        worst = ", ".join(f"{page} {chars}" for chars, page in sorted(wide_code, reverse=True)[:5])
+        warnings.warn(f"at {width} px {len(wide_code)} code blocks scroll sideways; longest lines: {worst}")
+
+
+# Text nodes a reader sees, outside code, typeset maths and scripts.
+VISIBLE_TEXT = """() => {
+  const skip = 'pre, code, kbd, samp, script, style, textarea, mjx-container, .highlight, .MathJax';
+  const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
+  const texts = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const parent = node.parentElement;
+    if (!parent || parent.closest(skip) || !parent.getClientRects().length) continue;
+    if (node.textContent.trim()) texts.push(node.textContent);
+  }
+  return texts;
+}"""
+RAW_TEX = ("$", "\\frac", "\\begin", "\\mathbf", "\\langle", "^{", "_{")
+
+
+def _leftovers(texts: list[str], markers) -> list[str]:
+    return [text.strip()[:80] for text in texts if any(marker in text for marker in markers)]
+
+
+@pytest.mark.parametrize("page", content_pages() if BUILD.is_dir() else [])
+def test_no_raw_tex_or_markdown_is_left_on_the_page(server, browser, page):
+    visit = Visit(browser, f"{server}/{page}")
+    try:
+        visit.wait_for_maths()
+        texts = visit.page.evaluate(VISIBLE_TEXT)
+        assert _leftovers(texts, RAW_TEX) == [], f"{page} shows TeX that was not typeset"
+        # A Markdown table parsed without table support comes out as a paragraph of pipes.
+        assert [t for t in texts if t.lstrip().startswith("|") and "|---" in t.replace(" ", "")] == [], \
+            f"{page} shows a Markdown table as text"
+    finally:
+        visit.close()
+
+
+def test_the_raw_text_check_sees_what_a_reader_sees(server, browser):
+    """The check above finds raw TeX and pipe tables in visible prose, and not in code."""
+    visit = Visit(browser, f"{server}/intro.html")
+    try:
+        visit.page.evaluate("""() => {
+            const main = document.querySelector('main');
+            main.insertAdjacentHTML('beforeend',
+              '<p>+ W_{ax} x$ and \\\\frac{a}{b}</p><p>| a | b |\\n|---|---|</p><pre>$x$ \\\\frac</pre>');
+        }""")
+        texts = visit.page.evaluate(VISIBLE_TEXT)
+        assert len(_leftovers(texts, RAW_TEX)) == 1
+        assert any(t.startswith("| a |") for t in texts)
+    finally:
+        visit.close()
+
+
+def test_benchmark_tables_are_tables():
+    page = BUILD / "backmatter" / "benchmarks.html"
+    if not page.is_file():
+        pytest.fail(f"{page} is not built")
+    assert page.read_text().count("<table") >= 7, "the Benchmarks page's Markdown tables were not rendered"
+
+
+@pytest.mark.parametrize("page", content_pages() if BUILD.is_dir() else [])
+def test_figures_have_captions_and_images_alt_text(server, browser, page):
+    visit = Visit(browser, f"{server}/{page}")
+    try:
+        uncaptioned = visit.page.evaluate(
+            "() => [...document.querySelectorAll('main figure')]"
+            ".filter(f => !(f.querySelector('figcaption') || {textContent: ''}).textContent.trim())"
+            ".map(f => (f.id || f.className || 'figure'))"
+        )
+        assert uncaptioned == [], f"{page}: figures without a caption"
+        # An alt text says what the picture shows; a file name or nothing says nothing.
+        no_alt = visit.page.evaluate(
+            "() => [...document.querySelectorAll('main img')].filter(i => { const a = (i.alt || '').trim();"
+            " return !a || /\\.(png|jpe?g|svg|gif|webp)$/i.test(a) || a.startsWith('data:'); })"
+            ".map(i => (i.getAttribute('src') || '').slice(0, 60))"
+        )
+        assert no_alt == [], f"{page}: images without alt text"
     finally:
         visit.close()

@@ -1,0 +1,150 @@
+"""How heavy the built book is: its size on disk and what one page costs a reader to load.
+
+Run after a build (``make book``), from the repository root::
+
+    .venv/bin/python -m benchmarks.site_weight            # reads _build/html
+    .venv/bin/python -m benchmarks.site_weight --build other/_build/html
+
+It writes ``benchmarks/site_weight.json``, which the Benchmarks page renders
+(:func:`benchmarks.report.site_weight_table`). Sizes are bytes on disk. A page's
+transfer is every response the page asks for, served uncompressed from
+127.0.0.1 to headless Chromium with an empty cache, until MathJax has typeset
+it; the times are those of that unthrottled load on this machine. The same
+server and browser set-up drive the browser tests (``tests/test_book_html.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import functools
+import http.server
+import json
+import shutil
+import threading
+from pathlib import Path
+from typing import Iterator, Optional
+
+from benchmarks.book import ROOT
+
+__all__ = ["BUILD", "DEFAULT_OUTPUT", "GOALS", "CHROMIUM_FLAGS", "serve", "launch_chromium", "site_size",
+           "page_transfer", "measure", "main"]
+
+BUILD = ROOT / "_build" / "html"
+DEFAULT_OUTPUT = ROOT / "benchmarks" / "site_weight.json"
+GOALS = {"site_mb": 25.0, "chapter_page_mb": 3.0}  # issue 18: site <= 25 MB, every chapter page <= 3 MB
+CHROMIUM_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+MB = 1e6
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def serve(folder: Path) -> Iterator[str]:
+    """Serve ``folder`` on 127.0.0.1 (a free port) for the duration; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+
+
+def launch_chromium(playwright):
+    """Debian's headless Chromium through playwright (playwright never downloads a browser here)."""
+    executable = shutil.which("chromium")
+    if executable is None:
+        raise RuntimeError("Debian's chromium is not installed: `apt-get install chromium` (make test does it)")
+    return playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+
+
+def site_size(build: Path) -> dict:
+    """Bytes on disk of the whole site and of its largest parts."""
+    files = [p for p in build.rglob("*") if p.is_file()]
+
+    def total(prefix: str) -> int:
+        return sum(p.stat().st_size for p in files if p.relative_to(build).as_posix().startswith(prefix))
+
+    return {
+        "site": total(""),
+        "mathjax": total("_static/mathjax/"),
+        "other _static": total("_static/") - total("_static/mathjax/"),
+        "_images": total("_images/"),
+        "_sources": total("_sources/"),
+        "pages (HTML)": sum(p.stat().st_size for p in files if p.suffix == ".html"),
+    }
+
+
+def page_transfer(browser, url: str) -> dict:
+    """Bytes and requests a fresh visit to ``url`` costs, and when it was loaded and typeset.
+
+    Times are milliseconds from the start of navigation; bytes count every response (headers and
+    body) until the reader has scrolled to the end of the page.
+    """
+    context = browser.new_context()
+    page = context.new_page()
+    responses = []
+    page.on("requestfinished", lambda request: responses.append(request))
+    try:
+        page.goto(url, wait_until="load")
+        page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
+        page.evaluate("() => window.MathJax && MathJax.startup.promise")
+        typeset_ms = page.evaluate("() => performance.now()")
+        timing = page.evaluate(
+            "() => { const n = performance.getEntriesByType('navigation')[0];"
+            " return {dom: n.domContentLoadedEventEnd, load: n.loadEventEnd}; }"
+        )
+        # Scroll through the page as a reader would, so lazily loaded images count too.
+        page.evaluate("async () => { for (let y = 0; y < document.body.scrollHeight; y += innerHeight) {"
+                      " scrollTo(0, y); await new Promise(r => setTimeout(r, 50)); } }")
+        page.wait_for_load_state("networkidle")
+        transferred = sum(request.sizes()["responseBodySize"] + request.sizes()["responseHeadersSize"]
+                          for request in responses)
+        return {"bytes": transferred, "requests": len(responses), "dom_content_loaded_ms": timing["dom"],
+                "load_ms": timing["load"], "typeset_ms": typeset_ms}
+    finally:
+        context.close()
+
+
+def measure(build: Path = BUILD) -> dict:
+    """Site size and the transfer of every chapter page of the book built in ``build``."""
+    from playwright.sync_api import sync_playwright
+
+    build = Path(build)
+    if not (build / "index.html").is_file():
+        raise ValueError(f"build must be a built book (a folder with index.html); {build} has none")
+    pages = sorted(p.relative_to(build).as_posix() for p in (build / "chapters").glob("*.html"))
+    with serve(build) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            transfers = {page: page_transfer(browser, f"{url}/{page}") for page in pages}
+        finally:
+            browser.close()
+    return {"date": datetime.date.today().isoformat(), "goals": GOALS, "sizes": site_size(build),
+            "pages": transfers}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.site_weight", description=__doc__.split("\n")[0])
+    parser.add_argument("--build", type=Path, default=BUILD, help="the built HTML book (default: _build/html)")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the JSON file to write")
+    args = parser.parse_args(argv)
+    weight = measure(args.build)
+    args.output.write_text(json.dumps(weight, indent=1) + "\n", encoding="utf-8")
+    heaviest = max(weight["pages"].items(), key=lambda item: item[1]["bytes"])
+    print(f"site {weight['sizes']['site'] / MB:.1f} MB; heaviest chapter page {heaviest[0]} "
+          f"{heaviest[1]['bytes'] / MB:.2f} MB; written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
