@@ -2,9 +2,7 @@
 
 The module follows chapter 11 (syllabus TR1-TR7), top to bottom:
 
-1. :func:`positional_encoding` (sinusoidal, Vaswani et al., 2017) and
-   :func:`offset_rotation`, the fixed rotation that maps the encoding of position
-   ``t`` to that of ``t + delta``.
+1. Positions enter through :mod:`lib.positional` (the sinusoidal encoding).
 2. :class:`SelfAttention`, one head with its Q, K, V projections; the multi-head
    version with its output projection is :class:`lib.attention.MultiHeadAttention`
    called with the same input three times.
@@ -52,11 +50,10 @@ from torch import Tensor, nn
 
 from lib.activations import gelu, relu
 from lib.attention import MultiHeadAttention, scaled_dot_product_attention
-from lib.validation import require_int, require_tokens
+from lib.positional import positional_encoding
+from lib.validation import require_even, require_int, require_tokens
 
 __all__ = [
-    "positional_encoding",
-    "offset_rotation",
     "SelfAttention",
     "LayerNorm",
     "FeedForward",
@@ -95,99 +92,6 @@ def _require_float_input(name: str, value: object, module: nn.Module, size: int)
 def _require_torch_module(name: str, value: object, expected: type) -> None:
     if not isinstance(value, expected):
         raise TypeError(f"{name} must be a {expected.__module__}.{expected.__name__}; found {type(value).__name__}")
-
-
-# ---------------------------------------------------------------------------
-# Positional encoding.
-# ---------------------------------------------------------------------------
-
-
-def _frequencies(d_model: int, dtype: torch.dtype) -> Tensor:
-    """The angular frequencies ``w_i = 1 / 10000^(2i / d_model)`` of the pairs ``i = 0 .. d/2 - 1``."""
-    two_i = torch.arange(0, d_model, 2, dtype=dtype)  # (D/2,): 0, 2, 4, ...
-    return torch.pow(torch.tensor(10000.0, dtype=dtype), -two_i / d_model)  # (D/2,)
-
-
-def _check_even_d_model(d_model: object) -> None:
-    require_int("d_model", d_model)
-    if d_model % 2:
-        raise ValueError(f"d_model must be even (sines and cosines come in pairs); found {d_model}")
-
-
-def positional_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
-    r"""The sinusoidal positional encodings of Vaswani et al. (2017), one row per position.
-
-    .. math:: P_{t, 2i} = \sin(t\,\omega_i), \qquad P_{t, 2i+1} = \cos(t\,\omega_i),
-              \qquad \omega_i = 10000^{-2i / d}
-
-    for positions ``t = 0 .. max_len - 1`` and pairs ``i = 0 .. d/2 - 1``: the
-    sine and the cosine of one frequency sit side by side (interleaved). The
-    wavelengths grow geometrically from ``2 pi`` to ``10000 * 2 pi``.
-
-    Parameters
-    ----------
-    max_len : int
-        Number of positions (rows).
-    d_model : int
-        Size ``D`` of each encoding; must be even.
-    dtype : torch.dtype, default torch.float32
-
-    Returns
-    -------
-    Tensor
-        The encoding matrix ``P``.
-
-    Shapes
-    ------
-    output : (max_len, D)
-    """
-    require_int("max_len", max_len)
-    _check_even_d_model(d_model)
-    positions = torch.arange(max_len, dtype=dtype)[:, None]  # (T, 1)
-    angles = positions * _frequencies(d_model, dtype)  # (T, D/2): t * w_i
-    # Stacking on a last axis of size 2 and flattening interleaves sin and cos.
-    return torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1).reshape(max_len, d_model)  # (T, D)
-
-
-def offset_rotation(offset: int, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
-    r"""The matrix ``R`` with ``P[t + offset] = R @ P[t]`` for every position ``t``.
-
-    Each pair ``(sin t w_i, cos t w_i)`` is rotated by the angle ``offset * w_i``:
-
-    .. math:: \begin{pmatrix} \sin (t+\delta)\omega \\ \cos (t+\delta)\omega \end{pmatrix}
-              = \begin{pmatrix} \cos \delta\omega & \sin \delta\omega \\
-                                -\sin \delta\omega & \cos \delta\omega \end{pmatrix}
-                \begin{pmatrix} \sin t\omega \\ \cos t\omega \end{pmatrix}
-
-    so ``R`` is block-diagonal with one 2 x 2 rotation per pair. It depends on the
-    offset only, never on ``t``: a linear layer can learn to look a fixed
-    distance back or ahead. Because ``R`` is orthogonal, ``P[t] . P[t + offset]``
-    depends on the offset only too.
-
-    Parameters
-    ----------
-    offset : int
-        The shift ``delta`` (negative shifts rotate backwards).
-    d_model : int
-        Size ``D`` of the encodings; must be even.
-    dtype : torch.dtype, default torch.float32
-
-    Returns
-    -------
-    Tensor
-        The block-diagonal rotation ``R``.
-
-    Shapes
-    ------
-    output : (D, D)
-    """
-    if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(f"offset must be an int; found {type(offset).__name__}")
-    _check_even_d_model(d_model)
-    angles = offset * _frequencies(d_model, dtype)  # (D/2,)
-    cos, sin = torch.cos(angles), torch.sin(angles)
-    blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)  # (D/2, 2, 2)
-    return torch.block_diag(*blocks)  # (D, D)
 
 
 # ---------------------------------------------------------------------------
@@ -626,7 +530,7 @@ class TransformerConfig:
                 f"d_model must be divisible by num_heads; found d_model={self.d_model}, num_heads={self.num_heads}"
             )
         if not self.learned_positions:
-            _check_even_d_model(self.d_model)
+            require_even("d_model", self.d_model, "sines and cosines come in pairs")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; found {self.activation!r}")
 

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_lengths", "require_int", "require_number", "require_choice", "require_tokens",
+__all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_lengths", "require_even", "require_int", "require_number", "require_choice", "require_tokens",
            "require_float_tensor", "require_real", "require_words", "require_sentences",
            "require_same_dtype", "require_same_shape", "require_float_tensors",
            "require_callable", "require_instance", "require_ids", "require_log_prob",
@@ -178,3 +178,10 @@ def require_broadcastable(name: str, value: Tensor, reference_name: str, referen
     except RuntimeError:
         raise ValueError(f"{name} must broadcast against {reference_name} {tuple(reference.shape)}; "
                          f"found {tuple(value.shape)}") from None
+
+
+def require_even(name: str, value: object, reason: str) -> None:
+    """Raise unless ``value`` is an even int >= 2; ``reason`` says why it must be even."""
+    require_int(name, value)
+    if value % 2:
+        raise ValueError(f"{name} must be even ({reason}); found {value}")

@@ -39,6 +39,7 @@ CHAPTER_OF = {
     "lib.seq2seq": "chapters/10_seq2seq",
     "lib.pointer": "chapters/10_seq2seq",
     "lib.weights": "chapters/10_seq2seq",
+    "lib.positional": "chapters/11_transformer",
     "lib.transformer": "chapters/11_transformer",
     "lib.pretrained": "chapters/11_transformer",
     "lib.memory": "chapters/12_memory",

@@ -20,10 +20,10 @@ from torch import nn
 from lib.attention import MultiHeadAttention
 from lib.decoding import greedy_search
 from lib.seq2seq import Seq2SeqConfig, build_seq2seq
+from lib.positional import offset_rotation, positional_encoding
 from lib.transformer import (
-    DecoderBlock, DecoderOnlyLM, EncoderBlock, FeedForward, LayerNorm, SelfAttention,
-    Seq2SeqTransformer, TransformerConfig, TransformerEmbedding, causal_mask, critical_path_length,
-    offset_rotation, positional_encoding,
+    DecoderBlock, DecoderOnlyLM, EncoderBlock, FeedForward, LayerNorm, SelfAttention, Seq2SeqTransformer,
+    TransformerConfig, TransformerEmbedding, causal_mask, critical_path_length,
 )
 
 FAST = settings(max_examples=25, deadline=None, database=None)

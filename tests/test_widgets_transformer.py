@@ -7,7 +7,8 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from lib.transformer import Seq2SeqTransformer, TransformerConfig, positional_encoding
+from lib.positional import positional_encoding
+from lib.transformer import Seq2SeqTransformer, TransformerConfig
 from lib.widgets import explore
 from lib.widgets.transformer import HeadsViewer, PositionalEncodingExplorer, draw_all_heads
 from test_widgets_legibility import assert_legible

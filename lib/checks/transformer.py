@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.checks.core import Check, Slip
-from lib.transformer import positional_encoding
+from lib.positional import positional_encoding
 
 
 def positional_encoding_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:

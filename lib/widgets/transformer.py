@@ -13,7 +13,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from lib.transformer import positional_encoding
+from lib.positional import positional_encoding
 from lib.widgets.core import Choice, Slider, Visual
 
 KINDS = {
