@@ -3,6 +3,9 @@
 * Sets ``BOOK_WIDGETS=static`` before any notebook executes, so every explorer
   (``lib.widgets``) pre-renders its frames into an HTML player that works without a
   kernel. Notebooks run by Jupyter or nbval keep the default, live ipywidgets.
+  After the build, the players' frames move out of the pages into
+  ``_static/explorer-frames/`` (``lib.widgets.core.externalise_frames``): a page
+  carries each player's first frame, the browser fetches the others on demand.
 * Copies the part of MathJax 3 the book uses (shipped on PyPI by ``django-static-mathjax``
   as the ``mathjax`` package) into ``_static/mathjax``, so ``mathjax_path`` in
   ``_config.yml`` points at a local file and the built book typesets maths with no
@@ -24,7 +27,7 @@ import os
 import shutil
 from pathlib import Path
 
-from lib.widgets.core import WIDGETS_ENV
+from lib.widgets.core import WIDGETS_ENV, externalise_frames
 
 
 def _mathjax_dir() -> Path:
@@ -72,6 +75,17 @@ def _lighten_theme(app, exception):
             source_map.unlink()
 
 
+def _externalise_explorer_frames(app, exception):
+    if exception is None and app.builder.format == "html":
+        out = Path(app.outdir)
+        frames_dir = out / "_static" / "explorer-frames"
+        for page in out.rglob("*.html"):
+            text = page.read_text(encoding="utf-8")
+            if "book-explorer-data" in text:
+                prefix = Path(os.path.relpath(frames_dir, page.parent)).as_posix() + "/"
+                page.write_text(externalise_frames(text, frames_dir, prefix), encoding="utf-8")
+
+
 def _defer_nav_script(app, config):
     config.html_js_files = [
         (NAV_SCRIPT, {"defer": "defer"}) if entry == NAV_SCRIPT else entry for entry in config.html_js_files
@@ -95,5 +109,6 @@ def setup(app):
     app.connect("config-inited", _defer_nav_script)
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _lighten_theme)
+    app.connect("build-finished", _externalise_explorer_frames)
     app.connect("html-page-context", _drop_thebe)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -229,3 +229,26 @@ def test_text_control_is_a_free_text_box_live():
     assert live_rgb(image.value) == rendered_rgb(explorer, sentence="five words typed by hand", scale=2)
     box.value = ""
     assert live_rgb(image.value) == rendered_rgb(explorer, sentence="", scale=2)
+
+
+def test_externalised_frames_are_files_the_player_fetches_by_url(tmp_path):
+    from lib.widgets.core import externalise_frames
+
+    explorer = explore(Line())
+    html = explorer.to_html()
+    inline = player_data(html)
+    page = f"<html><body><p>text</p>{html}<p>more</p>{html}</body></html>"  # one player twice: files shared
+    moved = externalise_frames(page, tmp_path / "frames", "../_static/frames/")
+    data = player_data(moved)
+    assert "frames" not in data and len(data["urls"]) == len(inline["frames"]) == 8
+    assert {k: v for k, v in data.items() if k != "urls"} == {k: v for k, v in inline.items() if k != "frames"}
+    for url, encoded in zip(data["urls"], inline["frames"]):
+        assert url.startswith("../_static/frames/") and url.endswith(".webp")
+        assert (tmp_path / "frames" / url.rsplit("/", 1)[1]).read_bytes() == base64.b64decode(encoded)
+    assert len(list((tmp_path / "frames").iterdir())) == 8
+    # The first frame stays inline (no request before the first paint); the script reads urls when present.
+    assert moved.count('src="data:image/webp;base64,') == 2 and "d.urls?d.urls[k]" in moved
+    assert len(moved) < len(page) / 3
+    assert externalise_frames(moved, tmp_path / "frames", "../_static/frames/") == moved  # idempotent
+    with pytest.raises(ValueError, match="url_prefix must end with '/'; found 'x'"):
+        externalise_frames(page, tmp_path, "x")

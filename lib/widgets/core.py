@@ -43,7 +43,9 @@ that have no effect in a state, with the reason; both views disable them and
 show the reason.
 
 **Weight.** Frames are palette images (:data:`PALETTE_COLORS` colours) stored as
-lossless WebP, about 20% smaller than the same palette as PNG.
+lossless WebP, about 20% smaller than the same palette as PNG. The built book moves
+them out of its pages into files (:func:`externalise_frames`): a page carries each
+player's first frame, and the browser fetches the others as a reader reaches them.
 """
 from __future__ import annotations
 
@@ -53,9 +55,11 @@ import io
 import itertools
 import json
 import os
+import re
 import time
-from base64 import b64encode
+from base64 import b64decode, b64encode
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -551,6 +555,54 @@ class Explorer:
         return bundle, {"image/png": {"width": self.css_width}}
 
 
+_PLAYER_DATA = re.compile(r'(<script type="application/json" class="book-explorer-data">)(.*?)(</script>)', re.S)
+
+
+def externalise_frames(page: str, frames_dir: Path, url_prefix: str) -> str:
+    """Move the frames of every static player in an HTML ``page`` into files.
+
+    Each distinct frame is written once, as ``frames_dir/<content hash>.webp``, and
+    the player's data lists ``url_prefix + name`` instead of the inline picture, so a
+    page carries its first frames only and the browser fetches another frame when a
+    control reaches it. The built book calls this on every page (``_ext/book_assets.py``).
+
+    Parameters
+    ----------
+    page : str
+        HTML holding zero or more players made by :meth:`Explorer.to_html`.
+    frames_dir : Path
+        Directory for the frame files (created if needed).
+    url_prefix : str
+        The URL of ``frames_dir`` relative to the page, ending in ``/``.
+
+    Returns
+    -------
+    str
+        The page with every player's ``frames`` replaced by ``urls``.
+    """
+    if not url_prefix.endswith("/"):
+        raise ValueError(f"url_prefix must end with '/'; found {url_prefix!r}")
+
+    def move(match: re.Match) -> str:
+        data = json.loads(match.group(2))
+        if "frames" not in data:
+            return match.group(0)
+        urls = []
+        for encoded in data.pop("frames"):
+            frame = b64decode(encoded)
+            name = hashlib.sha1(frame).hexdigest()[:16] + ".webp"
+            target = frames_dir / name
+            if not target.exists():
+                frames_dir.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(frame)
+            urls.append(url_prefix + name)
+        data["urls"] = urls
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
+        return match.group(1) + text + match.group(3)
+
+    return _PLAYER_DATA.sub(move, page)
+
+
 def _note_html(controls: Sequence[Control], reasons: dict[str, str]) -> str:
     """The note under the controls: why each disabled control is disabled."""
     return "<br>".join(
@@ -592,6 +644,8 @@ _PLAYER_CSS = (
 
 # The player script: reads the JSON beside it, swaps the image on every input, and
 # disables the controls that do nothing in the new state (with the reason in the note).
+# Frames are inline (base64) or, after externalise_frames, files the browser fetches
+# only when a reader moves a control there.
 # Kept tiny and dependency-free so the page works offline and without a kernel.
 _PLAYER_JS = """(function(){
 var root=document.getElementById(%s);if(!root)return;
@@ -602,7 +656,7 @@ var inputs=root.querySelectorAll('.book-explorer-control');
 function show(){var flat=0;inputs.forEach(function(el){var i=+el.dataset.control;
 flat=flat*d.sizes[i]+(+el.value);var out=el.nextElementSibling;
 if(out&&out.tagName==='OUTPUT'){out.textContent=d.labels[i][+el.value];}});
-img.src='data:image/webp;base64,'+d.frames[d.frame_of[flat]];
+var k=d.frame_of[flat];img.src=d.urls?d.urls[k]:'data:image/webp;base64,'+d.frames[k];
 var state=d.states[d.state_of[flat]],lines=[];
 inputs.forEach(function(el){var i=el.dataset.control;el.disabled=(i in state);
 if(i in state){lines.push(d.names[+i]+': '+state[i]);}});

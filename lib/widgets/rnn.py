@@ -203,7 +203,7 @@ class LSTMGateExplorer(Visual):
         bars = c_ax.bar(data["t"], data["written"], color="tab:orange", alpha=0.6, label="written $i\\,g_t$")
         c_line, = c_ax.plot(data["t"], data["c"], "-o", color="tab:blue", markersize=2.5, label="memory $c_t$")
         h_line, = h_ax.plot(data["t"], data["h"], "-o", color="tab:green", markersize=2.5,
-                            label="$h_t = o\\tanh(c_t)$")
+                            label="$h_t = o\\,\\tanh(c_t)$")
         notes_line, = h_ax.plot(data["t"], data["notes_h"], "--", color="0.45", label="notes: $o\\,c_t$")
         for ax in (c_ax, h_ax):
             ax.axhline(0, color="black", linewidth=0.6)
