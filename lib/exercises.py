@@ -158,7 +158,12 @@ def student_version(master, master_name: str):
 
 
 def write_student_versions(chapters: Path, out: Path) -> list[Path]:
-    """Write the student version of every notebook in ``chapters`` to ``out/chapters``."""
+    """Write the student version of every notebook in ``chapters`` to ``out/chapters``.
+
+    The diagrams the chapters show (``figures/`` beside ``chapters``, referenced as
+    ``../figures/*.svg``) are copied to ``out/figures`` so that the hand-outs display them.
+    Returns the notebooks written.
+    """
     written = []
     for master_path in sorted(chapters.glob("*.ipynb")):
         master = nbformat.read(master_path, as_version=4)
@@ -166,6 +171,9 @@ def write_student_versions(chapters: Path, out: Path) -> list[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(student_version(master, master_path.stem), target)
         written.append(target)
+    figures = chapters.parent / "figures"
+    if figures.is_dir():
+        shutil.copytree(figures, out / "figures", dirs_exist_ok=True)
     return written
 
 
@@ -188,8 +196,9 @@ def write_student_repo(out: Path, root: Path = BOOK_CHAPTERS.parent) -> Path:
 
     Copies ``lib/`` (without caches, with its trained weights), ``pyproject.toml``,
     ``requirements-runtime.txt`` and ``binder/`` from ``root`` and writes the student
-    version of every chapter to ``out/chapters``. The master notebooks, the
-    instructor guide, the tests and the rest of the book are left out.
+    version of every chapter to ``out/chapters``, with the diagrams they show in
+    ``out/figures``. The master notebooks, the instructor guide, the tests and the rest of
+    the book are left out.
 
     Raises
     ------

@@ -179,3 +179,16 @@ def test_equation_labels_are_unique_and_every_reference_resolves():
         references |= set(EQ_REFERENCE.findall(text))
     assert sorted({label for label in labels if labels.count(label) > 1}) == []
     assert sorted(references - set(labels)) == []
+
+
+def test_student_hand_outs_carry_the_diagrams(tmp_path):
+    from lib.exercises import write_student_versions
+
+    written = write_student_versions(ROOT / "chapters", tmp_path)
+    missing = []
+    for notebook in written:
+        for cell in nbformat.read(notebook, as_version=4).cells:
+            for block in FIGURE_BLOCK.finditer(cell.source if cell.cell_type == "markdown" else ""):
+                if not (notebook.parent / block["path"]).is_file():
+                    missing.append(f"{notebook.name}: {block['path']}")
+    assert len(written) == len(CHAPTERS) and missing == []
