@@ -11,7 +11,9 @@ The module follows chapters 3 and 4 (syllabus RNN1-RNN6, GATE1-GATE4):
    sequence, stacked in layers and optionally bidirectional (Schuster & Paliwal,
    1997). Their parameters have PyTorch's names and layout, so ``from_torch``
    loads the weights of ``torch.nn.RNN`` / ``GRU`` / ``LSTM`` and the tests
-   check that outputs and final states then agree.
+   check that outputs and final states then agree. A layer projects the whole
+   input sequence in one matrix product before its time loop; the step-by-step
+   form (``reference=True``) stays, and the tests check that both agree.
 3. *Backpropagation through time made visible*: :func:`rnn_jacobian_norms` and
    :func:`jacobian_norms` return how strongly the last hidden state depends on
    the state at every earlier step, the product of one-step Jacobians that
@@ -59,6 +61,7 @@ import math
 from typing import Iterable, Optional, Union
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lib.validation import check_module_dtype, require_choice
@@ -126,12 +129,24 @@ def _check_shape(name: str, tensor: object, expected: tuple, layout: str) -> Non
 
 
 def _affine(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-    """``x W^T + b`` for a batch of rows (no bias if ``bias`` is None)."""
-    return x @ weight.T if bias is None else x @ weight.T + bias
+    """``x W^T + b`` for rows ``x`` of any leading shape (no bias if ``bias`` is None).
+
+    ``F.linear`` adds the bias inside the matrix product, and a ``(B, T, D)`` input
+    becomes one ``(B*T, D)`` product: no separate pass over the result to add ``b``.
+    """
+    return F.linear(x, weight, bias)
 
 
 class _Cell(nn.Module):
-    """Parameters of a cell with ``G = GATES[kind]`` blocks of ``H`` rows, initialised as PyTorch does."""
+    """Parameters of a cell with ``G = GATES[kind]`` blocks of ``H`` rows, initialised as PyTorch does.
+
+    A cell's ``forward(x, state)`` is two parts: the input's share of the
+    pre-activations, ``x W_ih^T + b_ih``, which does not depend on the state, and
+    ``step(x_part, state)``, which adds the state's share and applies the gates.
+    ``forward`` is the step as the equations write it; a layer computes the
+    input's share for a whole sequence in one matrix product and calls ``step``
+    at every time step (see :meth:`_Recurrent.forward`).
+    """
 
     kind = ""
 
@@ -234,8 +249,19 @@ class RNNCell(_Cell):
 
     def forward(self, x: Tensor, h: Tensor) -> Tensor:
         self.check_input(x, h)
+        return self.step(_affine(x, self.weight_ih, self.bias_ih), h)
+
+    def step(self, x_part: Tensor, h: Tensor) -> Tensor:
+        """The step from the input's share ``x_part = x W_ih^T + b_ih``, computed beforehand.
+
+        The inputs are not checked: :meth:`forward` and the layers check them once.
+
+        Shapes
+        ------
+        x_part, h, output : (B, H)
+        """
         f = _ACTIVATION[self.nonlinearity]
-        a = _affine(x, self.weight_ih, self.bias_ih) + _affine(h, self.weight_hh, self.bias_hh)  # (B, H)
+        a = x_part + _affine(h, self.weight_hh, self.bias_hh)  # (B, H)
         return f(a)
 
 
@@ -290,7 +316,19 @@ class GRUCell(_Cell):
 
     def forward(self, x: Tensor, h: Tensor) -> Tensor:
         self.check_input(x, h)
-        x_r, x_z, x_n = _affine(x, self.weight_ih, self.bias_ih).chunk(3, dim=-1)  # (B, H) each
+        return self.step(_affine(x, self.weight_ih, self.bias_ih), h)
+
+    def step(self, x_part: Tensor, h: Tensor) -> Tensor:
+        """The step from the input's share ``x_part = x W_ih^T + b_ih``, computed beforehand.
+
+        The inputs are not checked: :meth:`forward` and the layers check them once.
+
+        Shapes
+        ------
+        x_part : (B, 3H), blocks r, z, n
+        h, output : (B, H)
+        """
+        x_r, x_z, x_n = x_part.chunk(3, dim=-1)  # (B, H) each
         h_r, h_z, h_n = _affine(h, self.weight_hh, self.bias_hh).chunk(3, dim=-1)  # (B, H) each
         r = torch.sigmoid(x_r + h_r)  # reset gate
         z = torch.sigmoid(x_z + h_z)  # update gate: the share of h that is kept
@@ -348,8 +386,20 @@ class LSTMCell(_Cell):
 
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         self.check_input(x, state)
+        return self.step(_affine(x, self.weight_ih, self.bias_ih), state)
+
+    def step(self, x_part: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        """The step from the input's share ``x_part = x W_ih^T + b_ih``, computed beforehand.
+
+        The inputs are not checked: :meth:`forward` and the layers check them once.
+
+        Shapes
+        ------
+        x_part : (B, 4H), blocks i, f, g, o
+        state, output : pairs (h, c), each (B, H)
+        """
         h, c = state
-        a = _affine(x, self.weight_ih, self.bias_ih) + _affine(h, self.weight_hh, self.bias_hh)
+        a = x_part + _affine(h, self.weight_hh, self.bias_hh)  # (B, 4H)
         a_i, a_f, a_g, a_o = a.chunk(4, dim=-1)  # (B, 4H) -> four blocks of (B, H)
         i, f, g, o = torch.sigmoid(a_i), torch.sigmoid(a_f), torch.tanh(a_g), torch.sigmoid(a_o)
         c = f * c + i * g  # forget part of the old memory, write part of the candidate
@@ -392,7 +442,9 @@ class _Recurrent(nn.Module):
             for _ in range(self.num_directions)
         )
 
-    def forward(self, x: Tensor, state: Optional[State] = None) -> tuple[Tensor, State]:
+    def forward(self, x: Tensor, state: Optional[State] = None, reference: bool = False) -> tuple[Tensor, State]:
+        if not isinstance(reference, bool):
+            raise TypeError(f"reference must be a bool; found {type(reference).__name__}")
         _require_float_tensor("x", x)
         if x.dim() != 3 or x.shape[-1] != self.input_size:
             layout = "(B, T, D)" if self.batch_first else "(T, B, D)"
@@ -409,11 +461,19 @@ class _Recurrent(nn.Module):
             for direction in range(self.num_directions):
                 index = layer * self.num_directions + direction
                 cell, s = self.cells[index], initial[index]
+                if reference:  # the cell's forward, as the equations write it, at every step
+                    inputs, step = layer_input.unbind(1), cell  # T tensors (B, D)
+                else:
+                    # The input's share x_t W_ih^T + b_ih does not depend on the state: one
+                    # product of B*T rows computes it for every step, so the loop only
+                    # multiplies the state by W_hh (as torch.nn does).
+                    projected = _affine(layer_input, cell.weight_ih, cell.bias_ih)  # (B, T, G*H)
+                    inputs, step = projected.unbind(1), cell.step  # T tensors (B, G*H)
                 hidden = [None] * steps
                 # The backward direction reads the sequence from its end; its output at
                 # step t still sits at position t, beside the forward one.
                 for t in (range(steps) if direction == 0 else reversed(range(steps))):
-                    s = cell(layer_input[:, t], s)
+                    s = step(inputs[t], s)
                     hidden[t] = _hidden(s)
                 outputs.append(torch.stack(hidden, dim=1))  # (B, T, H)
                 finals.append(s)
@@ -465,6 +525,12 @@ class _Recurrent(nn.Module):
 
 class RNN(_Recurrent):
     """A (multi-layer, optionally bidirectional) simple recurrent network.
+
+    Each layer computes its inputs' share of the pre-activations, ``x_t W_ih^T +
+    b_ih``, for all steps in one matrix product before its time loop;
+    ``forward(x, h_0, reference=True)`` instead calls the cell on one ``x_t`` at
+    a time, as the equations are written. Both give the same results up to
+    rounding; the first is the faster (the Benchmarks page compares it with ``torch.nn``).
 
     Parameters
     ----------

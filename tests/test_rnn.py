@@ -124,11 +124,12 @@ def test_layer_matches_torch(kind, num_layers, bidirectional, batch_first):
         h0, c0 = randn(*states, dtype=torch.float32, seed=seed + 20), randn(*states, dtype=torch.float32, seed=30)
         for state in (None, (h0, c0) if kind == "lstm" else h0):
             expected_output, expected_state = reference(x, state)
-            output, final = layer(x, state)
-            torch.testing.assert_close(output, expected_output, atol=1e-5, rtol=0)
-            for found, expected in zip(final if kind == "lstm" else [final],
-                                       expected_state if kind == "lstm" else [expected_state]):
-                torch.testing.assert_close(found, expected, atol=1e-5, rtol=0)
+            for step_by_step in (False, True):
+                output, final = layer(x, state, reference=step_by_step)
+                torch.testing.assert_close(output, expected_output, atol=1e-5, rtol=0)
+                for found, expected in zip(final if kind == "lstm" else [final],
+                                           expected_state if kind == "lstm" else [expected_state]):
+                    torch.testing.assert_close(found, expected, atol=1e-5, rtol=0)
 
 
 def test_relu_rnn_layer_matches_torch():
@@ -145,6 +146,55 @@ def test_layers_agree_in_float64_to_machine_precision():
     layer = LSTM.from_torch(reference)
     x = randn(5, 2, 3)  # (T, B, D): PyTorch's default layout
     torch.testing.assert_close(layer(x)[0], reference(x)[0], atol=1e-12, rtol=0)
+
+
+def gradients(layer, x, state, **options):
+    """Outputs, final states and the gradients of a fixed function of both w.r.t. x, the state and the weights."""
+    x = x.detach().clone().requires_grad_()
+    leaves = tuple(s.detach().clone().requires_grad_() for s in state) if isinstance(state, tuple) else \
+        state.detach().clone().requires_grad_()
+    output, final = layer(x, leaves, **options)
+    finals = final if isinstance(final, tuple) else (final,)
+    # Weights that differ from step to step and unit to unit, so no gradient entry is left out.
+    loss = (output * torch.linspace(-1, 2, output.numel(), dtype=output.dtype).view_as(output)).sum()
+    loss = loss + sum((f ** 2).sum() for f in finals)
+    inputs = [x, *(leaves if isinstance(leaves, tuple) else (leaves,)), *layer.parameters()]
+    return (output, *finals, *torch.autograd.grad(loss, inputs))
+
+
+@pytest.mark.parametrize(("kind", "options"), [
+    ("rnn", {}), ("rnn", {"nonlinearity": "relu", "bias": False}), ("gru", {}), ("gru", {"reset": "before"}),
+    ("gru", {"bias": False}), ("lstm", {}), ("lstm", {"bias": False}),
+])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_whole_sequence_projection_equals_the_step_by_step_reference(kind, options, bidirectional):
+    # The fast path projects every x_t before the time loop; reference=True calls the cell
+    # (its forward, the equations) at each step. Same outputs, states and gradients in float64.
+    torch.manual_seed(3)
+    layer = LAYERS[kind][0](3, 4, num_layers=2, bidirectional=bidirectional, **options).double()
+    x = randn(2, 6, 3, seed=4)
+    h0 = randn(layer.num_layers * layer.num_directions, 2, 4, seed=5)
+    state = (h0, randn(*h0.shape, seed=6)) if kind == "lstm" else h0
+    fast, reference = gradients(layer, x, state), gradients(layer, x, state, reference=True)
+    assert len(fast) == len(reference)
+    for found, expected in zip(fast, reference):
+        torch.testing.assert_close(found, expected, atol=1e-13, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
+def test_layer_gradients_match_torch(kind):
+    lib_cls, torch_cls = LAYERS[kind]
+    reference = torch_module(torch_cls, 3, 5, num_layers=2, bidirectional=True, batch_first=True,
+                             dtype=torch.float64)
+    layer = lib_cls.from_torch(reference)
+    x = randn(4, 7, 3, seed=1)
+    h0 = randn(4, 4, 5, seed=2)
+    state = (h0, randn(4, 4, 5, seed=3)) if kind == "lstm" else h0
+    expected = gradients(reference, x, state)
+    for step_by_step in (False, True):
+        found = gradients(layer, x, state, reference=step_by_step)
+        for a, b in zip(found, expected, strict=True):
+            torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
 
 
 def test_default_is_batch_first_and_layouts_agree():
@@ -180,6 +230,7 @@ def test_layers_are_differentiable_gradcheck():
     layer = LSTM(2, 3, num_layers=2, bidirectional=True).double()
     x = randn(2, 4, 2).requires_grad_()
     assert torch.autograd.gradcheck(lambda inputs: layer(inputs)[0], (x,))
+    assert torch.autograd.gradcheck(lambda inputs: layer(inputs, reference=True)[0], (x,))
 
 
 def test_from_torch_rejects_other_modules_and_projections():
@@ -203,6 +254,8 @@ def test_bad_inputs_raise_with_what_was_expected():
         layer(torch.zeros(2, 5, 3), (torch.zeros(2, 2, 4), torch.zeros(1, 2, 4)))
     with pytest.raises(TypeError, match="x must have a floating-point dtype"):
         RNN(3, 4)(torch.zeros(2, 5, 3, dtype=torch.long))
+    with pytest.raises(TypeError, match="reference must be a bool; found str"):
+        RNN(3, 4)(torch.zeros(2, 5, 3), reference="yes")
     with pytest.raises(ValueError, match="nonlinearity must be one of"):
         RNNCell(3, 4, nonlinearity="sigmoid")
     with pytest.raises(ValueError, match="reset must be one of"):
