@@ -93,7 +93,8 @@ class AttentionHeatmap(Visual):
         for i, row in enumerate(handles["texts"]):
             for j, text in enumerate(row):
                 value = weights[i, j]
-                text.set_text("" if np.isnan(value) else f"{value:.2f}")
+                # ".59" rather than "0.59": eight numbers a row fit a phone-wide frame.
+                text.set_text("" if np.isnan(value) else f"{value:.2f}".removeprefix("0"))
                 text.set_color("black" if value > 0.6 else "white")
 
 
