@@ -51,7 +51,9 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from lib.validation import require_callable, require_float_tensor, require_ids, require_int, require_log_prob
+from lib.validation import (
+    require_callable, require_float_tensor, require_ids, require_int, require_log_prob, require_number,
+)
 
 __all__ = [
     "Candidate",
@@ -68,6 +70,7 @@ __all__ = [
     "TableModel",
     "ClockTask",
     "MAX_EXPANSIONS",
+    "MAX_ALPHA",
 ]
 
 StepFn = Callable[[Tensor], Tensor]
@@ -78,18 +81,14 @@ _NORMALISATION_TOLERANCE = 1e-3
 # At most this many hypotheses x steps (beam_size or num_samples times max_len): more
 # would run for hours, which is never what a reader meant.
 MAX_EXPANSIONS = 10**6
+# Largest length-penalty exponent: usual values lie in [0, 1], and length**alpha must stay
+# a float for lengths up to MAX_EXPANSIONS (10**6 ** 50 = 1e300).
+MAX_ALPHA = 50.0
 
 
 # ---------------------------------------------------------------------------
 # Input checks. Each error message names what was expected and what was found.
 # ---------------------------------------------------------------------------
-
-
-def _require_alpha(alpha: object) -> None:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-        raise TypeError(f"alpha must be a number; found {type(alpha).__name__}")
-    if not (math.isfinite(alpha) and alpha >= 0):
-        raise ValueError(f"alpha must be a finite number >= 0; found {alpha}")
 
 
 def _require_search_size(name: str, count: object, max_len: int) -> None:
@@ -143,7 +142,7 @@ def normalised_score(log_prob: float, length: int, alpha: float = 0.0) -> float:
     ------
     Scalars in and out.
     """
-    require_log_prob("log_prob", log_prob), require_int("length", length, 1), _require_alpha(alpha)
+    require_log_prob("log_prob", log_prob), require_int("length", length, 1), require_number("alpha", alpha, 0.0, MAX_ALPHA)
     return log_prob / length**alpha
 
 
@@ -349,7 +348,7 @@ def beam_search_batch(
     require_int("num_sources", num_sources, 1)
     _check_search_args(step_fn, bos, eos, max_len)
     _require_search_size("beam_size", beam_size, max_len)
-    _require_alpha(alpha)
+    require_number("alpha", alpha, 0.0, MAX_ALPHA)
     # Open hypotheses per source as (tokens, log-probability); finished ones likewise.
     alive: list[list[tuple[tuple[int, ...], float]]] = [[((), 0.0)] for _ in range(num_sources)]
     finished: list[list[tuple[tuple[int, ...], float]]] = [[] for _ in range(num_sources)]

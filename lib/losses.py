@@ -32,7 +32,8 @@ import torch
 from torch import Tensor
 
 from lib.validation import (
-    INTEGER_DTYPES, require_choice, require_float_tensor, require_float_tensors, require_int, require_same_shape,
+    INTEGER_DTYPES, require_choice, require_float_tensor, require_float_tensors, require_int, require_same_dtype,
+    require_same_shape,
 )
 
 __all__ = [
@@ -357,8 +358,7 @@ def ridge_fit(features: Tensor, targets: Tensor, penalty: float) -> Tensor:
     ------
     ``(N, D), (N,) -> (D,)``
     """
-    require_float_tensor("features", features)
-    require_float_tensor("targets", targets)
+    require_float_tensors(features=features, targets=targets), require_same_dtype("features", features, targets=targets)
     if features.dim() != 2 or targets.shape != (features.shape[0],):
         raise ValueError(
             f"expected features (N, D) and targets (N,); found {tuple(features.shape)} and {tuple(targets.shape)}"

@@ -53,7 +53,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lib.tree_softmax import BinaryTree, balanced_tree, path_log_prob
-from lib.validation import require_broadcastable, require_int
+from lib.validation import require_broadcastable, require_float_tensors, require_int
 
 __all__ = [
     "equal_classes",
@@ -451,8 +451,7 @@ def nce_logits(scores: Tensor, log_noise: Tensor, num_noise: int) -> Tensor:
     output : (...)
     """
     require_int("num_noise", num_noise, 1)
-    if not isinstance(scores, Tensor) or not isinstance(log_noise, Tensor):
-        raise TypeError("scores and log_noise must be torch.Tensors")
+    require_float_tensors(scores=scores, log_noise=log_noise)
     require_broadcastable("log_noise", log_noise, "scores", scores)
     return scores - math.log(num_noise) - log_noise
 

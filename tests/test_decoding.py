@@ -454,7 +454,7 @@ def test_bad_arguments_name_what_was_expected_and_found():
         beam_search(step_fn, BOS, EOS, 2, 0)
     with pytest.raises(TypeError, match="beam_size must be an int; found float"):
         beam_search(step_fn, BOS, EOS, 2.0, 3)
-    with pytest.raises(ValueError, match="alpha must be a finite number >= 0; found -0.5"):
+    with pytest.raises(ValueError, match=r"alpha must be a finite number in \[0.0, 50.0\]; found -0.5"):
         beam_search(step_fn, BOS, EOS, 2, 3, alpha=-0.5)
     with pytest.raises(TypeError, match="bos must be an int; found str"):
         greedy_search(step_fn, "<s>", EOS, 3)
