@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lib.validation import check_module_dtype
+from lib.validation import check_module_dtype, require_float_tensor, require_int, require_same_dtype
 
 __all__ = [
     "AdditiveScore",
@@ -77,33 +77,9 @@ def _shape(tensor: Tensor) -> tuple:
     return tuple(tensor.shape)
 
 
-def _require_float_tensor(name: str, value: object) -> None:
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor; found {type(value).__name__}")
-    if not value.is_floating_point():
-        raise TypeError(
-            f"{name} must have a floating-point dtype (e.g. torch.float32); found {value.dtype}"
-        )
-
-
-def _require_same_dtype(name: str, tensor: Tensor, reference_name: str, reference: Tensor) -> None:
-    if tensor.dtype != reference.dtype:
-        raise TypeError(
-            f"{name} must have the same dtype as {reference_name} ({reference.dtype}); "
-            f"found {tensor.dtype}"
-        )
-
-
-def _require_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int; found {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int; found {value}")
-
-
 def _check_queries_and_keys(queries: Tensor, keys: Tensor) -> None:
-    _require_float_tensor("queries", queries)
-    _require_float_tensor("keys", keys)
+    require_float_tensor("queries", queries)
+    require_float_tensor("keys", keys)
     if queries.dim() != 3:
         raise ValueError(f"queries must have shape (B, T, Dq); found {_shape(queries)}")
     if keys.dim() != 3 or keys.shape[0] != queries.shape[0]:
@@ -111,7 +87,7 @@ def _check_queries_and_keys(queries: Tensor, keys: Tensor) -> None:
             f"keys must have shape (B, S, Dk) with the batch size of queries (B, T, Dq) = "
             f"{_shape(queries)}; found {_shape(keys)}"
         )
-    _require_same_dtype("keys", keys, "queries", queries)
+    require_same_dtype("queries", queries, keys=keys)
 
 
 def _check_feature_size(name: str, tensor: Tensor, layout: str, expected: int) -> None:
@@ -172,7 +148,7 @@ class AdditiveScore(nn.Module):
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int):
         super().__init__()
         for name, value in (("query_dim", query_dim), ("key_dim", key_dim), ("hidden_dim", hidden_dim)):
-            _require_positive_int(name, value)
+            require_int(name, value, 1)
         self.query_dim = query_dim
         self.key_dim = key_dim
         self.query_proj = nn.Linear(query_dim, hidden_dim, bias=False)  # W_q
@@ -284,8 +260,8 @@ class BilinearScore(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, rank: Optional[int] = None):
         super().__init__()
-        _require_positive_int("query_dim", query_dim)
-        _require_positive_int("key_dim", key_dim)
+        require_int("query_dim", query_dim, 1)
+        require_int("key_dim", key_dim, 1)
         self.query_dim = query_dim
         self.key_dim = key_dim
         self.rank = rank
@@ -293,7 +269,7 @@ class BilinearScore(nn.Module):
             self.weight = nn.Parameter(torch.empty(query_dim, key_dim))  # W
             nn.init.xavier_uniform_(self.weight)
         else:
-            _require_positive_int("rank", rank)
+            require_int("rank", rank, 1)
             self.query_factor = nn.Linear(query_dim, rank, bias=False)  # U
             self.key_factor = nn.Linear(key_dim, rank, bias=False)  # V
 
@@ -455,7 +431,7 @@ def masked_softmax(scores: Tensor, valid_lens: Optional[Tensor] = None) -> Tenso
     valid_lens : (B,) or (B, Q)
     output : (..., Q, K)
     """
-    _require_float_tensor("scores", scores)
+    require_float_tensor("scores", scores)
     if scores.dim() < 2:
         raise ValueError(
             f"scores must have shape (..., Q, K) with at least 2 dimensions; found {_shape(scores)}"
@@ -481,13 +457,13 @@ def _attention_distribution(
 ) -> Tensor:
     """Check the inputs and return softmax(score(q, k) / temperature) of shape (B, T, S)."""
     _check_queries_and_keys(queries, keys)
-    _require_float_tensor("values", values)
+    require_float_tensor("values", values)
     if values.dim() != 3 or values.shape[:2] != keys.shape[:2]:
         raise ValueError(
             f"values must have shape (B, S, Dv) matching keys (B, S, Dk) = {_shape(keys)}; "
             f"found {_shape(values)}"
         )
-    _require_same_dtype("values", values, "queries", queries)
+    require_same_dtype("queries", queries, values=values)
     if not callable(score):
         raise TypeError(
             "score must be a score module or a callable (queries, keys) -> scores; "
@@ -676,9 +652,9 @@ def scaled_dot_product_attention(
     weights : (..., T, S)
     """
     for name, tensor in (("q", q), ("k", k), ("v", v)):
-        _require_float_tensor(name, tensor)
-    _require_same_dtype("k", k, "q", q)
-    _require_same_dtype("v", v, "q", q)
+        require_float_tensor(name, tensor)
+    require_same_dtype("q", q, k=k)
+    require_same_dtype("q", q, v=v)
     if q.dim() < 3:
         raise ValueError(f"q must have shape (B, T, D) or (B, ..., T, D); found {_shape(q)}")
     leading = _shape(q)[:-2]
@@ -750,8 +726,8 @@ class MultiHeadAttention(nn.Module):
         vdim: Optional[int] = None,
     ):
         super().__init__()
-        _require_positive_int("embed_dim", embed_dim)
-        _require_positive_int("num_heads", num_heads)
+        require_int("embed_dim", embed_dim, 1)
+        require_int("num_heads", num_heads, 1)
         if embed_dim % num_heads != 0:
             raise ValueError(
                 f"embed_dim must be divisible by num_heads; found embed_dim={embed_dim}, "
@@ -762,8 +738,8 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = embed_dim // num_heads
         self.kdim = embed_dim if kdim is None else kdim
         self.vdim = embed_dim if vdim is None else vdim
-        _require_positive_int("kdim", self.kdim)
-        _require_positive_int("vdim", self.vdim)
+        require_int("kdim", self.kdim, 1)
+        require_int("vdim", self.vdim, 1)
         self.has_bias = bias
         self.query_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # W_q
         self.key_proj = nn.Linear(self.kdim, embed_dim, bias=bias)  # W_k
@@ -839,7 +815,7 @@ class MultiHeadAttention(nn.Module):
 
     def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[int, int, int]:
         for name, tensor in (("query", query), ("key", key), ("value", value)):
-            _require_float_tensor(name, tensor)
+            require_float_tensor(name, tensor)
             check_module_dtype(name, tensor, self)
         if query.dim() != 3 or query.shape[-1] != self.embed_dim:
             raise ValueError(

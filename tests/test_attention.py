@@ -137,7 +137,7 @@ def test_score_input_errors():
         DotScore()(torch.zeros(1, 2, 3), torch.zeros(1, 2, 3, dtype=torch.float64))
     with pytest.raises(TypeError, match="module's parameters \\(torch.float32\\); found torch.float64"):
         BilinearScore(3, 3)(torch.zeros(1, 2, 3, dtype=torch.float64), torch.zeros(1, 2, 3, dtype=torch.float64))
-    with pytest.raises(ValueError, match="rank must be a positive int; found 0"):
+    with pytest.raises(ValueError, match="rank must be an int >= 1; found 0"):
         BilinearScore(3, 3, rank=0)
 
 
