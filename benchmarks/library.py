@@ -7,6 +7,7 @@ judge their numbers).
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 import torch
@@ -20,6 +21,17 @@ __all__ = ["attention", "recurrent", "optimisers", "bleu", "rouge", "beam_search
 
 def _seeded(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """Run the block with one torch thread, then restore the previous count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def attention(quick: bool = False) -> list[Record]:
@@ -83,34 +95,38 @@ def attention(quick: bool = False) -> list[Record]:
 
 
 def recurrent(quick: bool = False) -> list[Record]:
-    """Our RNN, GRU and LSTM layers against torch.nn's, with the same weights.
+    """Our RNN, GRU and LSTM layers against torch.nn's, with the same weights, on one thread.
 
     Ours project the whole input sequence in one matrix product before the time loop
-    (``lib.rnn._Recurrent.forward``); torch.nn runs the loop in one C++ kernel.
+    (``lib.rnn._Recurrent.forward``); torch.nn runs the loop in one C++ kernel. One
+    thread, as the chapters run these layers (their tensors are small); on a shared,
+    loaded machine two threads would time the scheduler more than the code.
     """
     from lib.rnn import GRU, LSTM, RNN
 
     batch, steps, inputs, hidden = (2, 5, 4, 8) if quick else (32, 50, 64, 128)
     size = f"B={batch} T={steps} D={inputs} H={hidden}"
+    note = "1 torch thread, as in the chapters"
     records = []
-    for ours_class, torch_class in ((RNN, nn.RNN), (GRU, nn.GRU), (LSTM, nn.LSTM)):
-        torch.manual_seed(0)
-        theirs = torch_class(inputs, hidden, batch_first=True)
-        ours = ours_class.from_torch(theirs)
-        x = torch.randn(batch, steps, inputs, generator=_seeded(1))
-        name = torch_class.__name__
-        with torch.no_grad():
-            records.append(compare("recurrent", f"{name}, forward, {size}", lambda: ours(x), lambda: theirs(x),
-                                   f"nn.{name}", goal="<= 2", **effort(quick)))
+    with _one_thread():
+        for ours_class, torch_class in ((RNN, nn.RNN), (GRU, nn.GRU), (LSTM, nn.LSTM)):
+            torch.manual_seed(0)
+            theirs = torch_class(inputs, hidden, batch_first=True)
+            ours = ours_class.from_torch(theirs)
+            x = torch.randn(batch, steps, inputs, generator=_seeded(1))
+            name = torch_class.__name__
+            with torch.no_grad():
+                records.append(compare("recurrent", f"{name}, forward, {size}", lambda: ours(x), lambda: theirs(x),
+                                       f"nn.{name}", goal="<= 2", note=note, **effort(quick)))
 
-        def backward(module):
-            def run():
-                module(x)[0].sum().backward()
-                module.zero_grad(set_to_none=True)
-            return run
+            def backward(module):
+                def run():
+                    module(x)[0].sum().backward()
+                    module.zero_grad(set_to_none=True)
+                return run
 
-        records.append(compare("recurrent", f"{name}, forward + backward, {size}", backward(ours),
-                               backward(theirs), f"nn.{name}", goal="<= 2.5", **effort(quick)))
+            records.append(compare("recurrent", f"{name}, forward + backward, {size}", backward(ours),
+                                   backward(theirs), f"nn.{name}", goal="<= 2.5", note=note, **effort(quick)))
     return records
 
 
@@ -264,9 +280,7 @@ def word2vec(quick: bool = False) -> list[Record]:
     from lib.corpus import Vocabulary, gensim_data, read_sentences
     from lib.word2vec import Word2VecConfig, read_word_pairs, train_gensim, train_word2vec
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # gensim gets one worker
-    try:
+    with _one_thread():  # gensim gets one worker
         sentences = read_sentences(gensim_data("head500.noblanks.cor"), max_sentences=20 if quick else None)
         min_count = 5
         vocab = Vocabulary.from_sentences(sentences, min_count=min_count)
@@ -297,5 +311,3 @@ def word2vec(quick: bool = False) -> list[Record]:
                 record.note += " (ours more than 0.05 worse)"
             records.append(record)
         return records
-    finally:
-        torch.set_num_threads(threads)

@@ -140,12 +140,12 @@ def _affine(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
 class _Cell(nn.Module):
     """Parameters of a cell with ``G = GATES[kind]`` blocks of ``H`` rows, initialised as PyTorch does.
 
-    A cell's ``forward(x, state)`` is two parts: the input's share of the
-    pre-activations, ``x W_ih^T + b_ih``, which does not depend on the state, and
-    ``step(x_part, state)``, which adds the state's share and applies the gates.
-    ``forward`` is the step as the equations write it; a layer computes the
-    input's share for a whole sequence in one matrix product and calls ``step``
-    at every time step (see :meth:`_Recurrent.forward`).
+    A cell's ``forward(x, state)`` is two parts: :meth:`project`, the share of the
+    pre-activations that does not depend on the state (``x W_ih^T`` and biases),
+    and ``step(x_part, state)``, which adds the state's share and applies the
+    gates. ``forward`` is one step as the equations write it; a layer projects a
+    whole sequence in one matrix product and calls ``step`` at every time step
+    (see :meth:`_Recurrent.forward`).
     """
 
     kind = ""
@@ -165,6 +165,17 @@ class _Cell(nn.Module):
         bound = 1.0 / math.sqrt(hidden_size)
         for parameter in self.parameters():
             nn.init.uniform_(parameter, -bound, bound)
+
+    def project(self, x: Tensor) -> Tensor:
+        """``x W_ih^T + b_ih + b_hh``: what the pre-activations owe to the input and the biases.
+
+        Shapes
+        ------
+        x : (..., D)
+        output : (..., G*H)
+        """
+        bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh  # (G*H,)
+        return _affine(x, self.weight_ih, bias)
 
     @property
     def state_size(self) -> int:
@@ -249,10 +260,10 @@ class RNNCell(_Cell):
 
     def forward(self, x: Tensor, h: Tensor) -> Tensor:
         self.check_input(x, h)
-        return self.step(_affine(x, self.weight_ih, self.bias_ih), h)
+        return self.step(self.project(x), h)
 
     def step(self, x_part: Tensor, h: Tensor) -> Tensor:
-        """The step from the input's share ``x_part = x W_ih^T + b_ih``, computed beforehand.
+        """The step from ``x_part = x W_ih^T + b_ih + b_hh`` (:meth:`project`), computed beforehand.
 
         The inputs are not checked: :meth:`forward` and the layers check them once.
 
@@ -261,7 +272,7 @@ class RNNCell(_Cell):
         x_part, h, output : (B, H)
         """
         f = _ACTIVATION[self.nonlinearity]
-        a = x_part + _affine(h, self.weight_hh, self.bias_hh)  # (B, H)
+        a = torch.addmm(x_part, h, self.weight_hh.T)  # x_part + h W_hh^T in one call: (B, H)
         return f(a)
 
 
@@ -314,12 +325,22 @@ class GRUCell(_Cell):
         super().__init__(input_size, hidden_size, bias)
         self.reset = reset
 
+    def project(self, x: Tensor) -> Tensor:
+        """``x W_ih^T + b_ih``; ``b_hh`` stays with ``h W_hh^T``, since ``r`` scales ``h W_hn^T + b_hn``.
+
+        Shapes
+        ------
+        x : (..., D)
+        output : (..., 3H)
+        """
+        return _affine(x, self.weight_ih, self.bias_ih)
+
     def forward(self, x: Tensor, h: Tensor) -> Tensor:
         self.check_input(x, h)
-        return self.step(_affine(x, self.weight_ih, self.bias_ih), h)
+        return self.step(self.project(x), h)
 
     def step(self, x_part: Tensor, h: Tensor) -> Tensor:
-        """The step from the input's share ``x_part = x W_ih^T + b_ih``, computed beforehand.
+        """The step from ``x_part = x W_ih^T + b_ih`` (:meth:`project`), computed beforehand.
 
         The inputs are not checked: :meth:`forward` and the layers check them once.
 
@@ -386,10 +407,10 @@ class LSTMCell(_Cell):
 
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         self.check_input(x, state)
-        return self.step(_affine(x, self.weight_ih, self.bias_ih), state)
+        return self.step(self.project(x), state)
 
     def step(self, x_part: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
-        """The step from the input's share ``x_part = x W_ih^T + b_ih``, computed beforehand.
+        """The step from ``x_part = x W_ih^T + b_ih + b_hh`` (:meth:`project`), computed beforehand.
 
         The inputs are not checked: :meth:`forward` and the layers check them once.
 
@@ -399,7 +420,7 @@ class LSTMCell(_Cell):
         state, output : pairs (h, c), each (B, H)
         """
         h, c = state
-        a = x_part + _affine(h, self.weight_hh, self.bias_hh)  # (B, 4H)
+        a = torch.addmm(x_part, h, self.weight_hh.T)  # x_part + h W_hh^T in one call: (B, 4H)
         a_i, a_f, a_g, a_o = a.chunk(4, dim=-1)  # (B, 4H) -> four blocks of (B, H)
         i, f, g, o = torch.sigmoid(a_i), torch.sigmoid(a_f), torch.tanh(a_g), torch.sigmoid(a_o)
         c = f * c + i * g  # forget part of the old memory, write part of the candidate
@@ -464,10 +485,10 @@ class _Recurrent(nn.Module):
                 if reference:  # the cell's forward, as the equations write it, at every step
                     inputs, step = layer_input.unbind(1), cell  # T tensors (B, D)
                 else:
-                    # The input's share x_t W_ih^T + b_ih does not depend on the state: one
-                    # product of B*T rows computes it for every step, so the loop only
-                    # multiplies the state by W_hh (as torch.nn does).
-                    projected = _affine(layer_input, cell.weight_ih, cell.bias_ih)  # (B, T, G*H)
+                    # x_t W_ih^T and the biases do not depend on the state: one product of
+                    # B*T rows computes them for every step, so the loop only multiplies
+                    # the state by W_hh (as torch.nn does).
+                    projected = cell.project(layer_input)  # (B, T, G*H)
                     inputs, step = projected.unbind(1), cell.step  # T tensors (B, G*H)
                 hidden = [None] * steps
                 # The backward direction reads the sequence from its end; its output at
@@ -526,8 +547,8 @@ class _Recurrent(nn.Module):
 class RNN(_Recurrent):
     """A (multi-layer, optionally bidirectional) simple recurrent network.
 
-    Each layer computes its inputs' share of the pre-activations, ``x_t W_ih^T +
-    b_ih``, for all steps in one matrix product before its time loop;
+    Each layer computes its inputs' share of the pre-activations, ``x_t W_ih^T``
+    and the biases, for all steps in one matrix product before its time loop;
     ``forward(x, h_0, reference=True)`` instead calls the cell on one ``x_t`` at
     a time, as the equations are written. Both give the same results up to
     rounding; the first is the faster (the Benchmarks page compares it with ``torch.nn``).
