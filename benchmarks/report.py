@@ -10,9 +10,11 @@ from matplotlib.figure import Figure
 
 from benchmarks.book import ROOT
 
-__all__ = ["load", "machine_summary", "table", "ratio_figure", "missed_goals"]
+__all__ = ["load", "machine_summary", "table", "ratio_figure", "missed_goals", "load_site_weight",
+           "site_weight_tables"]
 
 DEFAULT_RESULTS = ROOT / "benchmarks" / "results.json"
+DEFAULT_SITE_WEIGHT = ROOT / "benchmarks" / "site_weight.json"
 GROUP_TITLES = {
     "attention": "Attention",
     "recurrent": "Recurrent layers",
@@ -26,12 +28,16 @@ GROUP_TITLES = {
 }
 
 
+def _read(path: Optional[Path], default: Path, how: str) -> dict:
+    path = default if path is None else Path(path)
+    if not path.is_file():
+        raise ValueError(f"no {default.stem.replace('_', ' ')} at {path}; {how}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def load(path: Optional[Path] = None) -> dict:
     """The results written by ``python -m benchmarks``."""
-    path = DEFAULT_RESULTS if path is None else Path(path)
-    if not path.is_file():
-        raise ValueError(f"no benchmark results at {path}; run `make bench` first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return _read(path, DEFAULT_RESULTS, "run `make bench` first")
 
 
 def machine_summary(results: dict) -> str:
@@ -106,3 +112,29 @@ def ratio_figure(results: dict) -> Figure:
     ax.set_xlabel("time ours / reference: lower is better (beam search: speed-up, higher is better)")
     ax.set_title("green: goal met · red: missed · grey: no goal · black tick: the goal", fontsize=9)
     return fig
+
+
+def load_site_weight(path: Optional[Path] = None) -> dict:
+    """The sizes written by ``python -m benchmarks.site_weight`` after a build."""
+    return _read(path, DEFAULT_SITE_WEIGHT, "build the book, then run `python -m benchmarks.site_weight`")
+
+
+def _mb(size: float) -> str:
+    return f"{size / 1e6:.2f} MB"
+
+
+def site_weight_tables(weight: dict) -> str:
+    """Markdown: the site's size by part, then what each chapter page transfers and when it is ready."""
+    goals, sizes = weight["goals"], weight["sizes"]
+    site_met = sizes["site"] <= goals["site_mb"] * 1e6
+    lines = [f"Measured {weight['date']}.", "", "| part of the site | size | goal | |", "|---|---|---|---|",
+             f"| whole site | {_mb(sizes['site'])} | ≤ {goals['site_mb']:g} MB | {_verdict({'met': site_met})} |"]
+    lines += [f"| {part} | {_mb(size)} | | |" for part, size in sizes.items() if part != "site"]
+    lines += ["", "| chapter page | transferred | gzip | requests | DOM ready | loaded | maths typeset | goal | |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for page, t in weight["pages"].items():
+        met = t["bytes"] <= goals["chapter_page_mb"] * 1e6
+        lines.append(f"| {page} | {_mb(t['bytes'])} | {_mb(t['gzip_bytes'])} | {t['requests']} | {t['dom_content_loaded_ms'] / 1e3:.2f} s | "
+                     f"{t['load_ms'] / 1e3:.2f} s | {t['typeset_ms'] / 1e3:.2f} s | "
+                     f"≤ {goals['chapter_page_mb']:g} MB | {_verdict({'met': met})} |")
+    return "\n".join(lines)

@@ -9,7 +9,7 @@ It writes ``benchmarks/site_weight.json``, which the Benchmarks page renders
 (:func:`benchmarks.report.site_weight_table`). Sizes are bytes on disk. A page's
 transfer is every response the page asks for, served uncompressed from
 127.0.0.1 to headless Chromium with an empty cache, until MathJax has typeset
-it; the times are those of that unthrottled load on this machine. The same
+it (also given as a compressing host would send it); the times are those of that unthrottled load on this machine. The same
 server and browser set-up drive the browser tests (``tests/test_book_html.py``).
 """
 
@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import datetime
 import functools
+import gzip
 import http.server
 import json
 import shutil
@@ -87,8 +88,9 @@ def site_size(build: Path) -> dict:
 def page_transfer(browser, url: str) -> dict:
     """Bytes and requests a fresh visit to ``url`` costs, and when it was loaded and typeset.
 
-    Times are milliseconds from the start of navigation; bytes count every response (headers and
-    body) until the reader has scrolled to the end of the page.
+    Times are milliseconds from the start of navigation; ``bytes`` counts every response (headers
+    and body) until the reader has scrolled to the end of the page, ``gzip_bytes`` the same bodies
+    as a server that compresses them (gzip level 6, as most static hosts) would send them.
     """
     context = browser.new_context()
     page = context.new_page()
@@ -106,11 +108,18 @@ def page_transfer(browser, url: str) -> dict:
         # Scroll through the page as a reader would, so lazily loaded images count too.
         page.evaluate("async () => { for (let y = 0; y < document.body.scrollHeight; y += innerHeight) {"
                       " scrollTo(0, y); await new Promise(r => setTimeout(r, 50)); } }")
-        page.wait_for_load_state("networkidle")
+        seen = -1
+        for _ in range(20):  # until no request finishes for 0.5 s (at most 10 s)
+            if len(responses) == seen:
+                break
+            seen = len(responses)
+            page.wait_for_timeout(500)
         transferred = sum(request.sizes()["responseBodySize"] + request.sizes()["responseHeadersSize"]
                           for request in responses)
-        return {"bytes": transferred, "requests": len(responses), "dom_content_loaded_ms": timing["dom"],
-                "load_ms": timing["load"], "typeset_ms": typeset_ms}
+        bodies = [request.response().body() for request in responses if request.response()]
+        return {"bytes": transferred, "gzip_bytes": sum(min(len(b), len(gzip.compress(b, 6))) for b in bodies),
+                "requests": len(responses), "dom_content_loaded_ms": timing["dom"], "load_ms": timing["load"],
+                "typeset_ms": typeset_ms}
     finally:
         context.close()
 
