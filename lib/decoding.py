@@ -91,6 +91,27 @@ MAX_ALPHA = 50.0
 # ---------------------------------------------------------------------------
 
 
+def _check_beam(beam_scores: object, log_probs: object) -> None:
+    require_float_tensor("beam_scores", beam_scores), require_float_tensor("log_probs", log_probs)
+    if beam_scores.dim() != 1 or log_probs.dim() != 2 or log_probs.shape[0] != beam_scores.shape[0]:
+        raise ValueError(
+            f"beam_scores must have shape (K,) and log_probs (K, V); found {tuple(beam_scores.shape)} "
+            f"and {tuple(log_probs.shape)}"
+        )
+    if bool(beam_scores.isnan().any()) or bool(log_probs.isnan().any()):
+        raise ValueError("beam_scores and log_probs must not contain NaN: a NaN candidate cannot be ranked "
+                         "(it would be dropped without a word); found NaN")
+
+
+def _check_sampling(log_probs: object, temperature: object) -> None:
+    if not isinstance(log_probs, Tensor) or not log_probs.is_floating_point() or log_probs.dim() == 0:
+        found = log_probs.dtype if isinstance(log_probs, Tensor) else type(log_probs).__name__
+        raise TypeError(f"log_probs must be a floating-point torch.Tensor of shape (..., V); found {found}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not 0 < temperature < math.inf:
+        raise ValueError(f"temperature must be a finite number > 0; found {temperature!r}")
+
+
 def _require_search_size(name: str, count: object, max_len: int) -> None:
     require_int(name, count, 1)
     if count * max_len > MAX_EXPANSIONS:
@@ -234,16 +255,7 @@ def expand_and_prune(beam_scores: Tensor, log_probs: Tensor, beam_size: int) -> 
     log_probs : (K, V)
     parents, tokens, scores : (k,) with k = min(beam_size, number of finite candidates)
     """
-    require_int("beam_size", beam_size, 1), require_float_tensor("beam_scores", beam_scores)
-    require_float_tensor("log_probs", log_probs)
-    if beam_scores.dim() != 1 or log_probs.dim() != 2 or log_probs.shape[0] != beam_scores.shape[0]:
-        raise ValueError(
-            f"beam_scores must have shape (K,) and log_probs (K, V); found {tuple(beam_scores.shape)} "
-            f"and {tuple(log_probs.shape)}"
-        )
-    if bool(beam_scores.isnan().any()) or bool(log_probs.isnan().any()):
-        raise ValueError("beam_scores and log_probs must not contain NaN: a NaN candidate cannot be ranked "
-                         "(it would be dropped without a word); found NaN")
+    require_int("beam_size", beam_size, 1), _check_beam(beam_scores, log_probs)
     vocab_size = log_probs.shape[1]
     candidates = (beam_scores[:, None] + log_probs).flatten()  # (K, V) -> (K * V,)
     # A stable sort makes ties deterministic and agree with greedy's argmax.
@@ -460,12 +472,7 @@ def sampling_distribution(log_probs: Tensor, temperature: float = 1.0, top_k: Op
     log_probs : (..., V)
     output : (..., V)
     """
-    if not isinstance(log_probs, Tensor) or not log_probs.is_floating_point() or log_probs.dim() == 0:
-        found = log_probs.dtype if isinstance(log_probs, Tensor) else type(log_probs).__name__
-        raise TypeError(f"log_probs must be a floating-point torch.Tensor of shape (..., V); found {found}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
-            or not 0 < temperature < math.inf:
-        raise ValueError(f"temperature must be a finite number > 0; found {temperature!r}")
+    _check_sampling(log_probs, temperature)
     scaled = log_probs / temperature
     if top_k is not None:
         require_int("top_k", top_k, 1)

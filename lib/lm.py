@@ -59,7 +59,9 @@ from torch import Tensor, nn
 from lib.char_lm import NextTokenLM
 from lib.corpus import Vocabulary
 from lib.rnn import clip_grad_norm
-from lib.validation import require_broadcastable, require_int, require_number, require_sentences, require_words
+from lib.validation import (
+    require_broadcastable, require_int, require_log_probs, require_number, require_sentences, require_words,
+)
 
 __all__ = [
     "BOS",
@@ -122,10 +124,7 @@ def pad(sentence: Sequence[str], order: int) -> list[str]:
     ------
     No tensors: ``len(output) == len(sentence) + order``.
     """
-    require_int("order", order, 1, MAX_ORDER)
-    if isinstance(sentence, str):
-        raise TypeError(f"sentence must be a list of words, not one str; found {sentence!r}")
-    require_words("sentence", sentence)
+    require_int("order", order, 1, MAX_ORDER), require_words("sentence", sentence)
     return [BOS] * (order - 1) + list(sentence) + [EOS]
 
 
@@ -491,14 +490,7 @@ def perplexity(log_probs: Tensor, base: float = math.e) -> float:
     ------
     log_probs : (...), flattened
     """
-    if not isinstance(log_probs, Tensor) or not log_probs.is_floating_point():
-        found = log_probs.dtype if isinstance(log_probs, Tensor) else type(log_probs).__name__
-        raise TypeError(f"log_probs must be a floating-point torch.Tensor; found {found}")
-    if log_probs.numel() == 0:
-        raise ValueError("log_probs must hold at least one token; found an empty tensor")
-    if bool(torch.isnan(log_probs).any()) or bool((log_probs == math.inf).any()):
-        raise ValueError("log_probs must be log-probabilities (finite or -inf); found NaN or +inf")
-    require_number("base", base, 1.0 + 1e-12)
+    require_log_probs("log_probs", log_probs), require_number("base", base, 1.0 + 1e-12)
     cross_entropy = -float(log_probs.double().mean())  # in units of log_base
     # b^H overflows a float (OverflowError) for H ln b above ~709.8: the perplexity is inf.
     return base ** cross_entropy if cross_entropy * math.log(base) < _LOG_FLOAT_MAX else math.inf

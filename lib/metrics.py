@@ -96,6 +96,14 @@ def _check_weights(weights: Optional[Sequence[float]], max_n: int) -> tuple[floa
     return weights
 
 
+def _check_lengths(hyp_len: object, ref_lens: object) -> None:
+    require_int("hyp_len", hyp_len, 0)
+    if not isinstance(ref_lens, (list, tuple)) or not ref_lens:
+        raise ValueError(f"ref_lens must be a non-empty list of reference lengths; found {ref_lens!r}")
+    for length in ref_lens:
+        require_int("each of ref_lens", length, 0)
+
+
 def _smoothing_value(smooth: str, smooth_value: Optional[float]) -> Optional[float]:
     if smooth not in SMOOTHING:
         raise ValueError(f"smooth must be one of {', '.join(map(repr, SMOOTHING))}; found {smooth!r}")
@@ -183,11 +191,7 @@ def closest_reference_length(hyp_len: int, ref_lens: Sequence[int]) -> int:
     -------
     int
     """
-    require_int("hyp_len", hyp_len, 0)
-    if not ref_lens:
-        raise ValueError("ref_lens must hold at least one reference length; found none")
-    for length in ref_lens:
-        require_int("each of ref_lens", length, 0)
+    _check_lengths(hyp_len, ref_lens)
     return min(ref_lens, key=lambda length: (abs(length - hyp_len), length))
 
 

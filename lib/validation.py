@@ -16,7 +16,7 @@ __all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_lengths", "require_e
            "require_float_tensor", "require_real", "require_words", "require_sentences",
            "require_same_dtype", "require_same_shape", "require_float_tensors",
            "require_callable", "require_instance", "require_ids", "require_log_prob",
-           "require_broadcastable"]
+           "require_broadcastable", "require_log_probs"]
 
 INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
@@ -185,3 +185,14 @@ def require_even(name: str, value: object, reason: str) -> None:
     require_int(name, value)
     if value % 2:
         raise ValueError(f"{name} must be even ({reason}); found {value}")
+
+
+def require_log_probs(name: str, value: object) -> None:
+    """Raise unless ``value`` is a non-empty float tensor of log-probabilities (finite or ``-inf``)."""
+    if not isinstance(value, Tensor) or not value.is_floating_point():
+        found = value.dtype if isinstance(value, Tensor) else type(value).__name__
+        raise TypeError(f"{name} must be a floating-point torch.Tensor; found {found}")
+    if value.numel() == 0:
+        raise ValueError(f"{name} must hold at least one token; found an empty tensor")
+    if bool(torch.isnan(value).any()) or bool((value == math.inf).any()):
+        raise ValueError(f"{name} must be log-probabilities (finite or -inf); found NaN or +inf")

@@ -69,7 +69,7 @@ def test_our_padding_predicts_one_end_symbol_where_nltk_predicts_n_minus_1():
 
 
 def test_padding_and_ngram_errors():
-    with pytest.raises(TypeError, match="not one str"):
+    with pytest.raises(TypeError, match="sentence must be a list of token strings; found a str"):
         pad("the cat", 2)
     with pytest.raises(ValueError, match="order must be an int >= 1"):
         pad(["a"], 0)

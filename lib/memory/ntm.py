@@ -92,7 +92,8 @@ def _require_float(name: str, value: object, layout: str, dim: int) -> None:
         raise ValueError(f"{name} must have shape {layout}; found {tuple(value.shape)}")
 
 
-def _check_memory_and_weights(memory: object, weights: object) -> None:
+def _check_memory_and_weights(memory: object, weights: object, **vectors: object) -> None:
+    """``memory`` (B, N, D), ``weights`` (B, N) and each of ``vectors`` (B, D), all of one dtype."""
     _require_float("memory", memory, "(B, N, D)", 3)
     _require_float("weights", weights, "(B, N)", 2)
     require_same_dtype("memory", memory, weights=weights)
@@ -101,12 +102,39 @@ def _check_memory_and_weights(memory: object, weights: object) -> None:
             f"weights must have shape (B, N) = {tuple(memory.shape[:2])} to match memory (B, N, D) = "
             f"{tuple(memory.shape)}; found {tuple(weights.shape)}"
         )
+    batch, _, size = memory.shape
+    for name, vector in vectors.items():
+        _check_vector(name, vector, batch, size, "(B, D)")
+    require_same_dtype("memory", memory, **vectors)
 
 
 def _check_vector(name: str, value: object, batch: int, size: int, layout: str) -> None:
     _require_float(name, value, layout, 2)
     if tuple(value.shape) != (batch, size):
         raise ValueError(f"{name} must have shape {layout} = {(batch, size)}; found {tuple(value.shape)}")
+
+
+def _check_content(memory: object, key: object, strength: object) -> None:
+    _require_float("memory", memory, "(B, N, D)", 3)
+    batch, _, size = memory.shape
+    _check_vector("key", key, batch, size, "(B, D)")
+    _require_float("strength", strength, "(B,)", 1)
+    if strength.shape[0] != batch:
+        raise ValueError(f"strength must have shape (B,) = ({batch},); found {tuple(strength.shape)}")
+    require_same_dtype("memory", memory, key=key, strength=strength)
+    if bool((strength < 0).any()):
+        raise ValueError(f"strength must be >= 0; found {strength.min().item():.4g}")
+
+
+def _check_shift(weights: object, shift: object) -> None:
+    _require_float("weights", weights, "(B, N)", 2)
+    _require_float("shift", shift, "(B, 2k + 1)", 2)
+    require_same_dtype("weights", weights, shift=shift)
+    if shift.shape[0] != weights.shape[0] or shift.shape[1] % 2 == 0:
+        raise ValueError(
+            f"shift must have shape (B, 2k + 1) with B = {weights.shape[0]} and an odd number of offsets; "
+            f"found {tuple(shift.shape)}"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -180,15 +208,7 @@ def content_weights(memory: Tensor, key: Tensor, strength: Tensor) -> Tensor:
     strength : (B,)
     output : (B, N)
     """
-    _require_float("memory", memory, "(B, N, D)", 3)
-    batch, _, size = memory.shape
-    _check_vector("key", key, batch, size, "(B, D)")
-    _require_float("strength", strength, "(B,)", 1)
-    if strength.shape[0] != batch:
-        raise ValueError(f"strength must have shape (B,) = ({batch},); found {tuple(strength.shape)}")
-    require_same_dtype("memory", memory, key=key, strength=strength)
-    if bool((strength < 0).any()):
-        raise ValueError(f"strength must be >= 0; found {strength.min().item():.4g}")
+    _check_content(memory, key, strength)
     similarity = CosineScore()(key.unsqueeze(1), memory)  # (B, 1, N)
     return masked_softmax(strength[:, None, None] * similarity).squeeze(1)  # (B, N)
 
@@ -246,14 +266,7 @@ def circular_shift(weights: Tensor, shift: Tensor) -> Tensor:
     shift : (B, 2k + 1)
     output : (B, N)
     """
-    _require_float("weights", weights, "(B, N)", 2)
-    _require_float("shift", shift, "(B, 2k + 1)", 2)
-    require_same_dtype("weights", weights, shift=shift)
-    if shift.shape[0] != weights.shape[0] or shift.shape[1] % 2 == 0:
-        raise ValueError(
-            f"shift must have shape (B, 2k + 1) with B = {weights.shape[0]} and an odd number of offsets; "
-            f"found {tuple(shift.shape)}"
-        )
+    _check_shift(weights, shift)
     reach = shift.shape[1] // 2
     # roll(w, o)[i] = w[i - o]: the weight that offset o brings to slot i.
     rolled = torch.stack([weights.roll(offset, dims=1) for offset in range(-reach, reach + 1)], dim=1)  # (B, 2k+1, N)
@@ -383,11 +396,7 @@ def write(memory: Tensor, weights: Tensor, erase: Tensor, add: Tensor) -> Tensor
     erase, add : (B, D)
     output : (B, N, D)
     """
-    _check_memory_and_weights(memory, weights)
-    batch, _, size = memory.shape
-    _check_vector("erase", erase, batch, size, "(B, D)")
-    _check_vector("add", add, batch, size, "(B, D)")
-    require_same_dtype("memory", memory, erase=erase, add=add)
+    _check_memory_and_weights(memory, weights, erase=erase, add=add)
     w = weights.unsqueeze(2)  # (B, N, 1)
     erased = memory * (1 - w * erase.unsqueeze(1))  # (B, N, D): w_i e is the share of slot i to forget
     return erased + w * add.unsqueeze(1)  # (B, N, D)
