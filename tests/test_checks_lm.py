@@ -43,7 +43,7 @@ def test_add_delta_accepts_right_answers_written_differently(answer, capsys):
     ("answer", "message"),
     [
         (lambda c, d: (c + d) / (c.sum(-1, keepdim=True) + d), "sums to .*, not 1: the denominator"),
-        (lambda c, d: c / c.sum(-1, keepdim=True), "contain NaN|unsmoothed"),
+        (lambda c, d: c / c.sum(-1, keepdim=True), "contains NaN|unsmoothed"),
         (lambda c, d: c / c.sum(-1, keepdim=True).clamp(min=1), "unsmoothed relative frequencies"),
         (lambda c, d: add_delta_vectorised(c, d)[:, :-1], "has shape"),
         (lambda c, d: add_delta_vectorised(c.T, d).T, "differ from|sums to|has shape"),

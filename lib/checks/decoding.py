@@ -81,7 +81,7 @@ def sampling_distribution_cases(generator: torch.Generator, trials: int = 20) ->
 
 def _not_a_distribution(found: torch.Tensor, expected: torch.Tensor, log_probs, temperature, top_k) -> str | None:
     sums = found.sum(-1)
-    if not torch.allclose(sums, torch.ones_like(sums), atol=1e-6):
+    if not torch.allclose(sums, torch.ones_like(sums), atol=1e-6, rtol=0.0):
         return (f"your probabilities sum to {sums.flatten()[0]:.4f}, not 1: renormalise after dropping the tokens "
                 "outside the top k")
     if top_k is not None and ((expected == 0) & (found.abs() > 1e-12)).any():
@@ -100,6 +100,9 @@ check_sampling_distribution = Check(
              "you multiplied by the temperature; divide log_probs by it"),
         Slip(lambda log_probs, temperature, top_k: sampling_distribution(log_probs, 1.0, top_k),
              "the temperature has no effect in your answer; use log_probs / T"),
+        Slip(lambda log_probs, temperature, top_k: torch.softmax(log_probs / temperature, -1)
+             * (sampling_distribution(log_probs, temperature, top_k) > 0),
+             "you dropped the tokens outside the top k but did not renormalise: divide what is left by its sum"),
     ),
     rules=_not_a_distribution, tolerance=dict(atol=1e-8, rtol=0.0),
 )
