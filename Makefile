@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SOURCES := $(shell find lib chapters backmatter _ext benchmarks figures -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' -o -name '*.json' -o -name '*.svg' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
            intro.md _config.yml _toc.yml references.bib
 
-.PHONY: check-seeds setup book test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
+.PHONY: check-seeds site-weight setup book test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
 
 setup: $(STAMP)
 
@@ -90,6 +90,11 @@ CHECK_SEEDS ?= 30
 check-seeds: $(STAMP)
 	for seed in $$(seq 1 $(CHECK_SEEDS)); do \
 	  CHECK_SEED=$$seed $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_checks*.py || exit 1; done
+
+# After `make book`: the site's size and each chapter page's transfer and load times, for the
+# Benchmarks page (benchmarks/site_weight.json; rebuild the book to show them).
+site-weight: book chromium
+	$(BIN)/python -m benchmarks.site_weight
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
