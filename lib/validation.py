@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 __all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_lengths", "require_even", "require_int", "require_number", "require_choice", "require_tokens",
            "require_float_tensor", "require_real", "require_words", "require_sentences",
-           "require_same_dtype", "require_same_shape", "require_float_tensors",
+           "require_same_dtype", "require_same_shape", "require_float_tensors", "require_ints",
            "require_callable", "require_instance", "require_ids", "require_log_prob",
            "require_broadcastable", "require_log_probs"]
 
@@ -140,6 +140,12 @@ def require_float_tensors(**tensors: object) -> None:
     """:func:`require_float_tensor` for each ``name=value``."""
     for name, value in tensors.items():
         require_float_tensor(name, value)
+
+
+def require_ints(**values: object) -> None:
+    """:func:`require_int` (at least 1) for each ``name=value``, e.g. the sizes of a layer."""
+    for name, value in values.items():
+        require_int(name, value)
 
 
 def require_callable(name: str, value: object) -> None:
