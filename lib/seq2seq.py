@@ -69,7 +69,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from lib.attention import AdditiveScore, BilinearScore, DotScore, attention, masked_softmax
 from lib.decoding import beam_search_batch
 from lib.training import SequencePairs, TrainingLog, train_seq2seq
-from lib.validation import require_int, require_lengths, require_tokens
+from lib.validation import (require_float_tensors, require_instance, require_int, require_ints, require_lengths,
+                             require_tokens)
 
 __all__ = [
     "Memory",
@@ -108,6 +109,34 @@ def _require_choice(name: str, value: object, choices: Sequence[str]) -> None:
     # The choices are listed as 'a', 'b' rather than as a tuple, as this module's messages always were.
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; found {value!r}")
+
+
+def _check_luong(score: object, mode: object, input_feeding: object, **sizes: object) -> None:
+    # LuongDecoder's arguments: two choices, a bool, and sizes (window included) that are ints >= 1.
+    _require_choice("score", score, LUONG_SCORES)
+    _require_choice("mode", mode, LUONG_MODES)
+    require_instance("input_feeding", input_feeding, bool)
+    require_ints(**sizes)
+
+
+def _check_local(scores: object, lens: object, centre: object, window: object) -> None:
+    # local_weights' arguments: float scores (B, S) and centres (B,), integer lengths (B,), an int window.
+    require_float_tensors(scores=scores, centre=centre)
+    require_int("window", window)
+    if scores.dim() != 2 or centre.shape != scores.shape[:1]:
+        raise ValueError(f"scores must have shape (B, S), lens and centre (B,); found {tuple(scores.shape)}, "
+                         f"{tuple(getattr(lens, 'shape', ()))}, {tuple(centre.shape)}")
+    require_lengths("lens", lens, *scores.shape)
+
+
+def _check_pairs(model: object, data: object, greedy: bool = False) -> None:
+    # The evaluation functions: a model that decodes (a Seq2Seq when greedy) and a SequencePairs.
+    if greedy:
+        require_instance("model", model, Seq2Seq)
+    elif not callable(getattr(model, "step_fn", None)):
+        raise TypeError(f"model must have a step_fn(src, src_lens) method (Seq2Seq, Seq2SeqTransformer); "
+                        f"found {type(model).__name__}")
+    require_instance("data", data, SequencePairs)
 
 
 @dataclass(frozen=True)
@@ -199,9 +228,8 @@ class _Decoder(nn.Module):
     """
 
     def __init__(self, vocab_size: int, embed_dim: int, memory_dim: int, input_dim: int):
+        # The subclasses check the sizes before they compute input_dim from them.
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("memory_dim", memory_dim)):
-            require_int(name, value)
         self.vocab_size, self.memory_dim = vocab_size, memory_dim
         self.embed = nn.Embedding(vocab_size, embed_dim)
         # The decoder's state has the size of a source state, so u can start it
@@ -266,6 +294,7 @@ class PlainDecoder(_Decoder):
     """
 
     def __init__(self, vocab_size: int, embed_dim: int, memory_dim: int):
+        require_ints(vocab_size=vocab_size, embed_dim=embed_dim, memory_dim=memory_dim)
         super().__init__(vocab_size, embed_dim, memory_dim, input_dim=embed_dim + memory_dim)
         self.output = nn.Linear(memory_dim, vocab_size)
 
@@ -309,6 +338,7 @@ class BahdanauDecoder(_Decoder):
     """
 
     def __init__(self, vocab_size: int, embed_dim: int, memory_dim: int, attention_dim: int = 32):
+        require_ints(vocab_size=vocab_size, embed_dim=embed_dim, memory_dim=memory_dim, attention_dim=attention_dim)
         super().__init__(vocab_size, embed_dim, memory_dim, input_dim=embed_dim + memory_dim)
         self.score = AdditiveScore(memory_dim, memory_dim, attention_dim)
         self.output = nn.Linear(2 * memory_dim + embed_dim, vocab_size)
@@ -366,12 +396,7 @@ def local_weights(scores: Tensor, lens: Tensor, centre: Tensor, window: int, gau
     centre : (B,)
     output : (B, S)
     """
-    require_int("window", window)
-    if scores.dim() != 2 or centre.shape != scores.shape[:1] or lens.shape != scores.shape[:1]:
-        raise ValueError(
-            "scores must have shape (B, S), lens and centre (B,); found "
-            f"{tuple(scores.shape)}, {tuple(lens.shape)}, {tuple(centre.shape)}"
-        )
+    _check_local(scores, lens, centre, window)
     positions = torch.arange(1, scores.shape[1] + 1, dtype=scores.dtype)  # (S,): s = 1 .. S
     distance = positions - centre[:, None]  # (B, S): s - p_t
     outside = distance.abs() > window  # (B, S)
@@ -424,11 +449,8 @@ class LuongDecoder(_Decoder):
 
     def __init__(self, vocab_size: int, embed_dim: int, memory_dim: int, score: str = "general",
                  mode: str = "global", window: int = 3, input_feeding: bool = True, attention_dim: int = 32):
-        _require_choice("score", score, LUONG_SCORES)
-        _require_choice("mode", mode, LUONG_MODES)
-        require_int("window", window)
-        if not isinstance(input_feeding, bool):
-            raise TypeError(f"input_feeding must be a bool; found {type(input_feeding).__name__}")
+        _check_luong(score, mode, input_feeding, vocab_size=vocab_size, embed_dim=embed_dim, memory_dim=memory_dim,
+                     window=window, attention_dim=attention_dim)
         super().__init__(vocab_size, embed_dim, memory_dim,
                          input_dim=embed_dim + (memory_dim if input_feeding else 0))
         self.mode, self.window, self.input_feeding = mode, window, input_feeding
@@ -724,6 +746,7 @@ def greedy_translate(model: nn.Module, data: SequencePairs, bos: int, eos: int, 
     ------
     data.src : (N, S) -> N outputs
     """
+    _check_pairs(model, data)
     step = model.step_fn(data.src, data.src_lens)
     hypotheses = beam_search_batch(step, len(data), bos, eos, beam_size=1, max_len=max_len)
     return [best[0][0] for best in hypotheses]
@@ -747,6 +770,7 @@ def exact_matches(model: nn.Module, data: SequencePairs, bos: int, eos: int) -> 
     data.src : (N, S)
     output : (N,)
     """
+    _check_pairs(model, data)
     max_len = data.tgt_out.shape[1]
     if isinstance(model, Seq2Seq):
         outputs, _ = model.greedy(data.src, data.src_lens, bos, eos, max_len)
@@ -770,6 +794,7 @@ def alignments(model: Seq2Seq, data: SequencePairs, bos: int, eos: int) -> tuple
     data.src : (N, S)
     weights : (N, T, S), T = the longest output
     """
+    _check_pairs(model, data, greedy=True)
     outputs, weights = model.greedy(data.src, data.src_lens, bos, eos, max_len=data.tgt_out.shape[1])
     if weights is None:
         raise ValueError("a plain decoder has no attention weights; use a Bahdanau or Luong decoder")

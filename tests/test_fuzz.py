@@ -281,75 +281,11 @@ KNOWN: set[tuple[str, str, str]] = {
     ("train_char_lm", "model", "str"),  # cryptic
     # lib.gating
     ("train_memory_task", "seed", "None"),  # cryptic
-    # lib.positional
-    ("offset_rotation", "dtype", "None"),  # silent
-    ("positional_encoding", "dtype", "None"),  # silent
-    # lib.pretrained
-    ("BertEmbedding", "d_model", "None"),  # cryptic
-    ("BertEmbedding", "d_model", "bool"),  # silent
-    ("BertEmbedding", "d_model", "float"),  # cryptic
-    ("BertEmbedding", "d_model", "negative"),  # cryptic
-    ("BertEmbedding", "d_model", "str"),  # cryptic
-    ("BiLM", "num_layers", "huge"),  # hang
-    ("mask_tokens", "ignore_index", "None"),  # cryptic
-    ("mask_tokens", "ignore_index", "bool"),  # silent
-    ("mask_tokens", "ignore_index", "float"),  # silent
-    ("mask_tokens", "ignore_index", "str"),  # cryptic
-    ("mask_tokens", "mask_id", "None"),  # cryptic
-    ("mask_tokens", "mask_id", "bool"),  # silent
-    ("mask_tokens", "mask_id", "float"),  # silent
-    ("mask_tokens", "mask_id", "str"),  # cryptic
-    ("mask_tokens", "special_ids", "None"),  # cryptic
-    ("mask_tokens", "special_ids", "str"),  # cryptic
     # lib.rnn
     ("GRU", "num_layers", "huge"),  # hang
     ("LSTM", "num_layers", "huge"),  # hang
     ("RNN", "num_layers", "huge"),  # hang
     ("clip_grad_norm", "parameters", "None"),  # cryptic
-    # lib.seq2seq
-    ("BahdanauDecoder", "attention_dim", "None"),  # cryptic
-    ("BahdanauDecoder", "attention_dim", "bool"),  # cryptic
-    ("BahdanauDecoder", "attention_dim", "float"),  # cryptic
-    ("BahdanauDecoder", "attention_dim", "negative"),  # cryptic
-    ("BahdanauDecoder", "attention_dim", "str"),  # cryptic
-    ("BahdanauDecoder", "attention_dim", "zero"),  # cryptic
-    ("BahdanauDecoder", "embed_dim", "None"),  # cryptic
-    ("BahdanauDecoder", "embed_dim", "str"),  # cryptic
-    ("BahdanauDecoder", "memory_dim", "None"),  # cryptic
-    ("BahdanauDecoder", "memory_dim", "str"),  # cryptic
-    ("LuongDecoder", "attention_dim", "None"),  # silent
-    ("LuongDecoder", "attention_dim", "bool"),  # silent
-    ("LuongDecoder", "attention_dim", "float"),  # silent
-    ("LuongDecoder", "attention_dim", "str"),  # silent
-    ("LuongDecoder", "embed_dim", "None"),  # cryptic
-    ("LuongDecoder", "embed_dim", "str"),  # cryptic
-    ("LuongDecoder", "memory_dim", "None"),  # cryptic
-    ("LuongDecoder", "memory_dim", "str"),  # cryptic
-    ("PlainDecoder", "embed_dim", "None"),  # cryptic
-    ("PlainDecoder", "embed_dim", "str"),  # cryptic
-    ("PlainDecoder", "memory_dim", "None"),  # cryptic
-    ("PlainDecoder", "memory_dim", "str"),  # cryptic
-    ("alignments", "data", "None"),  # cryptic
-    ("alignments", "data", "str"),  # cryptic
-    ("alignments", "model", "None"),  # cryptic
-    ("alignments", "model", "str"),  # cryptic
-    ("exact_matches", "data", "None"),  # cryptic
-    ("exact_matches", "data", "str"),  # cryptic
-    ("exact_matches", "model", "None"),  # cryptic
-    ("exact_matches", "model", "str"),  # cryptic
-    ("greedy_translate", "data", "None"),  # cryptic
-    ("greedy_translate", "data", "str"),  # cryptic
-    ("greedy_translate", "model", "None"),  # cryptic
-    ("greedy_translate", "model", "str"),  # cryptic
-    ("local_weights", "centre", "None"),  # cryptic
-    ("local_weights", "centre", "bool"),  # cryptic
-    ("local_weights", "centre", "str"),  # cryptic
-    ("local_weights", "lens", "None"),  # cryptic
-    ("local_weights", "lens", "bool"),  # cryptic
-    ("local_weights", "lens", "str"),  # cryptic
-    ("local_weights", "scores", "None"),  # cryptic
-    ("local_weights", "scores", "bool"),  # cryptic
-    ("local_weights", "scores", "str"),  # cryptic
     # lib.tasks
     ("DateTask", "bos", "None"),  # silent
     ("DateTask", "bos", "bool"),  # silent
@@ -383,36 +319,6 @@ KNOWN: set[tuple[str, str, str]] = {
     ("ReversalTask", "vocab_size", "bool"),  # silent
     ("ReversalTask", "vocab_size", "float"),  # silent
     ("ReversalTask", "vocab_size", "str"),  # silent
-    # lib.transformer
-    ("DecoderBlock", "d_model", "None"),  # cryptic
-    ("DecoderBlock", "d_model", "bool"),  # cryptic
-    ("DecoderBlock", "d_model", "float"),  # cryptic
-    ("DecoderBlock", "d_model", "negative"),  # cryptic
-    ("DecoderBlock", "d_model", "str"),  # cryptic
-    ("DecoderBlock", "d_model", "zero"),  # cryptic
-    ("EncoderBlock", "d_model", "None"),  # cryptic
-    ("EncoderBlock", "d_model", "bool"),  # cryptic
-    ("EncoderBlock", "d_model", "float"),  # cryptic
-    ("EncoderBlock", "d_model", "negative"),  # cryptic
-    ("EncoderBlock", "d_model", "str"),  # cryptic
-    ("EncoderBlock", "d_model", "zero"),  # cryptic
-    ("Seq2SeqTransformer", "src_vocab_size", "None"),  # cryptic
-    ("Seq2SeqTransformer", "src_vocab_size", "bool"),  # cryptic
-    ("Seq2SeqTransformer", "src_vocab_size", "float"),  # cryptic
-    ("Seq2SeqTransformer", "src_vocab_size", "negative"),  # cryptic
-    ("Seq2SeqTransformer", "src_vocab_size", "str"),  # cryptic
-    ("Seq2SeqTransformer", "src_vocab_size", "zero"),  # cryptic
-    ("Seq2SeqTransformer", "tgt_vocab_size", "None"),  # cryptic
-    ("Seq2SeqTransformer", "tgt_vocab_size", "bool"),  # cryptic
-    ("Seq2SeqTransformer", "tgt_vocab_size", "float"),  # cryptic
-    ("Seq2SeqTransformer", "tgt_vocab_size", "negative"),  # cryptic
-    ("Seq2SeqTransformer", "tgt_vocab_size", "str"),  # cryptic
-    ("Seq2SeqTransformer", "tgt_vocab_size", "zero"),  # cryptic
-    ("TransformerEmbedding", "d_model", "None"),  # cryptic
-    ("TransformerEmbedding", "d_model", "float"),  # cryptic
-    ("TransformerEmbedding", "d_model", "negative"),  # cryptic
-    ("TransformerEmbedding", "d_model", "str"),  # cryptic
-    ("causal_mask", "device", "str"),  # cryptic
 }
 
 
