@@ -22,9 +22,18 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lib.validation import require_even, require_int
+from lib.validation import require_even, require_instance, require_int
 
 __all__ = ["positional_encoding", "offset_rotation"]
+
+
+def _check_sizes(length: int, d_model: int, dtype: object, first: str = "max_len") -> None:
+    """Check the arguments of both functions: ``first`` is ``max_len`` (>= 1) or ``offset`` (any int)."""
+    require_int(first, length, minimum=1 if first == "max_len" else -(2**62))
+    require_even("d_model", d_model, "sines and cosines come in pairs")
+    require_instance("dtype", dtype, torch.dtype)
+    if not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype; found {dtype}")
 
 
 def _frequencies(d_model: int, dtype: torch.dtype) -> Tensor:
@@ -60,8 +69,7 @@ def positional_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.f
     ------
     output : (max_len, D)
     """
-    require_int("max_len", max_len)
-    require_even("d_model", d_model, "sines and cosines come in pairs")
+    _check_sizes(max_len, d_model, dtype)
     positions = torch.arange(max_len, dtype=dtype)[:, None]  # (T, 1)
     angles = positions * _frequencies(d_model, dtype)  # (T, D/2): t * w_i
     # Stacking on a last axis of size 2 and flattening interleaves sin and cos.
@@ -100,9 +108,7 @@ def offset_rotation(offset: int, d_model: int, dtype: torch.dtype = torch.float3
     ------
     output : (D, D)
     """
-    if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(f"offset must be an int; found {type(offset).__name__}")
-    require_even("d_model", d_model, "sines and cosines come in pairs")
+    _check_sizes(offset, d_model, dtype, first="offset")
     angles = offset * _frequencies(d_model, dtype)  # (D/2,)
     cos, sin = torch.cos(angles), torch.sin(angles)
     blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)  # (D/2, 2, 2)

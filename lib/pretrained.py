@@ -32,7 +32,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor, nn
 
-from lib.validation import INTEGER_DTYPES, require_int, require_tokens
+from lib.validation import INTEGER_DTYPES, require_ids, require_int, require_ints, require_tokens
 
 __all__ = ["bert_input", "BertEmbedding", "mask_tokens", "BiLM", "ScalarMix"]
 
@@ -96,8 +96,7 @@ class BertEmbedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, max_len: int, num_segments: int = 2):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("max_len", max_len), ("num_segments", num_segments)):
-            require_int(name, value)
+        require_ints(vocab_size=vocab_size, d_model=d_model, max_len=max_len, num_segments=num_segments)
         self.vocab_size, self.max_len, self.num_segments = vocab_size, max_len, num_segments
         self.token = nn.Embedding(vocab_size, d_model)
         self.segment = nn.Embedding(num_segments, d_model)
@@ -110,6 +109,23 @@ class BertEmbedding(nn.Module):
             raise ValueError(f"segments must have the shape of tokens {tuple(tokens.shape)}; found {tuple(segments.shape)}")
         positions = torch.arange(tokens.shape[1], device=tokens.device)  # (L,)
         return self.token(tokens) + self.segment(segments) + self.position(positions)  # (B, L, D)
+
+
+def _check_mask_tokens(tokens, mask_id, vocab_size, special_ids, probs, ignore_index) -> None:
+    """The argument checks of :func:`mask_tokens`; ``probs`` is ``(select_prob, mask_prob, random_prob)``."""
+    if not isinstance(tokens, Tensor) or tokens.dtype not in INTEGER_DTYPES:
+        found = tokens.dtype if isinstance(tokens, Tensor) else type(tokens).__name__
+        raise TypeError(f"tokens must be an integer torch.Tensor; found {found}")
+    require_int("vocab_size", vocab_size)
+    require_int("mask_id", mask_id, minimum=0)
+    require_int("ignore_index", ignore_index, minimum=-(2**62))
+    if not (isinstance(special_ids, (list, tuple)) and not special_ids):  # () is allowed: nothing special
+        require_ids("special_ids", special_ids)
+    for name, p in zip(("select_prob", "mask_prob", "random_prob"), probs):
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+            raise ValueError(f"{name} must be a probability in [0, 1]; found {p!r}")
+    if probs[1] + probs[2] > 1:
+        raise ValueError(f"mask_prob + random_prob must be <= 1; found {probs[1]} + {probs[2]}")
 
 
 def mask_tokens(
@@ -162,15 +178,7 @@ def mask_tokens(
     ------
     tokens, corrupted, targets : (...) (any shape, e.g. (B, L))
     """
-    if not isinstance(tokens, Tensor) or tokens.dtype not in INTEGER_DTYPES:
-        found = tokens.dtype if isinstance(tokens, Tensor) else type(tokens).__name__
-        raise TypeError(f"tokens must be an integer torch.Tensor; found {found}")
-    require_int("vocab_size", vocab_size)
-    for name, p in (("select_prob", select_prob), ("mask_prob", mask_prob), ("random_prob", random_prob)):
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
-            raise ValueError(f"{name} must be a probability in [0, 1]; found {p!r}")
-    if mask_prob + random_prob > 1:
-        raise ValueError(f"mask_prob + random_prob must be <= 1; found {mask_prob} + {random_prob}")
+    _check_mask_tokens(tokens, mask_id, vocab_size, special_ids, (select_prob, mask_prob, random_prob), ignore_index)
     selectable = ~torch.isin(tokens, torch.tensor(list(special_ids), dtype=tokens.dtype))
     selected = (torch.rand(tokens.shape, generator=generator) < select_prob) & selectable
     branch = torch.rand(tokens.shape, generator=generator)  # which of the three fates
@@ -211,8 +219,9 @@ class BiLM(nn.Module):
 
     def __init__(self, vocab_size: int, dim: int, num_layers: int = 2):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("dim", dim), ("num_layers", num_layers)):
-            require_int(name, value)
+        for name, value, maximum in (("vocab_size", vocab_size, None), ("dim", dim, None),
+                                     ("num_layers", num_layers, 64)):  # ELMo has 2 layers
+            require_int(name, value, maximum=maximum)
         self.vocab_size = vocab_size
         self.embedding = nn.Embedding(vocab_size, dim)
         self.forward_layers = nn.ModuleList(nn.LSTM(dim, dim, batch_first=True) for _ in range(num_layers))

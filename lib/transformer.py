@@ -51,7 +51,7 @@ from torch import Tensor, nn
 from lib.activations import gelu, relu
 from lib.attention import MultiHeadAttention, scaled_dot_product_attention
 from lib.positional import positional_encoding
-from lib.validation import require_even, require_int, require_tokens
+from lib.validation import require_even, require_instance, require_int, require_ints, require_tokens
 
 __all__ = [
     "SelfAttention",
@@ -87,6 +87,25 @@ def _require_float_input(name: str, value: object, module: nn.Module, size: int)
         raise TypeError(
             f"{name} must have the dtype of the module's parameters ({parameter.dtype}); found {value.dtype}"
         )
+
+
+def _check_model(config: object, **vocab_sizes: object) -> None:
+    """The argument checks of the whole models: a :class:`TransformerConfig` and vocabulary sizes."""
+    require_instance("config", config, TransformerConfig)
+    require_ints(**vocab_sizes)
+
+
+def _check_causal_mask(length: object, device: object) -> None:
+    """The argument checks of :func:`causal_mask`: ``device`` is None, a ``torch.device`` or a
+    string that ``torch.device`` understands."""
+    require_int("length", length)
+    try:
+        if device is not None and not isinstance(device, torch.device):
+            torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device must be a torch.device or a device string such as 'cpu'; found {device!r}"
+        ) from None
 
 
 def _require_torch_module(name: str, value: object, expected: type) -> None:
@@ -130,8 +149,7 @@ class SelfAttention(nn.Module):
 
     def __init__(self, d_model: int, d_k: int, d_v: int):
         super().__init__()
-        for name, value in (("d_model", d_model), ("d_k", d_k), ("d_v", d_v)):
-            require_int(name, value)
+        require_ints(d_model=d_model, d_k=d_k, d_v=d_v)
         self.d_model = d_model
         self.query_proj = nn.Linear(d_model, d_k, bias=False)  # W_q
         self.key_proj = nn.Linear(d_model, d_k, bias=False)  # W_k
@@ -240,7 +258,7 @@ def causal_mask(length: int, device: Optional[torch.device] = None) -> Tensor:
     ------
     output : (T, T)
     """
-    require_int("length", length)
+    _check_causal_mask(length, device)
     positions = torch.arange(length, device=device)  # (T,)
     return positions[None, :] <= positions[:, None]  # (T, T)
 
@@ -327,6 +345,7 @@ class EncoderBlock(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5):
         super().__init__()
+        require_int("d_model", d_model)
         self.d_model = d_model
         self.self_attn = MultiHeadAttention(d_model, num_heads)
         self.norm1 = LayerNorm(d_model, eps)
@@ -424,6 +443,7 @@ class DecoderBlock(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5):
         super().__init__()
+        require_int("d_model", d_model)
         self.d_model = d_model
         self.self_attn = MultiHeadAttention(d_model, num_heads)
         self.norm1 = LayerNorm(d_model, eps)
@@ -559,7 +579,7 @@ class TransformerEmbedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, max_len: int, learned_positions: bool = False):
         super().__init__()
-        require_int("vocab_size", vocab_size)
+        require_ints(vocab_size=vocab_size, d_model=d_model, max_len=max_len)
         self.vocab_size, self.max_len = vocab_size, max_len
         self.token = nn.Embedding(vocab_size, d_model)
         if learned_positions:
@@ -601,8 +621,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, config: TransformerConfig = TransformerConfig()):
         super().__init__()
-        if not isinstance(config, TransformerConfig):
-            raise TypeError(f"config must be a TransformerConfig; found {type(config).__name__}")
+        _check_model(config, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
         self.config = config
         c = config
         self.src_embed = TransformerEmbedding(src_vocab_size, c.d_model, c.max_len, c.learned_positions)
@@ -729,8 +748,7 @@ class DecoderOnlyLM(nn.Module):
 
     def __init__(self, vocab_size: int, config: TransformerConfig = TransformerConfig(learned_positions=True)):
         super().__init__()
-        if not isinstance(config, TransformerConfig):
-            raise TypeError(f"config must be a TransformerConfig; found {type(config).__name__}")
+        _check_model(config, vocab_size=vocab_size)
         self.config = c = config
         self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions)
         self.blocks = nn.ModuleList(
