@@ -111,6 +111,13 @@ def _require_choice(name: str, value: object, choices: Sequence[str]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; found {value!r}")
 
 
+def _check_memory(memory: object, memory_dim: int) -> None:
+    # A decoder's memory: a Memory whose source states have the decoder's memory_dim.
+    if not isinstance(memory, Memory) or memory.states.shape[-1] != memory_dim:
+        found = tuple(memory.states.shape) if isinstance(memory, Memory) else type(memory).__name__
+        raise ValueError(f"memory must be a Memory with states (B, S, {memory_dim}); found {found}")
+
+
 def _check_luong(score: object, mode: object, input_feeding: object, **sizes: object) -> None:
     # LuongDecoder's arguments: two choices, a bool, and sizes (window included) that are ints >= 1.
     _require_choice("score", score, LUONG_SCORES)
@@ -266,10 +273,7 @@ class _Decoder(nn.Module):
         tgt_in : (B, T)
         logits : (B, T, V); weights : (B, T, S) or None; states : a list of T states
         """
-        require_tokens("tgt_in", tgt_in, self.vocab_size)
-        if not isinstance(memory, Memory) or memory.states.shape[-1] != self.memory_dim:
-            found = tuple(memory.states.shape) if isinstance(memory, Memory) else type(memory).__name__
-            raise ValueError(f"memory must be a Memory with states (B, S, {self.memory_dim}); found {found}")
+        require_tokens("tgt_in", tgt_in, self.vocab_size), _check_memory(memory, self.memory_dim)
         state, all_logits, all_weights, states = self.start(memory), [], [], []
         for t in range(tgt_in.shape[1]):
             logits, state, weights = self.step(tgt_in[:, t], state, memory, t + 1)
