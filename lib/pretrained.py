@@ -37,6 +37,15 @@ from lib.validation import INTEGER_DTYPES, require_ids, require_int, require_int
 __all__ = ["bert_input", "BertEmbedding", "mask_tokens", "BiLM", "ScalarMix"]
 
 
+def _check_bert_input(first: object, second: object, cls_id: object, sep_id: object) -> None:
+    """The argument checks of :func:`bert_input`: texts are lists of ids, ``second`` may be None."""
+    for name, text in (("first", first), ("second", second)):
+        if text is not None or name == "first":
+            require_ids(name, text)
+    for name, value in (("cls_id", cls_id), ("sep_id", sep_id)):
+        require_int(name, value, minimum=0)
+
+
 def bert_input(
     first: Sequence[int], second: Optional[Sequence[int]] = None, cls_id: int = 0, sep_id: int = 1
 ) -> tuple[Tensor, Tensor]:
@@ -66,10 +75,7 @@ def bert_input(
     ------
     tokens, segments : (L,) with L = len(first) + 2, or len(first) + len(second) + 3
     """
-    texts = [("first", first)] + ([] if second is None else [("second", second)])
-    for name, text in texts:
-        if not isinstance(text, (list, tuple)) or not all(isinstance(t, int) and t >= 0 for t in text):
-            raise TypeError(f"{name} must be a list of token ids (ints >= 0); found {text!r}")
+    _check_bert_input(first, second, cls_id, sep_id)
     tokens = [cls_id, *first, sep_id]
     segments = [0] * len(tokens)
     if second is not None:
@@ -239,6 +245,13 @@ class BiLM(nn.Module):
         return torch.stack(states)  # (L + 1, B, T, 2 dim)
 
 
+def _check_layers(layers: object, num_layers: int) -> None:
+    """The argument check of :meth:`ScalarMix.forward`: a tensor ``(num_layers, ..., D)``."""
+    if not isinstance(layers, Tensor) or layers.dim() < 2 or layers.shape[0] != num_layers:
+        found = tuple(layers.shape) if isinstance(layers, Tensor) else type(layers).__name__
+        raise ValueError(f"layers must have shape (L + 1, ..., D) with L + 1 = {num_layers}; found {found}")
+
+
 class ScalarMix(nn.Module):
     r"""ELMo's task-specific combination of the biLM layers.
 
@@ -267,8 +280,6 @@ class ScalarMix(nn.Module):
         self.gamma = nn.Parameter(torch.ones(()))
 
     def forward(self, layers: Tensor) -> Tensor:
-        if not isinstance(layers, Tensor) or layers.dim() < 2 or layers.shape[0] != self.num_layers:
-            found = tuple(layers.shape) if isinstance(layers, Tensor) else type(layers).__name__
-            raise ValueError(f"layers must have shape (L + 1, ..., D) with L + 1 = {self.num_layers}; found {found}")
+        _check_layers(layers, self.num_layers)
         s = torch.softmax(self.weights, dim=0).to(layers.dtype)  # (L + 1,), sums to 1
         return self.gamma * torch.tensordot(s, layers, dims=1)  # (..., D)

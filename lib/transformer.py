@@ -161,6 +161,13 @@ class SelfAttention(nn.Module):
         return scaled_dot_product_attention(q, k, v, mask=mask)  # (B, T, d_v), (B, T, T)
 
 
+def _check_features(z: object, d_model: int) -> None:
+    """The argument check of :meth:`LayerNorm.forward`: a float tensor ``(..., D)``."""
+    if not isinstance(z, Tensor) or not z.is_floating_point() or z.dim() == 0 or z.shape[-1] != d_model:
+        found = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
+        raise ValueError(f"z must be a float tensor of shape (..., D) with D = {d_model}; found {found}")
+
+
 class LayerNorm(nn.Module):
     r"""Layer normalisation (Ba et al., 2016): normalise each position's vector over its features.
 
@@ -196,9 +203,7 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))  # beta
 
     def forward(self, z: Tensor) -> Tensor:
-        if not isinstance(z, Tensor) or not z.is_floating_point() or z.dim() == 0 or z.shape[-1] != self.d_model:
-            found = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
-            raise ValueError(f"z must be a float tensor of shape (..., D) with D = {self.d_model}; found {found}")
+        _check_features(z, self.d_model)
         mean = z.mean(dim=-1, keepdim=True)  # (..., 1)
         variance = ((z - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased
         return self.weight * (z - mean) / torch.sqrt(variance + self.eps) + self.bias

@@ -25,7 +25,7 @@ def test_bert_input_for_one_text_and_for_a_pair():
     tokens, segments = bert_input([7, 8], [5, 6, 4], cls_id=1, sep_id=2)
     assert tokens.tolist() == [1, 7, 8, 2, 5, 6, 4, 2]
     assert segments.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
-    with pytest.raises(TypeError, match="second must be a list of token ids"):
+    with pytest.raises(TypeError, match="second must be a non-empty list of token ids"):
         bert_input([1], "ab")
 
 
