@@ -28,9 +28,20 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from lib.attention import AdditiveScore, masked_softmax
 from lib.seq2seq import Memory
-from lib.validation import INTEGER_DTYPES, check_module_dtype, require_int, require_lengths
+from lib.validation import INTEGER_DTYPES, check_module_dtype, require_int, require_ints, require_lengths
 
 __all__ = ["PointerNetwork"]
+
+
+def _check_pointers(pointers_in: object, width: int) -> None:
+    # PointerNetwork.forward's pointers_in: integers (B, m), each a position in [0, n) or -1 (start).
+    if not isinstance(pointers_in, Tensor) or pointers_in.dtype not in INTEGER_DTYPES or pointers_in.dim() != 2:
+        found = (pointers_in.dtype, tuple(pointers_in.shape)) if isinstance(pointers_in, Tensor) else \
+            type(pointers_in).__name__
+        raise TypeError(f"pointers_in must be an integer tensor (B, m); found {found}")
+    if pointers_in.numel() and (int(pointers_in.min()) < -1 or int(pointers_in.max()) >= width):
+        raise ValueError(f"pointers_in must hold positions in [0, {width}) or -1 (start); found "
+                         f"{int(pointers_in.min())} to {int(pointers_in.max())}")
 
 
 class PointerNetwork(nn.Module):
@@ -67,9 +78,8 @@ class PointerNetwork(nn.Module):
     """
 
     def __init__(self, input_dim: int = 1, hidden_dim: int = 64, attention_dim: int = 64):
+        require_ints(input_dim=input_dim, hidden_dim=hidden_dim, attention_dim=attention_dim)
         super().__init__()
-        for name, value in (("input_dim", input_dim), ("hidden_dim", hidden_dim), ("attention_dim", attention_dim)):
-            require_int(name, value)
         self.input_dim = input_dim
         self.embed = nn.Linear(input_dim, hidden_dim)
         self.encoder = nn.GRU(hidden_dim, hidden_dim, batch_first=True)
@@ -121,13 +131,7 @@ class PointerNetwork(nn.Module):
 
     def forward(self, values: Tensor, pointers_in: Tensor, lens: Optional[Tensor] = None) -> Tensor:
         values, lens = self._inputs(values, lens)
-        if not isinstance(pointers_in, Tensor) or pointers_in.dtype not in INTEGER_DTYPES or pointers_in.dim() != 2:
-            found = (pointers_in.dtype, tuple(pointers_in.shape)) if isinstance(pointers_in, Tensor) else \
-                type(pointers_in).__name__
-            raise TypeError(f"pointers_in must be an integer tensor (B, m); found {found}")
-        if pointers_in.numel() and (int(pointers_in.min()) < -1 or int(pointers_in.max()) >= values.shape[1]):
-            raise ValueError(f"pointers_in must hold positions in [0, {values.shape[1]}) or -1 (start); found "
-                             f"{int(pointers_in.min())} to {int(pointers_in.max())}")
+        _check_pointers(pointers_in, values.shape[1])
         memory, embedded = self.encode(values, lens), self.embed(values)  # embedded: (B, n, hidden)
         state, all_scores = memory.summary, []
         for i in range(pointers_in.shape[1]):

@@ -111,6 +111,13 @@ def _require_choice(name: str, value: object, choices: Sequence[str]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; found {value!r}")
 
 
+def _check_encoder(cell: object, bidirectional: object, **sizes: object) -> None:
+    # Encoder's arguments: a cell name, a bool, and sizes that are ints >= 1.
+    _require_choice("cell", cell, ("gru", "lstm"))
+    require_instance("bidirectional", bidirectional, bool)
+    require_ints(**sizes)
+
+
 def _check_memory(memory: object, memory_dim: int) -> None:
     # A decoder's memory: a Memory whose source states have the decoder's memory_dim.
     if not isinstance(memory, Memory) or memory.states.shape[-1] != memory_dim:
@@ -134,6 +141,44 @@ def _check_local(scores: object, lens: object, centre: object, window: object) -
         raise ValueError(f"scores must have shape (B, S), lens and centre (B,); found {tuple(scores.shape)}, "
                          f"{tuple(getattr(lens, 'shape', ()))}, {tuple(centre.shape)}")
     require_lengths("lens", lens, *scores.shape)
+
+
+def _check_parts(encoder: object, decoder: object) -> None:
+    # Seq2Seq's parts: an Encoder and a decoder whose memory_dim is the size of the encoder's states.
+    if not isinstance(encoder, Encoder):
+        raise TypeError(f"encoder must be an Encoder; found {type(encoder).__name__}")
+    if not isinstance(decoder, _Decoder):
+        raise TypeError(f"decoder must be a PlainDecoder, BahdanauDecoder or LuongDecoder; found "
+                        f"{type(decoder).__name__}")
+    if encoder.output_dim != decoder.memory_dim:
+        raise ValueError(f"the decoder's memory_dim must equal the encoder's output size {encoder.output_dim}; "
+                         f"found {decoder.memory_dim}")
+
+
+def _check_greedy(bos: object, eos: object, max_len: object, vocab_size: int) -> None:
+    # Seq2Seq.greedy's arguments: bos and eos are target ids, max_len a number of tokens >= 1.
+    require_int("bos", bos, 0, maximum=vocab_size - 1)
+    require_int("eos", eos, 0, maximum=vocab_size - 1)
+    require_int("max_len", max_len)
+
+
+def _check_build(decoder: object, config: object, options: dict) -> None:
+    # build_seq2seq's arguments: a decoder name, a Seq2SeqConfig, and options only for the Luong decoder.
+    _require_choice("decoder", decoder, DECODERS)
+    require_instance("config", config, Seq2SeqConfig)
+    if options and decoder != "luong":
+        raise ValueError(f"only the 'luong' decoder takes options; found {sorted(options)} for {decoder!r}")
+
+
+def _check_bins(correct: object, lens: object, edges: object) -> None:
+    # accuracy_by_length's arguments: two tensors of shape (N,) and at least two increasing int edges.
+    require_instance("correct", correct, Tensor)
+    require_instance("lens", lens, Tensor)
+    if correct.shape != lens.shape or correct.dim() != 1:
+        raise ValueError(f"correct and lens must have the same shape (N,); found {tuple(correct.shape)} and "
+                         f"{tuple(lens.shape)}")
+    if not isinstance(edges, Sequence) or len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:])):
+        raise ValueError(f"edges must be at least two increasing ints; found {edges!r}")
 
 
 def _check_pairs(model: object, data: object, greedy: bool = False) -> None:
@@ -200,10 +245,8 @@ class Encoder(nn.Module):
 
     def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int, cell: str = "gru",
                  bidirectional: bool = True):
+        _check_encoder(cell, bidirectional, vocab_size=vocab_size, embed_dim=embed_dim, hidden_dim=hidden_dim)
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("hidden_dim", hidden_dim)):
-            require_int(name, value)
-        _require_choice("cell", cell, ("gru", "lstm"))
         self.vocab_size, self.cell = vocab_size, cell
         self.output_dim = hidden_dim * (2 if bidirectional else 1)
         self.embed = nn.Embedding(vocab_size, embed_dim)
@@ -546,15 +589,8 @@ class Seq2Seq(nn.Module):
     """
 
     def __init__(self, encoder: Encoder, decoder: _Decoder):
+        _check_parts(encoder, decoder)
         super().__init__()
-        if not isinstance(encoder, Encoder):
-            raise TypeError(f"encoder must be an Encoder; found {type(encoder).__name__}")
-        if not isinstance(decoder, _Decoder):
-            raise TypeError(f"decoder must be a PlainDecoder, BahdanauDecoder or LuongDecoder; found "
-                            f"{type(decoder).__name__}")
-        if encoder.output_dim != decoder.memory_dim:
-            raise ValueError(f"the decoder's memory_dim must equal the encoder's output size {encoder.output_dim}; "
-                             f"found {decoder.memory_dim}")
         self.encoder, self.decoder = encoder, decoder
 
     def forward(self, src: Tensor, tgt_in: Tensor, src_lens: Optional[Tensor] = None) -> Tensor:
@@ -616,6 +652,7 @@ class Seq2Seq(nn.Module):
         src : (B, S)
         weights : (B, T, S), T = the longest output
         """
+        _check_greedy(bos, eos, max_len, self.decoder.vocab_size)
         memory = self.encoder(src, src_lens)
         state, token = self.decoder.start(memory), torch.full((src.shape[0],), bos)
         tokens, weights = [], []
@@ -673,11 +710,7 @@ def build_seq2seq(decoder: str, src_vocab_size: int, tgt_vocab_size: int,
     ------
     As :class:`Seq2Seq`.
     """
-    _require_choice("decoder", decoder, DECODERS)
-    if not isinstance(config, Seq2SeqConfig):
-        raise TypeError(f"config must be a Seq2SeqConfig; found {type(config).__name__}")
-    if options and decoder != "luong":
-        raise ValueError(f"only the 'luong' decoder takes options; found {sorted(options)} for {decoder!r}")
+    _check_build(decoder, config, options)
     encoder = Encoder(src_vocab_size, config.embed_dim, config.hidden_dim, config.cell, config.bidirectional)
     memory_dim = encoder.output_dim
     if decoder == "plain":
@@ -830,11 +863,7 @@ def accuracy_by_length(correct: Tensor, lens: Tensor, edges: Sequence[int]) -> t
     correct, lens : (N,)
     accuracy, counts : (len(edges) - 1,)
     """
-    if correct.shape != lens.shape or correct.dim() != 1:
-        raise ValueError(f"correct and lens must have the same shape (N,); found {tuple(correct.shape)} and "
-                         f"{tuple(lens.shape)}")
-    if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:])):
-        raise ValueError(f"edges must be at least two increasing ints; found {list(edges)}")
+    _check_bins(correct, lens, edges)
     labels, accuracy, counts = [], [], []
     for low, high in zip(edges, edges[1:]):
         inside = (lens >= low) & (lens < high)  # (N,)
