@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lib.rnn import GATES, clip_grad_norm
-from lib.validation import require_choice, require_int
+from lib.validation import require_choice, require_ids, require_instance, require_int
 
 __all__ = [
     "NextTokenLM",
@@ -138,7 +138,17 @@ def language_model_batch(lines: list[str], vocabulary: CharVocabulary) -> tuple[
     ------
     inputs, targets : (N, L) with L = longest line + 1
     """
+    require_instance("vocabulary", vocabulary, CharVocabulary)
     return teacher_forcing_batch([vocabulary.encode(line) for line in lines], vocabulary.bos)
+
+
+def _check_sequences(sequences: object, bos: object) -> None:
+    if isinstance(sequences, str) or not isinstance(sequences, (list, tuple)) or not sequences:
+        raise (ValueError if isinstance(sequences, (list, tuple)) else TypeError)(
+            f"sequences must be a non-empty list of non-empty token lists; found {sequences!r}")
+    for n, tokens in enumerate(sequences):
+        require_ids(f"sequences[{n}]", tokens)
+    require_int("bos", bos, 0)
 
 
 def teacher_forcing_batch(sequences: list[list[int]], bos: int) -> tuple[Tensor, Tensor]:
@@ -163,8 +173,7 @@ def teacher_forcing_batch(sequences: list[list[int]], bos: int) -> tuple[Tensor,
     ------
     inputs, targets : (N, L) with L = longest sequence
     """
-    if not sequences or any(len(tokens) == 0 for tokens in sequences):
-        raise ValueError("sequences must be a non-empty list of non-empty token lists")
+    _check_sequences(sequences, bos)
     length = max(len(tokens) for tokens in sequences)
     inputs = torch.full((len(sequences), length), bos)  # (N, L)
     targets = torch.full((len(sequences), length), -100)  # (N, L)
@@ -172,6 +181,13 @@ def teacher_forcing_batch(sequences: list[list[int]], bos: int) -> tuple[Tensor,
         inputs[n, : len(tokens)] = torch.tensor([bos, *tokens[:-1]])
         targets[n, : len(tokens)] = torch.tensor(tokens)
     return inputs, targets
+
+
+def _check_tokens(tokens: object) -> None:
+    if not isinstance(tokens, Tensor) or tokens.dtype != torch.long or tokens.dim() != 2:
+        found = (f"{tokens.dtype} of shape {tuple(tokens.shape)}" if isinstance(tokens, Tensor)
+                 else type(tokens).__name__)
+        raise TypeError(f"tokens must be a LongTensor of shape (N, t); found {found}")
 
 
 class NextTokenLM:
@@ -218,20 +234,16 @@ class CharLM(NextTokenLM, nn.Module):
     """
 
     def __init__(self, vocab_size: int, hidden_size: int = 64, embedding_dim: int = 16, kind: str = "gru"):
+        require_choice("kind", kind, tuple(GATES)), require_int("vocab_size", vocab_size), require_int(
+            "hidden_size", hidden_size), require_int("embedding_dim", embedding_dim)
         super().__init__()
-        require_choice("kind", kind, tuple(GATES))
-        for name, value in (("vocab_size", vocab_size), ("hidden_size", hidden_size), ("embedding_dim", embedding_dim)):
-            require_int(name, value)
         self.embedding = nn.Embedding(vocab_size + 1, embedding_dim)
         self.recurrent = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[kind](embedding_dim, hidden_size,
                                                                                 batch_first=True)
         self.output = nn.Linear(hidden_size, vocab_size)
 
     def forward(self, tokens: Tensor) -> Tensor:
-        if not isinstance(tokens, Tensor) or tokens.dtype != torch.long or tokens.dim() != 2:
-            found = (f"{tokens.dtype} of shape {tuple(tokens.shape)}" if isinstance(tokens, Tensor)
-                     else type(tokens).__name__)
-            raise TypeError(f"tokens must be a LongTensor of shape (N, t); found {found}")
+        _check_tokens(tokens)
         hidden, _ = self.recurrent(self.embedding(tokens))  # (N, t, H)
         return self.output(hidden)  # (N, t, V)
 
@@ -263,7 +275,7 @@ def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr
     ------
     inputs, targets : (N, L)
     """
-    require_int("steps", steps)
+    require_instance("model", model, nn.Module), require_int("steps", steps)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(steps):

@@ -29,9 +29,15 @@ from torch import Tensor, nn
 
 from lib.rnn import GATES, GRU, LSTM, RNN, clip_grad_norm
 from lib.tasks.recall import MemoryTask
-from lib.validation import require_choice, require_int
+from lib.validation import require_choice, require_int, require_real
 
 __all__ = ["MemoryClassifier", "MemoryRun", "train_memory_task"]
+
+
+def _check_classifier(kind: object, keep_bias: object) -> None:
+    require_choice("kind", kind, tuple(GATES)), require_real("keep_bias", keep_bias)
+    if kind == "rnn" and keep_bias != 0:
+        raise ValueError(f"a plain RNN has no gate: expected keep_bias = 0; found {keep_bias}")
 
 
 class MemoryClassifier(nn.Module):
@@ -56,10 +62,8 @@ class MemoryClassifier(nn.Module):
     """
 
     def __init__(self, kind: str, input_size: int, hidden_size: int, classes: int, keep_bias: float = 0.0):
+        _check_classifier(kind, keep_bias)
         super().__init__()
-        require_choice("kind", kind, tuple(GATES))
-        if kind == "rnn" and keep_bias != 0:
-            raise ValueError(f"a plain RNN has no gate: expected keep_bias = 0; found {keep_bias}")
         self.kind = kind
         self.recurrent = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[kind](input_size, hidden_size,
                                                                                 batch_first=True)
@@ -107,7 +111,7 @@ def train_memory_task(kind: str, length: int, steps: int = 300, hidden_size: int
     ------
     Training batches : (batch_size, length + 2, symbols + 2)
     """
-    require_int("steps", steps)
+    require_int("steps", steps), require_int("seed", seed, 0)
     task = MemoryTask(length, symbols)
     with torch.random.fork_rng():  # a seeded initialisation that leaves the caller's random state alone
         torch.manual_seed(seed)

@@ -64,7 +64,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lib.validation import check_module_dtype, require_choice
+from lib.validation import check_module_dtype, require_choice, require_float_tensor, require_instance, require_int
 
 __all__ = [
     "RNNCell",
@@ -103,22 +103,23 @@ _DERIVATIVE_FROM_OUTPUT = {
 # ---------------------------------------------------------------------------
 
 
-def _require_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int; found {type(value).__name__}")
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int; found {value}")
+# A bound on stacked layers: each layer builds its cells at once, so a huge count would
+# allocate without end instead of failing.
+MAX_LAYERS = 1000
 
 
-def _require_float_tensor(name: str, value: object) -> None:
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor; found {type(value).__name__}")
-    if not value.is_floating_point():
-        raise TypeError(f"{name} must have a floating-point dtype (e.g. torch.float32); found {value.dtype}")
+def _check_sizes(input_size: object, hidden_size: object, bias: object) -> None:
+    require_int("input_size", input_size), require_int("hidden_size", hidden_size)
+    require_instance("bias", bias, bool)
+
+
+def _check_stack(num_layers: object, batch_first: object, bidirectional: object) -> None:
+    require_int("num_layers", num_layers, maximum=MAX_LAYERS)
+    require_instance("batch_first", batch_first, bool), require_instance("bidirectional", bidirectional, bool)
 
 
 def _check_shape(name: str, tensor: object, expected: tuple, layout: str) -> None:
-    _require_float_tensor(name, tensor)
+    require_float_tensor(name, tensor)
     if tuple(tensor.shape) != tuple(expected):
         raise ValueError(f"{name} must have shape {layout} = {tuple(expected)}; found {tuple(tensor.shape)}")
 
@@ -152,10 +153,7 @@ class _Cell(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
         super().__init__()
-        _require_positive_int("input_size", input_size)
-        _require_positive_int("hidden_size", hidden_size)
-        if not isinstance(bias, bool):
-            raise TypeError(f"bias must be a bool; found {type(bias).__name__}")
+        _check_sizes(input_size, hidden_size, bias)
         self.input_size, self.hidden_size = input_size, hidden_size
         rows = GATES[self.kind] * hidden_size
         self.weight_ih = nn.Parameter(torch.empty(rows, input_size))  # (G*H, D)
@@ -188,7 +186,7 @@ class _Cell(nn.Module):
 
     def check_input(self, x: object, state: object) -> None:
         """Raise if ``x`` is not ``(B, D)`` or the state not ``(B, H)`` (LSTM: a pair of them)."""
-        _require_float_tensor("x", x)
+        require_float_tensor("x", x)
         if x.dim() != 2 or x.shape[1] != self.input_size:
             raise ValueError(f"x must have shape (B, D) with D = {self.input_size}; found {tuple(x.shape)}")
         check_module_dtype("x", x, self)
@@ -447,10 +445,7 @@ class _Recurrent(nn.Module):
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = True, bidirectional: bool = False, **cell_options):
         super().__init__()
-        _require_positive_int("num_layers", num_layers)
-        for name, value in (("batch_first", batch_first), ("bidirectional", bidirectional)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{name} must be a bool; found {type(value).__name__}")
+        _check_stack(num_layers, batch_first, bidirectional)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.batch_first, self.bidirectional = batch_first, bidirectional
         self.num_directions = 2 if bidirectional else 1
@@ -464,13 +459,7 @@ class _Recurrent(nn.Module):
         )
 
     def forward(self, x: Tensor, state: Optional[State] = None, reference: bool = False) -> tuple[Tensor, State]:
-        if not isinstance(reference, bool):
-            raise TypeError(f"reference must be a bool; found {type(reference).__name__}")
-        _require_float_tensor("x", x)
-        if x.dim() != 3 or x.shape[-1] != self.input_size:
-            layout = "(B, T, D)" if self.batch_first else "(T, B, D)"
-            raise ValueError(f"x must have shape {layout} with D = {self.input_size}; found {tuple(x.shape)}")
-        check_module_dtype("x", x, self)
+        self._check_forward(x, reference)
         if not self.batch_first:
             x = x.transpose(0, 1)  # (T, B, D) -> (B, T, D)
         batch_size, steps = x.shape[0], x.shape[1]
@@ -501,6 +490,13 @@ class _Recurrent(nn.Module):
             layer_input = torch.cat(outputs, dim=-1)  # (B, T, directions * H)
         output = layer_input if self.batch_first else layer_input.transpose(0, 1)
         return output, self._stack_states(finals)
+
+    def _check_forward(self, x: object, reference: object) -> None:
+        require_instance("reference", reference, bool), require_float_tensor("x", x)
+        if x.dim() != 3 or x.shape[-1] != self.input_size:
+            layout = "(B, T, D)" if self.batch_first else "(T, B, D)"
+            raise ValueError(f"x must have shape {layout} with D = {self.input_size}; found {tuple(x.shape)}")
+        check_module_dtype("x", x, self)
 
     def _initial_states(self, state: Optional[State], batch_size: int, like: Tensor) -> list[State]:
         """One initial state per cell, from ``(L * directions, B, H)`` tensors or zeros."""
@@ -638,7 +634,7 @@ class LSTM(_Recurrent):
 def _check_sequence(cell: object, x: object, state: object) -> State:
     if not isinstance(cell, _Cell):
         raise TypeError(f"cell must be an RNNCell, GRUCell or LSTMCell; found {type(cell).__name__}")
-    _require_float_tensor("x", x)
+    require_float_tensor("x", x)
     if x.dim() != 3 or x.shape[-1] != cell.input_size:
         raise ValueError(f"x must have shape (B, T, D) with D = {cell.input_size}; found {tuple(x.shape)}")
     return cell.zero_state(x.shape[0], x) if state is None else state
@@ -764,6 +760,21 @@ def jacobian_norms(cell: _Cell, x: Tensor, state: Optional[State] = None) -> Ten
     return torch.stack(norms[::-1], dim=1)  # (B, T + 1)
 
 
+def _checked_parameters(parameters: object, max_norm: object, norm_type: object) -> list[Tensor]:
+    """``parameters`` as a list of tensors (a generator is read once), after checking the arguments."""
+    if not isinstance(parameters, (Tensor, Iterable)) or isinstance(parameters, str):
+        raise TypeError(f"parameters must be a Tensor or an iterable of Tensors; found {type(parameters).__name__}")
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    for parameter in parameters:
+        if not isinstance(parameter, Tensor):
+            raise TypeError(f"parameters must be tensors; found {type(parameter).__name__}")
+    if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float)) or not max_norm >= 0:
+        raise ValueError(f"max_norm must be a number >= 0; found {max_norm!r}")
+    if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)) or not norm_type > 0:
+        raise ValueError(f"norm_type must be a number > 0 or math.inf; found {norm_type!r}")
+    return parameters
+
+
 def clip_grad_norm(parameters: Union[Tensor, Iterable[Tensor]], max_norm: float,
                    norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
     r"""Rescale all gradients together so that their global norm is at most ``max_norm``.
@@ -798,14 +809,7 @@ def clip_grad_norm(parameters: Union[Tensor, Iterable[Tensor]], max_norm: float,
     ------
     Any parameter shapes; the result is a scalar ().
     """
-    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    for parameter in parameters:
-        if not isinstance(parameter, Tensor):
-            raise TypeError(f"parameters must be tensors; found {type(parameter).__name__}")
-    if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float)) or not max_norm >= 0:
-        raise ValueError(f"max_norm must be a number >= 0; found {max_norm!r}")
-    if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)) or not norm_type > 0:
-        raise ValueError(f"norm_type must be a number > 0 or math.inf; found {norm_type!r}")
+    parameters = _checked_parameters(parameters, max_norm, norm_type)
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return torch.tensor(0.0)
@@ -850,9 +854,8 @@ def parameter_count(kind: str, input_size: int, hidden_size: int, num_layers: in
     ------
     Scalars in and out.
     """
-    require_choice("kind", kind, tuple(GATES))
-    for name, value in (("input_size", input_size), ("hidden_size", hidden_size), ("num_layers", num_layers)):
-        _require_positive_int(name, value)
+    require_choice("kind", kind, tuple(GATES)), _check_sizes(input_size, hidden_size, bias), _check_stack(
+        num_layers, False, bidirectional)
     directions = 2 if bidirectional else 1
     total = 0
     for layer in range(num_layers):

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 __all__ = ["INTEGER_DTYPES", "check_module_dtype", "require_lengths", "require_even", "require_int", "require_number", "require_choice", "require_tokens",
            "require_float_tensor", "require_real", "require_words", "require_sentences",
            "require_same_dtype", "require_same_shape", "require_float_tensors", "require_ints",
-           "require_callable", "require_instance", "require_ids", "require_log_prob",
+           "require_callable", "require_instance", "require_ids", "require_special_ids", "require_log_prob",
            "require_broadcastable", "require_log_probs"]
 
 INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
@@ -167,6 +167,16 @@ def require_ids(name: str, value: object) -> None:
         return
     raise (ValueError if isinstance(value, (list, tuple)) else TypeError)(
         f"{name} must be a non-empty list of token ids (ints >= 0); found {value!r}")
+
+
+def require_special_ids(**ids: object) -> None:
+    """Raise unless the special ids ``name=value`` (e.g. ``pad=0, bos=1, eos=2``) are distinct
+    ints filling ``0 .. len(ids) - 1``: the ids before the ordinary tokens of a task."""
+    for name, value in ids.items():
+        require_int(name, value, 0, len(ids) - 1)
+    if len(set(ids.values())) != len(ids):
+        raise ValueError(f"{', '.join(ids)} must be distinct (the ordinary tokens start at {len(ids)}); "
+                         f"found {', '.join(f'{name} = {value}' for name, value in ids.items())}")
 
 
 def require_log_prob(name: str, value: object) -> None:

@@ -4,7 +4,8 @@ lib layer swapped in (same outputs) feeding lib.decoding, and training on a text
 import pytest
 import torch
 
-from lib.char_lm import CharLM, CharVocabulary, language_model_batch, train_char_lm, zen_of_python
+from lib.char_lm import (CharLM, CharVocabulary, language_model_batch, teacher_forcing_batch, train_char_lm,
+                         zen_of_python)
 from lib.decoding import sample
 from lib.rnn import LSTM
 
@@ -28,6 +29,12 @@ def test_vocabulary_round_trip_and_batch_by_hand():
         vocabulary.encode("abc")
     with pytest.raises(ValueError, match="without a newline"):
         vocabulary.encode("a\nb")
+    with pytest.raises(TypeError, match="vocabulary must be a CharVocabulary; found str"):
+        language_model_batch(["ab"], "ab")
+    with pytest.raises(TypeError, match="sequences must be a non-empty list of non-empty token lists; found 'ab'"):
+        teacher_forcing_batch("ab", 3)
+    with pytest.raises(ValueError, match=r"sequences\[1\] must be a non-empty list of token ids"):
+        teacher_forcing_batch([[1, 0], []], 3)
 
 
 def test_char_lm_runs_the_same_with_a_lib_layer_and_feeds_lib_decoding():

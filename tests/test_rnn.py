@@ -260,8 +260,10 @@ def test_bad_inputs_raise_with_what_was_expected():
         RNNCell(3, 4, nonlinearity="sigmoid")
     with pytest.raises(ValueError, match="reset must be one of"):
         GRUCell(3, 4, reset="middle")
-    with pytest.raises(ValueError, match="hidden_size must be a positive int; found 0"):
+    with pytest.raises(ValueError, match="hidden_size must be an int >= 1; found 0"):
         GRU(3, 0)
+    with pytest.raises(ValueError, match="num_layers must be an int <= 1000; found 1000000000000"):
+        LSTM(3, 4, num_layers=10**12)  # refused before any cell is built
 
 
 # ---------------------------------------------------------------------------
@@ -503,6 +505,8 @@ def test_clip_grad_norm_edge_cases():
         clip_grad_norm([zero], 1.0, norm_type=0)
     with pytest.raises(TypeError, match="parameters must be tensors; found list"):
         clip_grad_norm([[1.0]], 1.0)
+    with pytest.raises(TypeError, match="parameters must be a Tensor or an iterable of Tensors; found NoneType"):
+        clip_grad_norm(None, 1.0)
 
 
 # ---------------------------------------------------------------------------

@@ -103,3 +103,9 @@ def test_date_task_errors_name_expected_and_found():
         DateTask(first_year=2000, last_year=1999)
     with pytest.raises(ValueError, match="n must be at most the 366 available dates; found n = 400"):
         DateTask(2000, 2000).sample(400)
+    with pytest.raises(ValueError, match="pad, bos, eos must be distinct .*; found pad = 0, bos = 0, eos = 2"):
+        DateTask(bos=0)  # ids from 3 on are characters, so the three specials must be 0, 1, 2
+    with pytest.raises(TypeError, match="eos must be an int; found NoneType"):
+        DateTask(eos=None)
+    with pytest.raises(ValueError, match="target_chars must be distinct characters including '-0123456789'"):
+        DateTask(target_chars="0123456789")

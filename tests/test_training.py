@@ -28,6 +28,10 @@ def test_reversal_pairs_hand_checked():
         task.pairs([task.encode("12345")])
     with pytest.raises(ValueError, match="digits must be a string of 0-9; found '3a'"):
         task.encode("3a")
+    with pytest.raises(ValueError, match="pad must be an int <= 2; found 13"):
+        ReversalTask(pad=13)  # ids 3-12 are the digits
+    with pytest.raises(ValueError, match="vocab_size must be an int >= 13; found 10"):
+        ReversalTask(vocab_size=10)
 
 
 def test_reversal_split_is_disjoint_and_reproducible():

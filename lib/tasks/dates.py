@@ -24,7 +24,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from lib.training import SequencePairs
-from lib.validation import require_choice, require_int
+from lib.validation import require_choice, require_instance, require_int, require_special_ids
 
 __all__ = ["DATE_FORMATS", "MONTHS", "WEEKDAYS", "DateTask"]
 
@@ -59,9 +59,22 @@ DATE_FORMATS: dict[str, Callable[[datetime.date], str]] = {
 }
 
 
+# Every character of an ISO date: the target vocabulary.
+ISO_CHARS = "-0123456789"
 # Every character the formats can write: digits, separators, and the letters of the names.
 SOURCE_CHARS = "".join(sorted(set(" ,./0123456789" + "".join(MONTHS + WEEKDAYS) + "".join(MONTHS).upper()
                                   + "stndrdth of")))
+
+
+def _check_task(task: DateTask) -> None:
+    require_int("first_year", task.first_year), require_int("last_year", task.last_year, task.first_year, 9999)
+    require_special_ids(pad=task.pad, bos=task.bos, eos=task.eos)
+    for name, chars, needed in (("source_chars", task.source_chars, ""),
+                                ("target_chars", task.target_chars, ISO_CHARS)):
+        require_instance(name, chars, str)
+        if not chars or len(set(chars)) != len(chars) or not set(needed) <= set(chars):
+            raise ValueError(f"{name} must be distinct characters{' including ' + repr(needed) if needed else ''}; "
+                             f"found {chars!r}")
 
 
 @dataclass(frozen=True)
@@ -86,13 +99,10 @@ class DateTask:
     bos: int = 1
     eos: int = 2
     source_chars: str = SOURCE_CHARS
-    target_chars: str = "-0123456789"
+    target_chars: str = ISO_CHARS
 
     def __post_init__(self):
-        require_int("first_year", self.first_year)
-        require_int("last_year", self.last_year, self.first_year)
-        if self.last_year > 9999:
-            raise ValueError(f"last_year must be <= 9999 (four-digit years); found {self.last_year}")
+        _check_task(self)
 
     @property
     def src_vocab_size(self) -> int:

@@ -20,7 +20,7 @@ from typing import Sequence
 import torch
 
 from lib.training import SequencePairs
-from lib.validation import require_int
+from lib.validation import require_int, require_special_ids
 
 __all__ = ["ReversalTask"]
 
@@ -43,8 +43,8 @@ class ReversalTask:
     vocab_size: int = 13
 
     def __post_init__(self):
-        require_int("min_len", self.min_len)
-        require_int("max_len", self.max_len, self.min_len)
+        require_int("min_len", self.min_len), require_int("max_len", self.max_len, self.min_len), require_int(
+            "vocab_size", self.vocab_size, 13), require_special_ids(pad=self.pad, bos=self.bos, eos=self.eos)
 
     def digits(self, tokens: Sequence[int]) -> str:
         """Token ids to a digit string (special tokens are dropped)."""
