@@ -32,7 +32,8 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor, nn
 
-from lib.validation import INTEGER_DTYPES, require_ids, require_int, require_ints, require_tokens
+from lib.validation import (INTEGER_DTYPES, require_ids, require_int, require_ints, require_same_shape,
+                            require_tokens)
 
 __all__ = ["bert_input", "BertEmbedding", "mask_tokens", "BiLM", "ScalarMix"]
 
@@ -84,6 +85,13 @@ def bert_input(
     return torch.tensor(tokens), torch.tensor(segments)
 
 
+def _check_bert_batch(embedding: "BertEmbedding", tokens: object, segments: object) -> None:
+    """The argument checks of :meth:`BertEmbedding.forward`: ids in range, segments shaped like tokens."""
+    require_tokens("tokens", tokens, embedding.vocab_size, embedding.max_len)
+    require_tokens("segments", segments, embedding.num_segments)
+    require_same_shape("tokens", tokens, segments=segments)
+
+
 class BertEmbedding(nn.Module):
     """BERT's input embedding: the sum of a token, a segment and a (learned) position embedding.
 
@@ -109,10 +117,7 @@ class BertEmbedding(nn.Module):
         self.position = nn.Embedding(max_len, d_model)
 
     def forward(self, tokens: Tensor, segments: Tensor) -> Tensor:
-        require_tokens("tokens", tokens, self.vocab_size, self.max_len)
-        require_tokens("segments", segments, self.num_segments)
-        if segments.shape != tokens.shape:
-            raise ValueError(f"segments must have the shape of tokens {tuple(tokens.shape)}; found {tuple(segments.shape)}")
+        _check_bert_batch(self, tokens, segments)
         positions = torch.arange(tokens.shape[1], device=tokens.device)  # (L,)
         return self.token(tokens) + self.segment(segments) + self.position(positions)  # (B, L, D)
 
@@ -184,7 +189,8 @@ def mask_tokens(
     ------
     tokens, corrupted, targets : (...) (any shape, e.g. (B, L))
     """
-    _check_mask_tokens(tokens, mask_id, vocab_size, special_ids, (select_prob, mask_prob, random_prob), ignore_index)
+    _check_mask_tokens(tokens, mask_id, vocab_size, special_ids, (select_prob, mask_prob, random_prob),
+                       ignore_index)
     selectable = ~torch.isin(tokens, torch.tensor(list(special_ids), dtype=tokens.dtype))
     selected = (torch.rand(tokens.shape, generator=generator) < select_prob) & selectable
     branch = torch.rand(tokens.shape, generator=generator)  # which of the three fates

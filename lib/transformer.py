@@ -76,17 +76,20 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": relu, "gelu": gelu
 # ---------------------------------------------------------------------------
 
 
-def _require_float_input(name: str, value: object, module: nn.Module, size: int) -> None:
-    if not isinstance(value, Tensor) or not value.is_floating_point():
-        found = value.dtype if isinstance(value, Tensor) else type(value).__name__
-        raise TypeError(f"{name} must be a floating-point torch.Tensor; found {found}")
-    if value.dim() != 3 or value.shape[-1] != size:
-        raise ValueError(f"{name} must have shape (B, T, D) with D = {size}; found {tuple(value.shape)}")
-    parameter = next(module.parameters())
-    if value.dtype != parameter.dtype:
-        raise TypeError(
-            f"{name} must have the dtype of the module's parameters ({parameter.dtype}); found {value.dtype}"
-        )
+def _require_float_inputs(module: nn.Module, size: int, **tensors: object) -> None:
+    """Raise unless each ``name=value`` is a float ``(B, T, size)`` tensor of ``module``'s dtype."""
+    for name, value in tensors.items():
+        if not isinstance(value, Tensor) or not value.is_floating_point():
+            found = value.dtype if isinstance(value, Tensor) else type(value).__name__
+            raise TypeError(f"{name} must be a floating-point torch.Tensor; found {found}")
+        if value.dim() != 3 or value.shape[-1] != size:
+            raise ValueError(f"{name} must have shape (B, T, D) with D = {size}; found {tuple(value.shape)}")
+        parameter = next(module.parameters())
+        if value.dtype != parameter.dtype:
+            raise TypeError(
+                f"{name} must have the dtype of the module's parameters ({parameter.dtype}); "
+                f"found {value.dtype}"
+            )
 
 
 def _check_model(config: object, **vocab_sizes: object) -> None:
@@ -156,7 +159,7 @@ class SelfAttention(nn.Module):
         self.value_proj = nn.Linear(d_model, d_v, bias=False)  # W_v
 
     def forward(self, x: Tensor, mask: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
-        _require_float_input("x", x, self, self.d_model)
+        _require_float_inputs(self, self.d_model, x=x)
         q, k, v = self.query_proj(x), self.key_proj(x), self.value_proj(x)  # all from x
         return scaled_dot_product_attention(q, k, v, mask=mask)  # (B, T, d_v), (B, T, T)
 
@@ -166,6 +169,25 @@ def _check_features(z: object, d_model: int) -> None:
     if not isinstance(z, Tensor) or not z.is_floating_point() or z.dim() == 0 or z.shape[-1] != d_model:
         found = tuple(z.shape) if isinstance(z, Tensor) else type(z).__name__
         raise ValueError(f"z must be a float tensor of shape (..., D) with D = {d_model}; found {found}")
+
+
+def _check_layer_norm(d_model: object, eps: object) -> None:
+    """The argument checks of :class:`LayerNorm`: a size and a positive ``eps``."""
+    require_int("d_model", d_model)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+        raise ValueError(f"eps must be a number > 0; found {eps!r}")
+
+
+def _require_activation(activation: object) -> None:
+    """Raise unless ``activation`` names one of :data:`ACTIVATIONS`."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; found {activation!r}")
+
+
+def _check_feed_forward(d_model: object, d_ff: object, activation: object) -> None:
+    """The argument checks of :class:`FeedForward`: two sizes and an activation name."""
+    require_ints(d_model=d_model, d_ff=d_ff)
+    _require_activation(activation)
 
 
 class LayerNorm(nn.Module):
@@ -195,9 +217,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
-        require_int("d_model", d_model)
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
-            raise ValueError(f"eps must be a number > 0; found {eps!r}")
+        _check_layer_norm(d_model, eps)
         self.d_model, self.eps = d_model, float(eps)
         self.weight = nn.Parameter(torch.ones(d_model))  # gamma
         self.bias = nn.Parameter(torch.zeros(d_model))  # beta
@@ -233,10 +253,7 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
         super().__init__()
-        require_int("d_model", d_model)
-        require_int("d_ff", d_ff)
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; found {activation!r}")
+        _check_feed_forward(d_model, d_ff, activation)
         self.activation = activation
         self.linear1 = nn.Linear(d_model, d_ff)  # W_1, b_1 (torch's names)
         self.linear2 = nn.Linear(d_ff, d_model)  # W_2, b_2
@@ -385,7 +402,7 @@ class EncoderBlock(nn.Module):
         output : (B, T, D)
         weights : (B, H, T, T)
         """
-        _require_float_input("x", x, self, self.d_model)
+        _require_float_inputs(self, self.d_model, x=x)
         attended, weights = self.self_attn(x, x, x, mask=mask, valid_lens=valid_lens, average_weights=False)
         z = self.norm1(x + attended)  # residual: a direct path for signal and gradient
         return self.norm2(z + self.ffn(z)), weights  # (B, T, D), (B, H, T, T)
@@ -484,8 +501,7 @@ class DecoderBlock(nn.Module):
         self_weights : (B, H, T, T)
         cross_weights : (B, H, T, S)
         """
-        _require_float_input("y", y, self, self.d_model)
-        _require_float_input("memory", memory, self, self.d_model)
+        _require_float_inputs(self, self.d_model, y=y, memory=memory)
         mask = causal_mask(y.shape[1], device=y.device)  # (T, T)
         attended, self_weights = self.self_attn(y, y, y, mask=mask, average_weights=False)
         z1 = self.norm1(y + attended)
@@ -548,16 +564,20 @@ class TransformerConfig:
     learned_positions: bool = False
 
     def __post_init__(self):
-        for name in ("d_model", "num_heads", "d_ff", "num_layers", "max_len"):
-            require_int(name, getattr(self, name))
-        if self.d_model % self.num_heads:
-            raise ValueError(
-                f"d_model must be divisible by num_heads; found d_model={self.d_model}, num_heads={self.num_heads}"
-            )
-        if not self.learned_positions:
-            require_even("d_model", self.d_model, "sines and cosines come in pairs")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; found {self.activation!r}")
+        _check_config(self)
+
+
+def _check_config(c: TransformerConfig) -> None:
+    """The argument checks of :class:`TransformerConfig`: positive sizes that fit together."""
+    require_ints(d_model=c.d_model, num_heads=c.num_heads, d_ff=c.d_ff, num_layers=c.num_layers,
+                 max_len=c.max_len)
+    if c.d_model % c.num_heads:
+        raise ValueError(
+            f"d_model must be divisible by num_heads; found d_model={c.d_model}, num_heads={c.num_heads}"
+        )
+    if not c.learned_positions:
+        require_even("d_model", c.d_model, "sines and cosines come in pairs")
+    _require_activation(c.activation)
 
 
 class TransformerEmbedding(nn.Module):
