@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lib.validation import require_int
+from lib.validation import require_instance, require_int
 
 __all__ = ["SequencePairs", "TrainingLog", "train_seq2seq"]
 
@@ -104,10 +104,8 @@ def train_seq2seq(
     ------
     data.src : (N, S); data.tgt_in, data.tgt_out : (N, T)
     """
-    if not isinstance(data, SequencePairs):
-        raise TypeError(f"data must be SequencePairs; found {type(data).__name__}")
-    require_int("epochs", epochs)
-    require_int("batch_size", batch_size)
+    require_instance("model", model, nn.Module), require_instance("data", data, SequencePairs), require_int(
+        "epochs", epochs), require_int("batch_size", batch_size)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     log = TrainingLog()

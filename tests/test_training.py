@@ -57,7 +57,7 @@ def test_training_is_deterministic_under_the_seed_and_lowers_the_loss():
     assert logs[0].losses == logs[1].losses
     assert logs[0].losses[-1] < logs[0].losses[0]
     assert len(logs[0].seconds) == 3 and all(s > 0 for s in logs[0].seconds)
-    with pytest.raises(TypeError, match="data must be SequencePairs; found tuple"):
+    with pytest.raises(TypeError, match="data must be a SequencePairs; found tuple"):
         train_seq2seq(model, (train.src,), epochs=1)
 
 

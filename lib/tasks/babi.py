@@ -30,6 +30,8 @@ from typing import Iterable
 import torch
 from torch import Tensor
 
+from lib.validation import require_choice, require_int
+
 __all__ = ["PEOPLE", "PLACES", "OBJECTS", "TASKS", "VOCABULARY", "Story", "Stories", "generate"]
 
 PEOPLE = ("mary", "john", "sandra", "daniel")
@@ -117,12 +119,8 @@ def generate(task: str, n: int, seed: int = 0, min_sentences: int = 2, max_sente
     -------
     list of Story
     """
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}; found {task!r}")
-    if not 1 <= min_sentences <= max_sentences:
-        raise ValueError(
-            f"need 1 <= min_sentences <= max_sentences; found {min_sentences} and {max_sentences}"
-        )
+    require_choice("task", task, TASKS), require_int("n", n, 0), require_int(
+        "min_sentences", min_sentences), require_int("max_sentences", max_sentences, min_sentences)
     rng = random.Random(seed)
     make = _single if task == "single" else _two
     excluded, stories = set(exclude), []

@@ -52,10 +52,7 @@ class MemoryTask:
     symbols: int = 4
 
     def __post_init__(self):
-        if isinstance(self.length, bool) or not isinstance(self.length, int) or self.length < 0:
-            raise ValueError(f"length must be an int >= 0; found {self.length!r}")
-        if isinstance(self.symbols, bool) or not isinstance(self.symbols, int) or self.symbols < 2:
-            raise ValueError(f"symbols must be an int >= 2; found {self.symbols!r}")
+        require_int("length", self.length, 0), require_int("symbols", self.symbols, 2)
 
     @property
     def input_size(self) -> int:

@@ -80,8 +80,7 @@ class ReversalTask:
         train, test : SequencePairs
             Lengths uniform in ``[min_len, max_len]``, digits uniform.
         """
-        require_int("n_train", n_train)
-        require_int("n_test", n_test)
+        require_int("n_train", n_train), require_int("n_test", n_test)
         generator = torch.Generator().manual_seed(seed)
         train = [self._draw(generator) for _ in range(n_train)]
         seen, test = set(train), []
