@@ -45,7 +45,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lib.validation import check_module_dtype, require_float_tensor, require_int, require_same_dtype
+from lib.validation import (
+    check_module_dtype,
+    require_choice,
+    require_float_tensor,
+    require_float_tensors,
+    require_int,
+    require_same_dtype,
+)
 
 __all__ = [
     "AdditiveScore",
@@ -111,6 +118,32 @@ def _check_bool_mask(mask: object, target_shape: tuple, layout: str) -> Tensor:
             f"mask must be broadcastable to {layout} = {tuple(target_shape)}; found {_shape(mask)}"
         )
     return mask
+
+
+def _check_scores(scores: object) -> None:
+    require_float_tensor("scores", scores)
+    if scores.dim() < 2:
+        raise ValueError(
+            f"scores must have shape (..., Q, K) with at least 2 dimensions; found {_shape(scores)}"
+        )
+    if scores.shape[-1] == 0:
+        raise ValueError(f"scores must have at least one key (K >= 1); found shape {_shape(scores)}")
+
+
+def _check_qkv(q: object, k: object, v: object) -> None:
+    require_float_tensors(q=q, k=k, v=v)
+    require_same_dtype("q", q, k=k, v=v)
+    if q.dim() < 3:
+        raise ValueError(f"q must have shape (B, T, D) or (B, ..., T, D); found {_shape(q)}")
+    leading = _shape(q)[:-2]
+    if k.dim() != q.dim() or _shape(k)[:-2] != leading or k.shape[-1] != q.shape[-1]:
+        raise ValueError(
+            f"k must have shape (..., S, D) matching q (..., T, D) = {_shape(q)}; found {_shape(k)}"
+        )
+    if v.dim() != q.dim() or _shape(v)[:-2] != leading or v.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"v must have shape (..., S, Dv) matching k (..., S, D) = {_shape(k)}; found {_shape(v)}"
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -431,13 +464,7 @@ def masked_softmax(scores: Tensor, valid_lens: Optional[Tensor] = None) -> Tenso
     valid_lens : (B,) or (B, Q)
     output : (..., Q, K)
     """
-    require_float_tensor("scores", scores)
-    if scores.dim() < 2:
-        raise ValueError(
-            f"scores must have shape (..., Q, K) with at least 2 dimensions; found {_shape(scores)}"
-        )
-    if scores.shape[-1] == 0:
-        raise ValueError(f"scores must have at least one key (K >= 1); found shape {_shape(scores)}")
+    _check_scores(scores)
     keep = None if valid_lens is None else _keep_from_valid_lens(valid_lens, _shape(scores))
     return _softmax_over_kept(scores, keep)
 
@@ -586,8 +613,7 @@ def hard_attention(
     output : (B, T, Dv)
     weights : (B, T, S)
     """
-    if mode not in ("argmax", "sample"):
-        raise ValueError(f"mode must be 'argmax' or 'sample'; found {mode!r}")
+    require_choice("mode", mode, ("argmax", "sample"))
     probabilities = _attention_distribution(queries, keys, values, score, valid_lens, 1.0)  # (B, T, S)
     batch, num_queries, num_keys = probabilities.shape
     has_valid_key = probabilities.sum(dim=-1, keepdim=True) > 0  # (B, T, 1)
@@ -651,22 +677,8 @@ def scaled_dot_product_attention(
     output : (..., T, Dv)
     weights : (..., T, S)
     """
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        require_float_tensor(name, tensor)
-    require_same_dtype("q", q, k=k)
-    require_same_dtype("q", q, v=v)
-    if q.dim() < 3:
-        raise ValueError(f"q must have shape (B, T, D) or (B, ..., T, D); found {_shape(q)}")
-    leading = _shape(q)[:-2]
-    if k.dim() != q.dim() or _shape(k)[:-2] != leading or k.shape[-1] != q.shape[-1]:
-        raise ValueError(
-            f"k must have shape (..., S, D) matching q (..., T, D) = {_shape(q)}; found {_shape(k)}"
-        )
-    if v.dim() != q.dim() or _shape(v)[:-2] != leading or v.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"v must have shape (..., S, Dv) matching k (..., S, D) = {_shape(k)}; found {_shape(v)}"
-        )
-    scores_shape = (*leading, q.shape[-2], k.shape[-2])
+    _check_qkv(q, k, v)
+    scores_shape = (*q.shape[:-1], k.shape[-2])  # (..., T, S)
     keep = None if mask is None else _check_bool_mask(mask, scores_shape, "(..., T, S)")
     scores = _scaled_dot_scores(q, k)  # (..., T, S)
     weights = _softmax_over_kept(scores, keep)  # (..., T, S)

@@ -365,7 +365,7 @@ def test_hard_attention_passes_no_gradient_to_queries_or_keys():
 
 
 def test_hard_attention_rejects_unknown_mode():
-    with pytest.raises(ValueError, match="'argmax' or 'sample'; found 'soft'"):
+    with pytest.raises(ValueError, match=r"mode must be one of \('argmax', 'sample'\); found 'soft'"):
         hard_attention(torch.zeros(1, 1, 2), torch.zeros(1, 3, 2), torch.zeros(1, 3, 2), DotScore(), mode="soft")
 
 

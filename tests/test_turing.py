@@ -99,3 +99,11 @@ def test_bad_inputs_are_rejected():
         notes_example().run("abc")
     with pytest.raises(ValueError, match="max_steps must be an int >= 0"):
         notes_example().run("a", max_steps=-1)
+    with pytest.raises(TypeError, match="max_steps must be an int; found float"):
+        notes_example().run("a", max_steps=2.0)
+    with pytest.raises(TypeError, match="word must be a string, list or tuple of symbols; found generator"):
+        notes_example().run(symbol for symbol in "aa")
+
+
+def test_a_list_of_symbols_runs_like_the_string():
+    assert notes_example().run(["a", "a"]).trace() == notes_example().run("aa").trace()

@@ -92,6 +92,16 @@ def _check_weights_and_states(weights: object, states: object) -> None:
         raise TypeError(f"states must have the dtype of the weights ({weights.dtype}); found {states.dtype}")
 
 
+def _check_weights_states_and_order(weights: object, states: object, order: object) -> None:
+    _check_weights_and_states(weights, states)
+    if not isinstance(order, Tensor) or order.dim() != 1 or order.is_floating_point():
+        found = f"{order.dtype} of shape {tuple(order.shape)}" if isinstance(order, Tensor) else type(order).__name__
+        raise TypeError(f"order must be a 1-D integer tensor of unit indices; found {found}")
+    n_units = weights.shape[0]
+    if order.numel() and not (0 <= int(order.min()) and int(order.max()) < n_units):
+        raise ValueError(f"order must hold unit indices in [0, {n_units}); found {order.min()}..{order.max()}")
+
+
 # ---------------------------------------------------------------------------
 # Storage, energy and the two update rules.
 # ---------------------------------------------------------------------------
@@ -231,13 +241,7 @@ def update_async(weights: Tensor, states: Tensor, order: Tensor) -> Tensor:
     order : (K,)
     output : (..., N)
     """
-    _check_weights_and_states(weights, states)
-    if not isinstance(order, Tensor) or order.dim() != 1 or order.is_floating_point():
-        found = f"{order.dtype} of shape {tuple(order.shape)}" if isinstance(order, Tensor) else type(order).__name__
-        raise TypeError(f"order must be a 1-D integer tensor of unit indices; found {found}")
-    n_units = weights.shape[0]
-    if order.numel() and not (0 <= int(order.min()) and int(order.max()) < n_units):
-        raise ValueError(f"order must hold unit indices in [0, {n_units}); found {order.min()}..{order.max()}")
+    _check_weights_states_and_order(weights, states, order)
     states, tolerance = states.clone(), _tie_tolerance(weights).tolist()  # (N,): |h_i| below it is a tie
     for i in order.tolist():
         field = states @ weights[:, i]  # (...,): h_i = sum_j W_ji s_j with the current states

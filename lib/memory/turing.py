@@ -27,7 +27,9 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
+
+from lib.validation import require_int
 
 __all__ = ["MOVES", "Configuration", "Run", "TuringMachine", "notes_example"]
 
@@ -172,12 +174,20 @@ class TuringMachine:
             delta[state, read] = (target, write, move)
         return delta
 
-    def run(self, word: str | Iterable[str], max_steps: int = 1000) -> Run:
+    def _check_input(self, word: object, max_steps: object) -> None:
+        if not isinstance(word, (str, list, tuple)):
+            raise TypeError(f"word must be a string, list or tuple of symbols; found {type(word).__name__}")
+        unknown = sorted(set(word) - self.input_alphabet)
+        if unknown:
+            raise ValueError(f"the input must use Sigma = {sorted(self.input_alphabet)}; found {unknown}")
+        require_int("max_steps", max_steps, minimum=0)
+
+    def run(self, word: str | Sequence[str], max_steps: int = 1000) -> Run:
         """Run the machine on ``word``, head on its first symbol, until it halts.
 
         Parameters
         ----------
-        word : str or iterable of str
+        word : str, or list or tuple of str
             The input; each character (or item) must be in ``Sigma``.
         max_steps : int
             Stop after this many moves even if the machine has not halted
@@ -187,14 +197,16 @@ class TuringMachine:
         -------
         Run
             ``configurations[0]`` is the start; one configuration per move follows.
+
+        Raises
+        ------
+        ValueError
+            If ``word`` uses a symbol outside ``Sigma`` or ``max_steps`` is negative.
+        TypeError
+            If ``word`` is not a string, list or tuple, or ``max_steps`` is not an int.
         """
-        symbols = list(word)
-        unknown = sorted(set(symbols) - self.input_alphabet)
-        if unknown:
-            raise ValueError(f"the input must use Sigma = {sorted(self.input_alphabet)}; found {unknown}")
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
-            raise ValueError(f"max_steps must be an int >= 0; found {max_steps!r}")
-        tape = dict(enumerate(symbols))  # position -> symbol; missing cells are blank
+        self._check_input(word, max_steps)
+        tape = dict(enumerate(word))  # position -> symbol; missing cells are blank
         state, head = self.start, 0
         configurations = [self._configuration(state, tape, head)]
         for _ in range(max_steps):
