@@ -36,7 +36,7 @@ def add_delta_in_logs(counts, delta):
 @pytest.mark.parametrize("answer", [add_delta_vectorised, add_delta_with_loops, add_delta_in_logs])
 def test_add_delta_accepts_right_answers_written_differently(answer, capsys):
     check_add_delta(answer)
-    assert capsys.readouterr().out.startswith("✓ add-delta probabilities agree with lib.lm.add_delta_log_prob")
+    assert capsys.readouterr().out.startswith("✓ add-delta probabilities agree with lib.ngram.add_delta_log_prob")
 
 
 @pytest.mark.parametrize(

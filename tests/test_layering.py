@@ -31,6 +31,7 @@ CHAPTER_OF = {
     "lib.gating": "chapters/04_gating",
     "lib.word2vec": "chapters/05_word2vec",
     "lib.tree_softmax": "chapters/05_word2vec",
+    "lib.ngram": "chapters/06_language_models",
     "lib.lm": "chapters/06_language_models",
     "lib.softmax_approx": "chapters/06_language_models",
     "lib.decoding": "chapters/07_decoding",

@@ -1,4 +1,4 @@
-"""The visuals of chapter 6 (lib.widgets.lm): pure ``compute`` against lib.lm and
+"""The visuals of chapter 6 (lib.widgets.lm): pure ``compute`` against lib.ngram and
 lib.decoding, plus a smoke test that each renders through :func:`lib.widgets.explore`."""
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lib.decoding import sampling_distribution
-from lib.lm import NGramModel
+from lib.ngram import NGramModel
 from lib.widgets import explore
 from lib.widgets.lm import DELTAS, TEMPERATURES, AddDeltaPerplexity, NextTokenTemperature
 from test_widgets_legibility import assert_legible

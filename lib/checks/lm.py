@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.checks.core import Check, Slip
-from lib.lm import add_delta_log_prob
+from lib.ngram import add_delta_log_prob
 from lib.softmax_approx import nce_logits, nce_loss
 
 
@@ -31,7 +31,7 @@ def add_delta_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]
 
 
 def _add_delta(counts: torch.Tensor, delta: float) -> torch.Tensor:
-    """The smoothed table (m(h, w) + delta) / (m(h) + delta |V|) from :func:`lib.lm.add_delta_log_prob`."""
+    """The smoothed table (m(h, w) + delta) / (m(h) + delta |V|) from :func:`lib.ngram.add_delta_log_prob`."""
     return add_delta_log_prob(counts, counts.sum(-1, keepdim=True), delta, counts.shape[1]).exp()
 
 
@@ -45,7 +45,7 @@ def _rows_not_normalised(found: torch.Tensor, expected: torch.Tensor, counts, de
 
 
 check_add_delta = Check(
-    "add-delta probabilities agree with lib.lm.add_delta_log_prob on 20 fresh random count tables",
+    "add-delta probabilities agree with lib.ngram.add_delta_log_prob on 20 fresh random count tables",
     add_delta_cases, _add_delta,
     describe=lambda counts, delta: f"counts of shape {tuple(counts.shape)}, delta = {delta}",
     compared_with="(m(h, w) + delta) / (m(h) + delta |V|)", noun="table", layout="(C, V)",

@@ -15,7 +15,7 @@ import torch
 from matplotlib.ticker import NullLocator
 
 from lib.decoding import sampling_distribution
-from lib.lm import NGramModel, add_delta_log_prob, perplexity
+from lib.ngram import NGramModel, add_delta_log_prob, perplexity
 from lib.widgets.core import Choice, Slider, Visual
 
 TEMPERATURES = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0, 5.0)
