@@ -46,7 +46,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from lib.validation import require_callable, require_float_tensor, require_real
+from lib.validation import require_callable, require_float_tensor, require_ints, require_real
 
 __all__ = [
     "sigmoid", "sigmoid_grad", "tanh", "tanh_grad", "relu", "relu_grad",
@@ -415,10 +415,7 @@ def layer_statistics(
     ------
     input ``(batch, width)`` -> every layer's output ``(batch, width)`` -> ``(depth, 2)``
     """
-    require_callable("activation", activation)
-    for name, value in (("depth", depth), ("width", width), ("batch", batch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"{name} must be a positive int; found {value!r}")
+    require_callable("activation", activation), require_ints(depth=depth, width=width, batch=batch)
     x = torch.randn(batch, width, generator=generator, dtype=dtype)  # (batch, width)
     stats = []
     for _ in range(depth):

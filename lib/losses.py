@@ -213,6 +213,12 @@ def distribution_cross_entropy(p: Tensor, q: Tensor) -> Tensor:
     return -torch.xlogy(p, q).sum(-1)
 
 
+def _check_axis(logits: Tensor, dim: int) -> None:
+    require_float_tensor("logits", logits), require_int("dim", dim, -max(logits.dim(), 1))
+    if logits.dim() == 0 or dim >= logits.dim() or logits.shape[dim] == 0:
+        raise ValueError(f"dim must pick a non-empty axis of logits {tuple(logits.shape)}; found dim = {dim}")
+
+
 def log_softmax(logits: Tensor, dim: int = -1) -> Tensor:
     """``log softmax(z)_c = z_c - log Σ_k exp z_k``, computed without overflow.
 
@@ -220,9 +226,7 @@ def log_softmax(logits: Tensor, dim: int = -1) -> Tensor:
     ------
     ``(..., C, ...) -> (..., C, ...)``
     """
-    require_float_tensor("logits", logits), require_int("dim", dim, -max(logits.dim(), 1))
-    if logits.dim() == 0 or dim >= logits.dim() or logits.shape[dim] == 0:
-        raise ValueError(f"dim must pick a non-empty axis of logits {tuple(logits.shape)}; found dim = {dim}")
+    _check_axis(logits, dim)
     # Shifting by the maximum changes nothing mathematically and keeps exp <= 1.
     shifted = logits - logits.amax(dim=dim, keepdim=True).detach()
     return shifted - torch.log(torch.exp(shifted).sum(dim=dim, keepdim=True))
@@ -261,6 +265,18 @@ def nll_loss(log_probs: Tensor, targets: Tensor, reduction: str = "mean") -> Ten
     return _reduce(-picked, reduction, "log_probs")
 
 
+def _check_cross_entropy(logits: Tensor, targets: Tensor) -> None:
+    """Logits ``(B, C)``; float targets are distributions of the same shape (class indices
+    are checked by :func:`nll_loss`)."""
+    require_float_tensor("logits", logits)
+    if logits.dim() != 2:
+        raise ValueError(f"logits must have shape (B, C); found {tuple(logits.shape)}")
+    if not isinstance(targets, Tensor):
+        raise TypeError(f"targets must be a torch.Tensor; found {type(targets).__name__}")
+    if targets.is_floating_point():
+        require_same_shape("logits", logits, **{"targets (as distributions)": targets})
+
+
 def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
     """Softmax cross-entropy from logits: :func:`log_softmax`, then the loss.
 
@@ -281,15 +297,10 @@ def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> T
     ------
     ``(B, C), (B,) or (B, C) -> ()`` or ``(B,)`` with ``reduction="none"``
     """
-    require_float_tensor("logits", logits)
-    if logits.dim() != 2:
-        raise ValueError(f"logits must have shape (B, C); found {tuple(logits.shape)}")
+    _check_cross_entropy(logits, targets)
     log_q = log_softmax(logits, dim=-1)  # (B, C)
-    if isinstance(targets, Tensor) and targets.is_floating_point():
-        require_same_shape("logits", logits, **{"targets (as distributions)": targets})
+    if targets.is_floating_point():
         return _reduce(-(targets * log_q).sum(-1), reduction, "logits")
-    if not isinstance(targets, Tensor):
-        raise TypeError(f"targets must be a torch.Tensor; found {type(targets).__name__}")
     return nll_loss(log_q, targets, reduction)
 
 
@@ -347,6 +358,16 @@ def polynomial_features(x: Tensor, degree: int) -> Tensor:
     return x[:, None] ** torch.arange(degree + 1, dtype=x.dtype)  # (N, degree + 1)
 
 
+def _check_ridge(features: Tensor, targets: Tensor, penalty: float) -> None:
+    require_float_tensors(features=features, targets=targets), require_same_dtype("features", features, targets=targets)
+    if features.dim() != 2 or targets.shape != (features.shape[0],):
+        raise ValueError(
+            f"expected features (N, D) and targets (N,); found {tuple(features.shape)} and {tuple(targets.shape)}"
+        )
+    if not penalty >= 0:
+        raise ValueError(f"penalty must be >= 0; found {penalty!r}")
+
+
 def ridge_fit(features: Tensor, targets: Tensor, penalty: float) -> Tensor:
     """The weights minimising ``(1/N) ‖X w - y‖² + λ ‖w‖²`` (structural risk, squared loss).
 
@@ -358,13 +379,7 @@ def ridge_fit(features: Tensor, targets: Tensor, penalty: float) -> Tensor:
     ------
     ``(N, D), (N,) -> (D,)``
     """
-    require_float_tensors(features=features, targets=targets), require_same_dtype("features", features, targets=targets)
-    if features.dim() != 2 or targets.shape != (features.shape[0],):
-        raise ValueError(
-            f"expected features (N, D) and targets (N,); found {tuple(features.shape)} and {tuple(targets.shape)}"
-        )
-    if not penalty >= 0:
-        raise ValueError(f"penalty must be >= 0; found {penalty!r}")
+    _check_ridge(features, targets, penalty)
     n, d = features.shape
     if penalty == 0:
         return torch.linalg.lstsq(features, targets[:, None]).solution[:, 0]  # (D,)

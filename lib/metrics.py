@@ -245,6 +245,42 @@ class BleuStats:
     score: float
 
 
+def _check_counts(matches: object, totals: object) -> None:
+    for name, counts in (("matches", matches), ("totals", totals)):
+        if not isinstance(counts, (list, tuple)) or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+            raise TypeError(f"{name} must be a list of ints (one per n-gram order); found {counts!r}")
+    require_int("the number of n-gram orders", len(matches), 1, MAX_ORDER)
+    if len(totals) != len(matches) or any(not 0 <= m <= t for m, t in zip(matches, totals)):
+        raise ValueError(
+            f"matches and totals must be two lists of the same length with 0 <= match <= total; "
+            f"found {list(matches)} and {list(totals)}"
+        )
+
+
+def _smoothed_precisions(matches: Sequence[int], totals: Sequence[int], smooth: str, value: Optional[float],
+                         effective_order: bool) -> tuple[list[float], int]:
+    """The precisions ``p_n`` after smoothing (see :func:`bleu_from_counts`), and the number
+    of orders that count: fewer with ``effective_order`` if the hypothesis is shorter than ``N``."""
+    max_n = len(matches)
+    precisions = [0.0] * max_n
+    orders, zero_orders = max_n, 0
+    for n in range(max_n):
+        match, total = matches[n], totals[n]
+        if smooth == "add-k" and n > 0:
+            match, total = match + value, total + value
+        if total == 0:  # the hypothesis is shorter than n + 1: so are all higher orders
+            orders = n if effective_order else max_n
+            break
+        if match > 0:
+            precisions[n] = match / total
+        elif smooth == "floor":
+            precisions[n] = value / total
+        elif smooth == "exp":
+            zero_orders += 1
+            precisions[n] = 1.0 / (2**zero_orders * total)
+    return precisions, orders
+
+
 def bleu_from_counts(
     matches: Sequence[int],
     totals: Sequence[int],
@@ -296,39 +332,15 @@ def bleu_from_counts(
     ------
     matches, totals : (N,)
     """
-    for name, counts in (("matches", matches), ("totals", totals)):
-        if not isinstance(counts, (list, tuple)) or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
-            raise TypeError(f"{name} must be a list of ints (one per n-gram order); found {counts!r}")
+    _check_counts(matches, totals)
     max_n = len(matches)
-    require_int("the number of n-gram orders", max_n, 1, MAX_ORDER)
-    if len(totals) != max_n or any(not 0 <= m <= t for m, t in zip(matches, totals)):
-        raise ValueError(
-            f"matches and totals must be two lists of the same length with 0 <= match <= total; "
-            f"found {list(matches)} and {list(totals)}"
-        )
-    weights = _check_weights(weights, max_n)
-    value = _smoothing_value(smooth, smooth_value)
+    weights, value = _check_weights(weights, max_n), _smoothing_value(smooth, smooth_value)
     bp = brevity_penalty(hyp_len, ref_len)
-    precisions = [0.0] * max_n
     pieces = dict(matches=tuple(matches), totals=tuple(totals), hyp_len=hyp_len, ref_len=ref_len,
                   brevity_penalty=bp)
     if not any(matches):
-        return BleuStats(precisions=tuple(precisions), weights=weights, score=0.0, **pieces)
-    orders, zero_orders = max_n, 0
-    for n in range(max_n):
-        match, total = matches[n], totals[n]
-        if smooth == "add-k" and n > 0:
-            match, total = match + value, total + value
-        if total == 0:  # the hypothesis is shorter than n + 1: so are all higher orders
-            orders = n if effective_order else max_n
-            break
-        if match > 0:
-            precisions[n] = match / total
-        elif smooth == "floor":
-            precisions[n] = value / total
-        elif smooth == "exp":
-            zero_orders += 1
-            precisions[n] = 1.0 / (2**zero_orders * total)
+        return BleuStats(precisions=(0.0,) * max_n, weights=weights, score=0.0, **pieces)
+    precisions, orders = _smoothed_precisions(matches, totals, smooth, value, effective_order)
     used = weights[:orders]
     if sum(used) == 0:  # every order that carries weight is missing
         return BleuStats(precisions=tuple(precisions), weights=(0.0,) * max_n, score=0.0, **pieces)

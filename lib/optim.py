@@ -534,6 +534,11 @@ def template(name: str, beta1: float = 0.9, beta2: float = 0.999) -> tuple[Momen
     return table[name]
 
 
+def _check_lookahead(grad_fn: Callable, start: Tensor, lr: float, beta: float, steps: int) -> None:
+    require_callable("grad_fn", grad_fn), require_float_tensor("start", start), require_int("steps", steps, 0)
+    _number("lr", lr), _beta("beta", beta)
+
+
 def lookahead_momentum(grad_fn: Callable[[Tensor], Tensor], start: Tensor, lr: float, beta: float,
                        steps: int) -> Tensor:
     """Nesterov momentum in the look-ahead form, in the notes' notation.
@@ -563,8 +568,7 @@ def lookahead_momentum(grad_fn: Callable[[Tensor], Tensor], start: Tensor, lr: f
     ------
     start ``(D,)`` -> path ``(steps + 1, D)``
     """
-    require_callable("grad_fn", grad_fn), require_float_tensor("start", start), require_int("steps", steps, 0)
-    lr, beta = _number("lr", lr), _beta("beta", beta)
+    _check_lookahead(grad_fn, start, lr, beta, steps)
     w, m = start.clone(), torch.zeros_like(start)
     path = [w.clone()]
     for _ in range(steps):
@@ -712,6 +716,13 @@ def spirals(n_per_class: int = 200, classes: int = 3, noise: float = 0.2,
     return torch.cat(inputs), torch.cat(labels)
 
 
+def _check_fit(model: torch.nn.Module, optimizer: Optimizer, loss_fn: Callable, steps: int, loss_every: int) -> None:
+    require_instance("model", model, torch.nn.Module), require_instance("optimizer", optimizer, Optimizer)
+    require_callable("loss_fn", loss_fn), require_int("loss_every", loss_every, 1)
+    if steps % loss_every:
+        raise ValueError(f"loss_every must divide steps; found steps={steps}, loss_every={loss_every}")
+
+
 def fit(model: torch.nn.Module, optimizer: Optimizer, inputs: Tensor, targets: Tensor,
         loss_fn: Callable[[Tensor, Tensor], Tensor], steps: int, batch_size: Optional[int] = None,
         generator: Optional[torch.Generator] = None, loss_every: int = 1) -> list[float]:
@@ -732,18 +743,11 @@ def fit(model: torch.nn.Module, optimizer: Optimizer, inputs: Tensor, targets: T
     ------
     inputs ``(N, ...)`` and targets ``(N, ...)``; a mini-batch takes ``batch_size`` rows of each
     """
+    _check_fit(model, optimizer, loss_fn, steps, loss_every)
     def full_loss() -> float:
         with torch.no_grad():
             return float(loss_fn(model(inputs), targets))
 
-    require_instance("model", model, torch.nn.Module), require_instance("optimizer", optimizer, Optimizer)
-    require_callable("loss_fn", loss_fn)
-    if isinstance(loss_every, bool) or not isinstance(loss_every, int):
-        raise TypeError(f"loss_every must be an integer; found {type(loss_every).__name__}")
-    if loss_every < 1:
-        raise ValueError(f"loss_every must be >= 1; found {loss_every}")
-    if steps % loss_every:
-        raise ValueError(f"loss_every must divide steps; found steps={steps}, loss_every={loss_every}")
     n = inputs.shape[0]
     losses = [full_loss()]
     for step in range(1, steps + 1):

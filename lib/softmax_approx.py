@@ -330,6 +330,20 @@ def output_scores(hidden: Tensor, weight: Tensor, bias: Tensor, words: Tensor) -
     return torch.einsum("bd,bkd->bk", hidden, weight[words]) + bias[words]  # (B, K)
 
 
+def _check_importance(sample_scores: object, sample_log_q: object, log_partition: object) -> None:
+    _require_float("sample_scores", sample_scores, 2, "(B, K)")
+    _require_float("sample_log_q", sample_log_q, 2, "(B, K)")
+    if sample_log_q.shape != sample_scores.shape:
+        raise ValueError(f"sample_log_q must have the shape of sample_scores {tuple(sample_scores.shape)}; "
+                         f"found {tuple(sample_log_q.shape)}")
+    if log_partition is None:
+        return
+    _require_float("log_partition", log_partition, 1, "(B,)")
+    if log_partition.shape[0] != sample_scores.shape[0]:
+        raise ValueError(f"log_partition must have shape (B,) = ({sample_scores.shape[0]},); "
+                         f"found {tuple(log_partition.shape)}")
+
+
 def importance_weights(sample_scores: Tensor, sample_log_q: Tensor, log_partition: Optional[Tensor] = None) -> Tensor:
     r"""The weights :math:`\omega_k` that turn ``K`` proposal samples into an estimate of :math:`\mathbb{E}_p`.
 
@@ -364,18 +378,10 @@ def importance_weights(sample_scores: Tensor, sample_log_q: Tensor, log_partitio
     log_partition : (B,)
     output : (B, K)
     """
-    _require_float("sample_scores", sample_scores, 2, "(B, K)")
-    _require_float("sample_log_q", sample_log_q, 2, "(B, K)")
-    if sample_log_q.shape != sample_scores.shape:
-        raise ValueError(f"sample_log_q must have the shape of sample_scores {tuple(sample_scores.shape)}; "
-                         f"found {tuple(sample_log_q.shape)}")
+    _check_importance(sample_scores, sample_log_q, log_partition)
     log_ratio = sample_scores.detach() - sample_log_q  # (B, K): log r_k = s - log q
     if log_partition is None:
         return torch.softmax(log_ratio, dim=1)  # r_k / sum_j r_j
-    _require_float("log_partition", log_partition, 1, "(B,)")
-    if log_partition.shape[0] != sample_scores.shape[0]:
-        raise ValueError(f"log_partition must have shape (B,) = ({sample_scores.shape[0]},); "
-                         f"found {tuple(log_partition.shape)}")
     return torch.exp(log_ratio - log_partition.detach()[:, None]) / sample_scores.shape[1]  # p / (K q)
 
 
@@ -456,6 +462,18 @@ def nce_logits(scores: Tensor, log_noise: Tensor, num_noise: int) -> Tensor:
     return scores - math.log(num_noise) - log_noise
 
 
+def _check_nce(data_scores: object, noise_scores: object, data_log_noise: object, noise_log_noise: object) -> None:
+    _require_float("data_scores", data_scores, 1, "(B,)")
+    _require_float("noise_scores", noise_scores, 2, "(B, K)")
+    if noise_scores.shape[0] != data_scores.shape[0] or data_log_noise.shape != data_scores.shape \
+            or noise_log_noise.shape != noise_scores.shape:
+        raise ValueError(
+            f"expected data_scores and data_log_noise (B,), noise_scores and noise_log_noise (B, K); found "
+            f"{tuple(data_scores.shape)}, {tuple(data_log_noise.shape)}, {tuple(noise_scores.shape)}, "
+            f"{tuple(noise_log_noise.shape)}"
+        )
+
+
 def nce_loss(data_scores: Tensor, noise_scores: Tensor, data_log_noise: Tensor, noise_log_noise: Tensor) -> Tensor:
     r"""Noise-contrastive estimation: the loss of the data-vs-noise logistic classifier.
 
@@ -486,15 +504,7 @@ def nce_loss(data_scores: Tensor, noise_scores: Tensor, data_log_noise: Tensor, 
     data_scores, data_log_noise : (B,)
     noise_scores, noise_log_noise : (B, K)
     """
-    _require_float("data_scores", data_scores, 1, "(B,)")
-    _require_float("noise_scores", noise_scores, 2, "(B, K)")
-    if noise_scores.shape[0] != data_scores.shape[0] or data_log_noise.shape != data_scores.shape \
-            or noise_log_noise.shape != noise_scores.shape:
-        raise ValueError(
-            f"expected data_scores and data_log_noise (B,), noise_scores and noise_log_noise (B, K); found "
-            f"{tuple(data_scores.shape)}, {tuple(data_log_noise.shape)}, {tuple(noise_scores.shape)}, "
-            f"{tuple(noise_log_noise.shape)}"
-        )
+    _check_nce(data_scores, noise_scores, data_log_noise, noise_log_noise)
     num_noise = noise_scores.shape[1]
     data_term = F.logsigmoid(nce_logits(data_scores, data_log_noise, num_noise))  # (B,): log p(y=1 | x)
     noise_term = F.logsigmoid(-nce_logits(noise_scores, noise_log_noise, num_noise))  # (B, K): log p(y=0 | x')

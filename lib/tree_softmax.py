@@ -134,6 +134,17 @@ def _tree_from_merges(vocab_size: int, merges: list[tuple[int, int]]) -> BinaryT
     return BinaryTree(codes=codes, nodes=nodes)
 
 
+def _check_counts(counts: Sequence[int]) -> None:
+    if isinstance(counts, (str, bytes)) or not hasattr(counts, "__len__"):
+        raise TypeError(f"counts must be a sequence of ints; found {type(counts).__name__}")
+    if not 2 <= len(counts) <= MAX_VOCAB:
+        raise ValueError(f"counts must hold at least 2 words (a tree needs two leaves) and at most "
+                         f"MAX_VOCAB = {MAX_VOCAB}; found {len(counts)}")
+    bad = [c for c in counts if isinstance(c, bool) or not isinstance(c, numbers.Integral) or c <= 0]
+    if bad:
+        raise ValueError(f"counts must be positive ints; found {bad[0]!r}")
+
+
 def huffman_tree(counts: Sequence[int]) -> BinaryTree:
     """Huffman's tree from word counts (the notes' algorithm 15.1).
 
@@ -157,14 +168,7 @@ def huffman_tree(counts: Sequence[int]) -> BinaryTree:
     ------
     counts : (V,)
     """
-    if isinstance(counts, (str, bytes)) or not hasattr(counts, "__len__"):
-        raise TypeError(f"counts must be a sequence of ints; found {type(counts).__name__}")
-    if not 2 <= len(counts) <= MAX_VOCAB:
-        raise ValueError(f"counts must hold at least 2 words (a tree needs two leaves) and at most "
-                         f"MAX_VOCAB = {MAX_VOCAB}; found {len(counts)}")
-    bad = [c for c in counts if isinstance(c, bool) or not isinstance(c, numbers.Integral) or c <= 0]
-    if bad:
-        raise ValueError(f"counts must be positive ints; found {bad[0]!r}")
+    _check_counts(counts)
     counts = [int(c) for c in counts]
     vocab_size = len(counts)
     heap = [(count, word) for word, count in enumerate(counts)]

@@ -221,7 +221,7 @@ def test_dead_units_by_hand():
         (lambda: gelu_grad(torch.zeros(2), None), ValueError, "approximate must be one of"),
         (lambda: leaky_relu(torch.zeros(2), "0.1"), TypeError, "negative_slope must be a finite real number; found '0.1'"),
         (lambda: elu(torch.zeros(2), float("nan")), TypeError, "alpha must be a finite real number"),
-        (lambda: layer_statistics(relu, depth=0), ValueError, "depth must be a positive int; found 0"),
+        (lambda: layer_statistics(relu, depth=0), ValueError, "depth must be an int >= 1; found 0"),
         (lambda: dead_units(torch.zeros(3)), ValueError, r"activations must have shape \(N, H\); found \(3,\)"),
     ],
 )

@@ -464,9 +464,9 @@ def test_fit_loss_every_records_the_same_losses_and_trains_the_same():
     assert torch.equal(weight, same_weight)
 
 
-@pytest.mark.parametrize(("every", "error", "message"), [(0, ValueError, "must be >= 1; found 0"),
-                                                         (True, TypeError, "must be an integer; found bool"),
-                                                         (2.0, TypeError, "must be an integer; found float"),
+@pytest.mark.parametrize(("every", "error", "message"), [(0, ValueError, "must be an int >= 1; found 0"),
+                                                         (True, TypeError, "must be an int; found bool"),
+                                                         (2.0, TypeError, "must be an int; found float"),
                                                          (4, ValueError, "must divide steps")])
 def test_fit_rejects_a_bad_loss_every(every, error, message):
     model = torch.nn.Linear(2, 3)
