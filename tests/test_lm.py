@@ -126,7 +126,7 @@ def test_teacher_forcing_batch_by_hand():
     inputs, targets = teacher_forcing_batch([[4, 5, 0], [6, 0]], bos=9)
     assert inputs.tolist() == [[9, 4, 5], [9, 6, 9]]
     assert targets.tolist() == [[4, 5, 0], [6, 0, -100]]
-    with pytest.raises(ValueError, match="non-empty token lists"):
+    with pytest.raises(ValueError, match=r"sequences\[1\] must be a non-empty list of token ids"):
         teacher_forcing_batch([[1], []], bos=9)
 
 
