@@ -116,6 +116,12 @@ class NeuralLM(NextTokenLM, nn.Module):
     def bos(self) -> int:
         return self.vocab_size
 
+    def _check_tokens(self, tokens: object) -> None:
+        _require_token_tensor("tokens", tokens, 2)
+        if tokens.numel() and (tokens.min() < 0 or tokens.max() > self.bos):
+            raise ValueError(f"tokens must be ids in [0, {self.bos}] (bos = {self.bos}); "
+                             f"found {tokens.min()}..{tokens.max()}")
+
     def features(self, tokens: Tensor) -> Tensor:
         """The feature layer's output :math:`\\mathbf{h}_t` at every position.
 
@@ -124,10 +130,7 @@ class NeuralLM(NextTokenLM, nn.Module):
         tokens : (N, t)
         output : (N, t, hidden_size)
         """
-        _require_token_tensor("tokens", tokens, 2)
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() > self.bos):
-            raise ValueError(f"tokens must be ids in [0, {self.bos}] (bos = {self.bos}); "
-                             f"found {tokens.min()}..{tokens.max()}")
+        self._check_tokens(tokens)
         if self.feature == "window":
             # Left-pad with bos so that every position has a full window, then cut the windows.
             padded = F.pad(tokens, (self.context - 1, 0), value=self.bos)  # (N, t + n - 2)

@@ -106,6 +106,16 @@ def ngrams(tokens: Sequence[str], order: int) -> list[tuple[str, ...]]:
     return [tuple(tokens[i:i + order]) for i in range(len(tokens) - order + 1)]
 
 
+def _check_add_delta(pair_counts: object, context_counts: object, delta: object, vocab_size: object) -> None:
+    for name, value in (("pair_counts", pair_counts), ("context_counts", context_counts)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of counts; found {type(value).__name__}")
+    require_number("delta", delta, 0.0), require_int("vocab_size", vocab_size, 1)
+    require_broadcastable("context_counts", context_counts, "pair_counts", pair_counts)
+    if bool((pair_counts < 0).any()) or bool((context_counts < pair_counts).any()):
+        raise ValueError("counts must satisfy 0 <= pair_counts <= context_counts")
+
+
 def add_delta_log_prob(pair_counts: Tensor, context_counts: Tensor, delta: float, vocab_size: int) -> Tensor:
     r"""Add-delta (Lidstone) smoothed log-probabilities from counts.
 
@@ -138,15 +148,9 @@ def add_delta_log_prob(pair_counts: Tensor, context_counts: Tensor, delta: float
     context_counts : broadcastable to (...)
     output : (...)
     """
-    for name, value in (("pair_counts", pair_counts), ("context_counts", context_counts)):
-        if not isinstance(value, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor of counts; found {type(value).__name__}")
-    require_number("delta", delta, 0.0), require_int("vocab_size", vocab_size, 1)
-    require_broadcastable("context_counts", context_counts, "pair_counts", pair_counts)
+    _check_add_delta(pair_counts, context_counts, delta, vocab_size)
     pair = pair_counts.double()
     context = context_counts.double()
-    if bool((pair < 0).any()) or bool((context < pair).any()):
-        raise ValueError("counts must satisfy 0 <= pair_counts <= context_counts")
     numerator = torch.log(pair + delta)
     denominator = torch.log(context + delta * vocab_size)
     log_prob = numerator - denominator
