@@ -278,7 +278,8 @@ def word2vec(quick: bool = False) -> list[Record]:
     from gensim.parsing.porter import PorterStemmer
 
     from lib.corpus import Vocabulary, gensim_data, read_sentences
-    from lib.word2vec import Word2VecConfig, read_word_pairs, train_gensim, train_word2vec
+    from lib.embeddings import read_word_pairs
+    from lib.word2vec import Word2VecConfig, train_gensim, train_word2vec
 
     with _one_thread():  # gensim gets one worker
         sentences = read_sentences(gensim_data("head500.noblanks.cor"), max_sentences=20 if quick else None)

@@ -30,6 +30,7 @@ CHAPTER_OF = {
     "lib.char_lm": "chapters/03_rnn",
     "lib.gating": "chapters/04_gating",
     "lib.word2vec": "chapters/05_word2vec",
+    "lib.embeddings": "chapters/05_word2vec",
     "lib.tree_softmax": "chapters/05_word2vec",
     "lib.ngram": "chapters/06_language_models",
     "lib.lm": "chapters/06_language_models",

@@ -1,4 +1,4 @@
-"""The visuals of chapter 5 (lib.widgets.word2vec): pure ``compute`` against lib.word2vec and
+"""The visuals of chapter 5 (lib.widgets.word2vec): pure ``compute`` against lib.embeddings and
 numpy's PCA, by hand, plus smoke tests that each one renders through :func:`lib.widgets.explore`."""
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ import torch
 from lib.corpus import Vocabulary
 from lib.widgets import explore
 from lib.widgets.word2vec import NeighbourExplorer, ProjectionExplorer, parse_query
-from lib.word2vec import WordVectors
+from lib.embeddings import WordVectors
 from test_widgets_legibility import assert_legible
 
 WEBP_TAG = b"WEBP"  # bytes 8-11 of a WebP file: frames are lossless WebP
@@ -85,7 +85,7 @@ def test_the_chapters_groups_and_queries_are_well_formed():
 
 
 def test_models_must_be_word_vectors():
-    with pytest.raises(TypeError, match=r"models\['x'\] must be a lib.word2vec.WordVectors"):
+    with pytest.raises(TypeError, match=r"models\['x'\] must be a lib.embeddings.WordVectors"):
         NeighbourExplorer({"x": torch.zeros(3, 2)}, ["war"])
 
 

@@ -1,6 +1,6 @@
 """Interactive figures of chapter 5 (word embeddings and word2vec).
 
-Both visuals take trained word vectors (:class:`lib.word2vec.WordVectors`) at
+Both visuals take trained word vectors (:class:`lib.embeddings.WordVectors`) at
 construction, keyed by a model name, so the chapter can set its own models
 against gensim's. Each has a pure ``compute`` (tested in
 ``tests/test_widgets_word2vec.py``) and ``draw``/``update`` that only move
@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from matplotlib.collections import LineCollection
 
+from lib.embeddings import WordVectors
 from lib.widgets.core import Choice, Text, Visual
-from lib.word2vec import WordVectors
 
 Normalise = Callable[[str], str]
 
@@ -79,7 +79,7 @@ def _check_models(models: object) -> dict[str, WordVectors]:
         raise TypeError(f"models must be a non-empty dict of name -> WordVectors; found {type(models).__name__}")
     for name, vectors in models.items():
         if not isinstance(vectors, WordVectors):
-            raise TypeError(f"models[{name!r}] must be a lib.word2vec.WordVectors; found {type(vectors).__name__}")
+            raise TypeError(f"models[{name!r}] must be a lib.embeddings.WordVectors; found {type(vectors).__name__}")
     return dict(models)
 
 

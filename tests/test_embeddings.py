@@ -1,0 +1,117 @@
+"""Tests for lib/embeddings.py.
+
+References: gensim's word-pair and analogy evaluations (``KeyedVectors``), scipy's
+Spearman correlation, and vectors built by hand so that an analogy holds exactly.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lib.corpus import Vocabulary, gensim_data
+from lib.embeddings import WordPair, WordVectors, read_analogies, read_word_pairs, require_vocabulary, spearman
+
+FAST = settings(max_examples=30, deadline=None, database=None)
+
+
+
+
+def plane_vectors():
+    """king - man + woman = queen exactly, in 2-D."""
+    vocab = Vocabulary(words=["man", "woman", "king", "queen", "apple"], counts=[5, 4, 3, 2, 1])
+    vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [3.0, 0.5], [2.5, 3.0], [-1.0, -1.0]])
+    return WordVectors(vectors, vocab)
+
+
+def test_most_similar_excludes_the_query_and_analogy_is_3cosadd():
+    vectors = plane_vectors()
+    neighbours = vectors.most_similar(["man"], k=4)
+    assert [w for w, _ in neighbours][0] == "king" and "man" not in [w for w, _ in neighbours]
+    unit = F.normalize(vectors.vectors, dim=1)
+    assert neighbours[0][1] == pytest.approx(float(unit[0] @ unit[2]))
+    assert [w for w, _ in neighbours] == sorted([w for w, _ in neighbours], key=lambda w: -vectors.similarity("man", w))
+    assert vectors.analogy("man", "king", "woman")[0][0] == "queen"
+
+
+def test_analogies_exclude_the_question_words():
+    # a and c almost coincide, so b - a + c is almost b itself: the answer must be the next word, d.
+    vocab = Vocabulary(words=["a", "b", "c", "d"], counts=[4, 3, 2, 1])
+    vectors = WordVectors(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.01], [0.1, 1.0]]), vocab)
+    assert vectors.analogy("a", "b", "c")[0][0] == "d"
+    assert vectors.evaluate_analogies([("a", "b", "c", "d")]).correct == 1
+
+
+def test_word_pairs_and_analogies_agree_with_gensims_evaluation(tmp_path):
+    from gensim.models import KeyedVectors
+
+    pairs = read_word_pairs(gensim_data("wordsim353.tsv"))
+    assert len(pairs) == 353 and pairs[0] == WordPair("love", "sex", 6.77)
+    words = sorted({w for p in pairs for w in (p.first, p.second)})[:300]  # leave some pairs out of vocabulary
+    vocab = Vocabulary(words=words, counts=[1] * len(words))
+    vectors = WordVectors(torch.randn(len(words), 6, generator=torch.Generator().manual_seed(0)), vocab)
+    keyed = KeyedVectors(6)
+    keyed.add_vectors(words, vectors.vectors.numpy())
+
+    ours = vectors.evaluate_word_pairs(pairs)
+    (_, _), (rho, _), oov = keyed.evaluate_word_pairs(gensim_data("wordsim353.tsv"))
+    assert ours.spearman == pytest.approx(rho, abs=1e-6)
+    assert ours.skipped == pytest.approx(oov / 100 * 353)
+
+    questions = [(a, b, c, d) for a, b, c, d in zip(words, words[7:], words[13:], words[29:])][:120]
+    vectors.vectors[vocab.index(questions[0][3])] = (vectors.unit[vocab.index(questions[0][1])]
+                                                     - vectors.unit[vocab.index(questions[0][0])]
+                                                     + vectors.unit[vocab.index(questions[0][2])])
+    del vectors.unit  # the cached unit vectors are stale
+    keyed.vectors[keyed.key_to_index[questions[0][3]]] = vectors.vectors[vocab.index(questions[0][3])].numpy()
+    keyed.fill_norms(force=True)
+    path = tmp_path / "questions.txt"
+    path.write_text(": toy\n" + "".join(" ".join(q) + "\n" for q in questions) + ": other\nmissing words in vocab\n")
+    sections = read_analogies(path)
+    assert list(sections) == ["toy", "other"]
+    ours = vectors.evaluate_analogies(sections["toy"] + sections["other"])
+    theirs, _ = keyed.evaluate_word_analogies(path)
+    assert ours.correct >= 1 and ours.accuracy == pytest.approx(theirs)
+    assert (ours.used, ours.skipped) == (120, 1)
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=3, max_size=30))
+def test_spearman_equals_scipy_with_ties(values):
+    from scipy.stats import spearmanr
+
+    x = torch.tensor([a for a, _ in values], dtype=torch.float64)
+    y = torch.tensor([b for _, b in values], dtype=torch.float64)
+    if len(set(x.tolist())) < 2 or len(set(y.tolist())) < 2:
+        with pytest.raises(ValueError, match="constant"):
+            spearman(x, y)
+        return
+    assert spearman(x, y) == pytest.approx(spearmanr(x.numpy(), y.numpy()).statistic)
+
+
+def test_read_word_pairs_normalises_words_and_rejects_bad_lines(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    path.write_text("# comment\nCats\tDogs\t7.5\n")
+    assert read_word_pairs(path, normalise=lambda w: w.rstrip("s")) == [WordPair("cat", "dog", 7.5)]
+    path.write_text("cat dog 7.5\n")
+    with pytest.raises(ValueError, match="word <tab> word <tab> score"):
+        read_word_pairs(path)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: WordVectors(torch.zeros(3, 2), Vocabulary(words=["a", "b"], counts=[1, 1])), ValueError,
+         r"vectors must have shape \(V, D\) with V = 2; found \(3, 2\)"),
+        (lambda: plane_vectors().most_similar("man"), TypeError, "positive must be a list of words"),
+        (lambda: plane_vectors().most_similar(["pear"]), KeyError, "'pear' is not in the vocabulary"),
+        (lambda: spearman(torch.zeros(3), torch.zeros(4)), ValueError, "same length"),
+        (lambda: require_vocabulary(["a", "b"]), TypeError, "vocab must be a lib.corpus.Vocabulary; found list"),
+        (lambda: require_vocabulary(Vocabulary(words=["a"], counts=[1])), ValueError,
+         "vocab must hold at least 2 words; found 1"),
+    ],
+)
+def test_bad_input_is_rejected_with_the_reason(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
