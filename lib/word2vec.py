@@ -192,6 +192,12 @@ class Word2VecConfig:
 # ---------------------------------------------------------------------------
 
 
+def _check_keep(counts: object, sample: object, formula: object) -> None:
+    _counts_tensor(counts)
+    require_number("sample", sample, 0.0, 1.0)
+    require_choice("formula", formula, SUBSAMPLING_FORMULAS)
+
+
 def keep_probabilities(
     counts: Union[Sequence[int], Tensor], sample: float, formula: str = "word2vec"
 ) -> Tensor:
@@ -225,9 +231,8 @@ def keep_probabilities(
     counts : (V,)
     output : (V,)
     """
-    counts = _counts_tensor(counts)
-    require_number("sample", sample, 0.0, 1.0)
-    require_choice("formula", formula, SUBSAMPLING_FORMULAS)
+    _check_keep(counts, sample, formula)
+    counts = torch.as_tensor(counts, dtype=torch.float64)  # (V,)
     if sample == 0:
         return torch.ones_like(counts)
     ratio = sample / (counts / counts.sum())  # s / f(w)
