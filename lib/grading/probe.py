@@ -35,6 +35,9 @@ import time
 RESULT_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
 
+CPU_MARGIN = 2  # seconds of CPU time beyond the wall-clock timeout (see main)
+
+
 def _limit(kind: int, value: int) -> None:
     resource.setrlimit(kind, (value, value))
 
@@ -126,7 +129,11 @@ def main(job_dir: str, out_dir: str) -> None:
                 quiet = os.open(os.devnull, os.O_RDWR)
                 for stream in (0, 1, 2):
                     os.dup2(quiet, stream)
-                _limit(resource.RLIMIT_CPU, limits["cpu_seconds"])
+                # CPU time never exceeds wall time in one thread, so with this margin a busy loop
+                # meets the wall-clock deadline of _wait first ("timed out") even when a loaded
+                # machine wakes the parent late; the CPU limit still stops work left behind.
+                cpu = limits["cpu_seconds"] + CPU_MARGIN
+                resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
                 _run_exercise(exercise, job_dir, out_dir, torch)
             finally:
                 os._exit(0)
