@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SOURCES := $(shell find lib chapters backmatter _ext benchmarks figures -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' -o -name '*.json' -o -name '*.svg' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
            intro.md _config.yml _toc.yml references.bib
 
-.PHONY: check-seeds site-weight setup book test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
+.PHONY: test-other-lane check-seeds site-weight setup book test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
 
 setup: $(STAMP)
 
@@ -50,14 +50,18 @@ notebooks-other-cpu: $(STAMP)
 browser: book chromium
 	$(BIN)/python -m pytest tests -m browser
 
-# The two long runs share the machine's two cores (the chapters mostly compute on one thread):
-# every test with the notebooks as the machine is, and the notebooks under the other
-# configuration. Each run's output is printed when it ends.
+# Two lanes share the machine's two cores (the chapters mostly compute on one thread), each
+# about as long as the other: the unit tests, grading and the notebooks as the machine is; then
+# the notebooks under the other configuration, the browser tests and the packaging test.
+# Each lane's output is printed when it ends; together they are every test.
 test: book chromium sandbox
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-suite notebooks-other-cpu
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-suite test-other-lane
 
 test-suite: $(STAMP)
-	$(BIN)/python -m pytest tests $(NBVAL)
+	$(BIN)/python -m pytest tests -m "not browser and not packaging" $(NBVAL)
+
+test-other-lane: notebooks-other-cpu
+	$(BIN)/python -m pytest tests -m "browser or packaging"
 
 # Instructors: the hand-out version of every chapter, and grading (SUBMISSIONS=file or folder,
 # GRADE_OPTIONS e.g. "-j 2 --csv grades.csv --feedback feedback"; each submission runs in bwrap).
