@@ -9,6 +9,7 @@ import copy
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 import nbformat
@@ -33,7 +34,7 @@ import os, socket, tempfile
 seen = [p for p in ({str(CHAPTERS)!r}, {str(CHAPTERS.parent / 'lib')!r}, {str(Path(__file__))!r}, '/etc/passwd')
         if os.path.exists(p)] + [p for p in (os.listdir('/root') if os.path.isdir('/root') else []) if p != '.pyenv']
 assert not seen, f"the sandbox shows {{seen}}"
-assert os.getuid() == 65534 and os.getgid() == 65534, os.getuid()
+assert os.getuid() not in (0, {os.getuid()}) and os.getgid() == os.getuid(), os.getuid()  # a uid of its own
 assert os.listdir('.') == [], os.listdir('.')
 open('scratch.txt', 'w').write('the working directory is writable')  # and so is /tmp:
 tempfile.NamedTemporaryFile().close()
@@ -279,6 +280,24 @@ def test_an_unreadable_file_or_a_grader_failure_costs_only_that_submission(monke
     reports = {report.student: report for report in grade_all([tmp_path], load_masters(CHAPTERS))}
     assert [report.score for report in reports.values()] == ["error", "error"]
     assert "No such file" in reports["broken-link"].error and "ZeroDivisionError" in reports["carol"].error
+
+
+HOG = ("\nimport os, time\ntry:\n    while True:  # fork until the process limit says no, then hold them all\n"
+       "        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n"
+       "except BlockingIOError:\n    time.sleep(60)\n")
+
+
+def test_a_fork_bomb_holding_its_process_limit_never_stops_the_submission_graded_beside_it(tmp_path):
+    # Graded two at a time, in name order. The patient student's first exercise sleeps 7 s; the
+    # hog starts when the quick student is done (~3 s), so it counts the patient's processes when
+    # its limit is set, fills that limit and holds it until its 10 s timeout. The patient's second
+    # exercise is forked inside that window: had both run as one uid, that fork would fail.
+    nbformat.write(_submission(lambda s: "import time\ntime.sleep(7)\n" + s), tmp_path / "a-patient.ipynb")
+    nbformat.write(_submission(), tmp_path / "b-quick.ipynb")
+    nbformat.write(_submission(lambda s: s + HOG), tmp_path / "c-hog.ipynb")
+    reports = {r.student: r for r in grade_all([tmp_path], load_masters(CHAPTERS), jobs=2, timeout=10)}
+    assert reports["a-patient"].score == "2/2", reports["a-patient"].lines()
+    assert reports["c-hog"].score == "1/2" and "timed out" in reports["c-hog"].lines()[1], reports["c-hog"].lines()
 
 
 def test_the_sample_class_mixes_right_wrong_broken_and_cheating(tmp_path):

@@ -210,8 +210,8 @@ def _run_probe(work: Path, jobs: list[dict], unsafe: bool, timeout: int) -> tupl
     for path in (work, job_dir, *job_dir.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)
     if not unsafe and os.geteuid() == 0:
-        os.chown(out_dir, sandbox.NOBODY, sandbox.NOBODY)
-    command = sandbox.probe_command(job_dir, out_dir, unsafe=unsafe)
+        os.chown(out_dir, uid, uid)
+    command = sandbox.probe_command(job_dir, out_dir, uid, unsafe=unsafe)
     scratch = work / "scratch"
     scratch.mkdir()
     process = subprocess.Popen(command, cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -13,19 +13,28 @@ job. In the sandbox (Debian's ``bwrap``, the sandbox Flatpak uses) the probe see
 
 Nothing else: not the book's ``lib/`` or ``chapters/``, not the other submissions,
 not the grader's files or ``/root``. It has no network, its own process, IPC and
-UTS namespaces, runs as the unprivileged uid 65534 and dies with the grader; when
-the probe ends, the kernel kills every process left in its pid namespace. The
-probe itself sets memory, CPU-time, process and file-size limits.
+UTS namespaces, runs as an unprivileged uid and dies with the grader; when the
+probe ends, the kernel kills every process left in its pid namespace. The probe
+itself sets memory, CPU-time, process and file-size limits.
+
+The process limit (RLIMIT_NPROC) counts every process of a uid, so two probes that
+shared one would share one budget: a fork bomb in one submission would stop the
+submission graded beside it from starting its exercises. Each probe therefore gets a
+uid of its own: as root, a host uid that no process uses (:func:`sandbox_uid`); as an
+ordinary user, the uid 65534 inside a user namespace of its own, whose processes the
+kernel counts apart from every other namespace's.
 """
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import sys
 import sysconfig
 from pathlib import Path
 
-NOBODY = 65534  # the unprivileged uid (and gid) the sandboxed code runs as
+NOBODY = 65534  # the unprivileged uid (and gid) the sandboxed code sees inside its user namespace
+PROBE_UIDS = range(1_900_000_000, 2_000_000_000)  # host uids no account has: one per probe when grading as root
 JOB, OUT = "/job", "/out"  # where the job and output folders appear inside the sandbox
 SCRATCH = "/scratch"  # the submission's empty working directory and home
 
@@ -74,21 +83,34 @@ def processes_of(uid: int) -> int:
 
 
 def sandbox_uid() -> int:
-    """The host uid the probe's processes count against: nobody as root, else the grader's own."""
-    return NOBODY if os.geteuid() == 0 else os.getuid()
+    """The host uid one probe's processes count against.
+
+    As root: a uid drawn from :data:`PROBE_UIDS` that runs no process now, so this probe's
+    process limit is its own. Otherwise the grader's own uid (each probe's user namespace
+    keeps its count apart).
+    """
+    if os.geteuid() != 0:
+        return os.getuid()
+    draw = random.SystemRandom()
+    while True:  # 1e8 uids against a handful of live probes: the first draw is almost always free
+        uid = draw.choice(PROBE_UIDS)
+        if processes_of(uid) == 0:
+            return uid
 
 
 def _ancestors(path: Path) -> list[str]:
     return [str(parent) for parent in reversed(path.parents) if str(parent) != "/"]
 
 
-def probe_command(job_dir: Path, out_dir: Path, unsafe: bool = False) -> list[str]:
+def probe_command(job_dir: Path, out_dir: Path, uid: int, unsafe: bool = False) -> list[str]:
     """The command that runs the probe on ``job_dir``, writing to ``out_dir``.
 
     Parameters
     ----------
     job_dir, out_dir : Path
         The job folder (``job.json``, ``probe.py``, inputs) and the output folder.
+    uid : int
+        The host uid from :func:`sandbox_uid`; used when the grader runs as root.
     unsafe : bool
         Run the probe as a plain process of the grader's user (no sandbox).
 
@@ -123,9 +145,9 @@ def probe_command(job_dir: Path, out_dir: Path, unsafe: bool = False) -> list[st
         command += ["--ro-bind", str(path), str(path)]
     command += ["--ro-bind", str(job_dir), JOB, "--bind", str(out_dir), OUT, "--chdir", SCRATCH]
     if os.geteuid() == 0:
-        # As root, bwrap keeps a real uid of 0, which RLIMIT_NPROC ignores: become nobody for real.
+        # As root, bwrap keeps a real uid of 0, which RLIMIT_NPROC ignores: become ``uid`` for real.
         command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
-                    "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                    "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                     "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
     else:
         command += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--"]
