@@ -7,7 +7,8 @@ settings and workspace folders) and headless Chromium opens a copy of one chapte
    not a widget error;
 2. after Run All Cells, every code cell has run without an error and every explorer is a
    live widget;
-3. choosing another value of one explorer's drop-down changes the figure it shows.
+3. choosing another value of one explorer's drop-down changes the figure it shows;
+4. in a 1024 px window the explorer's controls wrap onto new rows instead of shrinking.
 
 No request leaves 127.0.0.1.
 """
@@ -163,6 +164,24 @@ def test_a_chapter_opens_on_its_figures_runs_and_its_explorer_answers(lab, brows
         while image.screenshot() == before:
             assert time.monotonic() < deadline, "the figure did not change after the drop-down moved"
             page.wait_for_timeout(100)
+
+        # 4. In a 1024 px window the controls wrap onto new rows: none shrinks, none sticks out. The
+        #    notebook is narrowed to 560 px (a side panel open, a split view) so the row must wrap;
+        #    the same measure on rows forced not to wrap proves it can fail.
+        page.set_viewport_size({"width": 1024, "height": 900})
+        page.evaluate("() => document.querySelectorAll('.jp-NotebookPanel').forEach(p => p.style.maxWidth = '560px')")
+        page.wait_for_timeout(500)
+        measure = """() => [...document.querySelectorAll('.jp-Notebook .widget-hbox')].map(box => {
+            const edge = box.getBoundingClientRect().right;
+            return [...box.children].map(c => [c.getBoundingClientRect().width, c.getBoundingClientRect().right - edge]);
+        }).flat()"""
+        def squeezed(controls):
+            return [c for c in controls if c[0] < 100 or c[1] > 1]
+        controls = page.evaluate(measure)
+        assert controls and squeezed(controls) == [], controls
+        page.evaluate("() => document.querySelectorAll('.jp-Notebook .widget-hbox').forEach(b => b.style.flexFlow = 'row nowrap')")
+        page.wait_for_timeout(300)
+        assert squeezed(page.evaluate(measure)), "the measure cannot tell a row that does not wrap"
         assert errors == [], errors
         assert foreign == [], f"JupyterLab asked other hosts: {foreign}"
     finally:
