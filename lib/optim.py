@@ -64,6 +64,7 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import Tensor
 from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LRScheduler
 
 from lib.validation import (
     require_callable, require_choice, require_float_tensor, require_instance, require_int, require_number,
@@ -716,22 +717,30 @@ def spirals(n_per_class: int = 200, classes: int = 3, noise: float = 0.2,
     return torch.cat(inputs), torch.cat(labels)
 
 
-def _check_fit(model: torch.nn.Module, optimizer: Optimizer, loss_fn: Callable, steps: int, loss_every: int) -> None:
+def _check_fit(model: torch.nn.Module, optimizer: Optimizer, loss_fn: Callable, steps: int, loss_every: int,
+               scheduler: Optional[LRScheduler]) -> None:
     require_instance("model", model, torch.nn.Module), require_instance("optimizer", optimizer, Optimizer)
     require_callable("loss_fn", loss_fn), require_int("loss_every", loss_every, 1)
+    if scheduler is not None:
+        require_instance("scheduler", scheduler, LRScheduler)
+        if scheduler.optimizer is not optimizer:
+            raise ValueError("scheduler must drive the optimizer passed to fit; found one built on another optimizer")
     if steps % loss_every:
         raise ValueError(f"loss_every must divide steps; found steps={steps}, loss_every={loss_every}")
 
 
 def fit(model: torch.nn.Module, optimizer: Optimizer, inputs: Tensor, targets: Tensor,
         loss_fn: Callable[[Tensor, Tensor], Tensor], steps: int, batch_size: Optional[int] = None,
-        generator: Optional[torch.Generator] = None, loss_every: int = 1) -> list[float]:
+        generator: Optional[torch.Generator] = None, loss_every: int = 1,
+        scheduler: Optional[LRScheduler] = None) -> list[float]:
     """Train for ``steps`` updates and return the loss on the whole set after each.
 
     ``batch_size=None`` is batch gradient descent (every example every step);
     otherwise each step uses a fresh random mini-batch (1 is plain SGD).
     ``loss_every=k`` computes the full-data loss only every ``k`` steps, which saves
     time and leaves the training itself unchanged; ``k`` must divide ``steps``.
+    A ``scheduler`` (any ``torch.optim.lr_scheduler`` built on ``optimizer``) steps
+    after every update, so update ``t`` (from 0) uses its learning rate at ``t``.
 
     Returns
     -------
@@ -743,7 +752,7 @@ def fit(model: torch.nn.Module, optimizer: Optimizer, inputs: Tensor, targets: T
     ------
     inputs ``(N, ...)`` and targets ``(N, ...)``; a mini-batch takes ``batch_size`` rows of each
     """
-    _check_fit(model, optimizer, loss_fn, steps, loss_every)
+    _check_fit(model, optimizer, loss_fn, steps, loss_every, scheduler)
     def full_loss() -> float:
         with torch.no_grad():
             return float(loss_fn(model(inputs), targets))
@@ -755,6 +764,8 @@ def fit(model: torch.nn.Module, optimizer: Optimizer, inputs: Tensor, targets: T
         optimizer.zero_grad()
         loss_fn(model(inputs[rows]), targets[rows]).backward()
         optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
         if step % loss_every == 0:
             losses.append(full_loss())
     return losses

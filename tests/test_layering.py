@@ -26,6 +26,7 @@ CHAPTER_OF = {
     "lib.activations": "chapters/01_activations_losses",
     "lib.losses": "chapters/01_activations_losses",
     "lib.optim": "chapters/02_optimisers",
+    "lib.schedules": "chapters/02_optimisers",
     "lib.rnn": "chapters/03_rnn",
     "lib.char_lm": "chapters/03_rnn",
     "lib.gating": "chapters/04_gating",

@@ -475,6 +475,39 @@ def test_fit_rejects_a_bad_loss_every(every, error, message):
             torch.nn.functional.cross_entropy, steps=6, loss_every=every)
 
 
+def test_fit_with_a_scheduler_uses_its_rate_at_every_step():
+    # Full-batch SGD on a linear model, by hand: update t uses lr · factor(t), as StepLR sets it.
+    inputs, labels = spirals(20, classes=3, generator=torch.Generator().manual_seed(0))
+    models = []
+    for by_hand in (False, True):
+        torch.manual_seed(0)
+        models.append(torch.nn.Linear(2, 3).double())
+    model, reference = models
+    optimizer = SGD(model.parameters(), lr=0.5)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.1)
+    fit(model, optimizer, inputs.double(), labels, torch.nn.functional.cross_entropy, steps=5, scheduler=scheduler)
+    for t in range(5):
+        reference.zero_grad()
+        torch.nn.functional.cross_entropy(reference(inputs.double()), labels).backward()
+        with torch.no_grad():
+            for param in reference.parameters():
+                param -= 0.5 * 0.1 ** (t // 2) * param.grad
+    for ours, theirs in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-14)
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.5 * 0.1**2)  # after 5 scheduler steps
+
+
+def test_fit_rejects_a_scheduler_of_another_optimizer():
+    model = torch.nn.Linear(2, 3)
+    other = SGD(torch.nn.Linear(2, 3).parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="scheduler must drive the optimizer"):
+        fit(model, SGD(model.parameters(), lr=0.1), torch.zeros(4, 2), torch.zeros(4, dtype=torch.long),
+            torch.nn.functional.cross_entropy, steps=2, scheduler=torch.optim.lr_scheduler.StepLR(other, 1))
+    with pytest.raises(TypeError, match="scheduler must be"):
+        fit(model, SGD(model.parameters(), lr=0.1), torch.zeros(4, 2), torch.zeros(4, dtype=torch.long),
+            torch.nn.functional.cross_entropy, steps=2, scheduler=0.5)
+
+
 def test_trajectory_from_another_start():
     surface = SURFACES["quadratic"]
     default = trajectory(SGD, surface, 5, lr=0.05)
