@@ -29,6 +29,11 @@ class ActivationExplorer(Visual):
     """
 
     title = "Activation explorer"
+    caption = (
+        "An activation function (left) and its derivative (right), with ReLU in grey for comparison. "
+        "Pick ELU or leaky ReLU and move α / slope to change what happens to negative inputs, then "
+        "compare where each derivative is close to zero."
+    )
     figsize = (4.6, 4.6)
     parameters = (0.01, 0.1, 0.2, 0.3, 0.5, 1.0, 1.5)
     controls = (
@@ -105,6 +110,11 @@ class MarginLossExplorer(Visual):
     """
 
     title = "Loss against margin"
+    caption = (
+        "Every margin loss against the margin m = y f(x), one highlighted, with a marker at the chosen "
+        "margin. Move the margin from positive to negative to compare how hard each loss punishes a "
+        "wrong prediction."
+    )
     figsize = (4.6, 5.0)
     margins = (-2.0, -1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5)
     controls = (

@@ -23,6 +23,11 @@ class AttentionHeatmap(Visual):
     """
 
     title = "Attention heatmap"
+    caption = (
+        "Attention weights of 4 queries over up to 8 keys under the chosen scoring function; keys past "
+        "the valid length are padding and get weight 0. Raise the temperature to flatten the rows, or "
+        "shorten the valid length to watch the mask move the weight onto the remaining keys."
+    )
     figsize = (4.8, 3.6)
     controls = (
         Choice("score", SCORE_NAMES, default="scaled_dot", label="scoring function"),
@@ -108,6 +113,11 @@ class ScalingSaturation(Visual):
     """
 
     title = "Why scale by √d"
+    caption = (
+        "Scores and softmax weights of one query over 10 keys whose entries are random, in dimension d. "
+        "Raise d with unscaled scores to watch the softmax saturate onto one key, then switch to scaled "
+        "scores to keep the weights spread out."
+    )
     figsize = (4.6, 4.8)
     dims = (4, 16, 64, 256, 1024)
     controls = (
@@ -198,6 +208,11 @@ class MultiHeadWeights(Visual):
     """
 
     title = "Multi-head attention: heads side by side"
+    caption = (
+        "Each head's attention over six tokens for one query position, with the average of the heads on "
+        "top. Change the number of heads to split the same 16 features another way, and shorten the "
+        "valid length to mask keys."
+    )
     figsize = (4.8, 3.8)
     head_counts = (1, 2, 4, 8)
     controls = (

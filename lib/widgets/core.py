@@ -38,6 +38,14 @@ Every text of the figure is drawn at least :func:`min_font_pt` points, which kee
 :data:`MIN_TEXT_PX` CSS pixels (9 pt) tall there; frames are rendered at
 :data:`PIXEL_DENSITY` times their CSS size, so they stay crisp on a 2x screen.
 
+**Numbered in the book.** Each visual declares a ``caption`` (what the figure
+shows and what to try, at most two sentences). The book's Sphinx extension wraps
+the static player in a numbered figure with that caption and the label
+:func:`figure_label` (``explorer-lstm-gate``, for ``{numref}``), finding the visual
+by the title its output names (:meth:`Explorer.describe`). The player's frame carries its
+``data-dpi`` and ``data-font-pt`` (the smallest font size drawn), from which a
+browser test computes the smallest text a reader sees.
+
 **Controls that do nothing.** ``Visual.inactive(**values)`` names the controls
 that have no effect in a state, with the reason; both views disable them and
 show the reason.
@@ -204,11 +212,14 @@ def _default_value(control: Control):
 class Visual:
     """Base class of a chapter's interactive figure.
 
-    Subclasses set ``title``, ``controls`` and ``figsize`` and implement the three
-    methods below. ``compute`` must be pure: same values in, same data out.
+    Subclasses set ``title``, ``caption``, ``controls`` and ``figsize`` and implement
+    the three methods below. ``compute`` must be pure: same values in, same data out.
+    ``caption`` is the book's figure caption: what the figure shows and what to try,
+    in at most two sentences of plain text.
     """
 
     title: str = ""
+    caption: str = ""
     controls: Sequence[Control] = ()
     figsize: tuple[float, float] = (6.0, 4.0)
 
@@ -228,6 +239,43 @@ class Visual:
         every control is active.
         """
         return {}
+
+
+def figure_label(visual_type: type) -> str:
+    """The book's label of a visual's figure: ``explorer-`` and its class name in kebab case.
+
+    A trailing ``Explorer`` is dropped: ``LSTMGateExplorer`` gives ``explorer-lstm-gate``.
+    """
+    if not (isinstance(visual_type, type) and issubclass(visual_type, Visual)):
+        raise TypeError(f"visual_type must be a Visual subclass; found {visual_type!r}")
+    name = visual_type.__name__.removesuffix("Explorer") or visual_type.__name__
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+", name)
+    return "explorer-" + "-".join(word.lower() for word in words)
+
+
+def book_visuals() -> dict[str, type[Visual]]:
+    """Every visual that ``lib.widgets`` defines, by title (imports each chapter's module).
+
+    The book's Sphinx extension finds an explorer's caption and label here from the
+    title its output names.
+    """
+    import importlib
+    import pkgutil
+
+    package = importlib.import_module("lib.widgets")
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"lib.widgets.{module.name}")
+    found, pending = {}, list(Visual.__subclasses__())
+    while pending:
+        visual = pending.pop()
+        pending += visual.__subclasses__()
+        if not visual.__module__.startswith("lib.widgets."):
+            continue
+        if visual.title in found:
+            raise ValueError(f"visual titles must be unique; {visual.__name__} and "
+                             f"{found[visual.title].__name__} share {visual.title!r}")
+        found[visual.title] = visual
+    return found
 
 
 def min_font_pt(width_in: float) -> float:
@@ -527,7 +575,8 @@ class Explorer:
             f'<p class="book-explorer-note" aria-live="polite">{_note_html(controls, reasons)}</p>'
             f'<img class="book-explorer-frame" alt="{title}" width="{self.css_width}" '
             f'height="{round(self.css_width * height / width)}" '
-            f'src="data:image/webp;base64,{payload["frames"][first]}">'
+            f'src="data:image/webp;base64,{payload["frames"][first]}" '
+            f'data-dpi="{self.dpi}" data-font-pt="{self.font_pt:.6g}">'
             f'<script type="application/json" class="book-explorer-data">{data_html}</script>'
             f"<script>{_PLAYER_JS % json.dumps(player_id)}</script>"
             "</div>"

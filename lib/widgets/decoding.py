@@ -26,6 +26,11 @@ class BeamSearchTree(Visual):
     """
 
     title = "Beam search tree"
+    caption = (
+        "Beam search reading a time aloud: every candidate of each step at its log-probability, the K "
+        "kept in blue, finished hypotheses as green squares and the winner's path in orange. Widen the "
+        "beam or raise the length exponent α to see whether the winner changes."
+    )
     figsize = (4.8, 6.0)
     times = ("8:45", "6:15", "8:00", "4:45")
     beam_sizes = (1, 2, 3, 4)

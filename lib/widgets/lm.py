@@ -43,6 +43,11 @@ class NextTokenTemperature(Visual):
     """
 
     title = "Next-word distribution at a temperature"
+    caption = (
+        "The language model's most probable next words after a context, all other words in one bar, "
+        "under softmax(log p / T). Lower the temperature to pile the probability onto the top word and "
+        "raise it to spread it out, watching the perplexity in the title."
+    )
     figsize = (4.8, 4.4)
 
     def __init__(self, words: Sequence[str], distributions: Mapping[str, torch.Tensor], top: int = 10):
@@ -124,6 +129,10 @@ class AddDeltaPerplexity(Visual):
     """
 
     title = "Add-delta smoothing against test perplexity"
+    caption = (
+        "Training and test perplexity of add-δ n-gram models against δ on a log scale, with markers at "
+        "the chosen δ. Move δ to find where the test perplexity is lowest, and compare orders n."
+    )
     figsize = (4.8, 4.6)
 
     def __init__(self, train, test, vocabulary: Sequence[str], orders: Sequence[int] = (1, 2, 3)):

@@ -32,6 +32,11 @@ class NTMMemoryStepper(Visual):
     """
 
     title = "NTM memory: writing and reading step by step"
+    caption = (
+        "A scripted run of Neural Turing Machine writes and reads on 8 memory slots: four writes by "
+        "location, then reads and an overwrite by content. Step through it, then weaken the erase, add "
+        "or key strength β to see what the memory keeps and how sharp the lookups are."
+    )
     figsize = (4.8, 6.4)
     slots, size = 8, 6
     controls = (
@@ -173,6 +178,11 @@ class HopfieldRecall(Visual):
     """
 
     title = "Hopfield recall"
+    caption = (
+        "A 100-unit Hopfield network that stores A, T, X and L recalls a letter from a noisy cue, one "
+        "unit update at a time. Raise the noise and step through the updates to find how much noise "
+        "recall survives."
+    )
     figsize = (4.8, 4.4)
     updates = (0, 10, 25, 50, 75, 100, 150, 200, 300)
     noises = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)

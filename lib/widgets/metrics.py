@@ -24,6 +24,12 @@ class BleuBreakdown(Visual):
     """
 
     title = "BLEU breakdown"
+    caption = (
+        "Sentence BLEU of a candidate against two references, piece by piece: matched and total n-grams "
+        "of each order, the brevity penalty, and ROUGE-1/2 recall for contrast. Try the repeated 'the' "
+        "and the two-word candidate to see clipping and the brevity penalty at work, and a smoothing to "
+        "rescue a zero precision."
+    )
     figsize = (4.8, 5.8)
     controls = (
         Text("candidate", (

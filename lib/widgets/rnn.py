@@ -25,6 +25,11 @@ class GradientDecay(Visual):
     """
 
     title = "Gradient decay through time"
+    caption = (
+        "How much the last hidden state of a random 32-unit RNN depends on each earlier state, "
+        "‖∂h_T/∂h_k‖ on a log scale, under the bound ρ^(T−k) (dashed). Move ρ across 1 to see the "
+        "gradient vanish or explode, and compare the activations."
+    )
     figsize = (4.8, 4.0)
     controls = (
         Slider("scale", (0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5), default=1.0, label="recurrent weight scale ρ"),
@@ -163,6 +168,11 @@ class LSTMGateExplorer(Visual):
     """
 
     title = "LSTM gate explorer"
+    caption = (
+        "An LSTM cell with each gate held at one value: what is written (bars) and the cell state c_t "
+        "(top), and the output h_t = o tanh(c_t) (bottom). Set the forget gate to 1 to let the memory "
+        "grow, below 1 to let it fade, and close the output gate to hide it."
+    )
     figsize = (4.8, 5.4)
     controls = (
         Slider("forget_gate", (0.0, 0.5, 0.8, 0.95, 1.0), default=0.95, label="forget gate f"),

@@ -148,6 +148,11 @@ class AlignmentExplorer(Visual):
     """
 
     title = "Alignment explorer"
+    caption = (
+        "Attention weights of the trained date normalisers: one row per output character, one column "
+        "per source character. Compare the global and local models on the same input, and move the "
+        "local-p window D away from the trained one to see the alignment change."
+    )
     figsize = (4.8, 4.6)
     max_rows = 11  # ten ISO characters and <eos>
 

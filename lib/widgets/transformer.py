@@ -36,6 +36,11 @@ class PositionalEncodingExplorer(Visual):
     """
 
     title = "Positional encoding explorer"
+    caption = (
+        "The sinusoidal encodings of 64 positions in 32 dimensions, one pair of columns as a sine and a "
+        "cosine, and the similarity of position t with every other position. Move t to see the "
+        "similarity curve slide without changing shape, and the pair i to see the wavelength grow."
+    )
     figsize = (4.8, 6.6)
     max_len, d_model = 64, 32
     controls = (
@@ -150,6 +155,11 @@ class HeadsViewer(Visual):
     """
 
     title = "Heads viewer"
+    caption = (
+        "Attention weights of the trained encoder-decoder Transformer, one head at a time (rows are "
+        "queries, columns keys). Switch between encoder, decoder and cross attention, and step through "
+        "layers, heads and examples to compare what each head attends to."
+    )
     figsize = (4.8, 5.0)
 
     def __init__(self, maps: dict, sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]]):

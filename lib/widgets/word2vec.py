@@ -92,6 +92,11 @@ class NeighbourExplorer(Visual):
     """
 
     title = "Nearest neighbours and analogies"
+    caption = (
+        "The nearest neighbours of a word, or the answer to an analogy such as paris - france + "
+        "germany, with their cosine similarities. Ask each model the same query to see which one "
+        "captures the relation."
+    )
     figsize = (4.8, 4.0)
 
     def __init__(
@@ -170,6 +175,11 @@ class ProjectionExplorer(Visual):
     """
 
     title = "2-D projection of word pairs"
+    caption = (
+        "Pairs of related words, such as countries and their capitals, projected onto their first two "
+        "principal components, with an arrow from each word to its partner. Compare the models: "
+        "parallel arrows of equal length are what makes analogies work."
+    )
     figsize = (4.8, 4.6)
 
     def __init__(
