@@ -12,7 +12,13 @@ Karpathy, 2015). Top to bottom:
    :meth:`NextTokenLM.next_token_log_probs` (shared with chapter 6's
    :class:`lib.lm.NeuralLM`) is the step function that
    :func:`lib.decoding.sample` draws from; :func:`train_char_lm` fits it with
-   gradients clipped by :func:`lib.rnn.clip_grad_norm`.
+   gradients clipped by :func:`lib.rnn.clip_grad_norm`, optionally measuring
+   the loss on held-out lines as it goes.
+4. Truncated backpropagation through time (Williams and Peng, 1990; Sutskever,
+   2013): :func:`stream_batch` cuts one long text into parallel streams,
+   :func:`truncated_bptt_loss` is the loss whose gradient is the truncated one
+   (the state is carried from chunk to chunk of ``k`` steps, detached from the
+   graph), and :func:`train_truncated_bptt` takes one step per chunk.
 
 References
 ----------
@@ -23,6 +29,11 @@ References
    Networks". Blog post, 2015.
 .. [4] R. J. Williams, D. Zipser. "A Learning Algorithm for Continually Running
    Fully Recurrent Neural Networks". Neural Computation 1(2), 1989.
+.. [5] R. J. Williams, J. Peng. "An Efficient Gradient-Based Algorithm for
+   On-Line Training of Recurrent Network Trajectories". Neural Computation
+   2(4), 1990.
+.. [6] I. Sutskever. "Training Recurrent Neural Networks". PhD thesis,
+   University of Toronto, 2013.
 """
 
 from __future__ import annotations
@@ -31,13 +42,16 @@ import codecs
 import contextlib
 import io
 from dataclasses import dataclass
+from functools import partial
+from typing import Iterator, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lib.rnn import GATES, clip_grad_norm
-from lib.validation import require_choice, require_ids, require_instance, require_int
+from lib.rnn import GATES, State, clip_grad_norm
+from lib.training import train_step
+from lib.validation import require_choice, require_ids, require_instance, require_int, require_number
 
 __all__ = [
     "NextTokenLM",
@@ -47,6 +61,9 @@ __all__ = [
     "teacher_forcing_batch",
     "CharLM",
     "train_char_lm",
+    "stream_batch",
+    "truncated_bptt_loss",
+    "train_truncated_bptt",
 ]
 
 
@@ -243,17 +260,52 @@ class CharLM(NextTokenLM, nn.Module):
         self.output = nn.Linear(hidden_size, vocab_size)
 
     def forward(self, tokens: Tensor) -> Tensor:
+        return self.run(tokens)[0]  # (N, t, V)
+
+    def run(self, tokens: Tensor, state: Optional[State] = None) -> tuple[Tensor, State]:
+        """The logits and the final recurrent state, starting from ``state`` (zeros if None).
+
+        Shapes
+        ------
+        tokens : (N, t) LongTensor
+        state : (1, N, H), a pair of them for an LSTM
+        output : (N, t, V) logits and the final state
+        """
         _check_tokens(tokens)
-        hidden, _ = self.recurrent(self.embedding(tokens))  # (N, t, H)
-        return self.output(hidden)  # (N, t, V)
+        hidden, state = self.recurrent(self.embedding(tokens), state)  # (N, t, H)
+        return self.output(hidden), state  # (N, t, V)
+
+
+def _check_training(model: object, lr: object, max_norm: object) -> None:
+    require_instance("model", model, nn.Module), require_number("lr", lr, 0.0)
+    if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float)):
+        raise TypeError(f"max_norm must be a number > 0 (math.inf: no clipping); found {type(max_norm).__name__}")
+    if not max_norm > 0:
+        raise ValueError(f"max_norm must be a number > 0 (math.inf: no clipping); found {max_norm}")
+
+
+def _check_held_out(held_out: object) -> None:
+    if held_out is None:
+        return
+    if not isinstance(held_out, tuple) or len(held_out) != 2:
+        raise TypeError(f"held_out must be a pair (inputs, targets) from language_model_batch or None; "
+                        f"found {type(held_out).__name__}")
+    _check_tokens(held_out[0])
+
+
+def _mean_loss(logits: Tensor, targets: Tensor) -> Tensor:
+    """Cross-entropy per scored token; padding (-100) is ignored."""
+    return F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=-100)
 
 
 def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr: float = 1e-2,
-                  max_norm: float = 1.0) -> list[float]:
+                  max_norm: float = 1.0, held_out: Optional[tuple[Tensor, Tensor]] = None) -> dict[str, list[float]]:
     """Fit a language model to a (small) batch by full-batch Adam with clipped gradients.
 
     Each step minimises the mean cross-entropy of every target token given its
     prefix (teacher forcing) and clips the gradients with :func:`clip_grad_norm`.
+    Before each step the loss on ``held_out`` lines, if given, is measured
+    too, with the same parameters.
 
     Parameters
     ----------
@@ -264,26 +316,168 @@ def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr
     lr : float
         Adam's learning rate.
     max_norm : float
-        Global-norm clipping threshold.
+        Global-norm clipping threshold (``math.inf``: no clipping).
+    held_out : (inputs, targets), optional
+        Lines the model never trains on, from :func:`language_model_batch`.
 
     Returns
     -------
-    list of float
-        The loss (nats per token) before each step.
+    dict
+        ``"train"``: the training loss (nats per token) before each step;
+        ``"held_out"`` (only with ``held_out``): the held-out loss before each step.
+
+    Shapes
+    ------
+    inputs, targets : (N, L); held-out inputs and targets : (N', L')
+    """
+    _check_training(model, lr, max_norm), require_int("steps", steps), _check_held_out(held_out)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    clip = partial(clip_grad_norm, max_norm=max_norm)
+    curves: dict[str, list[float]] = {"train": []} if held_out is None else {"train": [], "held_out": []}
+    for _ in range(steps):
+        if held_out is not None:
+            with torch.no_grad():
+                curves["held_out"].append(_mean_loss(model(held_out[0]), held_out[1]).item())
+        curves["train"].append(train_step(optimizer, model(inputs), targets, clip=clip))
+    return curves
+
+
+# ---------------------------------------------------------------------------
+# Truncated backpropagation through time, on one long stream of text.
+# ---------------------------------------------------------------------------
+
+
+def _check_stream_batch(tokens: object, rows: object) -> None:
+    require_ids("tokens", tokens)
+    require_int("rows", rows, maximum=max(1, len(tokens) - 1))
+
+
+def stream_batch(tokens: list[int], rows: int) -> tuple[Tensor, Tensor]:
+    """Cut one long token stream into ``rows`` parallel streams, for truncated BPTT.
+
+    The inputs are the stream without its last token, the targets the stream
+    without its first. Both are cut into ``rows`` contiguous pieces of
+    ``L = (n - 1) // rows`` tokens (the last few tokens are dropped): row ``r``
+    reads positions ``r L .. (r + 1) L - 1``, so its state, carried along the
+    row, always belongs to the text just read.
+
+    Parameters
+    ----------
+    tokens : list of int
+        The whole text as token ids, ``n`` of them.
+    rows : int
+        How many streams run side by side (the batch).
+
+    Returns
+    -------
+    inputs, targets : LongTensor
+
+    Shapes
+    ------
+    inputs, targets : (rows, L)
+    """
+    _check_stream_batch(tokens, rows)
+    length = (len(tokens) - 1) // rows
+    stream = torch.tensor(tokens)  # (n,)
+    inputs = stream[: rows * length].reshape(rows, length)  # (rows, L)
+    targets = stream[1 : rows * length + 1].reshape(rows, length)  # (rows, L)
+    return inputs, targets
+
+
+def _detached(state: State) -> State:
+    """The same state, cut from the graph (both halves of an LSTM's pair)."""
+    return tuple(part.detach() for part in state) if isinstance(state, tuple) else state.detach()
+
+
+def _chunks(model: CharLM, inputs: Tensor, k: int) -> Iterator[Tensor]:
+    """The logits of each chunk of ``k`` steps, the state carried from chunk to chunk detached.
+
+    Lazy: chunk ``j`` is computed when it is asked for, with the parameters of that moment.
+
+    Shapes
+    ------
+    inputs : (N, L); each yielded chunk : (N, k, V), the last one possibly shorter
+    """
+    state = None  # zeros
+    for start in range(0, inputs.shape[1], k):
+        logits, state = model.run(inputs[:, start : start + k], state)  # (N, k, V)
+        state = _detached(state)  # the next chunk starts from its value, not its graph
+        yield logits
+
+
+def _check_stream(model: object, inputs: object, targets: object, k: object) -> None:
+    require_instance("model", model, CharLM), _check_tokens(inputs), require_int("k", k)
+    _check_tokens(targets)
+    if targets.shape != inputs.shape:
+        raise ValueError(f"targets must have the shape of inputs, {tuple(inputs.shape)}; "
+                         f"found {tuple(targets.shape)}")
+
+
+def truncated_bptt_loss(model: CharLM, inputs: Tensor, targets: Tensor, k: int) -> Tensor:
+    """The mean cross-entropy over long streams, whose gradient is truncated BPTT's.
+
+    The model reads the streams ``k`` steps at a time; each chunk starts from
+    the previous chunk's final state, *detached*. The forward pass, and so the
+    loss, is exactly the full one; the gradient of a target in a chunk stops
+    at the chunk's first step. With ``k >= L`` it is full BPTT.
+
+    Parameters
+    ----------
+    model : CharLM
+    inputs, targets : LongTensor
+        From :func:`stream_batch`.
+    k : int
+        Truncation length: steps per chunk.
+
+    Returns
+    -------
+    Tensor
+        A scalar, attached to the graph of every chunk.
 
     Shapes
     ------
     inputs, targets : (N, L)
     """
-    require_instance("model", model, nn.Module), require_int("steps", steps)
+    _check_stream(model, inputs, targets, k)
+    logits = torch.cat(list(_chunks(model, inputs, k)), dim=1)  # (N, L, V)
+    return _mean_loss(logits, targets)
+
+
+def train_truncated_bptt(model: CharLM, inputs: Tensor, targets: Tensor, k: int, epochs: int,
+                         lr: float = 1e-2, max_norm: float = 1.0) -> list[float]:
+    """Train on long streams by truncated BPTT: one clipped Adam step per chunk of ``k`` steps.
+
+    Each epoch reads the streams from a zero state, chunk after chunk. The
+    state is carried forward (detached), so the model *sees* the whole past,
+    while each step's gradient reaches back at most ``k`` steps.
+
+    Parameters
+    ----------
+    model : CharLM
+    inputs, targets : LongTensor
+        From :func:`stream_batch`.
+    k : int
+        Truncation length.
+    epochs : int
+    lr : float
+        Adam's learning rate.
+    max_norm : float
+        Global-norm clipping threshold.
+
+    Returns
+    -------
+    list of float
+        The loss (nats per token) of each chunk before its step, ``epochs * ceil(L / k)`` values.
+
+    Shapes
+    ------
+    inputs, targets : (N, L)
+    """
+    _check_stream(model, inputs, targets, k), _check_training(model, lr, max_norm), require_int("epochs", epochs)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    clip = partial(clip_grad_norm, max_norm=max_norm)
     losses = []
-    for _ in range(steps):
-        logits = model(inputs)  # (N, L, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
-        optimizer.zero_grad()
-        loss.backward()
-        clip_grad_norm(model.parameters(), max_norm)
-        optimizer.step()
-        losses.append(loss.item())
+    for _ in range(epochs):
+        for logits, chunk_targets in zip(_chunks(model, inputs, k), targets.split(k, dim=1)):
+            losses.append(train_step(optimizer, logits, chunk_targets, clip=clip))
     return losses

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Optional
 
 import torch
@@ -47,6 +48,7 @@ from torch import Tensor, nn
 from lib.char_lm import NextTokenLM
 from lib.ngram import _require_token_tensor
 from lib.rnn import clip_grad_norm
+from lib.training import train_step
 from lib.validation import require_int, require_number
 
 __all__ = [
@@ -301,6 +303,7 @@ def train_lm(model: nn.Module, inputs: Tensor, targets: Tensor, steps: int, batc
     batches = list(torch.split(by_length, batch_size))
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    clip = partial(clip_grad_norm, max_norm=max_norm)
     losses: list[float] = []
     while len(losses) < steps:
         for b in torch.randperm(len(batches), generator=generator).tolist():
@@ -311,12 +314,7 @@ def train_lm(model: nn.Module, inputs: Tensor, targets: Tensor, steps: int, batc
             x, y = inputs[rows, :length], targets[rows, :length]  # (B, L')
             if schedule is not None:
                 x = scheduled_sampling_inputs(model, x, y, schedule(len(losses)), generator, prompt)
-            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100)
-            optimizer.zero_grad()
-            loss.backward()
-            clip_grad_norm(model.parameters(), max_norm)
-            optimizer.step()
-            losses.append(loss.item())
+            losses.append(train_step(optimizer, model(x), y, clip=clip))
     return losses
 
 

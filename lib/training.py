@@ -8,7 +8,9 @@ maps ``(src, tgt_in, src_lens)`` to next-token logits, as chapter 10's
 :class:`lib.transformer.Seq2SeqTransformer` do, with teacher forcing (Williams
 and Zipser, 1989), Adam (Kingma and Ba, 2015) and cross-entropy;
 :class:`TrainingLog` is what a training loop measured, here and in chapters 5
-and 12.
+and 12; :func:`train_step` is the inner step of every language-model trainer
+(chapters 3 and 6): cross-entropy, back-propagation, optional clipping, one
+optimiser step.
 
 Conventions: batch-first tensors. ``N`` pairs, ``S`` source and ``T`` target
 positions, ``V`` the target vocabulary.
@@ -25,14 +27,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lib.validation import require_instance, require_int
+from lib.validation import require_callable, require_float_tensor, require_instance, require_int
 
-__all__ = ["SequencePairs", "TrainingLog", "train_seq2seq"]
+__all__ = ["SequencePairs", "TrainingLog", "train_seq2seq", "train_step"]
 
 
 @dataclass(frozen=True)
@@ -125,3 +128,58 @@ def train_seq2seq(
         log.losses.append(total / count)
     model.eval()
     return log
+
+
+def _check_step(optimizer: object, logits: object, targets: object, ignore_index: object, clip: object) -> None:
+    require_instance("optimizer", optimizer, torch.optim.Optimizer), require_float_tensor("logits", logits)
+    if logits.dim() < 2:
+        raise ValueError(f"logits must have shape (..., V) with at least 2 axes; found shape {tuple(logits.shape)}")
+    if not isinstance(targets, Tensor) or targets.dtype != torch.long or targets.shape != logits.shape[:-1]:
+        found = (f"{targets.dtype} of shape {tuple(targets.shape)}" if isinstance(targets, Tensor)
+                 else type(targets).__name__)
+        raise TypeError(f"targets must be a LongTensor of shape {tuple(logits.shape[:-1])} (logits without "
+                        f"their last axis); found {found}")
+    require_int("ignore_index", ignore_index, minimum=-(2**63))
+    if clip is not None:
+        require_callable("clip", clip)
+
+
+def train_step(optimizer: torch.optim.Optimizer, logits: Tensor, targets: Tensor, ignore_index: int = -100,
+               clip: Optional[Callable[[list[Tensor]], object]] = None) -> float:
+    """One optimiser step on the mean next-token cross-entropy: the inner step of a language-model trainer.
+
+    Takes the mean cross-entropy over every position whose target is not
+    ``ignore_index``, clears the old gradients, back-propagates, lets ``clip``
+    rescale the gradients of the optimiser's parameters (chapter 3 passes
+    :func:`lib.rnn.clip_grad_norm` with its threshold) and takes one step.
+
+    Parameters
+    ----------
+    optimizer : torch.optim.Optimizer
+        Updates the parameters that ``logits`` depend on.
+    logits : Tensor
+        The model's scores, still attached to its graph.
+    targets : LongTensor
+    ignore_index : int, default -100
+        Target value of positions that are not scored (padding).
+    clip : callable, optional
+        Called with the list of the optimiser's parameters after the backward pass.
+
+    Returns
+    -------
+    float
+        The loss (nats per scored token) before the step.
+
+    Shapes
+    ------
+    logits : (..., V)
+    targets : (...) , the shape of ``logits`` without its last axis
+    """
+    _check_step(optimizer, logits, targets, ignore_index, clip)
+    loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=ignore_index)
+    optimizer.zero_grad()
+    loss.backward()
+    if clip is not None:
+        clip([p for group in optimizer.param_groups for p in group["params"]])
+    optimizer.step()
+    return loss.item()

@@ -1,11 +1,15 @@
 """Tests for lib/char_lm.py: the Zen of Python, the vocabulary and batches by hand, the model with a
-lib layer swapped in (same outputs) feeding lib.decoding, and training on a text it can learn."""
+lib layer swapped in (same outputs) feeding lib.decoding, training on a text it can learn with a held-out
+curve, and truncated BPTT against full BPTT and a truncated graph built by hand (float64)."""
+
+import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from lib.char_lm import (CharLM, CharVocabulary, language_model_batch, teacher_forcing_batch, train_char_lm,
-                         zen_of_python)
+from lib.char_lm import (CharLM, CharVocabulary, language_model_batch, stream_batch, teacher_forcing_batch,
+                         train_char_lm, train_truncated_bptt, truncated_bptt_loss, zen_of_python)
 from lib.decoding import sample
 from lib.rnn import LSTM
 
@@ -58,8 +62,140 @@ def test_train_char_lm_learns_a_tiny_text():
     inputs, targets = language_model_batch(lines, vocabulary)
     torch.manual_seed(0)
     model = CharLM(vocabulary.size, hidden_size=16, embedding_dim=4)
-    losses = train_char_lm(model, inputs, targets, steps=60)
+    losses = train_char_lm(model, inputs, targets, steps=60)["train"]
     # After the first character the lines are deterministic: the loss tends to ln(2) / 5 per token.
     assert losses[0] > 1.0 and losses[-1] < 0.25
     greedy = model.next_token_log_probs(torch.tensor([[vocabulary.bos, 1]])).argmax().item()
     assert vocabulary.chars[greedy] == "b"
+
+
+def test_held_out_curve_is_measured_before_each_step_with_the_same_parameters():
+    lines = ["abab", "baba", "abba"]
+    vocabulary = CharVocabulary.from_text("\n".join(lines))
+    train, held_out = language_model_batch(lines[:2], vocabulary), language_model_batch(lines[2:], vocabulary)
+    torch.manual_seed(0)
+    model = CharLM(vocabulary.size, hidden_size=8, embedding_dim=4, kind="rnn")
+    with torch.no_grad():
+        first = F.cross_entropy(model(held_out[0]).flatten(0, 1), held_out[1].flatten(), ignore_index=-100)
+    torch.manual_seed(0)
+    again = CharLM(vocabulary.size, hidden_size=8, embedding_dim=4, kind="rnn")
+    curves = train_char_lm(again, *train, steps=5, held_out=held_out)
+    assert set(curves) == {"train", "held_out"} and len(curves["held_out"]) == len(curves["train"]) == 5
+    assert curves["held_out"][0] == pytest.approx(first.item(), abs=1e-6)
+    assert curves["held_out"][1] != curves["held_out"][0]  # measured again after the first step
+    torch.manual_seed(0)
+    plain = train_char_lm(CharLM(vocabulary.size, hidden_size=8, embedding_dim=4, kind="rnn"), *train, steps=5)
+    assert plain == {"train": curves["train"]}  # measuring the held-out loss changes nothing
+    with pytest.raises(TypeError, match="held_out must be a pair"):
+        train_char_lm(again, *train, steps=1, held_out=held_out[0])
+    with pytest.raises(ValueError, match="max_norm must be a number > 0"):
+        train_char_lm(again, *train, steps=1, max_norm=0.0)
+
+
+# ---------------------------------------------------------------------------
+# Truncated BPTT.
+# ---------------------------------------------------------------------------
+
+
+def test_stream_batch_by_hand():
+    inputs, targets = stream_batch([1, 2, 3, 4, 5, 6, 7, 8], rows=3)
+    assert inputs.tolist() == [[1, 2], [3, 4], [5, 6]] and targets.tolist() == [[2, 3], [4, 5], [6, 7]]
+    inputs, targets = stream_batch([1, 2, 3], rows=1)
+    assert inputs.tolist() == [[1, 2]] and targets.tolist() == [[2, 3]]
+    with pytest.raises(ValueError, match="rows must be an int <= 2; found 3"):
+        stream_batch([1, 2, 3], rows=3)
+    with pytest.raises(TypeError, match="tokens must be a non-empty list of token ids"):
+        stream_batch("abc", rows=1)
+
+
+def _stream_model(kind, seed=0, vocab=5):
+    torch.manual_seed(seed)
+    model = CharLM(vocab, hidden_size=6, embedding_dim=3, kind=kind).double()
+    with torch.no_grad():  # large recurrent weights: the far terms of the gradient are not negligible
+        model.recurrent.weight_hh_l0.mul_(3.0)
+    inputs = torch.randint(0, vocab, (2, 11), generator=torch.Generator().manual_seed(seed))
+    targets = torch.randint(0, vocab, (2, 11), generator=torch.Generator().manual_seed(seed + 1))
+    return model, inputs, targets
+
+
+def _gradients(model, loss):
+    model.zero_grad()
+    loss.backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def _hand_truncated_loss(model, inputs, targets, k):
+    """One step at a time through the PyTorch layer, the state cut from the graph every k steps."""
+    state, logits = None, []
+    for t in range(inputs.shape[1]):
+        if t % k == 0 and state is not None:
+            state = tuple(s.detach() for s in state) if isinstance(state, tuple) else state.detach()
+        hidden, state = model.recurrent(model.embedding(inputs[:, t : t + 1]), state)  # (N, 1, H)
+        logits.append(model.output(hidden))
+    return F.cross_entropy(torch.cat(logits, dim=1).flatten(0, 1), targets.flatten())
+
+
+@pytest.mark.parametrize("kind", ["rnn", "lstm"])
+def test_truncation_at_least_the_length_is_full_bptt(kind):
+    model, inputs, targets = _stream_model(kind)
+    full = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+    expected = _gradients(model, full)
+    for k in (11, 50):
+        loss = truncated_bptt_loss(model, inputs, targets, k)
+        assert abs(loss.item() - full.item()) < 1e-12
+        for got, want in zip(_gradients(model, loss), expected):
+            torch.testing.assert_close(got, want, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "lstm"])
+@pytest.mark.parametrize("k", [1, 3, 4])
+def test_truncated_gradient_equals_a_hand_built_truncated_graph_and_not_the_full_one(kind, k):
+    model, inputs, targets = _stream_model(kind)
+    full = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+    full_gradients = _gradients(model, full)
+    loss = truncated_bptt_loss(model, inputs, targets, k)
+    assert abs(loss.item() - full.item()) < 1e-12  # the forward pass is not truncated
+    got = _gradients(model, loss)
+    for g, want in zip(got, _gradients(model, _hand_truncated_loss(model, inputs, targets, k))):
+        torch.testing.assert_close(g, want, atol=1e-10, rtol=0)
+    names = [name for name, _ in model.named_parameters()]
+    recurrent = names.index("recurrent.weight_hh_l0")
+    assert (got[recurrent] - full_gradients[recurrent]).abs().max() > 1e-4  # what the truncation cuts
+    output = names.index("output.weight")
+    torch.testing.assert_close(got[output], full_gradients[output], atol=1e-12, rtol=0)  # one step deep
+
+
+def test_train_truncated_bptt_takes_one_step_per_chunk():
+    model, inputs, targets = _stream_model("rnn")
+    reference, _, _ = _stream_model("rnn")
+    losses = train_truncated_bptt(model, inputs, targets, k=11, epochs=1, lr=0.1, max_norm=0.5)
+    # k >= L: one chunk, one step of Adam on the full loss with clipped gradients
+    optimizer = torch.optim.Adam(reference.parameters(), lr=0.1)
+    loss = F.cross_entropy(reference(inputs).flatten(0, 1), targets.flatten())
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+    optimizer.step()
+    assert losses == [loss.item()]
+    for got, want in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+    assert len(train_truncated_bptt(model, inputs, targets, k=4, epochs=2)) == 2 * math.ceil(11 / 4)
+
+
+def test_train_truncated_bptt_learns_a_periodic_stream():
+    inputs, targets = stream_batch([1, 2, 3, 4] * 30, rows=2)
+    torch.manual_seed(0)
+    model = CharLM(5, hidden_size=16, embedding_dim=4, kind="rnn")
+    losses = train_truncated_bptt(model, inputs, targets, k=8, epochs=6, lr=3e-2)
+    assert losses[0] > 1.2 and losses[-1] < 0.05
+
+
+def test_truncated_bptt_errors():
+    model, inputs, targets = _stream_model("rnn")
+    with pytest.raises(ValueError, match="k must be an int >= 1; found 0"):
+        truncated_bptt_loss(model, inputs, targets, 0)
+    with pytest.raises(ValueError, match=r"targets must have the shape of inputs, \(2, 11\); found \(2, 10\)"):
+        truncated_bptt_loss(model, inputs, targets[:, :10], 3)
+    with pytest.raises(TypeError, match="model must be a CharLM; found Linear"):
+        train_truncated_bptt(torch.nn.Linear(2, 2), inputs, targets, 3, epochs=1)
+    with pytest.raises(ValueError, match="epochs must be an int >= 1; found 0"):
+        train_truncated_bptt(model, inputs, targets, 3, epochs=0)

@@ -93,3 +93,49 @@ def test_sequence_pairs_index_like_tensors():
     part = train[torch.tensor([3, 1])]
     assert isinstance(part, SequencePairs) and len(part) == 2
     assert torch.equal(part.src[1], train.src[1])
+
+
+# ---------------------------------------------------------------------------
+# train_step: the inner step shared by the language-model trainers of chapters 3 and 6.
+# ---------------------------------------------------------------------------
+
+
+def test_train_step_equals_the_steps_written_out_with_torch():
+    from functools import partial
+
+    from lib.rnn import clip_grad_norm
+    from lib.training import train_step
+
+    def setup():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Embedding(6, 4), torch.nn.Linear(4, 5)).double()
+        return model, torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+
+    tokens = torch.tensor([[1, 2, 3], [4, 5, 0]])
+    targets = torch.tensor([[2, 3, -100], [0, 1, 4]])  # one padded position
+    model, optimizer = setup()
+    reference, reference_optimizer = setup()
+    for _ in range(3):
+        loss = train_step(optimizer, model(tokens), targets, clip=partial(clip_grad_norm, max_norm=0.1))
+        expected = F.cross_entropy(reference(tokens).reshape(6, 5), targets.reshape(6), ignore_index=-100)
+        reference_optimizer.zero_grad()
+        expected.backward()
+        torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.1)
+        reference_optimizer.step()
+        assert loss == expected.item()
+        for got, want in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(got, want, atol=1e-14, rtol=0)
+    # Without clip the step is not clipped: the two models part.
+    train_step(optimizer, model(tokens), targets)
+    expected = F.cross_entropy(reference(tokens).reshape(6, 5), targets.reshape(6), ignore_index=-100)
+    reference_optimizer.zero_grad()
+    expected.backward()
+    torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.1)
+    reference_optimizer.step()
+    assert not torch.allclose(model[1].weight, reference[1].weight)
+    with pytest.raises(TypeError, match="optimizer must be an? Optimizer; found Sequential"):
+        train_step(model, model(tokens), targets)
+    with pytest.raises(TypeError, match=r"targets must be a LongTensor of shape \(2, 3\)"):
+        train_step(optimizer, model(tokens), targets[:, :2])
+    with pytest.raises(TypeError, match="clip must be callable; found float"):
+        train_step(optimizer, model(tokens), targets, clip=1.0)
