@@ -10,11 +10,16 @@ The module follows chapter 11 (syllabus TR1-TR7), top to bottom:
    parts of a block; :func:`causal_mask`, the left-to-right mask.
 4. :class:`EncoderBlock` and :class:`DecoderBlock` (post-norm, as in the paper
    and in ``torch.nn.TransformerEncoderLayer`` / ``TransformerDecoderLayer``,
-   whose weights they can load); :class:`Seq2SeqTransformer`, the
+   whose weights they can load, or pre-norm with ``norm_first=True``, as in
+   Xiong et al. [4]_); :class:`Seq2SeqTransformer`, the
    encoder-decoder model, and :class:`DecoderOnlyLM`, the GPT-style language
    model (Radford et al., 2018). :func:`critical_path_length` counts the
    operations that must run one after another, the quantity behind the
    parallelism argument.
+5. :class:`KVCache`: incremental decoding. Each generated position's keys and
+   values are kept per layer, so the next step computes only the new
+   position's query, key and value instead of re-running the whole prefix
+   (Pope et al. [5]_ discuss its cost at scale).
 
 What pretrained models build from these blocks is in :mod:`lib.pretrained`.
 The chapter's experiment (reverse a digit string, :class:`lib.tasks.ReversalTask`)
@@ -37,6 +42,12 @@ References
    arXiv:1607.06450, 2016.
 .. [3] A. Radford, K. Narasimhan, T. Salimans, I. Sutskever. "Improving Language
    Understanding by Generative Pre-Training". OpenAI technical report, 2018.
+.. [4] R. Xiong, Y. Yang, D. He, K. Zheng, S. Zheng, C. Xing, H. Zhang, Y. Lan,
+   L. Wang, T.-Y. Liu. "On Layer Normalization in the Transformer
+   Architecture". ICML 2020. arXiv:2002.04745.
+.. [5] R. Pope, S. Douglas, A. Chowdhery, J. Devlin, J. Bradbury, A. Levskaya,
+   J. Heek, K. Xiao, S. Agrawal, J. Dean. "Efficiently Scaling Transformer
+   Inference". MLSys 2023. arXiv:2211.05102.
 """
 
 from __future__ import annotations
@@ -60,6 +71,7 @@ __all__ = [
     "causal_mask",
     "EncoderBlock",
     "DecoderBlock",
+    "KVCache",
     "TransformerConfig",
     "TransformerEmbedding",
     "Seq2SeqTransformer",
@@ -190,6 +202,12 @@ def _check_feed_forward(d_model: object, d_ff: object, activation: object) -> No
     _require_activation(activation)
 
 
+def _check_block(d_model: object, norm_first: object) -> None:
+    """The argument checks of the blocks' own arguments (the parts check the rest)."""
+    require_int("d_model", d_model)
+    require_instance("norm_first", norm_first, bool)
+
+
 class LayerNorm(nn.Module):
     r"""Layer normalisation (Ba et al., 2016): normalise each position's vector over its features.
 
@@ -295,11 +313,6 @@ def _torch_activation_name(layer: nn.Module) -> str:
     raise ValueError(f"only relu and exact gelu activations can be copied; found {activation!r}")
 
 
-def _require_post_norm(layer: nn.Module) -> None:
-    if layer.norm_first:
-        raise ValueError("the blocks are post-norm (norm(x + sublayer(x))); found a torch layer with norm_first=True")
-
-
 @torch.no_grad()
 def _copy_norm(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
     if theirs.weight is None or theirs.bias is None:
@@ -321,13 +334,100 @@ def _copy_ffn(ours: FeedForward, layer: nn.Module) -> None:
 # ---------------------------------------------------------------------------
 
 
+class KVCache:
+    """The keys and values of one self-attention layer at every position decoded so far.
+
+    Generating token ``t + 1`` needs the keys and values of positions
+    ``0 .. t`` in every layer. Those of positions ``0 .. t - 1`` were already
+    computed at the earlier steps and, under the causal mask, they never change,
+    so a block called with a cache computes them for the new positions only and
+    appends them here. A step then costs time proportional to ``t`` instead of
+    re-running the whole prefix. A model keeps one cache per decoder layer
+    (:meth:`DecoderOnlyLM.new_cache`, :meth:`Seq2SeqTransformer.new_cache`).
+
+    Shapes
+    ------
+    keys : (B, H, t, D / H), or None before the first step
+    values : (B, H, t, D / H), or None before the first step
+    """
+
+    def __init__(self):
+        self.keys: Optional[Tensor] = None
+        self.values: Optional[Tensor] = None
+
+    @property
+    def length(self) -> int:
+        """The number of positions cached so far, ``t``."""
+        return 0 if self.keys is None else self.keys.shape[2]
+
+    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Add the new positions' keys and values; return those of all positions.
+
+        Shapes
+        ------
+        keys, values : (B, H, L, D / H), the L new positions
+        output : two tensors (B, H, t + L, D / H)
+        """
+        if self.keys is not None:
+            keys = torch.cat([self.keys, keys], dim=2)  # (B, H, t + L, Dh)
+            values = torch.cat([self.values, values], dim=2)  # (B, H, t + L, Dh)
+        self.keys, self.values = keys, values
+        return keys, values
+
+
+def _check_cache(cache: object, mask: object, valid_lens: object) -> None:
+    """With a cache, the block attends causally over cached and new positions: no other mask."""
+    if cache is not None:
+        require_instance("cache", cache, KVCache)
+        if mask is not None or valid_lens is not None:
+            raise ValueError("with a cache the attention is causal over all positions; "
+                             "mask and valid_lens must be None")
+
+
+def _cached_self_attention(attention: MultiHeadAttention, h: Tensor, cache: KVCache) -> tuple[Tensor, Tensor]:
+    """Causal self-attention of the new positions ``h`` over the cached positions and themselves.
+
+    Shapes
+    ------
+    h : (B, L, D), positions t .. t + L - 1
+    output : (B, L, D)
+    weights : (B, H, L, t + L)
+    """
+    start = cache.length
+    keys, values = cache.append(
+        attention._split_heads(attention.key_proj(h)), attention._split_heads(attention.value_proj(h))
+    )  # (B, H, t + L, Dh) each
+    queries = attention._split_heads(attention.query_proj(h))  # (B, H, L, Dh)
+    new = torch.arange(start, start + h.shape[1], device=h.device)  # (L,) absolute positions
+    mask = torch.arange(keys.shape[2], device=h.device)[None, :] <= new[:, None]  # (L, t + L)
+    heads, weights = scaled_dot_product_attention(queries, keys, values, mask=mask)  # (B, H, L, Dh)
+    merged = heads.transpose(1, 2).reshape(h.shape[0], h.shape[1], attention.embed_dim)  # (B, L, D)
+    return attention.out_proj(merged), weights
+
+
+class _ResidualBlock(nn.Module):
+    r"""What encoder and decoder blocks share: how a sublayer ``f`` is wrapped.
+
+    Post-norm (the paper): :math:`\mathrm{LN}(\mathbf{x} + f(\mathbf{x}))`.
+    Pre-norm (``norm_first``): :math:`\mathbf{x} + f(\mathrm{LN}(\mathbf{x}))`,
+    which leaves the residual path from input to output free of normalisation.
+    """
+
+    norm_first: bool
+
+    def _sublayer_input(self, x: Tensor, norm: LayerNorm) -> Tensor:
+        return norm(x) if self.norm_first else x  # (B, T, D)
+
+    def _residual(self, x: Tensor, update: Tensor, norm: LayerNorm) -> Tensor:
+        return x + update if self.norm_first else norm(x + update)  # (B, T, D)
+
+
 def _block_from_torch(cls, layer, torch_class):
     """A block of ``cls`` sized like torch's ``layer``, with its self-attention and FFN copied."""
     _require_torch_module("layer", layer, torch_class)
-    _require_post_norm(layer)
     block = cls(
         layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
-        _torch_activation_name(layer), layer.norm1.eps,
+        _torch_activation_name(layer), layer.norm1.eps, norm_first=layer.norm_first,
     )
     block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
     block.self_attn.load_torch_weights(layer.self_attn)
@@ -335,7 +435,7 @@ def _block_from_torch(cls, layer, torch_class):
     return block
 
 
-class EncoderBlock(nn.Module):
+class EncoderBlock(_ResidualBlock):
     r"""One encoder layer: multi-head self-attention, then the FFN, each with a residual and a layer norm.
 
     .. math:: \mathbf{Z} = \mathrm{LN}\big(\mathbf{H} + \mathrm{MultiHead}(\mathbf{H}, \mathbf{H}, \mathbf{H})\big),
@@ -343,8 +443,12 @@ class EncoderBlock(nn.Module):
 
     This is the post-norm layout of Vaswani et al. and of
     ``torch.nn.TransformerEncoderLayer(norm_first=False)``, whose weights
-    :meth:`from_torch` copies. There is no dropout. With a causal ``mask`` the
-    same block is a GPT block (a decoder block without encoder-decoder attention).
+    :meth:`from_torch` copies. With ``norm_first=True`` each sublayer reads
+    the normalised input and adds to the raw one,
+    :math:`\mathbf{Z} = \mathbf{H} + \mathrm{MultiHead}(\mathrm{LN}(\mathbf{H}))`
+    (pre-norm, Xiong et al. 2020), as ``norm_first=True`` in torch. There is no
+    dropout. With a causal ``mask`` the same block is a GPT block (a decoder
+    block without encoder-decoder attention).
 
     Parameters
     ----------
@@ -357,6 +461,8 @@ class EncoderBlock(nn.Module):
     activation : {"relu", "gelu"}, default "relu"
     eps : float, default 1e-5
         Layer-norm epsilon.
+    norm_first : bool, default False
+        Pre-norm instead of the paper's post-norm.
 
     Shapes
     ------
@@ -365,17 +471,19 @@ class EncoderBlock(nn.Module):
     weights : (B, H, T, T)
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5,
+                 norm_first: bool = False):
         super().__init__()
-        require_int("d_model", d_model)
-        self.d_model = d_model
+        _check_block(d_model, norm_first)
+        self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads)
         self.norm1 = LayerNorm(d_model, eps)
         self.ffn = FeedForward(d_model, d_ff, activation)
         self.norm2 = LayerNorm(d_model, eps)
 
     def forward(
-        self, x: Tensor, valid_lens: Optional[Tensor] = None, mask: Optional[Tensor] = None
+        self, x: Tensor, valid_lens: Optional[Tensor] = None, mask: Optional[Tensor] = None,
+        cache: Optional[KVCache] = None,
     ) -> tuple[Tensor, Tensor]:
         """Encode ``x``; keys beyond ``valid_lens`` (padding) and where ``mask`` is False are ignored.
 
@@ -387,6 +495,10 @@ class EncoderBlock(nn.Module):
             Integer number of real (non-padding) positions per sequence.
         mask : Tensor, optional
             Boolean, True = may attend (e.g. :func:`causal_mask`).
+        cache : KVCache, optional
+            Decode incrementally (a GPT block): ``x`` holds the positions
+            after those in the cache, which attend causally to the cached
+            positions and to each other. ``mask`` and ``valid_lens`` must be None.
 
         Returns
         -------
@@ -400,16 +512,22 @@ class EncoderBlock(nn.Module):
         valid_lens : (B,)
         mask : broadcastable to (B, T, T)
         output : (B, T, D)
-        weights : (B, H, T, T)
+        weights : (B, H, T, T), or (B, H, T, t + T) with t positions cached
         """
         _require_float_inputs(self, self.d_model, x=x)
-        attended, weights = self.self_attn(x, x, x, mask=mask, valid_lens=valid_lens, average_weights=False)
-        z = self.norm1(x + attended)  # residual: a direct path for signal and gradient
-        return self.norm2(z + self.ffn(z)), weights  # (B, T, D), (B, H, T, T)
+        _check_cache(cache, mask, valid_lens)
+        h = self._sublayer_input(x, self.norm1)  # x itself in post-norm
+        if cache is None:
+            attended, weights = self.self_attn(h, h, h, mask=mask, valid_lens=valid_lens, average_weights=False)
+        else:
+            attended, weights = _cached_self_attention(self.self_attn, h, cache)
+        z = self._residual(x, attended, self.norm1)  # residual: a direct path for signal and gradient
+        output = self._residual(z, self.ffn(self._sublayer_input(z, self.norm2)), self.norm2)
+        return output, weights  # (B, T, D), (B, H, T, T)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderBlock":
-        """A block with the configuration and weights of a post-norm ``torch.nn.TransformerEncoderLayer``.
+        """A block with the configuration and weights of a ``torch.nn.TransformerEncoderLayer``.
 
         ``batch_first`` only changes how torch lays out its inputs, and dropout
         is ignored (ours has none), so the outputs agree with torch's when its
@@ -418,7 +536,7 @@ class EncoderBlock(nn.Module):
         Parameters
         ----------
         layer : torch.nn.TransformerEncoderLayer
-            With ``norm_first=False`` and a ReLU or GELU activation.
+            With a ReLU or GELU activation; its ``norm_first`` is kept.
 
         Returns
         -------
@@ -435,7 +553,7 @@ class EncoderBlock(nn.Module):
         return block
 
 
-class DecoderBlock(nn.Module):
+class DecoderBlock(_ResidualBlock):
     r"""One decoder layer: causal self-attention, encoder-decoder attention, then the FFN.
 
     .. math:: \mathbf{Z}_1 = \mathrm{LN}\big(\mathbf{Y} + \mathrm{MultiHead}_{\text{causal}}(\mathbf{Y}, \mathbf{Y}, \mathbf{Y})\big),\quad
@@ -447,11 +565,12 @@ class DecoderBlock(nn.Module):
     The causal mask lets position ``t`` see target positions ``<= t`` only, so
     training can feed the whole target at once (teacher forcing) and still
     predict every token from its prefix. Post-norm, no dropout, as
-    ``torch.nn.TransformerDecoderLayer(norm_first=False)``.
+    ``torch.nn.TransformerDecoderLayer(norm_first=False)``; pre-norm with
+    ``norm_first=True``.
 
     Parameters
     ----------
-    d_model, num_heads, d_ff, activation, eps
+    d_model, num_heads, d_ff, activation, eps, norm_first
         As in :class:`EncoderBlock`.
 
     Shapes
@@ -463,10 +582,11 @@ class DecoderBlock(nn.Module):
     cross_weights : (B, H, T, S)
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5,
+                 norm_first: bool = False):
         super().__init__()
-        require_int("d_model", d_model)
-        self.d_model = d_model
+        _check_block(d_model, norm_first)
+        self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads)
         self.norm1 = LayerNorm(d_model, eps)
         self.cross_attn = MultiHeadAttention(d_model, num_heads)
@@ -475,7 +595,8 @@ class DecoderBlock(nn.Module):
         self.norm3 = LayerNorm(d_model, eps)
 
     def forward(
-        self, y: Tensor, memory: Tensor, memory_valid_lens: Optional[Tensor] = None
+        self, y: Tensor, memory: Tensor, memory_valid_lens: Optional[Tensor] = None,
+        cache: Optional[KVCache] = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Decode ``y`` (the shifted target) while reading ``memory`` (the encoder's output).
 
@@ -487,6 +608,9 @@ class DecoderBlock(nn.Module):
             The encoder's output.
         memory_valid_lens : Tensor, optional
             Number of real source positions per sequence; padding is ignored.
+        cache : KVCache, optional
+            Decode incrementally: ``y`` holds the target positions after those
+            in the cache (see :class:`KVCache`).
 
         Returns
         -------
@@ -498,22 +622,29 @@ class DecoderBlock(nn.Module):
         memory : (B, S, D)
         memory_valid_lens : (B,)
         output : (B, T, D)
-        self_weights : (B, H, T, T)
+        self_weights : (B, H, T, T), or (B, H, T, t + T) with t positions cached
         cross_weights : (B, H, T, S)
         """
         _require_float_inputs(self, self.d_model, y=y, memory=memory)
-        mask = causal_mask(y.shape[1], device=y.device)  # (T, T)
-        attended, self_weights = self.self_attn(y, y, y, mask=mask, average_weights=False)
-        z1 = self.norm1(y + attended)
+        _check_cache(cache, None, None)
+        h = self._sublayer_input(y, self.norm1)  # y itself in post-norm
+        if cache is None:
+            mask = causal_mask(y.shape[1], device=y.device)  # (T, T)
+            attended, self_weights = self.self_attn(h, h, h, mask=mask, average_weights=False)
+        else:
+            attended, self_weights = _cached_self_attention(self.self_attn, h, cache)
+        z1 = self._residual(y, attended, self.norm1)
         context, cross_weights = self.cross_attn(
-            z1, memory, memory, valid_lens=memory_valid_lens, average_weights=False
+            self._sublayer_input(z1, self.norm2), memory, memory, valid_lens=memory_valid_lens,
+            average_weights=False,
         )  # queries from the decoder, keys and values from the encoder
-        z2 = self.norm2(z1 + context)
-        return self.norm3(z2 + self.ffn(z2)), self_weights, cross_weights
+        z2 = self._residual(z1, context, self.norm2)
+        output = self._residual(z2, self.ffn(self._sublayer_input(z2, self.norm3)), self.norm3)
+        return output, self_weights, cross_weights
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderBlock":
-        """A block with the configuration and weights of a post-norm ``torch.nn.TransformerDecoderLayer``.
+        """A block with the configuration and weights of a ``torch.nn.TransformerDecoderLayer``.
 
         Torch's ``self_attn`` and ``multihead_attn`` become ``self_attn`` and
         ``cross_attn``; its ``norm1``, ``norm2``, ``norm3`` keep their names.
@@ -522,7 +653,7 @@ class DecoderBlock(nn.Module):
         Parameters
         ----------
         layer : torch.nn.TransformerDecoderLayer
-            With ``norm_first=False`` and a ReLU or GELU activation.
+            With a ReLU or GELU activation; its ``norm_first`` is kept.
 
         Returns
         -------
@@ -552,7 +683,9 @@ class TransformerConfig:
     ``num_layers`` blocks in the encoder and as many in the decoder (``N`` in
     the paper, which uses ``N = 6``, ``d_model = 512``, ``num_heads = 8``,
     ``d_ff = 2048``). ``learned_positions`` replaces the sinusoidal encoding by
-    a trained embedding of each position, as GPT and BERT do.
+    a trained embedding of each position, as GPT and BERT do. ``norm_first``
+    builds pre-norm blocks, and then a final layer norm closes each stack, as
+    in GPT-2 and ``torch.nn.Transformer(norm_first=True)``.
     """
 
     d_model: int = 32
@@ -562,6 +695,7 @@ class TransformerConfig:
     max_len: int = 32
     activation: str = "relu"
     learned_positions: bool = False
+    norm_first: bool = False
 
     def __post_init__(self):
         _check_config(self)
@@ -578,6 +712,21 @@ def _check_config(c: TransformerConfig) -> None:
     if not c.learned_positions:
         require_even("d_model", c.d_model, "sines and cosines come in pairs")
     _require_activation(c.activation)
+    require_instance("norm_first", c.norm_first, bool)
+
+
+def _final_norm(c: TransformerConfig) -> nn.Module:
+    """The layer norm that closes a pre-norm stack (whose last residual sum is not normalised)."""
+    return LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+
+
+def _check_embedding_input(tokens: object, start: object, vocab_size: int, max_len: int) -> None:
+    """The argument checks of :meth:`TransformerEmbedding.forward`: token ids that fit after ``start``."""
+    require_int("start", start, 0, max_len)
+    require_tokens("tokens", tokens, vocab_size, max_len)
+    if start + tokens.shape[1] > max_len:
+        raise ValueError(f"tokens at positions start .. start + T - 1 must fit in max_len = {max_len} positions; "
+                         f"found start = {start}, T = {tokens.shape[1]}")
 
 
 class TransformerEmbedding(nn.Module):
@@ -598,7 +747,7 @@ class TransformerEmbedding(nn.Module):
 
     Shapes
     ------
-    tokens : (B, T), T <= max_len
+    tokens : (B, T), start + T <= max_len
     output : (B, T, D)
     """
 
@@ -613,13 +762,14 @@ class TransformerEmbedding(nn.Module):
             # A buffer, not a parameter: it moves with .to() but is never trained.
             self.register_buffer("encoding", positional_encoding(max_len, d_model), persistent=False)
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        require_tokens("tokens", tokens, self.vocab_size, self.max_len)
-        length = tokens.shape[1]
+    def forward(self, tokens: Tensor, start: int = 0) -> Tensor:
+        """Embed ``tokens`` that sit at positions ``start .. start + T - 1`` (``start`` > 0 when decoding with a cache)."""
+        _check_embedding_input(tokens, start, self.vocab_size, self.max_len)
+        end = start + tokens.shape[1]
         if hasattr(self, "position"):
-            positions = self.position(torch.arange(length, device=tokens.device))  # (T, D)
+            positions = self.position(torch.arange(start, end, device=tokens.device))  # (T, D)
         else:
-            positions = self.encoding[:length]  # (T, D)
+            positions = self.encoding[start:end]  # (T, D)
         return self.token(tokens) + positions.to(self.token.weight.dtype)  # (B, T, D)
 
 
@@ -652,11 +802,14 @@ class Seq2SeqTransformer(nn.Module):
         self.src_embed = TransformerEmbedding(src_vocab_size, c.d_model, c.max_len, c.learned_positions)
         self.tgt_embed = TransformerEmbedding(tgt_vocab_size, c.d_model, c.max_len, c.learned_positions)
         self.encoder = nn.ModuleList(
-            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation) for _ in range(c.num_layers)
+            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first)
+            for _ in range(c.num_layers)
         )
         self.decoder = nn.ModuleList(
-            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation) for _ in range(c.num_layers)
+            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first)
+            for _ in range(c.num_layers)
         )
+        self.encoder_norm, self.decoder_norm = _final_norm(c), _final_norm(c)
         self.output = nn.Linear(c.d_model, tgt_vocab_size)
 
     def encode(self, src: Tensor, src_valid_lens: Optional[Tensor] = None) -> tuple[Tensor, list[Tensor]]:
@@ -673,28 +826,67 @@ class Seq2SeqTransformer(nn.Module):
         for block in self.encoder:
             h, w = block(h, valid_lens=src_valid_lens)
             weights.append(w)
-        return h, weights
+        return self.encoder_norm(h), weights
 
     def decode(
-        self, tgt: Tensor, memory: Tensor, src_valid_lens: Optional[Tensor] = None
+        self, tgt: Tensor, memory: Tensor, src_valid_lens: Optional[Tensor] = None,
+        cache: Optional[list[KVCache]] = None,
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         """Next-token logits at every target position, and the decoder's attention weights.
+
+        With ``cache`` (from :meth:`new_cache`), ``tgt`` holds only the target
+        positions after the cached ones; their keys and values are appended.
 
         Shapes
         ------
         tgt : (B, T)
         memory : (B, S, D)
         logits : (B, T, V_tgt)
-        self_weights : list of num_layers tensors (B, H, T, T)
+        self_weights : list of num_layers tensors (B, H, T, T), or (B, H, T, t + T) with a cache
         cross_weights : list of num_layers tensors (B, H, T, S)
         """
-        h = self.tgt_embed(tgt)  # (B, T, D)
+        caches = _check_caches(cache, len(self.decoder))
+        h = self.tgt_embed(tgt, start=caches[0].length if cache else 0)  # (B, T, D)
         self_weights, cross_weights = [], []
-        for block in self.decoder:
-            h, w_self, w_cross = block(h, memory, memory_valid_lens=src_valid_lens)
+        for block, layer_cache in zip(self.decoder, caches):
+            h, w_self, w_cross = block(h, memory, memory_valid_lens=src_valid_lens, cache=layer_cache)
             self_weights.append(w_self)
             cross_weights.append(w_cross)
-        return self.output(h), self_weights, cross_weights
+        return self.output(self.decoder_norm(h)), self_weights, cross_weights
+
+    def new_cache(self) -> list[KVCache]:
+        """An empty :class:`KVCache` for each decoder layer."""
+        return [KVCache() for _ in self.decoder]
+
+    @torch.no_grad()
+    def greedy_decode(
+        self, src: Tensor, bos: int, steps: int, src_valid_lens: Optional[Tensor] = None, use_cache: bool = True
+    ) -> tuple[Tensor, Tensor]:
+        """Greedy decoding for a fixed number of steps, with or without a :class:`KVCache`.
+
+        Both ways compute the same logits; with the cache each step feeds the
+        decoder the newest token only, without it the whole prefix.
+
+        Returns
+        -------
+        tokens : Tensor
+            ``bos`` followed by the ``steps`` chosen tokens.
+        logits : Tensor
+            The logits each token was chosen from.
+
+        Shapes
+        ------
+        src : (B, S)
+        tokens : (B, steps + 1)
+        logits : (B, steps, V_tgt)
+        """
+        require_int("bos", bos, 0, self.output.out_features - 1)
+        memory, _ = self.encode(src, src_valid_lens)  # (B, S, D)
+        start = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)  # (B, 1)
+        return _greedy(
+            lambda tokens, cache: self.decode(tokens, memory, src_valid_lens, cache)[0],
+            start, steps, self.new_cache() if use_cache else None,
+        )
 
     def forward(self, src: Tensor, tgt: Tensor, src_valid_lens: Optional[Tensor] = None) -> Tensor:
         memory, _ = self.encode(src, src_valid_lens)
@@ -777,16 +969,52 @@ class DecoderOnlyLM(nn.Module):
         self.config = c = config
         self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions)
         self.blocks = nn.ModuleList(
-            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation) for _ in range(c.num_layers)
+            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first)
+            for _ in range(c.num_layers)
         )
+        self.final_norm = _final_norm(c)
         self.output = nn.Linear(c.d_model, vocab_size)
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        h = self.embed(tokens)  # (B, T, D)
-        mask = causal_mask(tokens.shape[1], device=tokens.device)  # (T, T)
-        for block in self.blocks:
-            h, _ = block(h, mask=mask)
-        return self.output(h)  # (B, T, V)
+    def forward(self, tokens: Tensor, cache: Optional[list[KVCache]] = None) -> Tensor:
+        """Next-token logits at every position.
+
+        With ``cache`` (from :meth:`new_cache`), ``tokens`` continue the cached
+        positions and only their logits are computed.
+
+        Shapes
+        ------
+        tokens : (B, T)
+        output : (B, T, V)
+        """
+        caches = _check_caches(cache, len(self.blocks))
+        h = self.embed(tokens, start=caches[0].length if cache else 0)  # (B, T, D)
+        mask = None if cache else causal_mask(tokens.shape[1], device=tokens.device)  # (T, T)
+        for block, layer_cache in zip(self.blocks, caches):
+            h, _ = block(h, mask=mask, cache=layer_cache)
+        return self.output(self.final_norm(h))  # (B, T, V)
+
+    def new_cache(self) -> list[KVCache]:
+        """An empty :class:`KVCache` for each block."""
+        return [KVCache() for _ in self.blocks]
+
+    @torch.no_grad()
+    def generate(self, prompt: Tensor, steps: int, use_cache: bool = True) -> tuple[Tensor, Tensor]:
+        """Continue ``prompt`` greedily by ``steps`` tokens, with or without a :class:`KVCache`.
+
+        Returns
+        -------
+        tokens : Tensor
+            The prompt followed by the chosen tokens.
+        logits : Tensor
+            The logits each new token was chosen from.
+
+        Shapes
+        ------
+        prompt : (B, P)
+        tokens : (B, P + steps)
+        logits : (B, steps, V)
+        """
+        return _greedy(self, prompt, steps, self.new_cache() if use_cache else None)
 
     @torch.no_grad()
     def step(self, prefixes: Tensor) -> Tensor:
@@ -798,6 +1026,40 @@ class DecoderOnlyLM(nn.Module):
         output : (N, V)
         """
         return F.log_softmax(self(prefixes)[:, -1], dim=-1)  # (N, V)
+
+
+def _check_caches(cache: object, num_layers: int) -> list:
+    """One :class:`KVCache` per layer, or ``[None] * num_layers`` without a cache."""
+    if cache is None:
+        return [None] * num_layers
+    if not isinstance(cache, list) or len(cache) != num_layers or not all(isinstance(c, KVCache) for c in cache):
+        raise TypeError(f"cache must be a list of {num_layers} KVCache objects (from new_cache()); found {cache!r}")
+    return cache
+
+
+def _greedy(
+    logits_of: Callable[[Tensor, Optional[list[KVCache]]], Tensor], tokens: Tensor, steps: int,
+    cache: Optional[list[KVCache]],
+) -> tuple[Tensor, Tensor]:
+    """Append ``steps`` greedy tokens; ``logits_of(tokens, cache)`` returns logits for every position given.
+
+    With a cache, the first call feeds all of ``tokens`` (the cache is filled)
+    and each later call only the token chosen last; without, every call feeds
+    the whole sequence so far.
+
+    Shapes
+    ------
+    tokens : (B, P)
+    output : (B, P + steps) tokens, (B, steps, V) logits
+    """
+    require_int("steps", steps)
+    new, chosen_from = tokens, []
+    for _ in range(steps):
+        logits = logits_of(new if cache is not None else tokens, cache)[:, -1]  # (B, V)
+        chosen_from.append(logits)
+        new = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+        tokens = torch.cat([tokens, new], dim=1)  # (B, t + 1)
+    return tokens, torch.stack(chosen_from, dim=1)  # (B, P + steps), (B, steps, V)
 
 
 # ---------------------------------------------------------------------------

@@ -22,8 +22,8 @@ from lib.decoding import greedy_search
 from lib.seq2seq import Seq2SeqConfig, build_seq2seq
 from lib.positional import offset_rotation, positional_encoding
 from lib.transformer import (
-    DecoderBlock, DecoderOnlyLM, EncoderBlock, FeedForward, LayerNorm, SelfAttention, Seq2SeqTransformer,
-    TransformerConfig, TransformerEmbedding, causal_mask, critical_path_length,
+    DecoderBlock, DecoderOnlyLM, EncoderBlock, FeedForward, KVCache, LayerNorm, SelfAttention,
+    Seq2SeqTransformer, TransformerConfig, TransformerEmbedding, causal_mask, critical_path_length,
 )
 
 FAST = settings(max_examples=25, deadline=None, database=None)
@@ -386,11 +386,80 @@ def test_decoder_block_ignores_target_padding_at_real_positions_like_torch():
     torch.testing.assert_close(output[1, :3], expected[1, :3])
 
 
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_pre_norm_encoder_block_matches_torch_norm_first(activation):
+    torch.manual_seed(5)
+    layer = nn.TransformerEncoderLayer(12, 3, 20, dropout=0.0, activation=activation, norm_first=True,
+                                       batch_first=True, dtype=torch.float64)
+    ours = EncoderBlock.from_torch(layer)
+    assert ours.norm_first
+    x, lens = randn(3, 6, 12, seed=5), torch.tensor([6, 4, 2])
+    with torch.no_grad():
+        expected = layer(x, src_key_padding_mask=torch.arange(6)[None] >= lens[:, None])
+        output, _ = ours(x, valid_lens=lens)
+    torch.testing.assert_close(output, expected, **TOLERANCES[torch.float64])
+
+
+def test_pre_norm_is_x_plus_sublayer_of_norm_x_and_differs_from_post_norm():
+    # The reference written out with torch.nn parts: x + MHA(LN1(x)), then z + FFN(LN2(z)).
+    torch.manual_seed(6)
+    pre = EncoderBlock(8, 2, 16, norm_first=True).to(torch.float64)
+    with torch.no_grad():
+        for norm in (pre.norm1, pre.norm2):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-0.5, 0.5)
+    post = EncoderBlock(8, 2, 16).to(torch.float64)
+    post.load_state_dict(pre.state_dict())
+    torch_mha = nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        torch_mha.in_proj_weight.copy_(torch.cat([pre.self_attn.query_proj.weight, pre.self_attn.key_proj.weight,
+                                                  pre.self_attn.value_proj.weight]))
+        torch_mha.in_proj_bias.copy_(torch.cat([pre.self_attn.query_proj.bias, pre.self_attn.key_proj.bias,
+                                                pre.self_attn.value_proj.bias]))
+        torch_mha.out_proj.load_state_dict(pre.self_attn.out_proj.state_dict())
+    ln1, ln2 = (nn.LayerNorm(8, dtype=torch.float64) for _ in range(2))
+    ln1.load_state_dict(pre.norm1.state_dict())
+    ln2.load_state_dict(pre.norm2.state_dict())
+    x = randn(2, 5, 8, seed=6)
+    with torch.no_grad():
+        h = ln1(x)
+        z = x + torch_mha(h, h, h, need_weights=False)[0]
+        expected = z + pre.ffn.linear2(F.relu(pre.ffn.linear1(ln2(z))))
+        torch.testing.assert_close(pre(x)[0], expected, **TOLERANCES[torch.float64])
+        assert (post(x)[0] - expected).abs().max() > 0.1, "the same weights in post-norm give another function"
+
+
+def test_pre_norm_decoder_block_matches_torch_norm_first():
+    torch.manual_seed(7)
+    layer = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, norm_first=True, batch_first=True,
+                                       dtype=torch.float64)
+    ours = DecoderBlock.from_torch(layer)
+    y, memory, memory_lens = randn(2, 5, 8, seed=7), randn(2, 4, 8, seed=8), torch.tensor([4, 2])
+    with torch.no_grad():
+        expected = layer(y, memory, tgt_mask=~causal_mask(5),
+                         memory_key_padding_mask=torch.arange(4)[None] >= memory_lens[:, None])
+        output, _, _ = ours(y, memory, memory_valid_lens=memory_lens)
+    torch.testing.assert_close(output, expected, **TOLERANCES[torch.float64])
+
+
+def test_pre_norm_models_close_each_stack_with_a_layer_norm():
+    torch.manual_seed(8)
+    encoder_layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=True, batch_first=True,
+                                               dtype=torch.float64)
+    encoder = nn.TransformerEncoder(encoder_layer, 2, norm=nn.LayerNorm(8, dtype=torch.float64),
+                                    enable_nested_tensor=False)
+    model = Seq2SeqTransformer(9, 9, TransformerConfig(d_model=8, num_heads=2, d_ff=16, norm_first=True))
+    model.to(torch.float64)
+    for ours, theirs in zip(model.encoder, encoder.layers):
+        ours.load_state_dict(EncoderBlock.from_torch(theirs).state_dict())
+    model.encoder_norm.load_state_dict(encoder.norm.state_dict())
+    src = torch.tensor([[3, 4, 5, 6]])
+    with torch.no_grad():
+        torch.testing.assert_close(model.encode(src)[0], encoder(model.src_embed(src)))
+    assert isinstance(Seq2SeqTransformer(9, 9).encoder_norm, nn.Identity), "post-norm stacks end normalised"
+
+
 def test_from_torch_rejects_what_it_cannot_copy():
-    with pytest.raises(ValueError, match="post-norm .* found a torch layer with norm_first=True"):
-        EncoderBlock.from_torch(nn.TransformerEncoderLayer(8, 2, 16, norm_first=True))
-    with pytest.raises(ValueError, match="post-norm"):
-        DecoderBlock.from_torch(nn.TransformerDecoderLayer(8, 2, 16, norm_first=True))
     with pytest.raises(TypeError, match="layer must be a torch.nn.modules.transformer.TransformerEncoderLayer; found"):
         EncoderBlock.from_torch(nn.TransformerDecoderLayer(8, 2, 16))
     with pytest.raises(ValueError, match="only relu and exact gelu activations can be copied"):
@@ -404,6 +473,10 @@ def test_block_input_errors():
     decoder = DecoderBlock(8, 2, 16)
     with pytest.raises(ValueError, match=r"memory must have shape \(B, T, D\) with D = 8; found \(2, 3\)"):
         decoder(torch.randn(2, 3, 8), torch.randn(2, 3))
+    with pytest.raises(TypeError, match="norm_first must be a bool; found str"):
+        EncoderBlock(8, 2, 16, norm_first="yes")
+    with pytest.raises(TypeError, match="norm_first must be a bool; found int"):
+        TransformerConfig(norm_first=1)
 
 
 # ---------------------------------------------------------------------------
@@ -563,6 +636,73 @@ def test_language_model_step_decodes_with_lib_decoding():
     torch.testing.assert_close(lm.step(prefixes), F.log_softmax(lm(prefixes)[:, -1], -1).detach())
     tokens, log_prob = greedy_search(lm.step, bos=0, eos=5, max_len=6)
     assert 1 <= len(tokens) <= 6 and log_prob <= 0
+
+
+# ---------------------------------------------------------------------------
+# Incremental decoding with a KV cache.
+# ---------------------------------------------------------------------------
+
+
+@FAST
+@given(st.integers(1, 3), st.sampled_from([(8, 1), (8, 2), (12, 3)]), st.booleans(), st.booleans(),
+       st.integers(1, 5), st.integers(1, 12), st.integers(0, 10**6))
+def test_property_cached_generation_equals_recomputing_the_prefix(
+    layers, size, norm_first, learned, prompt_len, steps, seed
+):
+    d_model, heads = size
+    config = TransformerConfig(d_model=d_model, num_heads=heads, d_ff=16, num_layers=layers, max_len=20,
+                               learned_positions=learned, norm_first=norm_first)
+    lm = seeded(lambda: DecoderOnlyLM(7, config), seed=seed)
+    prompt = torch.randint(0, 7, (2, prompt_len), generator=torch.Generator().manual_seed(seed))
+    cached_tokens, cached_logits = lm.generate(prompt, steps)
+    tokens, logits = lm.generate(prompt, steps, use_cache=False)
+    assert torch.equal(cached_tokens, tokens)
+    torch.testing.assert_close(cached_logits, logits, **TOLERANCES[torch.float64])
+    with torch.no_grad():  # and both equal the teacher-forced pass over the generated sequence
+        full = lm(tokens[:, :-1])[:, prompt_len - 1 :]
+    torch.testing.assert_close(cached_logits, full, **TOLERANCES[torch.float64])
+
+
+@FAST
+@given(st.integers(1, 3), st.booleans(), st.integers(1, 10), st.integers(0, 10**6))
+def test_property_cached_seq2seq_decoding_equals_recomputing_the_prefix(layers, norm_first, steps, seed):
+    config = TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_layers=layers, max_len=12, norm_first=norm_first)
+    model = seeded(lambda: Seq2SeqTransformer(9, 7, config), seed=seed)
+    src = torch.randint(3, 9, (3, 5), generator=torch.Generator().manual_seed(seed))
+    lens = torch.tensor([5, 3, 1])
+    cached_tokens, cached_logits = model.greedy_decode(src, 1, steps, lens)
+    tokens, logits = model.greedy_decode(src, 1, steps, lens, use_cache=False)
+    assert torch.equal(cached_tokens, tokens) and (tokens[:, 0] == 1).all()
+    torch.testing.assert_close(cached_logits, logits, **TOLERANCES[torch.float64])
+    with torch.no_grad():
+        torch.testing.assert_close(cached_logits, model(src, tokens[:, :-1], lens), **TOLERANCES[torch.float64])
+
+
+def test_feeding_a_sequence_in_chunks_through_the_cache_equals_one_forward_pass():
+    lm = seeded(lambda: DecoderOnlyLM(7, TransformerConfig(d_model=8, num_heads=2, d_ff=16, max_len=12)))
+    tokens = torch.randint(0, 7, (2, 10), generator=torch.Generator().manual_seed(1))
+    cache = lm.new_cache()
+    with torch.no_grad():
+        chunks = [lm(tokens[:, a:b], cache=cache) for a, b in ((0, 3), (3, 4), (4, 9), (9, 10))]
+        torch.testing.assert_close(torch.cat(chunks, dim=1), lm(tokens), **TOLERANCES[torch.float64])
+    assert all(c.length == 10 and c.keys.shape == (2, 2, 10, 4) for c in cache)
+
+
+def test_cache_errors_name_expected_and_found():
+    lm = DecoderOnlyLM(7, TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_layers=2, max_len=6))
+    with pytest.raises(TypeError, match="cache must be a list of 2 KVCache objects"):
+        lm(torch.tensor([[1, 2]]), cache=[KVCache()])
+    with pytest.raises(ValueError, match="with a cache the attention is causal over all positions"):
+        EncoderBlock(8, 2, 16)(torch.randn(1, 2, 8), mask=causal_mask(2), cache=KVCache())
+    with pytest.raises(TypeError, match="cache must be a KVCache; found dict"):
+        EncoderBlock(8, 2, 16)(torch.randn(1, 2, 8), cache={})
+    with pytest.raises(ValueError, match=r"must fit in max_len = 6 positions; found start = 4, T = 3"):
+        lm.embed(torch.tensor([[1, 2, 3]]), start=4)
+    lm.generate(torch.tensor([[1, 2]]), 5)  # 7 tokens: the last is never fed, the others fit
+    with pytest.raises(ValueError, match=r"max_len = 6 positions; found start = 6, T = 1"):
+        lm.generate(torch.tensor([[1, 2]]), 6)
+    with pytest.raises(ValueError, match="steps must be"):
+        lm.generate(torch.tensor([[1]]), 0)
 
 
 def test_critical_path_counts_the_longest_chain_of_operations():
