@@ -36,6 +36,7 @@ CHAPTER_OF = {
     "lib.ngram": "chapters/06_language_models",
     "lib.lm": "chapters/06_language_models",
     "lib.softmax_approx": "chapters/06_language_models",
+    "lib.reinforce": "chapters/06_language_models",
     "lib.decoding": "chapters/07_decoding",
     "lib.metrics": "chapters/08_bleu_rouge",
     "lib.attention": "chapters/09_attention",

@@ -1,0 +1,245 @@
+"""REINFORCE (lib.reinforce): the estimator against the exact gradient of the expected reward.
+
+The reference is a tiny autoregressive policy whose expectation can be enumerated: sequences of
+two tokens over three words, p(x1, x2) = softmax(a)[x1] softmax(C[x1])[x2], with a fixed reward
+for each of the nine sequences. Its expected reward J is a finite sum, and autograd gives
+grad J exactly in float64. Summing the gradient of ``reinforce_loss`` over every sequence (or
+every pair of sequences), weighted by its probability, gives the *expected* estimate exactly,
+so unbiasedness is an equality to 1e-12, not a statistical statement; a Monte Carlo run checks
+the same within standard errors.
+"""
+import itertools
+import math
+
+import pytest
+import torch
+
+from lib.lm import NeuralLM
+from lib.reinforce import reinforce_fine_tune, reinforce_loss
+
+WORDS = 3
+SEQUENCES = list(itertools.product(range(WORDS), repeat=2))  # all 9 sequences x1 x2
+
+
+def policy():
+    """The parameters (a, C) of the toy policy, float64, requiring gradients."""
+    generator = torch.Generator().manual_seed(0)
+    first = torch.randn(WORDS, generator=generator, dtype=torch.float64).requires_grad_()
+    second = torch.randn(WORDS, WORDS, generator=generator, dtype=torch.float64).requires_grad_()
+    return first, second
+
+
+# Rewards in [0.4, 1]: all positive, as BLEU's are, which is where a baseline matters most.
+REWARD = 0.4 + 0.6 * torch.rand(WORDS, WORDS, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+
+def token_log_probs(params, sequences):
+    """log p(x1) and log p(x2 | x1) of each sequence (B, 2), with gradient."""
+    first, second = params
+    x = torch.tensor(sequences)  # (B, 2)
+    log_first = torch.log_softmax(first, 0)[x[:, 0]]  # (B,)
+    log_second = torch.log_softmax(second, 1)[x[:, 0], x[:, 1]]  # (B,)
+    return torch.stack([log_first, log_second], dim=1)  # (B, 2)
+
+
+def probabilities(params):
+    """p(x) of the 9 sequences, as constants."""
+    with torch.no_grad():
+        return token_log_probs(params, SEQUENCES).sum(1).exp()  # (9,)
+
+
+def rewards_of(sequences):
+    return torch.stack([REWARD[a, b] for a, b in sequences])
+
+
+def exact_gradient(params):
+    """grad J for J = sum_x p(x) G(x), by autograd through the enumeration."""
+    expected = (token_log_probs(params, SEQUENCES).sum(1).exp() * rewards_of(SEQUENCES)).sum()
+    return torch.cat([g.flatten() for g in torch.autograd.grad(expected, params)])
+
+
+def gradient(params, loss):
+    return torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)])
+
+
+def expected_estimate(params, batch_size, baseline):
+    """E[-grad reinforce_loss] over every batch of ``batch_size`` independent samples, by enumeration.
+
+    Returns the mean and the total variance (trace of the covariance) of the estimate."""
+    p = probabilities(params)
+    mean, second_moment = 0.0, 0.0
+    for batch in itertools.product(range(len(SEQUENCES)), repeat=batch_size):
+        sequences = [SEQUENCES[i] for i in batch]
+        rewards = rewards_of(sequences)
+        chosen = baseline(rewards) if callable(baseline) else baseline
+        g = -gradient(params, reinforce_loss(token_log_probs(params, sequences), rewards, chosen))
+        weight = math.prod(float(p[i]) for i in batch)
+        mean = mean + weight * g
+        second_moment = second_moment + weight * (g @ g)
+    return mean, float(second_moment - mean @ mean)
+
+
+# ---------------------------------------------------------------------------
+# (a) The estimate's expectation is the gradient of the expected reward.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("baseline", [None, 0.7, -2.0], ids=["none", "constant", "negative"])
+def test_expected_estimate_is_the_exact_gradient_by_enumeration(baseline):
+    params = policy()
+    mean, _ = expected_estimate(params, 1, baseline)
+    torch.testing.assert_close(mean, exact_gradient(params), rtol=0, atol=1e-12)
+
+
+def test_a_per_sequence_baseline_that_ignores_the_sample_keeps_the_expectation():
+    # A tensor baseline, e.g. the reward of the greedy output: here a fixed value per position in the batch.
+    params = policy()
+    mean, _ = expected_estimate(params, 2, torch.tensor([0.3, 0.9], dtype=torch.float64))
+    torch.testing.assert_close(mean, exact_gradient(params), rtol=0, atol=1e-12)
+
+
+def test_leave_one_out_is_unbiased_and_the_batch_mean_including_the_sample_is_not():
+    params = policy()
+    exact = exact_gradient(params)
+    leave_one_out, _ = expected_estimate(params, 2, "leave-one-out")
+    torch.testing.assert_close(leave_one_out, exact, rtol=0, atol=1e-12)
+    # The batch mean depends on the sample itself: the expectation shrinks by (B - 1) / B = 1/2.
+    batch_mean, _ = expected_estimate(params, 2, lambda rewards: rewards.mean().expand(2))
+    torch.testing.assert_close(batch_mean, exact / 2, rtol=0, atol=1e-12)
+    assert (batch_mean - exact).norm() > 0.1 * exact.norm()
+
+
+def test_monte_carlo_average_matches_the_exact_gradient_within_standard_errors():
+    params = policy()
+    exact = exact_gradient(params)
+    p = probabilities(params)
+    n = 100_000
+    drawn = torch.multinomial(p, n, replacement=True, generator=torch.Generator().manual_seed(2))
+    sequences = [SEQUENCES[i] for i in drawn.tolist()]
+    estimate = -gradient(params, reinforce_loss(token_log_probs(params, sequences), rewards_of(sequences)))
+    # Standard error of each coordinate, from the per-sequence gradients (one per distinct sequence).
+    per_sequence = torch.stack([
+        -gradient(params, reinforce_loss(token_log_probs(params, [s]), rewards_of([s]))) for s in SEQUENCES
+    ])  # (9, P)
+    variance = (p[:, None] * (per_sequence - exact) ** 2).sum(0)  # (P,)
+    standard_error = (variance / n).sqrt()
+    assert bool(((estimate - exact).abs() <= 5 * standard_error + 1e-12).all())
+    # and the check has power: a wrong estimate (no minus sign) lies far outside
+    assert not bool(((-estimate - exact).abs() <= 5 * standard_error).all())
+
+
+# ---------------------------------------------------------------------------
+# (b) A baseline leaves the expectation unchanged and lowers the variance.
+# ---------------------------------------------------------------------------
+
+
+def test_baseline_lowers_the_variance_of_the_estimate():
+    params = policy()
+    expected_reward = float((probabilities(params) * rewards_of(SEQUENCES)).sum())
+    mean_none, var_none = expected_estimate(params, 1, None)
+    mean_base, var_base = expected_estimate(params, 1, expected_reward)
+    torch.testing.assert_close(mean_base, mean_none, rtol=0, atol=1e-12)
+    assert var_base < 0.2 * var_none
+    # Over batches of two, leave-one-out against no baseline (both averaged over the batch).
+    _, var_none_2 = expected_estimate(params, 2, None)
+    _, var_loo_2 = expected_estimate(params, 2, "leave-one-out")
+    assert var_loo_2 < 0.5 * var_none_2
+
+
+# ---------------------------------------------------------------------------
+# The loss by hand, padding, and fine-tuning.
+# ---------------------------------------------------------------------------
+
+
+def test_loss_value_by_hand():
+    log_probs = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]], dtype=torch.float64))
+    rewards = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    # no baseline: -(1 * log(1/8) + 0 * log(1/4)) / 2
+    assert reinforce_loss(log_probs, rewards).item() == pytest.approx(math.log(8) / 2, abs=1e-15)
+    # leave-one-out: advantages 1 - 0 = 1 and 0 - 1 = -1
+    expected = -(math.log(1 / 8) - math.log(1 / 4)) / 2
+    assert reinforce_loss(log_probs, rewards, "leave-one-out").item() == pytest.approx(expected, abs=1e-15)
+
+
+def test_mask_ignores_padding_even_minus_infinity():
+    log_probs = torch.tensor([[-0.5, -1.0, -math.inf], [-0.2, -0.3, -0.4]], dtype=torch.float64,
+                             requires_grad=True)
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    rewards = torch.tensor([0.2, 0.6], dtype=torch.float64)
+    loss = reinforce_loss(log_probs, rewards, 0.1, mask)
+    by_hand = -((0.2 - 0.1) * -1.5 + (0.6 - 0.1) * -0.9) / 2
+    assert loss.item() == pytest.approx(by_hand, abs=1e-15)
+    (grad,) = torch.autograd.grad(loss, log_probs)
+    assert grad[0, 2] == 0 and bool(torch.isfinite(grad).all())
+
+
+def test_no_gradient_flows_through_rewards_or_baseline():
+    log_probs = torch.log(torch.tensor([0.5, 0.25], dtype=torch.float64)).requires_grad_()
+    rewards = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    baseline = torch.tensor([0.5, 0.5], dtype=torch.float64, requires_grad=True)
+    reinforce_loss(log_probs, rewards, baseline).backward()
+    assert rewards.grad is None and baseline.grad is None
+    torch.testing.assert_close(log_probs.grad, torch.tensor([-0.25, -0.75], dtype=torch.float64))
+
+
+def test_fine_tuning_raises_the_reward():
+    # Reward: the share of sampled tokens that are word 0; a fresh model draws it a quarter of the time.
+    torch.manual_seed(0)
+    model = NeuralLM(4, context=1, embedding_dim=8, hidden_size=8)
+    prompts = torch.tensor([[1], [2], [3]])
+
+    def share_of_zeros(sequences):
+        return (sequences[:, 1:] == 0).double().mean(1)
+
+    rewards = reinforce_fine_tune(model, prompts, share_of_zeros, length=6, bos=4, steps=60, batch_size=16,
+                                  lr=0.05, seed=0)
+    assert rewards[0] < 0.45 and min(rewards[-5:]) > 0.9
+
+
+# ---------------------------------------------------------------------------
+# (c) Bad input names the argument.
+# ---------------------------------------------------------------------------
+
+GOOD = torch.tensor([[-0.5, -1.0], [-0.1, -0.2]])
+REWARDS = torch.tensor([1.0, 0.0])
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(log_probs=[[-0.5]]), TypeError, "log_probs must be a floating-point"),
+    (dict(log_probs=torch.zeros(2, 2, 2)), ValueError, r"log_probs must have shape \(B,\) or \(B, T\)"),
+    (dict(log_probs=torch.tensor([[0.5, 0.25], [0.5, 0.5]])), ValueError, r"log_probs must be log-probabilities"),
+    (dict(log_probs=torch.tensor([[math.nan, -1.0], [-1.0, -1.0]])), ValueError, "log_probs .* NaN"),
+    (dict(rewards=torch.tensor([1.0, 0.0, 1.0])), ValueError, r"rewards must be B = 2 .* found shape \(3,\)"),
+    (dict(rewards=torch.tensor([1.0, math.nan])), ValueError, "rewards .* NaN or inf"),
+    (dict(rewards=torch.tensor([1, 0])), TypeError, "rewards must be a floating-point"),
+    (dict(baseline="mean"), ValueError, "baseline must be None, a number, a .* found 'mean'"),
+    (dict(baseline=torch.zeros(3)), ValueError, r"baseline must be a float tensor of B = 2"),
+    (dict(baseline=math.nan), ValueError, "baseline must be a finite number"),
+    (dict(baseline=True), TypeError, "baseline must be None, a number"),
+    (dict(mask=torch.ones(2, 3, dtype=torch.bool)), ValueError, r"mask must have the shape \(B, T\)"),
+    (dict(mask=torch.ones(2, 2)), TypeError, "mask must be a bool"),
+])
+def test_bad_input_is_named(kwargs, error, match):
+    arguments = dict(log_probs=GOOD, rewards=REWARDS) | kwargs
+    with pytest.raises(error, match=match):
+        reinforce_loss(**arguments)
+
+
+def test_leave_one_out_needs_two_sequences():
+    with pytest.raises(ValueError, match="leave-one-out' needs B >= 2"):
+        reinforce_loss(torch.tensor([-1.0]), torch.tensor([1.0]), "leave-one-out")
+
+
+def test_fine_tune_bad_input_is_named():
+    model = NeuralLM(4, context=1, embedding_dim=4, hidden_size=4)
+    prompts = torch.tensor([[1]])
+    with pytest.raises(TypeError, match="model must be a Module"):
+        reinforce_fine_tune("model", prompts, len, 3, 4)
+    with pytest.raises(TypeError, match="reward must be callable"):
+        reinforce_fine_tune(model, prompts, None, 3, 4)
+    with pytest.raises(ValueError, match="length must be an int >= 2"):
+        reinforce_fine_tune(model, prompts, len, 1, 4)
+    with pytest.raises(TypeError, match="baseline must be None, a number or 'leave-one-out'"):
+        reinforce_fine_tune(model, prompts, len, 3, 4, baseline=torch.zeros(64))
+    with pytest.raises(ValueError, match="baseline must be None, a number, a .* found 'greedy'"):
+        reinforce_fine_tune(model, prompts, len, 3, 4, baseline="greedy")
