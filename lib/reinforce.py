@@ -163,12 +163,12 @@ def reinforce_loss(log_probs: Tensor, rewards: Tensor, baseline: Union[None, flo
     return -(advantage * log_probs).mean()
 
 
-def _check_fine_tune(model: object, prompts: object, reward: object, length: object, steps: object,
+def _check_fine_tune(model: object, references: object, reward: object, prompt: object, steps: object,
                      batch_size: object, lr: object, baseline: object, seed: object) -> None:
     require_instance("model", model, nn.Module)
-    _require_token_tensor("prompts", prompts, 2)
+    _require_token_tensor("references", references, 2)
     require_callable("reward", reward)
-    require_int("length", length, prompts.shape[1] + 1)
+    require_int("prompt", prompt, 0, references.shape[1] - 1)
     require_int("steps", steps), require_int("batch_size", batch_size, 2), require_int("seed", seed, 0)
     require_number("lr", lr, 0.0)
     if isinstance(baseline, Tensor):
@@ -177,35 +177,37 @@ def _check_fine_tune(model: object, prompts: object, reward: object, length: obj
     _check_baseline(baseline, batch_size)
 
 
-def reinforce_fine_tune(model: nn.Module, prompts: Tensor, reward: Callable[[Tensor], Tensor], length: int,
-                        bos: int, steps: int = 100, batch_size: int = 64, lr: float = 1e-3,
+def reinforce_fine_tune(model: nn.Module, references: Tensor, reward: Callable[[Tensor, Tensor], Tensor],
+                        prompt: int, bos: int, steps: int = 100, batch_size: int = 64, lr: float = 1e-3,
                         baseline: Union[None, float, str] = "leave-one-out", seed: int = 0) -> list[float]:
     """Fine-tune a language model by REINFORCE: sample, score, and follow :func:`reinforce_loss`.
 
-    Each step draws ``batch_size`` prompts, continues each with the model's own
-    samples to ``length`` tokens (:func:`lib.lm.rollout`, temperature 1), scores
-    the whole sequences with ``reward``, and takes one Adam step on
+    Each step draws ``batch_size`` reference sequences, continues the first
+    ``prompt`` tokens of each with the model's own samples to the references'
+    length (:func:`lib.lm.rollout`, temperature 1), scores every sample against
+    its reference with ``reward``, and takes one Adam step on
     :func:`reinforce_loss` of the log-probabilities of the sampled tokens (the
-    prompt's tokens are given, not sampled, so they carry no gradient).
+    prompt is given, not sampled, so it carries no gradient).
 
     Parameters
     ----------
     model : nn.Module
         ``model(tokens (N, t))`` returns logits ``(N, t, V)`` and reads ``bos``
         first (:class:`lib.lm.NeuralLM`).
-    prompts : LongTensor
-        The beginnings to continue.
+    references : LongTensor
+        The sequences whose beginnings are continued and with which the samples are compared.
     reward : callable
-        ``reward(sequences (N, length))`` returns a float tensor ``(N,)``.
-    length : int
-        Length of every sequence, prompt included.
+        ``reward(samples (B, L), references (B, L))`` returns a float tensor
+        ``(B,)``, e.g. an n-gram precision.
+    prompt : int
+        Tokens of each reference given to the model before it samples.
     bos : int
     steps, batch_size : int
     lr : float
     baseline : None, float or "leave-one-out"
         As in :func:`reinforce_loss`.
     seed : int
-        Seeds the choice of prompts and the samples.
+        Seeds the choice of references and the samples.
 
     Returns
     -------
@@ -214,20 +216,20 @@ def reinforce_fine_tune(model: nn.Module, prompts: Tensor, reward: Callable[[Ten
 
     Shapes
     ------
-    prompts : (N, P) with P < length
+    references : (N, L) with ``prompt < L``
     """
-    _check_fine_tune(model, prompts, reward, length, steps, batch_size, lr, baseline, seed)
+    _check_fine_tune(model, references, reward, prompt, steps, batch_size, lr, baseline, seed)
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    start = prompts.shape[1]  # the first sampled position
+    length = references.shape[1]
     mean_rewards = []
     for _ in range(steps):
-        chosen = prompts[torch.randint(len(prompts), (batch_size,), generator=generator)]  # (B, P)
-        sequences = rollout(model, chosen, length, bos, generator)  # (B, length)
-        rewards = reward(sequences)  # (B,)
-        inputs = F.pad(sequences[:, :-1], (1, 0), value=bos)  # (B, length): bos, then all but the last
-        log_p = torch.log_softmax(model(inputs), dim=-1)  # (B, length, V)
-        taken = log_p.gather(2, sequences[:, :, None])[:, start:, 0]  # (B, length - P): sampled tokens
+        chosen = references[torch.randint(len(references), (batch_size,), generator=generator)]  # (B, L)
+        samples = rollout(model, chosen[:, :prompt], length, bos, generator)  # (B, L)
+        rewards = reward(samples, chosen)  # (B,)
+        inputs = F.pad(samples[:, :-1], (1, 0), value=bos)  # (B, L): bos, then all but the last
+        log_p = torch.log_softmax(model(inputs), dim=-1)  # (B, L, V)
+        taken = log_p.gather(2, samples[:, :, None])[:, prompt:, 0]  # (B, L - prompt): the sampled tokens
         loss = reinforce_loss(taken, rewards, baseline)
         optimizer.zero_grad()
         loss.backward()

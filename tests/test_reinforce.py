@@ -186,12 +186,13 @@ def test_fine_tuning_raises_the_reward():
     # Reward: the share of sampled tokens that are word 0; a fresh model draws it a quarter of the time.
     torch.manual_seed(0)
     model = NeuralLM(4, context=1, embedding_dim=8, hidden_size=8)
-    prompts = torch.tensor([[1], [2], [3]])
+    references = torch.tensor([[1, 2, 3, 1, 2, 3], [2, 3, 1, 2, 3, 1], [3, 1, 2, 3, 1, 2]])
 
-    def share_of_zeros(sequences):
-        return (sequences[:, 1:] == 0).double().mean(1)
+    def share_of_zeros(samples, references):
+        assert torch.equal(samples[:, :1], references[:, :1])  # the prompt is the reference's
+        return (samples[:, 1:] == 0).double().mean(1)
 
-    rewards = reinforce_fine_tune(model, prompts, share_of_zeros, length=6, bos=4, steps=60, batch_size=16,
+    rewards = reinforce_fine_tune(model, references, share_of_zeros, prompt=1, bos=4, steps=60, batch_size=16,
                                   lr=0.05, seed=0)
     assert rewards[0] < 0.45 and min(rewards[-5:]) > 0.9
 
@@ -232,14 +233,16 @@ def test_leave_one_out_needs_two_sequences():
 
 def test_fine_tune_bad_input_is_named():
     model = NeuralLM(4, context=1, embedding_dim=4, hidden_size=4)
-    prompts = torch.tensor([[1]])
+    references = torch.tensor([[1, 2, 3]])
     with pytest.raises(TypeError, match="model must be a Module"):
-        reinforce_fine_tune("model", prompts, len, 3, 4)
+        reinforce_fine_tune("model", references, max, 1, 4)
+    with pytest.raises(TypeError, match="references must be a LongTensor"):
+        reinforce_fine_tune(model, references.double(), max, 1, 4)
     with pytest.raises(TypeError, match="reward must be callable"):
-        reinforce_fine_tune(model, prompts, None, 3, 4)
-    with pytest.raises(ValueError, match="length must be an int >= 2"):
-        reinforce_fine_tune(model, prompts, len, 1, 4)
+        reinforce_fine_tune(model, references, None, 1, 4)
+    with pytest.raises(ValueError, match="prompt must be an int <= 2"):
+        reinforce_fine_tune(model, references, max, 3, 4)
     with pytest.raises(TypeError, match="baseline must be None, a number or 'leave-one-out'"):
-        reinforce_fine_tune(model, prompts, len, 3, 4, baseline=torch.zeros(64))
+        reinforce_fine_tune(model, references, max, 1, 4, baseline=torch.zeros(64))
     with pytest.raises(ValueError, match="baseline must be None, a number, a .* found 'greedy'"):
-        reinforce_fine_tune(model, prompts, len, 3, 4, baseline="greedy")
+        reinforce_fine_tune(model, references, max, 1, 4, baseline="greedy")
