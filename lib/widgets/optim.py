@@ -1,10 +1,14 @@
 """Interactive figures of chapter 2 (optimisers).
 
-The visual runs the optimisers of :mod:`lib.optim` on a 2-D surface at every
-update (a few hundred steps take a few tens of milliseconds); ``compute`` is
-tested in ``tests/test_widgets_optim.py``.
+The visual overlays the paths of several optimisers of :mod:`lib.optim` on one 2-D
+surface, sharing one learning-rate multiplier, one β₁ and one β₂. Each path depends
+only on its own settings, so it is computed once per setting and reused by every
+combination of the optimiser toggles (:func:`optimizer_path`); ``compute`` is tested in
+``tests/test_widgets_optim.py`` against ``torch.optim``.
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -12,52 +16,63 @@ import torch
 from lib.optim import SGD, SURFACES, Adam, RMSprop, trajectory
 from lib.widgets.core import Choice, Slider, Visual
 
-OPTIMIZER_NAMES = ("momentum", "Nesterov", "RMSProp", "Adam")
+OPTIMIZER_NAMES = ("momentum", "RMSProp", "Adam")
+TOGGLES = {"momentum": "show_momentum", "RMSProp": "show_rmsprop", "Adam": "show_adam"}
+STYLES = {"momentum": ("tab:red", "o"), "RMSProp": ("darkorange", "s"), "Adam": ("black", "^")}
 
-# A learning rate per surface and optimiser that converges at β = 0.9; the slider
-# multiplies it. Adaptive methods take steps of about lr whatever the gradient, so
-# their scale differs from plain gradient descent's by orders of magnitude.
+# A learning rate per surface and optimiser that converges at β₁ = 0.9, β₂ = 0.999;
+# the slider multiplies it. Adaptive methods take steps of about lr whatever the
+# gradient, so their scale differs from plain gradient descent's by orders of magnitude.
 BASE_LR = {
-    ("quadratic", "momentum"): 0.02, ("quadratic", "Nesterov"): 0.02,
-    ("quadratic", "RMSProp"): 0.1, ("quadratic", "Adam"): 0.1,
-    ("rosenbrock", "momentum"): 1e-3, ("rosenbrock", "Nesterov"): 1e-3,
-    ("rosenbrock", "RMSProp"): 0.01, ("rosenbrock", "Adam"): 0.1,
+    ("quadratic", "momentum"): 0.02, ("quadratic", "RMSProp"): 0.1, ("quadratic", "Adam"): 0.1,
+    ("rosenbrock", "momentum"): 1e-3, ("rosenbrock", "RMSProp"): 0.01, ("rosenbrock", "Adam"): 0.1,
 }
 STEPS = {"quadratic": 100, "rosenbrock": 500}
 
 
-def optimizer_settings(name: str, lr: float, beta: float) -> tuple[type, dict]:
-    """The class and arguments behind one drop-down entry, with ``β`` in its role.
+def optimizer_settings(name: str, lr: float, beta1: float, beta2: float) -> tuple[type, dict]:
+    """The class and arguments of one optimiser, with ``β₁`` and ``β₂`` in their roles.
 
-    ``momentum`` and ``Nesterov``: :class:`lib.optim.SGD` with ``momentum = β``
-    (``β = 0`` is plain gradient descent). ``RMSProp``: ``alpha = β``, the decay of
-    the squared-gradient average. ``Adam``: ``β₁ = β``, ``β₂ = 0.999``.
+    ``momentum``: :class:`lib.optim.SGD` with ``momentum = β₁`` (``β₁ = 0`` is plain
+    gradient descent). ``RMSProp``: ``alpha = β₂``, the decay of the squared-gradient
+    average (it has no first moment). ``Adam``: ``betas = (β₁, β₂)``.
     """
     if name == "momentum":
-        return SGD, dict(lr=lr, momentum=beta)
-    if name == "Nesterov":
-        return SGD, dict(lr=lr, momentum=beta, nesterov=beta > 0)
+        return SGD, dict(lr=lr, momentum=beta1)
     if name == "RMSProp":
-        return RMSprop, dict(lr=lr, alpha=beta)
+        return RMSprop, dict(lr=lr, alpha=beta2)
     if name == "Adam":
-        return Adam, dict(lr=lr, betas=(beta, 0.999))
+        return Adam, dict(lr=lr, betas=(beta1, beta2))
     raise ValueError(f"name must be one of {OPTIMIZER_NAMES}; found {name!r}")
 
 
-class TrajectoryExplorer(Visual):
-    """The path of one optimiser on a 2-D surface, for a learning rate and a β.
+@lru_cache(maxsize=None)
+def optimizer_path(surface: str, name: str, lr: float, beta1: float, beta2: float) -> np.ndarray:
+    """The points one optimiser visits on ``SURFACES[surface]`` in ``STEPS[surface]`` steps,
+    shape ``(n, 2)`` with ``n <= steps + 1`` (a diverging run is cut); read-only, cached."""
+    cls, hyper = optimizer_settings(name, lr, beta1, beta2)
+    path = trajectory(cls, SURFACES[surface], STEPS[surface], **hyper).numpy()  # (n, 2)
+    path.setflags(write=False)
+    return path
 
-    The shading shows the loss on a log scale (darker is lower); the star is the
-    minimum, the cross the start. A run that overflows is cut and reported as diverged.
+
+class TrajectoryExplorer(Visual):
+    """The paths of several optimisers on a 2-D surface, for a learning rate, a β₁ and a β₂.
+
+    A toggle per optimiser shows or hides its path; each runs at its own base learning
+    rate times the shared multiplier. The shading shows the loss on a log scale (darker
+    is lower); the star is the minimum, the cross the start. A run that overflows is cut
+    and reported as diverged.
     """
 
     title = "Optimiser trajectories"
-    figsize = (4.8, 4.8)
+    figsize = (4.8, 5.6)
     controls = (
         Choice("surface", tuple(SURFACES), default="rosenbrock", label="surface"),
-        Choice("optimizer", OPTIMIZER_NAMES, default="momentum", label="optimiser"),
-        Slider("lr_scale", (0.25, 0.5, 1, 2, 4), default=1, label="learning rate × base"),
-        Slider("beta", (0.0, 0.5, 0.8, 0.9, 0.95, 0.99), default=0.9, label="β"),
+        *(Choice(toggle, ("on", "off"), default="on", label=name) for name, toggle in TOGGLES.items()),
+        Slider("lr_scale", (0.5, 1, 2), default=1, label="learning rate × base"),
+        Slider("beta1", (0.0, 0.9, 0.99), default=0.9, label="β₁"),
+        Slider("beta2", (0.9, 0.999), default=0.999, label="β₂"),
     )
 
     def __init__(self, grid_size: int = 160):
@@ -70,28 +85,45 @@ class TrajectoryExplorer(Visual):
             values = surface.f(torch.stack([gx, gy], dim=-1))  # (grid, grid)
             self.grids[name] = (gx.numpy(), gy.numpy(), values.numpy())
 
-    def compute(self, surface="rosenbrock", optimizer="momentum", lr_scale=1, beta=0.9):
-        """Run the optimiser and summarise the run.
+    def compute(self, surface="rosenbrock", show_momentum="on", show_rmsprop="on", show_adam="on",
+                lr_scale=1, beta1=0.9, beta2=0.999):
+        """Run every shown optimiser and summarise each run.
 
         Returns
         -------
         dict
-            ``path``: float array ``(n, 2)`` of visited points (``n <= steps + 1``);
-            ``lr``; ``steps``; ``diverged``; ``final_loss`` and ``distance`` (to the
-            minimum) at the last finite point; ``surface``, ``optimizer``, ``beta``.
+            ``runs``: for each shown optimiser, in :data:`OPTIMIZER_NAMES` order, a dict
+            with ``path`` (float array ``(n, 2)``, ``n <= steps + 1``), ``lr``,
+            ``diverged``, and ``final_loss`` and ``distance`` (to the minimum) at the
+            last finite point; ``steps``, ``surface``, ``lr_scale``, ``beta1``, ``beta2``.
         """
+        shown = {"momentum": show_momentum, "RMSProp": show_rmsprop, "Adam": show_adam}
         spec = SURFACES[surface]
-        lr = BASE_LR[surface, optimizer] * lr_scale
-        steps = STEPS[surface]
-        cls, hyper = optimizer_settings(optimizer, lr, beta)
-        path = trajectory(cls, spec, steps, **hyper)  # (n, 2)
-        last = path[-1]
-        return {
-            "path": path.numpy(), "lr": lr, "steps": steps, "diverged": len(path) < steps + 1,
-            "final_loss": float(spec.f(last)),
-            "distance": float(torch.linalg.vector_norm(last - torch.tensor(spec.minimum, dtype=last.dtype))),
-            "surface": surface, "optimizer": optimizer, "beta": beta,
-        }
+        minimum = np.array(spec.minimum)
+        runs = {}
+        for name in OPTIMIZER_NAMES:
+            if shown[name] != "on":
+                continue
+            lr = BASE_LR[surface, name] * lr_scale
+            path = optimizer_path(surface, name, lr, beta1, beta2)  # (n, 2)
+            runs[name] = {
+                "path": path, "lr": lr, "diverged": len(path) < STEPS[surface] + 1,
+                "final_loss": float(spec.f(torch.from_numpy(path[-1].copy()))),
+                "distance": float(np.linalg.norm(path[-1] - minimum)),
+            }
+        return {"runs": runs, "steps": STEPS[surface], "surface": surface, "lr_scale": lr_scale,
+                "beta1": beta1, "beta2": beta2}
+
+    def inactive(self, surface="rosenbrock", show_momentum="on", show_rmsprop="on", show_adam="on",
+                 lr_scale=1, beta1=0.9, beta2=0.999):
+        reasons = {}
+        if "on" not in (show_momentum, show_rmsprop, show_adam):
+            reasons["lr_scale"] = "no optimiser is shown"
+        if "on" not in (show_momentum, show_adam):
+            reasons["beta1"] = "only momentum and Adam have a first moment; neither is shown"
+        if "on" not in (show_rmsprop, show_adam):
+            reasons["beta2"] = "only RMSProp and Adam have a second moment; neither is shown"
+        return reasons
 
     def draw(self, fig, data):
         ax = fig.add_subplot()
@@ -101,10 +133,19 @@ class TrajectoryExplorer(Visual):
             contours[name] = ax.contourf(gx, gy, np.log10(values + 1e-3), levels=12, cmap="Blues_r", alpha=0.6)
         minimum, = ax.plot([], [], "*", color="gold", markeredgecolor="black", markersize=12, zorder=4)
         start, = ax.plot([], [], "x", color="black", markersize=7, zorder=4)
-        line, = ax.plot([], [], "-o", color="tab:red", markersize=2, linewidth=1, zorder=3)
+        lines, summaries = {}, {}
+        for row, name in enumerate(OPTIMIZER_NAMES):
+            color, marker = STYLES[name]
+            lines[name], = ax.plot([], [], "-", marker=marker, color=color, markersize=3.5, linewidth=1.2, zorder=3)
+            # One summary line per optimiser under the axes, in its path's colour: a legend
+            # inside the axes covered the paths.
+            summaries[name] = fig.text(0.02, 0.02 + 0.055 * (len(OPTIMIZER_NAMES) - 1 - row), "", color=color,
+                                       ha="left", va="bottom")
         ax.set_xlabel("$w_1$")
         ax.set_ylabel("$w_2$")
-        handles = {"ax": ax, "contours": contours, "minimum": minimum, "start": start, "line": line}
+        fig.get_layout_engine().set(rect=(0, 0.18, 1, 0.82))  # the bottom 18% holds the summaries
+        handles = {"ax": ax, "contours": contours, "minimum": minimum, "start": start, "lines": lines,
+                   "summaries": summaries}
         self.update(handles, data)
         return handles
 
@@ -117,12 +158,24 @@ class TrajectoryExplorer(Visual):
         ax.set_ylim(*spec.ylim)
         handles["minimum"].set_data([spec.minimum[0]], [spec.minimum[1]])
         handles["start"].set_data([spec.start[0]], [spec.start[1]])
-        path = data["path"]
-        handles["line"].set_data(path[:, 0], path[:, 1])
-        if data["diverged"]:
-            summary = f"diverged after {len(path) - 1} steps\n "
-        else:
-            summary = (f"after {data['steps']} steps: loss {data['final_loss']:.2e},\n"
-                       f"distance to the minimum {data['distance']:.3f}")
-        # The summary is part of the title: a box inside the axes covered the path.
-        ax.set_title(f"{data['optimizer']}: lr = {data['lr']:g}, $\\beta$ = {data['beta']:g}\n{summary}")
+        for name in OPTIMIZER_NAMES:
+            line, summary = handles["lines"][name], handles["summaries"][name]
+            run = data["runs"].get(name)
+            line.set_visible(run is not None)
+            summary.set_visible(run is not None)
+            if run is None:
+                continue
+            line.set_data(run["path"][:, 0], run["path"][:, 1])
+            line.set_markevery(max(1, data["steps"] // 50))  # about 50 markers: the path stays visible
+            if run["diverged"]:
+                result = f"diverged after {len(run['path']) - 1} steps"
+            else:
+                result = f"distance {run['distance']:.3f}"
+            summary.set_text(f"{name}, lr {run['lr']:g}: {result}")
+        # Only the β's of the shown optimisers: a control without effect leaves the frame unchanged.
+        title = [f"{data['steps']} steps"]
+        if {"momentum", "Adam"} & set(data["runs"]):
+            title.append(f"$\\beta_1$ = {data['beta1']:g}")
+        if {"RMSProp", "Adam"} & set(data["runs"]):
+            title.append(f"$\\beta_2$ = {data['beta2']:g}")
+        ax.set_title(", ".join(title))
