@@ -1,4 +1,6 @@
 """The chapters' printing helpers."""
+import ast
+
 import pytest
 import torch
 
@@ -103,3 +105,71 @@ def test_code_of_drops_the_argument_checks_that_open_a_function():
     ]
     assert code_of(only_checks).splitlines()[-1] == '    require_int("n", n, 1)'
     assert "if x < 0:" in code_of(sample)  # an if-raise block is code, not a call of a check
+
+
+def wide(queries: torch.Tensor, keys: torch.Tensor, scale: float = 1.0, mask: torch.Tensor | None = None) -> tuple:
+    """A function whose lines are too long to show at 88 characters."""
+    scores = torch.matmul(queries, keys.transpose(-2, -1)) / scale  # (B, T, S): every query against every key
+    if mask is not None and mask.shape != scores.shape and mask.shape != scores.shape[-2:]:
+        raise ValueError(f"mask must have the shape of the scores, {tuple(scores.shape)}; found {tuple(mask.shape)}")
+    return scores, torch.softmax(scores.masked_fill(mask, float("-inf")) if mask is not None else scores, -1)
+
+
+def test_code_of_breaks_long_lines_inside_brackets():
+    assert code_of(wide).splitlines() == [
+        "def wide(",
+        "    queries: torch.Tensor, keys: torch.Tensor, scale: float = 1.0,",
+        "    mask: torch.Tensor | None = None",
+        ") -> tuple:",
+        "    # (B, T, S): every query against every key",
+        "    scores = torch.matmul(queries, keys.transpose(-2, -1)) / scale",
+        "    if (",
+        "        mask is not None",
+        "        and mask.shape != scores.shape",
+        "        and mask.shape != scores.shape[-2:]",
+        "    ):",
+        "        raise ValueError(",
+        '            f"mask must have the shape of the scores, {tuple(scores.shape)}; found "',
+        '            f"{tuple(mask.shape)}"',
+        "        )",
+        "    return scores, torch.softmax(",
+        '        scores.masked_fill(mask, float("-inf")) if mask is not None else scores, -1',
+        "    )",
+    ]
+
+
+def chapter_objects():
+    """Every function, class and method defined in the chapters' lib modules."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import lib.memory
+    from test_layering import CHAPTER_OF
+
+    names = [name for name in CHAPTER_OF if name != "lib.memory"]
+    names += [module.name for module in pkgutil.iter_modules(lib.memory.__path__, "lib.memory.")]
+    for name in names:
+        for obj in list(vars(importlib.import_module(name)).values()):
+            members = list(vars(obj).values()) if inspect.isclass(obj) else []
+            for item in [obj, *members]:
+                if (inspect.isfunction(item) or inspect.isclass(item)) and item.__module__ == name:
+                    try:
+                        inspect.getsource(item)
+                    except OSError:  # a dataclass's generated __init__, __repr__, ...
+                        continue
+                    yield f"{name}.{item.__qualname__}", item
+
+
+def test_code_of_shows_the_chapters_code_within_88_characters_a_line_and_unchanged(monkeypatch):
+    """No shown line is longer than 88 characters (a code block at 1024 px holds 88), and the
+    rewrapped code parses to the same syntax tree as the code before rewrapping."""
+    from lib import display
+
+    shown = {name: code_of(item) for name, item in chapter_objects()}
+    assert len(shown) > 400
+    assert [name for name, code in shown.items() if max(map(len, code.splitlines())) > 88] == []
+    monkeypatch.setattr(display, "_fit", lambda source: source)
+    changed = [name for name, item in chapter_objects() if ast.dump(ast.parse(shown[name]))
+               != ast.dump(ast.parse(code_of(item)))]
+    assert changed == []
