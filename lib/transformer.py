@@ -16,7 +16,11 @@ The module follows chapter 11 (syllabus TR1-TR7), top to bottom:
    model (Radford et al., 2018). :func:`critical_path_length` counts the
    operations that must run one after another, the quantity behind the
    parallelism argument.
-5. :class:`KVCache`: incremental decoding. Each generated position's keys and
+5. The training recipe of the paper: :func:`label_smoothed_cross_entropy`
+   (Szegedy et al. [6]_), :func:`warmup_rate` (the learning-rate schedule of
+   Vaswani et al., with :func:`warmup_lambda` for ``torch.optim.lr_scheduler.LambdaLR``)
+   and the ``sqrt(D)`` scaling of token embeddings (``scale_embedding``).
+6. :class:`KVCache`: incremental decoding. Each generated position's keys and
    values are kept per layer, so the next step computes only the new
    position's query, key and value instead of re-running the whole prefix
    (Pope et al. [5]_ discuss its cost at scale).
@@ -48,10 +52,13 @@ References
 .. [5] R. Pope, S. Douglas, A. Chowdhery, J. Devlin, J. Bradbury, A. Levskaya,
    J. Heek, K. Xiao, S. Agrawal, J. Dean. "Efficiently Scaling Transformer
    Inference". MLSys 2023. arXiv:2211.05102.
+.. [6] C. Szegedy, V. Vanhoucke, S. Ioffe, J. Shlens, Z. Wojna. "Rethinking the
+   Inception Architecture for Computer Vision". CVPR 2016 (label smoothing).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -72,6 +79,9 @@ __all__ = [
     "EncoderBlock",
     "DecoderBlock",
     "KVCache",
+    "label_smoothed_cross_entropy",
+    "warmup_rate",
+    "warmup_lambda",
     "TransformerConfig",
     "TransformerEmbedding",
     "Seq2SeqTransformer",
@@ -393,15 +403,16 @@ def _cached_self_attention(attention: MultiHeadAttention, h: Tensor, cache: KVCa
     output : (B, L, D)
     weights : (B, H, L, t + L)
     """
-    start = cache.length
+    start, new = cache.length, h.shape[1]  # t cached positions, L new ones
     keys, values = cache.append(
-        attention._split_heads(attention.key_proj(h)), attention._split_heads(attention.value_proj(h))
-    )  # (B, H, t + L, Dh) each
+        attention._split_heads(attention.key_proj(h)),  # (B, H, L, Dh)
+        attention._split_heads(attention.value_proj(h)),
+    )  # (B, H, t + L, Dh) each: the cached positions' and the new ones'
     queries = attention._split_heads(attention.query_proj(h))  # (B, H, L, Dh)
-    new = torch.arange(start, start + h.shape[1], device=h.device)  # (L,) absolute positions
-    mask = torch.arange(keys.shape[2], device=h.device)[None, :] <= new[:, None]  # (L, t + L)
-    heads, weights = scaled_dot_product_attention(queries, keys, values, mask=mask)  # (B, H, L, Dh)
-    merged = heads.transpose(1, 2).reshape(h.shape[0], h.shape[1], attention.embed_dim)  # (B, L, D)
+    positions = torch.arange(start, start + new, device=h.device)  # (L,)
+    mask = torch.arange(start + new, device=h.device) <= positions[:, None]  # (L, t + L)
+    heads, weights = scaled_dot_product_attention(queries, keys, values, mask)
+    merged = heads.transpose(1, 2).reshape(h.shape[0], new, attention.embed_dim)  # (B, L, D)
     return attention.out_proj(merged), weights
 
 
@@ -514,8 +525,7 @@ class EncoderBlock(_ResidualBlock):
         output : (B, T, D)
         weights : (B, H, T, T), or (B, H, T, t + T) with t positions cached
         """
-        _require_float_inputs(self, self.d_model, x=x)
-        _check_cache(cache, mask, valid_lens)
+        _require_float_inputs(self, self.d_model, x=x), _check_cache(cache, mask, valid_lens)
         h = self._sublayer_input(x, self.norm1)  # x itself in post-norm
         if cache is None:
             attended, weights = self.self_attn(h, h, h, mask=mask, valid_lens=valid_lens, average_weights=False)
@@ -625,8 +635,7 @@ class DecoderBlock(_ResidualBlock):
         self_weights : (B, H, T, T), or (B, H, T, t + T) with t positions cached
         cross_weights : (B, H, T, S)
         """
-        _require_float_inputs(self, self.d_model, y=y, memory=memory)
-        _check_cache(cache, None, None)
+        _require_float_inputs(self, self.d_model, y=y, memory=memory), _check_cache(cache, None, None)
         h = self._sublayer_input(y, self.norm1)  # y itself in post-norm
         if cache is None:
             mask = causal_mask(y.shape[1], device=y.device)  # (T, T)
@@ -685,7 +694,8 @@ class TransformerConfig:
     ``d_ff = 2048``). ``learned_positions`` replaces the sinusoidal encoding by
     a trained embedding of each position, as GPT and BERT do. ``norm_first``
     builds pre-norm blocks, and then a final layer norm closes each stack, as
-    in GPT-2 and ``torch.nn.Transformer(norm_first=True)``.
+    in GPT-2 and ``torch.nn.Transformer(norm_first=True)``. ``scale_embedding``
+    multiplies token embeddings by ``sqrt(d_model)``, as the paper does.
     """
 
     d_model: int = 32
@@ -696,6 +706,7 @@ class TransformerConfig:
     activation: str = "relu"
     learned_positions: bool = False
     norm_first: bool = False
+    scale_embedding: bool = False
 
     def __post_init__(self):
         _check_config(self)
@@ -713,6 +724,7 @@ def _check_config(c: TransformerConfig) -> None:
         require_even("d_model", c.d_model, "sines and cosines come in pairs")
     _require_activation(c.activation)
     require_instance("norm_first", c.norm_first, bool)
+    require_instance("scale_embedding", c.scale_embedding, bool)
 
 
 def _final_norm(c: TransformerConfig) -> nn.Module:
@@ -733,9 +745,12 @@ class TransformerEmbedding(nn.Module):
     """Token embedding plus position: ``e_{x_t} + p_t`` for every position ``t``.
 
     The position vectors are the fixed :func:`positional_encoding` or, with
-    ``learned_positions``, a trained ``nn.Embedding`` of the positions.
-    (Vaswani et al. also multiply the token embedding by ``sqrt(D)`` because
-    they share it with the output layer; this module shares nothing.)
+    ``learned_positions``, a trained ``nn.Embedding`` of the positions. With
+    ``scale``, the token embedding is multiplied by ``sqrt(D)`` first, as in
+    Vaswani et al.: their embedding matrix is shared with the output layer,
+    which keeps its entries small (about ``1 / sqrt(D)``), and the factor
+    brings the token vectors back to the size of the positions' (entries of
+    size about 1). This module shares nothing, so the option only rescales.
 
     Parameters
     ----------
@@ -744,6 +759,8 @@ class TransformerEmbedding(nn.Module):
     max_len : int
         Longest sequence the module accepts.
     learned_positions : bool, default False
+    scale : bool, default False
+        Multiply the token embedding by ``sqrt(d_model)``.
 
     Shapes
     ------
@@ -751,10 +768,13 @@ class TransformerEmbedding(nn.Module):
     output : (B, T, D)
     """
 
-    def __init__(self, vocab_size: int, d_model: int, max_len: int, learned_positions: bool = False):
+    def __init__(
+        self, vocab_size: int, d_model: int, max_len: int, learned_positions: bool = False, scale: bool = False
+    ):
         super().__init__()
-        require_ints(vocab_size=vocab_size, d_model=d_model, max_len=max_len)
+        require_ints(vocab_size=vocab_size, d_model=d_model, max_len=max_len), require_instance("scale", scale, bool)
         self.vocab_size, self.max_len = vocab_size, max_len
+        self.token_scale = math.sqrt(d_model) if scale else 1.0
         self.token = nn.Embedding(vocab_size, d_model)
         if learned_positions:
             self.position = nn.Embedding(max_len, d_model)
@@ -770,7 +790,7 @@ class TransformerEmbedding(nn.Module):
             positions = self.position(torch.arange(start, end, device=tokens.device))  # (T, D)
         else:
             positions = self.encoding[start:end]  # (T, D)
-        return self.token(tokens) + positions.to(self.token.weight.dtype)  # (B, T, D)
+        return self.token_scale * self.token(tokens) + positions.to(self.token.weight.dtype)  # (B, T, D)
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -799,8 +819,10 @@ class Seq2SeqTransformer(nn.Module):
         _check_model(config, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
         self.config = config
         c = config
-        self.src_embed = TransformerEmbedding(src_vocab_size, c.d_model, c.max_len, c.learned_positions)
-        self.tgt_embed = TransformerEmbedding(tgt_vocab_size, c.d_model, c.max_len, c.learned_positions)
+        self.src_embed = TransformerEmbedding(src_vocab_size, c.d_model, c.max_len, c.learned_positions,
+                                              c.scale_embedding)
+        self.tgt_embed = TransformerEmbedding(tgt_vocab_size, c.d_model, c.max_len, c.learned_positions,
+                                              c.scale_embedding)
         self.encoder = nn.ModuleList(
             EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first)
             for _ in range(c.num_layers)
@@ -967,7 +989,7 @@ class DecoderOnlyLM(nn.Module):
         super().__init__()
         _check_model(config, vocab_size=vocab_size)
         self.config = c = config
-        self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions)
+        self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions, c.scale_embedding)
         self.blocks = nn.ModuleList(
             EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first)
             for _ in range(c.num_layers)
@@ -1060,6 +1082,130 @@ def _greedy(
         new = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
         tokens = torch.cat([tokens, new], dim=1)  # (B, t + 1)
     return tokens, torch.stack(chosen_from, dim=1)  # (B, P + steps), (B, steps, V)
+
+
+# ---------------------------------------------------------------------------
+# The training recipe of the paper.
+# ---------------------------------------------------------------------------
+
+
+def _check_smoothing(logits: object, targets: object, epsilon: object, ignore_index: object) -> None:
+    """The argument checks of :func:`label_smoothed_cross_entropy`."""
+    if not isinstance(logits, Tensor) or not logits.is_floating_point() or logits.dim() != 2:
+        found = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
+        raise ValueError(f"logits must be a float tensor of shape (N, V); found {found}")
+    require_tokens("targets", targets.unsqueeze(0) if isinstance(targets, Tensor) and targets.dim() == 1
+                   else targets, logits.shape[1])
+    if targets.dim() != 1 or targets.shape[0] != logits.shape[0]:
+        raise ValueError(f"targets must have shape (N,) with N = {logits.shape[0]}; found {tuple(targets.shape)}")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 <= epsilon <= 1:
+        raise ValueError(f"epsilon must be a number in [0, 1]; found {epsilon!r}")
+    if ignore_index is not None:
+        require_int("ignore_index", ignore_index, 0)
+
+
+def label_smoothed_cross_entropy(
+    logits: Tensor, targets: Tensor, epsilon: float, ignore_index: Optional[int] = None
+) -> Tensor:
+    r"""Cross-entropy against a smoothed target: mass ``1 - epsilon`` on the label, ``epsilon`` spread evenly.
+
+    .. math:: q_k = (1 - \varepsilon)\,[k = y] + \frac{\varepsilon}{V}, \qquad
+              \ell = -\sum_{k=1}^{V} q_k \log p_k
+              = (1 - \varepsilon)(-\log p_y) + \varepsilon \cdot \frac{1}{V}\sum_k (-\log p_k)
+
+    The model is never asked for probability 1, so its logits stay bounded;
+    Vaswani et al. use ``epsilon = 0.1``. Equal to
+    ``F.cross_entropy(logits, targets, label_smoothing=epsilon)``.
+
+    Parameters
+    ----------
+    logits : Tensor
+    targets : Tensor
+        Integer labels in ``[0, V)``.
+    epsilon : float
+        Smoothing, in ``[0, 1]``; 0 is the ordinary cross-entropy.
+    ignore_index : int, optional
+        Targets with this value (padding) do not count.
+
+    Returns
+    -------
+    Tensor
+        The mean loss over the counted positions (a scalar).
+
+    Shapes
+    ------
+    logits : (N, V)
+    targets : (N,)
+    output : ()
+    """
+    _check_smoothing(logits, targets, epsilon, ignore_index)
+    log_p = F.log_softmax(logits, dim=-1)  # (N, V)
+    keep = torch.ones_like(targets, dtype=torch.bool) if ignore_index is None else targets != ignore_index  # (N,)
+    nll = -log_p.gather(1, targets[:, None]).squeeze(1)  # (N,) -log p_y
+    uniform = -log_p.mean(dim=-1)  # (N,) the cross-entropy against the uniform distribution
+    loss = (1 - epsilon) * nll + epsilon * uniform  # (N,)
+    return loss[keep].mean()
+
+
+def _check_warmup(step: object, d_model: object, warmup: object) -> None:
+    """The argument checks of :func:`warmup_rate`: three positive integers."""
+    require_ints(step=step, d_model=d_model, warmup=warmup)
+
+
+def warmup_rate(step: int, d_model: int, warmup: int = 4000) -> float:
+    r"""The learning rate of Vaswani et al. at training step ``step`` (counted from 1).
+
+    .. math:: \mathrm{lrate}(t) = d_{\text{model}}^{-1/2}\,
+              \min\big(t^{-1/2},\ t \cdot \mathrm{warmup}^{-3/2}\big)
+
+    The rate grows linearly for the first ``warmup`` steps, peaks at
+    :math:`(d_{\text{model}} \cdot \mathrm{warmup})^{-1/2}` and then decays like
+    :math:`t^{-1/2}`. The paper uses ``warmup = 4000`` with Adam
+    (``beta2 = 0.98``).
+
+    Parameters
+    ----------
+    step : int
+        Training step ``t >= 1``.
+    d_model : int
+    warmup : int, default 4000
+
+    Returns
+    -------
+    float
+
+    Shapes
+    ------
+    scalars only
+    """
+    _check_warmup(step, d_model, warmup)
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+def warmup_lambda(d_model: int, warmup: int = 4000) -> Callable[[int], float]:
+    """The factor for ``torch.optim.lr_scheduler.LambdaLR`` that gives :func:`warmup_rate`.
+
+    ``LambdaLR`` multiplies the optimiser's learning rate by ``f(k)`` after
+    ``k`` calls of ``scheduler.step()``, starting at ``k = 0``; the returned
+    ``f(k)`` is ``warmup_rate(k + 1, d_model, warmup)``, so an optimiser
+    created with ``lr=1`` follows the paper's schedule from step 1.
+
+    Parameters
+    ----------
+    d_model : int
+    warmup : int, default 4000
+
+    Returns
+    -------
+    callable
+        ``f(k) -> float`` for ``k = 0, 1, 2, ...``
+
+    Shapes
+    ------
+    scalars only
+    """
+    _check_warmup(1, d_model, warmup)
+    return lambda k: warmup_rate(k + 1, d_model, warmup)
 
 
 # ---------------------------------------------------------------------------
