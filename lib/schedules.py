@@ -65,11 +65,6 @@ def step_decay(t: int, step_size: int, gamma: float = 0.1) -> float:
     return gamma ** (t // step_size)
 
 
-def _cosine_fall(progress: float, min_factor: float) -> float:
-    """Half a cosine from 1 (``progress`` 0) to ``min_factor`` (``progress`` 1)."""
-    return min_factor + (1 - min_factor) * (1 + math.cos(math.pi * min(progress, 1.0))) / 2
-
-
 def cosine(t: int, total: int, min_factor: float = 0.0) -> float:
     """``m + (1 - m)(1 + cos(π t / T)) / 2``: from 1 at ``t = 0`` to ``m`` at ``t = T``.
 
@@ -96,7 +91,7 @@ def cosine(t: int, total: int, min_factor: float = 0.0) -> float:
     scalars in, a scalar out
     """
     require_int("t", t, 0), require_int("total", total), require_number("min_factor", min_factor, 0.0, 1.0)
-    return _cosine_fall(t / total, min_factor)
+    return min_factor + (1 - min_factor) * (1 + math.cos(math.pi * min(t, total) / total)) / 2
 
 
 def _check_warmup(t: int, warmup: int, total: int, start_factor: float, decay: str, min_factor: float) -> None:
@@ -151,7 +146,6 @@ def warmup_then_decay(t: int, warmup: int, total: int, start_factor: float = 0.1
     _check_warmup(t, warmup, total, start_factor, decay, min_factor)
     if t < warmup:
         return start_factor + (1 - start_factor) * t / warmup
-    progress = (t - warmup) / (total - warmup)
-    if decay == "linear":
-        return 1 - (1 - min_factor) * min(progress, 1.0)
-    return _cosine_fall(progress, min_factor)
+    if decay == "cosine":
+        return cosine(t - warmup, total - warmup, min_factor)
+    return 1 - (1 - min_factor) * min(t - warmup, total - warmup) / (total - warmup)

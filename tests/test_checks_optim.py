@@ -78,3 +78,47 @@ def test_results_survive_torch_save_and_the_judge_runs_apart(tmp_path):
     check_adam_path.judge(cases, torch.load(tmp_path / "results.pt", weights_only=True))
     with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
         check_adam_path.judge(cases, ["NotImplementedError: write it"] * len(cases))
+
+
+# ---- check_momentum_lr_limit -------------------------------------------------------------------
+
+def test_momentum_limit_checker_is_registered_and_matches_the_measured_limit():
+    from lib.checks import check_momentum_lr_limit
+    from lib.optim import SGD, SURFACES, trajectory
+
+    assert CHECKS["check_momentum_lr_limit"] is check_momentum_lr_limit
+    # The experiment behind the exercise: on the chapter's quadratic (curvatures 1 and 20) SGD with
+    # momentum β converges just below 2(1 + β)/20 and diverges just above it.
+    for beta in (0.0, 0.5, 0.9):
+        limit = 2 * (1 + beta) / 20
+        below = trajectory(SGD, SURFACES["quadratic"], 400, lr=0.98 * limit, momentum=beta)
+        above = trajectory(SGD, SURFACES["quadratic"], 400, lr=1.02 * limit, momentum=beta)
+        assert below[-1].norm() < 0.1 * below[0].norm() and above[-1].norm() > 10 * above[0].norm()
+
+
+@pytest.mark.parametrize("answer", [
+    lambda curvatures, beta: 2 * (1 + beta) / curvatures.max(),
+    lambda curvatures, beta: (2 + 2 * beta) / curvatures.sort().values[-1],
+    lambda curvatures, beta: torch.tensor(2 * (1 + beta) / max(curvatures.tolist()), dtype=torch.float32),
+])
+def test_momentum_limit_accepts_right_answers(answer, capsys):
+    from lib.checks import check_momentum_lr_limit
+
+    check_momentum_lr_limit(answer)
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize("answer, message", [
+    (lambda c, beta: 2 / c.max(), "limit without momentum"),
+    (lambda c, beta: 2 * (1 - beta) / c.max(), "does not shrink the limit by 1 - β"),
+    (lambda c, beta: 2 * (1 + beta) / c.min(), "largest curvature, is the first to diverge"),
+    (lambda c, beta: (1 + beta) / c.max(), "half of the limit"),
+    (lambda c, beta: 2 * (1 + beta) / c[-1], "for curvatures"),  # a slip or the value, by draw
+    (lambda c, beta: 2 * (1 + beta) / c, "expected a scalar"),
+    (lambda c, beta: float(2 * (1 + beta) / c.max()), "must return a torch.Tensor"),
+])
+def test_momentum_limit_names_each_wrong_answer(answer, message):
+    from lib.checks import check_momentum_lr_limit
+
+    with pytest.raises(CheckFailed, match=message):
+        check_momentum_lr_limit(answer)

@@ -85,3 +85,47 @@ check_adam_path = Check(
     mismatch=_first_difference, tolerance=dict(atol=1e-10, rtol=0.0),
     forbidden=("torch.optim",),
 )
+
+
+def momentum_limit_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
+    """Fresh inputs ``(curvatures, beta)`` for :data:`check_momentum_lr_limit`.
+
+    ``curvatures`` holds 2 to 6 distinct positive curvatures (float64, in random order, so
+    that the largest is not always last); ``beta`` lies in ``[0.3, 0.99]``, where every slip
+    below gives a clearly different number.
+    """
+    cases = []
+    for _ in range(trials):
+        dim = int(torch.randint(2, 7, (), generator=generator))
+        curvatures = torch.empty(dim, dtype=torch.float64).uniform_(0.5, 50.0, generator=generator)
+        beta = float(torch.empty(()).uniform_(0.3, 0.99, generator=generator))
+        cases.append((curvatures, beta))
+    return cases
+
+
+def _momentum_limit(curvatures: torch.Tensor, beta: float, factor: float = 1.0, smallest: bool = False):
+    """``2 (1 + β) / λ_max`` times ``factor`` (``λ_min`` if ``smallest``): the answer and its slips."""
+    curvature = curvatures.min() if smallest else curvatures.max()
+    return factor * 2 * (1 + beta) / curvature
+
+
+check_momentum_lr_limit = Check(
+    "the stability limit agrees with 2(1 + β)/λ_max on 10 fresh quadratics",
+    momentum_limit_cases, _momentum_limit,
+    describe=lambda curvatures, beta: f"curvatures {[round(c, 2) for c in curvatures.tolist()]}, β = {beta:.2f}",
+    compared_with="the limit", noun="learning rate", layout=" (a 0-dimensional tensor)",
+    slips=(
+        Slip(lambda curvatures, beta: _momentum_limit(curvatures, beta, 1 / (1 + beta)),
+             "that is the limit without momentum, 2/λ_max; run the experiment with β = 0.9: "
+             "momentum lets a larger learning rate converge"),
+        Slip(lambda curvatures, beta: _momentum_limit(curvatures, beta, (1 - beta) / (1 + beta)),
+             "momentum does not shrink the limit by 1 - β: PyTorch's buffer is 1/(1 - β) times larger "
+             "for a steady gradient, but a diverging coordinate's gradient flips sign at every step"),
+        Slip(lambda curvatures, beta: _momentum_limit(curvatures, beta, smallest=True),
+             "the steepest direction, the largest curvature, is the first to diverge"),
+        Slip(lambda curvatures, beta: _momentum_limit(curvatures, beta, 0.5),
+             "half of the limit: at lr · λ = 1 + β the steep coordinate still converges; it diverges "
+             "beyond lr · λ = 2(1 + β)"),
+    ),
+    tolerance=dict(atol=1e-9, rtol=1e-9),
+)
