@@ -10,7 +10,8 @@ import pytest
 from PIL import Image
 
 from lib.widgets import Choice, Explorer, Slider, Text, Visual, explore
-from lib.widgets.core import MAX_FRAMES, TIMINGS_ENV, WIDGETS_ENV
+from lib.widgets.core import (CSS_PX_PER_INCH, MAX_FRAMES, PIXEL_DENSITY, TIMINGS_ENV, WIDGETS_ENV,
+                              book_visuals, figure_label, min_font_pt)
 
 
 class Line(Visual):
@@ -252,3 +253,27 @@ def test_externalised_frames_are_files_the_player_fetches_by_url(tmp_path):
     assert externalise_frames(moved, tmp_path / "frames", "../_static/frames/") == moved  # idempotent
     with pytest.raises(ValueError, match="url_prefix must end with '/'; found 'x'"):
         externalise_frames(page, tmp_path, "x")
+
+
+def test_every_book_visual_has_a_specific_caption_and_its_own_label():
+    visuals = book_visuals()
+    assert len(visuals) >= 19 and Line not in visuals.values()  # only lib.widgets' own visuals
+    labels = [figure_label(visual) for visual in visuals.values()]
+    assert len(set(labels)) == len(labels)
+    for title, visual in visuals.items():
+        caption = visual.caption
+        sentences = re.findall(r"[.!?](?:\s|$)", caption)
+        assert caption.strip() and caption.strip() != title, f"{visual.__name__} has no caption of its own"
+        assert 1 <= len(sentences) <= 2 and caption.endswith("."), f"{visual.__name__}: {caption!r}"
+    assert figure_label(visuals["LSTM gate explorer"]) == "explorer-lstm-gate"
+    assert figure_label(visuals["NTM memory: writing and reading step by step"]) == "explorer-ntm-memory-stepper"
+    with pytest.raises(TypeError, match="visual_type must be a Visual subclass; found <class 'int'>"):
+        figure_label(int)
+
+
+def test_static_frame_states_its_dpi_and_smallest_font_size():
+    explorer = explore(Line())
+    frame = re.search(r'<img class="book-explorer-frame"[^>]*>', explorer.to_html()).group(0)
+    assert f'data-dpi="{CSS_PX_PER_INCH * PIXEL_DENSITY}"' in frame
+    assert float(re.search(r'data-font-pt="([0-9.]+)"', frame).group(1)) == pytest.approx(explorer.font_pt)
+    assert explorer.font_pt == pytest.approx(min_font_pt(Line.figsize[0]))
