@@ -84,7 +84,11 @@ def ce_loops(logits, targets):
 @pytest.mark.parametrize("answer", [ce_logsumexp, ce_loops, lambda z, y: torch.nn.functional.cross_entropy(z, y)])
 def test_cross_entropy_accepts_right_answers_written_differently(answer, capsys):
     check_cross_entropy(answer)
-    assert capsys.readouterr().out.startswith("✓ softmax cross-entropy agrees")
+    out = capsys.readouterr().out
+    assert out.startswith("✓ softmax cross-entropy agrees")
+    # The message (over 100 characters) wraps at 88, as every code line of the book does.
+    assert len(" ".join(out.split())) > 88 and max(map(len, out.splitlines())) <= 88
+    assert all(line.startswith("  ") for line in out.splitlines()[1:])
 
 
 def naive(logits, targets):

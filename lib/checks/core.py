@@ -11,10 +11,13 @@ else by where and by how much it differs.
 from __future__ import annotations
 
 import os
+import textwrap
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+
+from lib.display import LINE_WIDTH
 
 
 class CheckFailed(AssertionError):
@@ -162,7 +165,7 @@ class Check:
             raise CheckFailed(f"expected a function; found {type(student_fn).__name__}")
         cases = self.make_cases(fresh_generator())
         self.judge(cases, [_outcome(student_fn, args) for args in cases])
-        print(f"✓ {self.success}")
+        print(textwrap.fill(f"✓ {self.success}", LINE_WIDTH, subsequent_indent="  "))
 
     def judge(self, cases: list[tuple], results: list) -> None:
         """Compare ``results[i]``, what the student's function returned for ``cases[i]`` (or the
@@ -254,3 +257,27 @@ class Check:
                 except CheckFailed:
                     continue
         return comparable
+
+
+@dataclass(frozen=True)
+class Measured(Check):
+    """The checker of an experiment exercise, whose right answers are many: judged by measuring them.
+
+    ``reference(*case)`` is one right answer (the book's), which fixes the shape and
+    dtype the result must have; ``rules(found, expected, *case)`` runs the experiment
+    on the student's result and returns what it measured wrong (or None when the
+    result passes). A result that fails is explained by a matching :class:`Slip`
+    first, as in :class:`Check`, else by the rule it broke.
+    """
+
+    def judge(self, cases: list[tuple], results: list) -> None:
+        if self.rules is None:
+            raise TypeError("a Measured checker needs rules: the measurement that decides")
+        for index, (case, found) in enumerate(zip(cases, results, strict=True)):
+            if not isinstance(found, torch.Tensor):
+                hint = self.error_hint if isinstance(found, str) and found.startswith("RuntimeError") else ""
+                _require_tensor(found, self.describe(*case), hint)
+            expected = self.reference(*case)
+            found, tolerance = self._comparable(found, expected, case)
+            if self.rules(found, expected, *case):
+                raise CheckFailed(self._explain(found, tolerance, expected, index, cases, results))
