@@ -39,6 +39,7 @@ References
 from __future__ import annotations
 
 import codecs
+import math
 import contextlib
 import io
 from dataclasses import dataclass
@@ -276,6 +277,10 @@ class CharLM(NextTokenLM, nn.Module):
         return self.output(hidden), state  # (N, t, V)
 
 
+# The optimisers train_char_lm offers: chapter 2's Adam, and plain SGD for the clipping experiment.
+OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
+
+
 def _check_training(model: object, lr: object, max_norm: object) -> None:
     require_instance("model", model, nn.Module), require_number("lr", lr, 0.0)
     if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float)):
@@ -284,7 +289,8 @@ def _check_training(model: object, lr: object, max_norm: object) -> None:
         raise ValueError(f"max_norm must be a number > 0 (math.inf: no clipping); found {max_norm}")
 
 
-def _check_held_out(held_out: object) -> None:
+def _check_held_out(held_out: object, optimizer: object) -> None:
+    require_choice("optimizer", optimizer, tuple(OPTIMIZERS))
     if held_out is None:
         return
     if not isinstance(held_out, tuple) or len(held_out) != 2:
@@ -299,8 +305,9 @@ def _mean_loss(logits: Tensor, targets: Tensor) -> Tensor:
 
 
 def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr: float = 1e-2,
-                  max_norm: float = 1.0, held_out: Optional[tuple[Tensor, Tensor]] = None) -> dict[str, list[float]]:
-    """Fit a language model to a (small) batch by full-batch Adam with clipped gradients.
+                  max_norm: float = 1.0, held_out: Optional[tuple[Tensor, Tensor]] = None,
+                  optimizer: str = "adam") -> dict[str, list[float]]:
+    """Fit a language model to a (small) batch by full-batch Adam (or SGD) with clipped gradients.
 
     Each step minimises the mean cross-entropy of every target token given its
     prefix (teacher forcing) and clips the gradients with :func:`clip_grad_norm`.
@@ -314,11 +321,13 @@ def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr
         From :func:`language_model_batch`.
     steps : int
     lr : float
-        Adam's learning rate.
+        The learning rate.
     max_norm : float
         Global-norm clipping threshold (``math.inf``: no clipping).
     held_out : (inputs, targets), optional
         Lines the model never trains on, from :func:`language_model_batch`.
+    optimizer : {"adam", "sgd"}
+        Adam, or plain gradient descent (no momentum).
 
     Returns
     -------
@@ -330,15 +339,15 @@ def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr
     ------
     inputs, targets : (N, L); held-out inputs and targets : (N', L')
     """
-    _check_training(model, lr, max_norm), require_int("steps", steps), _check_held_out(held_out)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    clip = partial(clip_grad_norm, max_norm=max_norm)
+    _check_training(model, lr, max_norm), require_int("steps", steps), _check_held_out(held_out, optimizer)
+    step_rule = OPTIMIZERS[optimizer](model.parameters(), lr=lr)
+    clip = partial(clip_grad_norm, max_norm=max_norm) if math.isfinite(max_norm) else None
     curves: dict[str, list[float]] = {"train": []} if held_out is None else {"train": [], "held_out": []}
     for _ in range(steps):
         if held_out is not None:
             with torch.no_grad():
                 curves["held_out"].append(_mean_loss(model(held_out[0]), held_out[1]).item())
-        curves["train"].append(train_step(optimizer, model(inputs), targets, clip=clip))
+        curves["train"].append(train_step(step_rule, model(inputs), targets, clip=clip))
     return curves
 
 

@@ -199,3 +199,25 @@ def test_truncated_bptt_errors():
         train_truncated_bptt(torch.nn.Linear(2, 2), inputs, targets, 3, epochs=1)
     with pytest.raises(ValueError, match="epochs must be an int >= 1; found 0"):
         train_truncated_bptt(model, inputs, targets, 3, epochs=0)
+
+
+def test_train_char_lm_sgd_without_clipping_is_plain_gradient_descent():
+    lines = ["abab", "baba"]
+    vocabulary = CharVocabulary.from_text("\n".join(lines))
+    inputs, targets = language_model_batch(lines, vocabulary)
+    torch.manual_seed(0)
+    model = CharLM(vocabulary.size, hidden_size=8, embedding_dim=4, kind="rnn").double()
+    torch.manual_seed(0)
+    reference = CharLM(vocabulary.size, hidden_size=8, embedding_dim=4, kind="rnn").double()
+    train_char_lm(model, inputs, targets, steps=1, lr=50.0, max_norm=math.inf, optimizer="sgd")
+    loss = F.cross_entropy(reference(inputs).flatten(0, 1), targets.flatten(), ignore_index=-100)
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(reference.parameters(), math.inf)
+    assert norm > 0.5  # so that clipping at the threshold 0.5 would have changed the step
+    with torch.no_grad():
+        for p in reference.parameters():
+            p -= 50.0 * p.grad
+    for got, want in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        train_char_lm(model, inputs, targets, steps=1, optimizer="rmsprop")

@@ -274,3 +274,57 @@ def test_results_survive_torch_save_and_the_judge_runs_apart(check, answer, tmp_
     check.judge(cases, torch.load(tmp_path / "results.pt", weights_only=True))
     with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
         check.judge(cases, ["NotImplementedError: write it"] * len(cases))
+
+
+# ---------------------------------------------------------------------------
+# Which steps a truncated gradient reaches (chapter 3's experiment exercise).
+# ---------------------------------------------------------------------------
+
+
+def test_gradient_reach_reference_is_what_autograd_finds_in_truncated_bptt_loss():
+    from lib.char_lm import CharLM, truncated_bptt_loss
+    from lib.checks import check_gradient_reach
+
+    length, k = 8, 3
+    torch.manual_seed(0)
+    # The inputs are the positions themselves, so row s of the embedding is the input at step s.
+    model = CharLM(vocab_size=length, hidden_size=4, embedding_dim=3, kind="rnn").double()
+    positions = torch.arange(length)[None]  # (1, L)
+    reach = torch.zeros(length, length, dtype=torch.long)
+    for t in range(length):
+        targets = torch.full((1, length), -100)
+        targets[0, t] = 0  # the loss at step t alone
+        model.zero_grad()
+        truncated_bptt_loss(model, positions, targets, k).backward()
+        reach[t] = (model.embedding.weight.grad[:length].abs().sum(dim=1) > 0).long()
+    assert torch.equal(reach, check_gradient_reach.reference(length, k))
+
+
+def test_check_gradient_reach_passes_right_answers_and_names_slips(capsys):
+    from lib.checks import check_gradient_reach
+
+    def by_loops(length, k):
+        reach = torch.zeros(length, length, dtype=torch.bool)
+        for t in range(length):
+            reach[t, (t // k) * k : t + 1] = True
+        return reach
+
+    def by_chunks(length, k):
+        steps = torch.arange(length)
+        return ((steps[:, None] // k == steps // k) & (steps <= steps[:, None])).float()
+
+    check_gradient_reach(by_loops)
+    check_gradient_reach(by_chunks)
+    assert capsys.readouterr().out.count("✓") == 2
+
+    def full(length, k):
+        return torch.ones(length, length).tril()
+
+    def window(length, k):
+        steps = torch.arange(length)
+        return ((steps[:, None] - steps < k) & (steps <= steps[:, None])).long()
+
+    for wrong, message in ((full, "that is full BPTT"), (window, "sliding window"),
+                           (lambda length, k: by_loops(length, k).T, "rows are losses")):
+        with pytest.raises(CheckFailed, match=message):
+            check_gradient_reach(wrong)

@@ -158,6 +158,52 @@ check_jacobian_norms = Check(
 
 
 # ---------------------------------------------------------------------------
+# Chapter 3: which steps a truncated gradient reaches.
+# ---------------------------------------------------------------------------
+
+
+def gradient_reach_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
+    """Fresh ``(length, k)`` for :data:`check_gradient_reach`: ``2 <= k < length``, ``k`` not dividing
+    ``length`` in most cases, so that the short last chunk shows."""
+    cases = []
+    for _ in range(trials):
+        length = int(torch.randint(5, 17, (1,), generator=generator))
+        cases.append((length, int(torch.randint(2, length, (1,), generator=generator))))
+    return cases
+
+
+def _gradient_reach(length: int, k: int, window: bool = False, causal: bool = True,
+                    truncated: bool = True) -> torch.Tensor:
+    """``R[t, s] = 1`` when the loss at step ``t`` back-propagates to the input at step ``s``
+    (steps from 0, chunks ``[0, k), [k, 2k), ...``); the flags give the known wrong answers."""
+    t, s = torch.arange(length)[:, None], torch.arange(length)[None, :]  # (L, 1), (1, L)
+    reach = s <= t if causal else torch.ones(length, length, dtype=torch.bool)  # (L, L)
+    if truncated:
+        reach = reach & ((t - s < k) if window else (t // k == s // k))
+    return reach.long()
+
+
+check_gradient_reach = Check(
+    "your reach matrices agree with the chunks of lib.char_lm.truncated_bptt_loss on 10 fresh (length, k)",
+    gradient_reach_cases, _gradient_reach,
+    describe=lambda length, k: f"length = {length}, k = {k}",
+    compared_with="the book's", layout="(L, L)", noun="reach matrix",
+    slips=(
+        Slip(lambda length, k: _gradient_reach(length, k, truncated=False),
+             "that is full BPTT: with truncation the gradient of a loss stops at the first step of its chunk"),
+        Slip(lambda length, k: _gradient_reach(length, k, window=True),
+             "that is a sliding window of the last k steps; the chunks are fixed, [0, k), [k, 2k), ...: "
+             "a loss late in a chunk reaches back further than one early in it"),
+        Slip(lambda length, k: _gradient_reach(length, k).T,
+             "rows are losses and columns inputs: R[t, s] says whether the loss at step t reaches input s"),
+        Slip(lambda length, k: _gradient_reach(length, k, causal=False),
+             "a loss at step t cannot reach an input after t: the model had not read it yet"),
+    ),
+    shape_hint=lambda shape, length, k: "",
+)
+
+
+# ---------------------------------------------------------------------------
 # Chapter 4: one LSTM step and one GRU step.
 # ---------------------------------------------------------------------------
 
