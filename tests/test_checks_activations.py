@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_cross_entropy, check_gelu_grad
+from lib.checks import CHECKS, CheckFailed, check_cross_entropy, check_gelu_grad, check_relu_init
 
 
 def test_checkers_are_registered_under_their_names():
@@ -126,3 +126,56 @@ def test_results_survive_torch_save_and_the_judge_runs_apart(name, tmp_path):
     check.judge(cases, torch.load(tmp_path / "results.pt", weights_only=True))
     with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
         check.judge(cases, ["NotImplementedError: write it"] * len(cases))
+
+
+# ---- experiment: a ReLU network that is alive and keeps its scale ----------------------------
+def he_normal(depth, width, seed):
+    generator = torch.Generator().manual_seed(seed)
+    weights = torch.randn(depth, width + 1, width, generator=generator, dtype=torch.float64) * math.sqrt(2 / width)
+    weights[:, -1] = 0.0
+    return weights
+
+
+def he_uniform_float32(depth, width, seed):
+    """Uniform on ±√(6/n) has variance 2/n too; small positive biases, in float32."""
+    torch.manual_seed(seed)
+    weights = (2 * torch.rand(depth, width + 1, width) - 1) * math.sqrt(6 / width)
+    weights[:, -1] = 0.01
+    return weights
+
+
+@pytest.mark.parametrize("answer", [he_normal, he_uniform_float32])
+def test_relu_init_accepts_healthy_networks(answer, capsys):
+    check_relu_init(answer)
+    assert capsys.readouterr().out.startswith("✓ on 6 fresh networks")
+
+
+def with_biases(value, scale=1.0):
+    def answer(depth, width, seed):
+        weights = scale * he_normal(depth, width, seed)
+        weights[:, -1] = value
+        return weights
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (with_biases(-1.0, scale=1 / math.sqrt(2)), "of the units are dead .* start the biases at 0"),
+        (with_biases(-1.0), "of the units are dead"),
+        (with_biases(0.0, scale=1 / math.sqrt(2)), "shrinks .*-fold .* twice LeCun's 1/fan_in"),
+        (with_biases(0.0, scale=2.0), "grows .*-fold .* too large"),
+        (lambda depth, width, seed: he_normal(depth, width, seed)[:, :-1], "the last row of each layer is its bias"),
+        (lambda depth, width, seed: he_normal(depth, width, seed).tolist(), "must return a torch.Tensor"),
+        (lambda depth, width, seed: he_normal(depth, width, seed) / 0, "NaN or inf"),
+    ],
+)
+def test_relu_init_rejects_dead_or_badly_scaled_networks(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_relu_init(answer)
+
+
+def test_a_measured_checker_needs_rules():
+    from dataclasses import replace
+    with pytest.raises(TypeError, match="needs rules"):
+        replace(check_relu_init, rules=None).judge([(6, 96, 0)], [he_normal(6, 96, 0)])

@@ -6,7 +6,7 @@ import math
 import torch
 
 from lib.activations import gelu_grad
-from lib.checks.core import Check, Slip
+from lib.checks.core import Check, Measured, Slip
 from lib.losses import binary_cross_entropy, cross_entropy
 
 
@@ -102,4 +102,74 @@ check_cross_entropy = Check(
     tolerance=dict(atol=1e-8, rtol=1e-10),
     forbidden=("torch.nn.functional", "torch.nn.CrossEntropyLoss", "torch.log_softmax", "torch.softmax",
                ".log_softmax", ".softmax", ".logsumexp", "torch.logsumexp"),
+)
+
+
+# ---- experiment: bring a dead ReLU network back to life ----------------------------------
+def relu_init_cases(generator: torch.Generator, trials: int = 6) -> list[tuple]:
+    """Fresh ``(depth, width, seed)`` for :data:`check_relu_init`: 6 layers of 96 to 160 units,
+    wide enough that the second moment of He-initialised layers stays within a factor 4
+    on every seed."""
+    return [(6, int(torch.randint(96, 161, (), generator=generator)),
+             int(torch.randint(0, 2**31, (), generator=generator))) for _ in range(trials)]
+
+
+def he_init(depth: int, width: int, seed: int) -> torch.Tensor:
+    """The book's answer: He-normal weights, variance 2/width, and zero biases, stacked as
+    ``(depth, width + 1, width)``: layer ``l`` maps ``x`` to ``relu(x @ W[l, :-1] + W[l, -1])``."""
+    generator = torch.Generator().manual_seed(seed)
+    weights = torch.randn(depth, width + 1, width, generator=generator, dtype=torch.float64)  # (L, W + 1, W)
+    weights *= math.sqrt(2 / width)
+    weights[:, -1] = 0.0
+    return weights
+
+
+def relu_network_health(weights: torch.Tensor, seed: int, samples: int = 512) -> tuple[float, float]:
+    """Run ``samples`` N(0, 1) inputs through the ReLU network ``weights`` (see :func:`he_init`).
+
+    Returns the fraction of all hidden units that output 0 on every input (dead), and
+    the second moment of the last layer's pre-activations divided by the first layer's.
+
+    Shapes
+    ------
+    weights ``(L, W + 1, W)``; inputs ``(samples, W)``
+    """
+    generator = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(samples, weights.shape[-1], generator=generator, dtype=torch.float64)  # (N, W)
+    dead, moments = 0, []
+    for layer in weights.to(torch.float64):
+        pre = x @ layer[:-1] + layer[-1]  # (N, W)
+        x = torch.relu(pre)
+        dead += int((x == 0).all(dim=0).sum())
+        moments.append(float(pre.pow(2).mean()))
+    return dead / weights.shape[0] / weights.shape[-1], moments[-1] / moments[0]
+
+
+def _relu_init_rules(found: torch.Tensor, expected: torch.Tensor, depth: int, width: int, seed: int) -> str | None:
+    """What is wrong with the network ``found`` builds: too many dead units, or a second moment
+    that shrinks or grows by more than 4 through the layers; None when it is healthy."""
+    dead, ratio = relu_network_health(found, seed)
+    if dead > 0.1:
+        return (f"{dead:.0%} of the units are dead (0 on all 512 inputs); at most 10% may be. A negative bias "
+                "pushes a unit's pre-activation below 0 for every input: start the biases at 0")
+    if ratio < 0.25:
+        return (f"the second moment of the pre-activations shrinks {1 / ratio:.3g}-fold from layer 1 to layer "
+                f"{depth}: the weights are too small. ReLU zeroes half of each pre-activation, so the weight "
+                "variance must be twice LeCun's 1/fan_in")
+    if ratio > 4:
+        return (f"the second moment of the pre-activations grows {ratio:.3g}-fold from layer 1 to layer {depth}: "
+                "the weights are too large")
+    return None
+
+
+check_relu_init = Measured(
+    "on 6 fresh networks of 6 layers, at most 10% of the units are dead and the second moment stays within "
+    "a factor 4 from layer 1 to layer 6",
+    relu_init_cases, he_init,
+    describe=lambda depth, width, seed: f"depth {depth}, width {width}, seed {seed}",
+    compared_with="He initialisation", noun="weights", layout="(depth, width + 1, width)",
+    shape_hint=lambda shape, depth, width, seed: (
+        ": the last row of each layer is its bias" if shape == (depth, width, width) else ""),
+    rules=_relu_init_rules,
+    forbidden=("torch.nn.init",),
 )
