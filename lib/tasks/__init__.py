@@ -3,7 +3,7 @@
 * :mod:`lib.tasks.recall`: remember the first symbol across distractors (chapter 4);
 * :mod:`lib.tasks.dates`: dates in human formats to ISO 8601 (chapter 10);
 * :mod:`lib.tasks.sorting`: sort numbers by pointing at their positions (chapter 10);
-* :mod:`lib.tasks.reversal`: reverse a string of digits (chapters 10 and 11);
+* :mod:`lib.tasks.reversal`: reverse or copy a string of digits (chapters 10 and 11);
 * :mod:`lib.tasks.babi`: bAbI-style stories with questions (chapter 12).
 
 They are foundations: any chapter's module may import them, and they import
@@ -13,10 +13,10 @@ here, so ``from lib.tasks import ReversalTask`` works.
 from lib.tasks.babi import TASKS, VOCABULARY, Stories, Story, generate
 from lib.tasks.dates import DATE_FORMATS, DateTask
 from lib.tasks.recall import MemoryTask
-from lib.tasks.reversal import ReversalTask
+from lib.tasks.reversal import CopyTask, ReversalTask
 from lib.tasks.sorting import SortingTask
 
 __all__ = [
-    "DATE_FORMATS", "DateTask", "MemoryTask", "ReversalTask", "SortingTask",
+    "CopyTask", "DATE_FORMATS", "DateTask", "MemoryTask", "ReversalTask", "SortingTask",
     "TASKS", "VOCABULARY", "Stories", "Story", "generate",
 ]
