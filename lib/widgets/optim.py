@@ -67,6 +67,12 @@ class TrajectoryExplorer(Visual):
 
     title = "Optimiser trajectories"
     caption = (
+        "The paths of momentum, RMSProp and Adam on one loss surface (darker is lower, the star is the "
+        "minimum), each switched on or off, with their distances from the minimum beneath. Raise β₁ to "
+        "0.99 to see momentum overshoot, or move β₂ from 0.9 to 0.999 to see RMSProp's first step grow "
+        "while Adam's bias-corrected start does not."
+    )
+    caption = (
         "The paths of momentum SGD, RMSProp and Adam on one 2-D loss surface shaded by the loss on a "
         "log scale (darker is lower), from the cross toward the star at the minimum. Turn paths on "
         "and off and change the learning rate, β₁ and β₂ to see which optimiser crawls, oscillates or "
