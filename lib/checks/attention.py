@@ -100,3 +100,67 @@ check_scaled_dot_product_attention = Check(
     tolerance=dict(atol=1e-6, rtol=1e-5),
     forbidden=("torch.nn.functional.scaled_dot_product_attention", "torch.nn.MultiheadAttention"),
 )
+
+
+# ---- experiment: the scale that makes attention nearly hard ------------------------------
+def sharpening_scale_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh ``(scores, top)`` for :data:`check_sharpening_scale`: 3 to 12 float64 scores with a
+    unique largest one (the others at least 0.05 below it) and a target weight ``top`` in
+    ``[0.5, 0.99]``, above the uniform ``1/N`` so that a scale ``c > 0`` reaches it."""
+    cases = []
+    for _ in range(trials):
+        scores = torch.randn(int(torch.randint(3, 13, (), generator=generator)), generator=generator,
+                             dtype=torch.float64)
+        best = scores.argmax()
+        scores[best] = scores.max() + 0.05
+        top = float(torch.empty((), dtype=torch.float64).uniform_(0.5, 0.99, generator=generator))
+        cases.append((scores, top))
+    return cases
+
+
+def sharpening_scale(scores: torch.Tensor, top: float) -> torch.Tensor:
+    """The scale ``c > 0`` at which the largest weight of ``softmax(c * scores)`` equals ``top``.
+
+    That weight grows monotonically with ``c`` (its log has derivative ``max(s) - E_α[s] >= 0``),
+    from ``1/N`` at ``c = 0`` to 1, so doubling ``c`` brackets the answer and bisection finds it.
+
+    Shapes
+    ------
+    scores ``(N,)`` -> a 0-dimensional tensor
+    """
+    def largest_weight(c: float) -> float:
+        return float(torch.softmax(c * scores, dim=0).max())
+
+    low, high = 0.0, 1.0
+    while largest_weight(high) < top:
+        low, high = high, 2 * high
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if largest_weight(middle) < top else (low, middle)
+    return torch.tensor((low + high) / 2, dtype=torch.float64)
+
+
+def _two_score_scale(scores: torch.Tensor, top: float) -> torch.Tensor:
+    """The scale two scores alone would need: σ(c Δ) = top for the gap Δ between the two largest."""
+    first, second = scores.topk(2).values
+    return torch.log(torch.tensor(top / (1 - top), dtype=torch.float64)) / (first - second)
+
+
+check_sharpening_scale = Check(
+    "your scales give the largest weight asked for on 12 fresh score vectors",
+    sharpening_scale_cases, sharpening_scale,
+    describe=lambda scores, top: f"{len(scores)} scores and top = {top:.3f}",
+    compared_with="the scale found by bisection", noun="scale", layout=" (a 0-dimensional tensor)",
+    slips=(
+        Slip(lambda scores, top: 1 / sharpening_scale(scores, top),
+             "that is the temperature τ = 1/c; return the factor c that multiplies the scores"),
+        Slip(_two_score_scale,
+             "that scale is right for the two largest scores alone; the other scores share the weight too, so "
+             "softmax(c * scores).max() is still below top there: search for c numerically"),
+    ),
+    rules=lambda found, expected, scores, top: (
+        f"softmax(c * scores).max() is {float(torch.softmax(found * scores, 0).max()):.6f} at your c = "
+        f"{float(found):.6g}; it must be {top:.6f}"),
+    tolerance=dict(atol=1e-8, rtol=1e-6),
+    forbidden=("scipy",),
+)
