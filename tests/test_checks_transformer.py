@@ -4,8 +4,11 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from lib.checks import CHECKS, CheckFailed, check_layer_norm, check_positional_encoding
+from lib.checks import (
+    CHECKS, CheckFailed, check_cached_attention_step, check_layer_norm, check_positional_encoding,
+)
 
 
 def test_the_checks_are_registered():
@@ -146,3 +149,35 @@ def test_layer_norm_case_worked_by_hand():
     with pytest.raises(CheckFailed, match="unbiased"):
         unbiased = 1 / math.sqrt(1 + 0.5)
         check_layer_norm.judge([(x, gamma, beta, 0.5)], [torch.tensor([-unbiased, 0.0, unbiased])])
+
+
+# ---------------------------------------------------------------------------
+# One decoding step over a KV cache.
+# ---------------------------------------------------------------------------
+
+
+def test_cached_step_checker_accepts_right_answers_written_differently(capsys):
+    def book(q, k_new, v_new, keys, values):
+        keys, values = torch.cat([keys, k_new[None]]), torch.cat([values, v_new[None]])
+        return torch.softmax(keys @ q / q.shape[0] ** 0.5, dim=0) @ values
+
+    def with_torch(q, k_new, v_new, keys, values):  # torch's attention over the appended rows
+        keys, values = torch.vstack([keys, k_new]), torch.vstack([values, v_new])
+        return F.scaled_dot_product_attention(q[None, None], keys[None], values[None])[0, 0]
+
+    for answer in (book, with_torch):
+        check_cached_attention_step(answer)
+        assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("answer", "message"), [
+    (lambda q, k, v, K, V: torch.softmax(K @ q / q.shape[0] ** 0.5, 0) @ V, "cached positions only"),
+    (lambda q, k, v, K, V: v, "you returned the new value"),
+    (lambda q, k, v, K, V: torch.softmax(torch.cat([K, k[None]]) @ q, 0) @ torch.cat([V, v[None]]),
+     r"divide the scores by sqrt\(d\), d the key size"),
+    (lambda q, k, v, K, V: torch.softmax(torch.cat([K, k[None]]) @ q / q.shape[0], 0) @ torch.cat([V, v[None]]),
+     r"not by d"),
+])
+def test_cached_step_checker_names_the_slip(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_cached_attention_step(answer)

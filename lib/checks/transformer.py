@@ -131,3 +131,49 @@ check_layer_norm = Check(
     ),
     forbidden=("torch.nn.functional.layer_norm", "torch.nn.LayerNorm", "torch.layer_norm"),
 )
+
+
+def cached_step_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(q, k_new, v_new, keys, values)`` for :data:`check_cached_attention_step`.
+
+    ``t`` cached positions (1 to 8) with keys of size ``d`` (2 to 8) and values
+    of another size; the scores are large enough that a missing scale shows.
+    """
+    cases = []
+    for _ in range(trials):
+        t = int(torch.randint(1, 9, (), generator=generator))
+        d = int(torch.randint(2, 9, (), generator=generator))
+        dv = d + 1
+        q, k_new = (3 * torch.randn(d, generator=generator, dtype=torch.float64) for _ in range(2))
+        keys = 3 * torch.randn(t, d, generator=generator, dtype=torch.float64)
+        v_new = torch.randn(dv, generator=generator, dtype=torch.float64)
+        values = torch.randn(t, dv, generator=generator, dtype=torch.float64)
+        cases.append((q, k_new, v_new, keys, values))
+    return cases
+
+
+def _cached_step(q, k_new, v_new, keys, values, append=True, scale=None):
+    """softmax(q K^T / scale) V over the cached rows and (if ``append``) the new one."""
+    if append:
+        keys, values = torch.cat([keys, k_new[None]]), torch.cat([values, v_new[None]])  # (t + 1, d)
+    scale = q.shape[0] ** 0.5 if scale is None else scale
+    return torch.softmax(keys @ q / scale, dim=0) @ values  # (dv,)
+
+
+check_cached_attention_step = Check(
+    "one decoding step over a key-value cache agrees with attention over the whole prefix on 12 fresh cases",
+    cached_step_cases, _cached_step,
+    describe=lambda q, k_new, v_new, keys, values: (
+        f"{keys.shape[0]} cached positions, keys of size {keys.shape[1]}, values of size {values.shape[1]}"),
+    compared_with="softmax(q [K; k_new]^T / sqrt(d)) [V; v_new]", noun="output", layout="(dv,)",
+    slips=(
+        Slip(lambda *case: _cached_step(*case, append=False),
+             "you attended to the cached positions only: append the new key and value first, since the "
+             "new position may attend to itself"),
+        Slip(lambda q, k, v, K, V: v, "you returned the new value: the new position attends to every "
+             "cached position as well as to itself"),
+        Slip(lambda *case: _cached_step(*case, scale=1.0), "divide the scores by sqrt(d), d the key size"),
+        Slip(lambda *case: _cached_step(*case, scale=float(case[0].shape[0])),
+             "divide the scores by sqrt(d), not by d"),
+    ),
+)
