@@ -45,6 +45,7 @@ CHAPTER_OF = {
     "lib.weights": "chapters/10_seq2seq",
     "lib.positional": "chapters/11_transformer",
     "lib.transformer": "chapters/11_transformer",
+    "lib.transformer_recipe": "chapters/11_transformer",
     "lib.pretrained": "chapters/11_transformer",
     "lib.memory": "chapters/12_memory",
 }

@@ -24,7 +24,6 @@ from lib.positional import offset_rotation, positional_encoding
 from lib.transformer import (
     DecoderBlock, DecoderOnlyLM, EncoderBlock, FeedForward, KVCache, LayerNorm, SelfAttention,
     Seq2SeqTransformer, TransformerConfig, TransformerEmbedding, causal_mask, critical_path_length,
-    label_smoothed_cross_entropy, warmup_lambda, warmup_rate,
 )
 
 FAST = settings(max_examples=25, deadline=None, database=None)
@@ -729,64 +728,8 @@ def test_critical_path_grows_with_length_for_a_gru_but_not_for_a_transformer():
 
 
 # ---------------------------------------------------------------------------
-# The training recipe: label smoothing, the warm-up schedule, sqrt(D) embedding scaling.
+# The sqrt(D) embedding scaling (the rest of the recipe: tests/test_transformer_recipe.py).
 # ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.5, 1.0])
-@pytest.mark.parametrize("ignore_index", [None, 0])
-def test_label_smoothed_cross_entropy_equals_torch(epsilon, ignore_index):
-    logits, targets = randn(9, 6, seed=11), torch.tensor([0, 1, 2, 3, 4, 5, 0, 2, 2])
-    expected = F.cross_entropy(logits, targets, label_smoothing=epsilon,
-                               ignore_index=-100 if ignore_index is None else ignore_index)
-    torch.testing.assert_close(label_smoothed_cross_entropy(logits, targets, epsilon, ignore_index), expected,
-                               **TOLERANCES[torch.float64])
-
-
-def test_label_smoothing_is_the_cross_entropy_against_the_smoothed_distribution():
-    logits, targets, epsilon = randn(4, 5, seed=12), torch.tensor([1, 0, 4, 4]), 0.2
-    q = torch.full((4, 5), epsilon / 5, dtype=torch.float64)
-    q[torch.arange(4), targets] += 1 - epsilon  # (1 - eps) on the label + eps / V everywhere
-    expected = -(q * F.log_softmax(logits, -1)).sum(-1).mean()
-    torch.testing.assert_close(label_smoothed_cross_entropy(logits, targets, epsilon), expected)
-    # The smoothed loss is smallest at a finite logit gap, not at an infinite one.
-    gaps = torch.linspace(0, 20, 201, dtype=torch.float64)
-    losses = [label_smoothed_cross_entropy(torch.stack([g, torch.zeros((), dtype=torch.float64)])[None],
-                                           torch.tensor([0]), 0.1) for g in gaps]
-    assert 0 < int(torch.stack(losses).argmin()) < len(gaps) - 1
-
-
-def test_label_smoothing_errors():
-    with pytest.raises(ValueError, match=r"epsilon must be a number in \[0, 1\]; found 1.5"):
-        label_smoothed_cross_entropy(randn(2, 3), torch.tensor([0, 1]), 1.5)
-    with pytest.raises(ValueError, match=r"logits must be a float tensor of shape \(N, V\); found \(3,\)"):
-        label_smoothed_cross_entropy(randn(3), torch.tensor([0, 1]), 0.1)
-    with pytest.raises(ValueError, match=r"targets must have shape \(N,\) with N = 2; found \(3,\)"):
-        label_smoothed_cross_entropy(randn(2, 3), torch.tensor([0, 1, 2]), 0.1)
-    with pytest.raises(ValueError, match=r"targets must hold ids in \[0, 3\)"):
-        label_smoothed_cross_entropy(randn(2, 3), torch.tensor([0, 3]), 0.1)
-
-
-def test_warmup_rate_is_the_papers_formula():
-    d, warmup = 512, 4000
-    for t in (1, 100, 3999, 4000, 4001, 10_000, 100_000):
-        assert warmup_rate(t, d, warmup) == pytest.approx(d ** -0.5 * min(t ** -0.5, t * warmup ** -1.5), rel=1e-15)
-    assert warmup_rate(4000, d, warmup) == pytest.approx(1 / math.sqrt(d * warmup))  # the peak
-    assert warmup_rate(2000, d, warmup) == pytest.approx(warmup_rate(4000, d, warmup) / 2)  # linear rise
-    assert warmup_rate(16_000, d, warmup) == pytest.approx(warmup_rate(4000, d, warmup) / 2)  # t^-1/2 decay
-    with pytest.raises(ValueError, match="step must be"):
-        warmup_rate(0, d, warmup)
-
-
-def test_warmup_lambda_makes_lambda_lr_follow_the_schedule():
-    parameter = nn.Parameter(torch.zeros(1))
-    optimizer = torch.optim.Adam([parameter], lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_lambda(64, warmup=10))
-    for step in range(1, 31):  # the rate used by the step-th update
-        assert optimizer.param_groups[0]["lr"] == pytest.approx(warmup_rate(step, 64, 10), rel=1e-12)
-        parameter.grad = torch.ones(1)
-        optimizer.step()
-        scheduler.step()
 
 
 def test_scaled_embedding_multiplies_the_token_vector_by_sqrt_d():
