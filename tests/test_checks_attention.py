@@ -55,9 +55,12 @@ def two_largest_only(scores, top):
     [
         (lambda s, top: 1 / scale_by_doubling_then_bisection(s, top), "that is the temperature τ = 1/c"),
         (two_largest_only, "right for the two largest scores alone"),
-        (lambda s, top: scale_by_doubling_then_bisection(s, top) * 1.01, "softmax\\(c \\* scores\\).max\\(\\) is .* it must be"),
-        (lambda s, top: scale_by_doubling_then_bisection(s, top).reshape(1, 1).repeat(2, 1), "expected a scalar"),
-        (lambda s, top: float(scale_by_doubling_then_bisection(s, top)), "must return a torch.Tensor; it returned float"),
+        (lambda s, top: scale_by_doubling_then_bisection(s, top) * 1.01,
+         "softmax\\(c \\* scores\\).max\\(\\) is .* it must be"),
+        (lambda s, top: scale_by_doubling_then_bisection(s, top).reshape(1, 1).repeat(2, 1),
+         "expected a scalar"),
+        (lambda s, top: float(scale_by_doubling_then_bisection(s, top)),
+         "must return a torch.Tensor; it returned float"),
     ],
 )
 def test_wrong_scales_fail_saying_why(answer, message):

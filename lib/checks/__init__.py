@@ -19,11 +19,13 @@ exercise means writing those few lines; the comparison, the tolerance that
 follows the result's dtype and the messages are shared.
 """
 from lib.checks import activations, attention, decoding, memory, metrics, optim, rnn, seq2seq, transformer
+from lib.checks import gating
 from lib.checks import word2vec
 from lib.checks import lm
 from lib.checks.core import Check, CheckFailed, Slip, fresh_generator
 
-_CHAPTER_MODULES = (activations, optim, rnn, word2vec, lm, decoding, metrics, attention, seq2seq, transformer, memory)
+_CHAPTER_MODULES = (activations, optim, rnn, gating, word2vec, lm, decoding, metrics, attention, seq2seq, transformer,
+                    memory)
 
 # The name a check cell calls → its checker (the grader looks checkers up here).
 CHECKS: dict[str, Check] = {
