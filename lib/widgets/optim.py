@@ -72,12 +72,6 @@ class TrajectoryExplorer(Visual):
         "0.99 to see momentum overshoot, or move β₂ from 0.9 to 0.999 to see RMSProp's first step grow "
         "while Adam's bias-corrected start does not."
     )
-    caption = (
-        "The paths of momentum SGD, RMSProp and Adam on one 2-D loss surface shaded by the loss on a "
-        "log scale (darker is lower), from the cross toward the star at the minimum. Turn paths on "
-        "and off and change the learning rate, β₁ and β₂ to see which optimiser crawls, oscillates or "
-        "diverges."
-    )
     figsize = (4.8, 5.6)
     controls = (
         Choice("surface", tuple(SURFACES), default="rosenbrock", label="surface"),
