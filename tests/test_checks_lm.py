@@ -115,3 +115,67 @@ def test_nce_judge_on_a_case_worked_by_hand():
     check_nce_loss.judge([case], [torch.tensor(expected)])
     with pytest.raises(CheckFailed, match="expected 0.5579"):
         check_nce_loss.judge([case], [torch.tensor(0.6)])
+
+
+# ---- the best constant baseline (REINFORCE) ----------------------------------------------------------
+def variance_of_estimate(scores, reward, b):
+    """Total variance of the one-sample REINFORCE estimate with baseline b, summed exactly over the words,
+    each word's estimate taken from lib.reinforce.reinforce_loss by autograd."""
+    from lib.reinforce import reinforce_loss
+
+    p = torch.softmax(scores, 0)
+    estimates = []
+    for word in range(len(scores)):
+        logits = scores.clone().requires_grad_()
+        loss = reinforce_loss(torch.log_softmax(logits, 0)[word:word + 1], reward[word:word + 1], float(b))
+        estimates.append(-torch.autograd.grad(loss, logits)[0])
+    estimates = torch.stack(estimates)  # (V, V)
+    mean = p @ estimates
+    return float((p * ((estimates - mean) ** 2).sum(1)).sum())
+
+
+def baseline_by_grid(scores, reward):
+    candidates = torch.linspace(float(reward.min()), float(reward.max()), 2001, dtype=torch.float64)
+    p = torch.softmax(scores, 0)
+    grads = torch.eye(len(p), dtype=p.dtype) - p  # (V, V): grad of log p(x) for each word x
+    exact = (p * reward) @ grads
+    variances = torch.stack([(p * ((((reward - b)[:, None] * grads) - exact) ** 2).sum(1)).sum()
+                             for b in candidates])
+    return candidates[variances.argmin()]
+
+
+def test_the_reference_baseline_minimises_the_variance_of_reinforce():
+    from lib.checks.lm import _best_baseline, baseline_cases
+
+    for scores, reward in baseline_cases(torch.Generator().manual_seed(0), trials=4):
+        best = float(_best_baseline(scores, reward))
+        at_best = variance_of_estimate(scores, reward, best)
+        for step in (-0.05, -0.005, 0.005, 0.05):
+            assert variance_of_estimate(scores, reward, best + step) > at_best
+        mean_reward = float((torch.softmax(scores, 0) * reward).sum())
+        assert at_best <= variance_of_estimate(scores, reward, mean_reward)
+
+
+def test_best_baseline_accepts_the_grid_experiment_and_the_formula(capsys):
+    from lib.checks import check_best_baseline
+
+    check_best_baseline(baseline_by_grid)
+    check_best_baseline(lambda s, r: (lambda p, n: (p * n * r).sum() / (p * n).sum())(
+        torch.softmax(s, 0), 1 - 2 * torch.softmax(s, 0) + (torch.softmax(s, 0) ** 2).sum()))
+    assert capsys.readouterr().out.count("✓ the baseline agrees") == 2
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda s, r: (torch.softmax(s, 0) * r).sum(), "mean reward E\\[G\\]"),
+        (lambda s, r: torch.zeros((), dtype=torch.float64), "you returned 0"),
+        (lambda s, r: r.mean(), "your baseline is .*; expected"),
+        (lambda s, r: r, "shape"),
+    ],
+)
+def test_best_baseline_rejects_wrong_answers_saying_why(answer, message):
+    from lib.checks import check_best_baseline
+
+    with pytest.raises(CheckFailed, match=message):
+        check_best_baseline(answer)

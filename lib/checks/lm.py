@@ -99,3 +99,47 @@ check_nce_loss = Check(
     ),
     tolerance=dict(atol=1e-6, rtol=1e-6),
 )
+
+
+def baseline_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh one-token policies ``(scores, reward)`` for :data:`check_best_baseline`.
+
+    ``scores`` are the logits of 3 to 8 words, ``reward`` a number in [0, 1]
+    for each word.
+    """
+    cases = []
+    for _ in range(trials):
+        words = int(torch.randint(3, 9, (), generator=generator))
+        scores = 1.5 * torch.randn(words, generator=generator, dtype=torch.float64)
+        cases.append((scores, torch.rand(words, generator=generator, dtype=torch.float64)))
+    return cases
+
+
+def _best_baseline(scores: torch.Tensor, reward: torch.Tensor) -> torch.Tensor:
+    """The constant ``b`` of least variance for the estimate ``(G(x) - b) grad log p(x)``, ``x ~ p``.
+
+    The variance is a quadratic in ``b``, smallest at
+    ``b = E[G |grad log p|^2] / E[|grad log p|^2]``: the mean reward, weighted by
+    the squared length of each word's score function. With respect to the
+    logits, ``grad log p(x) = e_x - p``, of squared length ``1 - 2 p_x + |p|^2``.
+    """
+    p = torch.softmax(scores, 0)  # (V,)
+    lengths = 1 - 2 * p + (p * p).sum()  # (V,): |e_x - p|^2
+    return (p * lengths * reward).sum() / (p * lengths).sum()
+
+
+check_best_baseline = Check(
+    "the baseline agrees with the variance-minimising constant on 20 fresh random policies, within 0.001",
+    baseline_cases, _best_baseline,
+    describe=lambda scores, reward: f"a policy over {len(scores)} words",
+    compared_with="E[G |grad log p|^2] / E[|grad log p|^2]", noun="baseline", layout="() (one number)",
+    slips=(
+        Slip(lambda scores, reward: (torch.softmax(scores, 0) * reward).sum(),
+             "you returned the mean reward E[G]: a good baseline, but not the one of least variance; words whose "
+             "score function is longer count more"),
+        Slip(lambda scores, reward: torch.zeros((), dtype=scores.dtype),
+             "you returned 0, no baseline at all: the variance at b = 0 is not its minimum"),
+    ),
+    shape_hint=lambda shape, scores, reward: ": one number, the same baseline for every word",
+    tolerance=dict(atol=1e-3, rtol=0.0),
+)
