@@ -5,7 +5,9 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_expand_and_prune, check_sampling_distribution
+from lib.checks import (
+    CHECKS, CheckFailed, check_expand_and_prune, check_perplexity_temperature, check_sampling_distribution,
+)
 
 
 def test_the_checks_are_registered():
@@ -100,3 +102,56 @@ def test_sampling_distribution_accepts_right_answers_written_differently(answer,
 def test_sampling_distribution_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
         check_sampling_distribution(answer)
+
+
+# ---- experiment: the temperature for a given perplexity ------------------------------------
+def perplexity_at(log_probs, temperature):
+    probs = torch.softmax(log_probs / temperature, dim=0)
+    return math.exp(float(torch.special.entr(probs).sum()))  # entr(p) = -p ln p, 0 at p = 0
+
+
+def temperature_by_bisection_on_log_t(log_probs, perplexity):
+    low, high = -10.0, 10.0  # log T
+    for _ in range(80):
+        middle = (low + high) / 2
+        if perplexity_at(log_probs, math.exp(middle)) < perplexity:
+            low = middle
+        else:
+            high = middle
+    return torch.tensor(math.exp(high))
+
+
+def temperature_by_grid_then_secant(log_probs, perplexity):
+    """A coarse grid (the experiment), then the secant method on log T, in float32."""
+    grid = [0.05 * 1.2**n for n in range(60)]
+    above = next(t for t in grid if perplexity_at(log_probs, t) >= perplexity)
+    a, b = math.log(above / 1.2), math.log(above)
+    for _ in range(50):
+        fa = perplexity_at(log_probs, math.exp(a)) - perplexity
+        fb = perplexity_at(log_probs, math.exp(b)) - perplexity
+        if fb == fa:
+            break
+        a, b = b, b - fb * (b - a) / (fb - fa)
+    return torch.tensor(math.exp(b), dtype=torch.float32)
+
+
+@pytest.mark.parametrize("answer", [temperature_by_bisection_on_log_t, temperature_by_grid_then_secant])
+def test_perplexity_temperature_accepts_different_searches(answer, capsys):
+    check_perplexity_temperature(answer)
+    assert capsys.readouterr().out.startswith("✓ your temperatures give the perplexity asked for")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda lp, k: 1 / temperature_by_bisection_on_log_t(lp, k), "that is 1/T"),
+        (lambda lp, k: temperature_by_bisection_on_log_t(lp, 2 ** math.log(k)), "2\\^H = perplexity with H in nats"),
+        (lambda lp, k: temperature_by_bisection_on_log_t(lp, k) * 1.01, "the perplexity is .* it must be"),
+        (lambda lp, k: -temperature_by_bisection_on_log_t(lp, k), "a temperature must be > 0"),
+        (lambda lp, k: temperature_by_bisection_on_log_t(lp, k).repeat(2), "expected a scalar"),
+        (lambda lp, k: float(temperature_by_bisection_on_log_t(lp, k)), "must return a torch.Tensor"),
+    ],
+)
+def test_perplexity_temperature_rejects_wrong_temperatures_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_perplexity_temperature(answer)

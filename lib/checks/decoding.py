@@ -1,6 +1,8 @@
 """Checkers for the exercises of chapter 7 (decoding: greedy search and beam search)."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from lib.checks.core import Check, Slip
@@ -105,4 +107,66 @@ check_sampling_distribution = Check(
              "you dropped the tokens outside the top k but did not renormalise: divide what is left by its sum"),
     ),
     rules=_not_a_distribution, tolerance=dict(atol=1e-8, rtol=0.0),
+)
+
+
+# ---- experiment: the temperature that leaves k tokens' worth of choice --------------------
+def perplexity_temperature_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh ``(log_probs, perplexity)`` for :data:`check_perplexity_temperature`: a next-token
+    distribution over 5 to 30 tokens (float64 log-probabilities with a unique most likely token)
+    and a target perplexity between 1.5 and half the vocabulary."""
+    cases = []
+    for _ in range(trials):
+        logits = 2 * torch.randn(int(torch.randint(5, 31, (), generator=generator)), generator=generator,
+                                 dtype=torch.float64)
+        logits[logits.argmax()] += 0.1
+        perplexity = float(torch.empty((), dtype=torch.float64).uniform_(1.5, len(logits) / 2, generator=generator))
+        cases.append((torch.log_softmax(logits, dim=0), perplexity))
+    return cases
+
+
+def _perplexity(log_probs: torch.Tensor, temperature: float) -> float:
+    """``exp(H)`` of the distribution sampled at ``temperature``, H in nats."""
+    probs = sampling_distribution(log_probs, temperature)
+    return float(torch.exp(torch.special.entr(probs).sum()))  # entr(p) = -p ln p, 0 at p = 0
+
+
+def perplexity_temperature(log_probs: torch.Tensor, perplexity: float) -> torch.Tensor:
+    """The temperature at which sampling from ``log_probs`` has perplexity ``exp(H) = perplexity``.
+
+    The entropy grows monotonically with the temperature, from 0 (greedy, one most likely token)
+    to ``ln V`` (uniform), so halving or doubling brackets the answer and bisection finds it.
+
+    Shapes
+    ------
+    log_probs ``(V,)`` -> a 0-dimensional tensor
+    """
+    low, high = 1.0, 1.0
+    while _perplexity(log_probs, low) > perplexity:
+        low /= 2
+    while _perplexity(log_probs, high) < perplexity:
+        high *= 2
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _perplexity(log_probs, middle) < perplexity else (low, middle)
+    return torch.tensor((low + high) / 2, dtype=torch.float64)
+
+
+check_perplexity_temperature = Check(
+    "your temperatures give the perplexity asked for on 12 fresh next-token distributions",
+    perplexity_temperature_cases, perplexity_temperature,
+    describe=lambda log_probs, perplexity: f"{len(log_probs)} tokens and perplexity {perplexity:.3f}",
+    compared_with="the temperature found by bisection", noun="temperature", layout=" (a 0-dimensional tensor)",
+    slips=(
+        Slip(lambda log_probs, perplexity: 1 / perplexity_temperature(log_probs, perplexity),
+             "that is 1/T, the factor that multiplies the log-probabilities; return T, which divides them"),
+        Slip(lambda log_probs, perplexity: perplexity_temperature(log_probs, 2 ** math.log(perplexity)),
+             "that temperature gives 2^H = perplexity with H in nats; perplexity is exp(H) for H in nats "
+             "(or 2^H for H in bits)"),
+    ),
+    rules=lambda found, expected, log_probs, perplexity: (
+        f"at your T = {float(found):.6g} the perplexity is {_perplexity(log_probs, float(found)):.6f}; it must be "
+        f"{perplexity:.6f}" if float(found) > 0 else f"a temperature must be > 0; yours is {float(found):.6g}"),
+    tolerance=dict(atol=1e-8, rtol=1e-6),
+    forbidden=("scipy",),
 )
