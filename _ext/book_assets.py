@@ -6,6 +6,12 @@
   After the build, the players' frames move out of the pages into
   ``_static/explorer-frames/`` (``lib.widgets.core.externalise_frames``): a page
   carries each player's first frame, the browser fetches the others on demand.
+* Numbers the explorers like the other figures: a transform wraps each explorer's
+  output in a figure whose caption and label (``explorer-lstm-gate``, for ``{numref}``)
+  are the ``caption`` and :func:`~lib.widgets.core.figure_label` of its visual, found by
+  the title its output names (the static player's and a live output's ``text/plain``
+  alike). An output that names no visual of ``lib.widgets`` is a warning (the build
+  fails); a visual without a caption shows its title, and ``tests/test_widgets.py`` fails.
 * Copies the part of MathJax 3 the book uses (shipped on PyPI by ``django-static-mathjax``
   as the ``mathjax`` package) into ``_static/mathjax``, so ``mathjax_path`` in
   ``_config.yml`` points at a local file and the built book typesets maths with no
@@ -23,11 +29,18 @@
   Binder instead, and those scripts name a CDN and are registered twice per page
   (a console error in every browser).
 """
+import functools
 import os
 import shutil
 from pathlib import Path
 
-from lib.widgets.core import WIDGETS_ENV, externalise_frames
+from docutils import nodes
+from sphinx.transforms import SphinxTransform
+from sphinx.util import logging
+
+from lib.widgets.core import WIDGETS_ENV, book_visuals, externalise_frames, figure_label
+
+logger = logging.getLogger(__name__)
 
 
 def _mathjax_dir() -> Path:
@@ -86,6 +99,44 @@ def _externalise_explorer_frames(app, exception):
                 page.write_text(externalise_frames(text, frames_dir, prefix), encoding="utf-8")
 
 
+def _is_mime_bundle(node) -> bool:
+    return isinstance(node, nodes.container) and node.get("nb_element") == "mime_bundle"
+
+
+class ExplorerFigures(SphinxTransform):
+    """Wrap every explorer output (a myst-nb mime bundle) in a numbered, captioned figure.
+
+    Runs while a page is read, before Sphinx numbers the figures; the output is found
+    by its ``text/plain``, :meth:`lib.widgets.core.Explorer.describe`.
+    """
+
+    default_priority = 500
+
+    def apply(self, **kwargs):
+        for bundle in list(self.document.findall(_is_mime_bundle)):
+            plain = [child.astext() for child in bundle.children if child.get("mime_type") == "text/plain"]
+            if not plain or not plain[0].startswith("Explorer: ") or isinstance(bundle.parent, nodes.figure):
+                continue
+            visual = next((v for title, v in _visuals().items() if plain[0].startswith(f"Explorer: {title} — ")),
+                          None)
+            if visual is None:
+                logger.warning("explorer output %r names no visual of lib.widgets by its title",
+                               plain[0][:80], location=bundle)
+                continue
+            caption = visual.caption.strip() or visual.title
+            figure = nodes.figure(classes=["book-explorer-figure"])
+            figure["names"].append(figure_label(visual))
+            bundle.replace_self(figure)
+            figure += bundle
+            figure += nodes.caption(caption, caption)
+            self.document.note_explicit_target(figure, figure)
+
+
+@functools.cache
+def _visuals():
+    return book_visuals()
+
+
 def _defer_nav_script(app, config):
     config.html_js_files = [
         (NAV_SCRIPT, {"defer": "defer"}) if entry == NAV_SCRIPT else entry for entry in config.html_js_files
@@ -106,6 +157,7 @@ def setup(app):
     missing = [name for name in MATHJAX_FILES if not (source / name).exists()]
     if missing:
         raise RuntimeError(f"MathJax at {source} lacks {missing}; reinstall django-static-mathjax")
+    app.add_transform(ExplorerFigures)
     app.connect("config-inited", _defer_nav_script)
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _lighten_theme)

@@ -110,9 +110,9 @@ def assert_legible(visual) -> None:
 
 # ---- the rule itself ---------------------------------------------------------------
 def test_min_font_keeps_text_twelve_css_pixels_tall_on_a_phone():
-    assert MIN_TEXT_PX == 12 and PHONE_WIDTH_PX == 360 and CSS_PX_PER_INCH == 90 and PIXEL_DENSITY == 2
-    # A 6.4-inch figure shrinks to 360 px, 56.25 px per inch: 12 px is 15.36 pt.
-    assert min_font_pt(6.4) == pytest.approx(15.36)
+    assert MIN_TEXT_PX == 12 and PHONE_WIDTH_PX == 356 and CSS_PX_PER_INCH == 90 and PIXEL_DENSITY == 2
+    # A 6.4-inch figure shrinks to 356 px, 55.625 px per inch: 12 px is 864 / 55.625 = 15.53 pt.
+    assert min_font_pt(6.4) == pytest.approx(864 / 55.625)
     # A 3-inch figure is shown at its natural 270 px: 12 px at 90 px per inch is 9.6 pt.
     assert min_font_pt(3.0) == pytest.approx(9.6)
     with pytest.raises(ValueError, match="width_in must be positive; found 0"):

@@ -104,7 +104,7 @@ class GradientDecay(Visual):
         handles["bound"].set_data(data["k"], clip(data["bound"]))
         handles["ax"].set_xlim(0, data["length"])
         handles["ax"].set_xlabel(
-            f"step $k$ ({data['activation']}, $\\rho$ = {data['scale']:g}, $T$ = {data['length']}: "
+            f"step $k$\n({data['activation']}, $\\rho$ = {data['scale']:g}, $T$ = {data['length']}: "
             f"$\\|\\partial \\mathbf{{h}}_T / \\partial \\mathbf{{h}}_0\\|$ ≈ {data['first']:.1e})"
         )
 
