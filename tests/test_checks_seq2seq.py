@@ -5,12 +5,13 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_bahdanau_context, check_local_p_weights
+from lib.checks import CHECKS, CheckFailed, check_bahdanau_context, check_local_p_weights, check_reversal_reach
 
 
 def test_the_checks_are_registered():
     assert CHECKS["check_local_p_weights"] is check_local_p_weights
     assert CHECKS["check_bahdanau_context"] is check_bahdanau_context
+    assert CHECKS["check_reversal_reach"] is check_reversal_reach
 
 
 # ---- local-p weights ----------------------------------------------------------------------
@@ -147,3 +148,56 @@ def weights_only(query, states, lens, W, U, v):
 def test_bahdanau_context_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
         check_bahdanau_context(answer)
+
+
+# ---- which reversal steps local-m's window reaches -----------------------------------------
+def reach_vectorised(n, window):
+    t = torch.arange(1, n + 1)
+    return ((n + 1 - t) - t).abs() <= window  # bool: the checker accepts it as 0/1
+
+
+def reach_loops(n, window):
+    return torch.tensor([int(t - window <= n + 1 - t <= t + window) for t in range(1, n + 1)])
+
+
+def reach_from_local_weights(n, window):
+    # local-m's weights with a score that is huge at the needed position: is any weight left there?
+    from lib.seq2seq import local_weights
+
+    reached = []
+    for t in range(1, n + 1):
+        scores = torch.zeros(1, n, dtype=torch.float64)
+        scores[0, n - t] = 50.0  # source position n + 1 - t
+        weights = local_weights(scores, torch.tensor([n]), torch.tensor([float(t)], dtype=torch.float64),
+                                window, gaussian=False)
+        reached.append(int(weights[0, n - t] > 0.5))
+    return torch.tensor(reached)
+
+
+@pytest.mark.parametrize("answer", [reach_vectorised, reach_loops, reach_from_local_weights])
+def test_reversal_reach_accepts_right_answers_written_differently(answer, capsys):
+    check_reversal_reach(answer)
+    assert capsys.readouterr().out.startswith("✓ your reach agrees with local-m's window")
+
+
+def test_reversal_reach_by_hand():
+    # 8 digits, D = 2: step t needs position 9 - t, inside [t - 2, t + 2] only for t = 4, 5
+    assert reach_loops(8, 2).tolist() == [0, 0, 0, 1, 1, 0, 0, 0]
+    assert reach_loops(8, 7).tolist() == [1] * 8  # D = n - 1: every step
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda n, window: torch.ones(n, dtype=torch.long), "that is copying"),
+        (lambda n, window: ((n - 2 * torch.arange(1, n + 1)).abs() <= window), "positions count from 1"),
+        (lambda n, window: ((n + 1 - 2 * torch.arange(1, n + 1)).abs() < window), "the window includes its edges"),
+        (lambda n, window: ((n + 1 - 2 * torch.arange(1, n + 1)).abs() <= 2 * window), "D is the half-width"),
+        (lambda n, window: ((n + 1 - 2 * torch.arange(1, n + 1)).abs() <= window / 2), "not D/2"),
+        (lambda n, window: torch.cat((reach_vectorised(n, window), torch.tensor([True]))), "leave out the <eos> step"),
+        (lambda n, window: reach_vectorised(n, window).tolist(), "must return a torch.Tensor; it returned list"),
+    ],
+)
+def test_reversal_reach_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_reversal_reach(answer)

@@ -150,3 +150,52 @@ check_bahdanau_context = Check(
     error_hint=". Check the shapes: W h_(t-1) is (B, A), U h̄_s is (B, S, A); add them with a new axis for S",
     tolerance=dict(atol=1e-6, rtol=0.0),
 )
+
+
+# ---------------------------------------------------------------------------
+# Which steps of a reversal local-m's window can reach.
+# ---------------------------------------------------------------------------
+
+
+def reversal_reach_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh ``(n, window)`` for :data:`check_reversal_reach`: strings of 3 to 16 digits and
+    half-widths ``D`` from 1 to 5 (the window covers every step only when ``D >= n - 1``)."""
+    cases = []
+    for _ in range(trials):
+        n = int(torch.randint(3, 17, (), generator=generator))
+        cases.append((n, int(torch.randint(1, 6, (), generator=generator))))
+    return cases
+
+
+def _reversal_reach(n: int, window: int, needed_shift: int = 1, width: float = 1.0,
+                    strict: bool = False) -> torch.Tensor:
+    """1 where local-m's window at step ``t`` (centre ``p_t = t``, half-width ``width * D``) holds the
+    source position ``n + needed_shift - t`` that reversal's output ``t`` copies, for ``t = 1 .. n``;
+    the keyword arguments give the known wrong answers."""
+    t = torch.arange(1, n + 1)  # (n,): the output steps
+    distance = (n + needed_shift - t - t).abs()  # (n,): |needed position - p_t|
+    return (distance < width * window if strict else distance <= width * window).long()
+
+
+check_reversal_reach = Check(
+    "your reach agrees with local-m's window on 12 fresh (n, D)",
+    reversal_reach_cases, _reversal_reach,
+    describe=lambda n, window: f"n = {n}, D = {window}",
+    compared_with="the book's", noun="reach", layout="(n,)",
+    slips=(
+        Slip(lambda n, window: torch.ones(n, dtype=torch.long),
+             "that is copying, where step t writes source digit t; reversing, step t writes source digit "
+             "n + 1 - t"),
+        Slip(lambda n, window: _reversal_reach(n, window, needed_shift=0),
+             "positions count from 1: step 1 writes the last digit, source position n, so step t needs "
+             "position n + 1 - t"),
+        Slip(lambda n, window: _reversal_reach(n, window, strict=True),
+             "the window includes its edges: position s is in it when |s - p_t| <= D"),
+        Slip(lambda n, window: _reversal_reach(n, window, width=2.0),
+             "D is the half-width: the window [p_t - D, p_t + D] holds 2D + 1 positions, D on each side"),
+        Slip(lambda n, window: _reversal_reach(n, window, width=0.5),
+             "the window reaches D positions on each side of p_t, not D/2"),
+    ),
+    shape_hint=lambda shape, n, window: (
+        ": one entry per digit step t = 1 .. n (leave out the <eos> step)" if shape == (n + 1,) else ""),
+)
