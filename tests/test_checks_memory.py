@@ -3,7 +3,7 @@ with a message that says what is wrong."""
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_hebbian_weights, check_ntm_write
+from lib.checks import CHECKS, CheckFailed, check_hebbian_weights, check_hopfield_capacity, check_ntm_write
 
 
 def test_the_checks_are_registered():
@@ -103,3 +103,67 @@ def test_a_stub_is_told_to_write_its_body():
 
     with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
         check_hebbian_weights(stub)
+
+
+# ---- experiment: how many patterns stay fixed points -----------------------------------------
+def capacity_with_update_rule(patterns):
+    """Store more and more patterns; stop when one is no longer a fixed point of a synchronous update
+    in which a unit whose field is exactly 0 keeps its state (float64, 1/N included)."""
+    for count in range(1, len(patterns) + 1):
+        stored = patterns[:count]
+        weights = stored.T @ stored / patterns.shape[1]
+        weights.fill_diagonal_(0.0)
+        fields = stored @ weights
+        updated = torch.where(fields.abs() < 1e-9, stored, torch.sign(fields))
+        if not torch.equal(updated, stored):
+            return torch.tensor(count - 1)
+    return torch.tensor(len(patterns))
+
+
+def capacity_by_overlaps_as_float(patterns):
+    """The same count from the overlaps, as a float: ξ_νi h_i = Σ_μ ξ_μi ξ_νi (ξ_μ·ξ_ν) - p."""
+    for count in range(1, len(patterns) + 1):
+        stored = patterns[:count]  # (p, N)
+        overlaps = stored @ stored.T  # (p, p)
+        agreement = torch.einsum("mi,ni,mn->ni", stored, stored, overlaps) - count  # (p, N): diagonal removed
+        if (agreement < 0).any():
+            return torch.tensor(float(count - 1))
+    return torch.tensor(float(len(patterns)))
+
+
+@pytest.mark.parametrize("answer", [capacity_with_update_rule, capacity_by_overlaps_as_float])
+def test_hopfield_capacity_accepts_counts_found_either_way(answer, capsys):
+    check_hopfield_capacity(answer)
+    assert capsys.readouterr().out.startswith("✓ your counts agree with adding patterns one at a time")
+
+
+def with_diagonal(patterns):
+    for count in range(1, len(patterns) + 1):
+        stored = patterns[:count]
+        if (stored * (stored @ (stored.T @ stored)) < 0).any():
+            return torch.tensor(count - 1)
+    return torch.tensor(len(patterns))
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda patterns: capacity_with_update_rule(patterns) + 1, "the first count at which a stored pattern"),
+        (with_diagonal, "your weights keep the diagonal"),
+        (lambda patterns: torch.tensor(round(0.138 * patterns.shape[1])), "that is 0.138 N"),
+        (lambda patterns: capacity_with_update_rule(patterns) + 0.5, "are not whole numbers"),
+        (lambda patterns: capacity_with_update_rule(patterns).repeat(2), "expected a scalar"),
+    ],
+)
+def test_hopfield_capacity_rejects_wrong_counts_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_hopfield_capacity(answer)
+
+
+def test_counting_a_zero_field_as_unstable_is_named_when_it_changes_the_count():
+    from lib.checks.memory import hopfield_capacity, hopfield_capacity_cases
+    cases = [case for case in hopfield_capacity_cases(torch.Generator().manual_seed(3), trials=40)
+             if hopfield_capacity(*case, strict=True) != hopfield_capacity(*case)]
+    assert cases, "no drawn case has a zero field at the capacity"
+    with pytest.raises(CheckFailed, match="whose field is exactly 0 as unstable"):
+        check_hopfield_capacity.judge(cases, [hopfield_capacity(*case, strict=True) for case in cases])

@@ -105,3 +105,65 @@ check_hebbian_weights = Check(
         if shape == (patterns.shape[0],) * 2 else ""),
     rules=_nonzero_diagonal, tolerance=dict(atol=1e-8, rtol=0.0),
 )
+
+
+# ---- experiment: how many patterns a Hopfield network holds ------------------------------
+def hopfield_capacity_cases(generator: torch.Generator, trials: int = 8) -> list[tuple]:
+    """Fresh ``(patterns,)`` for :data:`check_hopfield_capacity`: ``N // 2`` random ±1 patterns
+    of ``N`` units, ``N`` from 40 to 120, far more than a network of ``N`` units holds."""
+    cases = []
+    for _ in range(trials):
+        units = int(torch.randint(40, 121, (), generator=generator))
+        spins = torch.randint(0, 2, (units // 2, units), generator=generator).to(torch.float64)  # (P, N)
+        cases.append((2 * spins - 1,))
+    return cases
+
+
+def hopfield_capacity(patterns: torch.Tensor, self_coupling: bool = False, strict: bool = False,
+                      first_failure: bool = False) -> torch.Tensor:
+    """How many of the first patterns can be stored before one of the stored patterns stops being stable.
+
+    Patterns are added one at a time with the Hebbian rule (without the 1/N, which changes no
+    sign, so every number is a whole number). Pattern ``ξ`` is stable when no unit disagrees with
+    its field, ``ξ_i h_i >= 0`` with ``h = W ξ``: a unit whose field is 0 keeps its state, as in
+    :func:`lib.memory.hopfield.update_sync`, so ``ξ`` is a fixed point. Returns the count ``p`` such that
+    the first ``p`` patterns are all stable and the first ``p + 1`` are not (``P`` if all are).
+    The flags give the known wrong answers: keeping the diagonal, counting a zero field as
+    unstable, returning the first count that fails.
+
+    Shapes
+    ------
+    patterns ``(P, N)`` -> a 0-dimensional long tensor
+    """
+    for count in range(1, len(patterns) + 1):
+        stored = patterns[:count]  # (p, N)
+        weights = stored.T @ stored  # (N, N)
+        if not self_coupling:
+            weights.fill_diagonal_(0.0)
+        agreement = stored * (stored @ weights)  # (p, N): ξ_i h_i
+        if not (agreement > 0 if strict else agreement >= 0).all():
+            return torch.tensor(count if first_failure else count - 1)
+    return torch.tensor(len(patterns))
+
+
+check_hopfield_capacity = Check(
+    "your counts agree with adding patterns one at a time on 8 fresh sets of random patterns",
+    hopfield_capacity_cases, hopfield_capacity,
+    describe=lambda patterns: f"{patterns.shape[0]} patterns of {patterns.shape[1]} units",
+    compared_with="the count found by adding patterns one at a time", noun="count",
+    layout=" (a 0-dimensional tensor)",
+    slips=(
+        Slip(lambda patterns: hopfield_capacity(patterns, first_failure=True),
+             "that is the first count at which a stored pattern is unstable; return the count before it"),
+        Slip(lambda patterns: hopfield_capacity(patterns, self_coupling=True),
+             "your weights keep the diagonal: W_ii = p pulls every unit towards its own state and makes "
+             "patterns look stable; set the diagonal to 0"),
+        Slip(lambda patterns: hopfield_capacity(patterns, strict=True),
+             "you counted a unit whose field is exactly 0 as unstable; it keeps its state (ξ_i h_i >= 0 is "
+             "enough), as update_sync keeps it"),
+        Slip(lambda patterns: torch.tensor(round(0.138 * patterns.shape[1])),
+             "that is 0.138 N, the capacity when a few errors per pattern are allowed; count the patterns "
+             "that stay exactly stable instead"),
+    ),
+    tolerance=dict(atol=0.0, rtol=0.0),
+)
