@@ -115,10 +115,10 @@ def reinforce_loss(log_probs: Tensor, rewards: Tensor, baseline: Union[None, flo
     r"""The REINFORCE loss of ``B`` sampled sequences: its gradient estimates :math:`-\nabla_\theta J`.
 
     .. math::
-        L = -\frac{1}{B} \sum_{b=1}^{B} \big(G_b - b_b\big)
-            \sum_{t} \log p_\theta\big(x^{(b)}_t \mid \mathbf{x}^{(b)}_{<t}\big)
+        L = -\frac{1}{B} \sum_{i=1}^{B} \big(G_i - b_i\big)
+            \sum_{t} \log p_\theta\big(x^{(i)}_t \mid \mathbf{x}^{(i)}_{<t}\big)
 
-    where the advantage :math:`G_b - b_b` is a constant (no gradient flows
+    where the advantage :math:`G_i - b_i` is a constant (no gradient flows
     through the rewards or the baseline). Minimising :math:`L` by gradient
     descent climbs the expected reward :math:`J(\theta) = \mathbb{E}[G]`. The
     value of :math:`L` itself means nothing; only its gradient does.
@@ -129,7 +129,7 @@ def reinforce_loss(log_probs: Tensor, rewards: Tensor, baseline: Union[None, flo
         :math:`\log p_\theta(x_t \mid \mathbf{x}_{<t})` of every sampled token,
         with gradient, or one log-probability per sequence.
     rewards : Tensor
-        :math:`G_b`, the reward of each sequence (e.g. its BLEU score).
+        :math:`G_i`, the reward of each sequence (e.g. its BLEU score).
     baseline : None, float, "leave-one-out" or Tensor
         ``None`` (no baseline), a constant, ``"leave-one-out"`` (each sequence's
         baseline is the mean reward of the other ``B - 1``) or a tensor of one
