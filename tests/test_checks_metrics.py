@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_bleu, check_clipped_matches
+from lib.checks import CHECKS, CheckFailed, check_bleu, check_clipped_matches, check_negation_bleu
 
 
 def test_the_checks_are_registered():
@@ -131,3 +131,43 @@ def test_bleu_diagnoses_on_a_case_worked_by_hand():
         check_bleu.judge(case, [torch.tensor(geometric)])
     with pytest.raises(CheckFailed, match=r"not exp\(1 - c/r\)"):
         check_bleu.judge(case, [torch.tensor(math.exp(1 - 8 / 10) * geometric)])
+
+
+# ---- experiment: a negated candidate with the highest BLEU -----------------------------------
+def sacrebleu_of_ids(candidate, reference):
+    import sacrebleu
+    words = lambda ids: " ".join(f"w{t}" for t in ids.tolist())  # noqa: E731
+    return sacrebleu.sentence_bleu(words(candidate), [words(reference)]).score / 100
+
+
+def best_position_by_trying_all(reference, not_token):
+    """The experiment: insert not at every position and keep the one sacreBLEU scores highest."""
+    candidates = [torch.cat([reference[:p], torch.tensor([not_token]), reference[p:]])
+                  for p in range(len(reference) + 1)]
+    return max(candidates, key=lambda c: sacrebleu_of_ids(c, reference))
+
+
+@pytest.mark.parametrize("answer", [
+    best_position_by_trying_all,
+    lambda reference, not_token: torch.cat([reference, torch.tensor([not_token])]),  # at the end: as good
+    lambda reference, not_token: torch.cat([torch.tensor([float(not_token)]), reference.double()]),  # floats
+])
+def test_negation_accepts_an_insertion_at_a_best_position(answer, capsys):
+    check_negation_bleu(answer)
+    assert capsys.readouterr().out.startswith("✓ on 10 fresh references, your negated candidates")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda r, n: torch.cat([r[:3], torch.tensor([n]), r[3:]]),
+         "with not before index 3, has BLEU .* before index"),
+        (lambda r, n: torch.cat([torch.tensor([n]), r.flip(0)]), "the reference with the not_token inserted once"),
+        (lambda r, n: torch.cat([torch.tensor([n]), r[:-1], torch.tensor([n])]), "inserted once"),
+        (lambda r, n: r, "expected \\(L \\+ 1,\\)"),
+        (lambda r, n: [n, *r.tolist()], "must return a torch.Tensor"),
+    ],
+)
+def test_negation_rejects_other_candidates_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_negation_bleu(answer)

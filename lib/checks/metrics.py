@@ -6,8 +6,8 @@ from typing import Callable
 
 import torch
 
-from lib.checks.core import Check, Slip
-from lib.metrics import bleu_from_counts, clipped_counts, ngram_counts
+from lib.checks.core import Check, Measured, Slip
+from lib.metrics import bleu_from_counts, clipped_counts, ngram_counts, sentence_bleu
 
 _WORDS = ("the", "cat", "sat", "on", "a", "mat")  # few words, so n-grams repeat and clipping matters
 
@@ -120,4 +120,55 @@ check_bleu = Check(
              "BLEU is a geometric mean of the precisions, not an arithmetic one"),
     ),
     tolerance=dict(atol=1e-9, rtol=1e-6),
+)
+
+
+# ---- experiment: a negated sentence that BLEU still likes --------------------------------
+def negation_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
+    """Fresh ``(reference, not_token)`` for :data:`check_negation_bleu`: a reference of 6 to 15
+    token ids drawn from 1..20 (repeats included) and the id 0 of the word "not"."""
+    return [(torch.randint(1, 21, (int(torch.randint(6, 16, (), generator=generator)),), generator=generator), 0)
+            for _ in range(trials)]
+
+
+def _bleu_of_ids(candidate: torch.Tensor, reference: torch.Tensor) -> float:
+    """Sentence BLEU-4 (no smoothing) of two sequences of token ids."""
+    return sentence_bleu([str(t) for t in candidate.tolist()], [[str(t) for t in reference.tolist()]]).score
+
+
+def _inserted(reference: torch.Tensor, token: int, position: int) -> torch.Tensor:
+    """``reference`` with ``token`` inserted before index ``position``."""
+    return torch.cat([reference[:position], torch.tensor([token]), reference[position:]])
+
+
+def negated_candidate(reference: torch.Tensor, not_token: int) -> torch.Tensor:
+    """The book's answer: "not" in front of the reference, which breaks no n-gram of the reference.
+
+    Shapes
+    ------
+    reference ``(L,)`` -> ``(L + 1,)``
+    """
+    return _inserted(reference, not_token, 0)
+
+
+def _negation_rules(found: torch.Tensor, expected: torch.Tensor, reference: torch.Tensor, not_token: int) -> str | None:
+    """Not the reference with one "not" inserted, or a position that BLEU likes less than the best."""
+    positions = [p for p in range(len(reference) + 1) if torch.equal(_inserted(reference, not_token, p), found)]
+    if not positions:
+        return "your candidate must be the reference with the not_token inserted once, every other token kept in order"
+    best = max(range(len(reference) + 1), key=lambda p: _bleu_of_ids(_inserted(reference, not_token, p), reference))
+    best_score = _bleu_of_ids(_inserted(reference, not_token, best), reference)
+    score = _bleu_of_ids(found, reference)
+    if score < best_score - 1e-12:
+        return (f"your candidate, with not before index {positions[0]}, has BLEU {score:.4f}; before index {best} it "
+                f"has {best_score:.4f}. An insertion breaks every n-gram that spans it")
+    return None
+
+
+check_negation_bleu = Measured(
+    "on 10 fresh references, your negated candidates get the highest BLEU-4 an inserted not allows",
+    negation_cases, negated_candidate,
+    describe=lambda reference, not_token: f"a reference of {len(reference)} tokens",
+    compared_with="not in front", noun="candidate", layout="(L + 1,)",
+    rules=_negation_rules,
 )
