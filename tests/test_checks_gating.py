@@ -51,3 +51,10 @@ def test_biases_that_keep_the_memory_pass(answer, capsys):
 def test_biases_that_lose_the_memory_or_freeze_the_gate_fail_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
         check_forget_bias(answer)
+
+
+def test_the_lengths_the_checker_draws_separate_ln_2t_from_b_1():
+    """The verdicts do not depend on the seed: ln(2T) passes and b = 1 fails on every fifth length in
+    20..60 here (all 41 lengths were tried once: ln(2T) reaches at least 0.43, b = 1 at most 0.032)."""
+    for length in range(20, 61, 5):
+        assert first_step_reach(math.log(2 * length), length) >= 0.1 > first_step_reach(1.0, length)
