@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from lib.attention import masked_softmax, scaled_dot_product_attention
-from lib.checks.core import Check, Slip
+from lib.checks.core import Check, Slip, solve_increasing
 
 
 def masked_softmax_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
@@ -122,22 +122,14 @@ def sharpening_scale(scores: torch.Tensor, top: float) -> torch.Tensor:
     """The scale ``c > 0`` at which the largest weight of ``softmax(c * scores)`` equals ``top``.
 
     That weight grows monotonically with ``c`` (its log has derivative ``max(s) - E_α[s] >= 0``),
-    from ``1/N`` at ``c = 0`` to 1, so doubling ``c`` brackets the answer and bisection finds it.
+    from ``1/N`` at ``c = 0`` to 1, so halving or doubling ``c`` brackets the answer and bisection finds it.
 
     Shapes
     ------
     scores ``(N,)`` -> a 0-dimensional tensor
     """
-    def largest_weight(c: float) -> float:
-        return float(torch.softmax(c * scores, dim=0).max())
-
-    low, high = 0.0, 1.0
-    while largest_weight(high) < top:
-        low, high = high, 2 * high
-    for _ in range(100):
-        middle = (low + high) / 2
-        low, high = (middle, high) if largest_weight(middle) < top else (low, middle)
-    return torch.tensor((low + high) / 2, dtype=torch.float64)
+    scale = solve_increasing(lambda c: float(torch.softmax(c * scores, dim=0).max()), top)
+    return torch.tensor(scale, dtype=torch.float64)
 
 
 def _two_score_scale(scores: torch.Tensor, top: float) -> torch.Tensor:

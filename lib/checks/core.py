@@ -171,13 +171,19 @@ class Check:
         """Compare ``results[i]``, what the student's function returned for ``cases[i]`` (or the
         text ``"ErrorType: message"`` of what it raised), with the book's answers."""
         for index, (case, found) in enumerate(zip(cases, results, strict=True)):
-            if not isinstance(found, torch.Tensor):
-                hint = self.error_hint if isinstance(found, str) and found.startswith("RuntimeError") else ""
-                _require_tensor(found, self.describe(*case), hint)
-            expected = self.reference(*case)
-            found, tolerance = self._comparable(found, expected, case)
+            found, tolerance, expected = self._prepared(found, case)
             if compare_tensors(found, expected, tolerance) is None:
                 raise CheckFailed(self._explain(found, tolerance, expected, index, cases, results))
+
+    def _prepared(self, found, case: tuple) -> tuple[torch.Tensor, dict, torch.Tensor]:
+        """``(found, tolerance, expected)``: the student's result for ``case`` made comparable with the
+        book's answer ``expected``, or a :class:`CheckFailed` saying why it cannot be compared."""
+        if not isinstance(found, torch.Tensor):
+            hint = self.error_hint if isinstance(found, str) and found.startswith("RuntimeError") else ""
+            _require_tensor(found, self.describe(*case), hint)
+        expected = self.reference(*case)
+        found, tolerance = self._comparable(found, expected, case)
+        return found, tolerance, expected
 
     def _has(self, verb: str) -> str:
         """``verb`` agreeing with the noun: "has"/"have", "differs"/"differ", "contains"/"contain"."""
@@ -274,10 +280,24 @@ class Measured(Check):
         if self.rules is None:
             raise TypeError("a Measured checker needs rules: the measurement that decides")
         for index, (case, found) in enumerate(zip(cases, results, strict=True)):
-            if not isinstance(found, torch.Tensor):
-                hint = self.error_hint if isinstance(found, str) and found.startswith("RuntimeError") else ""
-                _require_tensor(found, self.describe(*case), hint)
-            expected = self.reference(*case)
-            found, tolerance = self._comparable(found, expected, case)
+            found, tolerance, expected = self._prepared(found, case)
             if self.rules(found, expected, *case):
                 raise CheckFailed(self._explain(found, tolerance, expected, index, cases, results))
+
+
+def solve_increasing(function: Callable[[float], float], target: float, iterations: int = 100) -> float:
+    """The ``x > 0`` at which the increasing ``function`` reaches ``target``, for the checkers of
+    experiments that search a scale or a temperature.
+
+    Halving and doubling from 1 bracket the answer; bisection then halves the bracket
+    ``iterations`` times.
+    """
+    low, high = 1.0, 1.0
+    while function(low) > target:
+        low /= 2
+    while function(high) < target:
+        high *= 2
+    for _ in range(iterations):
+        middle = (low + high) / 2
+        low, high = (middle, high) if function(middle) < target else (low, middle)
+    return (low + high) / 2

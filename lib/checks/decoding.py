@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from lib.checks.core import Check, Slip
+from lib.checks.core import Check, Slip, solve_increasing
 from lib.decoding import expand_and_prune, sampling_distribution
 
 
@@ -141,15 +141,8 @@ def perplexity_temperature(log_probs: torch.Tensor, perplexity: float) -> torch.
     ------
     log_probs ``(V,)`` -> a 0-dimensional tensor
     """
-    low, high = 1.0, 1.0
-    while _perplexity(log_probs, low) > perplexity:
-        low /= 2
-    while _perplexity(log_probs, high) < perplexity:
-        high *= 2
-    for _ in range(100):
-        middle = (low + high) / 2
-        low, high = (middle, high) if _perplexity(log_probs, middle) < perplexity else (low, middle)
-    return torch.tensor((low + high) / 2, dtype=torch.float64)
+    temperature = solve_increasing(lambda t: _perplexity(log_probs, t), perplexity)
+    return torch.tensor(temperature, dtype=torch.float64)
 
 
 check_perplexity_temperature = Check(
