@@ -66,3 +66,9 @@ def two_largest_only(scores, top):
 def test_wrong_scales_fail_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
         check_sharpening_scale(answer)
+
+
+def test_solve_increasing_brackets_from_either_side_of_1():
+    from lib.checks.core import solve_increasing
+    assert math.isclose(solve_increasing(lambda x: x * x, 2.0), math.sqrt(2), rel_tol=1e-12)
+    assert math.isclose(solve_increasing(lambda x: x**3, 1e-6), 1e-2, rel_tol=1e-12)
