@@ -163,4 +163,6 @@ def setup(app):
     app.connect("build-finished", _lighten_theme)
     app.connect("build-finished", _externalise_explorer_frames)
     app.connect("html-page-context", _drop_thebe)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    # The version of what the transform above writes into the doctrees: raising it makes the
+    # next build re-read every page instead of reusing doctrees read by an older transform.
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
