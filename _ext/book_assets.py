@@ -7,7 +7,7 @@
   ``_static/explorer-frames/`` (``lib.widgets.core.externalise_frames``): a page
   carries each player's first frame, the browser fetches the others on demand.
 * Numbers the explorers like the other figures: a transform wraps each explorer's
-  output in a figure whose caption and label (``explorer-lstm-gate``, for ``{numref}``)
+  output in a figure whose caption and label (``fig-explorer-lstm-gate``, for ``{numref}``)
   are the ``caption`` and :func:`~lib.widgets.core.figure_label` of its visual, found by
   the title its output names (the static player's and a live output's ``text/plain``
   alike). An output that names no visual of ``lib.widgets`` is a warning (the build
@@ -165,4 +165,4 @@ def setup(app):
     app.connect("html-page-context", _drop_thebe)
     # The version of what the transform above writes into the doctrees: raising it makes the
     # next build re-read every page instead of reusing doctrees read by an older transform.
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}

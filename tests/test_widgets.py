@@ -265,8 +265,8 @@ def test_every_book_visual_has_a_specific_caption_and_its_own_label():
         sentences = re.findall(r"[.!?](?:\s|$)", caption)
         assert caption.strip() and caption.strip() != title, f"{visual.__name__} has no caption of its own"
         assert 1 <= len(sentences) <= 2 and caption.endswith("."), f"{visual.__name__}: {caption!r}"
-    assert figure_label(visuals["LSTM gate explorer"]) == "explorer-lstm-gate"
-    assert figure_label(visuals["NTM memory: writing and reading step by step"]) == "explorer-ntm-memory-stepper"
+    assert figure_label(visuals["LSTM gate explorer"]) == "fig-explorer-lstm-gate"
+    assert figure_label(visuals["NTM memory: writing and reading step by step"]) == "fig-explorer-ntm-memory-stepper"
     with pytest.raises(TypeError, match="visual_type must be a Visual subclass; found <class 'int'>"):
         figure_label(int)
 

@@ -41,7 +41,7 @@ Every text of the figure is drawn at least :func:`min_font_pt` points, which kee
 **Numbered in the book.** Each visual declares a ``caption`` (what the figure
 shows and what to try, at most two sentences). The book's Sphinx extension wraps
 the static player in a numbered figure with that caption and the label
-:func:`figure_label` (``explorer-lstm-gate``, for ``{numref}``), finding the visual
+:func:`figure_label` (``fig-explorer-lstm-gate``, for ``{numref}``), finding the visual
 by the title its output names (:meth:`Explorer.describe`). The player's frame carries its
 ``data-dpi`` and ``data-font-pt`` (the smallest font size drawn), from which a
 browser test computes the smallest text a reader sees.
@@ -244,15 +244,15 @@ class Visual:
 
 
 def figure_label(visual_type: type) -> str:
-    """The book's label of a visual's figure: ``explorer-`` and its class name in kebab case.
+    """The book's label of a visual's figure: ``fig-explorer-`` and its class name in kebab case.
 
-    A trailing ``Explorer`` is dropped: ``LSTMGateExplorer`` gives ``explorer-lstm-gate``.
+    A trailing ``Explorer`` is dropped: ``LSTMGateExplorer`` gives ``fig-explorer-lstm-gate``.
     """
     if not (isinstance(visual_type, type) and issubclass(visual_type, Visual)):
         raise TypeError(f"visual_type must be a Visual subclass; found {visual_type!r}")
     name = visual_type.__name__.removesuffix("Explorer") or visual_type.__name__
     words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+", name)
-    return "explorer-" + "-".join(word.lower() for word in words)
+    return "fig-explorer-" + "-".join(word.lower() for word in words)
 
 
 def book_visuals() -> dict[str, type[Visual]]:
