@@ -684,7 +684,9 @@ def explore(visual: Visual, dpi: int = CSS_PX_PER_INCH * PIXEL_DENSITY) -> Explo
 
 _PLAYER_CSS = (
     "<style>"
-    # In the book the player sits in a figure, which the theme centres and whose spans it shrinks.
+    # In the book the player sits in a figure, which the theme centres and whose spans it shrinks;
+    # Sphinx pads figures by .5em a side, which would take 16 px from the frame on a phone.
+    "figure.book-explorer-figure{padding-left:0;padding-right:0}"
     ".book-explorer{text-align:start}.book-explorer-row>span{font-size:1em}"
     ".book-explorer-controls{display:flex;flex-wrap:wrap;gap:.4em 1.6em;margin:.3em 0 .2em}"
     ".book-explorer-row{display:inline-flex;align-items:center;gap:.5em;margin:0}"
