@@ -88,7 +88,9 @@ def test_nbgrader_generates_and_autogrades_right_and_wrong_submissions(tmp_path)
     assert "kept.max(dim=-1" not in release  # the solution is not handed out
 
     master = {cell.get("id"): cell.source for cell in nbformat.read(CHAPTERS / f"{CHAPTER}.ipynb", as_version=4).cells}
-    right = {key: master[key] for key in ("ex-att-masked-softmax-solution", "ex-att-sdpa-solution")}
+    exercises = [e.id for e in coding_exercises(nbformat.read(CHAPTERS / f"{CHAPTER}.ipynb", as_version=4))]
+    assert {"ex-att-masked-softmax", "ex-att-sdpa"} <= set(exercises)
+    right = {f"{exercise}-solution": master[f"{exercise}-solution"] for exercise in exercises}
     unscaled = master["ex-att-sdpa-solution"].replace("dots / math.sqrt(q.shape[-1])", "dots")
     assert unscaled != master["ex-att-sdpa-solution"]
     _submit(course, "right", right)
@@ -102,9 +104,10 @@ def test_nbgrader_generates_and_autogrades_right_and_wrong_submissions(tmp_path)
             notebook = gradebook.find_submission_notebook(CHAPTER, CHAPTER, student)
             return {grade.name: (grade.score, grade.max_score) for grade in notebook.grades}
 
-        assert scores("right") == {"ex-att-masked-softmax-check": (1, 1), "ex-att-sdpa-check": (1, 1)}
-        assert scores("wrong") == {"ex-att-masked-softmax-check": (1, 1), "ex-att-sdpa-check": (0, 1)}
-        assert scores("stub") == {"ex-att-masked-softmax-check": (0, 1), "ex-att-sdpa-check": (0, 1)}
-        assert gradebook.find_submission(CHAPTER, "right").score == 2
+        checks = [f"{exercise}-check" for exercise in exercises]
+        assert scores("right") == {check: (1, 1) for check in checks}
+        assert scores("wrong") == {check: (int(check != "ex-att-sdpa-check"), 1) for check in checks}
+        assert scores("stub") == {check: (0, 1) for check in checks}
+        assert gradebook.find_submission(CHAPTER, "right").score == len(checks)
     graded = (course / "autograded" / "wrong" / CHAPTER / f"{CHAPTER}.ipynb").read_text(encoding="utf-8")
     assert "you did not divide the scores by" in graded  # the checker's own diagnosis, as feedback
