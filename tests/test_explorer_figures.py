@@ -49,6 +49,11 @@ def test_every_visual_of_lib_widgets_is_a_figure_of_the_book():
     assert anchors == {figure_label(visual) for visual in book_visuals().values()}
 
 
+def straight_quotes(text: str) -> str:
+    """``text`` with Sphinx's typographic quotes made straight again."""
+    return text.translate(str.maketrans("\u2018\u2019\u201c\u201d", "''\"\""))
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_explorer_is_numbered_captioned_and_legible(server, browser, width):
     visuals = book_visuals()
@@ -69,7 +74,7 @@ def test_every_explorer_is_numbered_captioned_and_legible(server, browser, width
             visual = visuals[player["alt"]]
             assert player["id"] == figure_label(visual), f"{name} is not in a figure labelled {figure_label(visual)}"
             assert re.fullmatch(r"Fig\. \d+\.\d+", player["number"]), f"{name} has no figure number"
-            assert player["caption"] == visual.caption.strip(), f"{name}: caption {player['caption']!r}"
+            assert straight_quotes(player["caption"]) == visual.caption.strip(), f"{name}: caption {player['caption']!r}"
             assert player["clientWidth"] > 0 and player["dpi"] > 0 and player["fontPt"] > 0, f"{name}: {player}"
             found.append((displayed_text_px(player), name, player["clientWidth"]))
     assert len(found) == len(visuals)
