@@ -54,6 +54,7 @@ __all__ = [
     "SimilarityScore",
     "read_analogies",
     "AnalogyScore",
+    "WordClassScore",
 ]
 
 
@@ -152,6 +153,22 @@ class WordVectors:
         cosines = (first * second).sum(dim=1).double()  # (P,)
         ratings = torch.tensor([p.score for p in used], dtype=torch.float64)
         return SimilarityScore(spearman(cosines, ratings), used=len(used), skipped=len(pairs) - len(used))
+
+    def evaluate_word_classes(self, label: dict[str, str]) -> "WordClassScore":
+        """How often a word's nearest neighbour shares its class, and how often chance would.
+
+        ``label`` maps words to class names (pronoun, day, ...). Words outside the
+        vocabulary are skipped. Chance is the share a random neighbour among the
+        other ``V - 1`` words would reach: the mean of ``(n_c - 1) / (V - 1)`` over
+        the words, ``n_c`` the number of the word's class mates in the vocabulary.
+        """
+        used = {word: name for word, name in label.items() if word in self.vocab}
+        if not used:
+            raise ValueError(f"no labelled word is in the vocabulary; found {len(label)} labelled words")
+        sizes = {name: list(used.values()).count(name) for name in set(used.values())}
+        hits = [used.get(self.most_similar([word], k=1)[0][0]) == name for word, name in used.items()]
+        chance = sum((sizes[name] - 1) / (len(self.vocab) - 1) for name in used.values()) / len(used)
+        return WordClassScore(same_class=sum(hits) / len(used), chance=chance, used=len(used))
 
     def evaluate_analogies(self, questions: Sequence[tuple[str, str, str, str]]) -> "AnalogyScore":
         """Accuracy of 3CosAdd on ``(a, b, c, d)`` questions "``a : b :: c : d``".
@@ -289,3 +306,12 @@ class AnalogyScore:
     @property
     def accuracy(self) -> float:
         return self.correct / self.used if self.used else 0.0
+
+
+@dataclass(frozen=True)
+class WordClassScore:
+    """Result of :meth:`WordVectors.evaluate_word_classes`: shares of the ``used`` labelled words."""
+
+    same_class: float
+    chance: float
+    used: int

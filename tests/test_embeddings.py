@@ -35,6 +35,23 @@ def test_most_similar_excludes_the_query_and_analogy_is_3cosadd():
     assert vectors.analogy("man", "king", "woman")[0][0] == "queen"
 
 
+def test_word_classes_count_same_class_neighbours_by_brute_force():
+    vectors = plane_vectors()
+    label = {"man": "person", "woman": "person", "king": "person", "apple": "fruit", "pear": "fruit"}
+    unit = F.normalize(vectors.vectors, dim=1)
+    used = [w for w in label if w in vectors.vocab]  # pear is not in the vocabulary
+    hits = 0
+    for word in used:
+        i = vectors.vocab.index(word)
+        cosines = [(float(unit[i] @ unit[j]), vectors.vocab.words[j]) for j in range(5) if j != i]
+        hits += label.get(max(cosines)[1]) == label[word]
+    score = vectors.evaluate_word_classes(label)
+    assert score.used == 4 and score.same_class == pytest.approx(hits / 4)
+    assert score.chance == pytest.approx((2 / 4 * 3 + 0 / 4) / 4)  # three persons, one fruit in the vocabulary
+    with pytest.raises(ValueError, match="no labelled word is in the vocabulary"):
+        vectors.evaluate_word_classes({"pear": "fruit"})
+
+
 def test_analogies_exclude_the_question_words():
     # a and c almost coincide, so b - a + c is almost b itself: the answer must be the next word, d.
     vocab = Vocabulary(words=["a", "b", "c", "d"], counts=[4, 3, 2, 1])
