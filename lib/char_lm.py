@@ -62,6 +62,7 @@ __all__ = [
     "teacher_forcing_batch",
     "CharLM",
     "train_char_lm",
+    "train_at_clip_thresholds",
     "stream_batch",
     "truncated_bptt_loss",
     "train_truncated_bptt",
@@ -349,6 +350,60 @@ def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr
                 curves["held_out"].append(_mean_loss(model(held_out[0]), held_out[1]).item())
         curves["train"].append(train_step(step_rule, model(inputs), targets, clip=clip))
     return curves
+
+
+def train_at_clip_thresholds(vocab_size: int, inputs: Tensor, targets: Tensor, max_norms: tuple[float, ...],
+                             seeds: tuple[int, ...], steps: int, lr: float, hidden_size: int = 64,
+                             embedding_dim: int = 16, kind: str = "rnn",
+                             optimizer: str = "sgd") -> dict[float, list[list[float]]]:
+    """Train one fresh :class:`CharLM` per clipping threshold and seed; return every loss curve.
+
+    For each threshold in ``max_norms`` and each seed, ``torch.manual_seed(seed)``
+    initialises a ``CharLM(vocab_size, hidden_size, embedding_dim, kind)``, which
+    :func:`train_char_lm` then trains on the whole batch with that ``max_norm``. The
+    same seed gives the same initial weights under every threshold, so the runs of a
+    seed differ only in clipping (chapter 3: clipping rescues a too-large learning rate).
+
+    Parameters
+    ----------
+    vocab_size : int
+    inputs, targets : LongTensor
+        From :func:`language_model_batch`.
+    max_norms : tuple of float
+        Global-norm thresholds, ``math.inf`` for no clipping.
+    seeds : tuple of int
+    steps : int
+    lr : float
+    hidden_size, embedding_dim : int
+    kind : str
+        The recurrent cell, as in :class:`CharLM`.
+    optimizer : {"adam", "sgd"}
+
+    Returns
+    -------
+    dict
+        ``max_norm -> [training-loss curve of each seed]``, each curve ``steps`` floats
+        (nats per token before each step; ``nan`` or ``inf`` once a run has diverged).
+
+    Shapes
+    ------
+    inputs, targets : (N, L)
+    """
+    if not isinstance(max_norms, tuple) or not max_norms:
+        raise TypeError(f"max_norms must be a non-empty tuple of thresholds; found {max_norms!r}")
+    if not isinstance(seeds, tuple) or not seeds:
+        raise TypeError(f"seeds must be a non-empty tuple of ints; found {seeds!r}")
+    for seed in seeds:
+        require_int("seed", seed, 0)
+    runs: dict[float, list[list[float]]] = {}
+    for max_norm in max_norms:
+        runs[max_norm] = []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            model = CharLM(vocab_size, hidden_size=hidden_size, embedding_dim=embedding_dim, kind=kind)
+            runs[max_norm].append(train_char_lm(model, inputs, targets, steps=steps, lr=lr, max_norm=max_norm,
+                                                optimizer=optimizer)["train"])
+    return runs
 
 
 # ---------------------------------------------------------------------------

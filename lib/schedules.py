@@ -29,10 +29,17 @@ References
 from __future__ import annotations
 
 import math
+from typing import Callable, Mapping, Sequence
 
-from lib.validation import require_choice, require_int, require_number
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
 
-__all__ = ["step_decay", "cosine", "warmup_then_decay", "DECAYS"]
+from lib.optim import SGD, fit
+from lib.validation import require_callable, require_choice, require_int, require_number
+
+__all__ = ["step_decay", "cosine", "warmup_then_decay", "DECAYS", "excess_loss_by_schedule"]
 
 DECAYS = ("linear", "cosine")
 
@@ -149,3 +156,71 @@ def warmup_then_decay(t: int, warmup: int, total: int, start_factor: float = 0.1
     if decay == "cosine":
         return cosine(t - warmup, total - warmup, min_factor)
     return 1 - (1 - min_factor) * min(t - warmup, total - warmup) / (total - warmup)
+
+
+def excess_loss_by_schedule(schedules: Mapping[str, Callable[[int], float]], seeds: Sequence[int], steps: int,
+                            lr: float = 0.1, batch_size: int = 8, loss_every: int = 10, n: int = 512,
+                            dim: int = 10, noise: float = 0.5) -> dict[tuple[str, int], list[float]]:
+    """Chapter 2's schedule experiment: mini-batch SGD on noisy linear data, excess loss per schedule.
+
+    For each seed, draw ``n`` inputs ``x`` with ``dim`` standard-normal features, a
+    standard-normal weight vector ``w`` and ``y = x w + noise · ε``, and find the
+    least-squares optimum of the mean squared error with ``torch.linalg.lstsq``. Then, for
+    each schedule, fit a bias-free ``nn.Linear(dim, 1)`` (initialised after
+    ``torch.manual_seed(seed)``) with :class:`lib.optim.SGD` at base rate ``lr`` times
+    the schedule (``LambdaLR``) by :func:`lib.optim.fit`, mini-batches drawn by a
+    generator seeded with ``seed + 10``. Every schedule of a seed sees the same data,
+    initial weights and batches.
+
+    Parameters
+    ----------
+    schedules : mapping of str to callable
+        Name -> multiplier ``λ(t)`` of the base rate (a ``LambdaLR`` ``lr_lambda``).
+    seeds : sequence of int
+        Each seeds the data, the initial weights and (plus 10) the batches.
+    steps : int
+        SGD updates per run; ``loss_every`` must divide it.
+    lr : float
+        The base learning rate.
+    batch_size, loss_every, n, dim : int
+    noise : float
+        Standard deviation of the noise added to the targets.
+
+    Returns
+    -------
+    dict
+        ``(name, seed) -> excess losses``: the full-data loss minus the least-squares
+        optimum before training and after every ``loss_every``-th step
+        (``steps // loss_every + 1`` floats).
+
+    Shapes
+    ------
+    x : (n, dim), y : (n, 1) for each seed
+    """
+    if not isinstance(schedules, Mapping) or not schedules:
+        raise TypeError(f"schedules must be a non-empty mapping of name -> lr_lambda; found {schedules!r}")
+    for name, schedule in schedules.items():
+        require_callable(f"schedules[{name!r}]", schedule)
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
+        raise TypeError(f"seeds must be a non-empty sequence of ints; found {seeds!r}")
+    for seed in seeds:
+        require_int("seed", seed, 0)
+    require_int("steps", steps), require_int("batch_size", batch_size), require_int("loss_every", loss_every)
+    require_int("n", n, 2), require_int("dim", dim)
+    require_number("lr", lr, 0.0), require_number("noise", noise, 0.0)
+    excess = {}
+    for seed in seeds:
+        generator = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, dim, generator=generator)  # (n, dim)
+        y = x @ torch.randn(dim, 1, generator=generator)  # (n, 1)
+        y += noise * torch.randn(n, 1, generator=generator)
+        best = F.mse_loss(x @ torch.linalg.lstsq(x, y).solution, y).item()
+        for name, schedule in schedules.items():
+            torch.manual_seed(seed)
+            model = nn.Linear(dim, 1, bias=False)
+            optimizer = SGD(model.parameters(), lr=lr)
+            losses = fit(model, optimizer, x, y, F.mse_loss, steps=steps, batch_size=batch_size,
+                         generator=torch.Generator().manual_seed(seed + 10), loss_every=loss_every,
+                         scheduler=LambdaLR(optimizer, schedule))
+            excess[name, seed] = [loss - best for loss in losses]
+    return excess
