@@ -24,13 +24,15 @@
 * Replaces pydata-sphinx-theme's ``fontawesome.js`` (1.5 MB on every page, there "so
   that users can add custom icons") by an empty script: the book adds none, and the
   theme's CSS already draws every icon with Font Awesome's web fonts. Source maps
-  (``*.map``, for debugging the themes' scripts) are left out of the build too.
+  (``*.map``, for debugging the themes' scripts) and the theme's message catalogues
+  (``_static/locales``, read only while building) are left out of the build too.
 * Drops sphinx-thebe's scripts, which Jupyter Book always adds: the book launches
   Binder instead, and those scripts name a CDN and are registered twice per page
   (a console error in every browser).
 """
 import functools
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -86,17 +88,26 @@ def _lighten_theme(app, exception):
         )
         for source_map in static.rglob("*.map"):
             source_map.unlink()
+        # sphinx-book-theme's message catalogues: Sphinx reads them while building, a browser never does.
+        shutil.rmtree(static / "locales", ignore_errors=True)
 
 
 def _externalise_explorer_frames(app, exception):
     if exception is None and app.builder.format == "html":
         out = Path(app.outdir)
         frames_dir = out / "_static" / "explorer-frames"
+        used = set()
         for page in out.rglob("*.html"):
             text = page.read_text(encoding="utf-8")
             if "book-explorer-data" in text:
                 prefix = Path(os.path.relpath(frames_dir, page.parent)).as_posix() + "/"
-                page.write_text(externalise_frames(text, frames_dir, prefix), encoding="utf-8")
+                text = externalise_frames(text, frames_dir, prefix)
+                page.write_text(text, encoding="utf-8")
+                used.update(re.findall(r"explorer-frames/([0-9a-f]{16}\.webp)", text))
+        # An incremental build keeps the frames of explorers that have since changed: drop them.
+        for frame in frames_dir.glob("*.webp"):
+            if frame.name not in used:
+                frame.unlink()
 
 
 def _is_mime_bundle(node) -> bool:

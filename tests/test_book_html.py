@@ -10,6 +10,7 @@ nor any code block or printed output in it scrolls sideways, that one search box
 and that figures have captions and images alt text.
 """
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -371,3 +372,17 @@ def test_figures_have_captions_and_images_alt_text(server, browser, page):
         assert no_alt == [], f"{page}: images without alt text"
     finally:
         visit.close()
+
+
+def test_the_build_ships_every_frame_a_page_names_and_no_other(server):
+    """Frames are files named by their content (``externalise_frames``): an incremental build must
+    not leave the frames of changed explorers behind, nor a page name one that is missing. The
+    theme's message catalogues (read only while building) are not shipped either."""
+    named = set()
+    for page in BUILD.rglob("*.html"):
+        named.update(re.findall(r"explorer-frames/([0-9a-f]{16}\.webp)", page.read_text(encoding="utf-8")))
+    shipped = {frame.name for frame in (BUILD / "_static" / "explorer-frames").glob("*.webp")}
+    assert named, "no page names an explorer frame"
+    assert not named - shipped, f"pages name missing frames: {sorted(named - shipped)[:5]}"
+    assert not shipped - named, f"{len(shipped - named)} frames no page names, e.g. {sorted(shipped - named)[:3]}"
+    assert not (BUILD / "_static" / "locales").exists()
