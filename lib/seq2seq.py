@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -68,6 +68,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from lib.attention import AdditiveScore, BilinearScore, DotScore, attention, masked_softmax
 from lib.decoding import beam_search_batch
+from lib.tasks.reversal import ReversalTask
 from lib.training import SequencePairs, TrainingLog, train_seq2seq
 from lib.validation import (require_float_tensors, require_instance, require_int, require_ints, require_lengths,
                              require_tokens)
@@ -92,6 +93,9 @@ __all__ = [
     "accuracy_by_length",
     "alignments",
     "train_model",
+    "LUONG_VARIANTS",
+    "LuongAblation",
+    "ablate_luong",
     "WEIGHTS_DIR",
 ]
 
@@ -902,3 +906,90 @@ def train_model(decoder: str, src_vocab_size: int, tgt_vocab_size: int, train: S
     model = build_seq2seq(decoder, src_vocab_size, tgt_vocab_size, config, **options)
     log = train_seq2seq(model, train, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
     return model, log
+
+
+# Chapter 10's ablation of two of Luong's choices: name -> options of build_seq2seq("luong", ...).
+LUONG_VARIANTS = {"global": dict(mode="global"),
+                  "local-m": dict(mode="local-m", window=2),
+                  "global, no input feeding": dict(mode="global", input_feeding=False)}
+
+
+@dataclass
+class LuongAblation:
+    """What :func:`ablate_luong` measured, keyed by ``(task name, variant name)``.
+
+    Attributes
+    ----------
+    data : dict
+        Task name -> ``(train, test)`` :class:`lib.training.SequencePairs`.
+    exact : dict
+        Exact match of each seed on all test strings, a float tensor ``(seeds,)``.
+    exact_long : dict
+        The same on the test strings of at least ``long_from`` tokens.
+    models : dict
+        The model trained from the first seed (in evaluation mode).
+    """
+
+    data: dict[str, tuple[SequencePairs, SequencePairs]]
+    exact: dict[tuple[str, str], Tensor]
+    exact_long: dict[tuple[str, str], Tensor]
+    models: dict[tuple[str, str], Seq2Seq]
+
+
+def ablate_luong(tasks: Mapping[str, ReversalTask], runs: Sequence[tuple[str, str]], seeds: Sequence[int],
+                 variants: Mapping[str, dict] = LUONG_VARIANTS, n_train: int = 1000, n_test: int = 500,
+                 data_seed: int = 0, epochs: int = 3, long_from: int = 6) -> LuongAblation:
+    """Train Luong models of several variants on several digit tasks, from several seeds; score them.
+
+    Each task first draws its ``n_train`` training and ``n_test`` test strings with
+    ``task.split(..., seed=data_seed)`` (tasks of the same lengths draw the same
+    strings). Then, for each ``(task name, variant name)`` of ``runs`` in order and
+    each seed, :func:`train_model` trains ``"luong"`` with the variant's options for
+    ``epochs`` passes from that seed, and :func:`exact_matches` decodes the test
+    strings greedily.
+
+    Parameters
+    ----------
+    tasks : mapping of str to ReversalTask
+        Task name -> a digit task (:class:`lib.tasks.ReversalTask`, :class:`lib.tasks.CopyTask`).
+    runs : sequence of (str, str)
+        The ``(task name, variant name)`` pairs to train.
+    seeds : sequence of int
+    variants : mapping of str to dict
+        Variant name -> keyword options of :func:`build_seq2seq` for ``"luong"``.
+    n_train, n_test, data_seed, epochs : int
+    long_from : int
+        The shortest source length that counts as long.
+
+    Returns
+    -------
+    LuongAblation
+
+    Shapes
+    ------
+    exact[key], exact_long[key] : (len(seeds),)
+    """
+    for name, task in tasks.items():
+        require_instance(f"tasks[{name!r}]", task, ReversalTask)
+    for task_name, variant in runs:
+        if task_name not in tasks or variant not in variants:
+            raise ValueError(f"runs must pair a task of {sorted(tasks)} with a variant of {sorted(variants)}; "
+                             f"found {(task_name, variant)!r}")
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
+        raise TypeError(f"seeds must be a non-empty sequence of ints; found {seeds!r}")
+    require_ints(n_train=n_train, n_test=n_test, epochs=epochs, long_from=long_from)
+    require_int("data_seed", data_seed, 0)
+    data = {name: task.split(n_train=n_train, n_test=n_test, seed=data_seed) for name, task in tasks.items()}
+    result = LuongAblation(data, {}, {}, {})
+    for task_name, variant in runs:
+        task, (train, test) = tasks[task_name], data[task_name]
+        correct = []
+        for seed in seeds:
+            model, _ = train_model("luong", task.vocab_size, task.vocab_size, train, epochs=epochs, seed=seed,
+                                   **variants[variant])
+            correct.append(exact_matches(model, test, task.bos, task.eos))
+            result.models.setdefault((task_name, variant), model)
+        correct = torch.stack(correct).float()  # (seeds, n_test)
+        result.exact[task_name, variant] = correct.mean(1)  # (seeds,)
+        result.exact_long[task_name, variant] = correct[:, test.src_lens >= long_from].mean(1)
+    return result

@@ -22,10 +22,10 @@ from lib.pointer import PointerNetwork
 from lib.rnn import GRU as ReferenceGRU
 from lib.seq2seq import (
     WEIGHTS_DIR, BahdanauDecoder, Encoder, LuongDecoder, Memory, PlainDecoder, Seq2Seq, Seq2SeqConfig,
-    accuracy_by_length, alignments, build_seq2seq, exact_matches, load_seq2seq, local_weights, save_seq2seq,
-    train_model,
+    LUONG_VARIANTS, ablate_luong, accuracy_by_length, alignments, build_seq2seq, exact_matches, load_seq2seq,
+    local_weights, save_seq2seq, train_model,
 )
-from lib.tasks import DateTask, SortingTask
+from lib.tasks import CopyTask, DateTask, ReversalTask, SortingTask
 from lib.training import SequencePairs
 from lib.weights.__main__ import LUONG_RECIPES, main
 
@@ -571,3 +571,40 @@ def test_pointer_network_errors_name_expected_and_found():
         net(torch.rand(1, 5, 2), torch.tensor([[-1, 5]]))
     with pytest.raises(ValueError, match="length must be an int >= 2; found 1"):
         SortingTask(1)
+
+
+def test_ablate_luong_is_the_seeds_by_variants_loop_written_out():
+    tasks = {"copy": CopyTask(min_len=3, max_len=5), "reversal": ReversalTask(min_len=3, max_len=5)}
+    runs = [("copy", "local-m"), ("reversal", "global, no input feeding")]
+    config = dict(n_train=48, n_test=24, data_seed=1, epochs=1, long_from=5)
+    result = ablate_luong(tasks, runs, (0, 1), **config)
+    assert list(result.exact) == list(result.exact_long) == list(result.models) == runs
+    for task_name, variant in runs:
+        task = tasks[task_name]
+        train, test = task.split(n_train=48, n_test=24, seed=1)
+        assert torch.equal(result.data[task_name][1].src, test.src)
+        correct = []
+        for seed in (0, 1):
+            model, _ = train_model("luong", task.vocab_size, task.vocab_size, train, epochs=1, seed=seed,
+                                   **LUONG_VARIANTS[variant])
+            correct.append(exact_matches(model, test, task.bos, task.eos).float())
+            if seed == 0:  # the kept model is seed 0's: the same weights
+                for got, want in zip(result.models[task_name, variant].parameters(), model.parameters()):
+                    assert torch.equal(got, want)
+        correct = torch.stack(correct)  # (2, 24)
+        assert torch.equal(result.exact[task_name, variant], correct.mean(1))
+        assert torch.equal(result.exact_long[task_name, variant], correct[:, test.src_lens >= 5].mean(1))
+    assert torch.equal(tasks["copy"].split(48, 24, seed=1)[0].src, result.data["reversal"][0].src)
+    assert result.models["copy", "local-m"].decoder.mode == "local-m"
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(tasks={"copy": "digits"}), TypeError, "tasks\\['copy'\\]"),
+    (dict(runs=[("copy", "local-p")]), ValueError, "runs must pair a task of \\['copy'\\] with a variant"),
+    (dict(seeds=()), TypeError, "seeds must be a non-empty sequence"),
+    (dict(n_train=0), ValueError, "n_train"),
+])
+def test_ablate_luong_names_bad_arguments(kwargs, error, match):
+    call = dict(tasks={"copy": CopyTask(min_len=3, max_len=4)}, runs=[("copy", "global")], seeds=(0,))
+    with pytest.raises(error, match=match):
+        ablate_luong(**{**call, **kwargs})
