@@ -44,19 +44,23 @@ References
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
-from typing import Callable, Optional, Union
+from functools import partial
+from typing import Callable, Mapping, Optional, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lib.lm import rollout
-from lib.ngram import _require_token_tensor
+from lib.char_lm import teacher_forcing_batch
+from lib.lm import CountingLanguage, drift, rollout
+from lib.ngram import _require_token_tensor, perplexity
 from lib.validation import require_callable, require_instance, require_int, require_number
 
-__all__ = ["BASELINES", "reinforce_loss", "reinforce_fine_tune"]
+__all__ = ["BASELINES", "reinforce_loss", "reinforce_fine_tune", "bigram_precision", "judge_clock_model",
+           "fine_tune_and_judge"]
 
 # The baselines reinforce_loss computes itself; a number or a (B,) tensor may be passed too.
 BASELINES = ("leave-one-out",)
@@ -236,3 +240,127 @@ def reinforce_fine_tune(model: nn.Module, references: Tensor, reward: Callable[[
         optimizer.step()
         mean_rewards.append(float(rewards.mean()))
     return mean_rewards
+
+
+def bigram_precision(samples: Tensor, references: Tensor, prompt: int) -> Tensor:
+    """BLEU's bigram precision without clipping: the share of sampled bigrams found in the reference.
+
+    The bigrams scored are those that end on a sampled token (positions ``prompt``
+    onwards); a bigram counts if it occurs anywhere in its reference, however often.
+
+    Parameters
+    ----------
+    samples, references : LongTensor
+        Each sample begins with the first ``prompt`` tokens of its reference.
+    prompt : int
+
+    Returns
+    -------
+    Tensor
+        float64, one precision per sample.
+
+    Shapes
+    ------
+    samples : (B, L) with ``prompt < L``; references : (B, L'); output : (B,)
+    """
+    _require_token_tensor("samples", samples, 2), _require_token_tensor("references", references, 2)
+    require_int("prompt", prompt, 1, samples.shape[1] - 1)
+    generated = torch.stack([samples[:, prompt - 1:-1], samples[:, prompt:]], dim=-1)  # (B, L - prompt, 2)
+    reference = torch.stack([references[:, :-1], references[:, 1:]], dim=-1)  # (B, L' - 1, 2)
+    found = (generated[:, :, None] == reference[:, None]).all(-1).any(-1)  # (B, L - prompt)
+    return found.double().mean(1)
+
+
+def judge_clock_model(model: nn.Module, language: CountingLanguage, test_sentences: Tensor, bos: int, prompt: int,
+                      seed: int, curves: Optional[tuple[Tensor, Tensor]] = None) -> dict[str, float]:
+    """Chapter 6's four numbers for a model of a :class:`lib.lm.CountingLanguage`.
+
+    The reward (:func:`bigram_precision`) of the model's own continuations of the
+    test sentences' first ``prompt`` tokens (:func:`lib.lm.rollout`, a generator
+    seeded with ``seed``), the perplexity of the test sentences under teacher
+    forcing, and the mean KL errors of :func:`lib.lm.drift` after real and after
+    the model's own prefixes (its samples seeded with ``5 + seed``).
+
+    Parameters
+    ----------
+    model : nn.Module
+        ``model(tokens (N, t))`` returns logits ``(N, t, V)`` and reads ``bos`` first.
+    language : CountingLanguage
+    test_sentences : LongTensor
+    bos, prompt, seed : int
+    curves : (on_data, on_own), optional
+        :func:`lib.lm.drift`'s curves, if already measured; they are then not measured again.
+
+    Returns
+    -------
+    dict
+        ``"reward (bigram precision)"``, ``"test perplexity"``, ``"KL after data"``, ``"KL after own"``.
+
+    Shapes
+    ------
+    test_sentences : (N, L)
+    """
+    _require_token_tensor("test_sentences", test_sentences, 2), require_int("seed", seed, 0)
+    inputs, targets = teacher_forcing_batch(test_sentences.tolist(), bos=bos)  # (N, L) each
+    own = rollout(model, test_sentences[:, :prompt], test_sentences.shape[1], bos,
+                  torch.Generator().manual_seed(seed))  # (N, L)
+    with torch.no_grad():
+        log_p = torch.log_softmax(model(inputs).double(), dim=-1)  # (N, L, V)
+    on_data, on_own = curves or drift(model, language, test_sentences, bos=bos, prompt=prompt,
+                                      generator=torch.Generator().manual_seed(5 + seed))
+    return {
+        "reward (bigram precision)": float(bigram_precision(own, test_sentences, prompt).mean()),
+        "test perplexity": perplexity(log_p.gather(2, targets[..., None]).flatten()),
+        "KL after data": float(on_data.mean()),
+        "KL after own": float(on_own.mean()),
+    }
+
+
+def fine_tune_and_judge(models: Mapping[int, nn.Module], language: CountingLanguage, sentences: Tensor,
+                        test_sentences: Tensor, bos: int, prompt: int,
+                        curves: Optional[Mapping[int, tuple[Tensor, Tensor]]] = None, steps: int = 100,
+                        batch_size: int = 64, lr: float = 3e-3,
+                        baseline: Union[None, float, str] = "leave-one-out"
+                        ) -> tuple[dict[int, dict[str, float]], dict[int, dict[str, float]]]:
+    """Judge copies of maximum-likelihood models, fine-tune them by REINFORCE, judge them again.
+
+    For each ``seed -> model``: :func:`judge_clock_model` a deep copy (the
+    original is left untouched), fine-tune the copy on ``sentences`` with
+    :func:`reinforce_fine_tune` and :func:`bigram_precision` as reward (seeded with
+    ``seed``), and judge it again.
+
+    Parameters
+    ----------
+    models : mapping of int to nn.Module
+        Seed -> a trained model; the seed also seeds the fine-tuning and the judging.
+    language : CountingLanguage
+    sentences, test_sentences : LongTensor
+        Training sentences (the references of the fine-tuning) and test sentences.
+    bos, prompt : int
+    curves : mapping of int to (on_data, on_own), optional
+        Seed -> :func:`lib.lm.drift`'s curves of the model before fine-tuning, if already measured.
+    steps, batch_size : int
+    lr : float
+    baseline : None, float or "leave-one-out"
+
+    Returns
+    -------
+    before, after : dict
+        Seed -> :func:`judge_clock_model`'s numbers before and after fine-tuning.
+
+    Shapes
+    ------
+    sentences : (N, L); test_sentences : (N', L)
+    """
+    if not isinstance(models, Mapping) or not models:
+        raise TypeError(f"models must be a non-empty mapping of seed -> model; found {type(models).__name__}")
+    before, after = {}, {}
+    for seed, trained in models.items():
+        require_instance(f"models[{seed!r}]", trained, nn.Module)
+        model = copy.deepcopy(trained)
+        before[seed] = judge_clock_model(model, language, test_sentences, bos, prompt, seed,
+                                         None if curves is None else curves[seed])
+        reinforce_fine_tune(model, sentences, partial(bigram_precision, prompt=prompt), prompt=prompt, bos=bos,
+                            steps=steps, batch_size=batch_size, lr=lr, baseline=baseline, seed=seed)
+        after[seed] = judge_clock_model(model, language, test_sentences, bos, prompt, seed)
+    return before, after
