@@ -16,7 +16,10 @@ The module follows chapter 11 (syllabus TR1-TR7), top to bottom:
    model (Radford et al., 2018). :func:`critical_path_length` counts the
    operations that must run one after another, the quantity behind the
    parallelism argument.
-5. The ``sqrt(D)`` scaling of token embeddings (``scale_embedding``); the rest
+5. :class:`Dropout` (Srivastava et al. [6]_), where the paper puts it: on the
+   sum of embeddings and positions and on each sublayer's output before the
+   residual sum (``TransformerConfig.dropout``). The ``sqrt(D)`` scaling of
+   token embeddings (``scale_embedding``); the rest
    of the paper's training recipe is in :mod:`lib.transformer_recipe`.
 6. :class:`KVCache`: incremental decoding. Each generated position's keys and
    values are kept per layer, so the next step computes only the new
@@ -50,11 +53,15 @@ References
 .. [5] R. Pope, S. Douglas, A. Chowdhery, J. Devlin, J. Bradbury, A. Levskaya,
    J. Heek, K. Xiao, S. Agrawal, J. Dean. "Efficiently Scaling Transformer
    Inference". MLSys 2023. arXiv:2211.05102.
+.. [6] N. Srivastava, G. Hinton, A. Krizhevsky, I. Sutskever, R. Salakhutdinov.
+   "Dropout: A Simple Way to Prevent Neural Networks from Overfitting". JMLR 15,
+   2014.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -69,6 +76,7 @@ from lib.validation import require_even, require_instance, require_int, require_
 
 __all__ = [
     "SelfAttention",
+    "Dropout",
     "LayerNorm",
     "FeedForward",
     "causal_mask",
@@ -131,9 +139,53 @@ def _require_torch_module(name: str, value: object, expected: type) -> None:
         raise TypeError(f"{name} must be a {expected.__module__}.{expected.__name__}; found {type(value).__name__}")
 
 
+def _check_dropout(p: object) -> None:
+    """The argument check of :class:`Dropout`: a float rate ``0 <= p < 1``."""
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+        raise TypeError(f"dropout must be a float in [0, 1); found {type(p).__name__}")
+    if not 0 <= p < 1:
+        raise ValueError(f"dropout must be a float in [0, 1); found {p}")
+
+
 # ---------------------------------------------------------------------------
 # The parts of a block.
 # ---------------------------------------------------------------------------
+
+
+class Dropout(nn.Module):
+    r"""Inverted dropout (Srivastava et al., 2014): in training, zero each entry with probability ``p``.
+
+    .. math:: \tilde{\mathbf{x}} = \frac{\mathbf{m} \odot \mathbf{x}}{1 - p}, \qquad
+              m_i \sim \mathrm{Bernoulli}(1 - p)
+
+    Dividing by ``1 - p`` keeps the expected value of each entry equal to the
+    entry, so in evaluation mode (``model.eval()``) the layer is the identity
+    and nothing has to be rescaled. Each unit must work without the others it
+    usually relies on, which discourages co-adaptation; the network trained
+    is, in effect, an average of many thinned networks. ``torch.nn.Dropout``
+    computes the same thing (with its own random draws).
+
+    Parameters
+    ----------
+    p : float, default 0.0
+        Probability of zeroing an entry, ``0 <= p < 1``.
+
+    Shapes
+    ------
+    x : any
+    output : same as x
+    """
+
+    def __init__(self, p: float = 0.0):
+        super().__init__()
+        _check_dropout(p)
+        self.p = float(p)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0:
+            return x
+        keep = torch.rand_like(x) >= self.p  # Bernoulli(1 - p) mask, the shape of x
+        return x * keep / (1 - self.p)
 
 
 class SelfAttention(nn.Module):
@@ -265,6 +317,9 @@ class FeedForward(nn.Module):
     d_ff : int
         Width of the hidden layer (4 D in the paper).
     activation : {"relu", "gelu"}, default "relu"
+    dropout : float, default 0.0
+        :class:`Dropout` on the hidden layer, after the activation, as in
+        ``torch.nn.TransformerEncoderLayer``.
 
     Shapes
     ------
@@ -272,15 +327,16 @@ class FeedForward(nn.Module):
     output : (..., D)
     """
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0):
         super().__init__()
         _check_feed_forward(d_model, d_ff, activation)
         self.activation = activation
         self.linear1 = nn.Linear(d_model, d_ff)  # W_1, b_1 (torch's names)
+        self.dropout = Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)  # W_2, b_2
 
     def forward(self, z: Tensor) -> Tensor:
-        return self.linear2(ACTIVATIONS[self.activation](self.linear1(z)))  # (..., D)
+        return self.linear2(self.dropout(ACTIVATIONS[self.activation](self.linear1(z))))  # (..., D)
 
 
 def causal_mask(length: int, device: Optional[torch.device] = None) -> Tensor:
@@ -415,14 +471,17 @@ class _ResidualBlock(nn.Module):
     Post-norm (the paper): :math:`\mathrm{LN}(\mathbf{x} + f(\mathbf{x}))`.
     Pre-norm (``norm_first``): :math:`\mathbf{x} + f(\mathrm{LN}(\mathbf{x}))`,
     which leaves the residual path from input to output free of normalisation.
+    In training, :class:`Dropout` acts on ``f``'s output before the sum.
     """
 
     norm_first: bool
+    dropout: Dropout
 
     def _sublayer_input(self, x: Tensor, norm: LayerNorm) -> Tensor:
         return norm(x) if self.norm_first else x  # (B, T, D)
 
     def _residual(self, x: Tensor, update: Tensor, norm: LayerNorm) -> Tensor:
+        update = self.dropout(update)  # the paper's "residual dropout", before the sum
         return x + update if self.norm_first else norm(x + update)  # (B, T, D)
 
 
@@ -431,7 +490,7 @@ def _block_from_torch(cls, layer, torch_class):
     _require_torch_module("layer", layer, torch_class)
     block = cls(
         layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
-        _torch_activation_name(layer), layer.norm1.eps, norm_first=layer.norm_first,
+        _torch_activation_name(layer), layer.norm1.eps, norm_first=layer.norm_first, dropout=layer.dropout.p,
     )
     block.to(device=layer.linear1.weight.device, dtype=layer.linear1.weight.dtype)
     block.self_attn.load_torch_weights(layer.self_attn)
@@ -450,8 +509,10 @@ class EncoderBlock(_ResidualBlock):
     :meth:`from_torch` copies. With ``norm_first=True`` each sublayer reads
     the normalised input and adds to the raw one,
     :math:`\mathbf{Z} = \mathbf{H} + \mathrm{MultiHead}(\mathrm{LN}(\mathbf{H}))`
-    (pre-norm, Xiong et al. 2020), as ``norm_first=True`` in torch. There is no
-    dropout. With a causal ``mask`` the same block is a GPT block (a decoder
+    (pre-norm, Xiong et al. 2020), as ``norm_first=True`` in torch. With
+    ``dropout`` > 0 each sublayer's output is dropped before the residual sum
+    and the FFN's hidden layer after its activation, as in torch; unlike
+    torch, the attention weights are not dropped. With a causal ``mask`` the same block is a GPT block (a decoder
     block without encoder-decoder attention).
 
     Parameters
@@ -467,6 +528,8 @@ class EncoderBlock(_ResidualBlock):
         Layer-norm epsilon.
     norm_first : bool, default False
         Pre-norm instead of the paper's post-norm.
+    dropout : float, default 0.0
+        Dropout rate in training (see :class:`Dropout`); none in eval mode.
 
     Shapes
     ------
@@ -476,13 +539,14 @@ class EncoderBlock(_ResidualBlock):
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5,
-                 norm_first: bool = False):
+                 norm_first: bool = False, dropout: float = 0.0):
         super().__init__()
         _check_block(d_model, norm_first)
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads)
         self.norm1 = LayerNorm(d_model, eps)
-        self.ffn = FeedForward(d_model, d_ff, activation)
+        self.ffn = FeedForward(d_model, d_ff, activation, dropout)
+        self.dropout = Dropout(dropout)
         self.norm2 = LayerNorm(d_model, eps)
 
     def forward(
@@ -532,9 +596,10 @@ class EncoderBlock(_ResidualBlock):
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderBlock":
         """A block with the configuration and weights of a ``torch.nn.TransformerEncoderLayer``.
 
-        ``batch_first`` only changes how torch lays out its inputs, and dropout
-        is ignored (ours has none), so the outputs agree with torch's when its
-        dropout is 0 or it is in eval mode.
+        ``batch_first`` only changes how torch lays out its inputs. The
+        dropout rate is copied; the random draws differ from torch's, so the
+        outputs agree with torch's when its dropout is 0 or both are in eval
+        mode.
 
         Parameters
         ----------
@@ -567,13 +632,13 @@ class DecoderBlock(_ResidualBlock):
     queries come from the decoder and the keys and values from the encoder.
     The causal mask lets position ``t`` see target positions ``<= t`` only, so
     training can feed the whole target at once (teacher forcing) and still
-    predict every token from its prefix. Post-norm, no dropout, as
+    predict every token from its prefix. Post-norm, as
     ``torch.nn.TransformerDecoderLayer(norm_first=False)``; pre-norm with
-    ``norm_first=True``.
+    ``norm_first=True``; dropout as in :class:`EncoderBlock`.
 
     Parameters
     ----------
-    d_model, num_heads, d_ff, activation, eps, norm_first
+    d_model, num_heads, d_ff, activation, eps, norm_first, dropout
         As in :class:`EncoderBlock`.
 
     Shapes
@@ -586,7 +651,7 @@ class DecoderBlock(_ResidualBlock):
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5,
-                 norm_first: bool = False):
+                 norm_first: bool = False, dropout: float = 0.0):
         super().__init__()
         _check_block(d_model, norm_first)
         self.d_model, self.norm_first = d_model, norm_first
@@ -594,7 +659,8 @@ class DecoderBlock(_ResidualBlock):
         self.norm1 = LayerNorm(d_model, eps)
         self.cross_attn = MultiHeadAttention(d_model, num_heads)
         self.norm2 = LayerNorm(d_model, eps)
-        self.ffn = FeedForward(d_model, d_ff, activation)
+        self.ffn = FeedForward(d_model, d_ff, activation, dropout)
+        self.dropout = Dropout(dropout)
         self.norm3 = LayerNorm(d_model, eps)
 
     def forward(
@@ -689,6 +755,8 @@ class TransformerConfig:
     builds pre-norm blocks, and then a final layer norm closes each stack, as
     in GPT-2 and ``torch.nn.Transformer(norm_first=True)``. ``scale_embedding``
     multiplies token embeddings by ``sqrt(d_model)``, as the paper does.
+    ``dropout`` is the rate of :class:`Dropout` on the embeddings and in every
+    block (0.1 in the paper's base model); it acts in training mode only.
     """
 
     d_model: int = 32
@@ -700,6 +768,7 @@ class TransformerConfig:
     learned_positions: bool = False
     norm_first: bool = False
     scale_embedding: bool = False
+    dropout: float = 0.0
 
     def __post_init__(self):
         _check_config(self)
@@ -718,6 +787,7 @@ def _check_config(c: TransformerConfig) -> None:
     _require_activation(c.activation)
     require_instance("norm_first", c.norm_first, bool)
     require_instance("scale_embedding", c.scale_embedding, bool)
+    _check_dropout(c.dropout)
 
 
 def _final_norm(c: TransformerConfig) -> nn.Module:
@@ -754,6 +824,8 @@ class TransformerEmbedding(nn.Module):
     learned_positions : bool, default False
     scale : bool, default False
         Multiply the token embedding by ``sqrt(d_model)``.
+    dropout : float, default 0.0
+        :class:`Dropout` on the sum, as in the paper.
 
     Shapes
     ------
@@ -762,13 +834,15 @@ class TransformerEmbedding(nn.Module):
     """
 
     def __init__(
-        self, vocab_size: int, d_model: int, max_len: int, learned_positions: bool = False, scale: bool = False
+        self, vocab_size: int, d_model: int, max_len: int, learned_positions: bool = False, scale: bool = False,
+        dropout: float = 0.0,
     ):
         super().__init__()
         require_ints(vocab_size=vocab_size, d_model=d_model, max_len=max_len), require_instance("scale", scale, bool)
         self.vocab_size, self.max_len = vocab_size, max_len
         self.token_scale = math.sqrt(d_model) if scale else 1.0
         self.token = nn.Embedding(vocab_size, d_model)
+        self.dropout = Dropout(dropout)
         if learned_positions:
             self.position = nn.Embedding(max_len, d_model)
         else:
@@ -783,11 +857,11 @@ class TransformerEmbedding(nn.Module):
             positions = self.position(torch.arange(start, end, device=tokens.device))  # (T, D)
         else:
             positions = self.encoding[start:end]  # (T, D)
-        return self.token_scale * self.token(tokens) + positions.to(self.token.weight.dtype)  # (B, T, D)
+        return self.dropout(self.token_scale * self.token(tokens) + positions.to(self.token.weight.dtype))  # (B, T, D)
 
 
 class Seq2SeqTransformer(nn.Module):
-    """The encoder-decoder Transformer of Vaswani et al. (2017), small and without dropout.
+    """The encoder-decoder Transformer of Vaswani et al. (2017), small; dropout is ``config.dropout``.
 
     The encoder maps the source to a memory ``(B, S, D)``; the decoder reads its
     own prefix (causally) and the memory, and a linear layer gives next-token
@@ -813,15 +887,15 @@ class Seq2SeqTransformer(nn.Module):
         self.config = config
         c = config
         self.src_embed = TransformerEmbedding(src_vocab_size, c.d_model, c.max_len, c.learned_positions,
-                                              c.scale_embedding)
+                                              c.scale_embedding, c.dropout)
         self.tgt_embed = TransformerEmbedding(tgt_vocab_size, c.d_model, c.max_len, c.learned_positions,
-                                              c.scale_embedding)
+                                              c.scale_embedding, c.dropout)
         self.encoder = nn.ModuleList(
-            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first)
+            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first, dropout=c.dropout)
             for _ in range(c.num_layers)
         )
         self.decoder = nn.ModuleList(
-            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first)
+            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first, dropout=c.dropout)
             for _ in range(c.num_layers)
         )
         self.encoder_norm, self.decoder_norm = _final_norm(c), _final_norm(c)
@@ -982,9 +1056,10 @@ class DecoderOnlyLM(nn.Module):
         super().__init__()
         _check_model(config, vocab_size=vocab_size)
         self.config = c = config
-        self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions, c.scale_embedding)
+        self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions, c.scale_embedding,
+                                          c.dropout)
         self.blocks = nn.ModuleList(
-            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first)
+            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first, dropout=c.dropout)
             for _ in range(c.num_layers)
         )
         self.final_norm = _final_norm(c)

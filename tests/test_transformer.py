@@ -22,7 +22,7 @@ from lib.decoding import greedy_search
 from lib.seq2seq import Seq2SeqConfig, build_seq2seq
 from lib.positional import offset_rotation, positional_encoding
 from lib.transformer import (
-    DecoderBlock, DecoderOnlyLM, EncoderBlock, FeedForward, KVCache, LayerNorm, SelfAttention,
+    DecoderBlock, DecoderOnlyLM, Dropout, EncoderBlock, FeedForward, KVCache, LayerNorm, SelfAttention,
     Seq2SeqTransformer, TransformerConfig, TransformerEmbedding, causal_mask, critical_path_length,
 )
 
@@ -742,3 +742,76 @@ def test_scaled_embedding_multiplies_the_token_vector_by_sqrt_d():
     assert Seq2SeqTransformer(9, 9).src_embed.token_scale == 1.0
     with pytest.raises(TypeError, match="scale_embedding must be a bool; found str"):
         TransformerConfig(scale_embedding="yes")
+
+
+# ---------------------------------------------------------------------------
+# Dropout.
+# ---------------------------------------------------------------------------
+
+
+def test_dropout_keeps_or_zeroes_each_entry_and_scales_the_kept_ones_by_one_over_one_minus_p():
+    torch.manual_seed(0)
+    x = randn(200, 50, seed=1)
+    layer = Dropout(0.25)
+    out = layer(x)
+    kept = out != 0
+    torch.testing.assert_close(out[kept], x[kept] / 0.75, rtol=0, atol=0)
+    assert abs(kept.double().mean().item() - 0.75) < 0.02  # 10 000 Bernoulli(0.75) draws: sd 0.004
+    assert not torch.equal(out, layer(x))  # a new mask at every call
+
+
+def test_dropout_is_unbiased_and_the_identity_in_eval_mode_or_at_p_0():
+    torch.manual_seed(0)
+    x = randn(4, 6, seed=2)
+    layer = Dropout(0.5)
+    mean = torch.stack([layer(x) for _ in range(20000)]).mean(0)
+    torch.testing.assert_close(mean, x, atol=0.05, rtol=0)  # sd of the mean <= |x| / sqrt(20000) ~ 0.02
+    assert layer.eval()(x) is x
+    assert Dropout(0.0)(x) is x
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_blocks_with_dropout_match_torch_in_eval_mode_and_drop_in_train_mode(p, norm_first):
+    torch.manual_seed(3)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=p, norm_first=norm_first, batch_first=True,
+                                       dtype=torch.float64)
+    ours = EncoderBlock.from_torch(layer)
+    assert ours.dropout.p == ours.ffn.dropout.p == p
+    x = randn(2, 5, 8, seed=3)
+    layer.eval(), ours.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x)[0], layer(x), atol=1e-6, rtol=0)
+    decoder_layer = nn.TransformerDecoderLayer(8, 2, 16, dropout=p, norm_first=norm_first, batch_first=True,
+                                               dtype=torch.float64).eval()
+    decoder = DecoderBlock.from_torch(decoder_layer).eval()
+    memory = randn(2, 4, 8, seed=4)
+    with torch.no_grad():
+        expected = decoder_layer(x, memory, tgt_mask=nn.Transformer.generate_square_subsequent_mask(5).double())
+        torch.testing.assert_close(decoder(x, memory)[0], expected, atol=1e-6, rtol=0)
+    ours.train()
+    first, second = ours(x)[0], ours(x)[0]
+    assert not torch.allclose(first, second)
+
+
+def test_config_dropout_reaches_every_dropout_layer_and_a_model_is_deterministic_in_eval_mode():
+    model = Seq2SeqTransformer(7, 7, TransformerConfig(d_model=8, num_heads=2, d_ff=16, dropout=0.2))
+    rates = {m.p for m in model.modules() if isinstance(m, Dropout)}
+    assert rates == {0.2}
+    assert sum(isinstance(m, Dropout) for m in model.modules()) == 2 + 4 * 2  # 2 embeddings; in each of 4 blocks, residual and FFN
+    src, tgt = torch.randint(7, (3, 5)), torch.randint(7, (3, 4))
+    model.eval()
+    torch.testing.assert_close(model(src, tgt), model(src, tgt), rtol=0, atol=0)
+    model.train()
+    assert not torch.allclose(model(src, tgt), model(src, tgt))
+    torch.manual_seed(0)
+    plain = Seq2SeqTransformer(7, 7, TransformerConfig(d_model=8, num_heads=2, d_ff=16)).train()
+    torch.testing.assert_close(plain(src, tgt), plain(src, tgt), rtol=0, atol=0)  # p = 0: no randomness
+
+
+@pytest.mark.parametrize("bad, error", [(1.0, ValueError), (-0.1, ValueError), (True, TypeError), ("0.1", TypeError)])
+def test_bad_dropout_rates_are_rejected(bad, error):
+    with pytest.raises(error, match="dropout must be a float in \\[0, 1\\)"):
+        Dropout(bad)
+    with pytest.raises(error, match="dropout must be a float in"):
+        TransformerConfig(dropout=bad)
