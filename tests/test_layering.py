@@ -47,6 +47,7 @@ CHAPTER_OF = {
     "lib.transformer": "chapters/11_transformer",
     "lib.transformer_recipe": "chapters/11_transformer",
     "lib.pretrained": "chapters/11_transformer",
+    "lib.pretraining": "chapters/11_transformer",
     "lib.memory": "chapters/12_memory",
 }
 

@@ -1,0 +1,419 @@
+"""Pretraining in miniature: a masked LM on unlabelled sequences, then a classifier with few labels.
+
+Chapter 11 ends with BERT (Devlin et al. [1]_) and GPT (Radford et al. [2]_):
+a Transformer is first trained on plenty of unlabelled text with a
+self-supervised objective, then reused for a task that has few labels. This
+module runs that recipe at a size that trains in seconds, top to bottom:
+
+1. The data (:func:`progressions`): digit strings that follow a hidden rule,
+   ``x_t = (x_0 + k t) mod 10`` with a step ``k`` drawn per sequence. The
+   unlabelled corpus has the strings only; the labelled task asks for ``k``.
+2. :class:`TransformerEncoder`, the encoder stack of :mod:`lib.transformer`
+   (embedding plus :class:`lib.transformer.EncoderBlock` layers) with a
+   ``<cls>`` token in front, and :class:`MaskedLM`, the encoder with a linear
+   output layer that predicts the original token at each position.
+3. :func:`masked_lm_loss`, the cross-entropy over the corrupted positions only,
+   and :func:`pretrain_masked_lm`, which corrupts each batch with BERT's rule
+   (:func:`lib.pretrained.mask_tokens`) and minimises that loss. To fill a
+   masked digit the model must infer ``k`` from the digits around it, so the
+   rule ends up in its features although no label ever names it.
+4. :class:`SequenceClassifier` (a linear head on the ``<cls>`` output, with the
+   encoder either frozen or fine-tuned) and :func:`train_classifier`, which
+   trains it on the few labelled sequences and logs held-out accuracy.
+
+Conventions: batch-first tensors. ``B`` batch, ``T`` positions (``<cls>``
+included), ``D`` the model size, ``V`` the vocabulary size, ``C`` the classes.
+
+References
+----------
+.. [1] J. Devlin, M.-W. Chang, K. Lee, K. Toutanova. "BERT: Pre-training of Deep
+   Bidirectional Transformers for Language Understanding". NAACL 2019.
+   arXiv:1810.04805.
+.. [2] A. Radford, K. Narasimhan, T. Salimans, I. Sutskever. "Improving Language
+   Understanding by Generative Pre-Training". OpenAI technical report, 2018.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lib.pretrained import mask_tokens
+from lib.training import train_step
+from lib.transformer import EncoderBlock, LayerNorm, TransformerConfig, TransformerEmbedding
+from lib.validation import require_instance, require_int, require_number, require_tokens
+
+__all__ = [
+    "DIGITS", "MASK", "CLS", "VOCAB_SIZE", "progressions", "TransformerEncoder", "MaskedLM", "masked_lm_loss",
+    "PretrainLog", "pretrain_masked_lm", "SequenceClassifier", "ClassifierLog", "train_classifier",
+    "compare_with_and_without_pretraining",
+]
+
+DIGITS = 10  # tokens 0 .. 9 are the digits
+MASK, CLS = 10, 11  # the two special tokens
+VOCAB_SIZE = 12
+
+
+def _check_progressions(count: object, length: object, steps: object, seed: object) -> None:
+    require_int("count", count), require_int("length", length, 2), require_int("seed", seed, 0)
+    if not isinstance(steps, (list, tuple)) or not steps or not all(
+        isinstance(k, int) and not isinstance(k, bool) and 1 <= k < DIGITS for k in steps
+    ):
+        raise ValueError(f"steps must be a non-empty list of ints in 1 .. {DIGITS - 1}; found {steps!r}")
+
+
+def progressions(count: int, length: int = 8, steps: tuple = (1, 2, 3, 4), seed: int = 0) -> tuple[Tensor, Tensor]:
+    """Sequences ``<cls> x_0 .. x_{L-1}`` with ``x_t = (x_0 + k t) mod 10``, and the class of each step ``k``.
+
+    ``x_0`` is uniform over the digits and ``k`` uniform over ``steps``; the
+    label is the index of ``k`` in ``steps``. The same ``seed`` gives the same
+    sequences.
+
+    Parameters
+    ----------
+    count : int
+        Number of sequences ``B``.
+    length : int, default 8
+        Digits per sequence ``L``.
+    steps : tuple of int, default (1, 2, 3, 4)
+        The possible steps, each in 1 .. 9.
+    seed : int, default 0
+
+    Returns
+    -------
+    tokens : LongTensor
+        ``CLS`` then the digits.
+    labels : LongTensor
+        Index of each sequence's step in ``steps``.
+
+    Shapes
+    ------
+    tokens : (B, L + 1)
+    labels : (B,)
+    """
+    _check_progressions(count, length, steps, seed)
+    generator = torch.Generator().manual_seed(seed)
+    labels = torch.randint(len(steps), (count,), generator=generator)  # (B,)
+    start = torch.randint(DIGITS, (count, 1), generator=generator)  # (B, 1)
+    k = torch.tensor(steps)[labels][:, None]  # (B, 1)
+    digits = (start + k * torch.arange(length)) % DIGITS  # (B, L)
+    return torch.cat([torch.full((count, 1), CLS), digits], dim=1), labels  # (B, L + 1), (B,)
+
+
+class TransformerEncoder(nn.Module):
+    """The encoder stack alone: embedding, ``config.num_layers`` :class:`~lib.transformer.EncoderBlock` layers.
+
+    Every position attends to every other (no mask), as in BERT. The output
+    at position 0 (``<cls>``) serves as a summary of the whole sequence.
+
+    Parameters
+    ----------
+    vocab_size : int
+    config : TransformerConfig
+
+    Shapes
+    ------
+    tokens : (B, T)
+    output : (B, T, D)
+    """
+
+    def __init__(self, vocab_size: int, config: TransformerConfig):
+        super().__init__()
+        require_int("vocab_size", vocab_size), require_instance("config", config, TransformerConfig)
+        self.config = c = config
+        self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions, c.scale_embedding,
+                                          c.dropout)
+        self.blocks = nn.ModuleList(
+            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first, dropout=c.dropout)
+            for _ in range(c.num_layers)
+        )
+        self.final_norm = LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        h = self.embed(tokens)  # (B, T, D)
+        for block in self.blocks:
+            h, _ = block(h)
+        return self.final_norm(h)  # (B, T, D)
+
+
+class MaskedLM(nn.Module):
+    """An encoder with a linear layer that scores, at every position, which token belongs there.
+
+    Parameters
+    ----------
+    encoder : TransformerEncoder
+    vocab_size : int
+
+    Shapes
+    ------
+    tokens : (B, T)
+    output : (B, T, V)
+    """
+
+    def __init__(self, encoder: TransformerEncoder, vocab_size: int):
+        super().__init__()
+        require_instance("encoder", encoder, TransformerEncoder), require_int("vocab_size", vocab_size)
+        self.encoder = encoder
+        self.output = nn.Linear(encoder.config.d_model, vocab_size)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return self.output(self.encoder(tokens))  # (B, T, V)
+
+
+def _check_loss(logits: object, labels: object, ignore_index: object) -> None:
+    if not isinstance(logits, Tensor) or not logits.is_floating_point() or logits.dim() < 2:
+        raise TypeError(f"logits must be a float tensor of shape (..., V); found {logits!r:.60}")
+    if not isinstance(labels, Tensor) or labels.dtype != torch.long or labels.shape != logits.shape[:-1]:
+        found = f"shape {tuple(labels.shape)}, {labels.dtype}" if isinstance(labels, Tensor) else type(labels).__name__
+        raise TypeError(f"labels must be a LongTensor of shape {tuple(logits.shape[:-1])}; found {found}")
+    require_int("ignore_index", ignore_index, minimum=-(2**63))
+
+
+def masked_lm_loss(logits: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor:
+    r"""The masked-LM loss: mean negative log-probability of the original token at the corrupted positions.
+
+    .. math:: \mathcal{L} = -\frac{1}{|M|} \sum_{t \in M} \log p_\theta(x_t \mid \tilde{\mathbf{x}})
+
+    ``M`` is the set of positions whose label is not ``ignore_index`` (the
+    ones :func:`lib.pretrained.mask_tokens` selected); the rest do not count.
+    Equal to ``F.cross_entropy(logits, labels, ignore_index=ignore_index)``
+    over the flattened positions.
+
+    Parameters
+    ----------
+    logits : Tensor
+        Scores of every token at every position.
+    labels : LongTensor
+        The original token where selected, ``ignore_index`` elsewhere.
+    ignore_index : int, default -100
+
+    Returns
+    -------
+    Tensor
+        A scalar (NaN when no position is selected).
+
+    Shapes
+    ------
+    logits : (B, T, V)
+    labels : (B, T)
+    """
+    _check_loss(logits, labels, ignore_index)
+    selected = labels != ignore_index  # (B, T)
+    log_probs = F.log_softmax(logits[selected], dim=-1)  # (|M|, V)
+    return -log_probs.gather(1, labels[selected][:, None]).mean()
+
+
+@dataclass
+class PretrainLog:
+    """The mean masked-LM loss of each epoch."""
+
+    losses: list[float] = field(default_factory=list)
+
+
+def _check_training(model: object, expected: type, tokens: object, epochs: object, batch_size: object,
+                    lr: object, seed: object) -> None:
+    require_instance("model", model, expected)
+    require_tokens("tokens", tokens, VOCAB_SIZE)
+    require_int("epochs", epochs), require_int("batch_size", batch_size), require_int("seed", seed, 0)
+    require_number("lr", lr, 1e-8, 1.0)
+
+
+def pretrain_masked_lm(model: MaskedLM, tokens: Tensor, epochs: int = 10, batch_size: int = 64, lr: float = 3e-3,
+                       seed: int = 0) -> PretrainLog:
+    """Train ``model`` to restore the tokens that BERT's corruption changed, with Adam.
+
+    Each batch is corrupted afresh by :func:`lib.pretrained.mask_tokens`
+    (15 % selected; of those 80 % masked, 10 % random, 10 % kept; ``<cls>``
+    never selected), and the step minimises :func:`masked_lm_loss`.
+
+    Parameters
+    ----------
+    model : MaskedLM
+    tokens : LongTensor
+        The unlabelled corpus (e.g. from :func:`progressions`).
+    epochs, batch_size : int
+    lr : float, default 3e-3
+    seed : int, default 0
+        Seeds the shuffling and the corruption.
+
+    Returns
+    -------
+    PretrainLog
+
+    Shapes
+    ------
+    tokens : (N, T)
+    """
+    _check_training(model, MaskedLM, tokens, epochs, batch_size, lr, seed)
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    log = PretrainLog()
+    model.train()
+    for _ in range(epochs):
+        total, batches = 0.0, 0
+        for index in torch.randperm(len(tokens), generator=generator).split(batch_size):
+            corrupted, labels = mask_tokens(tokens[index], MASK, DIGITS, special_ids=(CLS,), generator=generator)
+            if (labels == -100).all():
+                continue  # nothing selected in this batch: no loss to take
+            loss = masked_lm_loss(model(corrupted), labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total, batches = total + loss.item(), batches + 1
+        log.losses.append(total / max(batches, 1))
+    return log
+
+
+class SequenceClassifier(nn.Module):
+    """A linear layer on the encoder's ``<cls>`` output; with ``freeze`` the encoder is not trained.
+
+    Frozen, the encoder is a fixed feature extractor (its parameters get no
+    gradient and it stays in eval mode) and only the head learns, as with
+    ELMo's features. Fine-tuned, every parameter learns, as with BERT and GPT.
+
+    Parameters
+    ----------
+    encoder : TransformerEncoder
+    num_classes : int
+    freeze : bool
+
+    Shapes
+    ------
+    tokens : (B, T), position 0 holds ``<cls>``
+    output : (B, C) logits
+    """
+
+    def __init__(self, encoder: TransformerEncoder, num_classes: int, freeze: bool):
+        super().__init__()
+        require_instance("encoder", encoder, TransformerEncoder), require_int("num_classes", num_classes, 2)
+        require_instance("freeze", freeze, bool)
+        self.encoder, self.freeze = encoder, freeze
+        self.head = nn.Linear(encoder.config.d_model, num_classes)
+        encoder.requires_grad_(not freeze)
+
+    def train(self, mode: bool = True) -> "SequenceClassifier":
+        super().train(mode)
+        if self.freeze:
+            self.encoder.eval()  # frozen features: no dropout in the encoder either
+        return self
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return self.head(self.encoder(tokens).mean(dim=1))  # (B, T, D) -> mean (B, D) -> (B, C)
+
+
+@dataclass
+class ClassifierLog:
+    """Per epoch: the mean training loss and the held-out accuracy."""
+
+    losses: list[float] = field(default_factory=list)
+    accuracies: list[float] = field(default_factory=list)
+
+
+@torch.no_grad()
+def _accuracy(model: SequenceClassifier, tokens: Tensor, labels: Tensor) -> float:
+    model.eval()
+    accuracy = (model(tokens).argmax(-1) == labels).double().mean().item()
+    model.train()
+    return accuracy
+
+
+def train_classifier(model: SequenceClassifier, tokens: Tensor, labels: Tensor, test_tokens: Tensor,
+                     test_labels: Tensor, epochs: int = 30, batch_size: int = 16, lr: float = 3e-3,
+                     seed: int = 0) -> ClassifierLog:
+    """Train ``model`` (head, or everything if not frozen) with Adam on the labelled sequences.
+
+    Parameters
+    ----------
+    model : SequenceClassifier
+    tokens, labels : LongTensor
+        The few labelled training sequences and their classes.
+    test_tokens, test_labels : LongTensor
+        Held-out sequences, scored after every epoch.
+    epochs, batch_size : int
+    lr : float, default 3e-3
+    seed : int, default 0
+        Seeds the shuffling.
+
+    Returns
+    -------
+    ClassifierLog
+
+    Shapes
+    ------
+    tokens : (N, T)
+    labels : (N,)
+    test_tokens : (M, T)
+    test_labels : (M,)
+    """
+    _check_training(model, SequenceClassifier, tokens, epochs, batch_size, lr, seed)
+    require_tokens("test_tokens", test_tokens, VOCAB_SIZE)
+    for name, x, y in (("labels", tokens, labels), ("test_labels", test_tokens, test_labels)):
+        if not isinstance(y, Tensor) or y.dtype != torch.long or y.shape != x.shape[:1]:
+            raise TypeError(f"{name} must be a LongTensor of shape ({len(x)},); found {y!r:.60}")
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    log = ClassifierLog()
+    model.train()
+    for _ in range(epochs):
+        losses = [train_step(optimizer, model(tokens[index]), labels[index])
+                  for index in torch.randperm(len(tokens), generator=generator).split(batch_size)]
+        log.losses.append(sum(losses) / len(losses))
+        log.accuracies.append(_accuracy(model, test_tokens, test_labels))
+    return log
+
+
+def compare_with_and_without_pretraining(
+    config: TransformerConfig, num_labels: int = 32, corpus_size: int = 1000, test_size: int = 250,
+    pretrain_epochs: int = 20, epochs: int = 40, seed: int = 0,
+) -> tuple[PretrainLog, dict[str, ClassifierLog]]:
+    """The chapter's experiment for one seed: pretrain a masked LM, then train three classifiers of the step.
+
+    The unlabelled corpus, the labelled training set and the held-out set are
+    :func:`progressions` with different seeds. The three classifiers share
+    the architecture, the labelled data and the number of epochs:
+    ``"scratch"`` (a fresh encoder, all trained), ``"frozen"`` (the pretrained
+    encoder fixed, a linear head trained) and ``"fine-tuned"`` (the pretrained
+    encoder and the head trained).
+
+    Parameters
+    ----------
+    config : TransformerConfig
+        The encoder's sizes (``max_len`` >= 9).
+    num_labels : int, default 32
+        Labelled training sequences.
+    corpus_size, test_size : int
+        Unlabelled and held-out sequences.
+    pretrain_epochs, epochs : int
+        Epochs of pretraining and of each classifier's training.
+    seed : int, default 0
+
+    Returns
+    -------
+    pretrain_log : PretrainLog
+    logs : dict
+        ``"scratch"``, ``"frozen"``, ``"fine-tuned"`` to their :class:`ClassifierLog`.
+
+    Shapes
+    ------
+    Sequences are ``<cls>`` and 8 digits: (N, 9).
+    """
+    require_instance("config", config, TransformerConfig), require_int("seed", seed, 0)
+    corpus, _ = progressions(corpus_size, seed=3 * seed)
+    train_tokens, train_labels = progressions(num_labels, seed=3 * seed + 1)
+    test_tokens, test_labels = progressions(test_size, seed=3 * seed + 2)
+    torch.manual_seed(seed)
+    model = MaskedLM(TransformerEncoder(VOCAB_SIZE, config), VOCAB_SIZE)
+    pretrain_log = pretrain_masked_lm(model, corpus, epochs=pretrain_epochs, seed=seed)
+    logs = {}
+    for name in ("scratch", "frozen", "fine-tuned"):
+        torch.manual_seed(seed)
+        encoder = TransformerEncoder(VOCAB_SIZE, config)  # a fresh encoder ...
+        if name != "scratch":
+            encoder.load_state_dict(model.encoder.state_dict())  # ... or a copy of the pretrained one
+        classifier = SequenceClassifier(encoder, 4, freeze=name == "frozen")
+        logs[name] = train_classifier(classifier, train_tokens, train_labels, test_tokens, test_labels,
+                                      epochs=epochs, seed=seed)
+    return pretrain_log, logs
