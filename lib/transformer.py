@@ -72,6 +72,7 @@ from torch import Tensor, nn
 from lib.activations import gelu, relu
 from lib.attention import MultiHeadAttention, scaled_dot_product_attention
 from lib.positional import positional_encoding
+from lib.training import SequencePairs
 from lib.validation import require_even, require_instance, require_int, require_ints, require_tokens
 
 __all__ = [
@@ -88,6 +89,7 @@ __all__ = [
     "Seq2SeqTransformer",
     "DecoderOnlyLM",
     "critical_path_length",
+    "teacher_forced_loss",
 ]
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": relu, "gelu": gelu}
@@ -1150,6 +1152,40 @@ def _greedy(
         new = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
         tokens = torch.cat([tokens, new], dim=1)  # (B, t + 1)
     return tokens, torch.stack(chosen_from, dim=1)  # (B, P + steps), (B, steps, V)
+
+
+@torch.no_grad()
+def teacher_forced_loss(model: Seq2SeqTransformer, data: SequencePairs, pad: int = 0) -> float:
+    """The mean next-token cross-entropy on ``data`` in eval mode (no dropout), padding skipped.
+
+    The quantity :func:`lib.training.train_seq2seq` minimises, measured
+    without updating the model: on the training pairs it shows how well the
+    model fits them, on held-out pairs how well it generalises. The model's
+    training/eval mode is restored afterwards.
+
+    Parameters
+    ----------
+    model : Seq2SeqTransformer
+    data : SequencePairs
+    pad : int, default 0
+        Target id that is not scored.
+
+    Returns
+    -------
+    float
+        Nats per scored target token.
+
+    Shapes
+    ------
+    data.src : (N, S)
+    data.tgt_in, data.tgt_out : (N, T)
+    """
+    require_instance("model", model, Seq2SeqTransformer), require_instance("data", data, SequencePairs)
+    was_training = model.training
+    model.eval()
+    logits = model(data.src, data.tgt_in, data.src_lens)  # (N, T, V)
+    model.train(was_training)
+    return F.cross_entropy(logits.flatten(0, 1), data.tgt_out.flatten(), ignore_index=pad).item()
 
 
 # ---------------------------------------------------------------------------

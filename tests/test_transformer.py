@@ -24,6 +24,7 @@ from lib.positional import offset_rotation, positional_encoding
 from lib.transformer import (
     DecoderBlock, DecoderOnlyLM, Dropout, EncoderBlock, FeedForward, KVCache, LayerNorm, SelfAttention,
     Seq2SeqTransformer, TransformerConfig, TransformerEmbedding, causal_mask, critical_path_length,
+    teacher_forced_loss,
 )
 
 FAST = settings(max_examples=25, deadline=None, database=None)
@@ -815,3 +816,23 @@ def test_bad_dropout_rates_are_rejected(bad, error):
         Dropout(bad)
     with pytest.raises(error, match="dropout must be a float in"):
         TransformerConfig(dropout=bad)
+
+
+def test_teacher_forced_loss_is_the_mean_negative_log_probability_of_the_unpadded_targets_in_eval_mode():
+    from lib.tasks import ReversalTask
+    task = ReversalTask(min_len=2, max_len=4)
+    data, _ = task.split(n_train=6, n_test=1, seed=0)
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(task.vocab_size, task.vocab_size,
+                               TransformerConfig(d_model=8, num_heads=2, d_ff=16, dropout=0.3)).train()
+    loss = teacher_forced_loss(model, data)
+    assert model.training  # the mode is restored
+    model.eval()
+    with torch.no_grad():
+        log_probs = F.log_softmax(model(data.src, data.tgt_in, data.src_lens), dim=-1)
+    terms = [-log_probs[i, t, y].item() for i in range(len(data)) for t, y in enumerate(data.tgt_out[i].tolist())
+             if y != 0]  # brute force over the unpadded targets
+    assert loss == pytest.approx(sum(terms) / len(terms), rel=1e-6)
+    assert teacher_forced_loss(model.train(), data) == loss  # deterministic: no dropout while measuring
+    with pytest.raises(TypeError, match="data must be a SequencePairs"):
+        teacher_forced_loss(model, (data.src, data.tgt_in))
