@@ -17,9 +17,10 @@ module runs that recipe at a size that trains in seconds, top to bottom:
    (:func:`lib.pretrained.mask_tokens`) and minimises that loss. To fill a
    masked digit the model must infer ``k`` from the digits around it, so the
    rule ends up in its features although no label ever names it.
-4. :class:`SequenceClassifier` (a linear head on the ``<cls>`` output, with the
-   encoder either frozen or fine-tuned) and :func:`train_classifier`, which
-   trains it on the few labelled sequences and logs held-out accuracy.
+4. :class:`SequenceClassifier` (a linear head on the mean of the encoder's
+   outputs, with the encoder either frozen or fine-tuned) and
+   :func:`train_classifier`, which trains it on the few labelled sequences
+   and logs held-out accuracy.
 
 Conventions: batch-first tensors. ``B`` batch, ``T`` positions (``<cls>``
 included), ``D`` the model size, ``V`` the vocabulary size, ``C`` the classes.
@@ -106,8 +107,7 @@ def progressions(count: int, length: int = 8, steps: tuple = (1, 2, 3, 4), seed:
 class TransformerEncoder(nn.Module):
     """The encoder stack alone: embedding, ``config.num_layers`` :class:`~lib.transformer.EncoderBlock` layers.
 
-    Every position attends to every other (no mask), as in BERT. The output
-    at position 0 (``<cls>``) serves as a summary of the whole sequence.
+    Every position attends to every other (no mask), as in BERT.
 
     Parameters
     ----------
@@ -268,9 +268,11 @@ def pretrain_masked_lm(model: MaskedLM, tokens: Tensor, epochs: int = 10, batch_
 
 
 class SequenceClassifier(nn.Module):
-    """A linear layer on the encoder's ``<cls>`` output; with ``freeze`` the encoder is not trained.
+    """A linear layer on the mean of the encoder's outputs; with ``freeze`` the encoder is not trained.
 
-    Frozen, the encoder is a fixed feature extractor (its parameters get no
+    BERT classifies from the output at ``<cls>``; here the masked LM never
+    scores that position's output (it is never selected), so the mean over all
+    positions is the summary, as in many sentence encoders. Frozen, the encoder is a fixed feature extractor (its parameters get no
     gradient and it stays in eval mode) and only the head learns, as with
     ELMo's features. Fine-tuned, every parameter learns, as with BERT and GPT.
 
