@@ -2,7 +2,7 @@
 
 Chapter 11 (syllabus TR6-TR7) ends with the models that are pretrained on raw
 text and then reused; the Transformer blocks they are built from are in
-:mod:`lib.transformer`. Top to bottom:
+:mod:`lib.transformer_blocks`. Top to bottom:
 
 1. BERT (Devlin et al., 2019): :func:`bert_input` packs one or two segments as
    ``<cls> A <sep> B <sep>`` with their segment ids; :class:`BertEmbedding` sums

@@ -9,7 +9,7 @@ module runs that recipe at a size that trains in seconds, top to bottom:
    ``x_t = (x_0 + k t) mod 10`` with a step ``k`` drawn per sequence. The
    unlabelled corpus has the strings only; the labelled task asks for ``k``.
 2. :class:`TransformerEncoder`, the encoder stack of :mod:`lib.transformer`
-   (embedding plus :class:`lib.transformer.EncoderBlock` layers) with a
+   (embedding plus :class:`lib.transformer_blocks.EncoderBlock` layers) with a
    ``<cls>`` token in front, and :class:`MaskedLM`, the encoder with a linear
    output layer that predicts the original token at each position.
 3. :func:`masked_lm_loss`, the cross-entropy over the corrupted positions only,
@@ -44,7 +44,8 @@ from torch import Tensor, nn
 
 from lib.pretrained import mask_tokens
 from lib.training import train_step
-from lib.transformer import EncoderBlock, LayerNorm, TransformerConfig, TransformerEmbedding
+from lib.transformer import TransformerConfig, TransformerEmbedding
+from lib.transformer_blocks import EncoderBlock, LayerNorm
 from lib.validation import require_instance, require_int, require_number, require_tokens
 
 __all__ = [
@@ -105,7 +106,7 @@ def progressions(count: int, length: int = 8, steps: tuple = (1, 2, 3, 4), seed:
 
 
 class TransformerEncoder(nn.Module):
-    """The encoder stack alone: embedding, ``config.num_layers`` :class:`~lib.transformer.EncoderBlock` layers.
+    """The encoder stack alone: embedding, ``config.num_layers`` :class:`~lib.transformer_blocks.EncoderBlock` layers.
 
     Every position attends to every other (no mask), as in BERT.
 

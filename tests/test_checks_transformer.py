@@ -38,7 +38,7 @@ def pe_with_exp_log_and_slices(max_len, d_model):
 @pytest.mark.parametrize("answer", [pe_with_loops, pe_with_exp_log_and_slices])
 def test_positional_encoding_accepts_right_answers_written_differently(answer, capsys):
     check_positional_encoding(answer)
-    assert capsys.readouterr().out.startswith("✓ positional encodings agree with lib.transformer")
+    assert capsys.readouterr().out.startswith("✓ positional encodings agree with lib.positional")
 
 
 def concatenated(max_len, d_model):

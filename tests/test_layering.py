@@ -44,6 +44,7 @@ CHAPTER_OF = {
     "lib.pointer": "chapters/10_seq2seq",
     "lib.weights": "chapters/10_seq2seq",
     "lib.positional": "chapters/11_transformer",
+    "lib.transformer_blocks": "chapters/11_transformer",
     "lib.transformer": "chapters/11_transformer",
     "lib.transformer_recipe": "chapters/11_transformer",
     "lib.pretrained": "chapters/11_transformer",

@@ -1,4 +1,4 @@
-"""Tests for lib/transformer.py.
+"""Tests for lib/transformer_blocks.py and lib/transformer.py.
 
 References: the formulas written out element by element (positional encoding,
 self-attention in the notes' column convention, layer norm, the FFN), PyTorch's
@@ -22,9 +22,11 @@ from lib.decoding import greedy_search
 from lib.seq2seq import Seq2SeqConfig, build_seq2seq
 from lib.positional import offset_rotation, positional_encoding
 from lib.transformer import (
-    DecoderBlock, DecoderOnlyLM, Dropout, EncoderBlock, FeedForward, KVCache, LayerNorm, SelfAttention,
-    Seq2SeqTransformer, TransformerConfig, TransformerEmbedding, causal_mask, critical_path_length,
+    DecoderOnlyLM, Seq2SeqTransformer, TransformerConfig, TransformerEmbedding, critical_path_length,
     teacher_forced_loss,
+)
+from lib.transformer_blocks import (
+    DecoderBlock, Dropout, EncoderBlock, FeedForward, KVCache, LayerNorm, SelfAttention, causal_mask,
 )
 
 FAST = settings(max_examples=25, deadline=None, database=None)

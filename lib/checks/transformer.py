@@ -61,10 +61,10 @@ def _worst_entry(found: torch.Tensor, expected: torch.Tensor, max_len: int, d_mo
 
 
 check_positional_encoding = Check(
-    "positional encodings agree with lib.transformer.positional_encoding on 12 fresh sizes",
+    "positional encodings agree with lib.positional.positional_encoding on 12 fresh sizes",
     positional_encoding_cases, _reference_pe,
     describe=lambda max_len, d_model: f"max_len={max_len}, d_model={d_model}",
-    compared_with="lib.transformer.positional_encoding", noun="encoding", layout="(max_len, d_model)",
+    compared_with="lib.positional.positional_encoding", noun="encoding", layout="(max_len, d_model)",
     slips=(
         Slip(_sines_then_cosines,
              "you put all the sines first and then all the cosines; they must alternate: column 2i is sin(t w_i), "
