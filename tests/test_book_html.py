@@ -386,3 +386,13 @@ def test_the_build_ships_every_frame_a_page_names_and_no_other(server):
     assert not named - shipped, f"pages name missing frames: {sorted(named - shipped)[:5]}"
     assert not shipped - named, f"{len(shipped - named)} frames no page names, e.g. {sorted(shipped - named)[:3]}"
     assert not (BUILD / "_static" / "locales").exists()
+
+
+def test_the_plots_are_palette_images(server):
+    """``_ext/book_assets.py`` stores every plot with a palette (a chapter page stays under 3 MB)."""
+    from PIL import Image
+
+    plots = sorted((BUILD / "_images").glob("*.png"))
+    assert plots, "the build has no plots"
+    full_colour = [plot.name for plot in plots if Image.open(plot).mode != "P"]
+    assert not full_colour, f"{len(full_colour)} plots keep full colour, e.g. {full_colour[:3]}"
