@@ -969,6 +969,10 @@ def ablate_luong(tasks: Mapping[str, ReversalTask], runs: Sequence[tuple[str, st
     ------
     exact[key], exact_long[key] : (len(seeds),)
     """
+    if not isinstance(tasks, Mapping):
+        raise TypeError(f"tasks must map names to digit tasks; found {type(tasks).__name__}")
+    if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):
+        raise TypeError(f"runs must be a sequence of (task name, variant name) pairs; found {type(runs).__name__}")
     for name, task in tasks.items():
         require_instance(f"tasks[{name!r}]", task, ReversalTask)
     for task_name, variant in runs:

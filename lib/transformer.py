@@ -171,6 +171,7 @@ class TransformerEmbedding(nn.Module):
         self.vocab_size, self.max_len = vocab_size, max_len
         self.token_scale = math.sqrt(d_model) if scale else 1.0
         self.token = nn.Embedding(vocab_size, d_model)
+        _check_dropout(dropout)  # named as the caller knows it, not as Dropout's p
         self.dropout = Dropout(dropout)
         if learned_positions:
             self.position = nn.Embedding(max_len, d_model)

@@ -110,12 +110,12 @@ def _require_torch_module(name: str, value: object, expected: type) -> None:
         raise TypeError(f"{name} must be a {expected.__module__}.{expected.__name__}; found {type(value).__name__}")
 
 
-def _check_dropout(p: object) -> None:
-    """The argument check of :class:`Dropout`: a float rate ``0 <= p < 1``."""
+def _check_dropout(p: object, name: str = "dropout") -> None:
+    """The argument check of a dropout rate called ``name``: a float ``0 <= p < 1``."""
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
-        raise TypeError(f"dropout must be a float in [0, 1); found {type(p).__name__}")
+        raise TypeError(f"{name} must be a float in [0, 1); found {type(p).__name__}")
     if not 0 <= p < 1:
-        raise ValueError(f"dropout must be a float in [0, 1); found {p}")
+        raise ValueError(f"{name} must be a float in [0, 1); found {p}")
 
 
 # ---------------------------------------------------------------------------
@@ -149,7 +149,7 @@ class Dropout(nn.Module):
 
     def __init__(self, p: float = 0.0):
         super().__init__()
-        _check_dropout(p)
+        _check_dropout(p, "p")
         self.p = float(p)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -303,6 +303,7 @@ class FeedForward(nn.Module):
         _check_feed_forward(d_model, d_ff, activation)
         self.activation = activation
         self.linear1 = nn.Linear(d_model, d_ff)  # W_1, b_1 (torch's names)
+        _check_dropout(dropout)  # named as the caller knows it, not as Dropout's p
         self.dropout = Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)  # W_2, b_2
 
@@ -517,6 +518,7 @@ class EncoderBlock(_ResidualBlock):
         self.self_attn = MultiHeadAttention(d_model, num_heads)
         self.norm1 = LayerNorm(d_model, eps)
         self.ffn = FeedForward(d_model, d_ff, activation, dropout)
+        _check_dropout(dropout)  # named as the caller knows it, not as Dropout's p
         self.dropout = Dropout(dropout)
         self.norm2 = LayerNorm(d_model, eps)
 
@@ -631,6 +633,7 @@ class DecoderBlock(_ResidualBlock):
         self.cross_attn = MultiHeadAttention(d_model, num_heads)
         self.norm2 = LayerNorm(d_model, eps)
         self.ffn = FeedForward(d_model, d_ff, activation, dropout)
+        _check_dropout(dropout)  # named as the caller knows it, not as Dropout's p
         self.dropout = Dropout(dropout)
         self.norm3 = LayerNorm(d_model, eps)
 

@@ -600,6 +600,8 @@ def test_ablate_luong_is_the_seeds_by_variants_loop_written_out():
 
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(tasks={"copy": "digits"}), TypeError, "tasks\\['copy'\\]"),
+    (dict(tasks=None), TypeError, "tasks must map names to digit tasks; found NoneType"),
+    (dict(runs="copy"), TypeError, "runs must be a sequence of \\(task name, variant name\\) pairs"),
     (dict(runs=[("copy", "local-p")]), ValueError, "runs must pair a task of \\['copy'\\] with a variant"),
     (dict(seeds=()), TypeError, "seeds must be a non-empty sequence"),
     (dict(n_train=0), ValueError, "n_train"),

@@ -814,7 +814,7 @@ def test_config_dropout_reaches_every_dropout_layer_and_a_model_is_deterministic
 
 @pytest.mark.parametrize("bad, error", [(1.0, ValueError), (-0.1, ValueError), (True, TypeError), ("0.1", TypeError)])
 def test_bad_dropout_rates_are_rejected(bad, error):
-    with pytest.raises(error, match="dropout must be a float in \\[0, 1\\)"):
+    with pytest.raises(error, match="p must be a float in \\[0, 1\\)"):
         Dropout(bad)
     with pytest.raises(error, match="dropout must be a float in"):
         TransformerConfig(dropout=bad)
