@@ -19,7 +19,15 @@ The module builds attention from its parts, in the order the chapters teach it
 Conventions: every tensor is batch-first. ``B`` is the batch size, ``T`` the
 number of queries, ``S`` the number of keys and values, ``D`` a feature size,
 ``H`` the number of heads. Every function returns its attention weights
-together with its output, so the weights can be inspected and plotted.
+together with its output, so the weights can be inspected and plotted. A
+caller that does not read them passes ``need_weights=False`` (torch's name) to
+:func:`scaled_dot_product_attention` or :class:`MultiHeadAttention`: the output
+then comes from :func:`torch.nn.functional.scaled_dot_product_attention`. For
+four-axis inputs ``(B, H, T, D)`` whose values have the key size, as
+:class:`MultiHeadAttention` passes them, torch's CPU kernel implements the
+FlashAttention algorithm (Dao et al., 2022): it computes the softmax block by
+block and never stores the ``(T, S)`` weights. Other shapes go to torch's plain
+kernel, which does. The tests hold both to the written-out path.
 
 References
 ----------
@@ -33,6 +41,9 @@ References
 .. [4] A. Vaswani, N. Shazeer, N. Parmar, J. Uszkoreit, L. Jones, A. N. Gomez,
    L. Kaiser, I. Polosukhin. "Attention Is All You Need". NeurIPS 2017.
    arXiv:1706.03762.
+.. [5] T. Dao, D. Y. Fu, S. Ermon, A. Rudra, C. Ré. "FlashAttention: Fast and
+   Memory-Efficient Exact Attention with IO-Awareness". NeurIPS 2022.
+   arXiv:2205.14135.
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ from lib.validation import (
     require_choice,
     require_float_tensor,
     require_float_tensors,
+    require_instance,
     require_int,
     require_same_dtype,
 )
@@ -634,8 +646,8 @@ def hard_attention(
 
 
 def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None
-) -> tuple[Tensor, Tensor]:
+    q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, need_weights: bool = True
+) -> tuple[Tensor, Optional[Tensor]]:
     r"""Scaled dot-product attention of Vaswani et al. (2017).
 
     .. math:: \mathrm{softmax}\!\left(\frac{q k^\top}{\sqrt{D}}\right) v
@@ -660,13 +672,22 @@ def scaled_dot_product_attention(
         opposite of ``key_padding_mask`` and ``attn_mask`` in
         :class:`torch.nn.MultiheadAttention`, where True means masked.) A
         query row with no True entry gets zero weights and a zero output.
+    need_weights : bool, default True
+        If False, the weights are not computed and None is returned in their
+        place: the output comes from torch's
+        :func:`~torch.nn.functional.scaled_dot_product_attention` (for
+        ``(B, H, T, D)`` inputs with ``Dv = D`` its FlashAttention kernel, which
+        never stores the ``(..., T, S)`` weights). Masks, fully masked rows and
+        bad scores behave as on the written-out path, which still answers
+        whenever torch's output has a NaN.
 
     Returns
     -------
     output : Tensor
         Weighted averages of the value rows.
-    weights : Tensor
-        Attention weights; each row sums to 1 (or is all zeros if fully masked).
+    weights : Tensor or None
+        Attention weights; each row sums to 1 (or is all zeros if fully
+        masked). None when ``need_weights`` is False.
 
     Shapes
     ------
@@ -675,14 +696,44 @@ def scaled_dot_product_attention(
     v : (..., S, Dv)
     mask : broadcastable to (..., T, S)
     output : (..., T, Dv)
-    weights : (..., T, S)
+    weights : (..., T, S), or None if not ``need_weights``
     """
     _check_qkv(q, k, v)
+    require_instance("need_weights", need_weights, bool)
     scores_shape = (*q.shape[:-1], k.shape[-2])  # (..., T, S)
     keep = None if mask is None else _check_bool_mask(mask, scores_shape, "(..., T, S)")
+    if not need_weights:
+        output = _fused_attention(q, k, v, keep)  # (..., T, Dv), or None if torch's output has a NaN anywhere
+        if output is not None:
+            return output, None
     scores = _scaled_dot_scores(q, k)  # (..., T, S)
     weights = _softmax_over_kept(scores, keep)  # (..., T, S)
-    return weights @ v, weights  # (..., T, Dv), (..., T, S)
+    return weights @ v, (weights if need_weights else None)  # (..., T, Dv), (..., T, S) or None
+
+
+def _fused_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor]) -> Optional[Tensor]:
+    """The output of :func:`scaled_dot_product_attention` from torch's fused kernel, or None.
+
+    :func:`torch.nn.functional.scaled_dot_product_attention` takes the same
+    boolean mask (True = may attend) and the same ``1 / sqrt(D)`` scale. Its
+    output has a NaN wherever the written-out path raises (NaN or ``+inf``
+    scores at an attended position) or may answer otherwise (NaN scores at
+    masked positions, which that path ignores; rows with nothing to attend to,
+    in torch versions that give them NaN). So a NaN, found by one reduction,
+    makes the answer None: the caller then runs the written-out path, which
+    raises or gives its own output. Inputs are checked by the caller.
+
+    Shapes
+    ------
+    q : (..., T, D); k : (..., S, D); v : (..., S, Dv)
+    keep : broadcastable to (..., T, S)
+    output : (..., T, Dv)
+    """
+    # torch wants a mask of at least 2 dimensions: (S,) becomes (1, S), () becomes (1, 1).
+    attn_mask = None if keep is None else torch.atleast_2d(keep)  # (..., T or 1, S or 1)
+    output = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # (..., T, Dv)
+    # One reduction and one sync: a NaN anywhere makes the total NaN.
+    return None if bool(torch.isnan(output.sum())) else output
 
 
 class MultiHeadAttention(nn.Module):
@@ -717,6 +768,7 @@ class MultiHeadAttention(nn.Module):
     -------
     tuple of Tensor
         Calling the module returns ``(output, weights)``; see :meth:`forward`.
+        With ``need_weights=False`` the weights are None.
 
     Shapes
     ------
@@ -726,7 +778,7 @@ class MultiHeadAttention(nn.Module):
     mask : boolean, broadcastable to (B, T, S); True = may attend
     valid_lens : (B,) or (B, T) valid key counts, as in :func:`masked_softmax`
     output : (B, T, E)
-    weights : (B, T, S) if ``average_weights`` else (B, H, T, S)
+    weights : (B, T, S) if ``average_weights`` else (B, H, T, S); None if not ``need_weights``
     """
 
     def __init__(
@@ -766,7 +818,8 @@ class MultiHeadAttention(nn.Module):
         mask: Optional[Tensor] = None,
         valid_lens: Optional[Tensor] = None,
         average_weights: bool = True,
-    ) -> tuple[Tensor, Tensor]:
+        need_weights: bool = True,
+    ) -> tuple[Tensor, Optional[Tensor]]:
         """Attend from ``query`` to ``key``/``value`` with all heads at once.
 
         Parameters
@@ -782,12 +835,16 @@ class MultiHeadAttention(nn.Module):
             If True, return weights averaged over heads (like
             ``average_attn_weights=True`` in torch). Otherwise return the
             weights of each head.
+        need_weights : bool, default True
+            If False, return None instead of the weights and let torch's fused
+            kernel attend (see :func:`scaled_dot_product_attention`), as
+            ``need_weights=False`` does in torch.
 
         Returns
         -------
         output : Tensor
             The output projection applied to the concatenated heads.
-        weights : Tensor
+        weights : Tensor or None
             Attention weights. Fully masked rows are zeros, and so are their
             head outputs before the output projection.
 
@@ -797,7 +854,7 @@ class MultiHeadAttention(nn.Module):
         key : (B, S, Ek)
         value : (B, S, Ev)
         output : (B, T, E)
-        weights : (B, T, S) if ``average_weights`` else (B, H, T, S)
+        weights : (B, T, S) if ``average_weights`` else (B, H, T, S); None if not ``need_weights``
         """
         batch, num_queries, num_keys = self._check_inputs(query, key, value)
         scores_shape = (batch, num_queries, num_keys)
@@ -813,10 +870,11 @@ class MultiHeadAttention(nn.Module):
         q = self._split_heads(self.query_proj(query))  # (B, H, T, Dh)
         k = self._split_heads(self.key_proj(key))  # (B, H, S, Dh)
         v = self._split_heads(self.value_proj(value))  # (B, H, S, Dh)
-        heads, weights = scaled_dot_product_attention(q, k, v, mask=head_mask)  # (B, H, T, Dh), (B, H, T, S)
+        # (B, H, T, Dh), (B, H, T, S) or None
+        heads, weights = scaled_dot_product_attention(q, k, v, mask=head_mask, need_weights=need_weights)
         merged = heads.transpose(1, 2).reshape(batch, num_queries, self.embed_dim)  # (B, T, H, Dh) -> (B, T, E)
         output = self.out_proj(merged)  # (B, T, E)
-        if average_weights:
+        if average_weights and weights is not None:
             weights = weights.mean(dim=1)  # (B, T, S)
         return output, weights
 

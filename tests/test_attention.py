@@ -415,20 +415,101 @@ def test_sdpa_gradcheck_with_mask():
     assert torch.autograd.gradcheck(lambda a, b, c: scaled_dot_product_attention(a, b, c, mask), (q, k, v))
 
 
-def test_sdpa_errors_name_expected_and_found():
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_sdpa_errors_name_expected_and_found(need_weights):
     q, k, v = torch.zeros(2, 3, 4), torch.zeros(2, 5, 4), torch.zeros(2, 5, 6)
+
+    def sdpa(*args, **kwargs):
+        return scaled_dot_product_attention(*args, **kwargs, need_weights=need_weights)
+
     with pytest.raises(TypeError, match="torch.bool tensor \\(True = may attend\\); found torch.int64"):
-        scaled_dot_product_attention(q, k, v, mask=torch.ones(2, 3, 5, dtype=torch.long))
+        sdpa(q, k, v, mask=torch.ones(2, 3, 5, dtype=torch.long))
     with pytest.raises(TypeError, match="found torch.float32"):
-        scaled_dot_product_attention(q, k, v, mask=torch.zeros(3, 5))
+        sdpa(q, k, v, mask=torch.zeros(3, 5))
     with pytest.raises(ValueError, match=r"broadcastable to \(\.\.\., T, S\) = \(2, 3, 5\); found \(3, 4\)"):
-        scaled_dot_product_attention(q, k, v, mask=torch.ones(3, 4, dtype=torch.bool))
+        sdpa(q, k, v, mask=torch.ones(3, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"k must have shape \(\.\.\., S, D\) matching q .* = \(2, 3, 4\); found \(2, 5, 3\)"):
-        scaled_dot_product_attention(q, torch.zeros(2, 5, 3), v)
+        sdpa(q, torch.zeros(2, 5, 3), v)
     with pytest.raises(ValueError, match=r"v must have shape \(\.\.\., S, Dv\).*found \(2, 4, 6\)"):
-        scaled_dot_product_attention(q, k, torch.zeros(2, 4, 6))
+        sdpa(q, k, torch.zeros(2, 4, 6))
     with pytest.raises(ValueError, match=r"q must have shape \(B, T, D\).*found \(3, 4\)"):
-        scaled_dot_product_attention(torch.zeros(3, 4), k, v)
+        sdpa(torch.zeros(3, 4), k, v)
+    with pytest.raises(TypeError, match=r"v must have the same dtype as q \(torch.float32\); found torch.float64"):
+        sdpa(q, k, v.double())
+
+
+def test_sdpa_need_weights_must_be_a_bool():
+    q, k, v = torch.zeros(2, 3, 4), torch.zeros(2, 5, 4), torch.zeros(2, 5, 6)
+    with pytest.raises(TypeError, match="need_weights must be a bool; found int"):
+        scaled_dot_product_attention(q, k, v, need_weights=0)
+
+
+def _grads(output, *inputs):
+    """Gradients of a fixed random projection of ``output`` with respect to ``inputs``."""
+    direction = torch.randn(output.shape, dtype=output.dtype, generator=torch.Generator().manual_seed(99))
+    return torch.autograd.grad((output * direction).sum(), inputs)
+
+
+def _random_mask(shape, seed, empty_row):
+    mask = torch.rand(shape, generator=torch.Generator().manual_seed(seed)) > 0.4
+    if empty_row:
+        mask[(0,) * (len(shape) - 1)] = False  # one query with nothing to attend to
+    return mask
+
+
+@pytest.mark.parametrize("leading", [(2,), (2, 3)])  # (B,) or (B, H)
+@pytest.mark.parametrize("mask_kind", [None, "causal", "random", "random with an empty row", "keys", "scalar"])
+def test_sdpa_without_weights_equals_the_written_out_path(leading, mask_kind):
+    t, s = (5, 5) if mask_kind == "causal" else (4, 6)
+    q = randn(*leading, t, 3, seed=50).requires_grad_()
+    k = randn(*leading, s, 3, seed=51).requires_grad_()
+    v = randn(*leading, s, 3, seed=52).requires_grad_()  # Dv = D: four axes reach FlashAttention
+    mask = {
+        None: None,
+        "causal": torch.ones(t, s, dtype=torch.bool).tril(),  # (T, S)
+        "random": _random_mask((*leading, t, s), 53, empty_row=False),
+        "random with an empty row": _random_mask((*leading, t, s), 54, empty_row=True),
+        "keys": torch.arange(s) < 4,  # (S,): the last keys are padding
+        "scalar": torch.tensor(True),
+    }[mask_kind]
+    reference, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    fast, no_weights = scaled_dot_product_attention(q, k, v, mask=mask, need_weights=False)
+    assert no_weights is None and weights is not None
+    torch.testing.assert_close(fast, reference, **TOLERANCES[torch.float64])
+    for fast_grad, reference_grad in zip(_grads(fast, q, k, v), _grads(reference, q, k, v)):
+        torch.testing.assert_close(fast_grad, reference_grad, **TOLERANCES[torch.float64])
+    if mask_kind == "causal":
+        torch.testing.assert_close(fast, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    if mask_kind == "random with an empty row":
+        assert (fast[(0,) * len(leading)][0] == 0).all()
+
+
+def test_sdpa_without_weights_is_torchs_fused_kernel():
+    # Bit for bit: the fast path did not fall back to the written-out one (float32 rounds differently).
+    q, k, v = (randn(2, 3, 16, 8, dtype=torch.float32, seed=seed) for seed in (55, 56, 57))
+    mask = _random_mask((2, 1, 16, 16), 58, empty_row=False)
+    assert torch._fused_sdp_choice(q, k, v, attn_mask=mask) == 1  # SDPBackend.FLASH_ATTENTION
+    fast, _ = scaled_dot_product_attention(q, k, v, mask=mask, need_weights=False)
+    torch.testing.assert_close(fast, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=0, rtol=0)
+    reference, _ = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert not torch.equal(fast, reference)
+
+
+def test_sdpa_without_weights_falls_back_where_torch_gives_nan():
+    q, k, v = randn(2, 3, 4, seed=59), randn(2, 5, 4, seed=60), randn(2, 5, 6, seed=61)
+    mask = torch.ones(2, 3, 5, dtype=torch.bool)
+    mask[:, :, 4] = False
+    k_nan = k.clone()
+    k_nan[:, 4] = float("nan")  # NaN scores, but only at the masked key: the written-out path ignores them
+    fast, _ = scaled_dot_product_attention(q, k_nan, v, mask=mask, need_weights=False)
+    reference, _ = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert torch.isnan(F.scaled_dot_product_attention(q, k_nan, v, attn_mask=mask)).any()  # torch's kernel alone
+    torch.testing.assert_close(fast, reference, atol=0, rtol=0)
+    q_inf = q.clone()
+    q_inf[0, 0, 0] = float("inf")  # +inf and NaN scores at attended keys
+    for need_weights in (True, False):
+        with pytest.raises(ValueError, match=r"scores must be finite or -inf at attended positions; found NaN or \+inf"):
+            scaled_dot_product_attention(q_inf, k, v, need_weights=need_weights)
 
 
 # ---------------------------------------------------------------------------
@@ -492,6 +573,33 @@ def test_mha_masks_match_torch_key_padding_and_attn_mask():
         torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(weights, expected_weights, atol=1e-5, rtol=1e-5)
     assert (via_lengths[1][0, :, 3:] == 0).all()
+
+
+@pytest.mark.parametrize("masking", ["none", "mask and valid_lens", "causal"])
+def test_mha_without_weights_equals_the_written_out_path_and_torch(masking):
+    reference = torch_mha(embed_dim=12, num_heads=3, dtype=torch.float64)
+    ours = MultiHeadAttention.from_torch(reference)
+    query = randn(2, 4, 12, seed=62).requires_grad_()
+    key, value = randn(2, 5, 12, seed=63), randn(2, 5, 12, seed=64)
+    causal = torch.ones(4, 5, dtype=torch.bool).tril()  # (T, S); True = may attend
+    lengths = torch.tensor([3, 5])
+    options, torch_options = {
+        "none": ({}, {}),
+        "mask and valid_lens": (dict(mask=causal, valid_lens=lengths),
+                                dict(attn_mask=~causal, key_padding_mask=torch.arange(5) >= lengths[:, None])),
+        "causal": (dict(mask=causal), dict(attn_mask=~causal)),
+    }[masking]
+    output, weights = ours(query, key, value, **options)
+    fast, no_weights = ours(query, key, value, **options, need_weights=False)
+    expected, _ = reference(query, key, value, **torch_options, need_weights=False)
+    assert no_weights is None and weights.shape == (2, 4, 5)
+    for found in (fast, expected):
+        torch.testing.assert_close(found, output, **TOLERANCES[torch.float64])
+    parameters = (query, *ours.parameters())
+    for fast_grad, reference_grad in zip(_grads(fast, *parameters), _grads(output, *parameters)):
+        torch.testing.assert_close(fast_grad, reference_grad, **TOLERANCES[torch.float64])
+    with pytest.raises(TypeError, match="need_weights must be a bool; found str"):
+        ours(query, key, value, need_weights="no")
 
 
 def test_mha_fully_masked_row_gives_zero_weights():
