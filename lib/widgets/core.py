@@ -54,6 +54,13 @@ show the reason.
 lossless WebP, about 20% smaller than the same palette as PNG. The built book moves
 them out of its pages into files (:func:`externalise_frames`): a page carries each
 player's first frame, and the browser fetches the others as a reader reaches them.
+
+**Rendered once.** A frame is a pure function of the visual's code, the data ``compute``
+returns for the frame and for the defaults (which fix the layout), and the visual's own state.
+If the environment variable ``BOOK_FRAME_CACHE`` names a folder (the book's runs set it,
+``tools/chapter_runs.py``), each frame is stored there under a hash of all of these
+(:meth:`Explorer.frame_key`) and taken from there the next time: a rebuild renders only the
+frames whose inputs changed, and gives the same bytes as rendering them anew.
 """
 from __future__ import annotations
 
@@ -61,9 +68,12 @@ import hashlib
 import html
 import io
 import itertools
+import inspect
 import json
 import os
+import pickle
 import re
+import sys
 import time
 from base64 import b64decode, b64encode
 from dataclasses import dataclass, field
@@ -72,6 +82,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import matplotlib
+import PIL
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text as TextArtist
@@ -81,6 +92,8 @@ WIDGETS_ENV = "BOOK_WIDGETS"
 # If set, every static player appends its frames' render times to this JSON-lines file
 # (the benchmarks read it: a frame is one slider move, compute + update + render).
 TIMINGS_ENV = "BOOK_WIDGET_TIMINGS"
+# If set, a folder where rendered frames are kept by content hash and reused (timed runs bypass it).
+FRAME_CACHE_ENV = "BOOK_FRAME_CACHE"
 MAX_FRAMES = 400  # keeps a chapter page of the HTML book to a few MB
 CSS_PX_PER_INCH = 90  # a frame's natural width on the page: figure inches x this (CSS px)
 PIXEL_DENSITY = 2  # device pixels per CSS pixel at that width: crisp on a 2x screen
@@ -342,6 +355,55 @@ def render_png(fig: Figure, colors: int = 128) -> bytes:
     return _palette_png(_rgb(fig), colors)
 
 
+class _StablePickler(pickle.Pickler):
+    """Pickles equal values to equal bytes in every process (for hashing, never loading).
+
+    A tensor pickles as its dtype, shape and bytes (torch's own pickle holds a fresh
+    serialisation id each process); a set as its items in sorted order (string hashing, and
+    so a set's order, changes from process to process). ``persistent_id`` sees every object,
+    sets included, which ``reducer_override`` would not.
+    """
+
+    def persistent_id(self, obj):
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(obj, torch.Tensor):
+            values = obj.detach().cpu().contiguous().reshape(-1)  # (N,)
+            return ("tensor", str(obj.dtype), tuple(obj.shape), values.view(torch.uint8).numpy().tobytes())
+        if type(obj) in (set, frozenset):
+            return (type(obj).__name__, sorted(obj, key=repr))
+        return None
+
+
+def _stable_pickle(value) -> bytes:
+    buffer = io.BytesIO()
+    _StablePickler(buffer, protocol=5).dump(value)
+    return buffer.getvalue()
+
+
+def _code_digest(visual_type: type) -> str:
+    """A hash of the source that draws ``visual_type``'s frames.
+
+    ``lib.widgets.core``, the modules of the visual's classes, and every ``lib`` module those
+    modules refer to (a module they import, or the module of a function or class they import).
+    Raises ``TypeError`` for a class with no source file (one defined in a notebook).
+    """
+    modules = {sys.modules[__name__]}
+    for cls in visual_type.__mro__[:-1]:  # all but object
+        module = sys.modules.get(cls.__module__)
+        if getattr(module, "__file__", None) is None:
+            raise TypeError(f"{cls.__name__} has no source file to hash")
+        if module not in modules:
+            modules.add(module)
+            for value in vars(module).values():
+                owner = value if inspect.ismodule(value) else sys.modules.get(getattr(value, "__module__", "") or "")
+                if owner is not None and owner.__name__.startswith("lib."):
+                    modules.add(owner)
+    digest = hashlib.sha256()
+    for module in sorted(modules, key=lambda m: m.__name__):
+        digest.update(module.__name__.encode() + b"\0" + Path(module.__file__).read_bytes())
+    return digest.hexdigest()
+
+
 @dataclass
 class Explorer:
     """A :class:`Visual` bound to one figure; shows itself live or as a static player.
@@ -355,6 +417,7 @@ class Explorer:
     dpi: int = CSS_PX_PER_INCH * PIXEL_DENSITY
     _fig: Figure = field(init=False, repr=False)
     _handles: Any = field(init=False, repr=False)
+    _frame_context: bytes | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self):
         names = [c.name for c in self.visual.controls]
@@ -395,14 +458,51 @@ class Explorer:
 
     def _draw(self, values: dict[str, Any]) -> Image.Image:
         """Update the artists to ``values`` and rasterise the figure."""
+        return self._draw_data(self.visual.compute(**self._values(values)))
+
+    def _draw_data(self, data) -> Image.Image:
+        """Update the artists to ``data`` (what ``compute`` returned) and rasterise the figure."""
         with matplotlib.rc_context(_font_rc(self.font_pt)):
-            self.visual.update(self._handles, self.visual.compute(**self._values(values)))
+            self.visual.update(self._handles, data)
             _raise_small_text(self._fig, self.font_pt)
             return _rgb(self._fig)
 
     def render(self, **values) -> bytes:
         """Update the artists to ``values`` (missing ones take defaults) and return the frame."""
         return _palette_webp(self._draw(values))
+
+    def frame_key(self, data) -> str | None:
+        """The content hash of the frame that ``data`` (a result of ``compute``) gives.
+
+        It covers everything a frame is a function of: the source of ``lib.widgets.core``, of the
+        visual's classes and of the ``lib`` modules their modules import; matplotlib's, Pillow's and
+        NumPy's versions; the figure's size, resolution and font size; the visual's state and the
+        data of its defaults (which fix the layout); and ``data``. ``None`` when the state or the
+        data cannot be pickled (such a frame is always rendered).
+        """
+        try:
+            if self._frame_context is None:
+                context = [_code_digest(type(self.visual)), matplotlib.__version__, PIL.__version__,
+                           np.__version__, self.dpi, self.font_pt, tuple(self.visual.figsize),
+                           vars(self.visual), self.visual.compute(**self.defaults)]
+                self._frame_context = hashlib.sha256(_stable_pickle(context)).digest()
+            return hashlib.sha256(self._frame_context + _stable_pickle(data)).hexdigest()
+        except (pickle.PicklingError, TypeError, AttributeError, RuntimeError):
+            return None
+
+    def _frame(self, values: dict[str, Any], cache: Path | None) -> bytes:
+        """The frame for ``values``: from ``cache`` (a folder, or ``None``) if there, else rendered."""
+        data = self.visual.compute(**self._values(values))
+        key = self.frame_key(data) if cache is not None else None
+        if key is not None and (cache / f"{key}.webp").is_file():
+            return (cache / f"{key}.webp").read_bytes()
+        frame = _palette_webp(self._draw_data(data))
+        if key is not None:
+            cache.mkdir(parents=True, exist_ok=True)
+            partial = cache / f"{key}.{os.getpid()}.part"  # written whole, then renamed: no torn reads
+            partial.write_bytes(frame)
+            os.replace(partial, cache / f"{key}.webp")
+        return frame
 
     def preview_png(self) -> bytes:
         """The default figure with :data:`PREVIEW_HINT` beneath it, as a PNG.
@@ -489,15 +589,17 @@ class Explorer:
         index_of_frame: dict[bytes, int] = {}
         frame_of: list[int] = []
         seconds: list[float] = []
+        timings_path = os.environ.get(TIMINGS_ENV)
+        # A timed run measures rendering, so it renders every frame.
+        cache = Path(os.environ[FRAME_CACHE_ENV]) if os.environ.get(FRAME_CACHE_ENV) and not timings_path else None
         for combo in itertools.product(*(c.values for c in controls)):
             start = time.perf_counter()
-            frame = self.render(**{c.name: v for c, v in zip(controls, combo)})
+            frame = self._frame({c.name: v for c, v in zip(controls, combo)}, cache)
             seconds.append(time.perf_counter() - start)
             frame_of.append(index_of_frame.setdefault(frame, len(frames)))
             if frame_of[-1] == len(frames):
                 frames.append(frame)
-        self.render()  # leave the figure at its defaults
-        timings_path = os.environ.get(TIMINGS_ENV)
+        self._draw({})  # leave the figure at its defaults
         if timings_path:
             with open(timings_path, "a", encoding="utf-8") as log:
                 log.write(json.dumps({"visual": type(self.visual).__name__, "title": self.visual.title,
