@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 SOURCES := $(shell find lib chapters backmatter _ext benchmarks figures -type f \( -name '*.py' -o -name '*.ipynb' -o -name '*.md' -o -name '*.json' -o -name '*.svg' \) -not -path '*/.ipynb_checkpoints/*' 2>/dev/null) \
            intro.md _config.yml _toc.yml references.bib
 
-.PHONY: test-other-lane check-seeds site-weight setup book test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
+.PHONY: nbval test-other-lane check-seeds site-weight setup book test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
 
 setup: $(STAMP)
 
@@ -21,9 +21,13 @@ $(STAMP): requirements.txt pyproject.toml
 
 book: _build/html/index.html
 
+# Each notebook runs once (tools/chapter_runs.py: two at a time, and again only when its code
+# cells or a lib module it imported changed); the build then reads the runs from myst-nb's cache
+# and, being incremental, re-reads only the pages whose source or run changed.
 _build/html/index.html: $(STAMP) $(SOURCES)
-	rm -rf _build/html
+	$(BIN)/python tools/chapter_runs.py book
 	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going
+	touch $@
 
 # Debian's Chromium drives the browser tests (playwright never downloads a browser here).
 chromium:
@@ -34,34 +38,39 @@ sandbox:
 	@command -v bwrap >/dev/null || { apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; }
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not browser"
+	$(BIN)/python -m pytest tests -m "not browser" --ignore=tests/test_notebook_outputs.py
 
-NBVAL_PATHS ?= chapters
-NBVAL := --nbval $(NBVAL_PATHS) --nbval-sanitize-with tests/nbval_sanitize.cfg
-
+# The chapters' outputs against fresh runs (tests/test_notebook_outputs.py, nbval's comparison):
+# as the machine is (the build's runs), and under tests/other_cpu.env, which imitates another
+# CPU: exact outputs must not depend on low-order bits, claims must hold.
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest $(NBVAL)
+	$(BIN)/python -m pytest tests/test_notebook_outputs.py -m "not other_cpu"
 
-# The notebooks again, under the numeric configuration of tests/other_cpu.env, which
-# imitates another CPU: exact outputs must not depend on low-order bits, claims must hold.
 notebooks-other-cpu: $(STAMP)
-	env $$(grep -v '^#' tests/other_cpu.env | xargs) $(BIN)/python -m pytest $(NBVAL)
+	$(BIN)/python tools/chapter_runs.py other-cpu --jobs 1
+	$(BIN)/python -m pytest tests/test_notebook_outputs.py -m other_cpu
+
+# nbval itself, as an instructor runs it on a notebook (NBVAL_PATHS): a run of its own.
+NBVAL_PATHS ?= chapters
+nbval: $(STAMP)
+	$(BIN)/python -m pytest --nbval $(NBVAL_PATHS) --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 browser: book chromium
 	$(BIN)/python -m pytest tests -m browser
 
 # Two lanes share the machine's two cores (the chapters mostly compute on one thread), each
-# about as long as the other: the unit tests, grading and the notebooks as the machine is; then
-# the notebooks under the other configuration, the browser tests and the packaging test.
-# Each lane's output is printed when it ends; together they are every test.
+# about as long as the other: the unit tests, grading and the chapters' outputs in the build's
+# runs; then the chapters' runs under the other configuration, compared, the browser tests and
+# the packaging test. Each lane's output is printed when it ends; together they are every test.
 test: book chromium sandbox
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-suite test-other-lane
 
 test-suite: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not browser and not packaging" $(NBVAL)
+	$(BIN)/python -m pytest tests -m "not browser and not packaging and not other_cpu"
 
-test-other-lane: notebooks-other-cpu
-	$(BIN)/python -m pytest tests -m "browser or packaging"
+test-other-lane: $(STAMP)
+	$(BIN)/python tools/chapter_runs.py other-cpu --jobs 1
+	$(BIN)/python -m pytest tests -m "browser or packaging or other_cpu"
 
 # Instructors: the hand-out version of every chapter, and grading (SUBMISSIONS=file or folder,
 # GRADE_OPTIONS e.g. "-j 2 --csv grades.csv --feedback feedback"; each submission runs in bwrap).
@@ -103,6 +112,8 @@ site-weight: book chromium
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+# _build/runs (the notebooks' runs) and _build/frame-cache (explorer frames) go too: the next
+# `make book` runs and renders everything again, as on a fresh clone.
 clean:
 	rm -rf _build student
 

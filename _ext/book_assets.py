@@ -1,5 +1,8 @@
 """Sphinx extension for the book: offline assets and kernel-free widgets.
 
+* Makes a notebook's page depend on its run (``tools/chapter_runs.py`` stores the runs and
+  their records in ``_build/runs/book/``): when a run is redone, because a ``lib`` module it
+  imported changed, an incremental build re-reads that page and no other.
 * Sets ``BOOK_WIDGETS=static`` before any notebook executes, so every explorer
   (``lib.widgets``) pre-renders its frames into an HTML player that works without a
   kernel. Notebooks run by Jupyter or nbval keep the default, live ipywidgets.
@@ -37,6 +40,7 @@ import io
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from docutils import nodes
@@ -45,7 +49,19 @@ from sphinx.util import logging
 
 from lib.widgets.core import WIDGETS_ENV, book_visuals, externalise_frames, figure_label
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import chapter_runs  # noqa: E402  (tools/ is not a package)
+
 logger = logging.getLogger(__name__)
+
+
+def _depend_on_run(app, docname, source):
+    """Re-read a notebook's page whenever its run's record is rewritten (the run was redone)."""
+    path = Path(app.env.doc2path(docname))
+    if path.suffix == ".ipynb":
+        record = chapter_runs.record_path(path.resolve(), chapter_runs.CONFIGURATIONS["book"])
+        if record.is_file():
+            app.env.note_dependency(str(record))
 
 
 def _mathjax_dir() -> Path:
@@ -197,6 +213,7 @@ def setup(app):
     if missing:
         raise RuntimeError(f"MathJax at {source} lacks {missing}; reinstall django-static-mathjax")
     app.add_transform(ExplorerFigures)
+    app.connect("source-read", _depend_on_run)
     app.connect("config-inited", _defer_nav_script)
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _lighten_theme)
