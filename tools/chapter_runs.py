@@ -6,6 +6,7 @@ Usage::
     python tools/chapter_runs.py book             # the build's runs (static explorers), into myst-nb's cache
     python tools/chapter_runs.py other-cpu        # the notebooks under tests/other_cpu.env (live explorers)
     python tools/chapter_runs.py book --jobs 1 chapters/09_attention.ipynb   # some notebooks only
+    python tools/chapter_runs.py book --dry-run   # which runs are stale, and why
 
 A *run* executes a notebook top to bottom in a fresh kernel (cwd = its folder, the cell timeout of
 ``_config.yml``) and is stored as ``_build/runs/<configuration>/<name>.ipynb`` with a record
@@ -232,12 +233,11 @@ def run(notebook: Path, configuration: Configuration) -> float:
     return seconds
 
 
-def _run_one(args: tuple[str, str]) -> tuple[str, float | None, str | None]:
-    notebook, name = Path(args[0]), args[1]
+def _run_one(notebook: Path, configuration: Configuration) -> tuple[Path, float | None, str | None]:
     try:
-        return args[0], run(notebook, CONFIGURATIONS[name]), None
+        return notebook, run(notebook, configuration), None
     except Exception as error:  # reported with the others; one failing notebook does not stop the rest
-        return args[0], None, f"{type(error).__name__}: {error}"
+        return notebook, None, f"{type(error).__name__}: {error}"
 
 
 def _expected_seconds(notebook: Path, configuration: Configuration) -> float:
@@ -265,22 +265,24 @@ def ensure_runs(notebooks: list[Path], configuration: Configuration, jobs: int |
     failures = {}
     if not order:
         return failures
-    jobs = jobs or len(os.sched_getaffinity(0))
-    import multiprocessing
+    jobs = min(jobs or len(os.sched_getaffinity(0)), len(order))
+    if jobs == 1:
+        results = (_run_one(notebook, configuration) for notebook in order)
+    else:
+        import multiprocessing
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(order)),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
-        work = [pool.submit(_run_one, (str(notebook), configuration.name)) for notebook in order]
-        for done in as_completed(work):
-            name, seconds, error = done.result()
-            notebook = Path(name)
-            if error is None:
-                log(f"{configuration.name}: {notebook.relative_to(ROOT)} ran in {seconds:.1f} s "
-                    f"({stale[notebook]})")
-            else:
-                failures[notebook] = error
-                last_line = ANSI.sub("", error).strip().splitlines()[-1]
-                log(f"{configuration.name}: {notebook.relative_to(ROOT)} FAILED ({stale[notebook]}): {last_line}")
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        results = (done.result() for done in as_completed(
+            [pool.submit(_run_one, notebook, configuration) for notebook in order]))
+    for notebook, seconds, error in results:
+        if error is None:
+            log(f"{configuration.name}: {notebook.relative_to(ROOT)} ran in {seconds:.1f} s ({stale[notebook]})")
+        else:
+            failures[notebook] = error
+            last_line = ANSI.sub("", error).strip().splitlines()[-1]
+            log(f"{configuration.name}: {notebook.relative_to(ROOT)} FAILED ({stale[notebook]}): {last_line}")
+    if jobs > 1:
+        pool.shutdown()
     return failures
 
 
@@ -316,12 +318,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="default: the book's notebooks (book) or the chapters (other-cpu)")
     parser.add_argument("--jobs", type=int, default=None, help="runs at a time (default: one per core)")
+    parser.add_argument("--dry-run", action="store_true", help="say which runs are stale and why; run nothing")
     args = parser.parse_intermixed_args(argv)
     configuration = CONFIGURATIONS[args.configuration]
     if args.notebooks:
         notebooks = [path.resolve() for path in args.notebooks]
     else:
         notebooks = book_notebooks() if configuration.name == "book" else chapter_notebooks()
+    if args.dry_run:
+        for notebook in notebooks:
+            print(f"{notebook.relative_to(ROOT)}: {stale_reason(notebook, configuration) or 'reused'}")
+        return 0
     start = time.perf_counter()
     failures = ensure_runs(notebooks, configuration, args.jobs)
     if configuration.name == "book":
