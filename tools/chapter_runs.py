@@ -201,7 +201,9 @@ def run(notebook: Path, configuration: Configuration) -> float:
     source = nbformat.read(notebook, as_version=4)
     executed = nbformat.read(notebook, as_version=4)
     executed.cells.append(nbformat.v4.new_code_cell(_REPORT_OPENS))
-    env = {**os.environ, **configuration.variables(), FRAME_CACHE_ENV: str(FRAME_CACHE)}
+    # The kernel imports this repository's lib whatever is installed, so the record names its files.
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, **configuration.variables(), FRAME_CACHE_ENV: str(FRAME_CACHE), "PYTHONPATH": python_path}
     client = NotebookClient(
         executed, timeout=_timeout(), kernel_name="python3", allow_errors=False,
         store_widget_state=False, record_timing=False,
