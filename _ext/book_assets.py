@@ -3,7 +3,8 @@
 * Makes a notebook's page depend on its run (``tools/chapter_runs.py`` stores the runs and
   their records in ``_build/runs/book/``): when a run is redone, because a ``lib`` module it
   imported changed, an incremental build re-reads that page and no other.
-* Sets ``BOOK_WIDGETS=static`` before any notebook executes, so every explorer
+* Sets ``BOOK_WIDGETS=static`` before any notebook the build executes itself (one missing
+  from the execution cache; ``tools/chapter_runs.py`` sets it for the runs it makes), so every explorer
   (``lib.widgets``) pre-renders its frames into an HTML player that works without a
   kernel. Notebooks run by Jupyter or nbval keep the default, live ipywidgets.
   After the build, the players' frames move out of the pages into
@@ -192,6 +193,13 @@ def _visuals():
     return book_visuals()
 
 
+def _absolute_execution_cache(app, config):
+    """``execute.cache`` relative to the book, not to the directory the build was started from
+    (jupyter-cache resolves a relative path against the latter)."""
+    if config.nb_execution_cache_path and not os.path.isabs(config.nb_execution_cache_path):
+        config.nb_execution_cache_path = str(Path(app.srcdir) / config.nb_execution_cache_path)
+
+
 def _defer_nav_script(app, config):
     config.html_js_files = [
         (NAV_SCRIPT, {"defer": "defer"}) if entry == NAV_SCRIPT else entry for entry in config.html_js_files
@@ -215,6 +223,7 @@ def setup(app):
     app.add_transform(ExplorerFigures)
     app.connect("source-read", _depend_on_run)
     app.connect("config-inited", _defer_nav_script)
+    app.connect("config-inited", _absolute_execution_cache)
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _lighten_theme)
     app.connect("build-finished", _externalise_explorer_frames)

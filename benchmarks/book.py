@@ -111,7 +111,7 @@ def book(quick: bool = False) -> list[Record]:
 
         def make_book():
             _run([sys.executable, "tools/chapter_runs.py", "book"], cwd=copy)
-            _run([str(jupyter_book), "build", str(copy), "--warningiserror", "--nitpick", "--keep-going"])
+            _run([str(jupyter_book), "build", ".", "--warningiserror", "--nitpick", "--keep-going"], cwd=copy)
 
         start = time.perf_counter()
         make_book()

@@ -9,6 +9,30 @@ from lib.checks import CHECKS, Check, CheckFailed, check_masked_softmax, check_s
 from lib.checks.core import Slip, compare_tensors
 
 
+def test_the_table_of_checkers_is_what_each_module_defines():
+    """lib.checks imports a checker's module only when the checker is asked for, from a written-out
+    table: it must name every Check each module defines, in the module that defines it."""
+    import importlib
+
+    import lib.checks
+
+    for module, names in lib.checks.CHECKERS_BY_MODULE.items():
+        defined = {name for name, value in vars(importlib.import_module(f"lib.checks.{module}")).items()
+                   if name.startswith("check_") and isinstance(value, Check)}
+        assert set(names) == defined, module
+    assert set(CHECKS) == {name for names in lib.checks.CHECKERS_BY_MODULE.values() for name in names}
+
+
+def test_one_checker_imports_only_its_own_module():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom lib.checks import check_expand_and_prune\n"
+            "print(sorted(m for m in sys.modules if m.startswith('lib.checks.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "['lib.checks.core', 'lib.checks.decoding']"
+
+
 def test_every_check_is_registered_under_its_name():
     assert CHECKS["check_masked_softmax"] is check_masked_softmax
     assert CHECKS["check_scaled_dot_product_attention"] is check_scaled_dot_product_attention

@@ -1,10 +1,11 @@
-"""How the chapters are committed, so that nbval's strict comparison means something on any CPU.
+"""How the chapters are committed, so that nbval's strict comparison (tests/test_notebook_outputs.py)
+means something on any CPU.
 
 * Every code cell is committed executed, without errors.
 * A *measured* output (training, sampling, timing) is tagged ``nbval-ignore-output``, and
   every such cell is followed, before the next measured cell, by a ``claim`` cell that
   checks with :func:`lib.display.claim` what the prose concludes from it. Claim cells are
-  also tagged ``remove-cell``: they run in the build and under nbval, but are not shown.
+  also tagged ``remove-cell``: they run in every run of the chapter, but are not shown.
 * nbval's other escapes (skipping cells, or comparing loosely) are not used.
 """
 from pathlib import Path

@@ -3,8 +3,9 @@
 Usage: python tools/execute_notebooks.py chapters/09_attention.ipynb [...]
 
 Runs each notebook top to bottom in a fresh kernel (cwd = its folder, the cell timeout of
-``_config.yml``, as the book build runs it; live widgets, as nbval runs it), stores the outputs that nbval will compare, and drops what would only
-churn (widget state, execution timestamps). Prints each notebook's wall time.
+``_config.yml``; live widgets, as a reader's Jupyter runs it), stores the outputs that
+tests/test_notebook_outputs.py compares with each run of tools/chapter_runs.py, and drops what
+would only churn (widget state, execution timestamps). Prints each notebook's wall time.
 """
 import os
 import sys
