@@ -184,7 +184,7 @@ def stale_reason(notebook: Path, configuration: Configuration) -> str | None:
     return None
 
 
-def _timeout() -> int:
+def cell_timeout() -> int:
     """The per-cell timeout of the book build (``execute.timeout`` in ``_config.yml``)."""
     import yaml
 
@@ -205,7 +205,7 @@ def run(notebook: Path, configuration: Configuration) -> float:
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, **configuration.variables(), FRAME_CACHE_ENV: str(FRAME_CACHE), "PYTHONPATH": python_path}
     client = NotebookClient(
-        executed, timeout=_timeout(), kernel_name="python3", allow_errors=False,
+        executed, timeout=cell_timeout(), kernel_name="python3", allow_errors=False,
         store_widget_state=False, record_timing=False,
         extra_arguments=[f"--IPKernelApp.exec_lines={json.dumps([_RECORD_OPENS])}",
                          "--IPKernelApp.log_level=ERROR"],  # not its notice that it listens on loopback TCP

@@ -15,23 +15,15 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from chapter_runs import cell_timeout  # tools/ is this script's folder
 from lib.widgets.core import WIDGETS_ENV
-
-BOOK_CONFIG = Path(__file__).resolve().parent.parent / "_config.yml"
-
-
-def build_timeout() -> int:
-    """The per-cell timeout the book build uses (``execute.timeout`` in ``_config.yml``)."""
-    import yaml  # PyYAML: installed with Jupyter Book
-
-    return int(yaml.safe_load(BOOK_CONFIG.read_text())["execute"]["timeout"])
 
 
 def execute(path: Path) -> float:
     notebook = nbformat.read(path, as_version=4)
     os.environ[WIDGETS_ENV] = "live"
     client = NotebookClient(
-        notebook, timeout=build_timeout(), kernel_name="python3", store_widget_state=False,
+        notebook, timeout=cell_timeout(), kernel_name="python3", store_widget_state=False,
         resources={"metadata": {"path": str(path.parent)}},
     )
     start = time.perf_counter()
