@@ -165,14 +165,16 @@ def test_a_chapter_opens_on_its_figures_runs_and_its_explorer_answers(lab, brows
             assert time.monotonic() < deadline, "the figure did not change after the drop-down moved"
             page.wait_for_timeout(100)
 
-        # 4. In a 1024 px window the controls wrap onto new rows: none shrinks, none sticks out. The
-        #    notebook is narrowed to 560 px (a side panel open, a split view) so the row must wrap;
-        #    the same measure on rows forced not to wrap proves it can fail.
+        # 4. In a 1024 px window the controls wrap onto new rows: none shrinks, none sticks out of its
+        #    cell. The notebook is narrowed to 560 px (a side panel open, a split view) so the row must
+        #    wrap; the same measure on rows forced not to wrap proves it can fail. The edge is the
+        #    cell's, not the row's: an output area may grow to fit an unwrapped row (CI saw that), and
+        #    then the row stays within itself while it sticks out of what the reader sees.
         page.set_viewport_size({"width": 1024, "height": 900})
         page.evaluate("() => document.querySelectorAll('.jp-NotebookPanel').forEach(p => p.style.maxWidth = '560px')")
         page.wait_for_timeout(500)
         measure = """() => [...document.querySelectorAll('.jp-Notebook .widget-hbox')].map(box => {
-            const edge = box.getBoundingClientRect().right;
+            const edge = box.closest('.jp-Cell').getBoundingClientRect().right;
             return [...box.children].map(c => [c.getBoundingClientRect().width, c.getBoundingClientRect().right - edge]);
         }).flat()"""
         def squeezed(controls):
@@ -181,7 +183,8 @@ def test_a_chapter_opens_on_its_figures_runs_and_its_explorer_answers(lab, brows
         assert controls and squeezed(controls) == [], controls
         page.evaluate("() => document.querySelectorAll('.jp-Notebook .widget-hbox').forEach(b => b.style.flexFlow = 'row nowrap')")
         page.wait_for_timeout(300)
-        assert squeezed(page.evaluate(measure)), "the measure cannot tell a row that does not wrap"
+        unwrapped = page.evaluate(measure)
+        assert squeezed(unwrapped), f"the measure cannot tell a row that does not wrap: {unwrapped}"
         assert errors == [], errors
         assert foreign == [], f"JupyterLab asked other hosts: {foreign}"
     finally:
