@@ -60,11 +60,18 @@ def test_spread_counts_diverged_runs_apart():
     assert spread([float("inf"), float("nan")]) == "not finite in all 2 runs"
 
 
-def test_claim_fails_with_the_statement():
+def test_claim_fails_with_the_statement_and_the_cell_it_backs():
     from lib.display import claim
-    claim("one is less than two", 1 < 2)
-    with pytest.raises(AssertionError, match="the LSTM reaches 95%"):
-        claim("the LSTM reaches 95%", torch.tensor(0.5) >= 0.95)
+    claim("one is less than two", 1 < 2, backs="intro-text")
+    with pytest.raises(AssertionError, match="in cell lstm-text, gru-text that the LSTM reaches 95%"):
+        claim("the LSTM reaches 95%", torch.tensor(0.5) >= 0.95, backs=("lstm-text", "gru-text"))
+
+
+@pytest.mark.parametrize("backs", ["", (), ("ok", 3), ["a-list"]])
+def test_claim_names_the_cell_it_backs(backs):
+    from lib.display import claim
+    with pytest.raises(TypeError, match="backs must be a markdown cell id"):
+        claim("one is less than two", True, backs=backs)
 
 
 def test_glue_writes_what_myst_nb_glue_writes(monkeypatch):

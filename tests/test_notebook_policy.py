@@ -6,8 +6,12 @@ means something on any CPU.
   every such cell is followed, before the next measured cell, by a ``claim`` cell that
   checks with :func:`lib.display.claim` what the prose concludes from it. Claim cells are
   also tagged ``remove-cell``: they run in every run of the chapter, but are not shown.
+* Every ``claim`` call names, with ``backs=``, the markdown cell (by id) whose sentence it
+  backs, and that cell exists in the same chapter: a sentence and its evidence stay linked
+  when either moves.
 * nbval's other escapes (skipping cells, or comparing loosely) are not used.
 """
+import ast
 from pathlib import Path
 
 import nbformat
@@ -52,3 +56,31 @@ def test_no_cell_escapes_nbval_otherwise(path):
     for index, cell in enumerate(code_cells(path)):
         escapes = tags(cell) & {"nbval-skip", "nbval-raises-exception", "nbval-ignore-output-lax"}
         assert not escapes, f"code cell {index} is tagged {sorted(escapes)}"
+
+
+def claims_and_their_cells(path):
+    """``(code cell index, the claim's statement, ids it backs)`` for every claim call, and the
+    ids of the chapter's markdown cells."""
+    notebook = nbformat.read(path, as_version=4)
+    markdown = {cell.get("id") for cell in notebook.cells if cell.cell_type == "markdown"}
+    found = []
+    for index, cell in enumerate(code_cells(path)):
+        if "claim(" not in cell.source:
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "claim":
+                statement = ast.unparse(node.args[0]) if node.args else "?"
+                backs = next((k.value for k in node.keywords if k.arg == "backs"), None)
+                found.append((index, statement[:60], backs))
+    return found, markdown
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_every_claim_names_an_existing_markdown_cell_it_backs(path):
+    claims, markdown = claims_and_their_cells(path)
+    for index, statement, backs in claims:
+        assert backs is not None, f"code cell {index}: claim {statement} has no backs= (the sentence it backs)"
+        ids = ast.literal_eval(backs)
+        ids = (ids,) if isinstance(ids, str) else ids
+        missing = [i for i in ids if i not in markdown]
+        assert not missing, f"code cell {index}: claim {statement} backs {missing}, not markdown cells of {path.name}"
