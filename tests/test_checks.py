@@ -176,3 +176,20 @@ def test_of_slips_that_fit_every_case_the_closest_is_named():
     with pytest.raises(CheckFailed, match="a little less"):
         check.judge(cases, [x - 0.04 for (x,) in cases])
     check(lambda x: x**3)
+
+
+def test_a_function_that_changes_its_input_in_place_fails_every_checker():
+    """The check cell passes copies, so without this test a write into an argument went unseen."""
+    from lib.checks import check_masked_softmax
+
+    def masked_softmax_in_place(scores, valid_lens):
+        keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+        return torch.softmax(scores.masked_fill_(~keep, -1e30), -1) * keep
+
+    def masked_softmax(scores, valid_lens):
+        keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+        return torch.softmax(scores.masked_fill(~keep, -1e30), -1) * keep
+
+    check_masked_softmax(masked_softmax)
+    with pytest.raises(CheckFailed, match="changed its argument 1 in place for .*leave the inputs"):
+        check_masked_softmax(masked_softmax_in_place)

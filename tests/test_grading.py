@@ -86,6 +86,12 @@ CLASS = {  # student → (notebook or raw text, the first exercise's expected ve
         "            out[b, :, :n] = exps / exps.sum(-1, keepdim=True)\n"
         "    return out\n")), "PASS", "correct"),
     "wrong": (_submission(lambda s: WRONG), "FAIL", "not 0"),
+    "in-place": (_submission(lambda s: (  # right weights, but the caller's scores are overwritten
+        "import torch\n"
+        "def my_masked_softmax(scores, valid_lens):\n"
+        "    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]\n"
+        "    return torch.softmax(scores.masked_fill_(~keep, -1e30), -1) * keep\n")),
+        "FAIL", "changed its argument 1 in place"),
     "wrong-again": (_submission(lambda s: WRONG), "FAIL", "not 0"),
     "sandbox-view": (_submission(lambda s: SANDBOX_VIEW + s), "PASS", "correct"),
     "lib-import": (_submission(lambda s: "from lib.attention import masked_softmax as my_masked_softmax\n"),

@@ -18,6 +18,7 @@ from typing import Callable
 import torch
 
 from lib.display import LINE_WIDTH
+from lib.grading.probe import changed_argument
 
 
 class CheckFailed(AssertionError):
@@ -31,12 +32,24 @@ def fresh_generator() -> torch.Generator:
     return generator
 
 
+# The error text of a function that wrote into one of its tensor arguments. Every exercise asks for a
+# function that returns its result and leaves its inputs as they were (a caller may reuse them); the
+# grader's probe, which runs in the sandbox without lib, reports the same text from the same test.
+INPUT_CHANGED = "InputChanged"
+
+
 def _outcome(student_fn, args):
-    """What the student's function returned, or ``"ErrorType: message"`` if it raised."""
+    """What the student's function returned, or ``"ErrorType: message"`` if it raised or changed
+    one of its tensor arguments in place."""
+    given = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
     try:
-        return student_fn(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
+        found = student_fn(*given)
     except Exception as error:  # reported to the student with its type, as the grader does
         return f"{type(error).__name__}: {error}"
+    position = changed_argument(args, given, torch)
+    if position is not None:
+        return f"{INPUT_CHANGED}: your function changed its argument {position} in place"
+    return found
 
 
 def _require_tensor(found, context: str, hint: str = "") -> torch.Tensor:
@@ -44,6 +57,9 @@ def _require_tensor(found, context: str, hint: str = "") -> torch.Tensor:
     if isinstance(found, str):
         if found.startswith("NotImplementedError"):
             raise CheckFailed("your function still raises NotImplementedError: write its body first")
+        if found.startswith(f"{INPUT_CHANGED}: "):
+            raise CheckFailed(f"{found.removeprefix(INPUT_CHANGED + ': ')} for {context}: leave the inputs as "
+                              "they were and return a new tensor (clone first, or use out-of-place operations)")
         raise CheckFailed(f"your function raised {found.splitlines()[0].rstrip('.')} for {context}{hint}")
     if not isinstance(found, torch.Tensor):
         raise CheckFailed(f"your function must return a torch.Tensor; it returned {type(found).__name__}")

@@ -46,6 +46,26 @@ def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:500]
 
 
+def changed_argument(args: tuple, given: tuple, torch) -> int | None:
+    """The 1-based position of the first tensor of ``given`` (the copies of ``args`` a solution was
+    called with) that the solution changed in place, or None. NaN counts as equal to NaN.
+
+    The checkers (lib.checks.core) use this same test, so a notebook's check cell and the grader
+    give one verdict: every exercise asks for a result that leaves its inputs as they were."""
+    for position, (original, copy) in enumerate(zip(args, given), start=1):
+        if not isinstance(original, torch.Tensor):
+            continue
+        if copy.shape != original.shape or copy.dtype != original.dtype:
+            return position
+        if original.is_floating_point() or original.is_complex():
+            same = torch.equal(copy.isnan(), original.isnan()) and torch.equal(copy.nan_to_num(), original.nan_to_num())
+        else:
+            same = torch.equal(copy, original)
+        if not same:
+            return position
+    return None
+
+
 def _encode(found, torch, blob: bytearray) -> dict:
     """One result as a JSON-able record; its raw bytes are appended to ``blob``."""
     if type(found) is not torch.Tensor:
@@ -88,9 +108,12 @@ def _run_exercise(exercise: dict, job_dir: str, out_dir: str, torch) -> None:
         return
     results, blob = [], bytearray()
     for args in cases:
+        given = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
         try:
-            found = function(*(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
-            results.append(_encode(found, torch, blob))
+            found = function(*given)
+            changed = changed_argument(args, given, torch)
+            results.append({"error": f"InputChanged: your function changed its argument {changed} in place"}
+                           if changed else _encode(found, torch, blob))
         except BaseException as error:  # reported per case, as the checkers do
             results.append({"error": _error_text(error)})
     _write(out_dir, exercise["id"], {"results": results}, bytes(blob))
