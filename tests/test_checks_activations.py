@@ -144,7 +144,19 @@ def he_uniform_float32(depth, width, seed):
     return weights
 
 
-@pytest.mark.parametrize("answer", [he_normal, he_uniform_float32])
+def he_orthogonal(depth, width, seed):
+    """Another right answer: each layer a random orthogonal matrix times √2 (every singular value
+    √2, so the weights' mean square is 2/n as He's is), built by a QR decomposition; zero biases."""
+    generator = torch.Generator().manual_seed(seed)
+    layers = []
+    for _ in range(depth):
+        q, r = torch.linalg.qr(torch.randn(width, width, generator=generator, dtype=torch.float64))
+        q = q * torch.sign(torch.diagonal(r))  # a uniformly random orthogonal matrix
+        layers.append(torch.cat([math.sqrt(2) * q, torch.zeros(1, width, dtype=torch.float64)]))
+    return torch.stack(layers)  # (L, W + 1, W)
+
+
+@pytest.mark.parametrize("answer", [he_normal, he_uniform_float32, he_orthogonal])
 def test_relu_init_accepts_healthy_networks(answer, capsys):
     check_relu_init(answer)
     assert capsys.readouterr().out.startswith("✓ on 6 fresh networks")
@@ -158,12 +170,40 @@ def with_biases(value, scale=1.0):
     return answer
 
 
+def dead_start(depth, width, seed):
+    """The exercise's starting point: LeCun's variance 1/n, every bias at -1."""
+    return with_biases(-1.0, scale=1 / math.sqrt(2))(depth, width, seed)
+
+
+def lecun_zero_biases(depth, width, seed):
+    """Only the biases repaired: the units live, but the second moment halves at every layer."""
+    return with_biases(0.0, scale=1 / math.sqrt(2))(depth, width, seed)
+
+
+def lecun_bias_half(depth, width, seed):
+    """The classic wrong fix: LeCun's variance with a positive bias of 0.5. The bias adds 0.25 to
+    every pre-activation's second moment, which then stays within the factor 4; the gradient,
+    which crosses each layer through the active units' weights only, shrinks about 6-fold."""
+    return with_biases(0.5, scale=1 / math.sqrt(2))(depth, width, seed)
+
+
+def he_biases_at_minus_one(depth, width, seed):
+    """Only the weights repaired: the biases at -1 still kill most units."""
+    return with_biases(-1.0)(depth, width, seed)
+
+
+def variance_three_over_n(depth, width, seed):
+    """Weights of variance 3/n: the second moment grows by about (3/2)^5 ≈ 7.6."""
+    return with_biases(0.0, scale=math.sqrt(1.5))(depth, width, seed)
+
+
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (with_biases(-1.0, scale=1 / math.sqrt(2)), "of the units are dead .* start the biases at 0"),
-        (with_biases(-1.0), "of the units are dead"),
-        (with_biases(0.0, scale=1 / math.sqrt(2)), "shrinks .*-fold .* twice LeCun's 1/fan_in"),
+        (dead_start, "of the units are dead .* start the biases at 0"),
+        (he_biases_at_minus_one, "of the units are dead"),
+        (lecun_zero_biases, "second moment .* shrinks .*-fold .* twice LeCun's 1/fan_in"),
+        (lecun_bias_half, "gradient's mean square shrinks .*-fold .* positive bias .* twice LeCun's"),
         (with_biases(0.0, scale=2.0), "grows .*-fold .* too large"),
         (lambda depth, width, seed: he_normal(depth, width, seed)[:, :-1], "the last row of each layer is its bias"),
         (lambda depth, width, seed: he_normal(depth, width, seed).tolist(), "must return a torch.Tensor"),
@@ -181,12 +221,77 @@ def test_a_measured_checker_needs_rules():
         replace(check_relu_init, rules=None).judge([(6, 96, 0)], [he_normal(6, 96, 0)])
 
 
+def test_relu_network_health_measures_the_gradient_autograd_finds():
+    """The hand-written backward pass of relu_network_health is the gradient autograd computes for
+    the loss Σ g ⊙ a_L, with the same N(0, 1) draw g (the inputs are drawn first, as there)."""
+    from lib.checks.activations import relu_network_health
+
+    weights, seed = lecun_bias_half(6, 32, 3), 3
+    generator = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(512, 32, generator=generator, dtype=torch.float64)
+    g = torch.randn(512, 32, generator=generator, dtype=torch.float64)
+    first = (x @ weights[0, :-1] + weights[0, -1]).requires_grad_()  # a_1, a leaf
+    pre = first
+    for layer in weights[1:]:
+        pre = torch.relu(pre) @ layer[:-1] + layer[-1]
+    (g * pre).sum().backward()
+    expected = float(first.grad.pow(2).mean() / g.pow(2).mean())
+    assert relu_network_health(weights, seed)[2] == pytest.approx(expected, rel=1e-12)
+
+
 def test_relu_init_verdicts_do_not_depend_on_the_seed():
-    """He initialisation passes and the dead start of the exercise fails on every one of 4 seeds
-    (150 seeds, 900 networks, were tried once: He at worst 3.7% dead, second-moment ratio 0.48 to 2.18)."""
+    """He initialisation passes, and the dead start and LeCun's variance with a bias of 0.5 fail, on
+    every one of 4 seeds. Measured once over 40 seeds (240 networks): He's second-moment ratio
+    0.56 to 2.18 and gradient ratio 0.76 to 1.31; LeCun + 0.5's second moment 0.67 to 1.66 (inside
+    the factor 4) but gradient 0.11 to 0.18 (LeCun + any bias from 0.1 to 5 at most 0.43)."""
     from lib.checks.core import _outcome
     for seed in range(4):
         cases = check_relu_init.make_cases(torch.Generator().manual_seed(seed))
         check_relu_init.judge(cases, [_outcome(he_normal, args) for args in cases])
         with pytest.raises(CheckFailed, match="of the units are dead"):
-            check_relu_init.judge(cases, [_outcome(with_biases(-1.0, 1 / math.sqrt(2)), args) for args in cases])
+            check_relu_init.judge(cases, [_outcome(dead_start, args) for args in cases])
+        with pytest.raises(CheckFailed, match="gradient's mean square shrinks"):
+            check_relu_init.judge(cases, [_outcome(lecun_bias_half, args) for args in cases])
+
+
+# ---- the fairness table (tests/test_exercise_fairness.py) ------------------------------------
+def gelu_grad_float32(x):
+    """Φ(x) + x φ(x) in float32, through erfc: held to float32's tolerance."""
+    x32 = x.float()
+    return 0.5 * torch.erfc(-x32 / math.sqrt(2)) + x32 * torch.exp(-0.5 * x32 * x32) / math.sqrt(2 * math.pi)
+
+
+FAIRNESS = {
+    "check_gelu_grad": {
+        "right": [gelu_grad_loops, gelu_grad_float32],
+        "wrong": [
+            (cdf, "you returned Φ\\(x\\) only"),
+            (lambda x: x * torch.exp(-x * x / 2) / math.sqrt(2 * math.pi), "you returned x φ\\(x\\) only"),
+            (gelu_grad_autograd_tanh, "derivative of the tanh approximation"),
+            (lambda x: (s := torch.sigmoid(1.702 * x)) + 1.702 * x * s * (1 - s), "sigmoid approximation"),
+            (lambda x: cdf(x) + x * torch.exp(-x * x) / math.sqrt(2 * math.pi), "check the exponent"),
+        ],
+    },
+    "check_cross_entropy": {
+        "right": [ce_loops],
+        "wrong": [
+            (naive, "exp overflows or underflows; subtract each row's maximum"),
+            (lambda z, y: ce_logsumexp(z, y) * len(y), "you summed the losses"),
+            (lambda z, y: -ce_logsumexp(z, y), "wrong sign"),
+            (lambda z, y: torch.nn.functional.binary_cross_entropy(
+                torch.softmax(z, 1), torch.nn.functional.one_hot(y, z.shape[1]).double(), reduction="sum") / len(y),
+             "two-class formula"),
+            (lambda z, y: -torch.log_softmax(z, 0)[torch.arange(len(y)), y].mean(), "softmax runs over the batch"),
+        ],
+    },
+    "check_relu_init": {
+        "right": [he_uniform_float32, he_orthogonal],
+        "wrong": [
+            (dead_start, "of the units are dead .* start the biases at 0"),
+            (he_biases_at_minus_one, "of the units are dead"),
+            (lecun_zero_biases, "second moment .* shrinks .*-fold .* twice LeCun's 1/fan_in"),
+            (lecun_bias_half, "gradient's mean square shrinks .*-fold .* twice LeCun's"),
+            (variance_three_over_n, "grows .*-fold .* too large"),
+        ],
+    },
+}

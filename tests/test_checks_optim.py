@@ -122,3 +122,47 @@ def test_momentum_limit_names_each_wrong_answer(answer, message):
 
     with pytest.raises(CheckFailed, match=message):
         check_momentum_lr_limit(answer)
+
+
+# ---- the fairness table (tests/test_exercise_fairness.py) ------------------------------------
+def momentum_limit_by_bisection(curvatures, beta):
+    """Another right answer, from the statement's definition: the learning rate above which
+    SGD(momentum=beta) diverges, found by bisection on the recursion's roots. Each coordinate
+    follows w_(t+1) = (1 + β - lr λ) w_t - β w_(t-1), which converges exactly when both roots of
+    its companion matrix lie inside the unit circle."""
+    def converges(lr):
+        for curvature in curvatures.tolist():
+            companion = torch.tensor([[1 + beta - lr * curvature, -beta], [1.0, 0.0]], dtype=torch.float64)
+            if torch.linalg.eigvals(companion).abs().max() >= 1:
+                return False
+        return True
+
+    low, high = 0.0, 1.0  # converges at low (in the limit), diverges at high
+    while converges(high):
+        low, high = high, 2 * high
+    for _ in range(80):
+        middle = (low + high) / 2
+        low, high = (middle, high) if converges(middle) else (low, middle)
+    return torch.tensor(low, dtype=torch.float64)
+
+
+FAIRNESS = {
+    "check_adam_path": {
+        "right": [adam_vectorised],
+        "wrong": [
+            (lambda *a: adam_loop(*a, correct=False), "you left out the bias correction"),
+            (lambda *a: adam_loop(*a, eps_inside=True), "ε goes outside the square root"),
+            (lambda *a: adam_loop(*a, shift=1), "you used t \\+ 1"),
+            (lambda *a: adam_loop(*a, shift=-1), "1 - β\\^t uses t = 1 on the first step"),
+        ],
+    },
+    "check_momentum_lr_limit": {
+        "right": [momentum_limit_by_bisection],
+        "wrong": [
+            (lambda c, beta: 2 / c.max(), "limit without momentum"),
+            (lambda c, beta: 2 * (1 - beta) / c.max(), "does not shrink the limit by 1 - β"),
+            (lambda c, beta: 2 * (1 + beta) / c.min(), "largest curvature, is the first to diverge"),
+            (lambda c, beta: (1 + beta) / c.max(), "half of the limit"),
+        ],
+    },
+}

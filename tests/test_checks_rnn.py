@@ -1,5 +1,7 @@
 """The checkers of chapters 3 and 4: right answers pass however they are written; wrong
 ones fail with a message that says what is wrong."""
+import math
+
 import pytest
 import torch
 
@@ -328,3 +330,141 @@ def test_check_gradient_reach_passes_right_answers_and_names_slips(capsys):
                            (lambda length, k: by_loops(length, k).T, "rows are losses")):
         with pytest.raises(CheckFailed, match=message):
             check_gradient_reach(wrong)
+
+
+# ---------------------------------------------------------------------------
+# The fairness table (tests/test_exercise_fairness.py): for each checker an independent right
+# answer, written from the exercise's statement by another method, and the plausible slips.
+# ---------------------------------------------------------------------------
+
+
+def rnn_unit_by_unit(x, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    """Each hidden unit's pre-activation as an explicit sum over its inputs, in plain Python loops."""
+    batch, steps, _ = x.shape
+    hidden = weight_hh.shape[0]
+    states = torch.zeros(batch, steps, hidden, dtype=torch.float64)
+    for b in range(batch):
+        h = h0[b].tolist()
+        for t in range(steps):
+            inputs = x[b, t].tolist()
+            h = [math.tanh(sum(w * v for w, v in zip(weight_ih[i].tolist(), inputs))
+                           + sum(w * v for w, v in zip(weight_hh[i].tolist(), h))
+                           + bias_ih[i].item() + bias_hh[i].item())
+                 for i in range(hidden)]
+            states[b, t] = torch.tensor(h, dtype=torch.float64)
+    return states
+
+
+def jacobian_norms_per_k(x, weight_ih, weight_hh, bias):
+    """For each k separately, the product J_T ⋯ J_(k+1) built from the right (J_(k+1) first,
+    each later Jacobian multiplied on the left), and its largest singular value by svdvals."""
+    states = [torch.zeros(weight_hh.shape[0], dtype=x.dtype)]
+    for x_t in x:
+        states.append(torch.tanh(weight_ih @ x_t + weight_hh @ states[-1] + bias))
+    norms = []
+    for k in range(len(x) + 1):
+        product = torch.eye(weight_hh.shape[0], dtype=x.dtype)
+        for t in range(k + 1, len(x) + 1):
+            product = torch.diag(1 - states[t] ** 2) @ weight_hh @ product  # J_t on the left
+        norms.append(torch.linalg.svdvals(product).max())
+    return torch.stack(norms)
+
+
+def reach_by_loops(length, k):
+    reach = torch.zeros(length, length, dtype=torch.bool)
+    for t in range(length):
+        reach[t, (t // k) * k : t + 1] = True
+    return reach
+
+
+def reach_full(length, k):
+    return torch.ones(length, length).tril()
+
+
+def reach_window(length, k):
+    steps = torch.arange(length)
+    return ((steps[:, None] - steps < k) & (steps <= steps[:, None])).long()
+
+
+def reach_not_causal(length, k):
+    steps = torch.arange(length)
+    return (steps[:, None] // k == steps // k).long()
+
+
+def lstm_by_slices(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh):
+    """Each gate from its own slice of rows (i, f, g, o in PyTorch's order), in float32."""
+    H = h.shape[1]
+    x, h, c = x.float(), h.float(), c.float()
+
+    def gate(k):  # the pre-activation of block k
+        rows = slice(k * H, (k + 1) * H)
+        return (x @ weight_ih[rows].float().T + h @ weight_hh[rows].float().T
+                + bias_ih[rows].float() + bias_hh[rows].float())
+
+    i, f, g, o = torch.sigmoid(gate(0)), torch.sigmoid(gate(1)), torch.tanh(gate(2)), torch.sigmoid(gate(3))
+    c_new = f * c + i * g
+    return torch.stack([o * torch.tanh(c_new), c_new])
+
+
+def gru_by_slices(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
+    """PyTorch's GRU from each block's rows: r, z, then n with r ⊙ (W_hn h + b_hn); the new state
+    interpolates with z the share of the old one."""
+    H = h.shape[1]
+    r_rows, z_rows, n_rows = slice(0, H), slice(H, 2 * H), slice(2 * H, 3 * H)
+
+    def part(weight, bias, v, rows):
+        return v @ weight[rows].T + bias[rows]
+
+    r = torch.sigmoid(part(weight_ih, bias_ih, x, r_rows) + part(weight_hh, bias_hh, h, r_rows))
+    z = torch.sigmoid(part(weight_ih, bias_ih, x, z_rows) + part(weight_hh, bias_hh, h, z_rows))
+    n = torch.tanh(part(weight_ih, bias_ih, x, n_rows) + r * part(weight_hh, bias_hh, h, n_rows))
+    return h + (1 - z) * (n - h)  # = (1 - z) n + z h
+
+
+FAIRNESS = {
+    "check_rnn_forward": {
+        "right": [rnn_unit_by_unit, rnn_einsum],
+        "wrong": [
+            (_linear, "apply tanh"),
+            (lambda x, h0, *w: rnn_loop(x, torch.zeros_like(h0), *w), "start from the given h0"),
+            (_untransposed, "weight_hh transposed"),
+            (lambda x, h0, wi, wh, bi, bh: rnn_loop(x, h0, wi, wh, bi, torch.zeros_like(bh)), "add both biases"),
+        ],
+    },
+    "check_jacobian_norms": {
+        "right": [jacobian_norms_per_k],
+        "wrong": [
+            (_no_slopes, "you left out tanh"),
+            (lambda *a: jacobian_loop(*a, reverse=True), "chain-rule order"),
+            (lambda *a: jacobian_loop(*a, frobenius=True), "not the Frobenius norm"),
+            (_transposed, "not its transpose"),
+        ],
+    },
+    "check_gradient_reach": {
+        "right": [reach_by_loops],
+        "wrong": [
+            (reach_full, "that is full BPTT"),
+            (reach_window, "sliding window"),
+            (lambda length, k: reach_by_loops(length, k).T, "rows are losses"),
+            (reach_not_causal, "cannot reach an input after t"),
+        ],
+    },
+    "check_lstm_step": {
+        "right": [lstm_by_slices],
+        "wrong": [
+            (lambda *a: lstm_step(*a, output=lambda o, c: o * c), "not the notes' o ⊙ c"),
+            (_reordered("ifog"), "PyTorch orders the row blocks i, f, g, o"),
+            (_reordered("figo"), "the first block of rows is the input gate"),
+            (_reordered("ifgo", candidate=torch.sigmoid), "the candidate g goes through tanh"),
+        ],
+    },
+    "check_gru_step": {
+        "right": [gru_by_slices],
+        "wrong": [
+            (lambda *a: gru_step(*a, reset="before"), "reset gate applied before the matrix product"),
+            (lambda *a: gru_step(*a, keep="1-z"), "z is the share of the old state that is kept"),
+            (lambda *a: gru_step(*a, reset="before", keep="1-z"), "that is the notes' GRU"),
+            (lambda *a: gru_step(*a, order="zrn"), "reset gate first"),
+        ],
+    },
+}

@@ -108,8 +108,8 @@ check_cross_entropy = Check(
 # ---- experiment: bring a dead ReLU network back to life ----------------------------------
 def relu_init_cases(generator: torch.Generator, trials: int = 6) -> list[tuple]:
     """Fresh ``(depth, width, seed)`` for :data:`check_relu_init`: 6 layers of 96 to 160 units,
-    wide enough that the second moment of He-initialised layers stays within a factor 4
-    on every seed."""
+    wide enough that He-initialised layers keep their second moment within a factor 4 and their
+    gradient within a factor 2 on every seed."""
     return [(6, int(torch.randint(96, 161, (), generator=generator)),
              int(torch.randint(0, 2**31, (), generator=generator))) for _ in range(trials)]
 
@@ -124,47 +124,70 @@ def he_init(depth: int, width: int, seed: int) -> torch.Tensor:
     return weights
 
 
-def relu_network_health(weights: torch.Tensor, seed: int, samples: int = 512) -> tuple[float, float]:
-    """Run ``samples`` N(0, 1) inputs through the ReLU network ``weights`` (see :func:`he_init`).
+def relu_network_health(weights: torch.Tensor, seed: int, samples: int = 512) -> tuple[float, float, float]:
+    """Run ``samples`` N(0, 1) inputs through the ReLU network ``weights`` (see :func:`he_init`),
+    and a gradient back through it.
 
-    Returns the fraction of all hidden units that output 0 on every input (dead), and
-    the second moment of the last layer's pre-activations divided by the first layer's.
+    Returns three measurements: the fraction of all hidden units that output 0 on every
+    input (dead); the second moment E[a²] of the last layer's pre-activations divided by the
+    first layer's; and, for a gradient with N(0, 1) entries placed on the last layer's
+    pre-activations and back-propagated to the first layer's, the mean square it arrives
+    with divided by the one it started with. A positive bias adds the same amount to E[a²]
+    for every input, so it can hold the second moment up while the weights are too small;
+    it cannot hold the gradient up, which crosses each layer only through its weights and its
+    active units.
 
     Shapes
     ------
-    weights ``(L, W + 1, W)``; inputs ``(samples, W)``
+    weights ``(L, W + 1, W)``; inputs and gradients ``(samples, W)``
     """
+    weights = weights.to(torch.float64)
     generator = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(samples, weights.shape[-1], generator=generator, dtype=torch.float64)  # (N, W)
-    dead, moments = 0, []
-    for layer in weights.to(torch.float64):
+    dead, moments, slopes = 0, [], []
+    for layer in weights:
         pre = x @ layer[:-1] + layer[-1]  # (N, W)
         x = torch.relu(pre)
         dead += int((x == 0).all(dim=0).sum())
         moments.append(float(pre.pow(2).mean()))
-    return dead / weights.shape[0] / weights.shape[-1], moments[-1] / moments[0]
+        slopes.append((pre > 0).to(torch.float64))  # ReLU'(a): 1 where the unit is active
+    grad = torch.randn(samples, weights.shape[-1], generator=generator, dtype=torch.float64)  # ∂ℓ/∂a_L
+    start = float(grad.pow(2).mean())
+    for layer, slope in zip(reversed(weights[1:]), reversed(slopes[:-1])):
+        grad = (grad @ layer[:-1].T) * slope  # ∂ℓ/∂a_(l-1) = (∂ℓ/∂a_l W_l^T) ⊙ ReLU'(a_(l-1))
+    return dead / weights.shape[0] / weights.shape[-1], moments[-1] / moments[0], float(grad.pow(2).mean()) / start
 
 
 def _relu_init_rules(found: torch.Tensor, expected: torch.Tensor, depth: int, width: int, seed: int) -> str | None:
-    """What is wrong with the network ``found`` builds: too many dead units, or a second moment
-    that shrinks or grows by more than 4 through the layers; None when it is healthy."""
-    dead, ratio = relu_network_health(found, seed)
+    """What is wrong with the network ``found`` builds: too many dead units, a second moment that
+    shrinks or grows by more than 4 through the layers, or a gradient whose mean square shrinks or
+    grows by more than 2 on its way back; None when it is healthy."""
+    dead, moment, gradient = relu_network_health(found, seed)
     if dead > 0.1:
         return (f"{dead:.0%} of the units are dead (0 on all 512 inputs); at most 10% may be. A negative bias "
                 "pushes a unit's pre-activation below 0 for every input: start the biases at 0")
-    if ratio < 0.25:
-        return (f"the second moment of the pre-activations shrinks {1 / ratio:.3g}-fold from layer 1 to layer "
+    if moment < 0.25:
+        return (f"the second moment of the pre-activations shrinks {1 / moment:.3g}-fold from layer 1 to layer "
                 f"{depth}: the weights are too small. ReLU zeroes half of each pre-activation, so the weight "
                 "variance must be twice LeCun's 1/fan_in")
-    if ratio > 4:
-        return (f"the second moment of the pre-activations grows {ratio:.3g}-fold from layer 1 to layer {depth}: "
-                "the weights are too large")
+    if moment > 4:
+        return (f"the second moment of the pre-activations grows {moment:.3g}-fold from layer 1 to layer {depth}: "
+                "the weights are too large, or a positive bias adds to it at every layer")
+    if gradient < 0.5:
+        return (f"the gradient's mean square shrinks {1 / gradient:.3g}-fold on its way back from layer {depth} to "
+                "layer 1: the weights are too small. A positive bias keeps units alive and props up the second "
+                "moment (it adds the same amount for every input), but the gradient crosses each layer only "
+                "through the weights of its active units: ReLU zeroes about half of them, so the weight variance "
+                "must be twice LeCun's 1/fan_in, with biases at 0")
+    if gradient > 2:
+        return (f"the gradient's mean square grows {gradient:.3g}-fold on its way back from layer {depth} to "
+                "layer 1: the weights are too large")
     return None
 
 
 check_relu_init = Measured(
-    "on 6 fresh networks of 6 layers, at most 10% of the units are dead and the second moment stays within "
-    "a factor 4 from layer 1 to layer 6",
+    "on 6 fresh networks of 6 layers, at most 10% of the units are dead, and from layer 1 to layer 6 the "
+    "second moment stays within a factor 4 and the gradient's mean square within a factor 2",
     relu_init_cases, he_init,
     describe=lambda depth, width, seed: f"depth {depth}, width {width}, seed {seed}",
     compared_with="He initialisation", noun="weights", layout="(depth, width + 1, width)",
