@@ -71,7 +71,7 @@ from lib.decoding import beam_search_batch
 from lib.tasks.reversal import ReversalTask
 from lib.training import SequencePairs, TrainingLog, train_seq2seq
 from lib.validation import (require_float_tensors, require_instance, require_int, require_ints, require_lengths,
-                             require_tokens)
+                             require_number, require_tokens)
 
 __all__ = [
     "Memory",
@@ -938,15 +938,18 @@ class LuongAblation:
 
 def ablate_luong(tasks: Mapping[str, ReversalTask], runs: Sequence[tuple[str, str]], seeds: Sequence[int],
                  variants: Mapping[str, dict] = LUONG_VARIANTS, n_train: int = 1000, n_test: int = 500,
-                 data_seed: int = 0, epochs: int = 3, long_from: int = 6) -> LuongAblation:
+                 data_seed: int = 0, epochs: int = 3, settling_epochs: int = 0, lr: float = 1e-2,
+                 long_from: int = 6) -> LuongAblation:
     """Train Luong models of several variants on several digit tasks, from several seeds; score them.
 
     Each task first draws its ``n_train`` training and ``n_test`` test strings with
     ``task.split(..., seed=data_seed)`` (tasks of the same lengths draw the same
     strings). Then, for each ``(task name, variant name)`` of ``runs`` in order and
     each seed, :func:`train_model` trains ``"luong"`` with the variant's options for
-    ``epochs`` passes from that seed, and :func:`exact_matches` decodes the test
-    strings greedily.
+    ``epochs`` passes at the learning rate ``lr`` from that seed, then
+    ``settling_epochs`` more passes at a tenth of it (a fresh Adam; as
+    ``python -m lib.weights`` settles the date models), and :func:`exact_matches`
+    decodes the test strings greedily.
 
     Parameters
     ----------
@@ -958,6 +961,10 @@ def ablate_luong(tasks: Mapping[str, ReversalTask], runs: Sequence[tuple[str, st
     variants : mapping of str to dict
         Variant name -> keyword options of :func:`build_seq2seq` for ``"luong"``.
     n_train, n_test, data_seed, epochs : int
+    settling_epochs : int
+        Passes at ``lr / 10`` after the ``epochs`` at ``lr`` (0: none).
+    lr : float
+        The learning rate of Adam for the first ``epochs`` passes.
     long_from : int
         The shortest source length that counts as long.
 
@@ -982,15 +989,18 @@ def ablate_luong(tasks: Mapping[str, ReversalTask], runs: Sequence[tuple[str, st
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
         raise TypeError(f"seeds must be a non-empty sequence of ints; found {seeds!r}")
     require_ints(n_train=n_train, n_test=n_test, epochs=epochs, long_from=long_from)
-    require_int("data_seed", data_seed, 0)
+    require_int("data_seed", data_seed, 0), require_int("settling_epochs", settling_epochs, 0)
+    require_number("lr", lr, 1e-9, 1.0)
     data = {name: task.split(n_train=n_train, n_test=n_test, seed=data_seed) for name, task in tasks.items()}
     result = LuongAblation(data, {}, {}, {})
     for task_name, variant in runs:
         task, (train, test) = tasks[task_name], data[task_name]
         correct = []
         for seed in seeds:
-            model, _ = train_model("luong", task.vocab_size, task.vocab_size, train, epochs=epochs, seed=seed,
-                                   **variants[variant])
+            model, _ = train_model("luong", task.vocab_size, task.vocab_size, train, epochs=epochs, lr=lr,
+                                   seed=seed, **variants[variant])
+            if settling_epochs:
+                train_seq2seq(model, train, epochs=settling_epochs, lr=lr / 10, seed=seed)
             correct.append(exact_matches(model, test, task.bos, task.eos))
             result.models.setdefault((task_name, variant), model)
         correct = torch.stack(correct).float()  # (seeds, n_test)

@@ -1,17 +1,92 @@
-"""The experiment checker of chapter 9: scales found by any search pass, wrong scales fail saying why.
-(The chapter's other checkers are tested in tests/test_checks.py.)"""
+"""The checkers of chapter 9: right answers pass however they are written (and, for the experiment,
+however the search stopped), wrong ones fail saying why. ``FAIRNESS`` holds each checker to an
+independent right answer and the most plausible wrong ones (tests/test_exercise_fairness.py);
+the masked softmax and attention checkers are also tested in tests/test_checks.py."""
 import math
 
 import pytest
 import torch
 
 from lib.checks import CHECKS, CheckFailed, check_sharpening_scale
+from lib.checks.attention import SHARPENING_RTOL
 
 
 def test_the_checker_is_registered_under_its_name():
     assert CHECKS["check_sharpening_scale"] is check_sharpening_scale
 
 
+# ---- masked softmax: written from the statement, loops and plain floats ----------------------
+def masked_softmax_by_rows(scores, valid_lens):
+    """Row by row in Python floats: exp of the shifted valid scores over their sum, 0 elsewhere."""
+    out = torch.zeros_like(scores)
+    for b in range(scores.shape[0]):
+        n = int(valid_lens[b])
+        for q in range(scores.shape[1]):
+            if n == 0:
+                continue
+            row = [float(s) for s in scores[b, q, :n]]
+            top = max(row)
+            exps = [math.exp(s - top) for s in row]
+            for k, e in enumerate(exps):
+                out[b, q, k] = e / sum(exps)
+    return out
+
+
+def keep_mask(scores, valid_lens, extra=0):
+    return torch.arange(scores.shape[-1]) < (valid_lens + extra)[:, None, None]
+
+
+def softmax_without_mask(scores, valid_lens):
+    return torch.softmax(scores, -1)
+
+
+def softmax_nan_on_empty_rows(scores, valid_lens):
+    return torch.softmax(scores.masked_fill(~keep_mask(scores, valid_lens), -math.inf), -1)
+
+
+def mask_one_too_many_kept(scores, valid_lens):
+    """Off by one: keys at positions <= valid_lens kept."""
+    return torch.softmax(scores.masked_fill(~keep_mask(scores, valid_lens, 1), -math.inf), -1).nan_to_num(0.0)
+
+
+def softmax_over_the_queries(scores, valid_lens):
+    return torch.softmax(scores.masked_fill(~keep_mask(scores, valid_lens), -math.inf), 1).nan_to_num(0.0)
+
+
+# ---- scaled dot-product attention: loops over every leading index and query ------------------
+def attention_by_loops(q, k, v):
+    """For each leading index and each query t: weights exp(q_t·k_s/√d) / Σ, then Σ_s α_s v_s."""
+    lead, (T, d), (S, dv) = q.shape[:-2], q.shape[-2:], v.shape[-2:]
+    q2, k2, v2 = q.reshape(-1, T, d), k.reshape(-1, S, d), v.reshape(-1, S, dv)
+    out = torch.zeros(q2.shape[0], T, dv, dtype=q.dtype)
+    for i in range(q2.shape[0]):
+        for t in range(T):
+            scores = [sum(float(q2[i, t, j]) * float(k2[i, s, j]) for j in range(d)) / math.sqrt(d)
+                      for s in range(S)]
+            top = max(scores)
+            exps = [math.exp(x - top) for x in scores]
+            for s in range(S):
+                out[i, t] += exps[s] / sum(exps) * v2[i, s]
+    return out.reshape(*lead, T, dv)
+
+
+def attention_unscaled(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+
+
+def attention_divided_by_d(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], -1) @ v
+
+
+def attention_softmax_over_queries(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -2) @ v
+
+
+def attention_without_transpose(q, k, v):
+    return torch.softmax(q @ k / q.shape[-1] ** 0.5, -1) @ v
+
+
+# ---- the scale that makes attention nearly hard -----------------------------------------------
 def largest_weight(c, scores):
     return torch.softmax(c * scores, dim=0).max()
 
@@ -29,6 +104,20 @@ def scale_by_doubling_then_bisection(scores, top):
     return torch.tensor(high)
 
 
+def scale_stopping_on_the_weight(scores, top):
+    """The statement read literally: bisect on c until the largest weight is within a relative
+    1e-6 of top, and stop there (c itself is then known only as finely as the weight needs)."""
+    low, high = 0.0, 1.0
+    while largest_weight(high, scores) < top:
+        low, high = high, 2 * high
+    while True:
+        middle = (low + high) / 2
+        weight = float(largest_weight(middle, scores))
+        if abs(weight - top) < 0.99e-6 * top:
+            return torch.tensor(middle, dtype=torch.float64)
+        low, high = (middle, high) if weight < top else (low, middle)
+
+
 def scale_by_newton_on_log_weight(scores, top):
     """Newton's method on log α_max(c) - log top, whose derivative is max(s) - E_α[s] > 0 (float32 result)."""
     c = 1.0
@@ -39,24 +128,99 @@ def scale_by_newton_on_log_weight(scores, top):
     return torch.tensor(c, dtype=torch.float32)
 
 
-@pytest.mark.parametrize("answer", [scale_by_doubling_then_bisection, scale_by_newton_on_log_weight])
+def scale_for_the_two_largest_only(scores, top):
+    first, second = scores.topk(2).values
+    return math.log(top / (1 - top)) / (first - second)
+
+
+def temperature_instead_of_scale(scores, top):
+    return 1 / scale_stopping_on_the_weight(scores, top)
+
+
+def scale_stopping_on_a_loose_weight(scores, top):
+    """Stops when the weight is within 1e-3 of top: a thousand times the relative error allowed."""
+    low, high = 0.0, 1.0
+    while largest_weight(high, scores) < top:
+        low, high = high, 2 * high
+    while True:
+        middle = (low + high) / 2
+        weight = float(largest_weight(middle, scores))
+        if abs(weight - top) < 1e-3:
+            return torch.tensor(middle, dtype=torch.float64)
+        low, high = (middle, high) if weight < top else (low, middle)
+
+
+def the_weight_instead_of_the_scale(scores, top):
+    return torch.tensor(top, dtype=torch.float64)
+
+
+FAIRNESS = {
+    "check_masked_softmax": {
+        "right": [masked_softmax_by_rows],
+        "wrong": [
+            (softmax_without_mask, r"your weights at key positions >= \d+ are not 0"),
+            (softmax_nan_on_empty_rows, r"NaN or inf .*a row whose valid length is 0 must be all zeros"),
+            (mask_one_too_many_kept, r"your weights at key positions >= \d+ are not 0"),
+            (softmax_over_the_queries, r"your weights for query \d+ sum to .*; expected 1"),
+        ],
+    },
+    "check_scaled_dot_product_attention": {
+        "right": [attention_by_loops],
+        "wrong": [
+            (attention_unscaled, "you did not divide the scores by √d"),
+            (attention_divided_by_d, "you divided the scores by d; divide by √d"),
+            (attention_softmax_over_queries, "your softmax runs over the queries"),
+            (attention_without_transpose, "q @ k does not fit"),
+        ],
+    },
+    "check_sharpening_scale": {
+        "right": [scale_stopping_on_the_weight, scale_by_newton_on_log_weight, scale_by_doubling_then_bisection],
+        "wrong": [
+            (temperature_instead_of_scale, "that is the temperature τ = 1/c"),
+            (scale_for_the_two_largest_only, "right for the two largest scores alone"),
+            (scale_stopping_on_a_loose_weight, r"is (below|above) top by a relative error of .* \(allowed: 1e-6\)"),
+            (the_weight_instead_of_the_scale, "you returned top, the weight asked for"),
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize("answer", [scale_by_doubling_then_bisection, scale_by_newton_on_log_weight,
+                                    scale_stopping_on_the_weight])
 def test_scales_found_by_different_searches_pass(answer, capsys):
     check_sharpening_scale(answer)
     assert capsys.readouterr().out.startswith("✓ your scales give the largest weight asked for")
 
 
-def two_largest_only(scores, top):
-    first, second = scores.topk(2).values
-    return math.log(top / (1 - top)) / (first - second)
+def test_the_tolerance_is_on_the_weight_not_on_the_scale():
+    """A c whose weight is within the relative 1e-6 passes even when c itself is further than 1e-6 from
+    the bisection's; a c just outside it fails, and the message gives the relative error of the weight."""
+    check = CHECKS["check_sharpening_scale"]
+    cases = check.make_cases(torch.Generator().manual_seed(0))
+    scores, top = cases[0]
+    exact = float(check.reference(scores, top))
+
+    def scale_at(relative_error):  # the c at which the weight is top * (1 + relative_error)
+        return scale_by_doubling_then_bisection(scores, top * (1 + relative_error))
+
+    inside = scale_at(0.9 * SHARPENING_RTOL)
+    assert abs(float(inside) / exact - 1) > SHARPENING_RTOL  # the old test on c would reject it
+    check.judge(cases[:1], [inside])
+    with pytest.raises(CheckFailed, match=r"above top by a relative error of 1\.1e-06 \(allowed: 1e-6\): c must be "
+                                          "smaller"):
+        check.judge(cases[:1], [scale_at(1.1 * SHARPENING_RTOL)])
+    with pytest.raises(CheckFailed, match=r"below top by a relative error of 2e-05 .*c must be larger"):
+        check.judge(cases[:1], [scale_at(-2e-5)])
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (lambda s, top: 1 / scale_by_doubling_then_bisection(s, top), "that is the temperature τ = 1/c"),
-        (two_largest_only, "right for the two largest scores alone"),
+        (temperature_instead_of_scale, "that is the temperature τ = 1/c"),
+        (scale_for_the_two_largest_only, "right for the two largest scores alone"),
         (lambda s, top: scale_by_doubling_then_bisection(s, top) * 1.01,
-         "softmax\\(c \\* scores\\).max\\(\\) is .* it must be"),
+         r"the largest weight of softmax\(c \* scores\) is above top by a relative error of"),
+        (lambda s, top: -scale_by_doubling_then_bisection(s, top), "is not positive"),
         (lambda s, top: scale_by_doubling_then_bisection(s, top).reshape(1, 1).repeat(2, 1),
          "expected a scalar"),
         (lambda s, top: float(scale_by_doubling_then_bisection(s, top)),

@@ -201,3 +201,69 @@ def test_reversal_reach_by_hand():
 def test_reversal_reach_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
         check_reversal_reach(answer)
+
+
+# ---- FAIRNESS (tests/test_exercise_fairness.py): an independent right answer per checker, written
+# from the exercise's statement by another method than the book's, and the most plausible wrong ones.
+def local_p_zero_based(scores, lens, centre, window):
+    """Positions counted 0 .. S-1 against p_t (the statement counts them from 1)."""
+    return local_p_vectorised(scores, lens, centre + 1, window)
+
+
+def context_weights_reversed(query, states, lens, W, U, v):
+    """α_s paired with the state at the mirrored position."""
+    scores = torch.einsum("a,bsa->bs", v, torch.tanh((query @ W.T)[:, None, :] + states @ U.T))
+    alpha = torch.softmax(scores.masked_fill(torch.arange(states.shape[1]) >= lens[:, None], -math.inf), -1)
+    return torch.einsum("bs,bsd->bd", alpha, states.flip(1))
+
+
+def plain_average(query, states, lens, W, U, v):
+    return states.sum(1) / lens[:, None]
+
+
+def reach_of_copying(n, window):
+    return torch.ones(n, dtype=torch.long)
+
+
+def reach_positions_from_zero(n, window):
+    return (n - 2 * torch.arange(1, n + 1)).abs() <= window
+
+
+def reach_open_window(n, window):
+    return (n + 1 - 2 * torch.arange(1, n + 1)).abs() < window
+
+
+def reach_full_width_each_side(n, window):
+    return (n + 1 - 2 * torch.arange(1, n + 1)).abs() <= 2 * window
+
+
+FAIRNESS = {
+    "check_local_p_weights": {
+        "right": [local_p_loops],
+        "wrong": [
+            (without_gaussian, "you left out the Gaussian factor"),
+            (no_window, r"positions outside the window \[p_t - D, p_t \+ D\] must get weight 0"),
+            (whole_source_softmax, "the softmax must run over the positions inside the window only"),
+            (sigma_is_d, "σ is D/2, not D"),
+            (local_p_zero_based, "source positions s are counted from 1"),
+        ],
+    },
+    "check_bahdanau_context": {
+        "right": [context_loops],
+        "wrong": [
+            (unmasked, "padded positions s > len must get weight 0"),
+            (weights_only, r"you returned the weights \(B, S\)"),
+            (plain_average, "that is the plain average of the states"),
+            (context_weights_reversed, "weight h̄_s with α_s of the same position"),
+        ],
+    },
+    "check_reversal_reach": {
+        "right": [reach_loops, reach_from_local_weights],
+        "wrong": [
+            (reach_of_copying, "that is copying"),
+            (reach_positions_from_zero, "positions count from 1"),
+            (reach_open_window, "the window includes its edges"),
+            (reach_full_width_each_side, "D is the half-width"),
+        ],
+    },
+}

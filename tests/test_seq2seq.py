@@ -26,7 +26,7 @@ from lib.seq2seq import (
     local_weights, save_seq2seq, train_model,
 )
 from lib.tasks import CopyTask, DateTask, ReversalTask, SortingTask
-from lib.training import SequencePairs
+from lib.training import SequencePairs, train_seq2seq
 from lib.weights.__main__ import LUONG_RECIPES, main
 
 FAST = settings(max_examples=25, deadline=None, database=None)
@@ -598,6 +598,37 @@ def test_ablate_luong_is_the_seeds_by_variants_loop_written_out():
     assert result.models["copy", "local-m"].decoder.mode == "local-m"
 
 
+def test_the_ablation_s_held_out_strings_never_occur_in_its_training_strings():
+    """Chapter 10's ablation (3,000 training and 500 held-out strings of 3 to 8 digits, data seed 0): no
+    held-out string is a training string, and they are distinct, so exact match measures generalisation."""
+    train, test = ReversalTask(min_len=3, max_len=8).split(n_train=3000, n_test=500, seed=0)
+
+    def strings(pairs):
+        return [tuple(row[:n].tolist()) for row, n in zip(pairs.src, pairs.src_lens)]
+
+    held_out = strings(test)
+    assert len(set(held_out)) == 500 and not set(held_out) & set(strings(train))
+
+
+def test_ablate_luong_settles_at_a_tenth_of_the_rate_and_takes_the_exercise_s_own_variant():
+    """settling_epochs adds passes at lr / 10 (a fresh Adam) after the ``epochs`` at ``lr``; and the call
+    of exercise ex-s2s-reach, a variant of the reader's own under the name "local-m", trains that one."""
+    tasks = {"reversal": ReversalTask(min_len=3, max_len=5)}
+    variants = {"local-m": dict(mode="local-m", window=4)}
+    result = ablate_luong(tasks, [("reversal", "local-m")], (3,), variants=variants, n_train=40, n_test=16,
+                          epochs=1, settling_epochs=1, lr=2e-2)
+    task, (train, test) = tasks["reversal"], tasks["reversal"].split(n_train=40, n_test=16, seed=0)
+    model, _ = train_model("luong", task.vocab_size, task.vocab_size, train, epochs=1, lr=2e-2, seed=3,
+                           mode="local-m", window=4)
+    train_seq2seq(model, train, epochs=1, lr=2e-3, seed=3)
+    kept = result.models["reversal", "local-m"]
+    assert kept.decoder.window == 4 and kept.decoder.mode == "local-m"
+    for got, want in zip(kept.parameters(), model.parameters()):
+        assert torch.equal(got, want)
+    assert torch.equal(result.exact["reversal", "local-m"],
+                       exact_matches(model, test, task.bos, task.eos).float().mean()[None])
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(tasks={"copy": "digits"}), TypeError, "tasks\\['copy'\\]"),
     (dict(tasks=None), TypeError, "tasks must map names to digit tasks; found NoneType"),
@@ -605,6 +636,8 @@ def test_ablate_luong_is_the_seeds_by_variants_loop_written_out():
     (dict(runs=[("copy", "local-p")]), ValueError, "runs must pair a task of \\['copy'\\] with a variant"),
     (dict(seeds=()), TypeError, "seeds must be a non-empty sequence"),
     (dict(n_train=0), ValueError, "n_train"),
+    (dict(settling_epochs=-1), ValueError, "settling_epochs must be an int >= 0; found -1"),
+    (dict(lr=0.0), ValueError, "lr must be a finite number in"),
 ])
 def test_ablate_luong_names_bad_arguments(kwargs, error, match):
     call = dict(tasks={"copy": CopyTask(min_len=3, max_len=4)}, runs=[("copy", "global")], seeds=(0,))
