@@ -5,18 +5,25 @@ a Transformer is first trained on plenty of unlabelled text with a
 self-supervised objective, then reused for a task that has few labels. This
 module runs that recipe at a size that trains in seconds, top to bottom:
 
-1. The data (:func:`progressions`): digit strings that follow a hidden rule,
-   ``x_t = (x_0 + k t) mod 10`` with a step ``k`` drawn per sequence. The
-   unlabelled corpus has the strings only; the labelled task asks for ``k``.
+1. The data (:func:`walks`, :func:`distinct_walks`): digit strings that walk
+   around a clock of ten digits, ``x_t = (x_{t-1} + k + e_t) mod 10``, with a
+   step ``k`` drawn per string and a wobble ``e_t`` in {-1, 0, 1} drawn per
+   move. Tens of thousands of strings are possible (:func:`walk_space_size`),
+   so :func:`pretraining_splits` draws the unlabelled corpus, the held-out set
+   and the labelled training set as one stream of distinct strings, and checks
+   that they share none (:func:`shared_strings`). The unlabelled corpus has
+   the strings only; the labelled task asks for ``k``, and
+   :func:`best_possible_accuracy` is the expected accuracy of the best
+   possible classifier, below 1 since some strings fit more than one step.
 2. :class:`TransformerEncoder`, the encoder stack of :mod:`lib.transformer`
    (embedding plus :class:`lib.transformer_blocks.EncoderBlock` layers) with a
    ``<cls>`` token in front, and :class:`MaskedLM`, the encoder with a linear
    output layer that predicts the original token at each position.
 3. :func:`masked_lm_loss`, the cross-entropy over the corrupted positions only,
    and :func:`pretrain_masked_lm`, which corrupts each batch with BERT's rule
-   (:func:`lib.pretrained.mask_tokens`) and minimises that loss. To fill a
-   masked digit the model must infer ``k`` from the digits around it, so the
-   rule ends up in its features although no label ever names it.
+   (:func:`lib.pretrained.mask_tokens`) and minimises that loss. A masked
+   digit is narrowed down best by inferring ``k`` from the moves the model can
+   see, so the step can end up in its features although no label names it.
 4. :class:`SequenceClassifier` (a linear head on the mean of the encoder's
    outputs, with the encoder either frozen or fine-tuned) and
    :func:`train_classifier`, which trains it on the few labelled sequences
@@ -37,6 +44,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import combinations
 
 import torch
 import torch.nn.functional as F
@@ -49,9 +57,10 @@ from lib.transformer_blocks import EncoderBlock, LayerNorm
 from lib.validation import require_instance, require_int, require_number, require_tokens
 
 __all__ = [
-    "DIGITS", "MASK", "CLS", "VOCAB_SIZE", "progressions", "TransformerEncoder", "MaskedLM", "masked_lm_loss",
+    "DIGITS", "MASK", "CLS", "VOCAB_SIZE", "STEPS", "WOBBLE", "walks", "walk_space_size", "distinct_walks",
+    "shared_strings", "best_possible_accuracy", "TransformerEncoder", "MaskedLM", "masked_lm_loss",
     "PretrainLog", "pretrain_masked_lm", "SequenceClassifier", "ClassifierLog", "train_classifier",
-    "compare_with_and_without_pretraining",
+    "pretraining_splits", "compare_with_and_without_pretraining",
 ]
 
 DIGITS = 10  # tokens 0 .. 9 are the digits
@@ -59,20 +68,38 @@ MASK, CLS = 10, 11  # the two special tokens
 VOCAB_SIZE = 12
 
 
-def _check_progressions(count: object, length: object, steps: object, seed: object) -> None:
-    require_int("count", count), require_int("length", length, 2), require_int("seed", seed, 0)
-    if not isinstance(steps, (list, tuple)) or not steps or not all(
+STEPS = (1, 2, 3, 4)  # the steps k of the chapter's task, one class each
+WOBBLE = (-1, 0, 1)  # the wobble e_t added to each move, uniform
+
+
+MAX_LENGTH = 1000  # digits per string; :func:`walk_space_size` raises a number to the power length - 1
+
+
+def _check_walks(count: object, length: object, steps: object, seed: object) -> None:
+    require_int("count", count), require_int("length", length, 2, MAX_LENGTH), require_int("seed", seed, 0)
+    if not isinstance(steps, (list, tuple)) or not steps or len(set(steps)) != len(steps) or not all(
         isinstance(k, int) and not isinstance(k, bool) and 1 <= k < DIGITS for k in steps
     ):
-        raise ValueError(f"steps must be a non-empty list of ints in 1 .. {DIGITS - 1}; found {steps!r}")
+        raise ValueError(f"steps must be a non-empty list of distinct ints in 1 .. {DIGITS - 1}; found {steps!r}")
 
 
-def progressions(count: int, length: int = 8, steps: tuple = (1, 2, 3, 4), seed: int = 0) -> tuple[Tensor, Tensor]:
-    """Sequences ``<cls> x_0 .. x_{L-1}`` with ``x_t = (x_0 + k t) mod 10``, and the class of each step ``k``.
+def _draw(count: int, length: int, steps: tuple, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    labels = torch.randint(len(steps), (count,), generator=generator)  # (B,)
+    start = torch.randint(DIGITS, (count, 1), generator=generator)  # (B, 1)
+    wobble = torch.tensor(WOBBLE)[torch.randint(len(WOBBLE), (count, length - 1), generator=generator)]
+    moves = torch.tensor(steps)[labels][:, None] + wobble  # (B, L - 1): k + e_t
+    digits = torch.cat([start, start + moves.cumsum(dim=1)], dim=1) % DIGITS  # (B, L)
+    return torch.cat([torch.full((count, 1), CLS), digits], dim=1), labels  # (B, L + 1), (B,)
 
-    ``x_0`` is uniform over the digits and ``k`` uniform over ``steps``; the
-    label is the index of ``k`` in ``steps``. The same ``seed`` gives the same
-    sequences.
+
+def walks(count: int, length: int = 8, steps: tuple = STEPS, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """Sequences ``<cls> x_0 .. x_{L-1}`` with ``x_t = (x_{t-1} + k + e_t) mod 10``, and the class of each ``k``.
+
+    ``x_0`` is uniform over the digits, ``k`` uniform over ``steps`` (one per
+    sequence) and each wobble ``e_t`` uniform over {-1, 0, 1} (one per move);
+    the label is the index of ``k`` in ``steps``. The same ``seed`` gives the
+    same sequences. Draws are independent, so a string can occur twice; use
+    :func:`distinct_walks` for sets that must not overlap.
 
     Parameters
     ----------
@@ -81,7 +108,7 @@ def progressions(count: int, length: int = 8, steps: tuple = (1, 2, 3, 4), seed:
     length : int, default 8
         Digits per sequence ``L``.
     steps : tuple of int, default (1, 2, 3, 4)
-        The possible steps, each in 1 .. 9.
+        The possible steps, distinct, each in 1 .. 9.
     seed : int, default 0
 
     Returns
@@ -96,13 +123,129 @@ def progressions(count: int, length: int = 8, steps: tuple = (1, 2, 3, 4), seed:
     tokens : (B, L + 1)
     labels : (B,)
     """
-    _check_progressions(count, length, steps, seed)
+    _check_walks(count, length, steps, seed)
+    return _draw(count, length, tuple(steps), torch.Generator().manual_seed(seed))
+
+
+def _moves_of(k: int) -> frozenset:
+    return frozenset((k + e) % DIGITS for e in WOBBLE)
+
+
+def walk_space_size(length: int = 8, steps: tuple = STEPS) -> int:
+    """How many different strings :func:`walks` can produce.
+
+    A string is its first digit and its ``L - 1`` moves ``(x_t - x_{t-1}) mod 10``;
+    the moves of step ``k`` lie in ``S_k = {k - 1, k, k + 1}``, so the strings
+    are 10 times the size of the union of the cubes ``S_k^(L-1)``, counted by
+    inclusion and exclusion (the intersection of cubes is the cube of the
+    intersection).
+
+    Examples
+    --------
+    >>> walk_space_size(2, (1,))  # 10 first digits, 3 moves
+    30
+    """
+    _check_walks(1, length, steps, 0)
+    union = 0
+    for size in range(1, len(steps) + 1):
+        for chosen in combinations(steps, size):
+            common = frozenset.intersection(*(_moves_of(k) for k in chosen))
+            union += (-1) ** (size + 1) * len(common) ** (length - 1)
+    return DIGITS * union
+
+
+def distinct_walks(count: int, length: int = 8, steps: tuple = STEPS, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """The first ``count`` distinct strings of a stream of :func:`walks`: no string occurs twice.
+
+    The stream is drawn in fixed chunks from one generator, so the first
+    ``n`` strings do not depend on ``count``: splitting one call's output
+    into consecutive parts gives sets that share no string, and asking for
+    more strings only adds strings at the end.
+
+    Parameters
+    ----------
+    count : int
+        At most half of :func:`walk_space_size`, so the stream ends quickly.
+    length, steps, seed
+        As in :func:`walks`.
+
+    Returns
+    -------
+    tokens : LongTensor
+    labels : LongTensor
+
+    Shapes
+    ------
+    tokens : (count, L + 1)
+    labels : (count,)
+    """
+    _check_walks(count, length, steps, seed)
+    space = walk_space_size(length, steps)
+    if count > space // 2:
+        raise ValueError(f"count must be at most half of the {space} possible strings; found {count}")
     generator = torch.Generator().manual_seed(seed)
-    labels = torch.randint(len(steps), (count,), generator=generator)  # (B,)
-    start = torch.randint(DIGITS, (count, 1), generator=generator)  # (B, 1)
-    k = torch.tensor(steps)[labels][:, None]  # (B, 1)
-    digits = (start + k * torch.arange(length)) % DIGITS  # (B, L)
-    return torch.cat([torch.full((count, 1), CLS), digits], dim=1), labels  # (B, L + 1), (B,)
+    seen, rows, labels = set(), [], []
+    while len(rows) < count:
+        tokens, classes = _draw(1024, length, tuple(steps), generator)
+        for row, label in zip(tokens.tolist(), classes.tolist()):
+            if len(rows) < count and tuple(row) not in seen:
+                seen.add(tuple(row))
+                rows.append(row)
+                labels.append(label)
+    return torch.tensor(rows), torch.tensor(labels)
+
+
+def shared_strings(first: Tensor, second: Tensor) -> int:
+    """How many distinct rows of ``first`` also occur in ``second``.
+
+    Shapes
+    ------
+    first : (N, T)
+    second : (M, T)
+    """
+    require_tokens("first", first, VOCAB_SIZE), require_tokens("second", second, VOCAB_SIZE)
+    return len(set(map(tuple, first.tolist())) & set(map(tuple, second.tolist())))
+
+
+def best_possible_accuracy(tokens: Tensor, labels: Tensor, steps: tuple = STEPS) -> float:
+    """The expected accuracy of the best classifier of the step: the Bayes rule of :func:`walks`.
+
+    Every string whose moves all lie in ``S_k = {k - 1, k, k + 1}`` has the same
+    probability, ``(1/10) (1/3)^(L-1)``, under each such step ``k``, so the
+    best any classifier can do is to pick one of the ``n`` consistent steps,
+    and it is right with probability ``1/n``. The mean of ``1/n`` over the
+    strings is that rule's expected accuracy (the true step is always
+    consistent, which this function checks).
+
+    Parameters
+    ----------
+    tokens : LongTensor
+        ``CLS`` then the digits, as from :func:`walks`.
+    labels : LongTensor
+        Index of each string's step in ``steps``.
+    steps : tuple of int
+
+    Shapes
+    ------
+    tokens : (B, L + 1)
+    labels : (B,)
+    """
+    require_tokens("tokens", tokens, VOCAB_SIZE)
+    _check_walks(1, 2, steps, 0)
+    if tokens.shape[1] < 2 or (tokens[:, 1:] >= DIGITS).any():
+        raise ValueError(f"tokens must be <cls> followed by at least one digit; found shape {tuple(tokens.shape)} "
+                         f"with ids up to {int(tokens.max()) if tokens.numel() else None}")
+    if not isinstance(labels, Tensor) or labels.dtype != torch.long or labels.shape != tokens.shape[:1]:
+        found = f"shape {tuple(labels.shape)}, {labels.dtype}" if isinstance(labels, Tensor) else type(labels).__name__
+        raise TypeError(f"labels must be a LongTensor of shape ({len(tokens)},); found {found}")
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= len(steps)):
+        raise ValueError(f"labels must be indices into steps, 0 .. {len(steps) - 1}; found {labels.tolist()!r:.60}")
+    moves = (tokens[:, 2:] - tokens[:, 1:-1]) % DIGITS  # (B, L - 1)
+    # (B, C): does every move of the string lie in S_k?
+    fits = torch.stack([torch.isin(moves, torch.tensor(sorted(_moves_of(k)))).all(dim=1) for k in steps], dim=1)
+    if not fits[torch.arange(len(labels)), labels].all():
+        raise ValueError("labels must be the steps the strings were drawn with; some string does not fit its step")
+    return (1.0 / fits.sum(dim=1).double()).mean().item()
 
 
 class TransformerEncoder(nn.Module):
@@ -234,7 +377,7 @@ def pretrain_masked_lm(model: MaskedLM, tokens: Tensor, epochs: int = 10, batch_
     ----------
     model : MaskedLM
     tokens : LongTensor
-        The unlabelled corpus (e.g. from :func:`progressions`).
+        The unlabelled corpus (e.g. from :func:`distinct_walks`).
     epochs, batch_size : int
     lr : float, default 3e-3
     seed : int, default 0
@@ -368,15 +511,66 @@ def train_classifier(model: SequenceClassifier, tokens: Tensor, labels: Tensor, 
     return log
 
 
+def pretraining_splits(
+    num_labels: int = 32, corpus_size: int = 1000, test_size: int = 250, seed: int = 0,
+) -> tuple[Tensor, tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+    """The chapter's three sets of strings, which share none: unlabelled corpus, labelled set, held-out set.
+
+    They are consecutive parts of one stream of :func:`distinct_walks`: first
+    the corpus, then the held-out strings, then the labelled ones, so for a
+    given ``seed`` the corpus and the held-out set do not depend on
+    ``num_labels``, and a larger labelled set contains the smaller ones.
+    Every pair of sets is checked to share no string.
+
+    Parameters
+    ----------
+    num_labels, corpus_size, test_size : int
+    seed : int, default 0
+
+    Returns
+    -------
+    corpus : LongTensor
+    labelled : (tokens, labels)
+    held_out : (tokens, labels)
+
+    Raises
+    ------
+    AssertionError
+        If two of the sets share a string (they cannot, by construction).
+
+    Shapes
+    ------
+    corpus : (corpus_size, 9)
+    labelled : (num_labels, 9), (num_labels,)
+    held_out : (test_size, 9), (test_size,)
+    """
+    for name, value in (("num_labels", num_labels), ("corpus_size", corpus_size), ("test_size", test_size)):
+        require_int(name, value)
+    require_int("seed", seed, 0)
+    total, space = corpus_size + test_size + num_labels, walk_space_size()
+    if total > space // 2:
+        raise ValueError(f"num_labels + corpus_size + test_size must be at most half of the {space} possible "
+                         f"strings; found {total}")
+    tokens, labels = distinct_walks(total, seed=seed)
+    corpus = tokens[:corpus_size]
+    held_out = tokens[corpus_size:corpus_size + test_size], labels[corpus_size:corpus_size + test_size]
+    labelled = tokens[corpus_size + test_size:], labels[corpus_size + test_size:]
+    sets = {"unlabelled": corpus, "labelled": labelled[0], "held-out": held_out[0]}
+    for (first, a), (second, b) in combinations(sets.items(), 2):
+        if shared := shared_strings(a, b):  # not `assert`: it must hold under python -O too
+            raise AssertionError(f"the {first} and {second} strings share {shared}; they must be disjoint")
+    return corpus, labelled, held_out
+
+
 def compare_with_and_without_pretraining(
     config: TransformerConfig, num_labels: int = 32, corpus_size: int = 1000, test_size: int = 250,
-    pretrain_epochs: int = 20, epochs: int = 40, seed: int = 0,
+    pretrain_epochs: int = 30, epochs: int = 40, seed: int = 0,
 ) -> tuple[PretrainLog, dict[str, ClassifierLog]]:
     """The chapter's experiment for one seed: pretrain a masked LM, then train three classifiers of the step.
 
     The unlabelled corpus, the labelled training set and the held-out set are
-    :func:`progressions` with different seeds. The three classifiers share
-    the architecture, the labelled data and the number of epochs:
+    :func:`pretraining_splits`, which share no string. The three classifiers
+    share the architecture, the labelled data and the number of epochs:
     ``"scratch"`` (a fresh encoder, all trained), ``"frozen"`` (the pretrained
     encoder fixed, a linear head trained) and ``"fine-tuned"`` (the pretrained
     encoder and the head trained).
@@ -392,6 +586,7 @@ def compare_with_and_without_pretraining(
     pretrain_epochs, epochs : int
         Epochs of pretraining and of each classifier's training.
     seed : int, default 0
+        Seeds the strings, the initialisation, the shuffling and the corruption.
 
     Returns
     -------
@@ -404,9 +599,8 @@ def compare_with_and_without_pretraining(
     Sequences are ``<cls>`` and 8 digits: (N, 9).
     """
     require_instance("config", config, TransformerConfig), require_int("seed", seed, 0)
-    corpus, _ = progressions(corpus_size, seed=3 * seed)
-    train_tokens, train_labels = progressions(num_labels, seed=3 * seed + 1)
-    test_tokens, test_labels = progressions(test_size, seed=3 * seed + 2)
+    corpus, (train_tokens, train_labels), (test_tokens, test_labels) = pretraining_splits(
+        num_labels, corpus_size, test_size, seed)
     torch.manual_seed(seed)
     model = MaskedLM(TransformerEncoder(VOCAB_SIZE, config), VOCAB_SIZE)
     pretrain_log = pretrain_masked_lm(model, corpus, epochs=pretrain_epochs, seed=seed)
@@ -416,7 +610,7 @@ def compare_with_and_without_pretraining(
         encoder = TransformerEncoder(VOCAB_SIZE, config)  # a fresh encoder ...
         if name != "scratch":
             encoder.load_state_dict(model.encoder.state_dict())  # ... or a copy of the pretrained one
-        classifier = SequenceClassifier(encoder, 4, freeze=name == "frozen")
+        classifier = SequenceClassifier(encoder, len(STEPS), freeze=name == "frozen")
         logs[name] = train_classifier(classifier, train_tokens, train_labels, test_tokens, test_labels,
                                       epochs=epochs, seed=seed)
     return pretrain_log, logs

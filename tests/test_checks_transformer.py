@@ -14,6 +14,7 @@ from lib.checks import (
 def test_the_checks_are_registered():
     assert CHECKS["check_positional_encoding"] is check_positional_encoding
     assert CHECKS["check_layer_norm"] is check_layer_norm
+    assert CHECKS["check_cached_attention_step"] is check_cached_attention_step
 
 
 # ---- positional encoding ----------------------------------------------------------------
@@ -181,3 +182,123 @@ def test_cached_step_checker_accepts_right_answers_written_differently(capsys):
 def test_cached_step_checker_names_the_slip(answer, message):
     with pytest.raises(CheckFailed, match=message):
         check_cached_attention_step(answer)
+
+
+# ---- fairness: independent right answers and the most plausible wrong ones, over 20 seeds ----------
+# (tests/test_exercise_fairness.py runs each on 20 draws of the cases). The right answers are written
+# from the exercise statements alone, by other methods than the book's solutions.
+def pe_numpy_float64(max_len, d_model):
+    """Statement read literally, in numpy and float64: P[t, 2i] = sin(t / 10000^(2i/d))."""
+    import numpy as np
+
+    t = np.arange(max_len, dtype=np.float64)[:, None]  # (T, 1)
+    two_i = 2 * np.arange(d_model // 2, dtype=np.float64)[None, :]  # (1, D/2)
+    angles = t / np.power(10000.0, two_i / d_model)
+    encoding = np.empty((max_len, d_model))
+    encoding[:, 0::2], encoding[:, 1::2] = np.sin(angles), np.cos(angles)
+    return torch.from_numpy(encoding)
+
+
+def layer_norm_loops_float64(x, gamma, beta, eps):
+    """One vector at a time, with Python sums in float64."""
+    rows = x.reshape(-1, x.shape[-1]).tolist()
+    out = []
+    for row in rows:
+        mean = sum(row) / len(row)
+        variance = sum((v - mean) ** 2 for v in row) / len(row)
+        out.append([(v - mean) / math.sqrt(variance + eps) * g + b
+                    for v, g, b in zip(row, gamma.tolist(), beta.tolist())])
+    return torch.tensor(out, dtype=torch.float64).reshape(x.shape)
+
+
+def layer_norm_without_eps(x, gamma, beta, eps):
+    return gamma * centred(x) / x.std(-1, unbiased=False, keepdim=True) + beta
+
+
+def cached_step_loops(q, k_new, v_new, keys, values):
+    """The new position attends to the cached ones and to itself: scores, a stable softmax, a sum."""
+    rows_k, rows_v = keys.tolist() + [k_new.tolist()], values.tolist() + [v_new.tolist()]
+    d = len(q)
+    scores = [sum(a * b for a, b in zip(q.tolist(), key)) / math.sqrt(d) for key in rows_k]
+    top = max(scores)
+    exps = [math.exp(s - top) for s in scores]
+    total = sum(exps)
+    out = [sum(e / total * value[j] for e, value in zip(exps, rows_v)) for j in range(len(rows_v[0]))]
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def cached_step_with_torch(q, k_new, v_new, keys, values):
+    keys, values = torch.vstack([keys, k_new]), torch.vstack([values, v_new])
+    return F.scaled_dot_product_attention(q[None, None], keys[None], values[None])[0, 0]
+
+
+def cached_only(q, k, v, K, V):
+    return torch.softmax(K @ q / q.shape[0] ** 0.5, 0) @ V
+
+
+def new_value_only(q, k, v, K, V):
+    return v.clone()
+
+
+def unscaled(q, k, v, K, V):
+    return torch.softmax(torch.cat([K, k[None]]) @ q, 0) @ torch.cat([V, v[None]])
+
+
+def scaled_by_d(q, k, v, K, V):
+    return torch.softmax(torch.cat([K, k[None]]) @ q / q.shape[0], 0) @ torch.cat([V, v[None]])
+
+
+def layer_norm_unbiased(x, g, b, e):
+    return g * centred(x) / torch.sqrt(x.var(-1, keepdim=True) + e) + b
+
+
+def layer_norm_eps_outside(x, g, b, e):
+    return g * centred(x) / (x.std(-1, unbiased=False, keepdim=True) + e) + b
+
+
+def layer_norm_no_affine(x, g, b, e):
+    return centred(x) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + e)
+
+
+def layer_norm_no_beta(x, g, b, e):
+    return g * centred(x) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + e)
+
+
+def layer_norm_first_axis(x, g, b, e):
+    if x.dim() == 1:
+        return layer_norm_by_hand(x, g, b, e)
+    return g * (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + e) + b
+
+
+FAIRNESS = {
+    "check_positional_encoding": {
+        "right": [pe_with_loops, pe_numpy_float64],
+        "wrong": [
+            (concatenated, "all the sines first"),
+            (swapped, "sine and cosine are swapped"),
+            (column_exponent, "pair index, not the column index"),
+            (i_over_d, r"the exponent is 2i / d_model, not i / d_model"),
+            (from_one, "positions start at t = 0"),
+        ],
+    },
+    "check_layer_norm": {
+        "right": [layer_norm_loops_float64, layer_norm_with_torch_var],
+        "wrong": [
+            (layer_norm_unbiased, "unbiased variance"),
+            (layer_norm_eps_outside, "eps goes inside the square root"),
+            (layer_norm_without_eps, "you left out eps"),
+            (layer_norm_no_affine, "forgot the scale gamma and the shift beta"),
+            (layer_norm_no_beta, "forgot to add beta"),
+            (layer_norm_first_axis, "normalised over the first axis"),
+        ],
+    },
+    "check_cached_attention_step": {
+        "right": [cached_step_loops, cached_step_with_torch],
+        "wrong": [
+            (cached_only, "cached positions only"),
+            (new_value_only, "you returned the new value"),
+            (unscaled, r"divide the scores by sqrt\(d\), d the key size"),
+            (scaled_by_d, "not by d"),
+        ],
+    },
+}

@@ -1,17 +1,22 @@
 """Tests for lib/pretraining.py.
 
 References: ``F.cross_entropy(ignore_index=...)`` for the masked-LM loss, the
-progression rule checked digit by digit, parameter snapshots before and after
-an optimiser step for frozen and fine-tuned encoders.
+walk rule checked move by move, the number of strings and the best possible
+accuracy counted by brute force over every start, step and wobble, parameter
+snapshots before and after an optimiser step for frozen and fine-tuned encoders.
 """
+
+import itertools
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+import lib.pretraining
 from lib.pretraining import (
-    CLS, DIGITS, MASK, VOCAB_SIZE, MaskedLM, SequenceClassifier, TransformerEncoder, masked_lm_loss,
-    pretrain_masked_lm, progressions, train_classifier,
+    CLS, DIGITS, MASK, STEPS, VOCAB_SIZE, WOBBLE, MaskedLM, SequenceClassifier, TransformerEncoder,
+    best_possible_accuracy, distinct_walks, masked_lm_loss, pretrain_masked_lm, pretraining_splits,
+    shared_strings, train_classifier, walk_space_size, walks,
 )
 from lib.transformer import TransformerConfig
 
@@ -40,39 +45,131 @@ def test_masked_lm_loss_rejects_bad_inputs():
         masked_lm_loss(torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, dtype=torch.long))
 
 
-def test_progressions_follow_the_rule_and_are_deterministic_per_seed():
+def test_walks_follow_the_rule_and_are_deterministic_per_seed():
     steps = (1, 3, 7)
-    tokens, labels = progressions(50, length=6, steps=steps, seed=4)
-    assert tokens.shape == (50, 7) and (tokens[:, 0] == CLS).all()
+    tokens, labels = walks(200, length=6, steps=steps, seed=4)
+    assert tokens.shape == (200, 7) and (tokens[:, 0] == CLS).all()
+    wobbles = set()
     for row, label in zip(tokens.tolist(), labels.tolist()):
         digits, k = row[1:], steps[label]
-        assert all(digits[t] == (digits[0] + k * t) % 10 for t in range(6))  # brute force, digit by digit
-    again = progressions(50, length=6, steps=steps, seed=4)
+        for t in range(1, 6):  # move by move: x_t = x_{t-1} + k + e_t (mod 10), e_t in {-1, 0, 1}
+            wobble = next(e for e in WOBBLE if digits[t] == (digits[t - 1] + k + e) % 10)
+            wobbles.add(wobble)
+    assert wobbles == set(WOBBLE)
+    again = walks(200, length=6, steps=steps, seed=4)
     assert torch.equal(again[0], tokens) and torch.equal(again[1], labels)
-    assert not torch.equal(progressions(50, length=6, steps=steps, seed=5)[0], tokens)
+    assert not torch.equal(walks(200, length=6, steps=steps, seed=5)[0], tokens)
     assert set(labels.tolist()) == {0, 1, 2}
+
+
+def every_walk(length, steps):
+    """Every string the rule can produce, by brute force: (digits, step) for each start, step and wobble."""
+    for start, k, wobble in itertools.product(range(DIGITS), steps, itertools.product(WOBBLE, repeat=length - 1)):
+        digits = [start]
+        for e in wobble:
+            digits.append((digits[-1] + k + e) % DIGITS)
+        yield tuple(digits), k
+
+
+@pytest.mark.parametrize(("length", "steps"), [(2, (1,)), (4, (1, 2, 3, 4)), (5, (1, 5)), (3, (1, 9)),
+                                               (8, STEPS)])
+def test_walk_space_size_counts_every_string_by_brute_force(length, steps):
+    assert walk_space_size(length, steps) == len({digits for digits, _ in every_walk(length, steps)})
+
+
+def test_the_chapter_s_string_space_is_far_larger_than_its_sets():
+    used = 1000 + 250 + 256  # corpus, held-out, the most labels the exercise asks for
+    assert walk_space_size() == 83640 and walk_space_size() > 50 * used
+
+
+def test_distinct_walks_are_distinct_and_longer_streams_extend_shorter_ones():
+    tokens, labels = distinct_walks(3000, seed=2)
+    assert len({tuple(row) for row in tokens.tolist()}) == 3000
+    shorter = distinct_walks(1200, seed=2)
+    assert torch.equal(shorter[0], tokens[:1200]) and torch.equal(shorter[1], labels[:1200])
+    with pytest.raises(ValueError, match="count must be at most half of the 30 possible strings"):
+        distinct_walks(16, length=2, steps=(1,))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 7])
+def test_the_chapter_s_three_sets_share_no_string(seed):
+    corpus, (train, train_labels), (test, test_labels) = pretraining_splits(32, 1000, 250, seed)
+    assert (len(corpus), len(train), len(test)) == (1000, 32, 250)
+    for a, b in ((corpus, train), (corpus, test), (train, test)):
+        assert shared_strings(a, b) == 0
+        assert not {tuple(r) for r in a.tolist()} & {tuple(r) for r in b.tolist()}  # the same, by hand
+    more_corpus, (more, more_labels), (same_test, _) = pretraining_splits(256, 1000, 250, seed)
+    assert torch.equal(more_corpus, corpus) and torch.equal(same_test, test)  # fixed as labels grow
+    assert torch.equal(more[:32], train) and torch.equal(more_labels[:32], train_labels)
+    assert shared_strings(more, corpus) == shared_strings(more, test) == 0
+
+
+def test_pretraining_splits_refuse_sets_that_share_a_string(monkeypatch):
+    tokens, labels = walks(300, seed=0)
+    repeated = torch.cat([tokens[:100], tokens[:100], tokens[:100]]), torch.cat([labels[:100]] * 3)
+    monkeypatch.setattr(lib.pretraining, "distinct_walks", lambda count, seed: repeated)
+    with pytest.raises(AssertionError, match="the unlabelled and labelled strings share 100"):
+        pretraining_splits(100, 100, 100, 0)
+
+
+def test_shared_strings_counts_distinct_common_rows():
+    a = torch.tensor([[CLS, 1, 2], [CLS, 1, 2], [CLS, 3, 4]])
+    b = torch.tensor([[CLS, 1, 2], [CLS, 5, 6]])
+    assert shared_strings(a, b) == 1 and shared_strings(b, b) == 2 and shared_strings(a, b[1:]) == 0
+
+
+def test_best_possible_accuracy_is_the_bayes_rule_counted_by_brute_force():
+    # Every (string, step) pair is equally likely, so the best rule guesses among the steps
+    # that can produce the string; it is right with probability 1 / (how many there are).
+    producers = {}
+    for digits, k in every_walk(4, STEPS):
+        producers.setdefault(digits, set()).add(k)
+    tokens, labels = walks(500, length=4, seed=3)
+    expected = sum(1 / len(producers[tuple(row[1:])]) for row in tokens.tolist()) / 500
+    assert best_possible_accuracy(tokens, labels) == pytest.approx(expected, abs=1e-12)
+    both = torch.tensor([[CLS, 0, 2, 4, 6]])  # moves of 2 only: steps 1, 2 and 3 all fit
+    assert best_possible_accuracy(both, torch.tensor([1])) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="some string does not fit its step"):
+        best_possible_accuracy(both, torch.tensor([3]))  # step 4 moves by 3 to 5
+
+
+def test_the_new_functions_name_what_is_wrong_with_their_input():
+    tokens, labels = walks(4, seed=0)
+    with pytest.raises(TypeError, match=r"labels must be a LongTensor of shape \(4,\)"):
+        best_possible_accuracy(tokens, labels[:3])
+    with pytest.raises(ValueError, match="labels must be indices into steps, 0 .. 3"):
+        best_possible_accuracy(tokens, labels + 4)
+    with pytest.raises(ValueError, match="tokens must be <cls> followed by at least one digit"):
+        best_possible_accuracy(torch.full((2, 3), CLS), torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match="num_labels \\+ corpus_size \\+ test_size must be at most half of the 83640"):
+        pretraining_splits(41000, 1000, 250)
+    with pytest.raises(ValueError, match="length must be an int <= 1000"):
+        walk_space_size(10**12)
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
     (dict(count=0), ValueError, "count must be an int >= 1"),
     (dict(count=5, length=1), ValueError, "length must be an int >= 2"),
-    (dict(count=5, steps=(0, 2)), ValueError, "steps must be a non-empty list of ints in 1 .. 9"),
+    (dict(count=5, steps=(0, 2)), ValueError, "steps must be a non-empty list of distinct ints in 1 .. 9"),
+    (dict(count=5, steps=(2, 2)), ValueError, "steps must be a non-empty list of distinct ints"),
     (dict(count=5, steps=()), ValueError, "steps must be a non-empty list"),
     (dict(count=2.0), TypeError, "count must be an int"),
 ])
-def test_progressions_reject_bad_arguments(kwargs, error, message):
+def test_walks_reject_bad_arguments(kwargs, error, message):
     with pytest.raises(error, match=message):
-        progressions(**kwargs)
+        walks(**kwargs)
 
 
 def test_pretraining_loss_falls_on_a_tiny_corpus():
+    # Strings of one repeated digit: a masked digit is any visible neighbour, learnt in a few steps.
     torch.manual_seed(0)
-    corpus, _ = progressions(256, seed=0)
+    digits = torch.randint(DIGITS, (256, 1), generator=torch.Generator().manual_seed(0)).expand(256, 8)
+    corpus = torch.cat([torch.full((256, 1), CLS), digits], dim=1)
     model = MaskedLM(TransformerEncoder(VOCAB_SIZE, CONFIG), VOCAB_SIZE)
-    log = pretrain_masked_lm(model, corpus, epochs=8, batch_size=32, lr=1e-2, seed=0)
-    assert len(log.losses) == 8
+    log = pretrain_masked_lm(model, corpus, epochs=4, batch_size=32, lr=1e-2, seed=0)
+    assert len(log.losses) == 4
     assert log.losses[0] > 2.0  # about ln 10 = 2.30 before learning
-    assert log.losses[-1] < log.losses[0] - 0.3  # measured: 2.42 -> 1.94
+    assert log.losses[-1] < log.losses[0] - 1.0  # measured: 2.38 -> 0.51
 
 
 def _snapshot(module):
@@ -84,7 +181,7 @@ def test_a_frozen_encoder_does_not_change_and_a_fine_tuned_one_does(freeze):
     torch.manual_seed(1)
     classifier = SequenceClassifier(TransformerEncoder(VOCAB_SIZE, CONFIG), 4, freeze=freeze)
     encoder_before, head_before = _snapshot(classifier.encoder), _snapshot(classifier.head)
-    tokens, labels = progressions(16, seed=1)
+    tokens, labels = walks(16, seed=1)
     log = train_classifier(classifier, tokens, labels, tokens, labels, epochs=1, batch_size=16)
     assert len(log.losses) == len(log.accuracies) == 1
     encoder_changed = [not torch.equal(a, b) for a, b in zip(encoder_before, _snapshot(classifier.encoder))]
@@ -98,21 +195,21 @@ def test_a_frozen_encoder_stays_in_eval_mode_so_its_dropout_is_off():
                                                                max_len=9, dropout=0.5))
     classifier = SequenceClassifier(encoder, 4, freeze=True).train()
     assert classifier.training and classifier.head.training and not classifier.encoder.training
-    tokens, _ = progressions(4, seed=0)
+    tokens, _ = walks(4, seed=0)
     torch.testing.assert_close(classifier(tokens), classifier(tokens), rtol=0, atol=0)
 
 
 def test_the_classifier_reads_the_mean_of_the_encoder_outputs():
     torch.manual_seed(2)
     classifier = SequenceClassifier(TransformerEncoder(VOCAB_SIZE, CONFIG), 3, freeze=False).eval()
-    tokens, _ = progressions(5, seed=2)
+    tokens, _ = walks(5, seed=2)
     expected = classifier.head(classifier.encoder(tokens).mean(dim=1))
     torch.testing.assert_close(classifier(tokens), expected)
 
 
 def test_training_functions_reject_bad_inputs():
     classifier = SequenceClassifier(TransformerEncoder(VOCAB_SIZE, CONFIG), 4, freeze=True)
-    tokens, labels = progressions(8, seed=0)
+    tokens, labels = walks(8, seed=0)
     with pytest.raises(TypeError, match="model must be a MaskedLM; found SequenceClassifier"):
         pretrain_masked_lm(classifier, tokens)
     with pytest.raises(TypeError, match="labels must be a LongTensor of shape \\(8,\\)"):
@@ -123,4 +220,4 @@ def test_training_functions_reject_bad_inputs():
         SequenceClassifier(TransformerEncoder(VOCAB_SIZE, CONFIG), 1, freeze=True)
     with pytest.raises(TypeError, match="freeze must be a bool"):
         SequenceClassifier(TransformerEncoder(VOCAB_SIZE, CONFIG), 4, freeze=1)
-    assert MASK == DIGITS and MASK not in progressions(100, seed=0)[0]  # <mask> comes from corruption only
+    assert MASK == DIGITS and MASK not in walks(100, seed=0)[0]  # <mask> comes from corruption only

@@ -123,6 +123,8 @@ check_layer_norm = Check(
              "you divided by the unbiased variance (n - 1); layer norm uses the mean of squared deviations (n)"),
         Slip(lambda *case: _normalise(*case, eps_inside=False),
              "eps goes inside the square root: divide by sqrt(var + eps), not sqrt(var) + eps"),
+        Slip(lambda x, gamma, beta, eps: _normalise(x, gamma, beta, 0.0),
+             "you left out eps: divide by sqrt(var + eps), which keeps a vector of equal entries finite"),
         Slip(lambda *case: _normalise(*case, scale=False, shift=False),
              "you normalised correctly but forgot the scale gamma and the shift beta"),
         Slip(lambda *case: _normalise(*case, shift=False), "you forgot to add beta"),
