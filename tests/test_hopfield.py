@@ -69,6 +69,27 @@ def test_energy_never_increases_under_asynchronous_updates(n_patterns, n_units, 
     assert bool((steps[1:] <= steps[:-1] + 1e-12).all())
 
 
+def test_every_flip_lowers_the_energy_strictly_and_a_zero_field_never_flips():
+    """The chapter's proof that the updates stop: a unit flips only when its field is not 0, so every
+    flip changes the energy by -2|h_i| < 0; a unit whose field is 0 keeps its state. With N = 16 every
+    number is exact (multiples of 1/16), and four patterns make zero fields common."""
+    ties = 0
+    for seed in range(5):
+        weights = hebbian_weights(spins(4, 16, seed=seed))
+        state = spins(8, 16, seed=seed + 10)  # eight independent runs
+        for unit in torch.randint(0, 16, (64,), generator=torch.Generator().manual_seed(seed)).tolist():
+            field = state @ weights[:, unit]  # (8,)
+            new = update_async(weights, state, torch.tensor([unit]))
+            flipped = new[:, unit] != state[:, unit]
+            change = energy(weights, new) - energy(weights, state)
+            assert torch.equal(change[flipped], -2 * field[flipped].abs())
+            assert bool((field[flipped] != 0).all()) and bool((change[flipped] < 0).all())
+            assert bool((change[~flipped] == 0).all())
+            ties += int((field == 0).sum())
+            state = new
+    assert ties > 0  # the tie rule was exercised
+
+
 def test_flipping_one_unit_changes_the_energy_by_minus_delta_s_times_h():
     weights = hebbian_weights(spins(4, 10, seed=3))
     state = spins(10, seed=4)

@@ -108,59 +108,126 @@ check_hebbian_weights = Check(
 
 
 # ---- experiment: how many patterns a Hopfield network holds ------------------------------
-def hopfield_capacity_cases(generator: torch.Generator, trials: int = 8) -> list[tuple]:
-    """Fresh ``(patterns,)`` for :data:`check_hopfield_capacity`: ``N // 2`` random ±1 patterns
-    of ``N`` units, ``N`` from 40 to 120, far more than a network of ``N`` units holds."""
-    cases = []
-    for _ in range(trials):
-        units = int(torch.randint(40, 121, (), generator=generator))
-        spins = torch.randint(0, 2, (units // 2, units), generator=generator).to(torch.float64)  # (P, N)
-        cases.append((2 * spins - 1,))
-    return cases
+UNITS = (128, 256)  # powers of 2: with the factor 1/N, every field k/N is exact in floating point
+PATTERNS = 64  # far more than a network of 128 or 256 units holds (about 0.138 N, 18 or 35)
+
+
+def _random_patterns(generator: torch.Generator) -> torch.Tensor:
+    """:data:`PATTERNS` random ±1 patterns of ``N`` units, ``N`` drawn from :data:`UNITS`: ``(P, N)``."""
+    units = UNITS[int(torch.randint(len(UNITS), (), generator=generator))]
+    spins = torch.randint(0, 2, (PATTERNS, units), generator=generator).to(torch.float64)  # (P, N)
+    return 2 * spins - 1
+
+
+def least_agreement(patterns: torch.Tensor, self_coupling: bool = False) -> list[float]:
+    """For ``p = 1, ..., P``: the least ``ξ_i h_i`` over the units of the first ``p`` patterns, in the
+    network that stores exactly those ``p`` (``h = W ξ``; Hebbian weights with a zero diagonal, unless
+    ``self_coupling``, and without the 1/N, which changes no sign: every number is a whole number).
+
+    All of the first ``p`` patterns are stable when it is ``>= 0``: a unit whose field is 0 keeps
+    its state, as in :func:`lib.memory.hopfield.update_sync`. ``> 0`` is the slip that counts a
+    zero field as unstable.
+    """
+    agreement = torch.zeros_like(patterns)  # (P, N): row ν is ξ_νi (W ξ_ν)_i, W with its diagonal p
+    least = []
+    for count in range(1, len(patterns) + 1):
+        new, stored = patterns[count - 1], patterns[:count]  # (N,), (p, N)
+        overlaps = stored @ new  # (p,): ξ_μ·ξ_new
+        # storing ξ_new adds ξ_new (ξ_new·ξ_ν) to every field W ξ_ν;
+        # the new pattern's own field is Σ_μ ξ_μ (ξ_μ·ξ_new)
+        agreement[:count - 1] += stored[:-1] * new * overlaps[:-1, None]
+        agreement[count - 1] = new * (overlaps @ stored)
+        least.append(agreement[:count].min())
+    diagonal = 0 if self_coupling else torch.arange(1, len(patterns) + 1)  # W_ii = p, taken out
+    return (torch.stack(least) - diagonal).tolist()
+
+
+def stable_prefixes(patterns: torch.Tensor, self_coupling: bool = False, strict: bool = False) -> list[bool]:
+    """For ``p = 1, ..., P``: whether each of the first ``p`` patterns is a fixed point of the network
+    that stores exactly those ``p`` (see :func:`least_agreement`). The flags give known wrong
+    answers: keeping the diagonal, counting a zero field as unstable."""
+    return [value > 0 if strict else value >= 0 for value in least_agreement(patterns, self_coupling)]
+
+
+def _largest(stable: list[bool]) -> int:
+    """The largest p whose first p patterns are all stable, from :func:`stable_prefixes` (0 if none)."""
+    return max((p for p, ok in enumerate(stable, start=1) if ok), default=0)
+
+
+def _before_failure(stable: list[bool]) -> int:
+    """The count before the first p that fails (P if none fails)."""
+    return stable.index(False) if False in stable else len(stable)
 
 
 def hopfield_capacity(patterns: torch.Tensor, self_coupling: bool = False, strict: bool = False,
-                      first_failure: bool = False) -> torch.Tensor:
-    """How many of the first patterns can be stored before one of the stored patterns stops being stable.
+                      stop_at_failure: bool = False, first_failure: bool = False) -> torch.Tensor:
+    """The largest ``p`` such that all of the first ``p`` patterns are stable (0 if there is none).
 
-    Patterns are added one at a time with the Hebbian rule (without the 1/N, which changes no
-    sign, so every number is a whole number). Pattern ``ξ`` is stable when no unit disagrees with
-    its field, ``ξ_i h_i >= 0`` with ``h = W ξ``: a unit whose field is 0 keeps its state, as in
-    :func:`lib.memory.hopfield.update_sync`, so ``ξ`` is a fixed point. Returns the count ``p`` such that
-    the first ``p`` patterns are all stable and the first ``p + 1`` are not (``P`` if all are).
-    The flags give the known wrong answers: keeping the diagonal, counting a zero field as
-    unstable, returning the first count that fails.
+    Stability is not monotone in ``p``: a pattern that the crosstalk of a new pattern made
+    unstable can be stable again once another is added, so every ``p`` up to ``P`` is tried (see
+    :func:`stable_prefixes`). The flags give the known wrong answers: keeping the diagonal, counting
+    a zero field as unstable, stopping at the first ``p`` that fails (and returning ``p - 1``, or
+    ``p`` itself with ``first_failure``).
 
     Shapes
     ------
     patterns ``(P, N)`` -> a 0-dimensional long tensor
     """
-    for count in range(1, len(patterns) + 1):
-        stored = patterns[:count]  # (p, N)
-        weights = stored.T @ stored  # (N, N)
-        if not self_coupling:
-            weights.fill_diagonal_(0.0)
-        agreement = stored * (stored @ weights)  # (p, N): ξ_i h_i
-        if not (agreement > 0 if strict else agreement >= 0).all():
-            return torch.tensor(count if first_failure else count - 1)
-    return torch.tensor(len(patterns))
+    stable = stable_prefixes(patterns, self_coupling, strict)
+    if first_failure:
+        return torch.tensor(min(_before_failure(stable) + 1, len(patterns)))
+    return torch.tensor(_before_failure(stable) if stop_at_failure else _largest(stable))
+
+
+def hopfield_capacity_cases(generator: torch.Generator, trials: int = 8) -> list[tuple]:
+    """Fresh ``(patterns,)`` for :data:`check_hopfield_capacity`: ``trials + 2`` sets of 64 random ±1
+    patterns of ``N`` units, far more than a network of ``N`` units holds. ``N`` is 128 or 256, a
+    power of 2, so that a solution that keeps the factor 1/N computes every field exactly and a
+    field of 0 comes out as 0.
+
+    The last two sets are drawn again until they have what a random set often lacks. In the
+    first, stability comes back: the count before the first failure is less than the largest
+    stable ``p`` (and no zero field decides). In the second, a field of exactly 0 decides: counting
+    it as unstable changes the count (and stability does not come back). So a solution that stops
+    at the first failure, or that breaks the tie rule, fails on every draw, each with its own message.
+    """
+    cases = [(_random_patterns(generator),) for _ in range(trials)]
+    for wanted in ("comes back", "zero field"):
+        while True:
+            patterns = _random_patterns(generator)
+            least = least_agreement(patterns)
+            stable, strict = [value >= 0 for value in least], [value > 0 for value in least]
+            comes_back = _before_failure(stable) != _largest(stable)
+            zero_field = _largest(strict) != _largest(stable)
+            if (comes_back, zero_field) == (wanted == "comes back", wanted == "zero field"):
+                cases.append((patterns,))
+                break
+    return cases
 
 
 check_hopfield_capacity = Check(
-    "your counts agree with adding patterns one at a time on 8 fresh sets of random patterns",
+    "your counts agree with the largest stable p on 10 fresh sets of random patterns",
     hopfield_capacity_cases, hopfield_capacity,
     describe=lambda patterns: f"{patterns.shape[0]} patterns of {patterns.shape[1]} units",
-    compared_with="the count found by adding patterns one at a time", noun="count",
+    compared_with="the largest p whose first p patterns are all stable", noun="count",
     layout=" (a 0-dimensional tensor)",
     slips=(
+        Slip(lambda patterns: hopfield_capacity(patterns, stop_at_failure=True),
+             "you stopped at the first p that fails, but stability can come back: adding a pattern can "
+             "make an unstable one stable again. Try every p up to P and return the largest that works"),
         Slip(lambda patterns: hopfield_capacity(patterns, first_failure=True),
-             "that is the first count at which a stored pattern is unstable; return the count before it"),
+             "that is the first p at which a stored pattern is unstable; return the largest p at which "
+             "all of the first p are stable"),
+        Slip(lambda patterns: hopfield_capacity(patterns) - 1,
+             "your count is one less than the largest stable p: p is the number of patterns stored, "
+             "patterns[:p], not the index of the last one"),
         Slip(lambda patterns: hopfield_capacity(patterns, self_coupling=True),
              "your weights keep the diagonal: W_ii = p pulls every unit towards its own state and makes "
              "patterns look stable; set the diagonal to 0"),
         Slip(lambda patterns: hopfield_capacity(patterns, strict=True),
              "you counted a unit whose field is exactly 0 as unstable; it keeps its state (ξ_i h_i >= 0 is "
-             "enough), as update_sync keeps it"),
+             "enough), as update_sync keeps it. (With the factor 1/N, rounding can push a zero field "
+             "below 0: leave 1/N out.)"),
         Slip(lambda patterns: torch.tensor(round(0.138 * patterns.shape[1])),
              "that is 0.138 N, the capacity when a few errors per pattern are allowed; count the patterns "
              "that stay exactly stable instead"),

@@ -12,10 +12,14 @@ changes. It is a content-addressable memory: part of the content is the address.
    counts as 0, so that ties are broken alike on every CPU). Asynchronously, one unit at a time
    (:func:`update_async`), or synchronously, all at once (:func:`update_sync`).
 3. *Energy* ``E(s) = -1/2 s^T W s`` (:func:`energy`). Because ``W`` is symmetric
-   with a zero diagonal, an asynchronous update changes it by
-   ``-(s_i' - s_i) h_i <= 0``: the energy never increases, so the dynamics end in a
-   fixed point, a local minimum. Synchronous updates carry no such guarantee and
-   can oscillate between two states.
+   with a zero diagonal, an asynchronous update changes it by ``-(s_i' - s_i) h_i``.
+   By the tie rule a unit flips only when ``h_i != 0`` (beyond rounding error), towards
+   its sign, so every flip changes the energy by ``-2 |h_i| < 0``: strictly down. The
+   states give finitely many energies, so there are finitely many flips, and once every
+   unit has had its turn after the last one the state is a fixed point, a local minimum.
+   (A unit allowed to flip at ``h_i = 0`` would leave the energy unchanged and could flip
+   forever.) Synchronous updates carry no such guarantee and can oscillate between two
+   states.
 4. *Capacity*: with random patterns, recall stays nearly perfect while the load
    ``P/N`` is below about 0.138 and collapses above it (Amit, Gutfreund and
    Sompolinsky, 1985). :func:`recall_experiment` measures it.
