@@ -11,14 +11,17 @@ candidate) with those of one or more human *references* (syllabus EVAL1-EVAL3):
    ``BLEU = BP * exp(sum_n w_n log p_n)``, with one of the smoothing methods of
    Chen and Cherry (2014) for zero counts; :func:`corpus_bleu` pools the counts
    of a whole corpus before dividing, and :func:`sentence_bleu` scores one
-   sentence, averaging only the n-gram orders it has. Both return every piece
-   in a :class:`BleuStats`.
+   sentence, by default averaging only the n-gram orders it has (the
+   *effective order*). Both return every piece in a :class:`BleuStats`.
 4. :func:`rouge_n` is ROUGE-N, n-gram *recall* pooled over the references, and
    :func:`rouge_n_scores` gives precision, recall and F for one reference.
 
 Inputs are already tokenised: a sentence is a list of token strings. With
-uniform weights the scores equal sacreBLEU's (``tokenize="none"``, same smoothing
-and smoothing values) divided by 100; the tests check this to 1e-9.
+uniform weights the scores equal sacreBLEU's (``tokenize="none"``, same smoothing,
+smoothing values and ``effective_order``) divided by 100; the tests check this to
+1e-9. sacreBLEU's ``BLEU()`` defaults to ``smooth_method="exp"`` and
+``effective_order=False`` for corpus and sentence scores alike; ours to no
+smoothing, and to the effective order for :func:`sentence_bleu` only.
 
 References
 ----------
@@ -317,7 +320,7 @@ def bleu_from_counts(
         ``w_1..w_N``, >= 0, summing to 1; uniform by default.
     smooth : {"none", "floor", "add-k", "exp"}
         ``"none"`` by default: Papineni et al.'s BLEU, which the chapter teaches.
-        sacreBLEU's default is ``"exp"``; pass ``smooth="exp"`` to get its numbers.
+        sacreBLEU's default is ``"exp"``.
     smooth_value : float, optional
         For ``"floor"`` and ``"add-k"``; sacreBLEU's defaults when None. 0 is allowed,
         as in sacreBLEU (a zero match then stays 0, and so does BLEU).
@@ -333,6 +336,8 @@ def bleu_from_counts(
     matches, totals : (N,)
     """
     _check_counts(matches, totals)
+    if not isinstance(effective_order, bool):
+        raise TypeError(f"effective_order must be True or False; found {effective_order!r}")
     max_n = len(matches)
     weights, value = _check_weights(weights, max_n), _smoothing_value(smooth, smooth_value)
     bp = brevity_penalty(hyp_len, ref_len)
@@ -379,11 +384,16 @@ def sentence_bleu(
     weights: Optional[Sequence[float]] = None,
     smooth: str = "none",
     smooth_value: Optional[float] = None,
+    effective_order: bool = True,
 ) -> BleuStats:
     """BLEU of one hypothesis against its references.
 
-    Orders the hypothesis is too short for are left out (sacreBLEU's
-    ``effective_order=True``), so a three-word hypothesis gets BLEU-3.
+    By default the orders the hypothesis is too short for are left out
+    (``effective_order=True``), so a three-word hypothesis gets BLEU-3. sacreBLEU's
+    ``BLEU()`` does not do this unless told (its ``effective_order=False``: the
+    missing order has precision 0, so the score is 0 unless add-k fills it); its function
+    ``sacrebleu.sentence_bleu`` does. To get ``BLEU().sentence_score``'s numbers,
+    pass ``smooth="exp", effective_order=False``.
 
     Parameters
     ----------
@@ -396,8 +406,10 @@ def sentence_bleu(
         ``w_1..w_N``; uniform by default.
     smooth : {"none", "floor", "add-k", "exp"}
         ``"none"`` by default: Papineni et al.'s BLEU, which the chapter teaches.
-        sacreBLEU's default is ``"exp"``; pass ``smooth="exp"`` to get its numbers.
+        sacreBLEU's default is ``"exp"``.
     smooth_value : float, optional
+    effective_order : bool
+        Leave out the orders the hypothesis has no n-grams of (True by default).
 
     Returns
     -------
@@ -412,7 +424,8 @@ def sentence_bleu(
     _check_references("references", references)
     require_int("max_n", max_n, 1, MAX_ORDER)
     matches, totals, hyp_len, ref_len = _sentence_counts(hypothesis, references, max_n)
-    return bleu_from_counts(matches, totals, hyp_len, ref_len, weights, smooth, smooth_value, effective_order=True)
+    return bleu_from_counts(matches, totals, hyp_len, ref_len, weights, smooth, smooth_value,
+                            effective_order=effective_order)
 
 
 def corpus_bleu(
@@ -422,6 +435,7 @@ def corpus_bleu(
     weights: Optional[Sequence[float]] = None,
     smooth: str = "none",
     smooth_value: Optional[float] = None,
+    effective_order: bool = False,
 ) -> BleuStats:
     """BLEU of a corpus: counts and lengths are summed over sentences, then combined.
 
@@ -438,8 +452,12 @@ def corpus_bleu(
     weights : list of float, optional
     smooth : {"none", "floor", "add-k", "exp"}
         ``"none"`` by default: Papineni et al.'s BLEU, which the chapter teaches.
-        sacreBLEU's default is ``"exp"``; pass ``smooth="exp"`` to get its numbers.
+        sacreBLEU's default is ``"exp"``; pass ``smooth="exp"`` to get ``BLEU().corpus_score``'s
+        numbers.
     smooth_value : float, optional
+    effective_order : bool
+        Leave out the orders that no hypothesis of the corpus has n-grams of (False by
+        default, as in sacreBLEU).
 
     Returns
     -------
@@ -465,7 +483,8 @@ def corpus_bleu(
         matches = [a + b for a, b in zip(matches, sentence[0])]
         totals = [a + b for a, b in zip(totals, sentence[1])]
         hyp_len, ref_len = hyp_len + sentence[2], ref_len + sentence[3]
-    return bleu_from_counts(matches, totals, hyp_len, ref_len, weights, smooth, smooth_value)
+    return bleu_from_counts(matches, totals, hyp_len, ref_len, weights, smooth, smooth_value,
+                            effective_order=effective_order)
 
 
 # ---------------------------------------------------------------------------

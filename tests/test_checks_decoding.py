@@ -8,6 +8,7 @@ import torch
 from lib.checks import (
     CHECKS, CheckFailed, check_expand_and_prune, check_perplexity_temperature, check_sampling_distribution,
 )
+from lib.checks.decoding import perplexity_temperature
 
 
 def test_the_checks_are_registered():
@@ -135,18 +136,139 @@ def temperature_by_grid_then_secant(log_probs, perplexity):
     return torch.tensor(math.exp(b), dtype=torch.float32)
 
 
-@pytest.mark.parametrize("answer", [temperature_by_bisection_on_log_t, temperature_by_grid_then_secant])
+def temperature_stopping_on_the_perplexity(log_probs, perplexity):
+    """The statement read literally: bisect on log T and stop as soon as the perplexity is within
+    a relative error of 1e-6 of the target, the loosest answer the statement allows."""
+    low, high = -10.0, 10.0  # log T
+    while True:
+        middle = (low + high) / 2
+        error = perplexity_at(log_probs, math.exp(middle)) / perplexity - 1
+        if abs(error) <= 1e-6:
+            return torch.tensor(math.exp(middle), dtype=torch.float64)
+        low, high = (middle, high) if error < 0 else (low, middle)
+
+
+def temperature_stopping_on_the_perplexity_in_float32(log_probs, perplexity):
+    """The same literal search, returned as torch.tensor(T): float32, PyTorch's default. Rounding T to
+    float32 can move the perplexity past the tolerance (seed 7: from 9.53e-7 to 1.01e-6), yet the
+    float32 number T stands for holds an answer; the book accepts float32 answers."""
+    return torch.tensor(float(temperature_stopping_on_the_perplexity(log_probs, perplexity)))
+
+
+def temperature_by_bisection_stopping_on_t(log_probs, perplexity, steps=8):
+    """A bisection that stops on T after too few halvings: its perplexity misses the target."""
+    low, high = 0.01, 100.0
+    for _ in range(steps):
+        middle = math.sqrt(low * high)
+        low, high = (middle, high) if perplexity_at(log_probs, middle) < perplexity else (low, middle)
+    return torch.tensor(math.sqrt(low * high), dtype=torch.float64)
+
+
+def temperature_with_entropy_in_bits(log_probs, perplexity):
+    """exp(H) with H in bits (log2 instead of ln): the search meets exp(H_bits) = perplexity."""
+    def exp_of_bits(temperature):
+        probs = torch.softmax(log_probs / temperature, dim=0)
+        return math.exp(float(-(probs * torch.log2(probs.clamp_min(1e-300))).sum()))
+
+    low, high = -10.0, 10.0
+    for _ in range(80):
+        middle = (low + high) / 2
+        low, high = (middle, high) if exp_of_bits(math.exp(middle)) < perplexity else (low, middle)
+    return torch.tensor(math.exp(high), dtype=torch.float64)
+
+
+def temperature_with_two_to_the_entropy_in_nats(log_probs, perplexity):
+    """2^H with H in nats: the search meets 2^H = perplexity."""
+    return temperature_by_bisection_on_log_t(log_probs, math.exp(math.log(perplexity) / math.log(2)))
+
+
+def reciprocal_temperature(log_probs, perplexity):
+    """1/T: the factor that multiplies the log-probabilities (log_probs * T in the search)."""
+    return 1 / temperature_by_bisection_on_log_t(log_probs, perplexity)
+
+
+@pytest.mark.parametrize("answer", [temperature_by_bisection_on_log_t, temperature_by_grid_then_secant,
+                                    temperature_stopping_on_the_perplexity,
+                                    temperature_stopping_on_the_perplexity_in_float32])
 def test_perplexity_temperature_accepts_different_searches(answer, capsys):
     check_perplexity_temperature(answer)
     assert capsys.readouterr().out.startswith("✓ your temperatures give the perplexity asked for")
 
 
+def test_perplexity_temperature_judges_the_perplexity_not_the_temperature():
+    """Every T whose perplexity is within the stated relative error passes, even where T itself is
+    further than 1e-6 from the bisection's; a T just outside fails with the relative error."""
+    cases = check_perplexity_temperature.make_cases(torch.Generator().manual_seed(14))
+    log_probs, perplexity = cases[0]
+    exact = float(perplexity_temperature(log_probs, perplexity))  # float64
+    slope = (math.log(perplexity_at(log_probs, exact * (1 + 1e-5)))
+             - math.log(perplexity_at(log_probs, exact * (1 - 1e-5)))) / 2e-5  # d ln PPL / d ln T
+    inside, outside = exact * (1 + 0.9e-6 / slope), exact * (1 + 1.1e-6 / slope)
+    check_perplexity_temperature.judge([cases[0]], [torch.tensor(inside, dtype=torch.float64)])
+    with pytest.raises(CheckFailed, match=r"too high by a relative error of 1\.1e-06"):
+        check_perplexity_temperature.judge([cases[0]], [torch.tensor(outside, dtype=torch.float64)])
+
+
+def test_a_float32_temperature_is_judged_as_the_float32_number_it_is():
+    """The referee's case (seed 7, 24 tokens): the float64 search stops at a relative error of
+    9.53e-7; rounded to float32, T gives 1.01e-6. Returned as float32 it passes (a real that rounds
+    to it is within the tolerance); the same value returned as float64 claims a T that misses."""
+    cases = check_perplexity_temperature.make_cases(torch.Generator().manual_seed(7))
+    case = next(case for case in cases if len(case[0]) == 24)
+    t64 = temperature_stopping_on_the_perplexity(*case)
+    t32 = t64.float()
+    errors = [perplexity_at(case[0], float(t)) / case[1] - 1 for t in (t64, t32)]
+    assert abs(errors[0]) <= 1e-6 < abs(errors[1])
+    check_perplexity_temperature.judge([case], [t32])
+    with pytest.raises(CheckFailed, match=r"relative error of 1\.0\d*e-06; it must be within 1e-6"):
+        check_perplexity_temperature.judge([case], [t32.double()])
+
+
+def test_a_float32_temperature_off_by_more_than_its_rounding_fails_saying_so():
+    cases = check_perplexity_temperature.make_cases(torch.Generator().manual_seed(7))
+    t = float(perplexity_temperature(*cases[0])) * (1 + 1e-4)
+    with pytest.raises(CheckFailed, match="nor does any T that rounds to your float32 value"):
+        check_perplexity_temperature.judge([cases[0]], [torch.tensor(t, dtype=torch.float32)])
+
+
+def test_the_literal_float32_search_passes_on_200_draws():
+    """The referee counted 18 failures in 200 draws before float32 results were judged in float32."""
+    for seed in range(200):
+        cases = check_perplexity_temperature.make_cases(torch.Generator().manual_seed(seed))
+        check_perplexity_temperature.judge(cases, [temperature_stopping_on_the_perplexity_in_float32(*case)
+                                                   for case in cases])
+
+
+def test_a_tolerance_on_t_is_not_a_tolerance_on_the_perplexity():
+    """The solution's reason to stop on the perplexity: on the checker's cases, d ln PPL / d ln T is
+    above 1 for some distributions and below 1 for others."""
+    slopes = []
+    for log_probs, perplexity in check_perplexity_temperature.make_cases(torch.Generator().manual_seed(0)):
+        t = float(temperature_by_bisection_on_log_t(log_probs, perplexity))
+        slopes.append((math.log(perplexity_at(log_probs, t * (1 + 1e-5)))
+                       - math.log(perplexity_at(log_probs, t * (1 - 1e-5)))) / 2e-5)
+    assert min(slopes) < 0.9 and max(slopes) > 1.1
+
+
+def test_perplexity_temperature_names_two_to_the_entropy_in_nats():
+    """2^H = perplexity with H in nats asks for exp(H) = perplexity^(1/ln 2), which only some targets
+    below V allow: judged on the cases where the search can meet it."""
+    cases = [(log_probs, perplexity) for seed in range(3)
+             for log_probs, perplexity in check_perplexity_temperature.make_cases(torch.Generator().manual_seed(seed))
+             if perplexity ** (1 / math.log(2)) < 0.9 * len(log_probs)]
+    assert len(cases) >= 5
+    for case in cases:
+        with pytest.raises(CheckFailed, match="2\\^H = perplexity with H in nats"):
+            check_perplexity_temperature.judge([case], [temperature_with_two_to_the_entropy_in_nats(*case)])
+
+
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (lambda lp, k: 1 / temperature_by_bisection_on_log_t(lp, k), "that is 1/T"),
-        (lambda lp, k: temperature_by_bisection_on_log_t(lp, 2 ** math.log(k)), "2\\^H = perplexity with H in nats"),
-        (lambda lp, k: temperature_by_bisection_on_log_t(lp, k) * 1.01, "the perplexity is .* it must be"),
+        (reciprocal_temperature, "that is 1/T"),
+        (temperature_with_entropy_in_bits, "exp\\(H\\) = perplexity with H in bits"),
+        (lambda lp, k: temperature_by_bisection_on_log_t(lp, k) * 1.01, "the perplexity is too high by a relative error"),
+        (temperature_by_bisection_stopping_on_t, "relative error of .*; it must be within 1e-6"),
         (lambda lp, k: -temperature_by_bisection_on_log_t(lp, k), "a temperature must be > 0"),
         (lambda lp, k: temperature_by_bisection_on_log_t(lp, k).repeat(2), "expected a scalar"),
         (lambda lp, k: float(temperature_by_bisection_on_log_t(lp, k)), "must return a torch.Tensor"),
@@ -155,3 +277,68 @@ def test_perplexity_temperature_accepts_different_searches(answer, capsys):
 def test_perplexity_temperature_rejects_wrong_temperatures_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
         check_perplexity_temperature(answer)
+
+
+# ---- fairness: an independent right answer and the most plausible wrong ones (tests/test_exercise_fairness.py)
+def prune_ranked_by_token_alone(beam_scores, log_probs, beam_size):
+    return log_probs.flatten().topk(beam_size).indices
+
+
+def prune_returning_token_ids(beam_scores, log_probs, beam_size):
+    return prune_with_topk(beam_scores, log_probs, beam_size) % log_probs.shape[1]
+
+
+def prune_in_index_order(beam_scores, log_probs, beam_size):
+    return prune_with_topk(beam_scores, log_probs, beam_size).sort().values
+
+
+def prune_flattened_along_the_wrong_axis(beam_scores, log_probs, beam_size):
+    """Flat indices v * K + k: the transposed (V, K) table flattened."""
+    return (beam_scores[:, None] + log_probs).T.flatten().topk(beam_size).indices
+
+
+def sampling_times_temperature(log_probs, temperature, top_k):
+    return tempered_top_k(log_probs * temperature, 1.0, top_k)
+
+
+def sampling_without_renormalising(log_probs, temperature, top_k):
+    return torch.softmax(log_probs / temperature, -1) * (tempered_top_k(log_probs, temperature, top_k) > 0)
+
+
+def sampling_ignoring_top_k(log_probs, temperature, top_k):
+    return tempered_top_k(log_probs, temperature, None)
+
+
+def sampling_ignoring_the_temperature(log_probs, temperature, top_k):
+    return tempered_top_k(log_probs, 1.0, top_k)
+
+
+FAIRNESS = {
+    "check_expand_and_prune": {
+        "right": [prune_with_loops],
+        "wrong": [
+            (prune_ranked_by_token_alone, "by the new token's log-probability alone"),
+            (prune_returning_token_ids, "you returned the token ids"),
+            (prune_in_index_order, "list them best first"),
+            (prune_flattened_along_the_wrong_axis, "are not the \\d+ best candidates"),
+        ],
+    },
+    "check_sampling_distribution": {
+        "right": [tempered_by_powers],
+        "wrong": [
+            (sampling_times_temperature, "you multiplied by the temperature"),
+            (sampling_without_renormalising, "did not renormalise"),
+            (sampling_ignoring_top_k, "outside the \\d+ most probable"),
+            (sampling_ignoring_the_temperature, "the temperature has no effect"),
+        ],
+    },
+    "check_perplexity_temperature": {
+        "right": [temperature_stopping_on_the_perplexity, temperature_stopping_on_the_perplexity_in_float32,
+                  temperature_by_grid_then_secant],
+        "wrong": [
+            (reciprocal_temperature, "that is 1/T"),
+            (temperature_with_entropy_in_bits, "with H in bits"),
+            (temperature_by_bisection_stopping_on_t, "relative error of .*; it must be within 1e-6"),
+        ],
+    },
+}

@@ -171,3 +171,91 @@ def test_negation_accepts_an_insertion_at_a_best_position(answer, capsys):
 def test_negation_rejects_other_candidates_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
         check_negation_bleu(answer)
+
+
+def test_the_negation_solution_s_numbers_for_an_eight_word_sentence():
+    """The solution's BLEU-4 of a negated 8-word reference (distinct words): 0.86 with not at either
+    end, 0.75 next to an end, 0.66 two words in and 0.60 in the middle; and the formula it gives."""
+    from lib.metrics import sentence_bleu
+    reference = [f"w{i}" for i in range(8)]
+    scores = [round(sentence_bleu(reference[:p] + ["not"] + reference[p:], [reference]).score, 2) for p in range(9)]
+    assert scores == [0.86, 0.75, 0.66, 0.60, 0.60, 0.60, 0.66, 0.75, 0.86]
+    for p in range(9):
+        broken = [min(n - 1, p, 8 - p) for n in range(1, 5)]  # reference n-grams that span the gap
+        formula = math.prod((8 - n + 1 - b) / (8 - n + 2) for n, b in zip(range(1, 5), broken)) ** 0.25
+        assert formula == pytest.approx(sentence_bleu(reference[:p] + ["not"] + reference[p:], [reference]).score)
+
+
+# ---- fairness: an independent right answer and the most plausible wrong ones (tests/test_exercise_fairness.py)
+def clipped_against_the_first_reference(hypothesis, references, max_n):
+    return clipped_with_counters(hypothesis, references[:1], max_n)
+
+
+def hypothesis_ngram_totals(hypothesis, references, max_n):
+    return torch.tensor([max(len(hypothesis) - n + 1, 0) for n in range(1, max_n + 1)])
+
+
+def bleu_of_notes_004(matches, totals, hyp_len, ref_len):
+    return torch.exp((matches / totals).mean())
+
+
+def bleu_without_brevity_penalty(matches, totals, hyp_len, ref_len):
+    return torch.exp(torch.log(matches / totals).mean())
+
+
+def bleu_arithmetic_mean(matches, totals, hyp_len, ref_len):
+    return torch.tensor(penalty(int(hyp_len), int(ref_len))) * (matches / totals).mean()
+
+
+def bleu_penalty_upside_down(matches, totals, hyp_len, ref_len):
+    c, r = int(hyp_len), int(ref_len)
+    return torch.tensor(1.0 if c >= r else math.exp(1 - c / r)) * torch.exp(torch.log(matches / totals).mean())
+
+
+def negated_after_the_first_word(reference, not_token):
+    """Where English puts it ("the cat is not ..." after the subject): inside the sentence."""
+    return torch.cat([reference[:1], torch.tensor([not_token]), reference[1:]])
+
+
+def negated_in_the_middle(reference, not_token):
+    middle = len(reference) // 2
+    return torch.cat([reference[:middle], torch.tensor([not_token]), reference[middle:]])
+
+
+def negated_by_replacing_a_word(reference, not_token):
+    return torch.cat([torch.tensor([not_token]), reference[1:]])
+
+
+def negated_twice(reference, not_token):
+    return torch.cat([torch.tensor([not_token]), reference, torch.tensor([not_token])])
+
+
+FAIRNESS = {
+    "check_clipped_matches": {
+        "right": [clipped_with_loops],
+        "wrong": [
+            (unclipped, "clip each one to its largest count in a single reference"),
+            (clipped_by_sum, "you clip to the count summed over the references"),
+            (clipped_against_the_first_reference, "you clip against the first reference only"),
+            (hypothesis_ngram_totals, "return how many of them match"),
+        ],
+    },
+    "check_bleu": {
+        "right": [bleu_in_python],
+        "wrong": [
+            (bleu_of_notes_004, "note 004's exp"),
+            (bleu_without_brevity_penalty, "you left out the brevity penalty"),
+            (bleu_arithmetic_mean, "geometric mean of the precisions, not an arithmetic one"),
+            (bleu_penalty_upside_down, "not exp\\(1 - c/r\\)"),
+        ],
+    },
+    "check_negation_bleu": {
+        "right": [best_position_by_trying_all],
+        "wrong": [
+            (negated_after_the_first_word, "with not before index 1, has BLEU .* before index 0"),
+            (negated_in_the_middle, "with not before index \\d+, has BLEU .* An insertion breaks"),
+            (negated_by_replacing_a_word, "do not replace one"),
+            (negated_twice, "inserted once"),
+        ],
+    },
+}

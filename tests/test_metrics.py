@@ -5,6 +5,7 @@ rouge_score (ROUGE-N precision, recall and F), NLTK (where it agrees, and a
 pinned difference where it does not), and hand-computed cases from the BLEU paper.
 """
 
+import logging
 import math
 import random
 import warnings
@@ -56,9 +57,15 @@ def sacrebleu_corpus(hypotheses, references, smooth, **kwargs):
     return bleu.corpus_score([" ".join(h) for h in hypotheses], streams)
 
 
-def sacrebleu_sentence(hypothesis, references, smooth, **kwargs):
-    bleu = BLEU(tokenize="none", smooth_method=smooth, effective_order=True, **kwargs)
-    return bleu.sentence_score(" ".join(hypothesis), [" ".join(r) for r in references])
+def sacrebleu_sentence(hypothesis, references, smooth, effective_order=True, **kwargs):
+    bleu = BLEU(tokenize="none", smooth_method=smooth, effective_order=effective_order, **kwargs)
+    logger = logging.getLogger("sacrebleu")  # without effective_order, sentence_score logs advice
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        return bleu.sentence_score(" ".join(hypothesis), [" ".join(r) for r in references])
+    finally:
+        logger.setLevel(level)
 
 
 # ---------------------------------------------------------------------------
@@ -66,26 +73,28 @@ def sacrebleu_sentence(hypothesis, references, smooth, **kwargs):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("effective_order", [False, True])
 @pytest.mark.parametrize("smooth", list(SMOOTHING))
-def test_corpus_bleu_equals_sacrebleu(smooth):
+def test_corpus_bleu_equals_sacrebleu(smooth, effective_order):
     for seed in range(150):
-        hypotheses, references = random_corpus(seed)
-        ours = corpus_bleu(hypotheses, references, smooth=smooth)
-        theirs = sacrebleu_corpus(hypotheses, references, smooth)
+        hypotheses, references = random_corpus(seed, max_sentences=5 if seed % 3 else 1)
+        ours = corpus_bleu(hypotheses, references, smooth=smooth, effective_order=effective_order)
+        theirs = sacrebleu_corpus(hypotheses, references, smooth, effective_order=effective_order)
         assert ours.score == pytest.approx(theirs.score / 100, abs=1e-9), (hypotheses, references)
         assert 0.0 <= ours.score <= 1.0
         assert (ours.hyp_len, ours.ref_len) == (theirs.sys_len, theirs.ref_len)
         assert ours.brevity_penalty == pytest.approx(theirs.bp, abs=1e-12)
 
 
+@pytest.mark.parametrize("effective_order", [True, False])
 @pytest.mark.parametrize("smooth", list(SMOOTHING))
-def test_sentence_bleu_equals_sacrebleu_sentence_score(smooth):
+def test_sentence_bleu_equals_sacrebleu_sentence_score(smooth, effective_order):
     for seed in range(150):
         rng = random.Random(seed)
         hypothesis = random_sentence(rng)
         references = [random_sentence(rng) for _ in range(rng.randint(1, 3))]
-        ours = sentence_bleu(hypothesis, references, smooth=smooth)
-        theirs = sacrebleu_sentence(hypothesis, references, smooth)
+        ours = sentence_bleu(hypothesis, references, smooth=smooth, effective_order=effective_order)
+        theirs = sacrebleu_sentence(hypothesis, references, smooth, effective_order=effective_order)
         assert ours.score == pytest.approx(theirs.score / 100, abs=1e-9), (hypothesis, references)
         if smooth != "add-k":  # sacreBLEU reports add-k's counts with k already added
             assert list(ours.matches) == theirs.counts and list(ours.totals) == theirs.totals
@@ -212,6 +221,26 @@ def test_effective_order_scores_a_short_sentence_on_the_orders_it_has():
     assert sentence.score == 1.0 and sentence.weights == (0.5, 0.5, 0.0, 0.0)  # BLEU-2
     corpus = corpus_bleu([hypothesis], [[reference]])
     assert corpus.score == 0.0 and corpus.precisions == (1.0, 1.0, 0.0, 0.0)  # no 3-grams to match
+    assert sentence_bleu(hypothesis, [reference], effective_order=False).score == 0.0
+    assert corpus_bleu([hypothesis], [[reference]], effective_order=True).score == 1.0
+
+
+def test_sacrebleus_defaults_need_effective_order_off_for_a_sentence():
+    """The chapter's example: a three-word candidate, no 4-gram. BLEU() (effective_order=False)
+    gives 0; our sentence_bleu and sacrebleu.sentence_bleu use the effective order and give 71.65."""
+    import sacrebleu
+    hypothesis, reference = "the dog barked", "the dog barked loudly"
+    theirs = sacrebleu_sentence(hypothesis.split(), [reference.split()], "exp", effective_order=False)
+    assert theirs.score == 0.0
+    assert sentence_bleu(hypothesis.split(), [reference.split()], smooth="exp", effective_order=False).score == 0.0
+    ours = sentence_bleu(hypothesis.split(), [reference.split()], smooth="exp").score
+    assert ours == pytest.approx(sacrebleu.sentence_bleu(hypothesis, [reference]).score / 100, abs=1e-12)
+    assert round(100 * ours, 2) == 71.65
+    for smooth in SMOOTHING:  # without the effective order, only add-k fills the empty 4-gram order
+        score = sentence_bleu(hypothesis.split(), [reference.split()], smooth=smooth, effective_order=False).score
+        assert score == (pytest.approx(ours, abs=1e-12) if smooth == "add-k" else 0.0)
+    with pytest.raises(TypeError, match="effective_order must be True or False; found 'yes'"):
+        sentence_bleu(hypothesis.split(), [reference.split()], effective_order="yes")
 
 
 def test_custom_weights():
@@ -340,15 +369,20 @@ def test_rouge_n_pools_references_where_rouge_score_picks_the_best_one():
 
 def test_rouge_n_sums_over_the_reference_ngrams_not_the_candidates():
     # Note 000 defines W as the candidate's n-grams and reuses it for ROUGE-N. Summing the
-    # denominator over the candidate's n-grams only makes a one-word candidate perfect.
-    hypothesis = ["cat"]
+    # denominator over the candidate's n-grams only makes a one-word candidate perfect when its
+    # word occurs once in the reference ("cat"); "the", which occurs twice, gets 1/2.
     reference = "the cat sat on the mat".split()
-    candidate_w = ngram_counts(hypothesis, 1)
     reference_counts = ngram_counts(reference, 1)
-    note_version = sum(min(c, reference_counts[w]) for w, c in candidate_w.items()) / sum(
-        reference_counts[w] for w in candidate_w)
-    assert note_version == 1.0
-    assert rouge_n(hypothesis, [reference], 1) == pytest.approx(1 / 6)
+
+    def note_version(hypothesis):
+        candidate_w = ngram_counts(hypothesis, 1)
+        return sum(min(c, reference_counts[w]) for w, c in candidate_w.items()) / sum(
+            reference_counts[w] for w in candidate_w)
+
+    assert note_version(["cat"]) == 1.0
+    assert note_version(["the"]) == 0.5
+    for word in ("cat", "the"):
+        assert rouge_n([word], [reference], 1) == pytest.approx(1 / 6)
 
 
 def test_bleu_is_precision_and_rouge_is_recall():

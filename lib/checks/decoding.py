@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
-from lib.checks.core import Check, Slip, solve_increasing
+from lib.checks.core import Check, Measured, Slip, solve_increasing
 from lib.decoding import expand_and_prune, sampling_distribution
 
 
@@ -42,7 +43,7 @@ def _wrong_order(found: torch.Tensor, expected: torch.Tensor, *case) -> str | No
 def _not_the_best(found: torch.Tensor, expected: torch.Tensor, beam_scores, log_probs, beam_size) -> str:
     candidates = (beam_scores[:, None] + log_probs).flatten()  # (K * V,)
     return (f"your indices {found.tolist()} are not the {beam_size} best candidates {expected.tolist()} "
-            f"(scores {[round(v, 3) for v in candidates[expected].tolist()]})")
+            f"(scores {[round(v, 4) for v in candidates[expected].tolist()]})")
 
 
 check_expand_and_prune = Check(
@@ -145,21 +146,70 @@ def perplexity_temperature(log_probs: torch.Tensor, perplexity: float) -> torch.
     return torch.tensor(temperature, dtype=torch.float64)
 
 
-check_perplexity_temperature = Check(
-    "your temperatures give the perplexity asked for on 12 fresh next-token distributions",
+# The statement's tolerance, on the perplexity: |exp(H(T)) - target| <= 1e-6 * target. The slack
+# of 1e-12 absorbs the rounding of the checker's own entropy, so that a search that stops exactly
+# at the tolerance is not failed by the last bit of a sum.
+PERPLEXITY_RTOL = 1e-6
+# A temperature returned in float32 (or a lower precision, held to float32's, as every checker
+# holds it) stands for every real number that rounds to it: T (1 ± 2^-24) at most, half a float32
+# step. A search that stops on the perplexity in float64 and returns torch.tensor(T), float32 by
+# default, is right if one of those numbers is; a float64 T is judged as the number it is.
+FLOAT32_HALF_STEP = 2.0**-24
+# How close a wrong answer must come to a known slip for the message to name it.
+_SLIP_RTOL = 1e-3
+
+
+def _perplexity_rules(found: torch.Tensor, expected: torch.Tensor, log_probs: torch.Tensor,
+                      perplexity: float) -> str | None:
+    """None if the perplexity at the student's temperature is within ``PERPLEXITY_RTOL`` (relative)
+    of the target; else what is wrong, naming the slip that explains it when one does.
+
+    ``found`` is in the dtype the student returned (:class:`_MeasuredAsReturned`): a T in a precision
+    below float64 passes if some T' with |T'/T - 1| <= ``FLOAT32_HALF_STEP`` does. The perplexity
+    grows with T, so the two ends of that interval decide."""
+    temperature = float(found)
+    if not temperature > 0:
+        return f"a temperature must be > 0; yours is {temperature:.6g}"
+    step = 0.0 if found.dtype == torch.float64 else FLOAT32_HALF_STEP
+    lowest, error, highest = (_perplexity(log_probs, temperature * (1 + s)) / perplexity - 1
+                              for s in (-step, 0.0, step))
+    if lowest <= PERPLEXITY_RTOL + 1e-12 and highest >= -PERPLEXITY_RTOL - 1e-12:
+        return None
+    if abs(_perplexity(log_probs, 1 / temperature) / perplexity - 1) <= _SLIP_RTOL:
+        return "that is 1/T, the factor that multiplies the log-probabilities; return T, which divides them"
+    entropy = math.log(_perplexity(log_probs, temperature))  # H in nats at the student's T
+    if abs(math.exp(entropy / math.log(2)) / perplexity - 1) <= _SLIP_RTOL:
+        return ("your T gives exp(H) = perplexity with H in bits; perplexity is exp(H) for H in nats "
+                "(or 2^H for H in bits)")
+    if abs(2**entropy / perplexity - 1) <= _SLIP_RTOL:
+        return ("your T gives 2^H = perplexity with H in nats; perplexity is exp(H) for H in nats "
+                "(or 2^H for H in bits)")
+    digits = 2  # enough digits that the error never prints as the tolerance itself
+    while f"{abs(error):.{digits}g}" == f"{PERPLEXITY_RTOL:.{digits}g}" and digits < 17:
+        digits += 1
+    rounding = (f", nor does any T that rounds to your {str(found.dtype).removeprefix('torch.')} value"
+                if step else "")
+    return (f"at your T = {temperature:.6g} the perplexity is too {'high' if error > 0 else 'low'} by a "
+            f"relative error of {abs(error):.{digits}g}; it must be within 1e-6 of the target{rounding} "
+            "(narrow the interval until the perplexity, not T, is close enough)")
+
+
+@dataclass(frozen=True)
+class _MeasuredAsReturned(Measured):
+    """A :class:`Measured` checker whose ``rules`` see the result in the dtype it was returned in, so that
+    a float32 temperature is judged as the float32 number it is (see ``FLOAT32_HALF_STEP``)."""
+
+    def _comparable(self, found: torch.Tensor, expected: torch.Tensor, case: tuple) -> tuple[torch.Tensor, dict]:
+        converted, tolerance = super()._comparable(found, expected, case)  # shape, dtype kind, NaN
+        return found.detach().reshape(converted.shape), tolerance
+
+
+check_perplexity_temperature = _MeasuredAsReturned(
+    "your temperatures give the perplexity asked for, to a relative error of 1e-6, on 12 fresh next-token "
+    "distributions",
     perplexity_temperature_cases, perplexity_temperature,
     describe=lambda log_probs, perplexity: f"{len(log_probs)} tokens and perplexity {perplexity:.3f}",
     compared_with="the temperature found by bisection", noun="temperature", layout=" (a 0-dimensional tensor)",
-    slips=(
-        Slip(lambda log_probs, perplexity: 1 / perplexity_temperature(log_probs, perplexity),
-             "that is 1/T, the factor that multiplies the log-probabilities; return T, which divides them"),
-        Slip(lambda log_probs, perplexity: perplexity_temperature(log_probs, 2 ** math.log(perplexity)),
-             "that temperature gives 2^H = perplexity with H in nats; perplexity is exp(H) for H in nats "
-             "(or 2^H for H in bits)"),
-    ),
-    rules=lambda found, expected, log_probs, perplexity: (
-        f"at your T = {float(found):.6g} the perplexity is {_perplexity(log_probs, float(found)):.6f}; it must be "
-        f"{perplexity:.6f}" if float(found) > 0 else f"a temperature must be > 0; yours is {float(found):.6g}"),
-    tolerance=dict(atol=1e-8, rtol=1e-6),
+    rules=_perplexity_rules,
     forbidden=("scipy",),
 )

@@ -16,7 +16,8 @@ def clipped_matches_cases(generator: torch.Generator, trials: int = 20) -> list[
     """Fresh inputs ``(hypothesis, references, max_n)`` for :data:`check_clipped_matches`.
 
     Sentences are lists of words drawn from six words (with repeats); some
-    hypotheses are shorter than ``max_n`` or empty.
+    hypotheses are shorter than ``max_n`` or empty. One case on every draw tells
+    the clipping rules apart (:func:`_telling_case`).
     """
     def sentence(low, high):
         length = int(torch.randint(low, high + 1, (), generator=generator))
@@ -24,10 +25,37 @@ def clipped_matches_cases(generator: torch.Generator, trials: int = 20) -> list[
 
     cases = []
     for trial in range(trials):
+        if trial == 1:
+            cases.append(_telling_case(generator))
+            continue
         hypothesis = sentence(0 if trial == 0 else 2, 10)
         references = [sentence(3, 10) for _ in range(int(torch.randint(1, 4, (), generator=generator)))]
         cases.append((hypothesis, references, int(torch.randint(1, 5, (), generator=generator))))
     return cases
+
+
+def _telling_case(generator: torch.Generator) -> tuple:
+    """A case on which the maximum over references differs from their sum, from the first
+    reference alone and from no clipping: a word ``w`` occurs once in each of two or three
+    references and two or three times in the hypothesis, and a word ``u`` occurs in the
+    hypothesis and in the last reference but not in the first. The unigram matches are then
+    ``max``: 1 for ``w``, 1 for ``u``; ``sum``: 2 or 3 for ``w``; first reference only: 0 for
+    ``u``; unclipped: 2 or 3 for ``w``. The other words never equal ``w`` or ``u``."""
+    order = torch.randperm(len(_WORDS), generator=generator).tolist()
+    w, u, others = _WORDS[order[0]], _WORDS[order[1]], [_WORDS[i] for i in order[2:]]
+
+    def filler(low, high):
+        length = int(torch.randint(low, high + 1, (), generator=generator))
+        return [others[int(i)] for i in torch.randint(len(others), (length,), generator=generator)]
+
+    def shuffled(words):
+        return [words[int(i)] for i in torch.randperm(len(words), generator=generator)]
+
+    count = int(torch.randint(2, 4, (), generator=generator))  # references, and w in the hypothesis
+    references = [shuffled([w, *filler(2, 6)]) for _ in range(count - 1)]
+    references.append(shuffled([w, u, *filler(1, 5)]))
+    hypothesis = shuffled([w] * count + [u] + filler(1, 5))
+    return hypothesis, references, int(torch.randint(1, 5, (), generator=generator))
 
 
 def _per_order(count: Callable) -> Callable:
@@ -170,5 +198,9 @@ check_negation_bleu = Measured(
     negation_cases, negated_candidate,
     describe=lambda reference, not_token: f"a reference of {len(reference)} tokens",
     compared_with="not in front", noun="candidate", layout="(L + 1,)",
+    shape_hint=lambda shape, reference, not_token: (
+        ": insert not_token, keeping every token of the reference; do not replace one"
+        if shape == tuple(reference.shape) else
+        ": the reference with not_token inserted once, one token longer" if len(shape) == 1 else ""),
     rules=_negation_rules,
 )
