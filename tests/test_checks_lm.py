@@ -179,3 +179,114 @@ def test_best_baseline_rejects_wrong_answers_saying_why(answer, message):
 
     with pytest.raises(CheckFailed, match=message):
         check_best_baseline(answer)
+
+
+# ---- fairness: right answers written from the statements, the likeliest wrong ones -----------------
+def add_delta_without_the_vocabulary_size(counts, delta):
+    return (counts + delta) / (counts.sum(-1, keepdim=True) + delta)
+
+
+def add_delta_unsmoothed(counts, delta):
+    return counts / counts.sum(-1, keepdim=True)
+
+
+def add_delta_times_the_number_of_contexts(counts, delta):
+    return (counts + delta) / (counts.sum(-1, keepdim=True) + delta * counts.shape[0])
+
+
+def add_delta_normalised_over_contexts(counts, delta):
+    return (counts + delta) / (counts.sum(0, keepdim=True) + delta * counts.shape[0])
+
+
+def nce_without_log_k(data, noise, data_q, noise_q):
+    k = noise.shape[1]
+    return nce_with_bce(data + math.log(k), noise + math.log(k), data_q, noise_q)
+
+
+def nce_divided_by_b(data, noise, data_q, noise_q):
+    return nce_with_bce(data, noise, data_q, noise_q) * (noise.numel() + data.numel()) / data.numel()
+
+
+def nce_wrong_sign(data, noise, data_q, noise_q):
+    return -nce_with_bce(data, noise, data_q, noise_q)
+
+
+def nce_log_q_added(data, noise, data_q, noise_q):
+    return nce_with_bce(data, noise, -data_q, -noise_q)
+
+
+def _variance_with_loops(scores, reward, b):
+    """E ||(G(x) - b) grad log p(x) - grad J||^2, summed over the words with Python floats."""
+    p = torch.softmax(scores, 0).tolist()
+    g = reward.tolist()
+    words = range(len(p))
+    score_function = [[(1.0 if i == x else 0.0) - p[i] for i in words] for x in words]
+    exact = [sum(p[x] * g[x] * score_function[x][i] for x in words) for i in words]
+    return sum(p[x] * sum(((g[x] - b) * score_function[x][i] - exact[i]) ** 2 for i in words) for x in words)
+
+
+def baseline_by_golden_section(scores, reward):
+    """A search that stops on the named quantity's argument to 1e-7, well inside the 0.001 allowed."""
+    low, high = float(reward.min()), float(reward.max())
+    ratio = (math.sqrt(5) - 1) / 2
+    while high - low > 1e-7:
+        left, right = high - ratio * (high - low), low + ratio * (high - low)
+        if _variance_with_loops(scores, reward, left) < _variance_with_loops(scores, reward, right):
+            high = right
+        else:
+            low = left
+    return torch.tensor((low + high) / 2)
+
+
+def baseline_from_three_points(scores, reward):
+    """The variance is a quadratic in b: its vertex from the values at b = 0, 1 and 2."""
+    v0, v1, v2 = (_variance_with_loops(scores, reward, b) for b in (0.0, 1.0, 2.0))
+    return torch.tensor(1.0 - (v2 - v0) / (2 * (v2 - 2 * v1 + v0)), dtype=torch.float64)
+
+
+def baseline_mean_reward(scores, reward):
+    return (torch.softmax(scores, 0) * reward).sum()
+
+
+def baseline_zero(scores, reward):
+    return torch.zeros((), dtype=torch.float64)
+
+
+def baseline_unweighted_mean(scores, reward):
+    return reward.mean()
+
+
+def baseline_weighted_by_p_squared(scores, reward):
+    p = torch.softmax(scores, 0)
+    return (p * p * reward).sum() / (p * p).sum()
+
+
+FAIRNESS = {
+    "check_add_delta": {
+        "right": [add_delta_with_loops, add_delta_in_logs],
+        "wrong": [
+            (add_delta_without_the_vocabulary_size, "sums to .*, not 1: the denominator"),
+            (add_delta_unsmoothed, "unsmoothed relative frequencies|contains NaN"),
+            (add_delta_times_the_number_of_contexts, "sums to .*, not 1: the denominator"),
+            (add_delta_normalised_over_contexts, "has shape|sums to .*, not 1"),
+        ],
+    },
+    "check_nce_loss": {
+        "right": [nce_with_bce, nce_with_probabilities],
+        "wrong": [
+            (nce_without_log_k, "miss the log K"),
+            (nce_divided_by_b, "divided by B only"),
+            (nce_wrong_sign, "wrong sign"),
+            (nce_log_q_added, "your loss is .*; expected"),
+        ],
+    },
+    "check_best_baseline": {
+        "right": [baseline_by_golden_section, baseline_from_three_points],
+        "wrong": [
+            (baseline_mean_reward, r"mean reward E\[G\]"),
+            (baseline_zero, "you returned 0"),
+            (baseline_unweighted_mean, "your baseline is .*; expected"),
+            (baseline_weighted_by_p_squared, "your baseline is .*; expected"),
+        ],
+    },
+}

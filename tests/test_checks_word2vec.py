@@ -108,3 +108,72 @@ def test_not_implemented_is_reported_as_such():
 
     with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
         check_keep_probabilities(stub)
+
+
+# ---- fairness: right answers written from the statements, the likeliest wrong ones -----------------
+def sgns_noise_scores_not_negated(centre, context, noise):
+    return -F.logsigmoid((centre * context).sum(1)) - F.logsigmoid(torch.einsum("bkd,bd->bk", noise, centre)).sum(1)
+
+
+def sgns_noise_terms_averaged(centre, context, noise):
+    return -F.logsigmoid((centre * context).sum(1)) - F.logsigmoid(-torch.einsum("bkd,bd->bk", noise, centre)).mean(1)
+
+
+def sgns_log_likelihood_not_loss(centre, context, noise):
+    return -sgns_with_einsum(centre, context, noise)
+
+
+def sgns_softmax_over_true_and_noise(centre, context, noise):
+    scores = torch.cat([(centre * context).sum(1, keepdim=True), torch.einsum("bkd,bd->bk", noise, centre)], 1)
+    return -torch.log_softmax(scores, 1)[:, 0]
+
+
+def sgns_summed_over_the_batch(centre, context, noise):
+    return sgns_with_einsum(centre, context, noise).sum()
+
+
+def keep_literal_first_form(counts, sample):
+    """The statement's min(1, sqrt(s/f) + s/f), f = count / total, in float32 as torch divides longs."""
+    f = counts / counts.sum()
+    return torch.minimum(torch.ones_like(f), torch.sqrt(sample / f) + sample / f)
+
+
+def keep_the_papers_formula(counts, sample):
+    return torch.clamp(torch.sqrt(sample * counts.sum() / counts.double()), max=1.0)
+
+
+def keep_without_the_cap(counts, sample):
+    ratio = sample * counts.sum() / counts.double()
+    return ratio.sqrt() + ratio
+
+
+def keep_discard_probability(counts, sample):
+    return 1 - keep_from_the_formula(counts, sample)
+
+
+def keep_with_raw_counts(counts, sample):
+    ratio = sample / counts.double()
+    return torch.clamp(ratio.sqrt() + ratio, max=1.0)
+
+
+FAIRNESS = {
+    "check_negative_sampling_loss": {
+        "right": [sgns_with_a_loop, sgns_as_binary_cross_entropy],
+        "wrong": [
+            (sgns_noise_scores_not_negated, "flip the sign of their scores"),
+            (sgns_noise_terms_averaged, "sum the K noise terms; you averaged them"),
+            (sgns_log_likelihood_not_loss, "put a minus sign in front"),
+            (sgns_softmax_over_true_and_noise, "one sigmoid per word"),
+            (sgns_summed_over_the_batch, "one loss per example, not their sum or mean"),
+        ],
+    },
+    "check_keep_probabilities": {
+        "right": [keep_with_a_loop, keep_literal_first_form],
+        "wrong": [
+            (keep_the_papers_formula, "the paper's sqrt"),
+            (keep_without_the_cap, "cap the probabilities at 1"),
+            (keep_discard_probability, "probability of discarding"),
+            (keep_with_raw_counts, "count / total"),
+        ],
+    },
+}

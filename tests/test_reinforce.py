@@ -25,6 +25,15 @@ WORDS = 3
 SEQUENCES = list(itertools.product(range(WORDS), repeat=2))  # all 9 sequences x1 x2
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Thousands of tiny autograd calls run several times faster on one thread when the machine is busy."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def policy():
     """The parameters (a, C) of the toy policy, float64, requiring gradients."""
     generator = torch.Generator().manual_seed(0)
@@ -111,6 +120,19 @@ def test_leave_one_out_is_unbiased_and_the_batch_mean_including_the_sample_is_no
     batch_mean, _ = expected_estimate(params, 2, lambda rewards: rewards.mean().expand(2))
     torch.testing.assert_close(batch_mean, exact / 2, rtol=0, atol=1e-12)
     assert (batch_mean - exact).norm() > 0.1 * exact.norm()
+
+
+@pytest.mark.parametrize("batch_size", [3, 4])
+def test_the_batch_mean_shrinks_the_expected_gradient_by_exactly_b_minus_1_over_b(batch_size):
+    """At B = 2 the factor (B - 1)/B equals 1/B; at B = 3 and 4 it is 2/3 and 3/4, not 1/3 and 1/4,
+    and leave-one-out stays unbiased. Every batch of B samples is enumerated (9^B of them)."""
+    params = policy()
+    exact = exact_gradient(params)
+    batch_mean, _ = expected_estimate(params, batch_size, lambda rewards: rewards.mean().expand(batch_size))
+    torch.testing.assert_close(batch_mean, exact * (batch_size - 1) / batch_size, rtol=0, atol=1e-12)
+    assert (batch_mean - exact / batch_size).norm() > 0.1 * exact.norm()
+    leave_one_out, _ = expected_estimate(params, batch_size, "leave-one-out")
+    torch.testing.assert_close(leave_one_out, exact, rtol=0, atol=1e-12)
 
 
 def test_monte_carlo_average_matches_the_exact_gradient_within_standard_errors():
