@@ -178,6 +178,10 @@ def test_cached_step_checker_accepts_right_answers_written_differently(capsys):
      r"divide the scores by sqrt\(d\), d the key size"),
     (lambda q, k, v, K, V: torch.softmax(torch.cat([K, k[None]]) @ q / q.shape[0], 0) @ torch.cat([V, v[None]]),
      r"not by d"),
+    (lambda q, k, v, K, V: scaled_by_value_size(q, k, v, K, V), "square root of the value size"),
+    (lambda q, k, v, K, V: scaled_by_positions(q, k, v, K, V), "square root of the number of positions"),
+    (lambda q, k, v, K, V: new_value_dropped(q, k, v, K, V), "but not the new value"),
+    (lambda q, k, v, K, V: key_prepended_value_appended(q, k, v, K, V), "at the same end"),
 ])
 def test_cached_step_checker_names_the_slip(answer, message):
     with pytest.raises(CheckFailed, match=message):
@@ -248,6 +252,26 @@ def scaled_by_d(q, k, v, K, V):
     return torch.softmax(torch.cat([K, k[None]]) @ q / q.shape[0], 0) @ torch.cat([V, v[None]])
 
 
+def scaled_by_value_size(q, k, v, K, V):
+    keys, values = torch.cat([K, k[None]]), torch.cat([V, v[None]])
+    return torch.softmax(keys @ q / math.sqrt(values.shape[1]), 0) @ values
+
+
+def scaled_by_positions(q, k, v, K, V):
+    keys, values = torch.cat([K, k[None]]), torch.cat([V, v[None]])
+    return torch.softmax(keys @ q / math.sqrt(keys.shape[0]), 0) @ values
+
+
+def new_value_dropped(q, k, v, K, V):  # weights over t + 1 keys, values of the t cached ones
+    weights = torch.softmax(torch.cat([K, k[None]]) @ q / math.sqrt(q.shape[0]), 0)
+    return weights[:-1] @ V
+
+
+def key_prepended_value_appended(q, k, v, K, V):
+    weights = torch.softmax(torch.cat([k[None], K]) @ q / math.sqrt(q.shape[0]), 0)
+    return weights @ torch.cat([V, v[None]])
+
+
 def layer_norm_unbiased(x, g, b, e):
     return g * centred(x) / torch.sqrt(x.var(-1, keepdim=True) + e) + b
 
@@ -299,6 +323,10 @@ FAIRNESS = {
             (new_value_only, "you returned the new value"),
             (unscaled, r"divide the scores by sqrt\(d\), d the key size"),
             (scaled_by_d, "not by d"),
+            (scaled_by_value_size, "square root of the value size"),
+            (scaled_by_positions, "square root of the number of positions"),
+            (new_value_dropped, "appended the new key but not the new value"),
+            (key_prepended_value_appended, "new key at the start and the new value at the end"),
         ],
     },
 }

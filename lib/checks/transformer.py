@@ -177,5 +177,18 @@ check_cached_attention_step = Check(
         Slip(lambda *case: _cached_step(*case, scale=1.0), "divide the scores by sqrt(d), d the key size"),
         Slip(lambda *case: _cached_step(*case, scale=float(case[0].shape[0])),
              "divide the scores by sqrt(d), not by d"),
+        Slip(lambda *case: _cached_step(*case, scale=case[2].shape[0] ** 0.5),
+             "you divided the scores by the square root of the value size; divide by sqrt(d), d the "
+             "size of the query and the keys"),
+        Slip(lambda *case: _cached_step(*case, scale=(case[3].shape[0] + 1) ** 0.5),
+             "you divided the scores by the square root of the number of positions; divide by sqrt(d), "
+             "d the size of the query and the keys"),
+        Slip(lambda q, k, v, K, V: torch.softmax(torch.cat([K, k[None]]) @ q / q.shape[0] ** 0.5, 0)[:-1] @ V,
+             "you appended the new key but not the new value, so the new position's weight multiplies "
+             "nothing: append v_new to the values too"),
+        Slip(lambda q, k, v, K, V: torch.softmax(torch.cat([k[None], K]) @ q / q.shape[0] ** 0.5, 0)
+             @ torch.cat([V, v[None]]),
+             "you put the new key at the start and the new value at the end, so each weight multiplies "
+             "another position's value: add both at the same end"),
     ),
 )
