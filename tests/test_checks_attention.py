@@ -3,6 +3,7 @@ however the search stopped), wrong ones fail saying why. ``FAIRNESS`` holds each
 independent right answer and the most plausible wrong ones (tests/test_exercise_fairness.py);
 the masked softmax and attention checkers are also tested in tests/test_checks.py."""
 import math
+import re
 
 import pytest
 import torch
@@ -154,6 +155,22 @@ def the_weight_instead_of_the_scale(scores, top):
     return torch.tensor(top, dtype=torch.float64)
 
 
+def scale_at_weight(scores, weight):
+    """The c at which the largest weight is ``weight``, by doubling and 80 bisection steps, in float64."""
+    low, high = 0.0, 1.0
+    while largest_weight(high, scores) < weight:
+        low, high = high, 2 * high
+    for _ in range(80):
+        middle = (low + high) / 2
+        low, high = (middle, high) if largest_weight(middle, scores) < weight else (low, middle)
+    return torch.tensor((low + high) / 2, dtype=torch.float64)
+
+
+def scale_just_below_the_bound(scores, top):
+    """A search that only just misses: its weight is 1.04e-6 (relative) below top, the bound being 1e-6."""
+    return scale_at_weight(scores, top * (1 - 1.04e-6))
+
+
 FAIRNESS = {
     "check_masked_softmax": {
         "right": [masked_softmax_by_rows],
@@ -180,6 +197,7 @@ FAIRNESS = {
             (scale_for_the_two_largest_only, "right for the two largest scores alone"),
             (scale_stopping_on_a_loose_weight, r"is (below|above) top by a relative error of .* \(allowed: 1e-6\)"),
             (the_weight_instead_of_the_scale, "you returned top, the weight asked for"),
+            (scale_just_below_the_bound, r"is below top by a relative error of 1\.04e-06 \(allowed: 1e-6\)"),
         ],
     },
 }
@@ -211,6 +229,54 @@ def test_the_tolerance_is_on_the_weight_not_on_the_scale():
         check.judge(cases[:1], [scale_at(1.1 * SHARPENING_RTOL)])
     with pytest.raises(CheckFailed, match=r"below top by a relative error of 2e-05 .*c must be larger"):
         check.judge(cases[:1], [scale_at(-2e-5)])
+
+
+def printed_error(message):
+    """The relative error a failure message prints, as the number a student reads."""
+    return float(re.search(r"relative error of (\S+) \(allowed", message).group(1))
+
+
+@pytest.mark.parametrize("relative_error", [-1.04e-6, 1.04e-6, -1.0004e-6, 1.0000004e-6])
+def test_a_near_miss_prints_an_error_that_differs_from_the_bound(relative_error):
+    """Just outside the bound, the printed error must not read as the bound itself ("1e-06 (allowed:
+    1e-6)" tells a student nothing): it gets as many digits as it takes to differ."""
+    check = CHECKS["check_sharpening_scale"]
+    cases = check.make_cases(torch.Generator().manual_seed(16))
+    scores, top = cases[0]
+    with pytest.raises(CheckFailed) as failure:
+        check.judge(cases[:1], [scale_at_weight(scores, top * (1 + relative_error))])
+    printed = printed_error(str(failure.value))
+    assert printed != SHARPENING_RTOL
+    assert printed == pytest.approx(abs(relative_error), rel=1e-3)
+
+
+def test_a_near_miss_is_not_called_the_two_score_slip():
+    """Where the two-score scale lies within 0.1% of the right one (about one draw in fifteen), a search
+    that just misses the bound, on either side, is told its relative error, not that it used two scores.
+    The two-score scale itself is named wherever it misses the bound clearly (by more than twice the
+    allowed error); where it misses only just, it too is told by how much."""
+    check = CHECKS["check_sharpening_scale"]
+    near, named = 0, 0
+    for seed in range(40):
+        for scores, top in check.make_cases(torch.Generator().manual_seed(seed)):
+            right = float(check.reference(scores, top))
+            two = float(scale_for_the_two_largest_only(scores, top))
+            if abs(two / right - 1) > 1e-3:
+                continue
+            near += 1
+            for relative_error in (-1.04e-6, 1.04e-6):
+                with pytest.raises(CheckFailed, match="by a relative error of 1.04e-06"):
+                    check.judge([(scores, top)], [scale_at_weight(scores, top * (1 + relative_error))])
+            two_error = abs(float(largest_weight(two, scores)) / top - 1)
+            if two_error <= SHARPENING_RTOL:
+                check.judge([(scores, top)], [torch.tensor(two, dtype=torch.float64)])
+                continue
+            expected = ("right for the two largest scores alone" if two_error > 2 * SHARPENING_RTOL
+                        else "below top by a relative error of")
+            with pytest.raises(CheckFailed, match=expected):
+                check.judge([(scores, top)], [torch.tensor(two, dtype=torch.float64)])
+            named += expected.startswith("right")
+    assert near >= 10 and named >= 1, (near, named)
 
 
 @pytest.mark.parametrize(

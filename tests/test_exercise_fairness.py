@@ -55,8 +55,8 @@ def verdict(check_name: str, answer, seed: int) -> str:
 
 
 def look_equal(message: str) -> list[str]:
-    """Decimal numbers printed twice in ``message``."""
-    numbers = re.findall(r"(?<![\w.])-?\d+\.\d+(?:e[-+]?\d+)?", message)
+    """Decimal numbers (1.5, 1e-06) printed twice in ``message``."""
+    numbers = re.findall(r"(?<![\w.])-?\d+(?:\.\d+(?:e[-+]?\d+)?|e[-+]?\d+)", message)
     return sorted({n for n in numbers if numbers.count(n) > 1})
 
 
@@ -93,3 +93,4 @@ def test_wrong_answer_fails_on_every_seed_naming_its_mistake(name, answer, patte
 def test_look_equal_finds_numbers_printed_twice():
     assert look_equal("at T = 0.741287 the perplexity is 2.5; must be 0.741287") == ["0.741287"]
     assert look_equal("is 2.50, must be 2.5 over 20 cases of 20") == []
+    assert look_equal("a relative error of 1e-06 (allowed: 1e-06)") == ["1e-06"]
