@@ -31,7 +31,7 @@ from lib.rnn import GATES, GRU, LSTM, RNN, clip_grad_norm
 from lib.tasks.recall import MemoryTask
 from lib.validation import require_choice, require_int, require_real
 
-__all__ = ["MemoryClassifier", "MemoryRun", "train_memory_task"]
+__all__ = ["MemoryClassifier", "MemoryRun", "sequence_symbols", "train_memory_task", "unseen_batch"]
 
 
 def _check_classifier(kind: object, keep_bias: object) -> None:
@@ -85,13 +85,71 @@ class MemoryClassifier(nn.Module):
 
 @dataclass
 class MemoryRun:
-    """The outcome of :func:`train_memory_task`."""
+    """The outcome of :func:`train_memory_task`.
+
+    ``train_symbols`` and ``test_symbols`` hold the symbols of every training and
+    test sequence (the stored one, then the distractors), one row each; no row of
+    the second occurs in the first. ``replaced`` counts the test draws that were
+    training sequences and were drawn again.
+    """
 
     kind: str
     length: int
-    accuracy: float  # on fresh test sequences
+    accuracy: float  # on test sequences none of which occurs in training
     losses: list[float] = field(repr=False)
     model: MemoryClassifier = field(repr=False)
+    train_symbols: Tensor = field(repr=False)  # (steps * batch_size, length + 1)
+    test_symbols: Tensor = field(repr=False)  # (test_size, length + 1)
+    replaced: int = 0
+
+
+def sequence_symbols(x: Tensor, symbols: int) -> Tensor:
+    """The symbols of a batch of :class:`MemoryTask` sequences, without the recall step.
+
+    Shapes
+    ------
+    x : (B, T + 2, symbols + 2); output : (B, T + 1), int8
+    """
+    return x[:, :-1, :symbols].argmax(dim=-1).to(torch.int8)
+
+
+def unseen_batch(task: MemoryTask, batch_size: int, generator: torch.Generator, seen: set,
+                 rounds: int = 100) -> tuple[Tensor, Tensor, int]:
+    """``batch_size`` sequences of ``task`` none of which is in ``seen``.
+
+    Draws batches of ``batch_size`` from ``generator`` and keeps, in order, the
+    sequences whose symbols (a tuple, as :func:`sequence_symbols` gives them) are
+    not in ``seen``, until it has ``batch_size`` of them.
+
+    Returns
+    -------
+    x, y : the batch, as :meth:`MemoryTask.batch` returns it
+    replaced : int
+        How many draws before the last one kept were in ``seen``.
+
+    Raises
+    ------
+    ValueError
+        If ``rounds`` batches do not give enough unseen sequences: the task has too
+        few distinct sequences next to ``seen``.
+    """
+    require_int("batch_size", batch_size), require_int("rounds", rounds)
+    kept_x, kept_y, kept, replaced = [], [], 0, 0
+    for _ in range(rounds):
+        x, y = task.batch(batch_size, generator)
+        fresh = torch.tensor([tuple(row) not in seen for row in sequence_symbols(x, task.symbols).tolist()])
+        needed = batch_size - kept
+        position = torch.nonzero(fresh).flatten()[:needed]  # the first fresh draws, in order
+        if len(position) == needed:  # stop at the last draw kept
+            replaced += int((~fresh[: int(position[-1]) + 1]).sum())
+        else:
+            replaced += int((~fresh).sum())
+        kept_x.append(x[position]), kept_y.append(y[position])
+        kept += len(position)
+        if kept == batch_size:
+            return torch.cat(kept_x), torch.cat(kept_y), replaced
+    raise ValueError(f"{rounds} batches of {batch_size} gave only {kept} sequences outside the {len(seen)} seen: "
+                     f"the task has only {task.symbols}^{task.length + 1} distinct sequences")
 
 
 def train_memory_task(kind: str, length: int, steps: int = 300, hidden_size: int = 32, batch_size: int = 64,
@@ -101,7 +159,16 @@ def train_memory_task(kind: str, length: int, steps: int = 300, hidden_size: int
 
     Adam, cross-entropy on the answer at the recall step, gradients clipped to
     global norm 1. Every step draws a new batch, so the model cannot memorise
-    a training set; the accuracy is measured on ``test_size`` other sequences.
+    a training set. The accuracy is measured on ``test_size`` sequences none of
+    which occurs in training: a test draw that repeats a training sequence is
+    replaced by a fresh one (:func:`unseen_batch`), and the two sets are checked
+    disjoint before the run is returned.
+
+    Raises
+    ------
+    ValueError
+        If the task has too few distinct sequences for a test set disjoint from
+        the training sequences.
 
     Returns
     -------
@@ -118,16 +185,22 @@ def train_memory_task(kind: str, length: int, steps: int = 300, hidden_size: int
         model = MemoryClassifier(kind, task.input_size, hidden_size, symbols, keep_bias)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed + 1)
-    losses = []
+    losses, trained_on = [], []
     for _ in range(steps):
         x, y = task.batch(batch_size, generator)
+        trained_on.append(sequence_symbols(x, symbols))
         loss = F.cross_entropy(model(x), y)
         optimizer.zero_grad()
         loss.backward()
         clip_grad_norm(model.parameters(), 1.0)
         optimizer.step()
         losses.append(loss.item())
-    x, y = task.batch(test_size, torch.Generator().manual_seed(seed + 2))
+    train_symbols = torch.cat(trained_on)  # (steps * batch_size, length + 1)
+    seen = set(map(tuple, train_symbols.tolist()))
+    x, y, replaced = unseen_batch(task, test_size, torch.Generator().manual_seed(seed + 2), seen)
+    test_symbols = sequence_symbols(x, symbols)  # (test_size, length + 1)
+    if not seen.isdisjoint(map(tuple, test_symbols.tolist())):
+        raise AssertionError("a test sequence occurs in training")
     with torch.no_grad():
         accuracy = float((model(x).argmax(dim=1) == y).float().mean())
-    return MemoryRun(kind, length, accuracy, losses, model)
+    return MemoryRun(kind, length, accuracy, losses, model, train_symbols, test_symbols, replaced)
