@@ -313,7 +313,8 @@ def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr
     Each step minimises the mean cross-entropy of every target token given its
     prefix (teacher forcing) and clips the gradients with :func:`clip_grad_norm`.
     Before each step the loss on ``held_out`` lines, if given, is measured
-    too, with the same parameters.
+    too, with the same parameters; after the last step both losses are measured
+    once more, so that entry ``i`` of a curve is the loss after ``i`` updates.
 
     Parameters
     ----------
@@ -333,8 +334,9 @@ def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr
     Returns
     -------
     dict
-        ``"train"``: the training loss (nats per token) before each step;
-        ``"held_out"`` (only with ``held_out``): the held-out loss before each step.
+        ``"train"``: the training loss (nats per token) before each step and after
+        the last, ``steps + 1`` floats; ``"held_out"`` (only with ``held_out``): the
+        held-out loss at the same points.
 
     Shapes
     ------
@@ -349,6 +351,10 @@ def train_char_lm(model: CharLM, inputs: Tensor, targets: Tensor, steps: int, lr
             with torch.no_grad():
                 curves["held_out"].append(_mean_loss(model(held_out[0]), held_out[1]).item())
         curves["train"].append(train_step(step_rule, model(inputs), targets, clip=clip))
+    with torch.no_grad():  # after the last update
+        curves["train"].append(_mean_loss(model(inputs), targets).item())
+        if held_out is not None:
+            curves["held_out"].append(_mean_loss(model(held_out[0]), held_out[1]).item())
     return curves
 
 
@@ -382,8 +388,9 @@ def train_at_clip_thresholds(vocab_size: int, inputs: Tensor, targets: Tensor, m
     Returns
     -------
     dict
-        ``max_norm -> [training-loss curve of each seed]``, each curve ``steps`` floats
-        (nats per token before each step; ``nan`` or ``inf`` once a run has diverged).
+        ``max_norm -> [training-loss curve of each seed]``, each curve ``steps + 1`` floats
+        (nats per token before each step and after the last; ``nan`` or ``inf`` once a run
+        has diverged).
 
     Shapes
     ------

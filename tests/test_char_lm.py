@@ -70,7 +70,7 @@ def test_train_char_lm_learns_a_tiny_text():
     assert vocabulary.chars[greedy] == "b"
 
 
-def test_held_out_curve_is_measured_before_each_step_with_the_same_parameters():
+def test_held_out_curve_is_measured_before_each_step_and_after_the_last_with_the_same_parameters():
     lines = ["abab", "baba", "abba"]
     vocabulary = CharVocabulary.from_text("\n".join(lines))
     train, held_out = language_model_batch(lines[:2], vocabulary), language_model_batch(lines[2:], vocabulary)
@@ -81,9 +81,13 @@ def test_held_out_curve_is_measured_before_each_step_with_the_same_parameters():
     torch.manual_seed(0)
     again = CharLM(vocabulary.size, hidden_size=8, embedding_dim=4, kind="rnn")
     curves = train_char_lm(again, *train, steps=5, held_out=held_out)
-    assert set(curves) == {"train", "held_out"} and len(curves["held_out"]) == len(curves["train"]) == 5
+    assert set(curves) == {"train", "held_out"} and len(curves["held_out"]) == len(curves["train"]) == 6
     assert curves["held_out"][0] == pytest.approx(first.item(), abs=1e-6)
     assert curves["held_out"][1] != curves["held_out"][0]  # measured again after the first step
+    with torch.no_grad():  # the last entries are measured after the fifth and last update
+        last = [F.cross_entropy(again(x).flatten(0, 1), y.flatten(), ignore_index=-100).item() for x, y in
+                (train, held_out)]
+    assert [curves["train"][-1], curves["held_out"][-1]] == pytest.approx(last, abs=1e-6)
     torch.manual_seed(0)
     plain = train_char_lm(CharLM(vocabulary.size, hidden_size=8, embedding_dim=4, kind="rnn"), *train, steps=5)
     assert plain == {"train": curves["train"]}  # measuring the held-out loss changes nothing

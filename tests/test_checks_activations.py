@@ -49,6 +49,7 @@ def cdf(x):
         (lambda x: gelu_grad_autograd_tanh(x), "derivative of the tanh approximation"),
         (lambda x: (s := torch.sigmoid(1.702 * x)) + 1.702 * x * s * (1 - s), "sigmoid approximation"),
         (lambda x: cdf(x) + x * torch.exp(-x * x) / math.sqrt(2 * math.pi), "check the exponent"),
+        (lambda x: cdf(x) + x * torch.exp(-x * x / 2), "left out the factor 1/√\\(2π\\)"),
         (lambda x: gelu_grad_erf(x) + 1e-3, "differs from Φ\\(x\\) \\+ x φ\\(x\\) by up to 0.001"),
         (lambda x: gelu_grad_erf(x).sum(), "it must have the shape of x"),
         (lambda x: gelu_grad_erf(x).tolist(), "must return a torch.Tensor; it returned list"),
@@ -96,10 +97,30 @@ def naive(logits, targets):
     return -probs[torch.arange(len(targets)), targets].log().mean()
 
 
+def ce_one_shift(logits, targets):
+    """The slip of shifting by the largest logit of the whole batch instead of each row's own."""
+    shifted = logits - logits.max()
+    log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
+    return -log_probs[torch.arange(len(targets)), targets].mean()
+
+
+def test_one_shift_for_the_whole_batch_is_right_until_row_maxima_lie_far_apart():
+    """The referee's case: rows whose maxima are 1000 and -1000. One shift by 1000 underflows the
+    second row to log 0; each row's own shift gives the true loss, 0 + 0 for these targets."""
+    logits = torch.tensor([[1000.0, 0.0, -1000.0], [-1000.0, -1200.0, -1500.0]], dtype=torch.float64)
+    targets = torch.tensor([0, 0])
+    assert ce_logsumexp(logits, targets).item() == pytest.approx(0.0, abs=1e-12)
+    assert not torch.isfinite(ce_one_shift(logits, targets))
+    for seed in range(3):  # every draw has a case whose rows' maxima differ by 2000
+        cases = check_cross_entropy.make_cases(torch.Generator().manual_seed(seed))
+        assert any(z.max(1).values.max() - z.max(1).values.min() == 2000 for z, _ in cases)
+
+
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
         (naive, "exp overflows or underflows; subtract each row's maximum"),
+        (ce_one_shift, "each row its own: one shift for the whole batch is not enough"),
         (lambda z, y: ce_logsumexp(z, y) * len(y), "you summed the losses"),
         (lambda z, y: -ce_logsumexp(z, y), "wrong sign"),
         (lambda z, y: torch.nn.functional.cross_entropy(z, y, reduction="none"), "one loss per example"),
@@ -197,14 +218,28 @@ def variance_three_over_n(depth, width, seed):
     return with_biases(0.0, scale=math.sqrt(1.5))(depth, width, seed)
 
 
+def he_biases_at_minus_a_fifth(depth, width, seed):
+    """He's weights, right, with every bias at -0.2: fewer units fire at each layer and the second
+    moment shrinks. The message must blame the biases, not the weights."""
+    return with_biases(-0.2)(depth, width, seed)
+
+
+def he_biases_at_a_half(depth, width, seed):
+    """He's weights, right, with every bias at +0.5: the bias adds to the second moment at every layer."""
+    return with_biases(0.5)(depth, width, seed)
+
+
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
         (dead_start, "of the units are dead .* start the biases at 0"),
         (he_biases_at_minus_one, "of the units are dead"),
         (lecun_zero_biases, "second moment .* shrinks .*-fold .* twice LeCun's 1/fan_in"),
-        (lecun_bias_half, "gradient's mean square shrinks .*-fold .* positive bias .* twice LeCun's"),
+        (lecun_bias_half, "gradient's mean square shrinks .*-fold .* positive bias .* too small.* twice LeCun's"),
         (with_biases(0.0, scale=2.0), "grows .*-fold .* too large"),
+        (he_biases_at_minus_a_fifth, "shrinks .*-fold .*: the biases are negative \\(their mean is -0.2\\).* "
+                                     "Start the biases at 0$"),
+        (he_biases_at_a_half, "grows .*-fold .*: the biases are positive .* Start the biases at 0$"),
         (lambda depth, width, seed: he_normal(depth, width, seed)[:, :-1], "the last row of each layer is its bias"),
         (lambda depth, width, seed: he_normal(depth, width, seed).tolist(), "must return a torch.Tensor"),
         (lambda depth, width, seed: he_normal(depth, width, seed) / 0, "NaN or inf"),
@@ -270,12 +305,14 @@ FAIRNESS = {
             (gelu_grad_autograd_tanh, "derivative of the tanh approximation"),
             (lambda x: (s := torch.sigmoid(1.702 * x)) + 1.702 * x * s * (1 - s), "sigmoid approximation"),
             (lambda x: cdf(x) + x * torch.exp(-x * x) / math.sqrt(2 * math.pi), "check the exponent"),
+            (lambda x: cdf(x) + x * torch.exp(-x * x / 2), "left out the factor 1/√\\(2π\\)"),
         ],
     },
     "check_cross_entropy": {
         "right": [ce_loops],
         "wrong": [
             (naive, "exp overflows or underflows; subtract each row's maximum"),
+            (ce_one_shift, "each row's maximum .* each row its own: one shift for the whole batch is not enough"),
             (lambda z, y: ce_logsumexp(z, y) * len(y), "you summed the losses"),
             (lambda z, y: -ce_logsumexp(z, y), "wrong sign"),
             (lambda z, y: torch.nn.functional.binary_cross_entropy(
@@ -292,6 +329,8 @@ FAIRNESS = {
             (lecun_zero_biases, "second moment .* shrinks .*-fold .* twice LeCun's 1/fan_in"),
             (lecun_bias_half, "gradient's mean square shrinks .*-fold .* twice LeCun's"),
             (variance_three_over_n, "grows .*-fold .* too large"),
+            (he_biases_at_minus_a_fifth, "the biases are negative .* Start the biases at 0$"),
+            (he_biases_at_a_half, "the biases are positive .* Start the biases at 0$"),
         ],
     },
 }

@@ -146,6 +146,19 @@ def _transposed(x, weight_ih, weight_hh, bias):
     return torch.stack(norms[::-1])
 
 
+def jacobian_lagged_slope(x, weight_ih, weight_hh, bias):
+    """The slip of taking the slope of the state a step reads, 1 - h_(t-1)², in step t's Jacobian."""
+    states = [torch.zeros(weight_hh.shape[0], dtype=x.dtype)]
+    for x_t in x:
+        states.append(torch.tanh(weight_ih @ x_t + weight_hh @ states[-1] + bias))
+    product = torch.eye(weight_hh.shape[0], dtype=x.dtype)
+    norms = [torch.linalg.matrix_norm(product, ord=2)]
+    for t in range(len(x), 0, -1):
+        product = product @ (torch.diag(1 - states[t - 1] ** 2) @ weight_hh)
+        norms.append(torch.linalg.matrix_norm(product, ord=2))
+    return torch.stack(norms[::-1])
+
+
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
@@ -153,6 +166,7 @@ def _transposed(x, weight_ih, weight_hh, bias):
         (lambda *a: jacobian_loop(*a, reverse=True), "chain-rule order"),
         (lambda *a: jacobian_loop(*a, frobenius=True), "not the Frobenius norm"),
         (_transposed, "not its transpose"),
+        (jacobian_lagged_slope, "not 1 - h_\\(t-1\\)²"),
         (lambda *a: jacobian_loop(*a)[1:], "include both ends"),
     ],
 )
@@ -327,9 +341,30 @@ def test_check_gradient_reach_passes_right_answers_and_names_slips(capsys):
         return ((steps[:, None] - steps < k) & (steps <= steps[:, None])).long()
 
     for wrong, message in ((full, "that is full BPTT"), (window, "sliding window"),
-                           (lambda length, k: by_loops(length, k).T, "rows are losses")):
+                           (lambda length, k: by_loops(length, k).T, "rows are losses"),
+                           (lambda length, k: by_loops(length, k) & ~torch.eye(length, dtype=torch.bool),
+                            "keep the diagonal")):
         with pytest.raises(CheckFailed, match=message):
             check_gradient_reach(wrong)
+
+
+def test_a_wrong_reach_matrix_is_explained_in_whole_entries_without_a_tolerance():
+    """A 0/1 matrix that matches no slip is told which entry is wrong and why, not "a int64 result may
+    differ by atol ..."."""
+    from lib.checks import check_gradient_reach
+
+    one_more = lambda length, k: reach_by_loops(length, k).long().index_put_(  # noqa: E731
+        (torch.tensor([length - 1]), torch.tensor([0])), torch.tensor(1))
+    one_less = lambda length, k: reach_by_loops(length, k).long().index_put_(  # noqa: E731
+        (torch.tensor([length - 1]), torch.tensor([length - 2])), torch.tensor(0))
+    with pytest.raises(CheckFailed, match=r"differs from the book's in 1 of its \d+ entries; the first is "
+                                          r"R\[\d+, 0\] = 1: it must be 0: the chunk of step \d+ starts at step"):
+        check_gradient_reach(one_more)
+    with pytest.raises(CheckFailed, match=r"R\[\d+, \d+\] = 0: it must be 1: steps \d+ and \d+ lie in the chunk"):
+        check_gradient_reach(one_less)
+    with pytest.raises(CheckFailed) as failure:
+        check_gradient_reach(one_more)
+    assert "atol" not in str(failure.value) and "rtol" not in str(failure.value)
 
 
 # ---------------------------------------------------------------------------
@@ -391,6 +426,11 @@ def reach_not_causal(length, k):
     return (steps[:, None] // k == steps // k).long()
 
 
+def reach_without_diagonal(length, k):
+    """The slip of reading "back-propagates to" as "to an earlier step": s < t, the diagonal left out."""
+    return torch.tensor([[1 if (t // k) * k <= s < t else 0 for s in range(length)] for t in range(length)])
+
+
 def lstm_by_slices(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh):
     """Each gate from its own slice of rows (i, f, g, o in PyTorch's order), in float32."""
     H = h.shape[1]
@@ -438,6 +478,7 @@ FAIRNESS = {
             (lambda *a: jacobian_loop(*a, reverse=True), "chain-rule order"),
             (lambda *a: jacobian_loop(*a, frobenius=True), "not the Frobenius norm"),
             (_transposed, "not its transpose"),
+            (jacobian_lagged_slope, "slope of step t's own unit.* not 1 - h_\\(t-1\\)²"),
         ],
     },
     "check_gradient_reach": {
@@ -447,6 +488,7 @@ FAIRNESS = {
             (reach_window, "sliding window"),
             (lambda length, k: reach_by_loops(length, k).T, "rows are losses"),
             (reach_not_causal, "cannot reach an input after t"),
+            (reach_without_diagonal, "reaches the input at step t itself.*keep the diagonal"),
         ],
     },
     "check_lstm_step": {

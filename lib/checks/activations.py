@@ -44,6 +44,9 @@ check_gelu_grad = Check(
                                                 "differentiate the exact x Φ(x)"),
         Slip(lambda x: _cdf(x) + x * torch.exp(-(x**2)) / math.sqrt(2 * math.pi),
              "the normal density is φ(x) = exp(-x²/2) / √(2π): check the exponent"),
+        Slip(lambda x: _cdf(x) + x * torch.exp(-0.5 * x**2),
+             "you left out the factor 1/√(2π) of the normal density: φ(x) = exp(-x²/2) / √(2π), which "
+             "makes it integrate to 1"),
     ),
     shape_hint=lambda shape, x: ": it must have the shape of x (the derivative is taken element by element)",
     tolerance=dict(atol=1e-10, rtol=0.0),
@@ -56,17 +59,19 @@ def cross_entropy_cases(generator: torch.Generator, trials: int = 12) -> list[tu
     """Fresh inputs ``(logits, targets)`` for :data:`check_cross_entropy`.
 
     Logits ``(B, C)`` in float64 with ``B != C``; every third case has logits in
-    the hundreds, shifted so that every row's maximum is 1000 or -1000 in turn,
-    where exp overflows (or underflows to 0) unless the row maximum is subtracted
-    first: a missing max-shift fails on every seed. Targets are class indices ``(B,)``.
+    the hundreds, shifted so that the rows' maxima alternate between 1000 and -1000
+    within the batch, where exp overflows (or underflows to 0) unless each row's own
+    maximum is subtracted first: a missing max-shift, and one shift by the largest
+    logit of the whole batch, fail on every seed. Targets are class indices ``(B,)``.
     """
     cases = []
     for trial in range(trials):
         batch, classes = (int(n) for n in torch.randperm(6, generator=generator)[:2] + 2)
         scale = 400.0 if trial % 3 == 2 else 2.0
         logits = scale * torch.randn(batch, classes, generator=generator, dtype=torch.float64)
-        if trial % 3 == 2:
-            logits += (1000.0 if trial % 2 else -1000.0) - logits.max(-1, keepdim=True).values
+        if trial % 3 == 2:  # row maxima +1000 and -1000 in turn, the first one's sign by trial
+            tops = (1000.0 if trial % 2 else -1000.0) * (-1.0) ** torch.arange(batch, dtype=torch.float64)
+            logits += tops[:, None] - logits.max(-1, keepdim=True).values
         targets = torch.randint(0, classes, (batch,), generator=generator)
         cases.append((logits, targets))
     return cases
@@ -98,7 +103,8 @@ check_cross_entropy = Check(
         ": you returned one loss per example; return their mean over the batch" if shape == (logits.shape[0],)
         else ""),
     nan_hint=": exp overflows or underflows; subtract each row's maximum before exponentiating (the log-sum-exp "
-             "trick)",
+             "trick), each row its own: one shift for the whole batch is not enough when the rows' maxima lie far "
+             "apart",
     tolerance=dict(atol=1e-8, rtol=1e-10),
     forbidden=("torch.nn.functional", "torch.nn.CrossEntropyLoss", "torch.log_softmax", "torch.softmax",
                ".log_softmax", ".softmax", ".logsumexp", "torch.logsumexp"),
@@ -158,30 +164,70 @@ def relu_network_health(weights: torch.Tensor, seed: int, samples: int = 512) ->
     return dead / weights.shape[0] / weights.shape[-1], moments[-1] / moments[0], float(grad.pow(2).mean()) / start
 
 
+# ReLU zeroes about half of each pre-activation: the advice for weights of the wrong scale.
+_HE_ADVICE = "ReLU zeroes about half of each pre-activation, so the weight variance must be twice LeCun's 1/fan_in"
+
+
+def _init_causes(found: torch.Tensor, shrinks: bool, gradient: bool) -> str:
+    """What in ``found`` makes the second moment (or, with ``gradient``, the gradient's mean square)
+    shrink (``shrinks``) or grow: biases away from 0, weights of the wrong scale, or both, with what
+    to do about it. The bias rows are read first, so that He weights with nonzero biases are not
+    told that their weights are wrong."""
+    width = found.shape[-1]
+    gain = float(found[:, :-1].pow(2).mean()) * width  # fan_in · E[W²]: LeCun's 1, He's 2
+    bias_mean, bias_size = float(found[:, -1].mean()), float(found[:, -1].abs().mean())
+    nonzero, causes = bias_size > 0.05, []
+    if nonzero and shrinks and bias_mean < 0:
+        causes.append(f"the biases are negative (their mean is {bias_mean:.2g}): a negative bias pushes every "
+                      "pre-activation down, so fewer units fire at each layer")
+    elif nonzero and shrinks and gradient and bias_mean > 0:
+        causes.append(f"the biases are positive (their mean is {bias_mean:.2g}): a positive bias keeps units alive "
+                      "and props up the second moment (it adds the same amount for every input), but the gradient "
+                      "crosses each layer only through the weights of its active units")
+    elif nonzero and not shrinks and bias_mean > 0:
+        causes.append(f"the biases are positive (their mean is {bias_mean:.2g}): a positive bias adds the same "
+                      "amount to every pre-activation, at every layer")
+    biased = bool(causes)
+    if shrinks and gain < 1.5:
+        causes.append(f"the weights are too small: their variance is {gain:.2g}/fan_in")
+    elif not shrinks and gain > 2.5:
+        causes.append(f"the weights are too large: their variance is {gain:.2g}/fan_in")
+    weights = len(causes) > biased
+    if not causes:  # neither the scale nor the biases: something else in how the weights are drawn
+        causes.append(f"the weights are too {'small' if shrinks else 'large'} for ReLU")
+        weights = True
+    if not weights:
+        advice = "Start the biases at 0"
+    else:
+        advice = (_HE_ADVICE if shrinks else "Use He's variance, 2/fan_in") + (", with biases at 0" if nonzero else "")
+    return f"{'; and '.join(causes)}. {advice}"
+
+
 def _relu_init_rules(found: torch.Tensor, expected: torch.Tensor, depth: int, width: int, seed: int) -> str | None:
     """What is wrong with the network ``found`` builds: too many dead units, a second moment that
     shrinks or grows by more than 4 through the layers, or a gradient whose mean square shrinks or
-    grows by more than 2 on its way back; None when it is healthy."""
+    grows by more than 2 on its way back, each with its cause (:func:`_init_causes`); None when it
+    is healthy."""
     dead, moment, gradient = relu_network_health(found, seed)
     if dead > 0.1:
-        return (f"{dead:.0%} of the units are dead (0 on all 512 inputs); at most 10% may be. A negative bias "
-                "pushes a unit's pre-activation below 0 for every input: start the biases at 0")
+        if float(found[:, -1].mean()) < -0.05:
+            cause = "A negative bias pushes a unit's pre-activation below 0 for every input: start the biases at 0"
+        else:
+            cause = ("A unit whose pre-activation is negative for every input gets no gradient: draw the weights "
+                     "with mean 0, and start the biases at 0")
+        return f"{dead:.0%} of the units are dead (0 on all 512 inputs); at most 10% may be. {cause}"
     if moment < 0.25:
         return (f"the second moment of the pre-activations shrinks {1 / moment:.3g}-fold from layer 1 to layer "
-                f"{depth}: the weights are too small. ReLU zeroes half of each pre-activation, so the weight "
-                "variance must be twice LeCun's 1/fan_in")
+                f"{depth}: {_init_causes(found, shrinks=True, gradient=False)}")
     if moment > 4:
         return (f"the second moment of the pre-activations grows {moment:.3g}-fold from layer 1 to layer {depth}: "
-                "the weights are too large, or a positive bias adds to it at every layer")
+                f"{_init_causes(found, shrinks=False, gradient=False)}")
     if gradient < 0.5:
         return (f"the gradient's mean square shrinks {1 / gradient:.3g}-fold on its way back from layer {depth} to "
-                "layer 1: the weights are too small. A positive bias keeps units alive and props up the second "
-                "moment (it adds the same amount for every input), but the gradient crosses each layer only "
-                "through the weights of its active units: ReLU zeroes about half of them, so the weight variance "
-                "must be twice LeCun's 1/fan_in, with biases at 0")
+                f"layer 1: {_init_causes(found, shrinks=True, gradient=True)}")
     if gradient > 2:
         return (f"the gradient's mean square grows {gradient:.3g}-fold on its way back from layer {depth} to "
-                "layer 1: the weights are too large")
+                f"layer 1: {_init_causes(found, shrinks=False, gradient=True)}")
     return None
 
 

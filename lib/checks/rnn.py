@@ -110,8 +110,9 @@ def jacobian_norms_cases(generator: torch.Generator, trials: int = 10) -> list[t
 
 
 def _jacobian_reference(x, weight_ih, weight_hh, bias, order="chain", transpose=False, slopes=True,
-                        norm="spectral"):
-    """‖∂h_T/∂h_k‖ for k = 0..T; the keywords switch on the usual slips."""
+                        norm="spectral", lagged=False):
+    """‖∂h_T/∂h_k‖ for k = 0..T; the keywords switch on the usual slips (``lagged``: the slope of
+    h_(t-1), with h_0 = 0, in the Jacobian of step t)."""
     hidden, h = [], torch.zeros(weight_hh.shape[0], dtype=x.dtype)
     for x_t in x:
         h = torch.tanh(weight_ih @ x_t + weight_hh @ h + bias)
@@ -119,7 +120,8 @@ def _jacobian_reference(x, weight_ih, weight_hh, bias, order="chain", transpose=
     product = torch.eye(len(bias), dtype=x.dtype)
     matrix_norm = (lambda m: torch.linalg.matrix_norm(m, ord=2)) if norm == "spectral" else torch.linalg.matrix_norm
     norms = [matrix_norm(product)]
-    for h_t in reversed(hidden):
+    for t in reversed(range(len(hidden))):
+        h_t = (hidden[t - 1] if t else torch.zeros_like(hidden[0])) if lagged else hidden[t]
         w = weight_hh.T if transpose else weight_hh
         jacobian = ((1 - h_t**2)[:, None] * w) if slopes else w
         product = product @ jacobian if order == "chain" else jacobian @ product
@@ -149,6 +151,9 @@ check_jacobian_norms = Check(
         Slip(lambda *case: _jacobian_reference(*case, transpose=True),
              "∂h_t/∂h_(t-1) = diag(1 - h_t²) W_hh, with W_hh as stored (row i is unit i's weights), not its "
              "transpose"),
+        Slip(lambda *case: _jacobian_reference(*case, lagged=True),
+             "the Jacobian of step t takes the slope of step t's own unit, tanh'(a_t) = 1 - h_t², not 1 - h_(t-1)² "
+             "of the state it reads: ∂h_t/∂h_(t-1) = diag(1 - h_t²) W_hh"),
     ),
     shape_hint=lambda shape, x, *weights: (
         ": include both ends, k = 0 (the initial state) to k = T (where the norm is 1)" if shape == (x.shape[0],)
@@ -173,14 +178,32 @@ def gradient_reach_cases(generator: torch.Generator, trials: int = 10) -> list[t
 
 
 def _gradient_reach(length: int, k: int, window: bool = False, causal: bool = True,
-                    truncated: bool = True) -> torch.Tensor:
+                    truncated: bool = True, diagonal: bool = True) -> torch.Tensor:
     """``R[t, s] = 1`` when the loss at step ``t`` back-propagates to the input at step ``s``
     (steps from 0, chunks ``[0, k), [k, 2k), ...``); the flags give the known wrong answers."""
     t, s = torch.arange(length)[:, None], torch.arange(length)[None, :]  # (L, 1), (1, L)
-    reach = s <= t if causal else torch.ones(length, length, dtype=torch.bool)  # (L, L)
+    reach = (s <= t if diagonal else s < t) if causal else torch.ones(length, length, dtype=torch.bool)  # (L, L)
     if truncated:
         reach = reach & ((t - s < k) if window else (t // k == s // k))
     return reach.long()
+
+
+def _reach_mismatch(found: torch.Tensor, expected: torch.Tensor, length: int, k: int) -> str:
+    """Where a 0/1 reach matrix is wrong, in whole numbers: how many entries, and the first of them
+    with the reason it must be 0 or 1 (a tolerance means nothing for a matrix of 0s and 1s)."""
+    wrong = (found != expected).nonzero().tolist()
+    t, s = wrong[0]
+    start = (t // k) * k  # the first step of t's chunk
+    if expected[t, s] and s == t:
+        why = f"it must be 1: the loss at step {t} reaches the input of its own step"
+    elif expected[t, s]:
+        why = f"it must be 1: steps {s} and {t} lie in the chunk that starts at step {start}, and {s} <= {t}"
+    elif s > t:
+        why = f"it must be 0: the input at step {s} comes after the loss at step {t}"
+    else:
+        why = f"it must be 0: the chunk of step {t} starts at step {start}, after step {s}"
+    return (f"your reach matrix differs from the book's in {len(wrong)} of its {length * length} entries; the "
+            f"first is R[{t}, {s}] = {int(found[t, s])}: {why}")
 
 
 check_gradient_reach = Check(
@@ -198,8 +221,12 @@ check_gradient_reach = Check(
              "rows are losses and columns inputs: R[t, s] says whether the loss at step t reaches input s"),
         Slip(lambda length, k: _gradient_reach(length, k, causal=False),
              "a loss at step t cannot reach an input after t: the model had not read it yet"),
+        Slip(lambda length, k: _gradient_reach(length, k, diagonal=False),
+             "the loss at step t also reaches the input at step t itself, which it was computed from: R[t, t] = 1 "
+             "(keep the diagonal)"),
     ),
     shape_hint=lambda shape, length, k: "",
+    mismatch=_reach_mismatch,
 )
 
 
