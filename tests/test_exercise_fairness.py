@@ -43,6 +43,15 @@ def fairness_tables() -> dict:
 TABLES = fairness_tables()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """The checkers' cases are small: one thread is faster than two fighting the other test lane."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def verdict(check_name: str, answer, seed: int) -> str:
     """The CheckFailed message for ``answer`` on the cases drawn from ``seed``, or "" for a pass."""
     check = CHECKS[check_name]
