@@ -77,6 +77,14 @@ def hebbian_matmul(patterns):
     return weights
 
 
+def hebbian_last_diagonal_kept(patterns):
+    """An off-by-one: W_ii zeroed only for i < N - 1, so the last unit keeps its self-coupling P/N."""
+    weights = patterns.T @ patterns / patterns.shape[1]
+    for i in range(patterns.shape[1] - 1):
+        weights[i, i] = 0.0
+    return weights
+
+
 @pytest.mark.parametrize("answer", [hebbian_outer_products, hebbian_matmul])
 def test_hebbian_accepts_right_answers_written_differently(answer, capsys):
     check_hebbian_weights(answer)
@@ -86,7 +94,8 @@ def test_hebbian_accepts_right_answers_written_differently(answer, capsys):
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (lambda p: p.T @ p / p.shape[1], "your diagonal is .*, not 0"),
+        (lambda p: p.T @ p / p.shape[1], "your diagonal is not 0: W_ii = "),
+        (hebbian_last_diagonal_kept, "your diagonal is not 0: W_ii = .* at i = "),
         (lambda p: hebbian_matmul(p) * p.shape[1], "you did not divide by N"),
         (lambda p: hebbian_matmul(p) * p.shape[1] / p.shape[0], "you divided by P"),
         (lambda p: p @ p.T / p.shape[1], "patterns @ patterns.T compares patterns"),
@@ -96,6 +105,15 @@ def test_hebbian_accepts_right_answers_written_differently(answer, capsys):
 def test_hebbian_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
         check_hebbian_weights(answer)
+
+
+def test_a_nonzero_diagonal_is_shown_where_it_is_largest():
+    """The message names the largest |W_ii| and its index, not W_00 (which an off-by-one leaves at 0)."""
+    from lib.checks.memory import _nonzero_diagonal
+    patterns = torch.tensor([[1.0, -1, 1, 1], [1, 1, -1, 1]])  # P = 2, N = 4: W_ii = P/N = 0.5
+    message = _nonzero_diagonal(hebbian_last_diagonal_kept(patterns), None, patterns)
+    assert message.startswith("your diagonal is not 0: W_ii = 0.5 at i = 3, its largest |W_ii|"), message
+    assert _nonzero_diagonal(hebbian_matmul(patterns), None, patterns) is None
 
 
 def test_a_stub_is_told_to_write_its_body():
@@ -172,6 +190,30 @@ def capacity_zero_field_unstable(patterns):
     return torch.tensor(largest)
 
 
+def capacity_zero_field_to_plus(patterns):
+    """The common convention sign(0) = +1: a unit whose field is 0 is set to +1 (torch.where(h >= 0, 1, -1))."""
+    largest = 0
+    for count in range(1, len(patterns) + 1):
+        stored = patterns[:count]
+        weights = stored.T @ stored
+        weights.fill_diagonal_(0.0)
+        if torch.equal(torch.where(stored @ weights >= 0, 1.0, -1.0).to(stored.dtype), stored):
+            largest = count
+    return torch.tensor(largest)
+
+
+def capacity_zero_field_to_minus(patterns):
+    """sign(0) = -1: a unit whose field is 0 is set to -1 (torch.where(h > 0, 1, -1))."""
+    largest = 0
+    for count in range(1, len(patterns) + 1):
+        stored = patterns[:count]
+        weights = stored.T @ stored
+        weights.fill_diagonal_(0.0)
+        if torch.equal(torch.where(stored @ weights > 0, 1.0, -1.0).to(stored.dtype), stored):
+            largest = count
+    return torch.tensor(largest)
+
+
 def capacity_with_diagonal(patterns):
     largest = 0
     for count in range(1, len(patterns) + 1):
@@ -212,6 +254,8 @@ def test_hopfield_capacity_accepts_counts_found_either_way(answer, capsys):
         (capacity_from_zero, "one less than the largest stable p"),
         (capacity_with_diagonal, "your weights keep the diagonal"),
         (capacity_zero_field_unstable, "whose field is exactly 0 as unstable"),
+        (capacity_zero_field_to_plus, r"exactly 0 to \+1 \(sign\(0\) = \+1.*by the tie rule"),
+        (capacity_zero_field_to_minus, r"exactly 0 to -1 \(sign\(0\) = -1.*by the tie rule"),
         (capacity_quoted, "that is 0.138 N"),
         (lambda patterns: capacity_with_update_rule(patterns) + 0.5, "are not whole numbers"),
         (lambda patterns: capacity_with_update_rule(patterns).repeat(2), "expected a scalar"),
@@ -227,21 +271,33 @@ def test_stable_prefixes_agree_with_storing_each_set_in_a_network():
     of the first p patterns is a fixed point of update_sync (whose tie rule keeps a zero field)."""
     from lib.checks.memory import hopfield_capacity_cases, stable_prefixes
     from lib.memory.hopfield import hebbian_weights, update_sync
-    for (patterns,) in hopfield_capacity_cases(torch.Generator().manual_seed(0))[-2:]:
+    for (patterns,) in hopfield_capacity_cases(torch.Generator().manual_seed(0))[-3:]:
         by_network = [torch.equal(update_sync(hebbian_weights(patterns[:p]), patterns[:p]), patterns[:p])
                       for p in range(1, len(patterns) + 1)]
         assert stable_prefixes(patterns) == by_network
 
 
-def test_every_draw_has_a_set_where_stability_comes_back_and_one_a_zero_field_decides():
+def test_every_draw_has_a_set_where_stability_comes_back_and_zero_fields_decide_at_either_state():
+    """Stability comes back in one set; in another a zero field decides at a unit in state +1 only
+    (sign(0) = -1 fails, sign(0) = +1 passes), and in a third at -1 only: so each tie convention
+    fails on every draw, and the other passes somewhere, which tells their messages apart."""
     from lib.checks.memory import hopfield_capacity, hopfield_capacity_cases, stable_prefixes
     for seed in range(10):
         cases = hopfield_capacity_cases(torch.Generator().manual_seed(seed))
         assert len(cases) == 10
-        assert any(hopfield_capacity(*case, stop_at_failure=True) != hopfield_capacity(*case) for case in cases)
-        assert any(hopfield_capacity(*case, strict=True) != hopfield_capacity(*case) for case in cases)
+        right = [int(hopfield_capacity(*case)) for case in cases]
+        counts = {name: [int(hopfield_capacity(*case, **flags)) for case in cases] for name, flags in
+                  (("stop", dict(stop_at_failure=True)), ("strict", dict(strict=True)),
+                   ("plus", dict(zero_to=1)), ("minus", dict(zero_to=-1)))}
+        assert counts["stop"][-3] != right[-3] and counts["strict"][-3] == right[-3]
+        assert counts["minus"][-2] != right[-2] and counts["plus"][-2] == right[-2]
+        assert counts["plus"][-1] != right[-1] and counts["minus"][-1] == right[-1]
+        # and the three broken tie rules against a direct count with each rule
+        for name, rule in (("strict", capacity_zero_field_unstable), ("plus", capacity_zero_field_to_plus),
+                           ("minus", capacity_zero_field_to_minus)):
+            assert [int(rule(*case)) for case in cases[-2:]] == counts[name][-2:], name
     # stability coming back, spelt out on one set: a p that fails below the largest stable p
-    patterns = hopfield_capacity_cases(torch.Generator().manual_seed(0))[-2][0]
+    patterns = hopfield_capacity_cases(torch.Generator().manual_seed(0))[-3][0]
     stable, largest = stable_prefixes(patterns), int(hopfield_capacity(patterns))
     assert stable[largest - 1] and not all(stable[:largest])
 
@@ -313,7 +369,8 @@ FAIRNESS = {
     "check_hebbian_weights": {
         "right": [hebbian_loops],
         "wrong": [
-            (lambda p: p.T @ p / p.shape[1], "your diagonal is .*, not 0"),
+            (lambda p: p.T @ p / p.shape[1], "your diagonal is not 0"),
+            (hebbian_last_diagonal_kept, "your diagonal is not 0: W_ii = .* at i = "),
             (lambda p: hebbian_matmul(p) * p.shape[1], "you did not divide by N"),
             (lambda p: hebbian_matmul(p) * p.shape[1] / p.shape[0], "you divided by P"),
             (lambda p: p @ p.T / p.shape[1], "patterns @ patterns.T compares patterns"),
@@ -324,6 +381,8 @@ FAIRNESS = {
         "wrong": [
             (capacity_stopping_at_the_first_failure, "you stopped at the first p that fails"),
             (capacity_zero_field_unstable, "whose field is exactly 0 as unstable"),
+            (capacity_zero_field_to_plus, r"exactly 0 to \+1 \(sign\(0\) = \+1.*by the tie rule"),
+            (capacity_zero_field_to_minus, r"exactly 0 to -1 \(sign\(0\) = -1.*by the tie rule"),
             (capacity_with_diagonal, "your weights keep the diagonal"),
             (capacity_from_zero, "one less than the largest stable p"),
             (capacity_quoted, "that is 0.138 N"),

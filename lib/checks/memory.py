@@ -84,9 +84,12 @@ def _unscaled(patterns: torch.Tensor) -> torch.Tensor:
 
 
 def _nonzero_diagonal(found: torch.Tensor, expected: torch.Tensor, patterns) -> str | None:
+    """Names the diagonal entry farthest from 0 (an off-by-one zeroing leaves only the last one)."""
     diagonal = found.diagonal()
-    if diagonal.abs().max() > 1e-8:
-        return f"your diagonal is {diagonal[0]:.4f}, not 0: set W_ii = 0 (no self-connections)"
+    index = int(diagonal.abs().argmax())
+    if diagonal[index].abs() > 1e-8:
+        return (f"your diagonal is not 0: W_ii = {diagonal[index]:.4g} at i = {index}, its largest |W_ii|; "
+                "set W_ii = 0 for every i (no self-connections)")
     return None
 
 
@@ -119,17 +122,20 @@ def _random_patterns(generator: torch.Generator) -> torch.Tensor:
     return 2 * spins - 1
 
 
-def least_agreement(patterns: torch.Tensor, self_coupling: bool = False) -> list[float]:
-    """For ``p = 1, ..., P``: the least ``ξ_i h_i`` over the units of the first ``p`` patterns, in the
-    network that stores exactly those ``p`` (``h = W ξ``; Hebbian weights with a zero diagonal, unless
-    ``self_coupling``, and without the 1/N, which changes no sign: every number is a whole number).
+def least_agreement_by_state(patterns: torch.Tensor, self_coupling: bool = False
+                             ) -> dict[int, list[float]]:
+    """For ``p = 1, ..., P`` and each state ``s`` (+1, -1): the least ``ξ_i h_i`` over the units of the
+    first ``p`` patterns that are in state ``s`` in their pattern, in the network that stores exactly
+    those ``p`` (``h = W ξ``; Hebbian weights with a zero diagonal, unless ``self_coupling``, and
+    without the 1/N, which changes no sign: every number is a whole number).
 
-    All of the first ``p`` patterns are stable when it is ``>= 0``: a unit whose field is 0 keeps
-    its state, as in :func:`lib.memory.hopfield.update_sync`. ``> 0`` is the slip that counts a
-    zero field as unstable.
+    All of the first ``p`` patterns are stable when both are ``>= 0``: a unit whose field is 0 keeps
+    its state, as in :func:`lib.memory.hopfield.update_sync`. A value of exactly 0 is a deciding
+    zero field; the tie conventions that break it one way fail only at the units of one state.
     """
     agreement = torch.zeros_like(patterns)  # (P, N): row ν is ξ_νi (W ξ_ν)_i, W with its diagonal p
-    least = []
+    plus = patterns > 0  # (P, N): the units in state +1
+    least = []  # per p: (least over the units at +1, least over those at -1)
     for count in range(1, len(patterns) + 1):
         new, stored = patterns[count - 1], patterns[:count]  # (N,), (p, N)
         overlaps = stored @ new  # (p,): ξ_μ·ξ_new
@@ -137,16 +143,32 @@ def least_agreement(patterns: torch.Tensor, self_coupling: bool = False) -> list
         # the new pattern's own field is Σ_μ ξ_μ (ξ_μ·ξ_new)
         agreement[:count - 1] += stored[:-1] * new * overlaps[:-1, None]
         agreement[count - 1] = new * (overlaps @ stored)
-        least.append(agreement[:count].min())
-    diagonal = 0 if self_coupling else torch.arange(1, len(patterns) + 1)  # W_ii = p, taken out
-    return (torch.stack(least) - diagonal).tolist()
+        rows, at_plus = agreement[:count], plus[:count]
+        least.append(torch.stack([torch.where(at_plus, rows, torch.inf).min(),
+                                  torch.where(at_plus, torch.inf, rows).min()]))
+    least = torch.stack(least)  # (P, 2)
+    if not self_coupling:  # W_ii = p adds p to every ξ_i h_i: taken out
+        least -= torch.arange(1, len(patterns) + 1, dtype=least.dtype)[:, None]
+    return {1: least[:, 0].tolist(), -1: least[:, 1].tolist()}
 
 
-def stable_prefixes(patterns: torch.Tensor, self_coupling: bool = False, strict: bool = False) -> list[bool]:
+def least_agreement(patterns: torch.Tensor, self_coupling: bool = False) -> list[float]:
+    """For ``p = 1, ..., P``: the least ``ξ_i h_i`` over all units of the first ``p`` patterns (see
+    :func:`least_agreement_by_state`)."""
+    least = least_agreement_by_state(patterns, self_coupling)
+    return [min(plus, minus) for plus, minus in zip(least[1], least[-1])]
+
+
+def stable_prefixes(patterns: torch.Tensor, self_coupling: bool = False, strict: bool = False,
+                    zero_to: int | None = None) -> list[bool]:
     """For ``p = 1, ..., P``: whether each of the first ``p`` patterns is a fixed point of the network
-    that stores exactly those ``p`` (see :func:`least_agreement`). The flags give known wrong
-    answers: keeping the diagonal, counting a zero field as unstable."""
-    return [value > 0 if strict else value >= 0 for value in least_agreement(patterns, self_coupling)]
+    that stores exactly those ``p`` (see :func:`least_agreement_by_state`). The flags give known wrong
+    answers: keeping the diagonal; counting a zero field as unstable (``strict``, as
+    ``torch.sign(h) == ξ``); sending a unit whose field is 0 to ``zero_to`` instead of keeping its
+    state (+1 as ``torch.where(h >= 0, 1, -1)``, -1 as ``torch.where(h > 0, 1, -1)``), which breaks
+    only the units in the other state."""
+    flips = tuple(state for state in (1, -1) if strict or zero_to == -state)  # a zero field flips them
+    return _stable(least_agreement_by_state(patterns, self_coupling), flips)
 
 
 def _largest(stable: list[bool]) -> int:
@@ -160,50 +182,91 @@ def _before_failure(stable: list[bool]) -> int:
 
 
 def hopfield_capacity(patterns: torch.Tensor, self_coupling: bool = False, strict: bool = False,
-                      stop_at_failure: bool = False, first_failure: bool = False) -> torch.Tensor:
+                      stop_at_failure: bool = False, first_failure: bool = False,
+                      zero_to: int | None = None) -> torch.Tensor:
     """The largest ``p`` such that all of the first ``p`` patterns are stable (0 if there is none).
 
     Stability is not monotone in ``p``: a pattern that the crosstalk of a new pattern made
     unstable can be stable again once another is added, so every ``p`` up to ``P`` is tried (see
     :func:`stable_prefixes`). The flags give the known wrong answers: keeping the diagonal, counting
-    a zero field as unstable, stopping at the first ``p`` that fails (and returning ``p - 1``, or
-    ``p`` itself with ``first_failure``).
+    a zero field as unstable, sending it to ``zero_to``, stopping at the first ``p`` that fails (and
+    returning ``p - 1``, or ``p`` itself with ``first_failure``).
 
     Shapes
     ------
     patterns ``(P, N)`` -> a 0-dimensional long tensor
     """
-    stable = stable_prefixes(patterns, self_coupling, strict)
+    stable = stable_prefixes(patterns, self_coupling, strict, zero_to)
     if first_failure:
         return torch.tensor(min(_before_failure(stable) + 1, len(patterns)))
     return torch.tensor(_before_failure(stable) if stop_at_failure else _largest(stable))
 
 
-def hopfield_capacity_cases(generator: torch.Generator, trials: int = 8) -> list[tuple]:
-    """Fresh ``(patterns,)`` for :data:`check_hopfield_capacity`: ``trials + 2`` sets of 64 random ±1
+def _stable(least: dict[int, list[float]], flips: tuple[int, ...] = ()) -> list[bool]:
+    """Stability per ``p`` from :func:`least_agreement_by_state`, when a zero field flips the units in
+    the states ``flips`` (none by the tie rule)."""
+    return [all(values[state] > 0 if state in flips else values[state] >= 0 for state in values)
+            for values in ({1: plus, -1: minus} for plus, minus in zip(least[1], least[-1]))]
+
+
+def _features(patterns: torch.Tensor) -> tuple[bool, bool, bool]:
+    """Whether stability comes back, and whether a zero field at a unit in state +1 (resp. -1) decides
+    the count: flipping such a unit (sign(0) = -1, resp. +1) changes the count."""
+    least = least_agreement_by_state(patterns)
+    right = _stable(least)
+    largest = _largest(right)
+    return (_before_failure(right) != largest, _largest(_stable(least, (1,))) != largest,
+            _largest(_stable(least, (-1,))) != largest)
+
+
+def _zeros_moved_to(patterns: torch.Tensor, state: int) -> torch.Tensor | None:
+    """``patterns`` with some units negated in every pattern, so that each zero field of the largest
+    stable set sits at a unit in ``state`` (None if a unit has zero fields in both states).
+
+    Negating unit ``i`` in every pattern negates ``W_ij`` for ``j != i`` and ``ξ_i``, so every
+    ``ξ_j h_j`` is unchanged, for every ``p``: the counts stay the same, only the state of unit ``i``
+    in each pattern changes.
+    """
+    count = int(hopfield_capacity(patterns))
+    stored = patterns[:count]  # (p, N)
+    weights = stored.T @ stored
+    weights.fill_diagonal_(0.0)
+    zero = stored * (stored @ weights) == 0  # (p, N): the zero fields
+    at_plus, at_minus = (zero & (stored > 0)).any(0), (zero & (stored < 0)).any(0)  # (N,) each
+    if (at_plus & at_minus).any():
+        return None
+    wrong = at_minus if state > 0 else at_plus  # (N,): units whose zero fields are in the other state
+    return patterns * torch.where(wrong, -1.0, 1.0).to(patterns.dtype)
+
+
+def hopfield_capacity_cases(generator: torch.Generator, trials: int = 7) -> list[tuple]:
+    """Fresh ``(patterns,)`` for :data:`check_hopfield_capacity`: ``trials + 3`` sets of 64 random ±1
     patterns of ``N`` units, far more than a network of ``N`` units holds. ``N`` is 128 or 256, a
     power of 2, so that a solution that keeps the factor 1/N computes every field exactly and a
     field of 0 comes out as 0.
 
-    The last two sets are drawn again until they have what a random set often lacks. In the
-    first, stability comes back: the count before the first failure is less than the largest
-    stable ``p`` (and no zero field decides). In the second, a field of exactly 0 decides: counting
-    it as unstable changes the count (and stability does not come back). So a solution that stops
-    at the first failure, or that breaks the tie rule, fails on every draw, each with its own message.
+    The last three sets have what a random set often lacks. In the first, stability comes back: the
+    count before the first failure is less than the largest stable ``p`` (and no zero field decides).
+    In the other two a field of exactly 0 decides the count: a set drawn again until one does, with
+    units negated (:func:`_zeros_moved_to`) so that every deciding zero field sits at a unit in state
+    +1 in the second set and -1 in the third. A solution that stops at the first failure fails on
+    every draw; so does one that breaks the tie rule either way, sign(0) = +1 (``torch.where(h >= 0,
+    1, -1)``) as surely as sign(0) = -1 or 0, each with its own message.
     """
     cases = [(_random_patterns(generator),) for _ in range(trials)]
-    for wanted in ("comes back", "zero field"):
-        while True:
-            patterns = _random_patterns(generator)
-            least = least_agreement(patterns)
-            stable, strict = [value >= 0 for value in least], [value > 0 for value in least]
-            comes_back = _before_failure(stable) != _largest(stable)
-            zero_field = _largest(strict) != _largest(stable)
-            if (comes_back, zero_field) == (wanted == "comes back", wanted == "zero field"):
-                cases.append((patterns,))
-                break
-    return cases
+    comes_back = zero_field = None
+    while comes_back is None or zero_field is None:
+        patterns = _random_patterns(generator)
+        back, *zero = _features(patterns)
+        if comes_back is None and back and not any(zero):
+            comes_back = patterns
+        elif zero_field is None and any(zero):
+            moved = [_zeros_moved_to(patterns, state) for state in (1, -1)]
+            zero_field = None if moved[0] is None else moved
+    return cases + [(comes_back,), (zero_field[0],), (zero_field[1],)]
 
+
+TIE_RULE = "by the tie rule a unit whose field is exactly 0 keeps its state (ξ_i h_i >= 0 is enough)"
 
 check_hopfield_capacity = Check(
     "your counts agree with the largest stable p on 10 fresh sets of random patterns",
@@ -225,9 +288,14 @@ check_hopfield_capacity = Check(
              "your weights keep the diagonal: W_ii = p pulls every unit towards its own state and makes "
              "patterns look stable; set the diagonal to 0"),
         Slip(lambda patterns: hopfield_capacity(patterns, strict=True),
-             "you counted a unit whose field is exactly 0 as unstable; it keeps its state (ξ_i h_i >= 0 is "
-             "enough), as update_sync keeps it. (With the factor 1/N, rounding can push a zero field "
-             "below 0: leave 1/N out.)"),
+             f"you counted a unit whose field is exactly 0 as unstable (as torch.sign(h) == ξ does); "
+             f"{TIE_RULE}, as update_sync keeps it"),
+        Slip(lambda patterns: hopfield_capacity(patterns, zero_to=1),
+             f"you sent a unit whose field is exactly 0 to +1 (sign(0) = +1, as torch.where(h >= 0, 1, -1) "
+             f"does), so a unit at -1 with a zero field looks unstable; {TIE_RULE}"),
+        Slip(lambda patterns: hopfield_capacity(patterns, zero_to=-1),
+             f"you sent a unit whose field is exactly 0 to -1 (sign(0) = -1, as torch.where(h > 0, 1, -1) "
+             f"does), so a unit at +1 with a zero field looks unstable; {TIE_RULE}"),
         Slip(lambda patterns: torch.tensor(round(0.138 * patterns.shape[1])),
              "that is 0.138 N, the capacity when a few errors per pattern are allowed; count the patterns "
              "that stay exactly stable instead"),

@@ -118,8 +118,12 @@ def hebbian_weights(patterns: Tensor) -> Tensor:
               \qquad W_{ii} = 0
 
     "Units that are on together are wired together": ``W_ij`` grows when units ``i``
-    and ``j`` agree in a pattern and shrinks when they disagree. The zero diagonal
-    removes self-coupling, which would otherwise freeze every state in place.
+    and ``j`` agree in a pattern and shrinks when they disagree. Keeping the diagonal,
+    ``W_ii = P/N``, would add ``(P/N) s_i`` to every field ``h_i``: a pull towards the
+    unit's current state. At low load it changes little (noisy cues are still
+    recalled), but it grows as ``P/N`` while the crosstalk grows as ``sqrt(P/N)``, so at
+    high load it freezes states, stored or not, in place. The energy argument
+    (``Delta E = -Delta s_i h_i``) also needs ``W_ii = 0``.
 
     Parameters
     ----------
