@@ -288,7 +288,8 @@ check_hopfield_capacity = Check(
              "your weights keep the diagonal: W_ii = p pulls every unit towards its own state and makes "
              "patterns look stable; set the diagonal to 0"),
         Slip(lambda patterns: hopfield_capacity(patterns, strict=True),
-             f"you counted a unit whose field is exactly 0 as unstable (as torch.sign(h) == ξ does); "
+             f"you counted a unit whose field is exactly 0 as unstable (as torch.sign(h) == ξ does, or a "
+             f"factor such as 1/p that rounds a zero field below 0: use W as the statement gives it); "
              f"{TIE_RULE}, as update_sync keeps it"),
         Slip(lambda patterns: hopfield_capacity(patterns, zero_to=1),
              f"you sent a unit whose field is exactly 0 to +1 (sign(0) = +1, as torch.where(h >= 0, 1, -1) "
