@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from lib.rnn import GATES, GRU, LSTM, RNN, clip_grad_norm
 from lib.tasks.recall import MemoryTask
-from lib.validation import require_choice, require_int, require_real
+from lib.validation import require_choice, require_float_tensor, require_instance, require_int, require_real
 
 __all__ = ["MemoryClassifier", "MemoryRun", "sequence_symbols", "train_memory_task", "unseen_batch"]
 
@@ -110,6 +110,10 @@ def sequence_symbols(x: Tensor, symbols: int) -> Tensor:
     ------
     x : (B, T + 2, symbols + 2); output : (B, T + 1), int8
     """
+    require_float_tensor("x", x), require_int("symbols", symbols)
+    if x.dim() != 3 or x.shape[-1] != symbols + 2:
+        raise ValueError(f"x must have shape (B, T + 2, symbols + 2) = (B, T + 2, {symbols + 2}); "
+                         f"found {tuple(x.shape)}")
     return x[:, :-1, :symbols].argmax(dim=-1).to(torch.int8)
 
 
@@ -133,7 +137,8 @@ def unseen_batch(task: MemoryTask, batch_size: int, generator: torch.Generator, 
         If ``rounds`` batches do not give enough unseen sequences: the task has too
         few distinct sequences next to ``seen``.
     """
-    require_int("batch_size", batch_size), require_int("rounds", rounds)
+    require_instance("task", task, MemoryTask), require_instance("generator", generator, torch.Generator)
+    require_instance("seen", seen, set), require_int("batch_size", batch_size), require_int("rounds", rounds)
     kept_x, kept_y, kept, replaced = [], [], 0, 0
     for _ in range(rounds):
         x, y = task.batch(batch_size, generator)
