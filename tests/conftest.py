@@ -20,3 +20,14 @@ def seeded_checker_inputs(request, monkeypatch):
     seed = zlib.crc32(f"{os.environ.get('CHECK_SEED', '0')}:{request.node.nodeid}".encode())
     generator = torch.Generator().manual_seed(seed)
     monkeypatch.setattr(lib.checks.core, "fresh_generator", lambda: generator)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module whose tensors are tiny: a second thread only waits, and many
+    times slower while the other test lane or another job keeps the cores busy. Modules opt in
+    with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -43,13 +43,7 @@ def fairness_tables() -> dict:
 TABLES = fairness_tables()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The checkers' cases are small: one thread is faster than two fighting the other test lane."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see tests/conftest.py
 
 
 def verdict(check_name: str, answer, seed: int) -> str:

@@ -17,13 +17,7 @@ from lib.memory.memn2n import (
 FAST = settings(max_examples=25, deadline=None, database=None)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small models train several times faster on one thread when the machine is busy."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see tests/conftest.py
 
 
 def small_model(tying="adjacent", hops=3, seed=0):

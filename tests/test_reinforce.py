@@ -25,13 +25,7 @@ WORDS = 3
 SEQUENCES = list(itertools.product(range(WORDS), repeat=2))  # all 9 sequences x1 x2
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Thousands of tiny autograd calls run several times faster on one thread when the machine is busy."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see tests/conftest.py
 
 
 def policy():
