@@ -84,3 +84,20 @@ def test_every_claim_names_an_existing_markdown_cell_it_backs(path):
         ids = (ids,) if isinstance(ids, str) else ids
         missing = [i for i in ids if i not in markdown]
         assert not missing, f"code cell {index}: claim {statement} backs {missing}, not markdown cells of {path.name}"
+
+
+SHOWN_LINE = 88  # characters of code that fit a code block at 1366 px (tests/test_book_html.py measures it)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_shown_code_and_printed_lines_fit_the_page(path):
+    """What the reader sees, checked before the browser test has to find it in the built book: code
+    cells not removed from the page, and what they print (explorers print HTML, not this text)."""
+    for index, cell in enumerate(code_cells(path)):
+        if tags(cell) & {"remove-cell", "remove-input"}:
+            continue
+        long = [line for line in cell.source.splitlines() if len(line) > SHOWN_LINE]
+        assert not long, f"code cell {index} ({cell.get('id')}) shows a line of {len(long[0])} characters"
+        printed = "".join(out.get("text", "") for out in cell.outputs if out.output_type == "stream")
+        long = [line for line in printed.splitlines() if len(line) > SHOWN_LINE]
+        assert not long, f"code cell {index} ({cell.get('id')}) prints a line of {len(long[0])} characters"
