@@ -168,13 +168,15 @@ def test_a_chapter_opens_on_its_figures_runs_and_its_explorer_answers(lab, brows
         # 4. In a 1024 px window the controls wrap onto new rows: none shrinks, none sticks out of its
         #    cell. The notebook is narrowed to 560 px (a side panel open, a split view) so the row must
         #    wrap; the same measure on rows forced not to wrap proves it can fail. The edge is the
-        #    cell's, not the row's: an output area may grow to fit an unwrapped row (CI saw that), and
-        #    then the row stays within itself while it sticks out of what the reader sees.
+        #    nearer of the cell's and the panel's, not the row's: an output area, and even a cell, may
+        #    grow to fit an unwrapped row (CI saw both), and then the row stays within them while it
+        #    sticks out of the 560 px the reader sees.
         page.set_viewport_size({"width": 1024, "height": 900})
         page.evaluate("() => document.querySelectorAll('.jp-NotebookPanel').forEach(p => p.style.maxWidth = '560px')")
         page.wait_for_timeout(500)
         measure = """() => [...document.querySelectorAll('.jp-Notebook .widget-hbox')].map(box => {
-            const edge = box.closest('.jp-Cell').getBoundingClientRect().right;
+            const edge = Math.min(box.closest('.jp-Cell').getBoundingClientRect().right,
+                                  box.closest('.jp-NotebookPanel').getBoundingClientRect().right);
             return [...box.children].map(c => [c.getBoundingClientRect().width, c.getBoundingClientRect().right - edge]);
         }).flat()"""
         def squeezed(controls):
