@@ -229,7 +229,7 @@ def table(reports) -> str:
     for report in reports:
         verdicts = {v.exercise: ("PASS" if v.passed else "FAIL") + ("+REVIEW" if v.review else "")
                     for v in report.verdicts}
-        rows.append([str(report.submission), report.student, *[verdicts.get(e, "—") for e in exercises], report.score])
+        rows.append([report.submission, report.student, *[verdicts.get(e, "—") for e in exercises], report.score])
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows])
 
@@ -295,6 +295,8 @@ def main(argv=None) -> int:
     except (SandboxUnavailable, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    for failure in gradebook.failures:
+        print(f"error: {failure}", file=sys.stderr)
     if not reports:
         print("error: no notebook to grade", file=sys.stderr)
         return 2

@@ -119,10 +119,12 @@ CLASS = {  # student → (notebook or raw text, the first exercise's expected ve
     "ansi": (_submission(lambda s: "raise ValueError('\\x1b[31mred\\x1b[0m')\n"), "FAIL", "ValueError: red"),
     "no-ids": (None, "PASS", "correct"),
     "dotdot": (_submission(), "ERROR", "'../09_attention', which is not a chapter"),
-    "absolute": (_submission(), "ERROR", f"'{MASTER.with_suffix('')}', which is not a chapter"),
+    "absolute": (_submission(), "ERROR", "'<book>/chapters/09_attention', which is not a chapter"),  # no host path
     "truncated": (MASTER.read_text()[:4000], "ERROR", "not a readable notebook"),
     "nbformat99": (json.dumps({"nbformat": 99, "nbformat_minor": 0, "metadata": {}, "cells": []}), "ERROR",
-                   "Unsupported nbformat version 99"),
+                   "not an nbformat 4 notebook (nbformat 99)"),
+    "nbformat3": (json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": []}), "ERROR",
+                  "not an nbformat 4 notebook (nbformat 3); open it in Jupyter"),
 }
 
 
@@ -233,23 +235,30 @@ def test_review_flags_follow_aliases_and_forbidden_calls():
         review_flags(None)
 
 
-def test_malformed_probe_output_is_a_fail_never_a_crash(tmp_path):
-    def outcome(record, blob=b""):
-        (tmp_path / "e.json").write_text(record if isinstance(record, str) else json.dumps(record))
-        (tmp_path / "e.bin").write_bytes(blob)
-        return read_outcome(tmp_path, "e", "f", 1, 5)
+def _frame(record, blob=b"", problem="", ended=None):
+    raw = (record if isinstance(record, str) else json.dumps(record)).encode()
+    return {"id": "e", "ended": ended or {"ended": "exit", "code": 0}, "json": len(raw), "bin": len(blob),
+            "problem": problem}, raw, blob
 
+
+def test_malformed_probe_output_is_a_fail_never_a_crash():
     good = {"results": [{"dtype": "float32", "shape": [2], "offset": 0, "nbytes": 8}]}
-    [tensor] = outcome(good, torch.tensor([1.0, 2.0]).numpy().tobytes()).results
+    [tensor] = read_outcome(_frame(good, torch.tensor([1.0, 2.0]).numpy().tobytes()), "f", 1, 5).results
     assert tensor.dtype == torch.float32 and tensor.tolist() == [1.0, 2.0]
-    for bad in ("not json", {"results": []}, {"results": [{"dtype": "object", "shape": [1], "offset": 0, "nbytes": 8}]},
-                {"results": [{"dtype": "float64", "shape": [4], "offset": 0, "nbytes": 32}]},
-                {"results": [{"dtype": "float64", "shape": [-1], "offset": 0, "nbytes": -8}]},
-                {"results": [{"error": 3}]}, [1, 2]):
-        assert "malformed" in outcome(bad, b"\0" * 8).problem
-    (tmp_path / "e.json").unlink()
-    (tmp_path / "e.status.json").write_text(json.dumps({"ended": "timeout"}))
-    assert read_outcome(tmp_path, "e", "f", 1, 5).problem == "timed out after 5 s"
+    twice = {"results": [{"dtype": "float32", "shape": [2], "offset": 0, "nbytes": 8}] * 2}  # one blob, read twice
+    for bad, blob in (("not json", b""), ({"results": []}, b""), ("[" * 100_000 + "]" * 100_000, b""),
+                      ({"results": [{"dtype": "object", "shape": [1], "offset": 0, "nbytes": 8}]}, b"\0" * 8),
+                      ({"results": [{"dtype": "float64", "shape": [4], "offset": 0, "nbytes": 32}]}, b"\0" * 8),
+                      ({"results": [{"dtype": "float64", "shape": [-1], "offset": 0, "nbytes": -8}]}, b"\0" * 8),
+                      ({"results": [{"dtype": "float64", "shape": [1], "offset": True, "nbytes": 8}]}, b"\0" * 16),
+                      ({"results": [{"error": 3}]}, b""), ([1, 2], b""), (twice, b"\0" * 8)):
+        outcome = read_outcome(_frame(bad, blob), "f", 1 + (bad is twice), 5)
+        assert "did your code tamper" in outcome.problem and outcome.review, bad
+    outcome = read_outcome(_frame("", problem="e.bin is not a regular file"), "f", 1, 5)
+    assert "e.bin is not a regular file" in outcome.problem and outcome.review
+    assert read_outcome(_frame("", ended={"ended": "timeout"}), "f", 1, 5).problem == "timed out after 5 s"
+    assert "probe stopped" in read_outcome(None, "f", 1, 5).problem
+    assert plain_text("caf\udce9 \u202eevil\u200b") == "caf\\xe9 evil" and plain_text("\ud800") == "\\ud800"
 
 
 def test_masters_come_only_from_the_books_chapters():
@@ -287,7 +296,7 @@ def test_an_unreadable_file_or_a_grader_failure_costs_only_that_submission(monke
     monkeypatch.setattr(grader, "solution_sources", lambda *args: 1 / 0)
     reports = {report.student: report for report in grade_all([tmp_path], load_masters(CHAPTERS))}
     assert [report.score for report in reports.values()] == ["error", "error"]
-    assert "No such file" in reports["broken-link"].error and "ZeroDivisionError" in reports["carol"].error
+    assert "symbolic link" in reports["broken-link"].error and "ZeroDivisionError" in reports["carol"].error
 
 
 HOG = ("\nimport os, time\ntry:\n    while True:  # fork until the process limit says no, then hold them all\n"

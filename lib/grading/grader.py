@@ -4,7 +4,9 @@
 file, a wrong nbformat, an unknown or malicious master name, a crash or a timeout is
 that submission's (or that exercise's) FAIL with a plain-text reason.
 :func:`grade_all` grades many submissions in parallel and hands each
-:class:`Report` to a callback as soon as it is finished.
+:class:`Report` to a callback as soon as it is finished. Whatever a class folder holds —
+links, FIFOs, devices, names in any encoding or of any length — every regular notebook
+in it is graded, and every other entry named ``*.ipynb`` is reported, not opened.
 """
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -26,9 +30,9 @@ import nbformat
 import torch
 
 from lib.checks import CHECKS, CheckFailed
-from lib.exercises import CodingExercise, coding_exercises
+from lib.exercises import BOOK_CHAPTERS, CodingExercise, coding_exercises
 from lib.grading import sandbox
-from lib.grading.results import plain_text, read_outcome
+from lib.grading.results import FrameReader, plain_text, read_outcome
 from lib.grading.scan import review_flags
 
 CELL_TIMEOUT = 120  # seconds (wall and CPU) each exercise may run
@@ -36,7 +40,10 @@ MEMORY_LIMIT = 3 << 30  # bytes of address space per process (torch alone maps a
 FILE_LIMIT = 64 << 20  # bytes per file the submission writes
 PROCESS_MARGIN = 64  # processes the sandbox may add to its user's count
 STARTUP_SECONDS = 120  # for the sandbox to start and import torch
+STALL_SECONDS = 10  # beyond an exercise's timeout, for the probe to report it; then it is killed
 MAX_NOTEBOOK_BYTES = 20 << 20
+MAX_RESULT_BYTES = 256 << 20  # every result of one submission, in all
+NAME_CHARACTERS = 120  # of a student or submission name as printed and recorded
 MASTER_NAME = re.compile(r"[0-9]{2}_[a-z0-9_]+")
 PROBE_SOURCE = Path(__file__).with_name("probe.py")
 
@@ -79,9 +86,11 @@ class Verdict:
 
 @dataclass
 class Report:
-    """One submission's grades; ``error`` is set when it could not be graded at all."""
+    """One submission's grades; ``error`` is set when it could not be graded at all.
 
-    submission: Path  # relative to the folder that was graded
+    ``submission`` and ``student`` are names as printed (see :func:`plain_text`), not paths."""
+
+    submission: str  # relative to the folder that was graded
     student: str
     seed: int
     master: str = ""
@@ -113,12 +122,18 @@ class Report:
 
 
 def student_id(submission: Path, folder: Path | None) -> str:
-    """The student a submission belongs to: its top folder inside ``folder``, else its file name."""
+    """The student a submission belongs to: its top folder inside ``folder``, else its file name
+    (as printed: see :func:`plain_text`)."""
     if folder is not None:
         relative = submission.relative_to(folder)
         if len(relative.parts) > 1:
-            return relative.parts[0]
-    return submission.stem
+            return plain_text(relative.parts[0], NAME_CHARACTERS)
+    return plain_text(submission.stem, NAME_CHARACTERS)
+
+
+def _new_report(path: Path, folder: Path | None, seed: int) -> Report:
+    shown = plain_text(path.relative_to(folder) if folder else path.name, 2 * NAME_CHARACTERS)
+    return Report(shown, student_id(path, folder), seed)
 
 
 def find_master(notebook, file_name: str, masters: dict[str, Master]) -> Master:
@@ -172,59 +187,100 @@ def solution_sources(notebook, exercises) -> dict[str, str]:
     return sources
 
 
+def _file_kind(mode: int) -> str:
+    """What a directory entry that is not a regular file is, in words."""
+    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISDIR, "a folder"))
+    return next((kind for test, kind in kinds if test(mode)), "not a regular file")
+
+
 def read_submission(path: Path):
     """The notebook at ``path`` as nbformat 4.
+
+    The file is opened without following a link and without blocking, and read only if it
+    is a regular file of at most :data:`MAX_NOTEBOOK_BYTES`.
 
     Raises
     ------
     ValueError
         With a plain-text reason when it is not a readable notebook.
     """
-    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        if os.path.islink(path):
+            raise ValueError("it is a symbolic link: links are not followed, so it is not graded") from None
+        raise ValueError(f"it cannot be opened ({os.strerror(error.errno)})") from None
+    with os.fdopen(handle, "rb") as file:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"it is {_file_kind(info.st_mode)}, not a regular file: not graded")
+        raw = file.read(MAX_NOTEBOOK_BYTES + 1)
+    if len(raw) > MAX_NOTEBOOK_BYTES:
         raise ValueError(f"the file is larger than {MAX_NOTEBOOK_BYTES >> 20} MB")
     try:
-        notebook = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
-    except Exception as error:  # nbformat raises many types for corrupt files; all mean "not a notebook"
+        text = raw.decode("utf-8")
+        version = json.loads(text).get("nbformat")
+    except Exception as error:  # not UTF-8, not JSON, nested too deep, not an object: not a notebook
         reason = plain_text(f"{type(error).__name__}: {error}", 160)
         raise ValueError(f"it is not a readable notebook ({reason})") from None
-    if notebook.get("nbformat") != 4 or not isinstance(notebook.get("cells"), list):
-        raise ValueError(f"it is not an nbformat 4 notebook (nbformat {plain_text(repr(notebook.get('nbformat')), 20)})")
+    if version != 4:
+        raise ValueError(f"it is not an nbformat 4 notebook (nbformat {plain_text(repr(version), 20)}); "
+                         f"open it in Jupyter (version 4 or newer) and save it again")
+    try:
+        notebook = nbformat.reads(text, as_version=4)
+    except Exception as error:  # nbformat raises many types for invalid notebooks
+        reason = plain_text(f"{type(error).__name__}: {error}", 160)
+        raise ValueError(f"it is not a readable notebook ({reason})") from None
+    if not isinstance(notebook.get("cells"), list):
+        raise ValueError("it is not an nbformat 4 notebook (it has no list of cells)")
     return notebook
 
 
-def _run_probe(work: Path, jobs: list[dict], unsafe: bool, timeout: int) -> tuple[Path, str]:
+def _run_probe(work: Path, jobs: list[dict], unsafe: bool, timeout: int) -> tuple[FrameReader, str]:
     """Run the probe on ``jobs`` (their inputs are in ``work/job``).
 
-    Returns the folder it wrote to and what the sandbox or the probe printed on stderr (the
-    submission's own code writes to /dev/null): empty unless the sandbox itself failed.
+    Returns the reader of the probe's frames and what the sandbox or the probe printed on
+    stderr (the submission's code cannot reach either stream): empty unless the sandbox
+    itself failed. A probe that sends nothing for longer than its next step may take (the
+    start, then each exercise's timeout plus :data:`STALL_SECONDS`) is killed: the submission
+    can stop it (SIGSTOP), and must not hold the grader.
     """
     job_dir, out_dir = work / "job", work / "out"
-    out_dir.mkdir()
+    out_dir.mkdir()  # used only by an unsafe probe; the sandbox's /out is a memory file system
     shutil.copyfile(PROBE_SOURCE, job_dir / "probe.py")
     uid = sandbox.sandbox_uid()
     _, packages = sandbox.python_paths()
     limits = {"memory_bytes": MEMORY_LIMIT, "cpu_seconds": timeout, "file_bytes": FILE_LIMIT,
               "processes": sandbox.processes_of(uid) + PROCESS_MARGIN}
     (job_dir / "job.json").write_text(json.dumps({
-        "site_packages": [str(p) for p in packages], "limits": limits, "exercises": jobs}))
+        "site_packages": [str(p) for p in packages], "sandboxed": not unsafe, "limits": limits,
+        "exercises": jobs}))
     for path in (work, job_dir, *job_dir.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)
-    if not unsafe and os.geteuid() == 0:
-        os.chown(out_dir, uid, uid)
     command = sandbox.probe_command(job_dir, out_dir, uid, unsafe=unsafe)
     scratch = work / "scratch"
     scratch.mkdir()
-    process = subprocess.Popen(command, cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, start_new_session=True,
-                               env={"PATH": "/usr/bin:/bin", "HOME": str(scratch), "OMP_NUM_THREADS": "1"})
-    errors = ""
+    with open(work / "stderr", "wb") as stderr:
+        process = subprocess.Popen(command, cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=stderr, start_new_session=True,
+                                   env={"PATH": "/usr/bin:/bin", "HOME": str(scratch), "OMP_NUM_THREADS": "1"})
+    reader = FrameReader(process.stdout, FILE_LIMIT, MAX_RESULT_BYTES)
+    reader.start()
     try:
-        errors = process.communicate(timeout=STARTUP_SECONDS + len(jobs) * (timeout + 5))[1].decode(errors="replace")
-    except subprocess.TimeoutExpired:
-        pass
+        while process.poll() is None and not reader.failure:
+            allowed = timeout + STALL_SECONDS if reader.ready else STARTUP_SECONDS
+            if time.monotonic() - reader.progress > allowed:
+                break
+            time.sleep(0.05)
     finally:
         _kill_group(process)
-    return out_dir, errors
+    reader.join(STALL_SECONDS)
+    process.stdout.close()
+    with open(work / "stderr", "rb") as stderr:
+        stderr.seek(max(0, os.fstat(stderr.fileno()).st_size - 2000))
+        return reader, stderr.read().decode(errors="replace")
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -272,12 +328,12 @@ def grade_submission(path: Path, masters: dict[str, Master], folder: Path | None
     """
     started = time.monotonic()
     seed = secrets.randbits(48) if seed is None else int(seed)
-    report = Report(path.relative_to(folder) if folder else Path(path.name), student_id(path, folder), seed)
+    report = _new_report(path, folder, seed)
     try:
         notebook = read_submission(path)
         master = find_master(notebook, path.name, masters)
     except (ValueError, OSError) as error:
-        report.error = plain_text(str(error), 400)
+        report.error = plain_text(_without_paths(str(error), folder), 400)
         report.seconds = time.monotonic() - started
         return report
     report.master = master.name
@@ -293,9 +349,10 @@ def grade_submission(path: Path, masters: dict[str, Master], folder: Path | None
             torch.save(cases[exercise.id], work / "job" / f"{index}.pt")
             jobs.append({"id": exercise.id, "function": exercise.function, "source": sources[exercise.id],
                          "inputs": f"{index}.pt"})
-        out_dir, errors = _run_probe(work, jobs, unsafe, timeout) if jobs else (work, "")
+        reader, errors = _run_probe(work, jobs, unsafe, timeout) if jobs else (None, "")
         if errors.strip():
-            report.error = f"the sandbox or the grader's probe failed: {plain_text(errors[-400:])}"
+            report.error = (f"the sandbox or the grader's probe failed: "
+                            f"{plain_text(_without_paths(errors[-400:], folder, work))}")
             report.seconds = time.monotonic() - started
             return report
         for exercise in master.exercises:
@@ -303,9 +360,14 @@ def grade_submission(path: Path, masters: dict[str, Master], folder: Path | None
                 report.verdicts.append(Verdict(exercise.id, False, f"no solution cell: neither a cell with id "
                                                f"{exercise.solution_cell!r} nor one that defines {exercise.function}"))
                 continue
-            outcome = read_outcome(out_dir, exercise.id, exercise.function, len(cases[exercise.id]), timeout)
+            outcome = read_outcome(reader.frames.get(exercise.id), exercise.function, len(cases[exercise.id]),
+                                   timeout)
+            if exercise.id not in reader.frames and reader.failure:
+                outcome.problem = reader.failure
             passed, message = _judge(exercise, cases[exercise.id], outcome)
+            message = _without_paths(message, folder, work)
             review = review_flags(sources[exercise.id], CHECKS[exercise.checker].forbidden)
+            review += [outcome.review] if outcome.review else []
             report.verdicts.append(Verdict(exercise.id, passed, message, review))
     report.seconds = time.monotonic() - started
     return report
@@ -317,30 +379,51 @@ def _grade_isolated(path: Path, masters: dict[str, Master], folder: Path | None,
     try:
         return grade_submission(path, masters, folder, seed, unsafe, timeout)
     except Exception as error:  # a grader bug must cost one submission, not the class's results
-        report = Report(path.relative_to(folder) if folder else Path(path.name), student_id(path, folder),
-                        -1 if seed is None else seed)
-        report.error = plain_text(f"the grader failed on this submission ({type(error).__name__}: {error})")
+        report = _new_report(path, folder, -1 if seed is None else seed)
+        report.error = plain_text(_without_paths(
+            f"the grader failed on this submission ({type(error).__name__}: {error})", folder))
         return report
 
 
+def _without_paths(text: str, *folders: Path | None) -> str:
+    """``text`` with the grader's own absolute paths (the graded folder, a work folder, the book,
+    the home folder) replaced by names, for messages a student reads."""
+    names = [(folder, "<submissions>") for folder in folders[:1] if folder is not None]
+    names += [(folder, "<work>") for folder in folders[1:] if folder is not None]
+    names += [(BOOK_CHAPTERS.parent, "<book>"), (Path.home(), "~")]
+    for folder, name in names:
+        absolute = str(Path(folder).resolve())
+        if absolute != "/":  # a home of "/" would turn every slash into "~"
+            text = text.replace(absolute, name)
+    return text
+
+
 def submissions_in(paths: list[Path]) -> list[tuple[Path, Path | None]]:
-    """Every notebook to grade, each with the folder it was found in (``None`` for a file given directly).
+    """Every ``*.ipynb`` entry to grade, each with the folder it was found in (``None`` for a
+    file given directly).
+
+    Folders are walked without following links; linked folders and ``*.ipynb`` entries that
+    are not regular files are listed too, and :func:`read_submission` reports each as not
+    graded. ``.ipynb_checkpoints`` folders are skipped.
 
     Raises
     ------
     ValueError
-        When a path is neither a notebook nor a folder.
+        When a path given is neither a notebook nor a folder.
     """
     found = []
     for path in paths:
         path = Path(path)
         if path.is_dir():
-            found += [(p, path) for p in sorted(path.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts]
+            for top, folders, files in os.walk(path):
+                folders[:] = [name for name in folders if name != ".ipynb_checkpoints"]
+                found += [(Path(top) / name, path) for name in files if name.endswith(".ipynb")]
+                found += [(Path(top) / name, path) for name in folders if os.path.islink(Path(top) / name)]
         elif path.suffix == ".ipynb" and path.is_file():
             found.append((path, None))
         else:
-            raise ValueError(f"expected a notebook or a folder of notebooks; found {path}")
-    return found
+            raise ValueError(f"expected a notebook or a folder of notebooks; found {plain_text(path)}")
+    return sorted(found, key=lambda entry: os.fsencode(entry[0]))
 
 
 def grade_all(paths: list[Path], masters: dict[str, Master], jobs: int = 1, seed: int | None = None,
@@ -370,6 +453,10 @@ def grade_all(paths: list[Path], masters: dict[str, Master], jobs: int = 1, seed
         futures = {pool.submit(_grade_isolated, path, masters, folder, seed, unsafe, timeout): index
                    for index, (path, folder) in enumerate(submissions)}
         for future in as_completed(futures):
-            reports[futures[future]] = future.result()
-            on_report(reports[futures[future]])
+            report = reports[futures[future]] = future.result()
+            try:
+                on_report(report)
+            except Exception as error:  # recording one submission failed: the others are still recorded
+                reason = plain_text(f"{type(error).__name__}: {error}")
+                print(f"error: could not record {report.submission}: {reason}", file=sys.stderr)
     return reports

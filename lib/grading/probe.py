@@ -1,12 +1,13 @@
-"""The probe: runs a submission's solution cells inside the sandbox and records what they return.
+"""The probe: runs a submission's solution cells inside the sandbox and reports what they return.
 
 This file is copied into each submission's sandbox and run there with ``python -I -S``.
-It imports only the standard library and torch (never ``lib``: the sandbox cannot see it)
-and is the only grading code the submission's process can read.
+It imports only the standard library and torch (never ``lib``: the sandbox cannot see it,
+and the probe refuses to run if it could) and is the only grading code the submission's
+process can read.
 
 ``python probe.py JOB_DIR OUT_DIR`` reads ``JOB_DIR/job.json``::
 
-    {"site_packages": [...], "limits": {"memory_bytes": ..., "cpu_seconds": ...,
+    {"site_packages": [...], "sandboxed": true, "limits": {"memory_bytes": ..., "cpu_seconds": ...,
      "processes": ..., "file_bytes": ...},
      "exercises": [{"id": ..., "function": ..., "source": ..., "inputs": "0.pt"}, ...]}
 
@@ -19,15 +20,29 @@ namespace and calls the function on each case of ``inputs`` (saved by the grader
   ``{"dtype": "float64", "shape": [...], "offset": n, "nbytes": m}`` whose raw bytes
   are at ``offset`` in the ``.bin`` file.
 
-The probe then writes ``OUT_DIR/<id>.status.json``: ``{"ended": "timeout"}`` or
-``{"ended": "exit", "code": c}`` (``c < 0``: killed by signal ``-c``). The grader
-trusts none of this: it validates every field before building a tensor from the bytes.
+The child runs the student's code, so it can write anything into ``OUT_DIR`` (a link, a
+FIFO, a forged record). The probe therefore never hands the grader a path: after each
+exercise it reads the two files itself (regular files only, links not followed, sizes
+capped), sends them on its standard output as one frame, and empties ``OUT_DIR``::
+
+    {"id": ..., "ended": {"ended": "exit", "code": c} | {"ended": "timeout"},
+     "json": n, "bin": m, "problem": "..."}\n  followed by n + m bytes
+
+``c < 0`` means killed by signal ``-c``; ``problem`` names a file that was not a regular
+file or was too large. A first frame ``{"ready": true}`` says torch is imported. The probe
+makes itself non-dumpable, so the submission's processes (same uid) cannot open its
+descriptors through ``/proc`` and write to the grader's pipes; in the sandbox it is the pid
+namespace's init, which no signal from the submission can stop or kill. The grader trusts none
+of the frame's content: it validates every field before building a tensor from the bytes.
 """
 import builtins
+import ctypes
+import importlib.util
 import json
 import os
 import resource
 import signal
+import stat
 import sys
 import time
 
@@ -36,6 +51,8 @@ RESULT_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", 
 
 
 CPU_MARGIN = 2  # seconds of CPU time beyond the wall-clock timeout (see main)
+MAX_RECORD_BYTES = 1 << 20  # a results record: JSON of at most a few thousand entries
+PR_SET_DUMPABLE = 4  # prctl option (linux/prctl.h)
 
 
 def _limit(kind: int, value: int) -> None:
@@ -92,6 +109,70 @@ def _write(out_dir: str, name: str, record: dict, blob: bytes = b"") -> None:
         json.dump(record, handle)
 
 
+def _read_regular(folder: int, name: str, limit: int) -> tuple[bytes, str]:
+    """The bytes of ``name`` in the directory ``folder`` (a descriptor), or a reason it is unusable.
+
+    Opened without following a link and without blocking on a FIFO; only a regular file of at
+    most ``limit`` bytes is read (a missing file is empty, with no reason)."""
+    try:
+        handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+    except FileNotFoundError:
+        return b"", ""
+    except OSError as error:  # ELOOP: a symbolic link; others: not readable
+        return b"", f"{name} is not a regular file ({os.strerror(error.errno)})"
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            return b"", f"{name} is not a regular file"
+        if info.st_size > limit:
+            return b"", f"{name} is larger than {limit} bytes"
+        chunks, size = [], 0
+        while chunk := os.read(handle, 1 << 20):
+            size += len(chunk)
+            if size > limit:
+                return b"", f"{name} is larger than {limit} bytes"
+            chunks.append(chunk)
+        return b"".join(chunks), ""
+    finally:
+        os.close(handle)
+
+
+def _empty(folder: int) -> None:
+    """Remove everything in the directory ``folder`` (a descriptor), never following a link."""
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            inner = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            try:
+                _empty(inner)
+            finally:
+                os.close(inner)
+            os.rmdir(entry.name, dir_fd=folder)
+        else:
+            os.unlink(entry.name, dir_fd=folder)
+
+
+def _send(frame: dict, payload: bytes = b"") -> None:
+    """One frame on standard output: a JSON line, then ``payload``."""
+    sys.stdout.buffer.write(json.dumps(frame).encode() + b"\n" + payload)
+    sys.stdout.buffer.flush()
+
+
+def _report(exercise_id: str, ended: dict, out_dir: str, file_bytes: int) -> None:
+    """Send the exercise's two files to the grader, then empty the output folder."""
+    folder = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        record, problem = _read_regular(folder, exercise_id + ".json", MAX_RECORD_BYTES)
+        blob, blob_problem = _read_regular(folder, exercise_id + ".bin", file_bytes)
+        problem = problem or blob_problem
+        if problem:
+            record, blob = b"", b""
+        _send({"id": exercise_id, "ended": ended, "json": len(record), "bin": len(blob), "problem": problem},
+              record + blob)
+        _empty(folder)
+    finally:
+        os.close(folder)
+
+
 def _run_exercise(exercise: dict, job_dir: str, out_dir: str, torch) -> None:
     """In the forked child: run the solution source, call the function on every case."""
     cases = torch.load(os.path.join(job_dir, exercise["inputs"]), weights_only=True)
@@ -132,10 +213,32 @@ def _wait(pid: int, seconds: float) -> dict:
         time.sleep(0.02)
 
 
+def _reap_all() -> None:
+    """Wait for every child left (the sandbox's init inherits orphans): zombies count against
+    the process limit."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
 def main(job_dir: str, out_dir: str) -> None:
+    # In the sandbox the probe is its pid namespace's init, which receives only the signals it
+    # handles: Python handles SIGINT, so a submission could otherwise interrupt the probe.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Non-dumpable: the submission runs as this uid, and could otherwise open /proc/<probe>/fd/1
+    # and write frames of its own. (Its forked children inherit this; an exec resets it.)
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        sys.exit("the probe could not make itself non-dumpable (prctl failed)")
     with open(os.path.join(job_dir, "job.json")) as handle:
         job = json.load(handle)
     sys.path.extend(job["site_packages"])
+    book = importlib.util.find_spec("lib")
+    # The folder the grader hid lib under stays, empty: importable only as an empty namespace.
+    if book is not None and (book.origin or any(os.listdir(f) for f in book.submodule_search_locations or ())):
+        where = book.origin or list(book.submodule_search_locations)
+        sys.exit(f"the book's lib is importable inside the sandbox (from {where}); refusing to grade")
     limits = job["limits"]
     _limit(resource.RLIMIT_AS, limits["memory_bytes"])
     _limit(resource.RLIMIT_NPROC, limits["processes"])
@@ -144,6 +247,7 @@ def main(job_dir: str, out_dir: str) -> None:
     import torch
 
     torch.set_num_threads(1)
+    _send({"ready": True})
     for exercise in job["exercises"]:
         pid = os.fork()
         if pid == 0:
@@ -160,13 +264,21 @@ def main(job_dir: str, out_dir: str) -> None:
                 _run_exercise(exercise, job_dir, out_dir, torch)
             finally:
                 os._exit(0)
-        status = _wait(pid, limits["cpu_seconds"])
+        ended = _wait(pid, limits["cpu_seconds"])
         try:
-            os.killpg(pid, signal.SIGKILL)  # whatever the exercise left running
+            os.killpg(pid, signal.SIGKILL)  # whatever the exercise left running in its group
         except ProcessLookupError:
             pass
-        with open(os.path.join(out_dir, exercise["id"] + ".status.json"), "w") as handle:
-            json.dump(status, handle)
+        if job["sandboxed"]:
+            # Processes that left the group (setsid) would otherwise run on beside the next
+            # exercise and the next submission. In the sandbox's pid namespace, whose init the
+            # probe is, -1 means every other process.
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _reap_all()
+        _report(exercise["id"], ended, out_dir, limits["file_bytes"])
 
 
 if __name__ == "__main__":

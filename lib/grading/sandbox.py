@@ -7,9 +7,16 @@ job. In the sandbox (Debian's ``bwrap``, the sandbox Flatpak uses) the probe see
   (site-packages) read-only, *without* running their ``.pth`` files, so the
   editable install of ``lib`` is not on the path and ``lib/`` is not mounted;
 * the job folder (the probe, the solution sources, the inputs), read-only;
-* an output folder, writable; an empty ``/tmp``, and an empty working directory
-  ``/scratch`` (not ``/tmp``: when the book lives under ``/tmp``, the mount points of its
-  virtual environment's folders would show there).
+* three empty writable folders, each a memory file system of a fixed size
+  (:data:`TMPFS_BYTES`): ``/tmp``, the working directory ``/scratch`` (not ``/tmp``: when
+  the book lives under ``/tmp``, the mount points of its virtual environment's folders
+  would show there) and ``/out``, where the solution's process writes its results and
+  the probe reads them. No folder of the host is writable, so nothing the submission
+  makes (a link, a FIFO, a file of gigabytes) lands where the grader might follow it.
+
+Wherever ``lib`` is installed among the mounted packages (an ordinary ``pip install .``
+puts it in site-packages), an empty folder is mounted over it, and the probe refuses to
+run if ``import lib`` could still succeed.
 
 Nothing else: not the book's ``lib/`` or ``chapters/``, not the other submissions,
 not the grader's files or ``/root``. It has no network, its own process, IPC and
@@ -37,6 +44,8 @@ NOBODY = 65534  # the unprivileged uid (and gid) the sandboxed code sees inside 
 PROBE_UIDS = range(1_900_000_000, 2_000_000_000)  # host uids no account has: one per probe when grading as root
 JOB, OUT = "/job", "/out"  # where the job and output folders appear inside the sandbox
 SCRATCH = "/scratch"  # the submission's empty working directory and home
+# Sizes of the memory file systems: results are at most two files of the file-size limit each.
+TMPFS_BYTES = {"/tmp": 256 << 20, SCRATCH: 256 << 20, OUT: 160 << 20}
 
 
 class SandboxUnavailable(RuntimeError):
@@ -62,11 +71,21 @@ def bwrap_path() -> str:
 
 
 def python_paths() -> tuple[Path, list[Path]]:
-    """The interpreter to run the probe with and the site-packages folders it needs."""
+    """The interpreter to run the probe with and the package folders it needs: the
+    environment's site-packages and any other site- or dist-packages folder on ``sys.path``
+    (a ``.pth`` file may add one)."""
     executable = Path(os.path.realpath(sys.executable))
     paths = sysconfig.get_paths()
-    packages = sorted({Path(paths["purelib"]).resolve(), Path(paths["platlib"]).resolve()})
+    found = [Path(paths["purelib"]), Path(paths["platlib"])] + [
+        Path(entry) for entry in sys.path if Path(entry).name in ("site-packages", "dist-packages")]
+    packages = sorted({path.resolve() for path in found if path.is_dir()})
     return executable, packages
+
+
+def hidden_lib(packages: list[Path]) -> list[Path]:
+    """Where the book's ``lib`` could be imported from inside the sandbox: a ``lib`` folder in
+    any of ``packages`` (an ordinary, non-editable install puts it there)."""
+    return [path / "lib" for path in packages if (path / "lib").is_dir()]
 
 
 def processes_of(uid: int) -> int:
@@ -107,8 +126,11 @@ def probe_command(job_dir: Path, out_dir: Path, uid: int, unsafe: bool = False) 
 
     Parameters
     ----------
-    job_dir, out_dir : Path
-        The job folder (``job.json``, ``probe.py``, inputs) and the output folder.
+    job_dir : Path
+        The job folder (``job.json``, ``probe.py``, inputs).
+    out_dir : Path
+        Where an unsafe probe writes its results (in the sandbox they go to a memory
+        file system, :data:`OUT`).
     uid : int
         The host uid from :func:`sandbox_uid`; used when the grader runs as root.
     unsafe : bool
@@ -125,8 +147,11 @@ def probe_command(job_dir: Path, out_dir: Path, uid: int, unsafe: bool = False) 
     bwrap = bwrap_path()
     prefix = Path(sys.base_prefix).resolve()
     mounts = [path for path in {prefix, *packages, executable.parent} if not str(path).startswith("/usr/")]
-    command = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-               "--die-with-parent", "--new-session", "--clearenv",
+    # --as-pid-1: the probe is the pid namespace's init, with no bwrap reaper beside it holding the
+    # grader's pipes (the submission, same uid, could write to the reaper's through /proc), and a
+    # namespace's init ignores the SIGSTOP and SIGKILL its own namespace sends it.
+    command = [bwrap, "--unshare-ipc", "--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-uts",
+               "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv",
                "--setenv", "HOME", SCRATCH, "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "OMP_NUM_THREADS", "1",
                "--setenv", "MKL_NUM_THREADS", "1", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
                "--ro-bind", "/usr", "/usr"]
@@ -136,14 +161,17 @@ def probe_command(job_dir: Path, out_dir: Path, uid: int, unsafe: bool = False) 
         elif Path("/" + name).is_dir():
             command += ["--ro-bind", "/" + name, "/" + name]
     # Both are writable by the unprivileged uid (bwrap's default 0755 belongs to root).
-    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
-                "--perms", "0777", "--tmpfs", SCRATCH]
+    command += ["--proc", "/proc", "--dev", "/dev"]
+    for folder, size in TMPFS_BYTES.items():
+        command += ["--perms", "1777" if folder == "/tmp" else "0777", "--size", str(size), "--tmpfs", folder]
     # bwrap creates a mount point's missing parents as 0700; the unprivileged uid must cross them.
     for folder in sorted({parent for path in mounts for parent in _ancestors(path)}):
         command += ["--perms", "0755", "--dir", folder]
     for path in sorted(mounts):
         command += ["--ro-bind", str(path), str(path)]
-    command += ["--ro-bind", str(job_dir), JOB, "--bind", str(out_dir), OUT, "--chdir", SCRATCH]
+    for path in hidden_lib(packages):  # an empty, read-only folder where lib was
+        command += ["--perms", "0555", "--size", "4096", "--tmpfs", str(path)]
+    command += ["--ro-bind", str(job_dir), JOB, "--chdir", SCRATCH]
     if os.geteuid() == 0:
         # As root, bwrap keeps a real uid of 0, which RLIMIT_NPROC ignores: become ``uid`` for real.
         command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
