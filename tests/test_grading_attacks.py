@@ -8,15 +8,19 @@ class folder can hold (a FIFO, links to a master and to a secret, a linked folde
 name, a 240-character name, one student's three submissions, names a spreadsheet or a terminal
 would run). Every test reads that run's printed output, CSV, JSON and feedback files.
 """
+import contextlib
 import csv
 import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import nbformat
@@ -290,3 +294,40 @@ def test_a_gradebook_file_that_cannot_be_written_costs_only_its_submission(tmp_p
     assert len(json.loads((tmp_path / "grades.json").read_text())) == 3
     assert sorted(p.name for p in (tmp_path / "feedback").iterdir() if p.is_file()) == [
         "alice-09_attention.md", "carol-09_attention.md"]
+
+
+def test_as_root_a_submission_gets_one_cpu_however_many_processes_it_starts(tmp_path):
+    # The probe runs in a cgroup whose quota is one CPU: seen from the host while it grades. (A
+    # timing of busy processes could not tell on a machine that other tests keep busy.)
+    controller = sandbox._cpu_controller()
+    if controller is None:
+        pytest.skip("the grader cannot make cgroups here (not root, or no cpu controller)")
+    hierarchy, quota_file, quota = controller
+    _write(tmp_path / "sleepy.ipynb", _notebook("import time\ntime.sleep(4)\n{master}"))
+    seen = []
+
+    def watch():
+        deadline = time.monotonic() + 30
+        while not seen and time.monotonic() < deadline:
+            for group in hierarchy.glob("book-grader-grade-*"):
+                with contextlib.suppress(OSError):
+                    procs = (group / "cgroup.procs").read_text().split()
+                    commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in procs]
+                    if any(b"/job/probe.py" in command for command in commands):
+                        seen.append((group / quota_file).read_text().strip())
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    [report] = grade_all([tmp_path / "sleepy.ipynb"], load_masters(CHAPTERS), timeout=20)
+    watcher.join()
+    assert report.points == len(EXERCISES) and seen and seen[0] == quota, (seen, report.lines())
+    # The group goes with its last process, even one that outlived the probe.
+    with sandbox.one_cpu(f"book-grader-test-{os.getpid()}") as prefix:
+        group = Path(prefix[-1]).parent
+        sleeper = subprocess.Popen(prefix + ["sleep", "60"])
+        deadline = time.monotonic() + 5
+        while str(sleeper.pid) not in (group / "cgroup.procs").read_text().split():
+            assert time.monotonic() < deadline, "the command never entered its cgroup"
+            time.sleep(0.05)
+    assert sleeper.wait(timeout=5) == -signal.SIGKILL and not group.exists()

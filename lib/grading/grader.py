@@ -11,6 +11,7 @@ in it is graded, and every other entry named ``*.ipynb`` is reported, not opened
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
@@ -262,20 +263,22 @@ def _run_probe(work: Path, jobs: list[dict], unsafe: bool, timeout: int) -> tupl
     command = sandbox.probe_command(job_dir, out_dir, uid, unsafe=unsafe)
     scratch = work / "scratch"
     scratch.mkdir()
-    with open(work / "stderr", "wb") as stderr:
-        process = subprocess.Popen(command, cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=stderr, start_new_session=True,
-                                   env={"PATH": "/usr/bin:/bin", "HOME": str(scratch), "OMP_NUM_THREADS": "1"})
-    reader = FrameReader(process.stdout, FILE_LIMIT, MAX_RESULT_BYTES)
-    reader.start()
-    try:
-        while process.poll() is None and not reader.failure:
-            allowed = timeout + STALL_SECONDS if reader.ready else STARTUP_SECONDS
-            if time.monotonic() - reader.progress > allowed:
-                break
-            time.sleep(0.05)
-    finally:
-        _kill_group(process)
+    with contextlib.ExitStack() as stack:
+        cpu = [] if unsafe else stack.enter_context(sandbox.one_cpu(f"book-grader-{work.name}"))
+        with open(work / "stderr", "wb") as stderr:
+            process = subprocess.Popen(cpu + command, cwd=scratch, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
+                                       env={"PATH": "/usr/bin:/bin", "HOME": str(scratch), "OMP_NUM_THREADS": "1"})
+        reader = FrameReader(process.stdout, FILE_LIMIT, MAX_RESULT_BYTES)
+        reader.start()
+        try:
+            while process.poll() is None and not reader.failure:
+                allowed = timeout + STALL_SECONDS if reader.ready else STARTUP_SECONDS
+                if time.monotonic() - reader.progress > allowed:
+                    break
+                time.sleep(0.05)
+        finally:
+            _kill_group(process)
     reader.join(STALL_SECONDS)
     process.stdout.close()
     with open(work / "stderr", "rb") as stderr:

@@ -33,12 +33,16 @@ kernel counts apart from every other namespace's.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
+import signal
 import sys
 import sysconfig
+import time
 from pathlib import Path
+from typing import Iterator
 
 NOBODY = 65534  # the unprivileged uid (and gid) the sandboxed code sees inside its user namespace
 PROBE_UIDS = range(1_900_000_000, 2_000_000_000)  # host uids no account has: one per probe when grading as root
@@ -46,6 +50,10 @@ JOB, OUT = "/job", "/out"  # where the job and output folders appear inside the 
 SCRATCH = "/scratch"  # the submission's empty working directory and home
 # Sizes of the memory file systems: results are at most two files of the file-size limit each.
 TMPFS_BYTES = {"/tmp": 256 << 20, SCRATCH: 256 << 20, OUT: 160 << 20}
+
+
+CGROUPS = Path("/sys/fs/cgroup")
+CPU_PERIOD_US = 100_000  # the probe's processes together get this many µs of CPU per period: one CPU
 
 
 class SandboxUnavailable(RuntimeError):
@@ -180,3 +188,74 @@ def probe_command(job_dir: Path, out_dir: Path, uid: int, unsafe: bool = False) 
     else:
         command += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--"]
     return command + [str(executable), "-I", "-S", f"{JOB}/probe.py", JOB, OUT]
+
+
+def _cpu_controller() -> tuple[Path, str, str] | None:
+    """Where one CPU's quota is written: (hierarchy, file, value) for cgroup v1's cpu controller
+    or cgroup v2, or None when the grader cannot make cgroups (not root, none mounted)."""
+    if os.geteuid() != 0:
+        return None
+    if (CGROUPS / "cpu" / "cpu.cfs_quota_us").is_file():
+        return CGROUPS / "cpu", "cpu.cfs_quota_us", str(CPU_PERIOD_US)
+    controllers = CGROUPS / "cgroup.controllers"
+    if controllers.is_file() and "cpu" in controllers.read_text().split():
+        return CGROUPS, "cpu.max", f"{CPU_PERIOD_US} {CPU_PERIOD_US}"
+    return None
+
+
+def _make_group(name: str) -> Path | None:
+    """A new cgroup ``name`` limited to one CPU, or None where one cannot be made."""
+    controller = _cpu_controller()
+    if controller is None:
+        return None
+    hierarchy, quota_file, quota = controller
+    group = hierarchy / name
+    try:
+        group.mkdir()
+    except OSError:  # read-only (a container) or refused
+        return None
+    try:
+        if quota_file == "cpu.max":
+            with contextlib.suppress(OSError):  # already enabled, or not allowed: then writing cpu.max fails
+                (hierarchy / "cgroup.subtree_control").write_text("+cpu")
+        (group / quota_file).write_text(quota)
+    except OSError:
+        group.rmdir()
+        return None
+    return group
+
+
+def _remove_group(group: Path) -> None:
+    """Kill what is left in ``group`` and remove it (it stays busy a moment while processes exit)."""
+    deadline = time.monotonic() + 5
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            for pid in (group / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+        try:
+            group.rmdir()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def one_cpu(name: str) -> Iterator[list[str]]:
+    """A cgroup in which a probe's processes together get at most one CPU, however many they start.
+
+    Yields a command prefix that moves the command into the group before it runs, or ``[]``
+    where the grader cannot make one (not root, or no writable cpu controller: then only the
+    scheduler's fairness between sessions applies; see the instructor guide). The group is
+    removed afterwards, its processes killed.
+    """
+    group = _make_group(name)
+    if group is None:
+        yield []
+        return
+    try:
+        yield ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group / "cgroup.procs")]
+    finally:
+        _remove_group(group)
