@@ -283,7 +283,11 @@ def main(argv=None) -> int:
     if args.unsafe:
         print("WARNING: --unsafe: submissions run WITHOUT a sandbox, with your rights, files and network.",
               file=sys.stderr)
-    gradebook = Gradebook(args.csv, args.json, args.feedback)
+    try:
+        gradebook = Gradebook(args.csv, args.json, args.feedback)
+    except OSError as error:
+        print(f"error: cannot write the gradebook: {error}", file=sys.stderr)
+        return 2
 
     def finished(report) -> None:
         print("\n".join(report.lines()), flush=True)
@@ -295,6 +299,8 @@ def main(argv=None) -> int:
     except (SandboxUnavailable, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    finally:
+        gradebook.close()
     for failure in gradebook.failures:
         print(f"error: {failure}", file=sys.stderr)
     if not reports:
@@ -302,7 +308,7 @@ def main(argv=None) -> int:
         return 2
     if len(reports) > 1:
         print("\n" + table(reports))
-    return 0 if all(report.all_passed for report in reports) else 1
+    return 0 if all(report.all_passed for report in reports) and not gradebook.failures else 1
 
 
 if __name__ == "__main__":

@@ -203,7 +203,8 @@ def test_the_gradebook_has_paths_relative_to_the_folder_and_feedback_per_student
     assert set(by_student) == set(CLASS)
     assert by_student["right"]["submission"] == "right/09_attention.ipynb" and by_student["right"]["score"] == f"{len(EXERCISES)}/{len(EXERCISES)}"
     assert by_student["truncated"]["score"] == "error" and by_student["truncated"]["error"]
-    feedback = (graded["feedback"] / "lib-import-09_attention.md").read_text()
+    [path] = graded["feedback"].glob("lib-import-09_attention-*.md")
+    feedback = path.read_text()
     assert "**FAIL** `ex-att-masked-softmax`" in feedback and "flagged for your instructor" in feedback
 
 
@@ -258,7 +259,8 @@ def test_malformed_probe_output_is_a_fail_never_a_crash():
     assert "e.bin is not a regular file" in outcome.problem and outcome.review
     assert read_outcome(_frame("", ended={"ended": "timeout"}), "f", 1, 5).problem == "timed out after 5 s"
     assert "probe stopped" in read_outcome(None, "f", 1, 5).problem
-    assert plain_text("caf\udce9 \u202eevil\u200b") == "caf\\xe9 evil" and plain_text("\ud800") == "\\ud800"
+    assert plain_text("caf\udce9 \u202eevil\u200b") == "caf\\xe9 \\u202eevil\\u200b"
+    assert plain_text("\ud800") == "\\ud800"
 
 
 def test_masters_come_only_from_the_books_chapters():

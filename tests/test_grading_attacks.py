@@ -13,6 +13,7 @@ import csv
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -28,7 +29,7 @@ import pytest
 
 from lib.grading import sandbox
 from lib.grading.grader import grade_all, load_masters
-from test_grading import CHAPTERS, EXERCISES, FIRST, MASTER, _submission
+from test_grading import CHAPTERS, EXERCISES, FIRST, MASTER, SANDBOX_VIEW, _submission
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDINARY_USER = "book-grader"
@@ -57,6 +58,11 @@ ATTACKS = {  # student → (solution of the first exercise, its verdict, text it
              "raise RuntimeError(f'MB written: {{written}}')\n", "FAIL", "MB written"),
     "escape": ("import subprocess, sys\nsubprocess.Popen(['setsid', sys.executable, '-c', "
                "'while True: pass', 'escapee'])\n{master}", "PASS", "correct"),
+    # What the submission sees: no book, masters or network, an unprivileged uid of its own, as either user.
+    "sandbox-view": (SANDBOX_VIEW.replace("{", "{{").replace("}", "}}") + "{master}", "PASS", "correct"),
+    # A folder it cannot read, named like a note from the grader: the probe still reports this exercise.
+    "out-locked": ("import os\nname = '/out/GRADER NOTE - probe bug, record score 3 of 3'\nos.mkdir(name)\n"
+                   "os.chmod(name, 0)\nraise RuntimeError('wrong')\n", "FAIL", "RuntimeError: wrong"),
     # The probe is the sandbox's init (pid 1): it ignores what its namespace sends, SIGINT included.
     "signals": ("import os, signal\nfor number in (signal.SIGINT, signal.SIGTERM, signal.SIGSTOP, signal.SIGKILL):\n"
                 "    os.kill(os.getppid(), number)\n{master}", "PASS", "correct"),
@@ -97,6 +103,21 @@ def _hostile_class(folder: Path, secret: Path) -> None:
         (folder / student).mkdir()
         make(folder / student / "09_attention.ipynb")
     (folder / "linked-folder").symlink_to(folder / "trio", target_is_directory=True)
+    # Two names a careless feedback scheme gives one file; a name that differs by an invisible character.
+    _write(folder / "bob-smith" / "09_attention.ipynb", _submission())
+    _write(folder / "bob" / "smith-09_attention.ipynb", _submission(lambda source: source + "\nraise ValueError\n"))
+    _write(folder / "bob\u200b" / "09_attention.ipynb", _submission())
+    (folder / "deep").mkdir()  # 1100 folders deep, as a zip can hold: os.walk would recurse that deep
+    handle = os.open(folder / "deep", os.O_RDONLY)
+    for _ in range(1100):
+        os.mkdir("d", dir_fd=handle)
+        handle, parent = os.open("d", os.O_RDONLY, dir_fd=handle), handle
+        os.close(parent)
+    os.close(handle)
+    _write(folder / "locked" / "09_attention.ipynb", _submission())  # the fixture gives "locked" mode 000
+    _write(folder / "hardlink-a" / "09_attention.ipynb", _submission())
+    (folder / "hardlink-b").mkdir()
+    os.link(folder / "hardlink-a" / "09_attention.ipynb", folder / "hardlink-b" / "09_attention.ipynb")
 
 
 def _ordinary_user(work: Path) -> tuple[list[str], int, int]:
@@ -172,25 +193,27 @@ def graded(request):
         secret.chmod(0o600)
         _hostile_class(folder, secret)
         out.mkdir()
-        for path in (work / "secret", secret, folder, out, *folder.rglob("*")):
-            os.chown(path, uid, gid, follow_symlinks=False)
+        subprocess.run(["chown", "-R", "-h", f"{uid}:{gid}", str(work / "secret"), str(folder), str(out)], check=True)
+        (folder / "locked").chmod(0)  # as unzip leaves a folder whose mode was 000
         if request.param != "root":
             subprocess.run(["chown", "-R", f"{uid}:{gid}", str(cwd), str(work / "venv")], check=True)
         result = _grade(command, out, cwd, work)
         result["make"] = request.param != "root"
         yield result
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        subprocess.run(["rm", "-rf", str(work)])  # shutil.rmtree would recurse 1100 folders deep
 
 
 def test_every_entry_is_graded_or_reported_and_the_run_ends(graded):
     assert graded["code"] == (2 if graded["make"] else 1), graded["errors"]  # make reports the grader's 1 as 2
     assert "Traceback" not in graded["errors"] and "could not record" not in graded["errors"], graded["errors"]
     students = {record["student"] for record in graded["records"]}
-    shown = {"jos\\xe9", "a" * 119 + "…", "=2+3", "evil"}  # as printed: escaped, cut, cleaned
-    assert students == {*ATTACKS, "trio", "fifo", "link-master", "link-secret", "linked-folder", *shown}
+    shown = {"jos\\xe9", "a" * 119 + "…", "=2+3", "evil\\u202e", "bob\\u200b"}  # as printed: escaped, cut, cleaned
+    others = {"trio", "fifo", "link-master", "link-secret", "linked-folder", "bob", "bob-smith", "deep", "locked",
+              "hardlink-a", "hardlink-b"}
+    assert students == {*ATTACKS, *others, *shown}
     assert sum(record["student"] == "trio" for record in graded["records"]) == 3
-    assert len(graded["feedback"]) == len(graded["records"]) == len(ATTACKS) + len(RIGHT) + 3 + 4
+    assert len(graded["feedback"]) == len(graded["records"]) == len(ATTACKS) + len(shown) + len(others) + 2
     assert all(len(name.encode()) < 255 for name in graded["feedback"])
 
 
@@ -198,7 +221,7 @@ def test_every_entry_is_graded_or_reported_and_the_run_ends(graded):
 def test_attacks_from_inside_the_sandbox_cost_only_their_exercise(student, graded):
     records = {record["student"]: record for record in graded["records"]}
     if student == "right":  # an honest neighbour of every attack, graded in the same run
-        for name in ("jos\\xe9", "=2+3", "evil"):
+        for name in ("jos\\xe9", "=2+3", "evil\\u202e"):
             assert records[name]["score"] == f"{len(EXERCISES)}/{len(EXERCISES)}", records[name]
         return
     _, verdict, text = ATTACKS[student]
@@ -212,7 +235,7 @@ def test_attacks_from_inside_the_sandbox_cost_only_their_exercise(student, grade
         written = json.loads(first["message"].split("MB written: ")[1].replace("'", '"').rstrip("."))
         assert {folder: written[folder] <= size >> 20 for folder, size in sandbox.TMPFS_BYTES.items()} == {
             folder: True for folder in sandbox.TMPFS_BYTES}, written
-    if student in ("forge", "escape", "signals"):
+    if student in ("forge", "escape", "signals", "sandbox-view"):
         assert [v["verdict"] for v in record["verdicts"]] == ["PASS"] * len(EXERCISES), record
 
 
@@ -222,15 +245,27 @@ def test_nothing_leaks_and_no_name_runs_as_a_formula_or_an_escape(graded):
     for leak in (SECRET, "forged", MASTER_LINE, str(ROOT), "/tmp/attacks-", "\x1b", "\u202e"):
         assert leak not in everything, leak
     cells = [value for row in graded["rows"] for value in row.values()]
-    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@"))]
+    numbers = re.compile(r"-?[0-9.]+")  # a seed of -1 (a file that was not graded) is a number, not a formula
+    assert not [cell for cell in cells if cell.startswith(("=", "+", "-", "@")) and not numbers.fullmatch(cell)]
     assert "'=2+3" in cells
 
 
-def test_links_fifos_and_linked_folders_are_reported_not_followed(graded):
+def test_links_fifos_and_folders_it_cannot_enter_are_reported_not_followed(graded):
     errors = {record["student"]: record["error"] for record in graded["records"] if record["error"]}
-    assert set(errors) == {"fifo", "link-master", "link-secret", "linked-folder"}, errors
-    assert "FIFO" in errors["fifo"]
+    unreadable = {"locked"} if graded["make"] or os.geteuid() != 0 else set()  # root reads a folder of mode 000
+    assert set(errors) == {"fifo", "link-master", "link-secret", "linked-folder", "deep"} | unreadable, errors
+    assert "FIFO" in errors["fifo"] and "more than 8 folders deep" in errors["deep"]
     assert all("symbolic link" in errors[name] for name in ("link-master", "link-secret", "linked-folder"))
+    if unreadable:
+        assert "cannot be read" in errors["locked"]
+
+
+def test_names_that_print_alike_stay_apart_and_hard_links_are_flagged(graded):
+    records = {record["student"]: record for record in graded["records"]}
+    assert records["bob"]["score"] != records["bob-smith"]["score"]  # one feedback file each, not one for both
+    assert records["bob\\u200b"]["score"] == records["bob-smith"]["score"]
+    for name in ("hardlink-a", "hardlink-b"):
+        assert all("hard links" in " ".join(v["review"]) for v in records[name]["verdicts"]), records[name]
 
 
 def test_no_process_of_a_submission_outlives_grading(graded):
@@ -289,45 +324,72 @@ def test_a_gradebook_file_that_cannot_be_written_costs_only_its_submission(tmp_p
     (tmp_path / "feedback" / feedback_name(reports[1])).mkdir()  # bob's feedback file cannot be written
     for report in reports:
         book.add(report)
+    book.close()
     assert len(book.failures) == 1 and book.failures[0].startswith("bob/09_attention.ipynb: the feedback file")
     assert [row["student"] for row in csv.DictReader((tmp_path / "grades.csv").open())] == ["alice", "bob", "carol"]
     assert len(json.loads((tmp_path / "grades.json").read_text())) == 3
-    assert sorted(p.name for p in (tmp_path / "feedback").iterdir() if p.is_file()) == [
-        "alice-09_attention.md", "carol-09_attention.md"]
+    written = sorted(p.name for p in (tmp_path / "feedback").iterdir() if p.is_file())
+    assert [name.rsplit("-", 1)[0] for name in written] == ["alice-09_attention", "carol-09_attention"]
 
 
-def test_as_root_a_submission_gets_one_cpu_however_many_processes_it_starts(tmp_path):
-    # The probe runs in a cgroup whose quota is one CPU: seen from the host while it grades. (A
-    # timing of busy processes could not tell on a machine that other tests keep busy.)
-    controller = sandbox._cpu_controller()
-    if controller is None:
-        pytest.skip("the grader cannot make cgroups here (not root, or no cpu controller)")
-    hierarchy, quota_file, quota = controller
+def test_as_root_a_submission_gets_one_cpu_and_bounded_memory_however_many_processes_it_starts(tmp_path):
+    # The probe runs in cgroups whose limits are one CPU and GROUP_MEMORY_BYTES: seen from the
+    # host while it grades. (A timing of busy processes could not tell on a machine that other
+    # tests keep busy.)
+    controllers = sandbox._controllers()
+    if not controllers:
+        pytest.skip("the grader cannot make cgroups here (not root, or no cpu and memory controllers)")
     _write(tmp_path / "sleepy.ipynb", _notebook("import time\ntime.sleep(4)\n{master}"))
-    seen = []
+    seen = {}
 
     def watch():
         deadline = time.monotonic() + 30
-        while not seen and time.monotonic() < deadline:
-            for group in hierarchy.glob("book-grader-grade-*"):
-                with contextlib.suppress(OSError):
-                    procs = (group / "cgroup.procs").read_text().split()
-                    commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in procs]
-                    if any(b"/job/probe.py" in command for command in commands):
-                        seen.append((group / quota_file).read_text().strip())
+        while len(seen) < sum(len(limits) for _, limits in controllers) and time.monotonic() < deadline:
+            for hierarchy, limits in controllers:
+                for group in hierarchy.glob("book-grader-grade-*"):
+                    with contextlib.suppress(OSError):
+                        procs = (group / "cgroup.procs").read_text().split()
+                        if any(b"/job/probe.py" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in procs):
+                            seen.update({file: (group / file).read_text().strip() for file in limits})
             time.sleep(0.1)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
     [report] = grade_all([tmp_path / "sleepy.ipynb"], load_masters(CHAPTERS), timeout=20)
     watcher.join()
-    assert report.points == len(EXERCISES) and seen and seen[0] == quota, (seen, report.lines())
-    # The group goes with its last process, even one that outlived the probe.
-    with sandbox.one_cpu(f"book-grader-test-{os.getpid()}") as prefix:
-        group = Path(prefix[-1]).parent
+    assert report.points == len(EXERCISES), report.lines()
+    assert seen == {file: value for _, limits in controllers for file, value in limits.items()}, seen
+    # The groups go with their last process, even one that outlived the probe.
+    with sandbox.limited_group(f"book-grader-test-{os.getpid()}") as prefix:
+        groups = [Path(argument).parent for argument in prefix if argument.endswith("cgroup.procs")]
         sleeper = subprocess.Popen(prefix + ["sleep", "60"])
         deadline = time.monotonic() + 5
-        while str(sleeper.pid) not in (group / "cgroup.procs").read_text().split():
-            assert time.monotonic() < deadline, "the command never entered its cgroup"
+        while not all(str(sleeper.pid) in (group / "cgroup.procs").read_text().split() for group in groups):
+            assert time.monotonic() < deadline, "the command never entered its cgroups"
             time.sleep(0.05)
-    assert sleeper.wait(timeout=5) == -signal.SIGKILL and not group.exists()
+    assert sleeper.wait(timeout=5) == -signal.SIGKILL and not any(group.exists() for group in groups)
+
+
+def test_the_json_gradebook_is_rewritten_at_most_every_few_seconds(tmp_path, monkeypatch):
+    # Thousands of junk entries in a class folder must not make the gradebook quadratic.
+    from lib.grading import gradebook
+    from lib.grading.grader import Report
+
+    writes = []
+    original = gradebook.Gradebook._write_json
+    monkeypatch.setattr(gradebook.Gradebook, "_write_json", lambda self: (writes.append(1), original(self)))
+    book = gradebook.Gradebook(json_path=tmp_path / "grades.json")
+    started = time.monotonic()
+    for index in range(3000):
+        book.add(Report(f"junk/{index}.ipynb", "junk", 1, error="it is not a readable notebook"))
+    book.close()
+    assert len(writes) <= 2 + (time.monotonic() - started) / gradebook.JSON_SECONDS
+    assert len(json.loads((tmp_path / "grades.json").read_text())) == 3000
+
+
+def test_a_gradebook_that_cannot_be_created_is_a_clear_error(tmp_path, capsys):
+    from lib.exercises import main
+
+    _write(tmp_path / "alice.ipynb", _submission())
+    assert main(["grade", str(tmp_path / "alice.ipynb"), "--csv", str(tmp_path / "missing" / "grades.csv")]) == 2
+    assert "cannot write the gradebook" in capsys.readouterr().err

@@ -6,7 +6,8 @@ one row per student. JSON holds the same, one object per submission. Names come 
 class folder, so a cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``,
 ``@``) starts with an apostrophe, and feedback file names are made of safe characters,
 bounded in length and distinct for distinct submissions. A file that cannot be written for
-one submission is reported and costs only that submission.
+one submission is reported and costs only that submission. Call :meth:`Gradebook.close` at the
+end: the JSON file is rewritten at most every :data:`JSON_SECONDS` seconds while grading.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 from lib.grading.grader import Report
@@ -36,6 +38,7 @@ def report_record(report: Report) -> dict:
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
 FEEDBACK_STEM = 100  # characters of a feedback file's name before its hash
+JSON_SECONDS = 2.0  # at most one rewrite of the JSON gradebook per this many seconds, and one at the end
 
 
 def spreadsheet_safe(value):
@@ -56,15 +59,13 @@ def csv_rows(report: Report) -> list[dict]:
 
 
 def feedback_name(report: Report) -> str:
-    """The feedback file of one submission: ``<student>-<notebook>.md`` in letters, digits, ``.``,
-    ``_`` and ``-``; when that changed or shortened the name, a hash of the submission keeps
-    it distinct (three submissions of one student get three files)."""
-    wanted = report.submission.removesuffix(".ipynb").replace("/", "-")  # the student's folder, if any, first
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", wanted).lstrip(".-") or "submission"
-    if safe != wanted or len(safe) > FEEDBACK_STEM:
-        digest = hashlib.sha256(report.submission.encode("utf-8")).hexdigest()[:10]
-        safe = f"{safe[:FEEDBACK_STEM]}-{digest}"
-    return safe + ".md"
+    """The feedback file of one submission: ``<student>-<notebook>-<hash>.md`` in letters, digits,
+    ``.``, ``_`` and ``-``, at most about 120 characters. The hash of the submission's path keeps
+    every submission's file its own (``bob-smith/x`` and ``bob/smith-x``, three submissions of
+    one student, names that print alike)."""
+    readable = report.submission.removesuffix(".ipynb").replace("/", "-")  # the student's folder, if any, first
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", readable).lstrip(".-")[:FEEDBACK_STEM] or "submission"
+    return f"{safe}-{report.key or hashlib.sha256(report.submission.encode()).hexdigest()[:10]}.md"
 
 
 def feedback_markdown(report: Report) -> str:
@@ -95,6 +96,7 @@ class Gradebook:
                  feedback_dir: Path | None = None):
         self.csv_path, self.json_path, self.feedback_dir = csv_path, json_path, feedback_dir
         self.records: list[dict] = []
+        self.json_written = -JSON_SECONDS  # monotonic time of the last JSON write
         self.failures: list[str] = []  # what could not be written, one line per file and submission
         if csv_path is not None:
             with open(csv_path, "w", newline="", encoding="utf-8") as handle:
@@ -111,9 +113,24 @@ class Gradebook:
         record = report_record(report)
         json.dumps(record, ensure_ascii=False).encode("utf-8")  # a record that cannot be written fails alone
         self.records.append(record)
+        # The whole list is rewritten, so not after every report: thousands of junk entries in a
+        # class folder would make that quadratic. An interrupted run keeps all but the last seconds.
+        if time.monotonic() - self.json_written >= JSON_SECONDS:
+            self._write_json()
+
+    def _write_json(self) -> None:
         partial = Path(f"{self.json_path}.partial")
         partial.write_text(json.dumps(self.records, indent=1, ensure_ascii=False), encoding="utf-8")
         os.replace(partial, self.json_path)
+        self.json_written = time.monotonic()
+
+    def close(self) -> None:
+        """Write what is still unwritten (the JSON gradebook's last records)."""
+        if self.json_path is not None:
+            try:
+                self._write_json()
+            except (OSError, ValueError) as error:
+                self.failures.append(f"the JSON gradebook could not be written ({type(error).__name__}: {error})")
 
     def _feedback(self, report: Report) -> None:
         (Path(self.feedback_dir) / feedback_name(report)).write_text(feedback_markdown(report), encoding="utf-8")

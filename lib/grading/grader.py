@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -98,6 +99,7 @@ class Report:
     verdicts: list[Verdict] = field(default_factory=list)
     error: str = ""
     seconds: float = 0.0
+    key: str = ""  # a hash of the submission's path as bytes: tells apart names that print alike
 
     @property
     def points(self) -> int:
@@ -133,8 +135,9 @@ def student_id(submission: Path, folder: Path | None) -> str:
 
 
 def _new_report(path: Path, folder: Path | None, seed: int) -> Report:
-    shown = plain_text(path.relative_to(folder) if folder else path.name, 2 * NAME_CHARACTERS)
-    return Report(shown, student_id(path, folder), seed)
+    relative = path.relative_to(folder) if folder else Path(path.name)
+    key = hashlib.sha256(os.fsencode(relative)).hexdigest()[:10]
+    return Report(plain_text(relative, 2 * NAME_CHARACTERS), student_id(path, folder), seed, key=key)
 
 
 def find_master(notebook, file_name: str, masters: dict[str, Master]) -> Master:
@@ -164,7 +167,7 @@ def find_master(notebook, file_name: str, masters: dict[str, Master]) -> Master:
 def _defines(source: str, function: str) -> bool:
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # nested too deeply to parse: not a definition
         return False
     return any(isinstance(node, ast.FunctionDef) and node.name == function for node in tree.body)
 
@@ -264,9 +267,9 @@ def _run_probe(work: Path, jobs: list[dict], unsafe: bool, timeout: int) -> tupl
     scratch = work / "scratch"
     scratch.mkdir()
     with contextlib.ExitStack() as stack:
-        cpu = [] if unsafe else stack.enter_context(sandbox.one_cpu(f"book-grader-{work.name}"))
+        group = [] if unsafe else stack.enter_context(sandbox.limited_group(f"book-grader-{work.name}"))
         with open(work / "stderr", "wb") as stderr:
-            process = subprocess.Popen(cpu + command, cwd=scratch, stdin=subprocess.DEVNULL,
+            process = subprocess.Popen(group + command, cwd=scratch, stdin=subprocess.DEVNULL,
                                        stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
                                        env={"PATH": "/usr/bin:/bin", "HOME": str(scratch), "OMP_NUM_THREADS": "1"})
         reader = FrameReader(process.stdout, FILE_LIMIT, MAX_RESULT_BYTES)
@@ -340,6 +343,8 @@ def grade_submission(path: Path, masters: dict[str, Master], folder: Path | None
         report.seconds = time.monotonic() - started
         return report
     report.master = master.name
+    links = os.lstat(path).st_nlink
+    linked = [f"the file has {links} hard links: it may be another file (a master?) under this name"] if links > 1 else []
     sources = solution_sources(notebook, master.exercises)
     cases, jobs = {}, []
     with tempfile.TemporaryDirectory(prefix="grade-") as tmp:
@@ -370,15 +375,20 @@ def grade_submission(path: Path, masters: dict[str, Master], folder: Path | None
             passed, message = _judge(exercise, cases[exercise.id], outcome)
             message = _without_paths(message, folder, work)
             review = review_flags(sources[exercise.id], CHECKS[exercise.checker].forbidden)
-            review += [outcome.review] if outcome.review else []
+            review += ([outcome.review] if outcome.review else []) + linked
             report.verdicts.append(Verdict(exercise.id, passed, message, review))
     report.seconds = time.monotonic() - started
     return report
 
 
 def _grade_isolated(path: Path, masters: dict[str, Master], folder: Path | None, seed: int | None,
-                    unsafe: bool, timeout: int) -> Report:
-    """:func:`grade_submission`, with any failure of the grader itself turned into that submission's error."""
+                    unsafe: bool, timeout: int, problem: str = "") -> Report:
+    """:func:`grade_submission`, with any failure of the grader itself turned into that submission's
+    error; an entry found with a ``problem`` is reported, not graded."""
+    if problem:
+        report = _new_report(path, folder, -1 if seed is None else seed)
+        report.error = problem
+        return report
     try:
         return grade_submission(path, masters, folder, seed, unsafe, timeout)
     except Exception as error:  # a grader bug must cost one submission, not the class's results
@@ -401,9 +411,42 @@ def _without_paths(text: str, *folders: Path | None) -> str:
     return text
 
 
-def submissions_in(paths: list[Path]) -> list[tuple[Path, Path | None]]:
-    """Every ``*.ipynb`` entry to grade, each with the folder it was found in (``None`` for a
-    file given directly).
+MAX_DEPTH = 8  # folders below a folder given: a class is <student>/<notebook>, an unzipped one a few more
+
+
+def _walk(top: Path) -> list[tuple[Path, str]]:
+    """Every ``*.ipynb`` entry under ``top``, and every linked folder, with a reason when a folder
+    cannot be entered (unreadable, or deeper than :data:`MAX_DEPTH`); iterative, so no depth of
+    folders can exhaust the grader's stack."""
+    found, stack = [], [(top, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: os.fsencode(entry.name))
+        except OSError as error:
+            found.append((folder, f"the folder cannot be read ({os.strerror(error.errno)}): nothing in it was graded"))
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            if entry.is_symlink():
+                if entry.name.endswith(".ipynb") or entry.is_dir():  # read_submission says it is a link
+                    found.append((path, ""))
+            elif entry.is_dir(follow_symlinks=False):
+                if entry.name == ".ipynb_checkpoints":
+                    continue
+                if depth + 1 > MAX_DEPTH:
+                    found.append((path, f"more than {MAX_DEPTH} folders deep: not entered, nothing in it graded"))
+                else:
+                    stack.append((path, depth + 1))
+            elif entry.name.endswith(".ipynb"):
+                found.append((path, ""))
+    return found
+
+
+def submissions_in(paths: list[Path]) -> list[tuple[Path, Path | None, str]]:
+    """Every ``*.ipynb`` entry to grade: its path, the folder it was found in (``None`` for a file
+    given directly) and, for a folder that could not be entered, why (else empty).
 
     Folders are walked without following links; linked folders and ``*.ipynb`` entries that
     are not regular files are listed too, and :func:`read_submission` reports each as not
@@ -418,12 +461,9 @@ def submissions_in(paths: list[Path]) -> list[tuple[Path, Path | None]]:
     for path in paths:
         path = Path(path)
         if path.is_dir():
-            for top, folders, files in os.walk(path):
-                folders[:] = [name for name in folders if name != ".ipynb_checkpoints"]
-                found += [(Path(top) / name, path) for name in files if name.endswith(".ipynb")]
-                found += [(Path(top) / name, path) for name in folders if os.path.islink(Path(top) / name)]
+            found += [(entry, path, problem) for entry, problem in _walk(path)]
         elif path.suffix == ".ipynb" and path.is_file():
-            found.append((path, None))
+            found.append((path, None, ""))
         else:
             raise ValueError(f"expected a notebook or a folder of notebooks; found {plain_text(path)}")
     return sorted(found, key=lambda entry: os.fsencode(entry[0]))
@@ -453,8 +493,8 @@ def grade_all(paths: list[Path], masters: dict[str, Master], jobs: int = 1, seed
     submissions = submissions_in(paths)
     reports: list[Report | None] = [None] * len(submissions)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(_grade_isolated, path, masters, folder, seed, unsafe, timeout): index
-                   for index, (path, folder) in enumerate(submissions)}
+        futures = {pool.submit(_grade_isolated, path, masters, folder, seed, unsafe, timeout, problem): index
+                   for index, (path, folder, problem) in enumerate(submissions)}
         for future in as_completed(futures):
             report = reports[futures[future]] = future.result()
             try:

@@ -52,6 +52,7 @@ RESULT_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", 
 
 CPU_MARGIN = 2  # seconds of CPU time beyond the wall-clock timeout (see main)
 MAX_RECORD_BYTES = 1 << 20  # a results record: JSON of at most a few thousand entries
+EMPTY_SECONDS = 5  # to empty the writable folders after an exercise
 PR_SET_DUMPABLE = 4  # prctl option (linux/prctl.h)
 
 
@@ -137,18 +138,31 @@ def _read_regular(folder: int, name: str, limit: int) -> tuple[bytes, str]:
         os.close(handle)
 
 
-def _empty(folder: int) -> None:
-    """Remove everything in the directory ``folder`` (a descriptor), never following a link."""
-    for entry in os.scandir(folder):
-        if entry.is_dir(follow_symlinks=False):
-            inner = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
-            try:
-                _empty(inner)
-            finally:
-                os.close(inner)
-            os.rmdir(entry.name, dir_fd=folder)
-        else:
-            os.unlink(entry.name, dir_fd=folder)
+def _empty(path: str, seconds: float = EMPTY_SECONDS) -> None:
+    """Remove everything in the folder ``path``, never following a link, for at most ``seconds``.
+
+    Iterative (a submission may nest folders deeper than any stack), and a folder the submission
+    made unreadable is opened up first: it is the submission's own, under its own uid. What cannot
+    be removed in time stays, costing only this submission's later exercises their space."""
+    deadline = time.monotonic() + seconds
+    stack = [(path, False)]  # (folder, its contents already pushed)
+    while stack and time.monotonic() < deadline:
+        folder, expanded = stack.pop()
+        try:
+            if expanded:
+                if folder != path:
+                    os.rmdir(folder)
+                continue
+            os.chmod(folder, 0o700)
+            stack.append((folder, True))
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((entry.path, False))
+                    else:
+                        os.unlink(entry.path)
+        except OSError:  # gone already, or not ours to remove: leave it
+            continue
 
 
 def _send(frame: dict, payload: bytes = b"") -> None:
@@ -158,19 +172,23 @@ def _send(frame: dict, payload: bytes = b"") -> None:
 
 
 def _report(exercise_id: str, ended: dict, out_dir: str, file_bytes: int) -> None:
-    """Send the exercise's two files to the grader, then empty the output folder."""
-    folder = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY)
+    """Send the exercise's two files to the grader. Whatever the submission did to the folder,
+    this sends one frame: a problem with the files is the frame's ``problem``."""
+    record, blob, problem = b"", b"", ""
     try:
-        record, problem = _read_regular(folder, exercise_id + ".json", MAX_RECORD_BYTES)
-        blob, blob_problem = _read_regular(folder, exercise_id + ".bin", file_bytes)
-        problem = problem or blob_problem
-        if problem:
-            record, blob = b"", b""
-        _send({"id": exercise_id, "ended": ended, "json": len(record), "bin": len(blob), "problem": problem},
-              record + blob)
-        _empty(folder)
-    finally:
-        os.close(folder)
+        folder = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            record, problem = _read_regular(folder, exercise_id + ".json", MAX_RECORD_BYTES)
+            blob, blob_problem = _read_regular(folder, exercise_id + ".bin", file_bytes)
+            problem = problem or blob_problem
+        finally:
+            os.close(folder)
+    except OSError as error:
+        problem = f"the output folder could not be read ({os.strerror(error.errno)})"
+    if problem:
+        record, blob = b"", b""
+    _send({"id": exercise_id, "ended": ended, "json": len(record), "bin": len(blob), "problem": problem},
+          record + blob)
 
 
 def _run_exercise(exercise: dict, job_dir: str, out_dir: str, torch) -> None:
@@ -253,6 +271,11 @@ def main(job_dir: str, out_dir: str) -> None:
         if pid == 0:
             try:
                 os.setpgid(0, 0)
+                # Should memory run out, the kernel kills the submission's processes, not the probe.
+                # (Non-dumpable, as forked, the child's /proc files are root's: it could not write it.)
+                ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+                with open("/proc/self/oom_score_adj", "w") as handle:
+                    handle.write("1000")
                 quiet = os.open(os.devnull, os.O_RDWR)
                 for stream in (0, 1, 2):
                     os.dup2(quiet, stream)
@@ -279,6 +302,9 @@ def main(job_dir: str, out_dir: str) -> None:
                 pass
             _reap_all()
         _report(exercise["id"], ended, out_dir, limits["file_bytes"])
+        # The next exercise starts with empty folders (in the sandbox they are the submission's own).
+        for folder in [out_dir] + (["/tmp", os.getcwd()] if job["sandboxed"] else []):
+            _empty(folder)
 
 
 if __name__ == "__main__":

@@ -40,14 +40,16 @@ def plain_text(text: str, limit: int = 300) -> str:
     """``text`` as it may be printed, written to a file and shown to a person.
 
     Bytes that were not UTF-8 (a file name from a Windows zip, decoded with surrogate escapes)
-    become ``\\xNN``; ANSI escapes, control, bidirectional and zero-width characters go; the
-    result is on one line, at most ``limit`` characters."""
+    become ``\\xNN``; bidirectional and zero-width characters become ``\\uNNNN`` (shown, so
+    that two names differing only by one stay apart); ANSI escapes and control characters go;
+    the result is on one line, at most ``limit`` characters."""
     text = str(text)
     try:
         text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # a lone surrogate that no byte became (e.g. from JSON "\\ud800")
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    cleaned = " ".join(_INVISIBLE.sub("", _ESCAPES.sub("", text)).split())
+    visible = _INVISIBLE.sub(lambda match: f"\\u{ord(match.group()):04x}", _ESCAPES.sub("", text))
+    cleaned = " ".join(visible.split())
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 

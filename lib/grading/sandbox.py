@@ -54,6 +54,7 @@ TMPFS_BYTES = {"/tmp": 256 << 20, SCRATCH: 256 << 20, OUT: 160 << 20}
 
 CGROUPS = Path("/sys/fs/cgroup")
 CPU_PERIOD_US = 100_000  # the probe's processes together get this many µs of CPU per period: one CPU
+GROUP_MEMORY_BYTES = 4 << 30  # all of one probe's processes and files (its memory file systems included)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -190,39 +191,41 @@ def probe_command(job_dir: Path, out_dir: Path, uid: int, unsafe: bool = False) 
     return command + [str(executable), "-I", "-S", f"{JOB}/probe.py", JOB, OUT]
 
 
-def _cpu_controller() -> tuple[Path, str, str] | None:
-    """Where one CPU's quota is written: (hierarchy, file, value) for cgroup v1's cpu controller
-    or cgroup v2, or None when the grader cannot make cgroups (not root, none mounted)."""
+def _controllers() -> list[tuple[Path, dict[str, str]]]:
+    """Where a probe's group is made and what limits it: one (hierarchy, {file: value}) per
+    cgroup v1 controller (cpu, memory), or one for cgroup v2; empty when the grader cannot make
+    cgroups (not root, none mounted)."""
     if os.geteuid() != 0:
-        return None
+        return []
+    one_cpu = str(CPU_PERIOD_US)
     if (CGROUPS / "cpu" / "cpu.cfs_quota_us").is_file():
-        return CGROUPS / "cpu", "cpu.cfs_quota_us", str(CPU_PERIOD_US)
+        found = [(CGROUPS / "cpu", {"cpu.cfs_quota_us": one_cpu})]
+        if (CGROUPS / "memory" / "memory.limit_in_bytes").is_file():
+            found.append((CGROUPS / "memory", {"memory.limit_in_bytes": str(GROUP_MEMORY_BYTES)}))
+        return found
     controllers = CGROUPS / "cgroup.controllers"
-    if controllers.is_file() and "cpu" in controllers.read_text().split():
-        return CGROUPS, "cpu.max", f"{CPU_PERIOD_US} {CPU_PERIOD_US}"
-    return None
+    if controllers.is_file() and {"cpu", "memory"} <= set(controllers.read_text().split()):
+        return [(CGROUPS, {"cpu.max": f"{one_cpu} {one_cpu}", "memory.max": str(GROUP_MEMORY_BYTES)})]
+    return []
 
 
-def _make_group(name: str) -> Path | None:
-    """A new cgroup ``name`` limited to one CPU, or None where one cannot be made."""
-    controller = _cpu_controller()
-    if controller is None:
-        return None
-    hierarchy, quota_file, quota = controller
-    group = hierarchy / name
+def _make_groups(name: str) -> list[Path]:
+    """New cgroups ``name`` with the limits of :func:`_controllers`, or none where they cannot be made."""
+    made = []
     try:
-        group.mkdir()
-    except OSError:  # read-only (a container) or refused
-        return None
-    try:
-        if quota_file == "cpu.max":
-            with contextlib.suppress(OSError):  # already enabled, or not allowed: then writing cpu.max fails
-                (hierarchy / "cgroup.subtree_control").write_text("+cpu")
-        (group / quota_file).write_text(quota)
-    except OSError:
-        group.rmdir()
-        return None
-    return group
+        for hierarchy, limits in _controllers():
+            if "cpu.max" in limits:  # cgroup v2: the children of the root may use the controllers
+                with contextlib.suppress(OSError):  # already enabled, or not allowed: then the writes fail
+                    (hierarchy / "cgroup.subtree_control").write_text("+cpu +memory")
+            (hierarchy / name).mkdir()
+            made.append(hierarchy / name)
+            for file, value in limits.items():
+                (hierarchy / name / file).write_text(value)
+    except OSError:  # read-only (a container) or refused: no limits, rather than half of them
+        for group in made:
+            group.rmdir()
+        return []
+    return made
 
 
 def _remove_group(group: Path) -> None:
@@ -243,19 +246,24 @@ def _remove_group(group: Path) -> None:
 
 
 @contextlib.contextmanager
-def one_cpu(name: str) -> Iterator[list[str]]:
-    """A cgroup in which a probe's processes together get at most one CPU, however many they start.
+def limited_group(name: str) -> Iterator[list[str]]:
+    """Cgroups in which a probe's processes together get at most one CPU and
+    :data:`GROUP_MEMORY_BYTES` of memory (kernel memory, such as a tmpfs's inodes, included),
+    however many processes they start.
 
-    Yields a command prefix that moves the command into the group before it runs, or ``[]``
-    where the grader cannot make one (not root, or no writable cpu controller: then only the
-    scheduler's fairness between sessions applies; see the instructor guide). The group is
-    removed afterwards, its processes killed.
+    Yields a command prefix that moves the command into the groups before it runs, or ``[]``
+    where the grader cannot make them (not root, or no writable controllers: then only the
+    per-process limits and the scheduler's fairness between sessions apply; see the instructor
+    guide). The groups are removed afterwards, their processes killed.
     """
-    group = _make_group(name)
-    if group is None:
+    groups = _make_groups(name)
+    if not groups:
         yield []
         return
     try:
-        yield ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group / "cgroup.procs")]
+        moves = " && ".join(f'echo $$ > "${index}"' for index in range(1, len(groups) + 1))
+        yield ["sh", "-c", f'{moves} && shift {len(groups)} && exec "$@"', "sh",
+               *[str(group / "cgroup.procs") for group in groups]]
     finally:
-        _remove_group(group)
+        for group in groups:
+            _remove_group(group)

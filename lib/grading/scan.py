@@ -8,8 +8,9 @@ verdict: the grader prints REVIEW beside PASS or FAIL and a human decides.
 
 * import aliases: ``import torch.nn.functional as F`` makes ``F.layer_norm`` read
   ``torch.nn.functional.layer_norm``, and so does ``from torch.nn import functional as F2``;
-* simple assignments of an imported name, outside class bodies: ``G = F``, chains
-  ``H = G``, ``a, b = F, torch``, ``(G := F)`` (the first binding of a name wins);
+* simple assignments of an imported name, in any function or at the top: ``G = F``, chains
+  ``H = G`` (in any order), ``a, b = F, torch``, ``(G := F)`` (the first binding of a name
+  wins); not in a class's own scope, where a binding makes a class attribute (below);
 * ``getattr(x, name)`` whose name is built only from string constants (``"layer_" +
   "norm"``, f-strings of constants, ``"".join([...])``); the same strings count as text;
 * names after ``from M import *`` that the cell never binds, read as ``M.name``;
@@ -26,11 +27,16 @@ verdict: the grader prints REVIEW beside PASS or FAIL and a human decides.
   ``torch.native_layer_norm`` for ``torch.layer_norm``; not for forbidden *modules*,
   whose short names sit inside too many others); ``functorch`` counts as ``torch.func``,
   and ``grad_fn``/``requires_grad`` as ``torch.autograd``;
+* an attribute named like a forbidden name's last part (in any case, underscores ignored)
+  on anything at all: ``K.m.scaled_dot_product_attention``, ``d["x"].LayerNorm``, since
+  the scan cannot know every way a module reaches an object;
 * what cannot be followed: ``getattr``/``setattr``/``delattr`` on an imported module or
   anything under one; ``getattr`` with a name computed at run time on any object;
   ``getattr`` passed around as a value; ``import *``; an imported module used as a value
-  (in a list, as an argument or default, returned, matched on), imported inside a class,
-  or one name bound to two modules; a cell nested too deeply for the parser;
+  (in a list, as an argument or default, returned, matched on, bound in a class's scope
+  however deep in ``if``/``try``/``for`` or a walrus), imported in a class's scope, or one
+  name bound to two modules; a cell too large (over 200 KB or 50,000 syntax nodes) or
+  nested too deeply to scan;
 * ways to run code or reach it by a name in a string: ``exec``, ``eval``, ``compile``,
   ``__import__``, ``globals``, ``locals``, ``vars``, ``builtins``, ``importlib``,
   ``pkgutil``, ``runpy``, ``pydoc``, ``inspect``, ``gc``, pickles (``pickle``,
@@ -62,8 +68,10 @@ import importlib.util
 import inspect
 import re
 import sys
+from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from types import ModuleType
 
 # name used in the cell → why it needs a human's eye
@@ -190,6 +198,20 @@ AUTOGRAD_MARKERS = ("grad_fn", "next_functions", "requires_grad", "requires_grad
 MAX_STRING_DEPTH = 3
 IN_A_STRING = ", in code written as a string"
 TOO_DEEP = "is nested too deeply for the scan to read: read it yourself"
+# The scan runs in the grader's own process, with no time limit of its own, so what it reads
+# is capped: every answer in the book is a few KB and a few thousand syntax nodes.
+MAX_SOURCE_CHARACTERS = 200_000
+MAX_NODES = 50_000
+TOO_LARGE = "is too large to scan ({size} KB): review it by hand"
+# Each string is read as code too; all of them together, up to this many characters and (of those
+# that parse) nodes. An answer's strings hold little code, if any: docstrings are prose, einsum
+# specs one name. (Every part of "a" + "b" + ... is a string: their lengths add up to the square.)
+MAX_STRING_CHARACTERS = 200_000
+MAX_STRING_NODES = 20_000
+STRINGS_TOO_LARGE = "holds more code in strings than the scan reads: review it by hand"
+# Following a dotted name costs the square of its length (each of its parts is a name too), so
+# a longer one (``torch.nn.functional.torch.nn.functional...``) stops the scan as nested too deeply.
+MAX_NAME_PARTS = 32
 _MISSING = object()
 
 
@@ -226,45 +248,65 @@ def _imports(tree: ast.AST) -> tuple[dict[str, str], set[str], list[str]]:
     return aliases, modules, stars
 
 
+class _TooDeep(Exception):
+    """A dotted name longer than :data:`MAX_NAME_PARTS`."""
+
+
+def _root(node: ast.AST) -> ast.AST:
+    """Where a dotted expression starts: ``F`` in ``(G := F).layer_norm``."""
+    for _ in range(MAX_NAME_PARTS):
+        if not isinstance(node, (ast.Attribute, ast.NamedExpr)):
+            return node
+        node = node.value
+    raise _TooDeep
+
+
 def _dotted(node: ast.AST, aliases: dict[str, str]) -> str:
     """``F.layer_norm`` → ``torch.nn.functional.layer_norm`` (empty for other expressions)."""
-    parts = []
-    while isinstance(node, (ast.Attribute, ast.NamedExpr)):
-        if isinstance(node, ast.NamedExpr):  # (G := F).layer_norm reads F.layer_norm
-            node = node.value
-            continue
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
+    root = _root(node)
+    if not isinstance(root, ast.Name):
         return ""
-    return ".".join([aliases.get(node.id, node.id), *reversed(parts)])
+    parts = []
+    while node is not root:
+        if isinstance(node, ast.Attribute):  # (G := F).layer_norm reads F.layer_norm
+            parts.append(node.attr)
+        node = node.value
+    return ".".join([aliases.get(root.id, root.id), *reversed(parts)])
 
 
 def _imported(node: ast.AST, aliases: dict[str, str]) -> str:
     """Like :func:`_dotted`, but only for a name whose first part was imported (else empty)."""
-    root = node
-    while isinstance(root, (ast.Attribute, ast.NamedExpr)):
-        root = root.value
+    root = _root(node)
     return _dotted(node, aliases) if isinstance(root, ast.Name) and root.id in aliases else ""
 
 
-def _text(node: ast.AST) -> str | None:
-    """The string an expression always evaluates to, when it is built only from string constants."""
+def _text(node: ast.AST, known: dict[int, str | None] | None = None) -> str | None:
+    """The string an expression always evaluates to, when it is built only from string constants.
+
+    ``known`` keeps what was worked out for each part: :func:`_collect` asks about every part
+    of ``"a" + "b" + ...``, which would cost the square of its length without it.
+    """
+    known = {} if known is None else known
+    if id(node) in known:
+        return known[id(node)]
+    text = None
     if isinstance(node, ast.Constant):
-        return node.value if isinstance(node.value, str) else None
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _text(node.left), _text(node.right)
-        return None if left is None or right is None else left + right
-    if isinstance(node, ast.FormattedValue):
-        return _text(node.value) if node.conversion == -1 and node.format_spec is None else None
-    if isinstance(node, ast.JoinedStr):
-        parts = [_text(value) for value in node.values]
-        return None if None in parts else "".join(parts)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+        text = node.value if isinstance(node.value, str) else None
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _text(node.left, known), _text(node.right, known)
+        text = None if left is None or right is None else left + right
+    elif isinstance(node, ast.FormattedValue):
+        text = _text(node.value, known) if node.conversion == -1 and node.format_spec is None else None
+    elif isinstance(node, ast.JoinedStr):
+        parts = [_text(value, known) for value in node.values]
+        text = None if None in parts else "".join(parts)
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
             and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], (ast.List, ast.Tuple))):
-        separator, parts = _text(node.func.value), [_text(element) for element in node.args[0].elts]
-        return None if separator is None or None in parts else separator.join(parts)
-    return None
+        separator = _text(node.func.value, known)
+        parts = [_text(element, known) for element in node.args[0].elts]
+        text = None if separator is None or None in parts else separator.join(parts)
+    known[id(node)] = text
+    return text
 
 
 def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[str, ast.AST]]:
@@ -278,45 +320,72 @@ def _pairs(target: ast.AST, value: ast.AST) -> list[tuple[str, ast.AST]]:
     return []
 
 
-def _assignments(tree: ast.AST) -> list[tuple[str, ast.AST]]:
-    """Every simple binding outside a class body (a class attribute is reached through its class)."""
+def _class_scopes(tree: ast.AST) -> dict[int, str]:
+    """ids of the nodes that run in a class's own scope → the class's name.
+
+    A name bound there is a class attribute, reached as ``K.m`` and not by its name, so it
+    cannot be followed as an alias: not in the class body itself, nor in an ``if``, ``try``,
+    ``for``, ``with`` or ``match`` inside it, nor in a walrus in a method's default, decorator
+    or annotation (those run in the class's scope too). A method's body is a scope of its own.
+    """
+    scopes = {}
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        todo = list(cls.body)
+        while todo:
+            node = todo.pop()
+            scopes[id(node)] = cls.name
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                todo += [*node.decorator_list, node.args, *([node.returns] if node.returns else [])]
+            elif isinstance(node, ast.Lambda):
+                todo.append(node.args)
+            elif isinstance(node, ast.ClassDef):  # its body is its own class scope, read in its own turn
+                todo += [*node.decorator_list, *node.bases, *node.keywords]
+            else:
+                todo += ast.iter_child_nodes(node)
+    return scopes
+
+
+def _assignments(tree: ast.AST, class_scopes: dict[int, str]) -> list[tuple[str, ast.AST]]:
+    """Every simple binding outside a class's own scope (a class attribute is reached through its class)."""
     pairs = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef):
-            continue  # its body's assignments are class attributes
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.Assign):
-                pairs += [pair for target in child.targets for pair in _pairs(target, child.value)]
-            elif isinstance(child, ast.AnnAssign) and child.value is not None:
-                pairs += _pairs(child.target, child.value)
-    pairs += [pair for node in ast.walk(tree) if isinstance(node, ast.NamedExpr)
-              for pair in _pairs(node.target, node.value)]
+        if id(node) in class_scopes:
+            continue
+        if isinstance(node, ast.Assign):
+            pairs += [pair for target in node.targets for pair in _pairs(target, node.value)]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            pairs += _pairs(node.target, node.value)
+        elif isinstance(node, ast.NamedExpr):
+            pairs += _pairs(node.target, node.value)
     return pairs
 
 
-def _follow_assignments(tree: ast.AST, aliases: dict[str, str]) -> None:
-    """Add ``G = F`` (and chains ``H = G``) to ``aliases``; the first binding of a name wins."""
-    pairs = _assignments(tree)
-    changed = True
-    while changed:  # each round binds at least one more name, so this ends
-        changed = False
-        for name, value in pairs:
-            path = _imported(value, aliases)
-            if path and name not in aliases:
-                aliases[name] = path
-                changed = True
+def _follow_assignments(pairs: list[tuple[str, ast.AST]], aliases: dict[str, str]) -> None:
+    """Add ``G = F`` (and chains ``H = G``) to ``aliases``; the binding nearest an import wins.
+
+    One pass over a worklist: a binding is read when the name its value starts from gets a
+    path. (Binding one more name per pass over all of them took minutes for a chain of
+    thousands of assignments written backwards, ``a3 = a2`` before ``a2 = a1``.)
+    """
+    waiting = {}  # the name a value starts from → the bindings that wait for it, in order
+    for name, value in pairs:
+        if isinstance(root := _root(value), ast.Name):
+            waiting.setdefault(root.id, []).append((name, value))
+    todo = deque(aliases)
+    while todo:
+        for name, value in waiting.pop(todo.popleft(), ()):
+            if name not in aliases:
+                aliases[name] = _imported(value, aliases)
+                todo.append(name)
 
 
-def _alias_bindings(tree: ast.AST) -> set[int]:
-    """ids of the expressions :func:`_follow_assignments` follows (an alias, not a loose module value)."""
-    return {id(value) for _, value in _assignments(tree)}
-
-
-def _rebound(tree: ast.AST, aliases: dict[str, str]) -> dict[str, set[str]]:
+def _rebound(pairs: list[tuple[str, ast.AST]], aliases: dict[str, str]) -> dict[str, set[str]]:
     """Names bound to more than one imported name (``G = math`` then ``G = torch.nn``): only the
     first is followed, so :func:`_collect` flags them when one of the bindings is a module."""
     bound = {}
-    for name, value in _assignments(tree):
+    for name, value in pairs:
         if path := _imported(value, aliases):
             bound.setdefault(name, {aliases[name]}).add(path)
     return {name: paths for name, paths in bound.items() if len(paths) > 1}
@@ -366,14 +435,6 @@ def _resolve(path: str) -> tuple[object, str]:
     return found, ".".join([name, *parts[module_end:]]) if isinstance(name, str) else path
 
 
-def _live_object(path: str):
-    return _resolve(path)[0]
-
-
-def _is_module(path: str, imported_modules: set[str]) -> bool:
-    return path in imported_modules or isinstance(_live_object(path), ModuleType)
-
-
 @lru_cache(maxsize=None)
 def _names_a_module(dotted: str) -> bool:
     """Whether a forbidden name (the book's own, not a student's) is a module: ``torch.func`` is."""
@@ -385,6 +446,15 @@ def _names_a_module(dotted: str) -> bool:
 
 # ---- the scan --------------------------------------------------------------------------
 @dataclass
+class _Scan:
+    """What one call of :func:`review_flags` shares between the cell and the code in its strings."""
+
+    resolved: dict[str, tuple[object, str]] = field(default_factory=dict)  # path → _resolve(path)
+    string_characters: int = MAX_STRING_CHARACTERS  # characters left to read as code in strings
+    string_nodes: int = MAX_STRING_NODES  # syntax nodes left for the code in strings
+
+
+@dataclass
 class _Uses:
     """What a cell uses, as the scan sees it."""
 
@@ -395,18 +465,33 @@ class _Uses:
     texts: set[str] = field(default_factory=set)  # strings, with those built from constants
     written: dict[str, str] = field(default_factory=dict)  # a name by its module's name → as the cell wrote it
     unfollowed: list[str] = field(default_factory=list)  # reasons: what the scan could not follow
+    resolved: dict[str, tuple[object, str]] = field(default_factory=dict)  # path → _resolve(path), shared
+
+    def resolve(self, path: str) -> tuple[object, str]:
+        """:func:`_resolve`, once a scan for each name: the checks ask about every name, many times."""
+        if path not in self.resolved:
+            self.resolved[path] = _resolve(path)
+        return self.resolved[path]
+
+    def live_object(self, path: str):
+        return self.resolve(path)[0]
+
+    def is_module(self, path: str, imported_modules: set[str]) -> bool:
+        return path in imported_modules or isinstance(self.live_object(path), ModuleType)
 
 
-def _collect(tree: ast.AST) -> _Uses:
+def _collect(tree: ast.AST, scan: _Scan) -> _Uses:
     """Walk the cell once: the names it uses (aliases followed) and what could not be followed."""
     aliases, imported_modules, stars = _imports(tree)
-    _follow_assignments(tree, aliases)
-    alias_values = _alias_bindings(tree)
+    class_scopes = _class_scopes(tree)
+    pairs = _assignments(tree, class_scopes)
+    _follow_assignments(pairs, aliases)
+    alias_values = {id(value) for _, value in pairs}  # followed as aliases, not loose module values
     parents = {id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
     bound = _bound_names(tree) | set(dir(builtins))
-    uses = _Uses()
-    for name, paths in sorted(_rebound(tree, aliases).items()):
-        if any(_is_module(path, imported_modules) for path in paths):
+    uses, known_texts = _Uses(resolved=scan.resolved), {}
+    for name, paths in sorted(_rebound(pairs, aliases).items()):
+        if any(uses.is_module(path, imported_modules) for path in paths):
             uses.unfollowed.append(f"binds {name} to more than one module ({', '.join(sorted(paths))}), "
                                    "so the scan cannot tell which one it uses")
 
@@ -416,9 +501,9 @@ def _collect(tree: ast.AST) -> _Uses:
             uses.imported.add(path)
 
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and isinstance(parents.get(id(node)), ast.ClassDef):
-            # class K: import torch.nn.functional as F, then K.F: a module carried as a class attribute
-            uses.unfollowed.append(f"imports inside the class {parents[id(node)].name}, so the scan cannot "
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) in class_scopes:
+            # class K: (if True:) import torch.nn.functional as F, then K.F: a module as a class attribute
+            uses.unfollowed.append(f"imports inside the class {class_scopes[id(node)]}, so the scan cannot "
                                    "follow what is taken from it")
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -448,11 +533,11 @@ def _collect(tree: ast.AST) -> _Uses:
             uses.keywords.update(keyword.arg for keyword in node.keywords if keyword.arg)
         elif isinstance(node, ast.MatchClass):  # case object(layer_norm=f) reads attribute layer_norm
             uses.attributes.update(node.kwd_attrs)
-        text = _text(node) if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) else None
-        if text is not None:
-            uses.texts.add(text)
+        if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)):
+            if (text := _text(node, known_texts)) is not None:
+                uses.texts.add(text)
     for path in list(uses.imported):
-        canonical = _resolve(path)[1]  # torch.os.system is os.system
+        canonical = uses.resolve(path)[1]  # torch.os.system is os.system
         for other, same in SAME_AS.items():  # functorch.grad reads as torch.func.grad too
             if _matches(canonical, other):
                 canonical = same + canonical[len(other):]
@@ -463,17 +548,24 @@ def _collect(tree: ast.AST) -> _Uses:
 
 
 def _check_module_value(node, path, imported_modules, parents, alias_values, uses: _Uses) -> None:
-    """Flag an imported module used as a value: in a list, as an argument, returned, matched on."""
-    parent = parents.get(id(node))
-    if not path or (isinstance(parent, ast.Attribute) and parent.value is node) or not isinstance(node.ctx, ast.Load):
+    """Flag an imported module used as a value: in a list, as an argument, returned, matched on,
+    or bound in a class's scope (not followed as an alias, so not in ``alias_values``)."""
+    if not path or not isinstance(node.ctx, ast.Load):
+        return
+    # A walrus followed as an alias is worth its value: judge where the walrus itself goes.
+    # ``(G := F).layer_norm`` is followed; ``{"x": (G := F)}`` stores the module.
+    while (isinstance(parent := parents.get(id(node)), ast.NamedExpr) and parent.value is node
+           and id(node) in alias_values):
+        node = parent
+    if isinstance(parent, ast.Attribute) and parent.value is node:
         return  # only the whole name (``torch.nn.functional``, not its ``torch.nn``) is judged
     if id(node) in alias_values:
-        return  # ``G = F``, ``a, b = F, torch``, ``(G := F)``: followed as an alias
+        return  # ``G = F``, ``a, b = F, torch``, ``m = (G := F)``: followed as an alias
     if isinstance(parent, ast.Call) and (parent.func is node or (
             isinstance(parent.func, ast.Name) and parent.func.id in (*ATTRIBUTE_BUILTINS, "hasattr", "dir", "vars")
             and parent.args and parent.args[0] is node)):
         return  # a call of it, or getattr(F, ...) / vars(F), which have their own reasons
-    if _is_module(path, imported_modules):
+    if uses.is_module(path, imported_modules):
         uses.unfollowed.append(f"uses the module {path} as a value (stores it, passes it or returns it), "
                                "so the scan cannot follow what is taken from it")
 
@@ -519,7 +611,8 @@ def _forbidden_flags(uses: _Uses, forbidden: tuple[str, ...]) -> list[str]:
     The routes are tried in order, and a use explained by one route is not reported again
     by a later one: (1) the name itself, or a string that spells its last part; (2) the
     same object under another name; (3) a variant whose name contains the forbidden one;
-    (4) for ``torch.autograd``, autograd's graph reached without naming it.
+    (4) for ``torch.autograd``, autograd's graph reached without naming it; (5) an attribute
+    of the same name, in any case and with or without underscores, on anything.
     """
     dotted = [banned for banned in forbidden if not banned.startswith(".")]
     flags, said, explained = [], set(), set()  # forbidden names reported; used names accounted for
@@ -544,10 +637,12 @@ def _forbidden_flags(uses: _Uses, forbidden: tuple[str, ...]) -> list[str]:
             report(banned, f"uses {banned}, which the exercise forbids")
             spelled.add(_last(banned))
     for banned in dotted:  # 2. the same object under another name
-        target = _live_object(banned)
-        if banned in said or not (callable(target) or isinstance(target, ModuleType)):  # never None or a number
+        if banned in said or not uses.imported - explained:
             continue
-        if same := [name for name in sorted(uses.imported - explained) if _live_object(name) is target]:
+        target = uses.live_object(banned)
+        if not (callable(target) or isinstance(target, ModuleType)):  # never None or a number
+            continue
+        if same := [name for name in sorted(uses.imported - explained) if uses.live_object(name) is target]:
             report(banned, f"uses {banned} under another name ({same[0]}), which the exercise forbids", same)
     # 3. a variant (torch.rnn_tanh_cell of torch.rnn_tanh), explained by the longest forbidden name it
     # contains; not for forbidden modules, whose short names ("func") are inside too many others.
@@ -564,6 +659,16 @@ def _forbidden_flags(uses: _Uses, forbidden: tuple[str, ...]) -> list[str]:
     if "torch.autograd" in forbidden and "torch.autograd" not in said:  # 4. autograd's graph, unnamed
         if markers := [m for m in AUTOGRAD_MARKERS if m in uses.attributes or m in uses.keywords]:
             report("torch.autograd", f"uses torch.autograd through {markers[0]}, which the exercise forbids")
+    # 5. an attribute named like a forbidden name, whatever it is taken from (K.m.scaled_dot_product_attention,
+    # d["x"].LayerNorm): the scan cannot know every way a module reaches an object. Once per attribute,
+    # and not for one that a name reported above already accounts for.
+    accounted = {_normal(name) for name in spelled | {_last(name) for name in explained}}
+    for banned in dotted:
+        named = sorted(attribute for attribute in uses.attributes if _normal(attribute) == _normal(_last(banned)))
+        if banned not in said and named and _normal(named[0]) not in accounted:
+            report(banned, f"uses an attribute named {named[0]}, like {banned}, which the exercise forbids: "
+                           "check what it is taken from")
+            accounted.add(_normal(named[0]))
     return flags
 
 
@@ -595,9 +700,11 @@ def _reaches(uses: _Uses, key: str, imported_only: bool = False) -> bool:
     names = [*uses.imported, *uses.written] if imported_only else uses.names
     if any(_matches(name, key) for name in names):
         return True
-    target = _live_object(key)
+    if not uses.imported:
+        return False  # no other name for it (and code in a string is scanned without resolving the key)
+    target = uses.live_object(key)
     return (callable(target) or isinstance(target, ModuleType)) and any(
-        _live_object(name) is target for name in uses.imported)
+        uses.live_object(name) is target for name in uses.imported)
 
 
 def _back_door_flags(uses: _Uses, forbidden: tuple[str, ...]) -> list[str]:
@@ -608,8 +715,10 @@ def _back_door_flags(uses: _Uses, forbidden: tuple[str, ...]) -> list[str]:
     named = {key.split(".")[0] for key in [*SUSPICIOUS_MODULES, *BACK_DOORS]}
     named |= {banned.split(".")[0] for banned in forbidden if "." not in banned}
     roots = sorted({name.split(".")[0] for name in uses.imported})
+    # A private module (_imp) has its own reason; __main__, the notebook's own namespace, has not.
+    private = {root for root in roots if root.startswith("_") and not _is_dunder(root)}
     flags += [f"imports {root}, which no exercise needs: look at what the cell uses it for" for root in roots
-              if root not in USUAL_IMPORTS and root not in named and not root.startswith("_")]
+              if root not in USUAL_IMPORTS and root not in named and root not in private]
     return flags
 
 
@@ -643,17 +752,35 @@ def review_flags(source: str, forbidden: tuple[str, ...] = ()) -> list[str]:
         raise TypeError(f"source must be a str; found {type(source).__name__}")
     if not isinstance(forbidden, (tuple, list)) or not all(isinstance(name, str) for name in forbidden):
         raise TypeError(f"forbidden must be a tuple of str; found {forbidden!r}")
-    return _flags(source, tuple(forbidden), depth=0)
+    return _flags(source, tuple(forbidden), depth=0, scan=_Scan())
 
 
-def _flags(source: str, forbidden: tuple[str, ...], depth: int) -> list[str]:
+def _flags(source: str, forbidden: tuple[str, ...], depth: int, scan: _Scan) -> list[str]:
+    """The flags of one piece of code: the cell, or a string in it that parses as code."""
+    too_large = [TOO_LARGE.format(size=max(1, round(len(source) / 1000)))]
+    if len(source) > MAX_SOURCE_CHARACTERS:
+        return too_large
+    if depth:  # code in a string: it is read out of what all the cell's strings may use
+        scan.string_characters -= len(source)
     try:
         tree = ast.parse(source)
-        uses = _collect(tree)
     except (SyntaxError, ValueError):
         return []  # it cannot run either: the run reports the error
-    except RecursionError:  # "a" + "a" + ... thousands deep: too deep for the parser or for _text
+    except (RecursionError, MemoryError):  # "x = " and 300,000 minus signs: the parser gives up
         return [TOO_DEEP]
+    nodes = sum(1 for _ in islice(ast.walk(tree), MAX_NODES + 1))
+    if nodes > MAX_NODES:
+        return too_large
+    if depth:
+        scan.string_nodes -= nodes
+    try:
+        return list(dict.fromkeys(_tree_flags(tree, forbidden, depth, scan)))
+    except (RecursionError, MemoryError, _TooDeep):  # "a" + "a" + ... thousands deep: too deep for _text
+        return [TOO_DEEP]
+
+
+def _tree_flags(tree: ast.AST, forbidden: tuple[str, ...], depth: int, scan: _Scan) -> list[str]:
+    uses = _collect(tree, scan)
     flags = _forbidden_flags(uses, forbidden)
     flags += [reason for name, reason in SUSPICIOUS_NAMES.items() if name in uses.names]
     flags += [reason for module, reason in SUSPICIOUS_MODULES.items() if _reaches(uses, module)]
@@ -668,6 +795,9 @@ def _flags(source: str, forbidden: tuple[str, ...], depth: int) -> list[str]:
         # Code in a string runs when something evaluates it: exec, but also a string annotation
         # that functools.singledispatch or typing evaluates. Scan every string that parses as code.
         for text in sorted(uses.texts):
-            flags += [flag if flag.endswith(IN_A_STRING) else flag + IN_A_STRING
-                      for flag in _flags(text, forbidden, depth + 1)]
-    return list(dict.fromkeys(flags))
+            if scan.string_characters <= 0 or scan.string_nodes <= 0:
+                flags.append(STRINGS_TOO_LARGE)
+                break
+            flags += [flag if flag.endswith(IN_A_STRING) or flag == STRINGS_TOO_LARGE else flag + IN_A_STRING
+                      for flag in _flags(text, forbidden, depth + 1, scan)]
+    return flags
