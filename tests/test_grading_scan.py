@@ -1,10 +1,13 @@
 """The static REVIEW scan (lib.grading.scan): the red team's evasions are flagged, honest answers are not.
 
 Every case in EVASIONS got no flag at all from the scan before it learnt to follow
-aliases, getattr, star imports and private entry points; each must now get a flag
-whose plain words name what to look at. HONEST holds answers an honest student could
-write, and every master solution of the book: none may be flagged.
+aliases, getattr, star imports, private entry points and bindings in a class's scope;
+each must now get a flag whose plain words name what to look at. HONEST holds answers an
+honest student could write, and every master solution of the book: none may be flagged.
+The scan runs in the grader's own process, so the last tests hold it to linear time and
+to a flag, never an exception, for a cell too large or too deep to read.
 """
+import time
 from pathlib import Path
 
 import nbformat
@@ -23,6 +26,12 @@ GRU = CHECKS["check_gru_step"].forbidden
 CROSS_ENTROPY = CHECKS["check_cross_entropy"].forbidden
 GELU_GRAD = CHECKS["check_gelu_grad"].forbidden
 F = "import torch\nimport torch.nn.functional as F\n"
+MODULE_VALUE = "uses the module torch.nn.functional as a value"
+
+
+def sdpa_from(owner):
+    """A cell's answer that calls scaled_dot_product_attention taken from ``owner``."""
+    return f"def my_attention(q, k, v):\n    return {owner}.scaled_dot_product_attention(q, k, v)\n"
 
 # id → (cell, forbidden, words one flag must contain)
 EVASIONS = {
@@ -251,6 +260,69 @@ EVASIONS = {
     "setattr-on-module": (
         F + "setattr(F, 'softmax', lambda x, dim: x)\n",
         SDPA, "changes torch.nn.functional.softmax by name (setattr)"),
+    # 6. a module bound in a class's scope below its body, where only K.m reaches it (red team, F1)
+    "class-if": (
+        F + "class K:\n    if True:\n        m = F\n" + sdpa_from("K.m"),
+        SDPA, MODULE_VALUE),
+    "class-try": (
+        "import torch\nclass K:\n    try:\n        m = torch.nn.functional\n    except ImportError:\n"
+        "        pass\n" + sdpa_from("K.m"),
+        SDPA, MODULE_VALUE),
+    "class-walrus": (
+        "import torch\nclass K:\n    m = (n := torch.nn.functional)\n" + sdpa_from("K.n"),
+        SDPA, MODULE_VALUE),
+    "class-if-import": (
+        "class K:\n    if True:\n        import torch.nn.functional as m\n" + sdpa_from("K.m"),
+        SDPA, "imports inside the class K"),
+    "class-if-submodule": (
+        "import torch\nclass K:\n    if True:\n        nn = torch.nn\nlayer = K.nn.MultiheadAttention(8, 2)\n",
+        SDPA, "uses the module torch.nn as a value"),
+    "class-for": (
+        F + "class K:\n    for _ in [0]:\n        m = F\n" + sdpa_from("K.m"),
+        SDPA, MODULE_VALUE),
+    "class-with": (
+        F + "import contextlib\nclass K:\n    with contextlib.nullcontext():\n        m = F\n" + sdpa_from("K.m"),
+        SDPA, MODULE_VALUE),
+    "class-match": (
+        F + "class K:\n    match 0:\n        case 0:\n            m = F\n" + sdpa_from("K.m"),
+        SDPA, MODULE_VALUE),
+    "class-in-a-class": (
+        F + "class K:\n    class J:\n        if True:\n            m = F\n" + sdpa_from("K.J.m"),
+        SDPA, MODULE_VALUE),
+    "class-default-walrus": (  # a method's defaults run in the class's scope
+        F + "class K:\n    def g(self, x=(m := F)):\n        pass\n" + sdpa_from("K.m"),
+        SDPA, MODULE_VALUE),
+    "class-annotation-walrus": (
+        F + "class K:\n    def g(self) -> (m := F):\n        pass\n" + sdpa_from("K.m"),
+        SDPA, MODULE_VALUE),
+    "class-walrus-beside-lambda": (
+        F + "class K:\n    h = (lambda: 0, (m := F))\n" + sdpa_from("K.m"),
+        SDPA, MODULE_VALUE),
+    "class-hides-os-system": (
+        "import os\nclass K:\n    if True:\n        m = os\nK.m.system('true')\n",
+        SDPA, "uses the module os as a value"),
+    # ... and a walrus, followed as an alias, whose value is stored where no name reaches it
+    "walrus-in-a-dict": (
+        F + "d = {'x': (n := F)}\n" + sdpa_from("d['x']"),
+        SDPA, MODULE_VALUE),
+    "walrus-in-a-list": (
+        F + "ms = [(n := F)]\n" + sdpa_from("ms[0]"),
+        SDPA, MODULE_VALUE),
+    "walrus-as-an-argument": (
+        F + "ns = dict(x=(n := F))\n" + sdpa_from("ns['x']"),
+        SDPA, MODULE_VALUE),
+    # ... an attribute named like a forbidden name on anything at all: the last line of defence
+    "attribute-of-a-parameter": (
+        "def my_attention(q, k, v, ops):\n    return ops.scaled_dot_product_attention(q, k, v)\n",
+        SDPA, "uses an attribute named scaled_dot_product_attention, like "
+              "torch.nn.functional.scaled_dot_product_attention, which the exercise forbids"),
+    "attribute-in-another-case": (
+        "def f(ops):\n    return ops.Multihead_Attention(8, 2)\n",
+        SDPA, "uses an attribute named Multihead_Attention, like torch.nn.MultiheadAttention"),
+    # ... and the notebook's own namespace, where a followed alias is an attribute of a module
+    "main-module": (
+        "import os\nimport __main__\nG = os\n__main__.G.system('true')\n",
+        SDPA, "imports __main__, which no exercise needs"),
 }
 
 # Routes the scan already followed before (kept, so that they stay caught).
@@ -273,6 +345,46 @@ ALREADY_CAUGHT = {
     "tensor-method": (
         "def f(logits, targets):\n    return logits.log_softmax(1)\n",
         CROSS_ENTROPY, "uses log_softmax, which the exercise forbids"),
+    # Every other place a binding can hide (red team, F1) was followed or flagged already.
+    "nested-function": (
+        F + "def outer():\n    G = F\n    def inner(q, k, v):\n"
+        "        return G.scaled_dot_product_attention(q, k, v)\n    return inner\n",
+        SDPA, "uses torch.nn.functional.scaled_dot_product_attention, which the exercise forbids"),
+    "method-local-alias": (
+        F + "class K:\n    def g(self, q, k, v):\n        G = F\n"
+        "        return G.scaled_dot_product_attention(q, k, v)\n",
+        SDPA, "uses torch.nn.functional.scaled_dot_product_attention, which the exercise forbids"),
+    "global-alias": (
+        F + "def setup():\n    global G\n    G = F\nsetup()\n" + sdpa_from("G"),
+        SDPA, "uses torch.nn.functional.scaled_dot_product_attention, which the exercise forbids"),
+    "nonlocal-alias": (
+        F + "def outer():\n    G = None\n    def set_it():\n        nonlocal G\n        G = F\n"
+        "    set_it()\n    return G.scaled_dot_product_attention\n",
+        SDPA, "uses torch.nn.functional.scaled_dot_product_attention, which the exercise forbids"),
+    "walrus-alias-assigned": (
+        "import torch\nm = (n := torch.nn.functional)\n" + sdpa_from("m"),
+        SDPA, "uses torch.nn.functional.scaled_dot_product_attention, which the exercise forbids"),
+    "comprehension-target": (F + "fs = [m for m in [F]]\n" + sdpa_from("fs[0]"), SDPA, MODULE_VALUE),
+    "for-over-a-tuple": (F + "for m in (F,):\n    pass\n" + sdpa_from("m"), SDPA, MODULE_VALUE),
+    "lambda-default": (F + "g = lambda m=F: m\n" + sdpa_from("g()"), SDPA, MODULE_VALUE),
+    "decorator-returns-module": (
+        F + "@(lambda f: F)\ndef m():\n    pass\n" + sdpa_from("m"), SDPA, MODULE_VALUE),
+    "with-as": (
+        F + "import contextlib\nwith contextlib.nullcontext(F) as m:\n    pass\n" + sdpa_from("m"),
+        SDPA, MODULE_VALUE),
+    "except-as": (
+        F + "try:\n    raise ValueError(F)\nexcept ValueError as e:\n    m = e.args[0]\n" + sdpa_from("m"),
+        SDPA, MODULE_VALUE),
+    "match-as": (F + "match F:\n    case m:\n        pass\n" + sdpa_from("m"), SDPA, MODULE_VALUE),
+    "augmented-assignment": (F + "m = []\nm += [F]\n" + sdpa_from("m[0]"), SDPA, MODULE_VALUE),
+    "augmented-assignment-returning-it": (
+        F + "class A:\n    def __iadd__(self, other):\n        return other\nm = A()\nm += F\n" + sdpa_from("m"),
+        SDPA, MODULE_VALUE),
+    "attribute-assignment": (F + "class K:\n    pass\nK.m = F\n" + sdpa_from("K.m"), SDPA, MODULE_VALUE),
+    "dict-subscript": (F + "d = {'x': F}\n" + sdpa_from("d['x']"), SDPA, MODULE_VALUE),
+    "conditional-expression": (F + "m = F if True else None\n" + sdpa_from("m"), SDPA, MODULE_VALUE),
+    "starred-unpacking": (F + "m, *rest = F, 0\n" + sdpa_from("m"), SDPA, MODULE_VALUE),
+    "setattr-on-a-class": (F + "class K:\n    pass\nsetattr(K, 'm', F)\n" + sdpa_from("K.m"), SDPA, MODULE_VALUE),
 }
 
 
@@ -362,6 +474,21 @@ HONEST = {
     "tanh-rnn": (
         "import torch\ndef f(x, h, w_ih, w_hh, b):\n    return torch.tanh(x @ w_ih.T + h @ w_hh.T + b)\n",
         RNN),
+    "softmax-of-anything": (  # named like no forbidden name: .softmax is not scaled_dot_product_attention
+        "def f(q, k, v):\n    return (q @ k.transpose(-2, -1)).softmax(-1) @ v\n",
+        SDPA),
+    "alias-inside-a-method": (
+        "import torch\nclass Attention(torch.nn.Module):\n    def forward(self, q, k, v):\n"
+        "        import math\n        F = torch.nn.functional\n"
+        "        return F.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v\n",
+        SDPA),
+    "constants-in-a-class": (
+        "import torch\nclass Config:\n    if torch.cuda.is_available():\n        eps = 1e-6\n"
+        "    else:\n        eps = 1e-5\n    dtype = torch.float32\n",
+        LAYER_NORM),
+    "walrus-in-a-condition": (
+        "import torch\ndef f(xs):\n    if (n := len(xs)) > 0:\n        return torch.stack(xs).sum(0) / n\n",
+        SDPA),
 }
 
 
@@ -381,3 +508,60 @@ def test_flags_are_plain_deduplicated_and_inputs_are_checked():
         review_flags(b"import torch")
     with pytest.raises(TypeError, match="forbidden must be a tuple of str; found"):
         review_flags("import torch", "torch.nn.functional")
+
+
+# ---- what the scan costs ---------------------------------------------------------------
+def reverse_chain(links, last_line=""):
+    """``a<links> = a<links-1>`` ... ``a2 = a1``, then ``a1 = torch``, under ``if False:``: each name
+    is bound before the one it is bound to, which cost the old scan one pass per link."""
+    lines = [f"    a{i} = a{i - 1}\n" for i in range(links, 1, -1)]
+    return "import torch\nif False:\n" + "".join(lines) + "    a1 = torch\n" + last_line
+
+
+def timed_flags(cell, forbidden=SDPA):
+    start = time.perf_counter()
+    flags = review_flags(cell, forbidden)
+    return flags, time.perf_counter() - start
+
+
+def test_a_cell_too_large_is_one_flag_at_once():
+    cell = reverse_chain(60_000)  # 1.2 MB: held the grader for about 16 minutes
+    flags, seconds = timed_flags(cell)
+    assert flags == [f"is too large to scan ({round(len(cell) / 1000)} KB): review it by hand"]
+    assert seconds < 5, seconds  # well under a second; generous for a loaded machine
+
+
+def test_a_long_chain_of_aliases_is_followed_in_linear_time():
+    # 105 KB, 30,000 nodes: below the caps. The old scan took about 10 s (4,000 links took 4.4 s).
+    cell = reverse_chain(6000, sdpa_from("a6000.nn.functional"))
+    flags, seconds = timed_flags(cell)
+    assert flags == ["uses torch.nn.functional.scaled_dot_product_attention, which the exercise forbids"]
+    assert seconds < 2, seconds
+
+
+def test_too_many_nodes_is_too_large():
+    cell = "x = [" + ", ".join(["0"] * 60_000) + "]\n"  # 180 KB, 60,000 nodes
+    assert review_flags(cell) == ["is too large to scan (180 KB): review it by hand"]
+
+
+@pytest.mark.parametrize("cell", [
+    "x = " + "-" * 150_000 + "1",  # the parser runs out of memory (MemoryError)
+    "x = " + "-" * 3000 + "1",  # the parser runs out of stack (RecursionError)
+    "import torch\nx = torch" + ".nn.functional.torch" * 60 + "\n",  # a dotted name of 241 parts
+], ids=["memory", "recursion", "dotted-name"])
+def test_a_cell_too_deep_is_a_flag_not_an_exception(cell):
+    flags, seconds = timed_flags(cell)
+    assert flags == ["is nested too deeply for the scan to read: read it yourself"]
+    assert seconds < 5, seconds
+
+
+def test_the_code_in_strings_is_capped_together():
+    # 300 strings "a+a+...": each part of the sum is a string too, 9 MB of code that does not parse
+    cell = "x = " + " + ".join([repr("a+" * 100)] * 300) + "\n"
+    flags, seconds = timed_flags(cell)
+    assert flags == ["holds more code in strings than the scan reads: review it by hand"]
+    # 20,000 strings of one name each: 80,000 nodes of code in strings
+    cell = "".join(f"'x{i}'\n" for i in range(20_000))
+    more_flags, more_seconds = timed_flags(cell)
+    assert more_flags == ["holds more code in strings than the scan reads: review it by hand"]
+    assert seconds + more_seconds < 5, (seconds, more_seconds)

@@ -8,9 +8,9 @@ verdict: the grader prints REVIEW beside PASS or FAIL and a human decides.
 
 * import aliases: ``import torch.nn.functional as F`` makes ``F.layer_norm`` read
   ``torch.nn.functional.layer_norm``, and so does ``from torch.nn import functional as F2``;
-* simple assignments of an imported name, in any function or at the top: ``G = F``, chains
-  ``H = G`` (in any order), ``a, b = F, torch``, ``(G := F)`` (the first binding of a name
-  wins); not in a class's own scope, where a binding makes a class attribute (below);
+* simple assignments of an imported name, at the top or in any function: ``G = F``, chains
+  ``H = G`` (in any order), ``a, b = F, torch``, ``(G := F)`` (the binding nearest an import
+  wins); not in a class's own scope, where a binding makes a class attribute (see below);
 * ``getattr(x, name)`` whose name is built only from string constants (``"layer_" +
   "norm"``, f-strings of constants, ``"".join([...])``); the same strings count as text;
 * names after ``from M import *`` that the cell never binds, read as ``M.name``;
@@ -54,9 +54,11 @@ verdict: the grader prints REVIEW beside PASS or FAIL and a human decides.
   ``collections`` ...) and the modules the rules above look into (``os``, ``sys``,
   ``io`` ...): many installed packages run code from strings (``sympy``, ``mako``).
 
-Every string that parses as Python is scanned as code too (up to three strings deep), since
-``exec`` or an annotation that ``functools.singledispatch`` evaluates may run it; its
-flags end with "in code written as a string". Code that builds names in other ways
+Every string that parses as Python is scanned as code too (up to three strings deep, and
+200 KB or 20,000 syntax nodes of them in all), since ``exec`` or an annotation that
+``functools.singledispatch`` evaluates may run it; its flags end with "in code written as
+a string". The scan takes time in proportion to the cell and never raises on what the cell
+holds: what it cannot afford to read is flagged instead. Code that builds names in other ways
 (slicing, ``str.replace``, decoding) is not followed; what it must pass through to use
 them (``getattr`` with a computed name, ``exec``, a module as a value ...) is flagged.
 """
@@ -701,7 +703,7 @@ def _reaches(uses: _Uses, key: str, imported_only: bool = False) -> bool:
     if any(_matches(name, key) for name in names):
         return True
     if not uses.imported:
-        return False  # no other name for it (and code in a string is scanned without resolving the key)
+        return False  # nothing imported can be it (and no look-up for each of many strings read as code)
     target = uses.live_object(key)
     return (callable(target) or isinstance(target, ModuleType)) and any(
         uses.live_object(name) is target for name in uses.imported)
@@ -747,6 +749,7 @@ def review_flags(source: str, forbidden: tuple[str, ...] = ()) -> list[str]:
     ------
     TypeError
         When ``source`` is not a string, or ``forbidden`` is not a tuple (or list) of strings.
+        Nothing a cell holds raises: a cell too large or too deeply nested to read is a flag.
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be a str; found {type(source).__name__}")
@@ -775,7 +778,7 @@ def _flags(source: str, forbidden: tuple[str, ...], depth: int, scan: _Scan) -> 
         scan.string_nodes -= nodes
     try:
         return list(dict.fromkeys(_tree_flags(tree, forbidden, depth, scan)))
-    except (RecursionError, MemoryError, _TooDeep):  # "a" + "a" + ... thousands deep: too deep for _text
+    except (RecursionError, MemoryError, _TooDeep):  # "a" + "a" + ... thousands deep, a.b.c... too long
         return [TOO_DEEP]
 
 
