@@ -17,7 +17,9 @@ The module follows chapters 3 and 4 (syllabus RNN1-RNN6, GATE1-GATE4):
 3. *Backpropagation through time made visible*: :func:`rnn_jacobian_norms` and
    :func:`jacobian_norms` return how strongly the last hidden state depends on
    the state at every earlier step, the product of one-step Jacobians that
-   vanishes or explodes (Bengio et al., 1994; Pascanu et al., 2013);
+   vanishes or explodes (Bengio et al., 1994; Pascanu et al., 2013), and
+   :func:`bptt_terms` splits the gradient of the recurrent weights into the
+   contribution of every step;
    :func:`clip_grad_norm` clips gradients by their global norm, exactly as
    ``torch.nn.utils.clip_grad_norm_``.
 4. :func:`parameter_count` gives the size of each layer from its formula.
@@ -77,6 +79,7 @@ __all__ = [
     "NONLINEARITIES",
     "RESET_MODES",
     "rnn_jacobian_norms",
+    "bptt_terms",
     "jacobian_norms",
     "clip_grad_norm",
     "parameter_count",
@@ -693,6 +696,69 @@ def rnn_jacobian_norms(cell: RNNCell, x: Tensor, h: Optional[Tensor] = None) -> 
         product = product @ jacobian  # ∂h_T/∂h_{t-1}
         norms.append(torch.linalg.matrix_norm(product, ord=2))
     return torch.stack(norms[::-1], dim=1)  # (B, T + 1), k = 0 first
+
+
+def bptt_terms(cell: RNNCell, x: Tensor, grad: Tensor, h: Optional[Tensor] = None) -> Tensor:
+    r"""The contribution of every step to the gradient of a simple RNN's recurrent weights.
+
+    :math:`\mathbf{W}_{hh}` acts at every step, so the gradient of a loss :math:`L` of the last
+    state is a sum over the steps :math:`k` at which it acts (backpropagation through time):
+
+    .. math:: \frac{\partial L}{\partial \mathbf{W}_{hh}}
+              = \sum_{k=1}^{T} \frac{\partial L}{\partial \mathbf{h}_T}
+                \frac{\partial \mathbf{h}_T}{\partial \mathbf{h}_k}
+                \frac{\partial^{+} \mathbf{h}_k}{\partial \mathbf{W}_{hh}}
+              = \sum_{k=1}^{T} \boldsymbol{\delta}_k \mathbf{h}_{k-1}^\top,
+
+    where :math:`\partial^{+}` holds :math:`\mathbf{h}_{k-1}` fixed and
+    :math:`\boldsymbol{\delta}_k = \partial L / \partial \mathbf{a}_k` is carried back one step at a time:
+    :math:`\boldsymbol{\delta}_T = f'(\mathbf{a}_T) \odot \mathbf{g}` and
+    :math:`\boldsymbol{\delta}_{k-1} = f'(\mathbf{a}_{k-1}) \odot \mathbf{W}_{hh}^\top \boldsymbol{\delta}_k`,
+    with :math:`\mathbf{g} = (\partial L / \partial \mathbf{h}_T)^\top`. Term :math:`k` is what step
+    :math:`k` learns from the loss; the terms of early steps carry the vanishing (or exploding)
+    product :math:`\partial \mathbf{h}_T / \partial \mathbf{h}_k` of :func:`rnn_jacobian_norms`.
+
+    Parameters
+    ----------
+    cell : RNNCell
+    x : Tensor
+        A batch of input sequences.
+    grad : Tensor
+        :math:`\mathbf{g}`, the gradient of the loss with respect to the last state of each sequence
+        (the loss is :math:`\sum_b \mathbf{g}_b \cdot \mathbf{h}_{T,b}` up to terms without the weights).
+    h : Tensor, optional
+        The state before the first input (zeros if None).
+
+    Returns
+    -------
+    Tensor
+        ``terms[b, k - 1]`` is step ``k``'s term for sequence ``b``, laid out as ``cell.weight_hh``:
+        entry ``[i, j]`` belongs to the weight from unit ``j`` to unit ``i``. Summed over ``b`` and
+        ``k`` they give ``cell.weight_hh.grad`` of that loss.
+
+    Shapes
+    ------
+    x : (B, T, D)
+    grad : (B, H)
+    h : (B, H)
+    output : (B, T, H, H)
+    """
+    if not isinstance(cell, RNNCell):
+        raise TypeError(f"cell must be an RNNCell; found {type(cell).__name__}")
+    h = _check_sequence(cell, x, h)
+    _check_shape("grad", grad, (x.shape[0], cell.hidden_size), "(B, H)")
+    with torch.no_grad():
+        states = [h]
+        for t in range(x.shape[1]):
+            states.append(cell(x[:, t], states[-1]))  # h_0 .. h_T, each (B, H)
+        slopes = _DERIVATIVE_FROM_OUTPUT[cell.nonlinearity]
+        weight_hh = cell.weight_hh.detach()  # (H, H)
+        terms = []
+        delta = slopes(states[-1]) * grad  # (B, H): ∂L/∂a_T
+        for k in range(x.shape[1], 0, -1):  # k = T .. 1
+            terms.append(delta[:, :, None] * states[k - 1][:, None, :])  # δ_k h_(k-1)^T: (B, H, H)
+            delta = slopes(states[k - 1]) * (delta @ weight_hh)  # ∂L/∂a_(k-1): (B, H)
+    return torch.stack(terms[::-1], dim=1)  # (B, T, H, H), k = 1 first
 
 
 def _flatten(state: State) -> Tensor:

@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_gru_step, check_jacobian_norms, check_lstm_step, check_rnn_forward
+from lib.checks import CHECKS, CheckFailed, check_bptt_terms, check_gru_step, check_lstm_step, check_rnn_forward
 
 
-@pytest.mark.parametrize("name", ["check_rnn_forward", "check_jacobian_norms", "check_lstm_step", "check_gru_step"])
+@pytest.mark.parametrize("name", ["check_rnn_forward", "check_bptt_terms", "check_lstm_step", "check_gru_step"])
 def test_checkers_are_registered_under_their_names(name):
     assert name in CHECKS
 
@@ -87,92 +87,103 @@ def test_rnn_forward_rejects_wrong_answers_saying_why(answer, message):
 
 
 # ---------------------------------------------------------------------------
-# Jacobian norms.
+# The terms of backpropagation through time.
 # ---------------------------------------------------------------------------
 
 
-def jacobian_loop(x, weight_ih, weight_hh, bias, reverse=False, frobenius=False):
-    h, hidden = torch.zeros(weight_hh.shape[0], dtype=x.dtype), []
-    for x_t in x:
-        h = torch.tanh(weight_ih @ x_t + weight_hh @ h + bias)
-        hidden.append(h)
-    product = torch.eye(weight_hh.shape[0], dtype=x.dtype)
-    norm = torch.linalg.matrix_norm if frobenius else (lambda m: torch.linalg.matrix_norm(m, ord=2))
-    norms = [norm(product)]
-    for h_t in reversed(hidden):
-        jacobian = torch.diag(1 - h_t**2) @ weight_hh
-        product = jacobian @ product if reverse else product @ jacobian
-        norms.append(norm(product))
-    return torch.stack(norms[::-1])
-
-
-def jacobian_autograd(x, weight_ih, weight_hh, bias):
-    # Differentiate h_T with respect to each h_k directly, with autograd.
-    states = [torch.zeros(weight_hh.shape[0], dtype=x.dtype)]
+def _states(x, h0, weight_ih, weight_hh, bias):
+    """h_0 .. h_T of the tanh RNN, columns."""
+    states = [h0]
     for x_t in x:
         states.append(torch.tanh(weight_ih @ x_t + weight_hh @ states[-1] + bias))
-    norms = []
-    for k in range(len(x) + 1):
-        def run(h, k=k):
-            for x_t in x[k:]:
-                h = torch.tanh(weight_ih @ x_t + weight_hh @ h + bias)
-            return h
-        jacobian = torch.autograd.functional.jacobian(run, states[k])
-        norms.append(torch.linalg.matrix_norm(jacobian, ord=2))
-    return torch.stack(norms)
+    return states
 
 
-@pytest.mark.parametrize("answer", [jacobian_loop, jacobian_autograd])
-def test_jacobian_norms_accepts_right_answers(answer, capsys):
-    check_jacobian_norms(answer)
-    assert capsys.readouterr().out.startswith("✓ your ‖∂h_T/∂h_k‖ agree with lib.rnn.rnn_jacobian_norms")
+def bptt_backward(x, h0, weight_ih, weight_hh, bias, g, slope=True, transpose=True, state_after=False):
+    """The vector δ_k = ∂L/∂a_k carried back one step at a time; the keywords give slips."""
+    states = _states(x, h0, weight_ih, weight_hh, bias)
+    back = weight_hh.T if transpose else weight_hh
+    delta = (1 - states[-1] ** 2) * g if slope else g
+    terms = []
+    for k in range(len(x), 0, -1):
+        terms.append(torch.outer(delta, states[k] if state_after else states[k - 1]))
+        delta = back @ delta * ((1 - states[k - 1] ** 2) if slope else 1)
+    return torch.stack(terms[::-1])
 
 
-def _no_slopes(x, wi, wh, b):
-    norms = [torch.linalg.matrix_norm(torch.linalg.matrix_power(wh, n), ord=2) for n in range(len(x), -1, -1)]
-    return torch.stack(norms)
+def bptt_per_step_copies(x, h0, weight_ih, weight_hh, bias, g):
+    """Autograd with a copy of W_hh per step: the gradient of copy k is step k's term."""
+    copies = [weight_hh.clone().requires_grad_() for _ in x]
+    h = h0
+    for x_t, w in zip(x, copies):
+        h = torch.tanh(weight_ih @ x_t + w @ h + bias)
+    return torch.stack(torch.autograd.grad(h @ g, copies))
 
 
-def _transposed(x, weight_ih, weight_hh, bias):
-    h, hidden = torch.zeros(weight_hh.shape[0], dtype=x.dtype), []
-    for x_t in x:
-        h = torch.tanh(weight_ih @ x_t + weight_hh @ h + bias)
-        hidden.append(h)
-    product = torch.eye(weight_hh.shape[0], dtype=x.dtype)
-    norms = [torch.linalg.matrix_norm(product, ord=2)]
-    for h_t in reversed(hidden):
-        product = product @ (torch.diag(1 - h_t**2) @ weight_hh.T)
-        norms.append(torch.linalg.matrix_norm(product, ord=2))
-    return torch.stack(norms[::-1])
+def bptt_by_jacobian_products(x, h0, weight_ih, weight_hh, bias, g):
+    """For each k on its own, in float32: g^T ∂h_T/∂h_k from the product of one-step Jacobians (the
+    latest on the left), then ∂⁺h_k/∂W_hh[i, j] = (1 - h_k[i]²) h_(k-1)[j]."""
+    states = [s.float() for s in _states(x, h0, weight_ih, weight_hh, bias)]
+    w, g = weight_hh.float(), g.float()
+    terms = []
+    for k in range(1, len(x) + 1):
+        product = torch.eye(len(g))
+        for t in range(k + 1, len(x) + 1):
+            product = torch.diag(1 - states[t] ** 2) @ w @ product  # J_t on the left: ∂h_t/∂h_k
+        upstream = g @ product  # (H,): ∂L/∂h_k
+        terms.append(torch.outer(upstream * (1 - states[k] ** 2), states[k - 1]))
+    return torch.stack(terms)
 
 
-def jacobian_lagged_slope(x, weight_ih, weight_hh, bias):
-    """The slip of taking the slope of the state a step reads, 1 - h_(t-1)², in step t's Jacobian."""
-    states = [torch.zeros(weight_hh.shape[0], dtype=x.dtype)]
-    for x_t in x:
-        states.append(torch.tanh(weight_ih @ x_t + weight_hh @ states[-1] + bias))
-    product = torch.eye(weight_hh.shape[0], dtype=x.dtype)
-    norms = [torch.linalg.matrix_norm(product, ord=2)]
-    for t in range(len(x), 0, -1):
-        product = product @ (torch.diag(1 - states[t - 1] ** 2) @ weight_hh)
-        norms.append(torch.linalg.matrix_norm(product, ord=2))
-    return torch.stack(norms[::-1])
+@pytest.mark.parametrize("answer", [bptt_backward, bptt_per_step_copies, bptt_by_jacobian_products])
+def test_bptt_terms_accepts_right_answers(answer, capsys):
+    check_bptt_terms(answer)
+    assert capsys.readouterr().out.startswith("✓ your BPTT terms agree with lib.rnn.bptt_terms")
+
+
+def bptt_lagged_slope(x, h0, weight_ih, weight_hh, bias, g):
+    """The slip of taking the slope of the state a step reads, 1 - h_(k-1)², for step k."""
+    states = _states(x, h0, weight_ih, weight_hh, bias)
+    delta = (1 - states[-2] ** 2) * g
+    terms = []
+    for k in range(len(x), 0, -1):
+        terms.append(torch.outer(delta, states[k - 1]))
+        if k > 1:
+            delta = (weight_hh.T @ delta) * (1 - states[k - 2] ** 2)
+    return torch.stack(terms[::-1])
+
+
+def bptt_slope_at_the_end_only(x, h0, weight_ih, weight_hh, bias, g):
+    """The slip of multiplying by tanh' at step T only: δ_(k-1) = W_hhᵀ δ_k."""
+    states = _states(x, h0, weight_ih, weight_hh, bias)
+    delta, terms = (1 - states[-1] ** 2) * g, []
+    for k in range(len(x), 0, -1):
+        terms.append(torch.outer(delta, states[k - 1]))
+        delta = weight_hh.T @ delta
+    return torch.stack(terms[::-1])
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (_no_slopes, "you left out tanh"),
-        (lambda *a: jacobian_loop(*a, reverse=True), "chain-rule order"),
-        (lambda *a: jacobian_loop(*a, frobenius=True), "not the Frobenius norm"),
-        (_transposed, "not its transpose"),
-        (jacobian_lagged_slope, "not 1 - h_\\(t-1\\)²"),
-        (lambda *a: jacobian_loop(*a)[1:], "include both ends"),
+        (lambda *a: bptt_backward(*a, state_after=True), "multiplies the state it reads, h_\\(k-1\\)"),
+        (lambda *a: bptt_backward(*a, slope=False), "you left out tanh'"),
+        (bptt_slope_at_the_end_only, "crosses the tanh of step k-1 too"),
+        (bptt_lagged_slope, "not 1 - h_\\(k-1\\)² of the state it reads"),
+        (lambda *a: bptt_backward(*a, transpose=False), "W_hh transposed"),
+        (lambda *a: bptt_backward(*a).transpose(1, 2), "yours are transposed"),
+        (lambda *a: bptt_backward(*a).flip(0), "entry 0 is step k = 1"),
+        (lambda x, h0, *rest: bptt_backward(x, torch.zeros_like(h0), *rest), "start from the given h0"),
+        (lambda *a: bptt_backward(*a).cumsum(0), "running sums"),
+        (lambda *a: bptt_backward(*a).sum(0), "not their sum"),
+        (lambda *a: bptt_backward(*a)[:, 0], "the shape of W_hh"),
+        (lambda *a: bptt_backward(*a).roll(1, dims=0), "split differently between the steps"),
+        (lambda *a: bptt_backward(*a) + 1e-4, "differ from lib.rnn's by up to 0.0001"),
     ],
 )
-def test_jacobian_norms_rejects_wrong_answers_saying_why(answer, message):
+def test_bptt_terms_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_jacobian_norms(answer)
+        check_bptt_terms(answer)
 
 
 # ---------------------------------------------------------------------------
@@ -279,7 +290,7 @@ def test_gru_step_rejects_wrong_answers_saying_why(answer, message):
 
 
 @pytest.mark.parametrize(("check", "answer"), [
-    (check_rnn_forward, rnn_loop), (check_jacobian_norms, jacobian_loop),
+    (check_rnn_forward, rnn_loop), (check_bptt_terms, bptt_backward),
     (check_lstm_step, lstm_step), (check_gru_step, gru_step),
 ])
 def test_results_survive_torch_save_and_the_judge_runs_apart(check, answer, tmp_path):
@@ -390,21 +401,6 @@ def rnn_unit_by_unit(x, h0, weight_ih, weight_hh, bias_ih, bias_hh):
     return states
 
 
-def jacobian_norms_per_k(x, weight_ih, weight_hh, bias):
-    """For each k separately, the product J_T ⋯ J_(k+1) built from the right (J_(k+1) first,
-    each later Jacobian multiplied on the left), and its largest singular value by svdvals."""
-    states = [torch.zeros(weight_hh.shape[0], dtype=x.dtype)]
-    for x_t in x:
-        states.append(torch.tanh(weight_ih @ x_t + weight_hh @ states[-1] + bias))
-    norms = []
-    for k in range(len(x) + 1):
-        product = torch.eye(weight_hh.shape[0], dtype=x.dtype)
-        for t in range(k + 1, len(x) + 1):
-            product = torch.diag(1 - states[t] ** 2) @ weight_hh @ product  # J_t on the left
-        norms.append(torch.linalg.svdvals(product).max())
-    return torch.stack(norms)
-
-
 def reach_by_loops(length, k):
     reach = torch.zeros(length, length, dtype=torch.bool)
     for t in range(length):
@@ -471,14 +467,17 @@ FAIRNESS = {
             (lambda x, h0, wi, wh, bi, bh: rnn_loop(x, h0, wi, wh, bi, torch.zeros_like(bh)), "add both biases"),
         ],
     },
-    "check_jacobian_norms": {
-        "right": [jacobian_norms_per_k],
+    "check_bptt_terms": {
+        "right": [bptt_per_step_copies, bptt_by_jacobian_products],
         "wrong": [
-            (_no_slopes, "you left out tanh"),
-            (lambda *a: jacobian_loop(*a, reverse=True), "chain-rule order"),
-            (lambda *a: jacobian_loop(*a, frobenius=True), "not the Frobenius norm"),
-            (_transposed, "not its transpose"),
-            (jacobian_lagged_slope, "slope of step t's own unit.* not 1 - h_\\(t-1\\)²"),
+            (lambda *a: bptt_backward(*a, state_after=True), "multiplies the state it reads, h_\\(k-1\\)"),
+            (lambda *a: bptt_backward(*a, slope=False), "you left out tanh'"),
+            (bptt_slope_at_the_end_only, "crosses the tanh of step k-1 too"),
+            (lambda *a: bptt_backward(*a, transpose=False), "W_hh transposed"),
+            (lambda *a: bptt_backward(*a).transpose(1, 2), "yours are transposed"),
+            (lambda *a: bptt_backward(*a).flip(0), "entry 0 is step k = 1"),
+            (bptt_lagged_slope, "not 1 - h_\\(k-1\\)² of the state it reads"),
+            (lambda x, h0, *rest: bptt_backward(x, torch.zeros_like(h0), *rest), "start from the given h0"),
         ],
     },
     "check_gradient_reach": {

@@ -5,101 +5,124 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_bahdanau_context, check_local_p_weights, check_reversal_reach
+from lib.checks import CHECKS, CheckFailed, check_bahdanau_context, check_centre_gradient, check_reversal_reach
 
 
 def test_the_checks_are_registered():
-    assert CHECKS["check_local_p_weights"] is check_local_p_weights
+    assert CHECKS["check_centre_gradient"] is check_centre_gradient
     assert CHECKS["check_bahdanau_context"] is check_bahdanau_context
     assert CHECKS["check_reversal_reach"] is check_reversal_reach
 
 
-# ---- local-p weights ----------------------------------------------------------------------
-def local_p_vectorised(scores, lens, centre, window):
-    positions = torch.arange(1, scores.shape[1] + 1)
+# ---- how local-p's centre learns ------------------------------------------------------------
+def local_p_weights(scores, lens, centre, window, sigma=None, first=1, windowed=True):
+    """a_t(s) for positions counted from ``first``; the keywords give slips."""
+    sigma = window / 2 if sigma is None else sigma
+    positions = torch.arange(first, scores.shape[1] + first, dtype=scores.dtype)
     distance = positions - centre[:, None]
-    keep = (distance.abs() <= window) & (positions <= lens[:, None])
-    weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1).nan_to_num(0.0)
-    return weights * torch.exp(-distance**2 / (2 * (window / 2) ** 2))
+    keep = (positions < lens[:, None] + first) & ((distance.abs() <= window) if windowed else True)
+    align = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1).nan_to_num(0.0)
+    return align * torch.exp(-distance**2 / (2 * sigma**2)), align, distance
 
 
-def local_p_loops(scores, lens, centre, window):
-    out = torch.zeros_like(scores)
-    for b in range(scores.shape[0]):
-        inside = [s for s in range(1, int(lens[b]) + 1) if abs(s - float(centre[b])) <= window]
-        total = sum(math.exp(float(scores[b, s - 1])) for s in inside)
+def centre_gradient(scores, lens, centre, window, grad, **slips):
+    weights, _, distance = local_p_weights(scores, lens, centre, window, **slips)
+    sigma = slips.get("sigma") or window / 2
+    return (grad * weights * distance / sigma**2).sum(-1)
+
+
+def centre_gradient_loops(scores, lens, centre, window, grad):
+    """Position by position in Python floats: only the Gaussian factor of a_t(s) depends on p_t."""
+    out = torch.zeros(len(centre), dtype=torch.float64)
+    sigma = window / 2
+    for b in range(len(centre)):
+        p = float(centre[b])
+        inside = [s for s in range(1, int(lens[b]) + 1) if abs(s - p) <= window]
+        top = max(float(scores[b, s - 1]) for s in inside)
+        total = sum(math.exp(float(scores[b, s - 1]) - top) for s in inside)
         for s in inside:
-            sigma = window / 2
-            gauss = math.exp(-((s - float(centre[b])) ** 2) / (2 * sigma**2))
-            out[b, s - 1] = math.exp(float(scores[b, s - 1])) / total * gauss
+            weight = math.exp(float(scores[b, s - 1]) - top) / total * math.exp(-((s - p) ** 2) / (2 * sigma**2))
+            out[b] += float(grad[b, s - 1]) * weight * (s - p) / sigma**2
     return out
 
 
-@pytest.mark.parametrize("answer", [local_p_vectorised, local_p_loops])
-def test_local_p_accepts_right_answers_written_differently(answer, capsys):
-    check_local_p_weights(answer)
-    assert capsys.readouterr().out.startswith("✓ local-p weights agree with lib.seq2seq.local_weights")
+def centre_gradient_by_differences(scores, lens, centre, window, grad, step=1e-6):
+    """The literal reading, ∂L/∂p_t: central differences of Σ_s grad · a_t(s) as p_t moves by ±step."""
+    def loss(p):
+        return (grad * local_p_weights(scores, lens, p, window)[0]).sum(-1)
+    return (loss(centre + step) - loss(centre - step)) / (2 * step)
 
 
-def without_gaussian(scores, lens, centre, window):
-    positions = torch.arange(1, scores.shape[1] + 1)
-    keep = ((positions - centre[:, None]).abs() <= window) & (positions <= lens[:, None])
-    return torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
+def centre_gradient_float32(scores, lens, centre, window, grad):
+    return centre_gradient(scores.float(), lens, centre.float(), window, grad.float())
 
 
-def gaussian(scores, centre, window):
-    return torch.exp(-(torch.arange(1, scores.shape[1] + 1) - centre[:, None]) ** 2 / (2 * (window / 2) ** 2))
+@pytest.mark.parametrize("answer", [centre_gradient, centre_gradient_loops, centre_gradient_by_differences,
+                                    centre_gradient_float32])
+def test_centre_gradient_accepts_right_answers_written_differently(answer, capsys):
+    check_centre_gradient(answer)
+    assert capsys.readouterr().out.startswith(
+        "✓ your ∂L/∂p_t agree with autograd through lib.seq2seq.local_weights")
 
 
-def no_window(scores, lens, centre, window):
-    return without_gaussian(scores, lens, centre, 10**6) * gaussian(scores, centre, window)
+def centre_gradient_of_the_softmax(scores, lens, centre, window, grad):
+    _, align, distance = local_p_weights(scores, lens, centre, window)
+    return (grad * align * distance / (window / 2) ** 2).sum(-1)
 
 
-def whole_source_softmax(scores, lens, centre, window):
-    inside = (torch.arange(1, scores.shape[1] + 1) - centre[:, None]).abs() <= window
-    return no_window(scores, lens, centre, window) * inside
+def centre_gradient_renormalised(scores, lens, centre, window, grad):
+    """The derivative of the weights divided by their sum, by differences."""
+    def loss(p):
+        weights = local_p_weights(scores, lens, p, window)[0]
+        return (grad * weights / weights.sum(-1, keepdim=True)).sum(-1)
+    return (loss(centre + 1e-6) - loss(centre - 1e-6)) / 2e-6
 
 
-def sigma_is_d(scores, lens, centre, window):
-    return without_gaussian(scores, lens, centre, window) * gaussian(scores, centre, 2 * window)
+def centre_gradient_half(scores, lens, centre, window, grad):
+    """The slip (s - p_t)/(2σ²): the 2 of the square forgotten."""
+    return centre_gradient(scores, lens, centre, window, grad) / 2
 
 
-def zero_based(scores, lens, centre, window):
-    return local_p_vectorised(scores, lens, centre + 1, window)  # positions 0 .. S-1 against p_t
-
-
-def renormalised(scores, lens, centre, window):
-    weights = local_p_vectorised(scores, lens, centre, window)
-    return weights / weights.sum(-1, keepdim=True).clamp(min=1e-300)
+WRONG_CENTRE_GRADIENTS = [
+    (lambda *a: -centre_gradient(*a), "the sign is reversed"),
+    (lambda s, l, c, w, g: centre_gradient(s, l, c, w, g, sigma=w), "σ is D/2, not D"),
+    (centre_gradient_half, "the 2 of the square cancels the 2 of 2σ²"),
+    (lambda s, l, c, w, g: centre_gradient(s, l, c, w, g) * (w / 2) ** 2, "you left out the 1/σ²"),
+    (centre_gradient_of_the_softmax, "multiply by the whole weight a_t\\(s\\), Gaussian included"),
+    (lambda s, l, c, w, g: centre_gradient(s, l, c, w, g, windowed=False), "positions outside the window"),
+    (lambda s, l, c, w, g: centre_gradient(s, l, c, w, g, first=0), "counted from 1"),
+    (centre_gradient_renormalised, "do not renormalise"),
+    (lambda s, l, c, w, g: torch.zeros(len(c), dtype=torch.float64), "the window's edge gives no gradient"),
+]
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (without_gaussian, "you left out the Gaussian factor"),
-        (no_window, "positions outside the window"),
-        (whole_source_softmax, "the softmax must run over the positions inside the window only"),
-        (sigma_is_d, "σ is D/2, not D"),
-        (zero_based, "source positions s are counted from 1"),
-        (renormalised, "do not renormalise|left out the Gaussian"),  # alike when one position is inside
-        (lambda s, l, c, w: local_p_vectorised(s, l, c, w) * 1.01, "differ from the local-p weights"),
-        (lambda s, l, c, w: local_p_vectorised(s, l, c, w)[:, :-1], r"have shape \(\d+, \d+\); expected \(B, S\)"),
-        (lambda s, l, c, w: local_p_vectorised(s, l, c, w).tolist(), "must return a torch.Tensor; it returned list"),
-        (lambda s, l, c, w: (local_p_vectorised(s, l, c, w) > 0).long(), "return floats"),
-        (lambda s, l, c, w: 1 / 0, "raised ZeroDivisionError"),
+        *WRONG_CENTRE_GRADIENTS,
+        (lambda s, l, c, w, g: g * local_p_weights(s, l, c, w)[0] * local_p_weights(s, l, c, w)[2] / (w / 2) ** 2,
+         "sum over the positions s"),
+        (lambda *a: centre_gradient(*a) + 1e-4, "differ from autograd's by up to 0.0001"),
+        (lambda *a: centre_gradient(*a).tolist(), "must return a torch.Tensor; it returned list"),
+        (lambda *a: 1 / 0, "raised ZeroDivisionError"),
     ],
 )
-def test_local_p_rejects_wrong_answers_saying_why(answer, message):
+def test_centre_gradient_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_local_p_weights(answer)
+        check_centre_gradient(answer)
 
 
-def test_local_p_flags_weights_on_padding():
-    def ignores_lens(scores, lens, centre, window):
-        return local_p_vectorised(scores, torch.full_like(lens, scores.shape[1]), centre, window)
-
-    with pytest.raises(CheckFailed, match="not 0 beyond each source's length"):
-        check_local_p_weights(ignores_lens)
+def test_the_reference_is_the_formula_and_ignores_padding():
+    """Autograd through local_weights equals Σ grad · a_t(s) (s - p_t)/σ², and what ``grad`` holds at
+    padded positions changes nothing."""
+    cases = CHECKS["check_centre_gradient"].make_cases(torch.Generator().manual_seed(0))
+    for scores, lens, centre, window, grad in cases:
+        expected = check_centre_gradient.reference(scores, lens, centre, window, grad)
+        torch.testing.assert_close(expected, centre_gradient(scores, lens, centre, window, grad), atol=1e-12,
+                                   rtol=1e-12)
+        padding = torch.arange(scores.shape[1]) >= lens[:, None]
+        noisy = grad.masked_fill(padding, 100.0)
+        torch.testing.assert_close(check_centre_gradient.reference(scores, lens, centre, window, noisy), expected)
 
 
 # ---- Bahdanau context -----------------------------------------------------------------------
@@ -205,11 +228,6 @@ def test_reversal_reach_rejects_wrong_answers_saying_why(answer, message):
 
 # ---- FAIRNESS (tests/test_exercise_fairness.py): an independent right answer per checker, written
 # from the exercise's statement by another method than the book's, and the most plausible wrong ones.
-def local_p_zero_based(scores, lens, centre, window):
-    """Positions counted 0 .. S-1 against p_t (the statement counts them from 1)."""
-    return local_p_vectorised(scores, lens, centre + 1, window)
-
-
 def context_weights_reversed(query, states, lens, W, U, v):
     """α_s paired with the state at the mirrored position."""
     scores = torch.einsum("a,bsa->bs", v, torch.tanh((query @ W.T)[:, None, :] + states @ U.T))
@@ -238,15 +256,9 @@ def reach_full_width_each_side(n, window):
 
 
 FAIRNESS = {
-    "check_local_p_weights": {
-        "right": [local_p_loops],
-        "wrong": [
-            (without_gaussian, "you left out the Gaussian factor"),
-            (no_window, r"positions outside the window \[p_t - D, p_t \+ D\] must get weight 0"),
-            (whole_source_softmax, "the softmax must run over the positions inside the window only"),
-            (sigma_is_d, "σ is D/2, not D"),
-            (local_p_zero_based, "source positions s are counted from 1"),
-        ],
+    "check_centre_gradient": {
+        "right": [centre_gradient_loops, centre_gradient_by_differences],
+        "wrong": WRONG_CENTRE_GRADIENTS,
     },
     "check_bahdanau_context": {
         "right": [context_loops],

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lib.rnn import (
-    GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, clip_grad_norm, jacobian_norms, parameter_count,
+    GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell, bptt_terms, clip_grad_norm, jacobian_norms, parameter_count,
     rnn_jacobian_norms,
 )
 
@@ -429,6 +429,59 @@ def test_jacobian_functions_reject_wrong_cells_and_inputs():
         jacobian_norms(RNN(2, 3), torch.zeros(1, 4, 2))
     with pytest.raises(ValueError, match=r"x must have shape \(B, T, D\) with D = 2; found \(4, 2\)"):
         jacobian_norms(GRUCell(2, 3), torch.zeros(4, 2))
+
+
+def autograd_bptt_terms(cell, x, grad, h0):
+    """Step k's term of the BPTT sum by brute force: each step gets its own copy of W_hh, and the
+    gradient of copy k is step k's contribution (all copies equal W_hh, so their sum is W_hh's)."""
+    terms = []
+    for b in range(x.shape[0]):
+        copies = [cell.weight_hh.detach().clone().requires_grad_() for _ in range(x.shape[1])]
+        h = h0[b:b + 1]
+        for t, weight_hh in enumerate(copies):
+            a = x[b:b + 1, t] @ cell.weight_ih.T + cell.bias_ih + h @ weight_hh.T + cell.bias_hh
+            h = {"tanh": torch.tanh, "relu": torch.relu, "linear": lambda v: v}[cell.nonlinearity](a)
+        terms.append(torch.stack(torch.autograd.grad((h[0] * grad[b]).sum(), copies)))
+    return torch.stack(terms)  # (B, T, H, H)
+
+
+@pytest.mark.parametrize("nonlinearity", ["tanh", "relu", "linear"])
+def test_bptt_terms_are_each_steps_share_of_the_gradient(nonlinearity):
+    torch.manual_seed(0)
+    cell = RNNCell(3, 4, nonlinearity=nonlinearity).double()
+    x, grad, h0 = randn(2, 6, 3, seed=1), randn(2, 4, seed=2), randn(2, 4, seed=3)
+    terms = bptt_terms(cell, x, grad, h0)
+    assert terms.shape == (2, 6, 4, 4)
+    torch.testing.assert_close(terms, autograd_bptt_terms(cell, x, grad, h0), atol=1e-12, rtol=1e-12)
+    # together they are the whole gradient, as one backward pass through the layer computes it
+    layer = RNN(3, 4, nonlinearity=nonlinearity).double()
+    layer.cells[0].load_state_dict(cell.state_dict())
+    output, _ = layer(x, h0[None])
+    (output[:, -1] * grad).sum().backward()
+    torch.testing.assert_close(terms.sum(dim=(0, 1)), layer.cells[0].weight_hh.grad, atol=1e-12, rtol=1e-12)
+
+
+def test_bptt_terms_by_hand_for_two_steps_of_one_unit():
+    # Chapter 3's "two steps by hand": w = 0.8, u = 1, h_0 = 0.5, x = (1, -0.5) and
+    # L = (h_2 - y)^2 / 2, so g = h_2 - y; the terms are delta_2 h_1 (k = 2) and delta_2 w (1 - h_1^2) h_0 (k = 1).
+    cell = RNNCell(1, 1).double()
+    with torch.no_grad():
+        cell.weight_ih.fill_(1.0), cell.weight_hh.fill_(0.8), cell.bias_ih.zero_(), cell.bias_hh.zero_()
+    h_1 = math.tanh(0.8 * 0.5 + 1.0)
+    h_2 = math.tanh(0.8 * h_1 - 0.5)
+    delta_2 = (h_2 - 0.3) * (1 - h_2**2)
+    x = torch.tensor([[[1.0], [-0.5]]], dtype=torch.float64)
+    terms = bptt_terms(cell, x, torch.tensor([[h_2 - 0.3]], dtype=torch.float64),
+                       torch.tensor([[0.5]], dtype=torch.float64))
+    torch.testing.assert_close(terms.flatten(), torch.tensor([delta_2 * 0.8 * (1 - h_1**2) * 0.5, delta_2 * h_1],
+                                                             dtype=torch.float64), atol=1e-15, rtol=1e-12)
+
+
+def test_bptt_terms_reject_wrong_cells_and_gradients():
+    with pytest.raises(TypeError, match="cell must be an RNNCell; found GRUCell"):
+        bptt_terms(GRUCell(2, 3), torch.zeros(1, 4, 2), torch.zeros(1, 3))
+    with pytest.raises(ValueError, match=r"grad must have shape \(B, H\) = \(1, 3\); found \(3,\)"):
+        bptt_terms(RNNCell(2, 3), torch.zeros(1, 4, 2), torch.zeros(3))
 
 
 # ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from lib.checks.core import Check, Slip
-from lib.rnn import GRUCell, LSTMCell, RNN, RNNCell, rnn_jacobian_norms
+from lib.rnn import GRUCell, LSTMCell, RNN, RNNCell, bptt_terms
 
 
 
@@ -86,78 +86,106 @@ check_rnn_forward = Check(
 
 
 # ---------------------------------------------------------------------------
-# Chapter 3: backpropagation through time.
+# Chapter 3: backpropagation through time, step by step.
 # ---------------------------------------------------------------------------
 
 
-def jacobian_norms_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
-    """Fresh inputs ``(x, weight_ih, weight_hh, bias)`` for :data:`check_jacobian_norms`.
+def bptt_terms_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
+    """Fresh inputs ``(x, h0, weight_ih, weight_hh, bias, g)`` for :data:`check_bptt_terms`.
 
-    One sequence ``x`` of shape ``(T, D)``; ``T``, ``D`` and ``H`` differ. The
-    recurrent weights are scaled to give norms from vanishing to exploding.
+    One sequence ``x`` of shape ``(T, D)`` read from a random ``h0`` (so that step 1 has a term of
+    its own), and ``g``, the gradient of the loss with respect to ``h_T``; ``T``, ``D`` and ``H``
+    differ. The recurrent weights are scaled so that the terms of early steps range from vanishing
+    to large.
     """
     cases = []
     for trial in range(trials):
         steps, input_size, hidden_size = _sizes(generator, 3)
         steps += 3
         x = torch.randn(steps, input_size, generator=generator, dtype=torch.float64)
+        h0 = torch.randn(hidden_size, generator=generator, dtype=torch.float64).tanh()
         weight_ih = torch.randn(hidden_size, input_size, generator=generator, dtype=torch.float64) / input_size**0.5
         scale = (0.6, 1.0, 1.6)[trial % 3] / hidden_size**0.5
         weight_hh = scale * torch.randn(hidden_size, hidden_size, generator=generator, dtype=torch.float64)
         bias = 0.3 * torch.randn(hidden_size, generator=generator, dtype=torch.float64)
-        cases.append((x, weight_ih, weight_hh, bias))
+        g = torch.randn(hidden_size, generator=generator, dtype=torch.float64)
+        cases.append((x, h0, weight_ih, weight_hh, bias, g))
     return cases
 
 
-def _jacobian_reference(x, weight_ih, weight_hh, bias, order="chain", transpose=False, slopes=True,
-                        norm="spectral", lagged=False):
-    """‖∂h_T/∂h_k‖ for k = 0..T; the keywords switch on the usual slips (``lagged``: the slope of
-    h_(t-1), with h_0 = 0, in the Jacobian of step t)."""
-    hidden, h = [], torch.zeros(weight_hh.shape[0], dtype=x.dtype)
+def _bptt_slip(x, h0, weight_ih, weight_hh, bias, g, state="before", slopes="every step", transpose=False,
+               order="k = 1 first", start_from_zero=False):
+    """The terms of the BPTT sum with the usual slips switched on: ``state="after"`` multiplies h_k
+    instead of h_(k-1); ``slopes`` is ``"every step"``, ``"none"``, ``"last step only"`` (none when
+    going back) or ``"lagged"`` (1 - h_(k-1)² instead of 1 - h_k²); ``transpose`` goes back with W_hh
+    instead of its transpose."""
+    states = [torch.zeros_like(h0) if start_from_zero else h0]
     for x_t in x:
-        h = torch.tanh(weight_ih @ x_t + weight_hh @ h + bias)
-        hidden.append(h)
-    product = torch.eye(len(bias), dtype=x.dtype)
-    matrix_norm = (lambda m: torch.linalg.matrix_norm(m, ord=2)) if norm == "spectral" else torch.linalg.matrix_norm
-    norms = [matrix_norm(product)]
-    for t in reversed(range(len(hidden))):
-        h_t = (hidden[t - 1] if t else torch.zeros_like(hidden[0])) if lagged else hidden[t]
-        w = weight_hh.T if transpose else weight_hh
-        jacobian = ((1 - h_t**2)[:, None] * w) if slopes else w
-        product = product @ jacobian if order == "chain" else jacobian @ product
-        norms.append(matrix_norm(product))
-    return torch.stack(norms[::-1])
+        states.append(torch.tanh(weight_ih @ x_t + weight_hh @ states[-1] + bias))
+    steps = len(x)
+
+    def slope(k):  # tanh'(a_k) as the slip has it
+        if slopes == "none" or (slopes == "last step only" and k < steps):
+            return torch.ones_like(h0)
+        return 1 - states[k - 1 if slopes == "lagged" else k] ** 2
+
+    back = weight_hh if transpose else weight_hh.T
+    terms, delta = [], slope(steps) * g  # ∂L/∂a_T
+    for k in range(steps, 0, -1):
+        terms.append(torch.outer(delta, states[k if state == "after" else k - 1]))
+        delta = slope(k - 1) * (back @ delta) if k > 1 else delta
+    terms = torch.stack(terms[::-1])  # (T, H, H), k = 1 first
+    return terms.flip(0) if order == "k = T first" else terms
 
 
-def _jacobian_norms(x, weight_ih, weight_hh, bias):
-    """:func:`lib.rnn.rnn_jacobian_norms` of an :class:`lib.rnn.RNNCell` holding these weights."""
+def _bptt_terms(x, h0, weight_ih, weight_hh, bias, g):
+    """:func:`lib.rnn.bptt_terms` of an :class:`lib.rnn.RNNCell` holding these weights."""
     cell = _load(RNNCell(x.shape[1], weight_hh.shape[0]).double(), (weight_ih, weight_hh, bias, torch.zeros_like(bias)))
-    return rnn_jacobian_norms(cell, x[None])[0]  # (T + 1,)
+    return bptt_terms(cell, x[None], g[None], h0[None])[0]  # (T, H, H)
 
 
-check_jacobian_norms = Check(
-    "your ‖∂h_T/∂h_k‖ agree with lib.rnn.rnn_jacobian_norms on 10 fresh random sequences",
-    jacobian_norms_cases, _jacobian_norms,
-    describe=lambda x, weight_ih, weight_hh, bias: f"x of shape {tuple(x.shape)} and H = {weight_hh.shape[0]}",
-    compared_with="lib.rnn's", layout="(T + 1,)",
+def _split_differently(found, expected, *case) -> str | None:
+    if torch.allclose(found.sum(0), expected.sum(0), atol=1e-6, rtol=1e-6):
+        return ("your terms add up to the whole gradient, but they are split differently between the steps: "
+                "term k is δ_k h_(k-1)ᵀ, step k's own use of W_hh, with δ_k = ∂L/∂a_k")
+    return None
+
+
+check_bptt_terms = Check(
+    "your BPTT terms agree with lib.rnn.bptt_terms on 10 fresh random sequences",
+    bptt_terms_cases, _bptt_terms,
+    describe=lambda x, h0, weight_ih, weight_hh, bias, g: f"x of shape {tuple(x.shape)} and H = {weight_hh.shape[0]}",
+    compared_with="lib.rnn's", noun="terms", layout="(T, H, H)",
     slips=(
-        Slip(lambda *case: _jacobian_reference(*case, slopes=False),
-             "each one-step Jacobian is diag(1 - h_t²) W_hh: you left out tanh'(a_t) = 1 - h_t²"),
-        Slip(lambda *case: _jacobian_reference(*case, order="reversed"),
-             "multiply the one-step Jacobians in chain-rule order, J_T J_(T-1) ... J_(k+1), the latest on the left"),
-        Slip(lambda *case: _jacobian_reference(*case, norm="frobenius"),
-             "use the spectral norm (largest singular value), torch.linalg.matrix_norm(m, ord=2), not the "
-             "Frobenius norm"),
-        Slip(lambda *case: _jacobian_reference(*case, transpose=True),
-             "∂h_t/∂h_(t-1) = diag(1 - h_t²) W_hh, with W_hh as stored (row i is unit i's weights), not its "
-             "transpose"),
-        Slip(lambda *case: _jacobian_reference(*case, lagged=True),
-             "the Jacobian of step t takes the slope of step t's own unit, tanh'(a_t) = 1 - h_t², not 1 - h_(t-1)² "
-             "of the state it reads: ∂h_t/∂h_(t-1) = diag(1 - h_t²) W_hh"),
+        Slip(lambda *case: _bptt_slip(*case, state="after"),
+             "step k's own use of W_hh multiplies the state it reads, h_(k-1), not the state it writes, h_k: "
+             "term k is δ_k h_(k-1)ᵀ"),
+        Slip(lambda *case: _bptt_slip(*case, slopes="none"),
+             "you left out tanh'(a_k) = 1 - h_k²: δ_T = (1 - h_T²) ⊙ g, and each step back multiplies by the "
+             "slope of the step it reaches"),
+        Slip(lambda *case: _bptt_slip(*case, slopes="last step only"),
+             "going back from a_k to a_(k-1) crosses the tanh of step k-1 too: "
+             "δ_(k-1) = (1 - h_(k-1)²) ⊙ W_hhᵀ δ_k, not W_hhᵀ δ_k"),
+        Slip(lambda *case: _bptt_slip(*case, slopes="lagged"),
+             "the slope of step k is tanh'(a_k) = 1 - h_k², of the state step k writes, not 1 - h_(k-1)² of the "
+             "state it reads"),
+        Slip(lambda *case: _bptt_slip(*case, transpose=True),
+             "going back multiplies by W_hh transposed: a_k = W_hh h_(k-1) + ..., so ∂L/∂h_(k-1) = W_hhᵀ δ_k"),
+        Slip(lambda *case: _bptt_slip(*case).transpose(1, 2),
+             "entry [i, j] of a term is the derivative with respect to W_hh[i, j], the weight from unit j to "
+             "unit i: δ_k[i] h_(k-1)[j]; yours are transposed"),
+        Slip(lambda *case: _bptt_slip(*case, order="k = T first"),
+             "put the terms in the order of the steps: entry 0 is step k = 1, the last entry step T"),
+        Slip(lambda *case: _bptt_slip(*case, start_from_zero=True), "start from the given h0, not from zeros"),
+        Slip(lambda *case: _bptt_slip(*case).cumsum(0),
+             "return each step's own term; you returned running sums"),
     ),
-    shape_hint=lambda shape, x, *weights: (
-        ": include both ends, k = 0 (the initial state) to k = T (where the norm is 1)" if shape == (x.shape[0],)
-        else ""),
+    shape_hint=lambda shape, x, h0, *rest: {
+        (x.shape[0] + 1, len(h0), len(h0)): ": one term per step k = 1 .. T (h0 is not a step)",
+        (len(h0), len(h0)): ": return the term of every step, not their sum",
+        (x.shape[0], len(h0)): ": each term is a matrix the shape of W_hh, δ_k h_(k-1)ᵀ",
+    }.get(shape, ""),
+    rules=_split_differently, tolerance=dict(atol=1e-8, rtol=1e-6),
     forbidden=("torch.autograd", "torch.func", ".backward"),
 )
 

@@ -10,12 +10,13 @@ from lib.seq2seq import local_weights
 
 
 
-def local_p_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
-    """Fresh inputs ``(scores, lens, centre, window)`` for :data:`check_local_p_weights`.
+def centre_gradient_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(scores, lens, centre, window, grad)`` for :data:`check_centre_gradient`.
 
-    Scores ``(B, S)`` in float64, lengths from 1 to ``S``, real centres from 0 to
-    ``S`` (some windows reach past either end of the source) and windows ``D``
-    from 1 to 4.
+    Scores ``(B, S)`` in float64, lengths from 1 to ``S``, real centres from 0 to ``S`` (some
+    windows reach past either end of the source; a centre is never exactly ``D`` from a
+    position, where the derivative does not exist), windows ``D`` from 1 to 4, and ``grad``,
+    the gradient of the loss with respect to the weights, ``(B, S)``, padding included.
     """
     cases = []
     for _ in range(trials):
@@ -25,7 +26,8 @@ def local_p_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
         lens = torch.randint(1, width + 1, (batch,), generator=generator)
         centre = lens * torch.rand(batch, generator=generator, dtype=torch.float64)  # p_t in [0, S]
         window = int(torch.randint(1, 5, (), generator=generator))
-        cases.append((scores, lens, centre, window))
+        grad = torch.randn(batch, width, generator=generator, dtype=torch.float64)
+        cases.append((scores, lens, centre, window, grad))
     return cases
 
 
@@ -34,58 +36,70 @@ def _distance(scores: torch.Tensor, centre: torch.Tensor, first: int = 1) -> tor
     return torch.arange(first, scores.shape[1] + first, dtype=scores.dtype) - centre[:, None]
 
 
-def _gaussian(distance: torch.Tensor, sigma: float, two: float = 2.0) -> torch.Tensor:
-    return torch.exp(-(distance**2) / (two * sigma**2))
+def _gaussian(distance: torch.Tensor, sigma: float) -> torch.Tensor:
+    return torch.exp(-(distance**2) / (2 * sigma**2))
 
 
-def _local_m(scores, lens, centre, window) -> torch.Tensor:
-    """The softmax over the window alone (local-m's weights, no Gaussian factor)."""
-    return local_weights(scores, lens, centre, window, gaussian=False)
+def _centre_gradient(scores, lens, centre, window, grad) -> torch.Tensor:
+    """∂L/∂p_t by autograd through :func:`lib.seq2seq.local_weights` (local-p), for ∂L/∂a_t = ``grad``."""
+    centre = centre.detach().clone().requires_grad_()
+    weights = local_weights(scores, lens, centre, window, gaussian=True)  # (B, S)
+    return torch.autograd.grad(weights, centre, grad_outputs=grad)[0]  # (B,)
 
 
-def _counted_from_zero(scores, lens, centre, window) -> torch.Tensor:
-    distance = _distance(scores, centre, first=0)
-    inside = masked_softmax(scores.masked_fill(distance.abs() > window, float("-inf")), lens)
-    return inside * _gaussian(distance, window / 2)
+def _pull(scores, lens, centre, window, grad, sigma=None, first=1, factor="weights", slope=1.0, windowed=True):
+    """Σ_s grad · factor(s) · (s - p_t) / σ², the right answer with the usual slips switched on:
+    ``sigma`` (D/2 unless given), positions counted from ``first``, ``factor`` "weights" (a_t(s)) or
+    "softmax" (the window's softmax alone), ``slope`` multiplying the derivative of the exponent, and
+    ``windowed=False`` for a softmax over the whole source."""
+    sigma = window / 2 if sigma is None else sigma
+    distance = _distance(scores, centre, first)
+    outside = (distance.abs() > window) if windowed else torch.zeros_like(distance, dtype=torch.bool)
+    align = masked_softmax(scores.masked_fill(outside, float("-inf")), lens)  # (B, S)
+    weights = align * _gaussian(distance, sigma) if factor == "weights" else align
+    return (grad * weights * slope * distance / sigma**2).sum(dim=-1)
 
 
-def _renormalised(scores, lens, centre, window) -> torch.Tensor:
-    weights = _local_m(scores, lens, centre, window) * _gaussian(_distance(scores, centre), window / 2)
-    totals = weights.sum(-1, keepdim=True)
-    return weights / torch.where(totals > 0, totals, torch.ones_like(totals))
+def _renormalised(scores, lens, centre, window, grad) -> torch.Tensor:
+    """∂L/∂p_t had the weights been divided by their sum after the Gaussian."""
+    centre = centre.detach().clone().requires_grad_()
+    weights = local_weights(scores, lens, centre, window, gaussian=True)
+    weights = weights / weights.sum(-1, keepdim=True)
+    return torch.autograd.grad(weights, centre, grad_outputs=grad)[0]
 
 
-def _padding_weighted(found: torch.Tensor, expected: torch.Tensor, scores, lens, centre, window) -> str | None:
-    beyond = torch.arange(scores.shape[1]) >= lens[:, None]
-    return "your weights are not 0 beyond each source's length (padding)" if (found[beyond].abs() > 1e-9).any() \
-        else None
-
-
-check_local_p_weights = Check(
-    "local-p weights agree with lib.seq2seq.local_weights on 20 fresh random cases",
-    local_p_cases, lambda scores, lens, centre, window: local_weights(scores, lens, centre, window, gaussian=True),
-    describe=lambda scores, lens, centre, window: (f"scores of shape {tuple(scores.shape)}, lens {lens.tolist()}, "
-                                                   f"centre {[round(c, 2) for c in centre.tolist()]}, window {window}"),
-    compared_with="the local-p weights", noun="weights", layout="(B, S)",
+check_centre_gradient = Check(
+    "your ∂L/∂p_t agree with autograd through lib.seq2seq.local_weights on 20 fresh random cases",
+    centre_gradient_cases, _centre_gradient,
+    describe=lambda scores, lens, centre, window, grad: (f"scores of shape {tuple(scores.shape)}, "
+                                                         f"lens {lens.tolist()}, window {window}"),
+    compared_with="autograd's", noun="derivatives", layout="(B,)",
     slips=(
-        Slip(_local_m,
-             "you left out the Gaussian factor exp(-(s - p_t)² / 2σ²): that is local-m's window, not local-p"),
-        Slip(lambda s, lens, c, d: masked_softmax(s, lens) * _gaussian(_distance(s, c), d / 2),
-             "positions outside the window [p_t - D, p_t + D] must get weight 0: take the softmax over the window "
-             "only"),
-        Slip(lambda s, lens, c, d: masked_softmax(s, lens) * _gaussian(_distance(s, c), d / 2)
-             * (_distance(s, c).abs() <= d),
-             "the softmax must run over the positions inside the window only, not over the whole source"),
-        Slip(lambda s, lens, c, d: _local_m(s, lens, c, d) * _gaussian(_distance(s, c), d), "σ is D/2, not D"),
-        Slip(lambda s, lens, c, d: _local_m(s, lens, c, d) * _gaussian(_distance(s, c), d / 2, two=1.0),
-             "the exponent is -(s - p_t)² / (2σ²): you left out the 2"),
-        Slip(_counted_from_zero, "source positions s are counted from 1 (p_t = S sigmoid(...) lies in [0, S]): use "
-                                 "s = 1, ..., S"),
-        Slip(_renormalised, "Luong et al. do not renormalise after multiplying by the Gaussian: the weights sum to "
-                            "less than 1"),
+        Slip(lambda *case: -_pull(*case),
+             "the sign is reversed: ∂/∂p_t exp(-(s - p_t)²/2σ²) = exp(-(s - p_t)²/2σ²) (s - p_t)/σ², "
+             "positive for a position s to the right of p_t"),
+        Slip(lambda *case: _pull(*case, sigma=case[3]), "σ is D/2, not D"),
+        Slip(lambda *case: _pull(*case, slope=0.5),
+             "the derivative of -(s - p_t)²/(2σ²) with respect to p_t is (s - p_t)/σ²: the 2 of the square "
+             "cancels the 2 of 2σ²"),
+        Slip(lambda *case: _pull(*case) * (case[3] / 2) ** 2,
+             "you left out the 1/σ² of the Gaussian's derivative, (s - p_t)/σ²"),
+        Slip(lambda *case: _pull(*case, factor="softmax"),
+             "∂a_t(s)/∂p_t = a_t(s) (s - p_t)/σ²: multiply by the whole weight a_t(s), Gaussian included, not "
+             "by the softmax over the window alone"),
+        Slip(lambda *case: _pull(*case, windowed=False),
+             "positions outside the window [p_t - D, p_t + D] have weight 0 and do not move the centre: take "
+             "the softmax over the window only"),
+        Slip(lambda *case: _pull(*case, first=0), "source positions s are counted from 1: use s = 1, ..., S"),
+        Slip(_renormalised, "Luong et al. do not renormalise the weights after the Gaussian: differentiate "
+                            "a_t(s) = align(s) exp(-(s - p_t)²/2σ²) itself"),
+        Slip(lambda scores, lens, centre, window, grad: torch.zeros_like(centre),
+             "the window's edge gives no gradient, but the Gaussian does: ∂a_t(s)/∂p_t = a_t(s) (s - p_t)/σ²"),
     ),
-    nan_hint=": a window with no source position in it must give zeros",
-    rules=_padding_weighted, tolerance=dict(atol=1e-6, rtol=0.0),
+    shape_hint=lambda shape, scores, *rest: (
+        ": sum over the positions s, one derivative per batch row" if shape == tuple(scores.shape) else ""),
+    tolerance=dict(atol=1e-8, rtol=1e-6),
+    forbidden=("torch.autograd", "torch.func", ".backward"),
 )
 
 
