@@ -142,11 +142,24 @@ def _is_solution_prose(cell) -> bool:
     return head.startswith(SOLUTION_DIRECTIVES)
 
 
+def _outside_solutions(cells, keep: set[str]) -> list:
+    """``cells`` without worked solutions: every cell that opens with a solution directive, and every
+    cell between a ``{solution-start}`` and its ``{solution-end}`` but those whose ids are in ``keep``."""
+    kept, inside = [], False
+    for cell in cells:
+        if _is_solution_prose(cell):
+            opening = cell.source.lstrip().lstrip("`:").lstrip()
+            inside = opening.startswith("{solution-start}") or (inside and not opening.startswith("{solution-end}"))
+        elif not inside or cell.get("id") in keep:
+            kept.append(cell)
+    return kept
+
+
 def student_version(master, master_name: str):
     """The notebook a student receives: stubs for solutions, no worked solutions, no outputs."""
     exercises = {e.solution_cell: e for e in coding_exercises(master)}
     student = copy.deepcopy(master)
-    student.cells = [cell for cell in student.cells if not _is_solution_prose(cell)]
+    student.cells = _outside_solutions(student.cells, keep=set(exercises))
     for cell in student.cells:
         if cell.cell_type != "code":
             continue
