@@ -163,6 +163,37 @@ def bptt_slope_at_the_end_only(x, h0, weight_ih, weight_hh, bias, g):
     return torch.stack(terms[::-1])
 
 
+def bptt_without_the_first_slope(x, h0, weight_ih, weight_hh, bias, g):
+    """The slip of starting from δ_T = g: the slope of step T left out, every other slope kept."""
+    states = _states(x, h0, weight_ih, weight_hh, bias)
+    delta, terms = g, []
+    for k in range(len(x), 0, -1):
+        terms.append(torch.outer(delta, states[k - 1]))
+        delta = (weight_hh.T @ delta) * (1 - states[k - 1] ** 2)
+    return torch.stack(terms[::-1])
+
+
+def bptt_terms_of_dl_dh(x, h0, weight_ih, weight_hh, bias, g):
+    """The slip of pairing ∂L/∂h_k with h_(k-1): the diag(1 - h_k²) of ∂⁺h_k/∂W_hh forgotten (the
+    vector carried back is right)."""
+    states = _states(x, h0, weight_ih, weight_hh, bias)
+    upstream, terms = g, []  # ∂L/∂h_k
+    for k in range(len(x), 0, -1):
+        terms.append(torch.outer(upstream, states[k - 1]))
+        upstream = weight_hh.T @ ((1 - states[k] ** 2) * upstream)
+    return torch.stack(terms[::-1])
+
+
+def bptt_slope_of_the_step_left(x, h0, weight_ih, weight_hh, bias, g):
+    """The slip δ_(k-1) = (1 - h_k²) ⊙ W_hhᵀ δ_k: going back with the slope of the step just left."""
+    states = _states(x, h0, weight_ih, weight_hh, bias)
+    delta, terms = (1 - states[-1] ** 2) * g, []
+    for k in range(len(x), 0, -1):
+        terms.append(torch.outer(delta, states[k - 1]))
+        delta = (1 - states[k] ** 2) * (weight_hh.T @ delta)
+    return torch.stack(terms[::-1])
+
+
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
@@ -175,8 +206,10 @@ def bptt_slope_at_the_end_only(x, h0, weight_ih, weight_hh, bias, g):
         (lambda *a: bptt_backward(*a).flip(0), "entry 0 is step k = 1"),
         (lambda x, h0, *rest: bptt_backward(x, torch.zeros_like(h0), *rest), "start from the given h0"),
         (lambda *a: bptt_backward(*a).cumsum(0), "running sums"),
-        (lambda *a: bptt_backward(*a).sum(0), "not their sum"),
         (lambda *a: bptt_backward(*a)[:, 0], "the shape of W_hh"),
+        (bptt_without_the_first_slope, "started from δ_T = g"),
+        (bptt_terms_of_dl_dh, "forgot it"),
+        (bptt_slope_of_the_step_left, "the slope of the step you reach"),
         (lambda *a: bptt_backward(*a).roll(1, dims=0), "split differently between the steps"),
         (lambda *a: bptt_backward(*a) + 1e-4, "differ from lib.rnn's by up to 0.0001"),
     ],
@@ -184,6 +217,15 @@ def bptt_slope_at_the_end_only(x, h0, weight_ih, weight_hh, bias, g):
 def test_bptt_terms_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
         check_bptt_terms(answer)
+
+
+def test_the_sum_of_the_terms_is_named_as_a_sum_on_every_seed():
+    """Returning Σ_k term k, of the shape of W_hh, is told so, on 200 seeded draws (T never equals H, and
+    the shape hint tries the sum first)."""
+    for seed in range(200):
+        cases = check_bptt_terms.make_cases(torch.Generator().manual_seed(seed))
+        with pytest.raises(CheckFailed, match="return the term of every step, not their sum"):
+            check_bptt_terms.judge(cases, [bptt_backward(*case).sum(0) for case in cases])
 
 
 # ---------------------------------------------------------------------------
@@ -478,6 +520,9 @@ FAIRNESS = {
             (lambda *a: bptt_backward(*a).flip(0), "entry 0 is step k = 1"),
             (bptt_lagged_slope, "not 1 - h_\\(k-1\\)² of the state it reads"),
             (lambda x, h0, *rest: bptt_backward(x, torch.zeros_like(h0), *rest), "start from the given h0"),
+            (bptt_without_the_first_slope, "started from δ_T = g and left out the slope of step T"),
+            (bptt_terms_of_dl_dh, "diag\\(1 - h_k²\\) of step k; you multiplied ∂L/∂h_k by h_\\(k-1\\)ᵀ"),
+            (bptt_slope_of_the_step_left, "multiply by the slope of the step you reach"),
         ],
     },
     "check_gradient_reach": {

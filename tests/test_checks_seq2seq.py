@@ -15,20 +15,26 @@ def test_the_checks_are_registered():
 
 
 # ---- how local-p's centre learns ------------------------------------------------------------
-def local_p_weights(scores, lens, centre, window, sigma=None, first=1, windowed=True):
-    """a_t(s) for positions counted from ``first``; the keywords give slips."""
+def local_p_weights(scores, lens, centre, window, sigma=None, first=1, windowed=True, padded=False,
+                    cut_after=False):
+    """a_t(s) for positions counted from ``first``; the keywords give slips (``padded``: lens ignored;
+    ``cut_after``: the softmax over the source, then zero outside the window)."""
     sigma = window / 2 if sigma is None else sigma
     positions = torch.arange(first, scores.shape[1] + first, dtype=scores.dtype)
     distance = positions - centre[:, None]
-    keep = (positions < lens[:, None] + first) & ((distance.abs() <= window) if windowed else True)
-    align = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1).nan_to_num(0.0)
+    in_source = (positions < lens[:, None] + first) | padded
+    in_window = (distance.abs() <= window) if windowed else torch.ones_like(distance, dtype=torch.bool)
+    if cut_after:
+        align = torch.softmax(scores.masked_fill(~in_source, -math.inf), dim=-1) * in_window
+    else:
+        align = torch.softmax(scores.masked_fill(~(in_source & in_window), -math.inf), dim=-1).nan_to_num(0.0)
     return align * torch.exp(-distance**2 / (2 * sigma**2)), align, distance
 
 
-def centre_gradient(scores, lens, centre, window, grad, **slips):
+def centre_gradient(scores, lens, centre, window, grad, divide_by=None, **slips):
     weights, _, distance = local_p_weights(scores, lens, centre, window, **slips)
     sigma = slips.get("sigma") or window / 2
-    return (grad * weights * distance / sigma**2).sum(-1)
+    return (grad * weights * distance / (sigma**2 if divide_by is None else divide_by(sigma))).sum(-1)
 
 
 def centre_gradient_loops(scores, lens, centre, window, grad):
@@ -91,6 +97,11 @@ WRONG_CENTRE_GRADIENTS = [
     (centre_gradient_of_the_softmax, "multiply by the whole weight a_t\\(s\\), Gaussian included"),
     (lambda s, l, c, w, g: centre_gradient(s, l, c, w, g, windowed=False), "positions outside the window"),
     (lambda s, l, c, w, g: centre_gradient(s, l, c, w, g, first=0), "counted from 1"),
+    (lambda s, l, c, w, g: centre_gradient(s, l, c, w, g, divide_by=lambda sigma: sigma), "divide by σ², not σ"),
+    (lambda s, l, c, w, g: centre_gradient(s, l, c, w, g, padded=True),
+     "padding positions s > len have weight 0 and do not pull the centre"),
+    (lambda s, l, c, w, g: centre_gradient(s, l, c, w, g, cut_after=True),
+     "take the softmax over the window only: a softmax over the whole source cut to the window"),
     (centre_gradient_renormalised, "do not renormalise"),
     (lambda s, l, c, w, g: torch.zeros(len(c), dtype=torch.float64), "the window's edge gives no gradient"),
 ]

@@ -95,13 +95,14 @@ def bptt_terms_cases(generator: torch.Generator, trials: int = 10) -> list[tuple
 
     One sequence ``x`` of shape ``(T, D)`` read from a random ``h0`` (so that step 1 has a term of
     its own), and ``g``, the gradient of the loss with respect to ``h_T``; ``T``, ``D`` and ``H``
-    differ. The recurrent weights are scaled so that the terms of early steps range from vanishing
-    to large.
+    differ (``T`` from 8 to 13, ``D`` and ``H`` at most 7, so that the sum of the terms, ``(H, H)``,
+    never has the shape of one row of each term, ``(T, H)``). The recurrent weights are scaled so
+    that the terms of early steps range from vanishing to large.
     """
     cases = []
     for trial in range(trials):
         steps, input_size, hidden_size = _sizes(generator, 3)
-        steps += 3
+        steps += 6
         x = torch.randn(steps, input_size, generator=generator, dtype=torch.float64)
         h0 = torch.randn(hidden_size, generator=generator, dtype=torch.float64).tanh()
         weight_ih = torch.randn(hidden_size, input_size, generator=generator, dtype=torch.float64) / input_size**0.5
@@ -114,26 +115,31 @@ def bptt_terms_cases(generator: torch.Generator, trials: int = 10) -> list[tuple
 
 
 def _bptt_slip(x, h0, weight_ih, weight_hh, bias, g, state="before", slopes="every step", transpose=False,
-               order="k = 1 first", start_from_zero=False):
+               order="k = 1 first", start_from_zero=False, first_slope=True, term_of="a"):
     """The terms of the BPTT sum with the usual slips switched on: ``state="after"`` multiplies h_k
     instead of h_(k-1); ``slopes`` is ``"every step"``, ``"none"``, ``"last step only"`` (none when
-    going back) or ``"lagged"`` (1 - h_(k-1)² instead of 1 - h_k²); ``transpose`` goes back with W_hh
-    instead of its transpose."""
+    going back), ``"lagged"`` (1 - h_(k-1)² instead of 1 - h_k²) or ``"the step left"`` (going back
+    from a_k to a_(k-1) with the slope 1 - h_k² of step k); ``first_slope=False`` starts from
+    δ_T = g; ``term_of="h"`` pairs ∂L/∂h_k, not δ_k = ∂L/∂a_k, with h_(k-1); ``transpose`` goes back
+    with W_hh instead of its transpose."""
     states = [torch.zeros_like(h0) if start_from_zero else h0]
     for x_t in x:
         states.append(torch.tanh(weight_ih @ x_t + weight_hh @ states[-1] + bias))
     steps = len(x)
 
     def slope(k):  # tanh'(a_k) as the slip has it
-        if slopes == "none" or (slopes == "last step only" and k < steps):
+        if slopes == "none" or (slopes == "last step only" and k < steps) or (k == steps and not first_slope):
             return torch.ones_like(h0)
+        if slopes == "the step left" and k < steps:
+            return 1 - states[k + 1] ** 2
         return 1 - states[k - 1 if slopes == "lagged" else k] ** 2
 
     back = weight_hh if transpose else weight_hh.T
-    terms, delta = [], slope(steps) * g  # ∂L/∂a_T
+    terms, upstream = [], g  # ∂L/∂h_T
     for k in range(steps, 0, -1):
-        terms.append(torch.outer(delta, states[k if state == "after" else k - 1]))
-        delta = slope(k - 1) * (back @ delta) if k > 1 else delta
+        delta = slope(k) * upstream  # ∂L/∂a_k
+        terms.append(torch.outer(delta if term_of == "a" else upstream, states[k if state == "after" else k - 1]))
+        upstream = back @ delta  # ∂L/∂h_(k-1)
     terms = torch.stack(terms[::-1])  # (T, H, H), k = 1 first
     return terms.flip(0) if order == "k = T first" else terms
 
@@ -169,6 +175,15 @@ check_bptt_terms = Check(
         Slip(lambda *case: _bptt_slip(*case, slopes="lagged"),
              "the slope of step k is tanh'(a_k) = 1 - h_k², of the state step k writes, not 1 - h_(k-1)² of the "
              "state it reads"),
+        Slip(lambda *case: _bptt_slip(*case, first_slope=False),
+             "you started from δ_T = g and left out the slope of step T: δ_T = ∂L/∂a_T = (1 - h_T²) ⊙ g, "
+             "since h_T = tanh(a_T)"),
+        Slip(lambda *case: _bptt_slip(*case, term_of="h"),
+             "term k pairs δ_k = ∂L/∂a_k = (1 - h_k²) ⊙ ∂L/∂h_k with h_(k-1): ∂⁺h_k/∂W_hh holds the slope "
+             "diag(1 - h_k²) of step k; you multiplied ∂L/∂h_k by h_(k-1)ᵀ and forgot it"),
+        Slip(lambda *case: _bptt_slip(*case, slopes="the step left"),
+             "going back from a_k to a_(k-1), multiply by the slope of the step you reach: "
+             "δ_(k-1) = (1 - h_(k-1)²) ⊙ W_hhᵀ δ_k, not (1 - h_k²) ⊙ W_hhᵀ δ_k of the step you left"),
         Slip(lambda *case: _bptt_slip(*case, transpose=True),
              "going back multiplies by W_hh transposed: a_k = W_hh h_(k-1) + ..., so ∂L/∂h_(k-1) = W_hhᵀ δ_k"),
         Slip(lambda *case: _bptt_slip(*case).transpose(1, 2),
@@ -180,11 +195,11 @@ check_bptt_terms = Check(
         Slip(lambda *case: _bptt_slip(*case).cumsum(0),
              "return each step's own term; you returned running sums"),
     ),
-    shape_hint=lambda shape, x, h0, *rest: {
-        (x.shape[0] + 1, len(h0), len(h0)): ": one term per step k = 1 .. T (h0 is not a step)",
-        (len(h0), len(h0)): ": return the term of every step, not their sum",
-        (x.shape[0], len(h0)): ": each term is a matrix the shape of W_hh, δ_k h_(k-1)ᵀ",
-    }.get(shape, ""),
+    shape_hint=lambda shape, x, h0, *rest: (
+        ": return the term of every step, not their sum" if shape == (len(h0), len(h0))  # first: T may be H
+        else ": one term per step k = 1 .. T (h0 is not a step)" if shape == (x.shape[0] + 1, len(h0), len(h0))
+        else ": each term is a matrix the shape of W_hh, δ_k h_(k-1)ᵀ" if shape == (x.shape[0], len(h0))
+        else ""),
     rules=_split_differently, tolerance=dict(atol=1e-8, rtol=1e-6),
     forbidden=("torch.autograd", "torch.func", ".backward"),
 )

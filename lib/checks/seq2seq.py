@@ -47,15 +47,22 @@ def _centre_gradient(scores, lens, centre, window, grad) -> torch.Tensor:
     return torch.autograd.grad(weights, centre, grad_outputs=grad)[0]  # (B,)
 
 
-def _pull(scores, lens, centre, window, grad, sigma=None, first=1, factor="weights", slope=1.0, windowed=True):
+def _pull(scores, lens, centre, window, grad, sigma=None, first=1, factor="weights", slope=1.0, windowed=True,
+          padded=False, cut_after=False):
     """Σ_s grad · factor(s) · (s - p_t) / σ², the right answer with the usual slips switched on:
     ``sigma`` (D/2 unless given), positions counted from ``first``, ``factor`` "weights" (a_t(s)) or
-    "softmax" (the window's softmax alone), ``slope`` multiplying the derivative of the exponent, and
-    ``windowed=False`` for a softmax over the whole source."""
+    "softmax" (the window's softmax alone), ``slope`` multiplying the derivative of the exponent,
+    ``windowed=False`` for a softmax over the whole source, ``padded=True`` for ``lens`` ignored
+    (padding inside the window takes part) and ``cut_after=True`` for the softmax over the whole
+    source cut to the window afterwards (not renormalised)."""
     sigma = window / 2 if sigma is None else sigma
     distance = _distance(scores, centre, first)
     outside = (distance.abs() > window) if windowed else torch.zeros_like(distance, dtype=torch.bool)
-    align = masked_softmax(scores.masked_fill(outside, float("-inf")), lens)  # (B, S)
+    lens = torch.full_like(lens, scores.shape[1]) if padded else lens
+    if cut_after:
+        align = masked_softmax(scores, lens).masked_fill(outside, 0.0)  # (B, S)
+    else:
+        align = masked_softmax(scores.masked_fill(outside, float("-inf")), lens)  # (B, S)
     weights = align * _gaussian(distance, sigma) if factor == "weights" else align
     return (grad * weights * slope * distance / sigma**2).sum(dim=-1)
 
@@ -68,11 +75,22 @@ def _renormalised(scores, lens, centre, window, grad) -> torch.Tensor:
     return torch.autograd.grad(weights, centre, grad_outputs=grad)[0]
 
 
+def _rounded(centre: torch.Tensor) -> str:
+    """The centres to 2 decimals, or to as many more as it takes to tell them apart."""
+    values = centre.tolist()
+    for places in range(2, 17):
+        shown = [f"{value:.{places}f}" for value in values]
+        if len(set(shown)) == len(shown):
+            break
+    return "[" + ", ".join(shown) + "]"
+
+
 check_centre_gradient = Check(
     "your ∂L/∂p_t agree with autograd through lib.seq2seq.local_weights on 20 fresh random cases",
     centre_gradient_cases, _centre_gradient,
     describe=lambda scores, lens, centre, window, grad: (f"scores of shape {tuple(scores.shape)}, "
-                                                         f"lens {lens.tolist()}, window {window}"),
+                                                         f"lens {lens.tolist()}, centre {_rounded(centre)}, "
+                                                         f"window {window}"),
     compared_with="autograd's", noun="derivatives", layout="(B,)",
     slips=(
         Slip(lambda *case: -_pull(*case),
@@ -82,6 +100,8 @@ check_centre_gradient = Check(
         Slip(lambda *case: _pull(*case, slope=0.5),
              "the derivative of -(s - p_t)²/(2σ²) with respect to p_t is (s - p_t)/σ²: the 2 of the square "
              "cancels the 2 of 2σ²"),
+        Slip(lambda *case: _pull(*case) * (case[3] / 2),
+             "divide by σ², not σ: ∂/∂p_t of -(s - p_t)²/(2σ²) is (s - p_t)/σ²"),
         Slip(lambda *case: _pull(*case) * (case[3] / 2) ** 2,
              "you left out the 1/σ² of the Gaussian's derivative, (s - p_t)/σ²"),
         Slip(lambda *case: _pull(*case, factor="softmax"),
@@ -90,6 +110,12 @@ check_centre_gradient = Check(
         Slip(lambda *case: _pull(*case, windowed=False),
              "positions outside the window [p_t - D, p_t + D] have weight 0 and do not move the centre: take "
              "the softmax over the window only"),
+        Slip(lambda *case: _pull(*case, padded=True),
+             "padding positions s > len have weight 0 and do not pull the centre: leave them out of the "
+             "window's softmax (use lens)"),
+        Slip(lambda *case: _pull(*case, cut_after=True),
+             "take the softmax over the window only: a softmax over the whole source cut to the window "
+             "afterwards gives weights that sum to less than 1 before the Gaussian"),
         Slip(lambda *case: _pull(*case, first=0), "source positions s are counted from 1: use s = 1, ..., S"),
         Slip(_renormalised, "Luong et al. do not renormalise the weights after the Gaussian: differentiate "
                             "a_t(s) = align(s) exp(-(s - p_t)²/2σ²) itself"),
