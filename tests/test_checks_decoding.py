@@ -5,15 +5,15 @@ import math
 import pytest
 import torch
 
-from lib.checks import (
-    CHECKS, CheckFailed, check_expand_and_prune, check_perplexity_temperature, check_sampling_distribution,
+from lib.checks import CHECKS, CheckFailed, check_expand_and_prune, check_perplexity_temperature
+from lib.checks.decoding import (
+    NUCLEUS_MARGIN, check_nucleus_distribution, nucleus_cases, nucleus_distribution, perplexity_temperature,
 )
-from lib.checks.decoding import perplexity_temperature
 
 
 def test_the_checks_are_registered():
     assert CHECKS["check_expand_and_prune"] is check_expand_and_prune
-    assert CHECKS["check_sampling_distribution"] is check_sampling_distribution
+    assert CHECKS["check_nucleus_distribution"] is check_nucleus_distribution
 
 
 # ---- one beam step ----------------------------------------------------------------------
@@ -65,44 +65,207 @@ def test_expand_and_prune_diagnoses_on_a_case_worked_by_hand():
         judge(cases, [torch.tensor([5, 0, 1])])
 
 
-# ---- the sampling distribution ------------------------------------------------------------
-def tempered_top_k(log_probs, temperature, top_k):
-    scaled = log_probs / temperature
-    if top_k is not None:
-        threshold = scaled.topk(top_k, dim=-1).values[..., -1:]
-        scaled = scaled.masked_fill(scaled < threshold, -math.inf)
-    return torch.softmax(scaled, dim=-1)
+# ---- the nucleus (top-p) distribution -----------------------------------------------------
+def nucleus_by_sort_and_cumsum(log_probs, temperature, top_p):
+    """Vectorised: a stable descending sort, the probability before each token, scattered back."""
+    probs = torch.softmax(log_probs / temperature, dim=-1)
+    ordered, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    keep = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, ordered.cumsum(-1) - ordered < top_p)
+    kept = probs * keep
+    return kept / kept.sum(-1, keepdim=True)
 
 
-def tempered_by_powers(log_probs, temperature, top_k):
-    powered = torch.exp(log_probs) ** (1 / temperature)  # softmax(log p / T) ∝ p ** (1/T)
-    if top_k is not None:
-        keep = torch.zeros_like(powered, dtype=torch.bool).scatter(-1, powered.topk(top_k, dim=-1).indices, True)
-        powered = powered * keep
-    return powered / powered.sum(-1, keepdim=True)
+def nucleus_by_searchsorted_in_float32(log_probs, temperature, top_p):
+    """float32 throughout; the nucleus's size is one more than the first rank whose cumulative
+    probability reaches top_p (torch.searchsorted finds it)."""
+    probs = torch.softmax(log_probs.float() / temperature, dim=-1)
+    ordered, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    cumulative = ordered.cumsum(-1)
+    target = torch.full((*cumulative.shape[:-1], 1), top_p, dtype=torch.float32)
+    size = torch.searchsorted(cumulative, target) + 1  # (..., 1)
+    ranks = torch.arange(probs.shape[-1]).expand_as(probs)
+    kept_sorted = torch.where(ranks < size, ordered, torch.zeros_like(ordered))
+    kept = torch.zeros_like(probs).scatter(-1, order, kept_sorted)
+    return kept / kept.sum(-1, keepdim=True)
 
 
-@pytest.mark.parametrize("answer", [tempered_top_k, tempered_by_powers])
-def test_sampling_distribution_accepts_right_answers_written_differently(answer, capsys):
-    check_sampling_distribution(answer)
-    assert capsys.readouterr().out.startswith("✓ tempered top-k probabilities agree")
+def nucleus_with_python_floats(log_probs, temperature, top_p):
+    """The statement read literally, one row at a time in plain Python: the softmax by hand (with
+    its maximum subtracted), tokens by (-q, id), added while the total so far is below top_p."""
+    rows = log_probs.reshape(-1, log_probs.shape[-1]).tolist()
+    out = []
+    for row in rows:
+        scaled = [value / temperature for value in row]
+        top = max(scaled)
+        weights = [math.exp(value - top) for value in scaled]
+        q = [w / sum(weights) for w in weights]
+        nucleus, total = [], 0.0
+        for v in sorted(range(len(q)), key=lambda v: (-q[v], v)):
+            if total >= top_p:
+                break
+            nucleus.append(v)
+            total += q[v]
+        out.append([q[v] / total if v in nucleus else 0.0 for v in range(len(q))])
+    return torch.tensor(out, dtype=torch.float64).reshape(log_probs.shape)
+
+
+def nucleus_without_the_crossing_token(log_probs, temperature, top_p):
+    """Keeps the tokens whose cumulative probability, their own included, is at most top_p."""
+    probs = torch.softmax(log_probs / temperature, dim=-1)
+    ordered, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    keep = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, ordered.cumsum(-1) <= top_p)
+    kept = probs * keep
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def nucleus_without_renormalising(log_probs, temperature, top_p):
+    return torch.softmax(log_probs / temperature, dim=-1) * (nucleus_by_sort_and_cumsum(log_probs, temperature,
+                                                                                        top_p) > 0)
+
+
+def nucleus_chosen_before_the_temperature(log_probs, temperature, top_p):
+    """The nucleus of the untempered distribution, then the tempered probabilities on it."""
+    kept = torch.softmax(log_probs / temperature, dim=-1) * (nucleus_by_sort_and_cumsum(log_probs, 1.0, top_p) > 0)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def nucleus_ignoring_the_temperature(log_probs, temperature, top_p):
+    return nucleus_by_sort_and_cumsum(log_probs, 1.0, top_p)
+
+
+def nucleus_with_the_temperature_multiplied(log_probs, temperature, top_p):
+    return nucleus_by_sort_and_cumsum(log_probs * temperature, 1.0, top_p)
+
+
+def nucleus_with_untempered_values(log_probs, temperature, top_p):
+    """The tempered nucleus, but the final softmax forgets the temperature."""
+    keep = nucleus_by_sort_and_cumsum(log_probs, temperature, top_p) > 0
+    return torch.softmax(log_probs.masked_fill(~keep, -math.inf), dim=-1)
+
+
+def nucleus_with_ties_to_the_higher_id(log_probs, temperature, top_p):
+    """An ascending stable sort flipped: most probable first, but ties with the higher id first."""
+    probs = torch.softmax(log_probs / temperature, dim=-1)
+    order = torch.sort(probs, dim=-1, stable=True).indices.flip(-1)
+    ordered = probs.gather(-1, order)
+    keep = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, order, ordered.cumsum(-1) - ordered < top_p)
+    kept = probs * keep
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def nucleus_by_a_threshold_on_q(log_probs, temperature, top_p):
+    """Every token at least as probable as the one that crosses top_p: all the tokens tied with it."""
+    probs = torch.softmax(log_probs / temperature, dim=-1)
+    ordered = torch.sort(probs, dim=-1, descending=True).values
+    crossing = (ordered.cumsum(-1) - ordered < top_p).sum(-1, keepdim=True) - 1  # rank of the last kept token
+    kept = probs * (probs >= ordered.gather(-1, crossing))
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def nucleus_in_token_order(log_probs, temperature, top_p):
+    """The cumulative sum taken in token-id order, without sorting."""
+    probs = torch.softmax(log_probs / temperature, dim=-1)
+    kept = probs * (probs.cumsum(-1) - probs < top_p)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("answer", [nucleus_by_sort_and_cumsum, nucleus_by_searchsorted_in_float32,
+                                    nucleus_with_python_floats])
+def test_nucleus_distribution_accepts_right_answers_written_differently(answer, capsys):
+    check_nucleus_distribution(answer)
+    assert capsys.readouterr().out.startswith("✓ nucleus (top-p) probabilities agree")
+
+
+def test_the_reference_is_the_nucleus_worked_by_hand():
+    log_probs = torch.log(torch.tensor([0.1, 0.3, 0.4, 0.2], dtype=torch.float64))
+    # most probable first: 2 (0.4), 1 (0.3), 3 (0.2), 0 (0.1); before each: 0, 0.4, 0.7, 0.9
+    torch.testing.assert_close(nucleus_distribution(log_probs, 1.0, 0.6),
+                               torch.tensor([0, 3 / 7, 4 / 7, 0], dtype=torch.float64))
+    torch.testing.assert_close(nucleus_distribution(log_probs, 1.0, 0.3), torch.tensor([0.0, 0, 1, 0],
+                                                                                        dtype=torch.float64))
+    torch.testing.assert_close(nucleus_distribution(log_probs, 1.0, 0.95), torch.exp(log_probs))
+    # ties: 1 and 3 (0.3 each) before 0 and 2 (0.2 each); among equals the lower token id first
+    tied = torch.log(torch.tensor([0.2, 0.3, 0.2, 0.3], dtype=torch.float64))
+    torch.testing.assert_close(nucleus_distribution(tied, 1.0, 0.25), torch.tensor([0.0, 1, 0, 0],
+                                                                                    dtype=torch.float64))
+    torch.testing.assert_close(nucleus_distribution(tied, 1.0, 0.7),
+                               torch.tensor([0.25, 0.375, 0, 0.375], dtype=torch.float64))
+
+
+def test_the_reference_agrees_with_the_vectorised_nucleus_on_many_draws():
+    for seed in range(50):
+        for case in nucleus_cases(torch.Generator().manual_seed(seed)):
+            torch.testing.assert_close(nucleus_distribution(*case), nucleus_by_sort_and_cumsum(*case),
+                                       atol=1e-12, rtol=0)
+
+
+def test_the_cases_are_clear_of_the_boundary_and_exercise_ties_and_the_temperature():
+    """top_p is never within NUCLEUS_MARGIN of a cumulative probability; every draw has cases whose
+    nucleus ends inside a group of tied tokens, and a case whose nucleus the temperature changes."""
+    for seed in range(20):
+        cases = nucleus_cases(torch.Generator().manual_seed(seed))
+        for log_probs, temperature, top_p in cases:
+            probs = torch.softmax(log_probs / temperature, dim=-1)
+            cumulative = probs.sort(dim=-1, descending=True).values.cumsum(-1)
+            assert ((cumulative - top_p).abs() >= NUCLEUS_MARGIN).all()
+        decided_by_ties = [case for case in cases if not torch.equal(nucleus_distribution(*case),
+                                                                     nucleus_with_ties_to_the_higher_id(*case))]
+        assert len(decided_by_ties) >= 5
+        assert any(not torch.equal(nucleus_distribution(*case) > 0, nucleus_distribution(case[0], 1.0, case[2]) > 0)
+                   for case in cases)
+
+
+def test_nucleus_diagnoses_on_a_case_worked_by_hand():
+    log_probs = torch.log(torch.tensor([0.1, 0.3, 0.4, 0.2], dtype=torch.float64))
+    cases, judge = [(log_probs, 1.0, 0.6)], check_nucleus_distribution.judge
+    judge(cases, [torch.tensor([0, 3 / 7, 4 / 7, 0], dtype=torch.float64)])
+    with pytest.raises(CheckFailed, match=r"to token 3, outside the nucleus \(tokens 1, 2\)"):
+        judge(cases, [torch.tensor([0, 0.3, 0.4, 0.2], dtype=torch.float64) / 0.9])
+    with pytest.raises(CheckFailed, match="you left out the token that crosses top_p"):
+        judge(cases, [torch.tensor([0.0, 0, 1, 0], dtype=torch.float64)])
+    with pytest.raises(CheckFailed, match="did not renormalise"):
+        judge(cases, [torch.tensor([0, 0.3, 0.4, 0], dtype=torch.float64)])
+    with pytest.raises(CheckFailed, match="sum to 0.7000, not 1: renormalise"):
+        judge(cases, [torch.tensor([0, 0.35, 0.35, 0], dtype=torch.float64)])
+    with pytest.raises(CheckFailed, match="an empty nucleus gives 0/0"):
+        judge(cases, [torch.tensor([math.nan] * 4, dtype=torch.float64)])
+    with pytest.raises(CheckFailed, match=r"contain -inf .*: return probabilities \(0 off the nucleus\), not "
+                                          "log-probabilities"):
+        judge(cases, [torch.log(torch.tensor([0, 3 / 7, 4 / 7, 0], dtype=torch.float64))])
+
+
+def test_nucleus_blames_low_precision_not_renormalising():
+    """A right answer rounded to float16 or bfloat16 sums to 1 only to its dtype's precision."""
+    probs = torch.tensor([0.1, 0.2, 0.7], dtype=torch.float64)  # 0.7 is 1.2e-4 from its nearest float16
+    cases, judge = [(torch.log(probs), 1.0, 0.95)], check_nucleus_distribution.judge
+    for dtype in (torch.float16, torch.bfloat16):
+        with pytest.raises(CheckFailed, match=f"are {str(dtype)[6:]}, whose precision .* is too low") as failure:
+            judge(cases, [probs.to(dtype)])
+        assert "renormalise" not in str(failure.value)
+    with pytest.raises(CheckFailed, match="sum to 0.9000, not 1: renormalise"):
+        judge(cases, [torch.tensor([0.1, 0.2, 0.6], dtype=torch.float16)])
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (lambda lp, t, k: tempered_top_k(lp, t, None), "outside the"),
-        (lambda lp, t, k: tempered_top_k(lp * t, 1.0, k), "multiplied by the temperature"),
-        (lambda lp, t, k: tempered_top_k(lp, 1.0, k), "temperature has no effect"),
-        (lambda lp, t, k: tempered_top_k(lp, t, k) * 0.5, "sum to 0.5000"),
-        (lambda lp, t, k: torch.softmax(lp / t, -1) * (tempered_top_k(lp, t, k) > 0), "renormalise|sum to"),
-        (lambda lp, t, k: tempered_top_k(lp, t, k)[..., :-1], "have shape"),
-        (lambda lp, t, k: 1 / 0, "raised ZeroDivisionError"),
+        (nucleus_without_the_crossing_token, "crosses top_p"),
+        (nucleus_without_renormalising, "did not renormalise"),
+        (nucleus_chosen_before_the_temperature, "from the untempered probabilities"),
+        (nucleus_ignoring_the_temperature, "the temperature has no effect"),
+        (nucleus_with_the_temperature_multiplied, "you multiplied log_probs by the temperature; divide by it"),
+        (nucleus_with_untempered_values, r"right tokens, but their values must come from softmax\(log_probs / T\)"),
+        (nucleus_with_ties_to_the_higher_id, "the lower token id comes first"),
+        (nucleus_by_a_threshold_on_q, "you kept every token tied with the last one"),
+        (nucleus_in_token_order, "in token-id order"),
+        (lambda lp, t, p: torch.log(nucleus_by_sort_and_cumsum(lp, t, p)), "not log-probabilities"),
+        (lambda lp, t, p: nucleus_by_sort_and_cumsum(lp, t, p)[..., :-1], "have shape"),
+        (lambda lp, t, p: 1 / 0, "raised ZeroDivisionError"),
     ],
 )
-def test_sampling_distribution_rejects_wrong_answers_saying_why(answer, message):
+def test_nucleus_distribution_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_sampling_distribution(answer)
+        check_nucleus_distribution(answer)
 
 
 # ---- experiment: the temperature for a given perplexity ------------------------------------
@@ -297,22 +460,6 @@ def prune_flattened_along_the_wrong_axis(beam_scores, log_probs, beam_size):
     return (beam_scores[:, None] + log_probs).T.flatten().topk(beam_size).indices
 
 
-def sampling_times_temperature(log_probs, temperature, top_k):
-    return tempered_top_k(log_probs * temperature, 1.0, top_k)
-
-
-def sampling_without_renormalising(log_probs, temperature, top_k):
-    return torch.softmax(log_probs / temperature, -1) * (tempered_top_k(log_probs, temperature, top_k) > 0)
-
-
-def sampling_ignoring_top_k(log_probs, temperature, top_k):
-    return tempered_top_k(log_probs, temperature, None)
-
-
-def sampling_ignoring_the_temperature(log_probs, temperature, top_k):
-    return tempered_top_k(log_probs, 1.0, top_k)
-
-
 FAIRNESS = {
     "check_expand_and_prune": {
         "right": [prune_with_loops],
@@ -323,13 +470,19 @@ FAIRNESS = {
             (prune_flattened_along_the_wrong_axis, "are not the \\d+ best candidates"),
         ],
     },
-    "check_sampling_distribution": {
-        "right": [tempered_by_powers],
+    "check_nucleus_distribution": {
+        "right": [nucleus_with_python_floats, nucleus_by_searchsorted_in_float32],
         "wrong": [
-            (sampling_times_temperature, "you multiplied by the temperature"),
-            (sampling_without_renormalising, "did not renormalise"),
-            (sampling_ignoring_top_k, "outside the \\d+ most probable"),
-            (sampling_ignoring_the_temperature, "the temperature has no effect"),
+            (nucleus_without_the_crossing_token, "crosses top_p"),
+            (nucleus_without_renormalising, "did not renormalise"),
+            (nucleus_chosen_before_the_temperature, "from the untempered probabilities"),
+            (nucleus_ignoring_the_temperature, "the temperature has no effect"),
+            (nucleus_with_the_temperature_multiplied, "you multiplied log_probs by the temperature; divide by it"),
+            (nucleus_with_untempered_values,
+             r"right tokens, but their values must come from softmax\(log_probs / T\)"),
+            (nucleus_with_ties_to_the_higher_id, "the lower token id comes first"),
+            (nucleus_by_a_threshold_on_q, "you kept every token tied with the last one"),
+            (nucleus_in_token_order, "in token-id order"),
         ],
     },
     "check_perplexity_temperature": {

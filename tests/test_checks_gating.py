@@ -1,5 +1,6 @@
-"""The experiment checker of chapter 4: forget-gate biases that carry the gradient back pass, the
-others fail saying why. (Chapter 4's one-step checkers are tested in tests/test_checks_rnn.py.)"""
+"""The checkers of chapter 4: the one-step Jacobian of PyTorch's GRU, and the experiment in which
+forget-gate biases that carry the gradient back pass and the others fail saying why. (Chapter 4's
+one-step LSTM checker is tested in tests/test_checks_rnn.py.)"""
 import functools
 import math
 
@@ -7,12 +8,17 @@ import pytest
 import torch
 
 from lib.checks import CHECKS, CheckFailed, check_forget_bias
-from lib.checks.gating import LEAST_REACH, first_step_reach, one_thread
+from lib.checks.gating import (
+    LEAST_REACH, check_gru_jacobian, first_step_reach, gru_jacobian_by_autograd, gru_jacobian_cases,
+    gru_jacobian_terms, one_thread,
+)
 from lib.gating import MemoryClassifier
 
 
-def test_the_checker_is_registered_under_its_name():
-    assert CHECKS["check_forget_bias"] is check_forget_bias
+@pytest.mark.parametrize(("name", "checker"), [("check_forget_bias", check_forget_bias),
+                                               ("check_gru_jacobian", check_gru_jacobian)])
+def test_the_checker_is_registered_under_its_name(name, checker):
+    assert CHECKS[name] is checker
 
 
 def test_the_reach_falls_with_a_smaller_bias_and_a_longer_sequence():
@@ -148,6 +154,179 @@ def log_of_the_length(length):
     return torch.tensor(math.log(length))
 
 
+# ---- the one-step Jacobian of a GRU (ex-gate-gru-jacobian) -----------------------------------------
+def gru_step_by_hand(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
+    """PyTorch's GRU step, written out (r, z, n blocks; the reset gate after the product)."""
+    hidden = h.shape[1]
+    a = x @ weight_ih.T + bias_ih  # (B, 3H)
+    b = h @ weight_hh.T + bias_hh  # (B, 3H)
+    r = torch.sigmoid(a[:, :hidden] + b[:, :hidden])
+    z = torch.sigmoid(a[:, hidden:2 * hidden] + b[:, hidden:2 * hidden])
+    n = torch.tanh(a[:, 2 * hidden:] + r * b[:, 2 * hidden:])
+    return (1 - z) * n + z * h
+
+
+def jacobian_by_loops(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
+    """Entry by entry in Python floats, from the chain rule on h'_i = (1 - z_i) n_i + z_i h_i."""
+    batch, hidden = h.shape
+    wi, wh, bi, bh, xs, hs = (t.tolist() for t in (weight_ih, weight_hh, bias_ih, bias_hh, x, h))
+
+    def sig(v):
+        return 1 / (1 + math.exp(-v))
+
+    out = torch.zeros(batch, hidden, hidden, dtype=torch.float64)
+    for b in range(batch):
+        for i in range(hidden):
+            pre = [sum(wi[g * hidden + i][d] * xs[b][d] for d in range(len(xs[b]))) + bi[g * hidden + i]
+                   for g in range(3)]
+            rec = [sum(wh[g * hidden + i][k] * hs[b][k] for k in range(hidden)) + bh[g * hidden + i]
+                   for g in range(3)]
+            r, z = sig(pre[0] + rec[0]), sig(pre[1] + rec[1])
+            n = math.tanh(pre[2] + r * rec[2])
+            for j in range(hidden):
+                dr = r * (1 - r) * wh[i][j]
+                dz = z * (1 - z) * wh[hidden + i][j]
+                dn = (1 - n * n) * (dr * rec[2] + r * wh[2 * hidden + i][j])
+                out[b, i, j] = (i == j) * z + dz * (hs[b][i] - n) + (1 - z) * dn
+    return out
+
+
+def jacobian_in_the_notes_form_float32(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
+    """The chapter's three terms, diag(1 - Γ_u) + diag(Γ_u) ∂c̃/∂c + diag(c̃ - c) ∂Γ_u/∂c, with
+    Γ_u = 1 - z, c̃ = n and ∂c̃/∂c a product of matrices, in float32."""
+    x, h, weight_ih, weight_hh, bias_ih, bias_hh = (t.float() for t in (x, h, weight_ih, weight_hh, bias_ih, bias_hh))
+    hidden = h.shape[1]
+    W_hr, W_hz, W_hn = weight_hh.split(hidden)
+    a = x @ weight_ih.T + bias_ih
+    b = h @ weight_hh.T + bias_hh
+    r = torch.sigmoid(a[:, :hidden] + b[:, :hidden])
+    gamma_u = torch.sigmoid(-(a[:, hidden:2 * hidden] + b[:, hidden:2 * hidden]))  # 1 - z
+    n = torch.tanh(a[:, 2 * hidden:] + r * b[:, 2 * hidden:])
+    d_r = torch.diag_embed(r * (1 - r)) @ W_hr  # (B, H, H)
+    d_gamma = -torch.diag_embed(gamma_u * (1 - gamma_u)) @ W_hz
+    d_candidate = torch.diag_embed(1 - n**2) @ (torch.diag_embed(r) @ W_hn + torch.diag_embed(b[:, 2 * hidden:]) @ d_r)
+    return (torch.diag_embed(1 - gamma_u) + torch.diag_embed(gamma_u) @ d_candidate
+            + torch.diag_embed(n - h) @ d_gamma)
+
+
+def jacobian_by_central_differences(x, h, *weights):
+    """Column j from (h'(h + ε e_j) - h'(h - ε e_j)) / 2ε, in float64 (an error near 1e-10)."""
+    eps, hidden = 1e-6, h.shape[1]
+    columns = []
+    for j in range(hidden):
+        step = torch.zeros_like(h)
+        step[:, j] = eps
+        columns.append((gru_step_by_hand(x, h + step, *weights) - gru_step_by_hand(x, h - step, *weights)) / (2 * eps))
+    return torch.stack(columns, dim=2)  # (B, H_out, H_in)
+
+
+def gru_jacobian_with(x, h, weight_ih, weight_hh, bias_ih, bias_hh, paths=("kept", "update", "candidate", "reset"),
+                      reset_bias=True, reset="after", keep="z", weights="W", sign=1, copy="z", n_share="1-z",
+                      gate_slope="σ(1-σ)", tanh_slope="1-n²"):
+    """Wrong answers: some paths left out, b_hn left out of the reset path, the notes' reset placement
+    (reset="before") or the update gate's roles swapped (keep="1-z"), differentiated by hand; and, for
+    PyTorch's placement, W_hᵀ for W_h in every path (weights="Wᵀ"), the update path's sign flipped
+    (sign=-1), the identity for diag(z) (copy="I"), ∂n/∂h without its factor 1 - z (n_share="1": in the
+    candidate path alone with n_share="1 in candidate"), σ for σ' (gate_slope="σ") and 1 - n for
+    tanh' (tanh_slope="1-n")."""
+    hidden = h.shape[1]
+    W_hr, W_hz, W_hn = (w.T if weights == "Wᵀ" else w for w in weight_hh.split(hidden))
+    b_hn = bias_hh[2 * hidden:]
+    a = x @ weight_ih.T + bias_ih
+    b = h @ weight_hh.T + bias_hh
+    r = torch.sigmoid(a[:, :hidden] + b[:, :hidden])
+    z = torch.sigmoid(a[:, hidden:2 * hidden] + b[:, hidden:2 * hidden])
+
+    def sigmoid_slope(s):
+        return s if gate_slope == "σ" else s * (1 - s)
+
+    d_r = sigmoid_slope(r)[:, :, None] * W_hr
+    d_z = sigmoid_slope(z)[:, :, None] * W_hz
+    if reset == "after":
+        h_n = b[:, 2 * hidden:] if reset_bias else h @ weight_hh[2 * hidden:].T
+        n = torch.tanh(a[:, 2 * hidden:] + r * b[:, 2 * hidden:])
+        slope = 1 - n if tanh_slope == "1-n" else 1 - n**2
+        candidate = slope[:, :, None] * r[:, :, None] * W_hn
+        through_r = slope[:, :, None] * h_n[:, :, None] * d_r
+    else:  # n = tanh(x_n + (r ⊙ h) W_hnᵀ + b_hn): ∂n/∂h = diag(1 - n²) W_hn (diag(r) + diag(h) ∂r/∂h)
+        n = torch.tanh(a[:, 2 * hidden:] + (r * h) @ W_hn.T + b_hn)
+        candidate = (1 - n**2)[:, :, None] * (W_hn * r[:, None, :])
+        through_r = (1 - n**2)[:, :, None] * ((W_hn * h[:, None, :]) @ d_r)
+    keep_share, write_share, d_keep = (z, 1 - z, d_z) if keep == "z" else (1 - z, z, -d_z)
+    one = torch.ones_like(write_share)
+    terms = {
+        "kept": torch.eye(hidden, dtype=h.dtype).repeat(h.shape[0], 1, 1) if copy == "I"
+        else torch.diag_embed(keep_share),
+        "update": sign * (h - n)[:, :, None] * d_keep,
+        "candidate": (write_share if n_share == "1-z" else one)[:, :, None] * candidate,
+        "reset": (one if n_share == "1" else write_share)[:, :, None] * through_r,
+    }
+    return sum(terms[name] for name in paths)
+
+
+def test_the_paths_add_up_to_autograds_jacobian_and_autograd_to_central_differences():
+    for case in gru_jacobian_cases(torch.Generator().manual_seed(3)):
+        expected = gru_jacobian_by_autograd(*case)
+        assert torch.allclose(sum(gru_jacobian_terms(*case).values()), expected, atol=1e-12, rtol=0)
+        assert torch.allclose(jacobian_by_central_differences(*case), expected, atol=1e-8, rtol=0)
+
+
+def test_every_path_is_large_enough_to_tell_apart():
+    """Each path, and b_hn in the path through r, moves some entry of every case by more than 1e-4 (a
+    hundred times the float64 tolerance), and of some case of every draw by more than 0.1 (a thousand
+    times float32's): leaving one out fails even in float32."""
+    for seed in range(20):
+        largest = torch.zeros(5, dtype=torch.float64)
+        for case in gru_jacobian_cases(torch.Generator().manual_seed(seed)):
+            terms = gru_jacobian_terms(*case)
+            without_bias = terms["reset"] - gru_jacobian_terms(*case, reset_bias=False)["reset"]
+            moved = torch.stack([term.abs().max() for term in [*terms.values(), without_bias]])
+            assert moved.min() > 1e-4
+            largest = torch.maximum(largest, moved)
+        assert largest.min() > 0.1
+
+
+def test_an_update_gate_near_one_makes_the_jacobian_the_identity():
+    """The chapter's claim in PyTorch's convention: z ≈ 1 copies the state and its gradient."""
+    x, h, weight_ih, weight_hh, bias_ih, bias_hh = gru_jacobian_cases(torch.Generator().manual_seed(0))[0]
+    hidden = h.shape[1]
+    bias_ih = bias_ih.clone()
+    bias_ih[hidden:2 * hidden] = 30.0
+    jacobian = gru_jacobian_by_autograd(x, h, weight_ih, weight_hh, bias_ih, bias_hh)
+    assert torch.allclose(jacobian, torch.eye(hidden, dtype=torch.float64).expand_as(jacobian), atol=1e-9)
+
+
+def test_the_reference_leaves_the_callers_random_state_and_thread_count_alone():
+    state, threads = torch.get_rng_state(), torch.get_num_threads()
+    gru_jacobian_by_autograd(*gru_jacobian_cases(torch.Generator().manual_seed(0))[0])
+    assert torch.equal(torch.get_rng_state(), state) and torch.get_num_threads() == threads
+
+
+def test_gru_jacobian_accepts_right_answers(capsys):
+    for answer in (jacobian_in_the_notes_form_float32, jacobian_by_central_differences):
+        check_gru_jacobian(answer)
+        assert capsys.readouterr().out.startswith("✓ your ∂h'/∂h agrees with autograd through torch.nn.GRUCell")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda x, h, *w: gru_jacobian_by_autograd(x, h, *w)[0], r"shape \(\d, \d\); expected \(B, H, H\) = .*"
+                                                                 "one H × H Jacobian per row"),
+        (lambda x, h, *w: torch.diagonal(gru_jacobian_by_autograd(x, h, *w), dim1=1, dim2=2),
+         "not only its diagonal"),
+        (lambda x, h, *w: torch.zeros(h.shape[0], h.shape[1], h.shape[0], h.shape[1], dtype=torch.float64),
+         "keep only each row's own Jacobian"),
+        (lambda *a: gru_jacobian_with(*a, paths=("kept", "update")),
+         r"n depends on h too: add diag\(1 - z\) ∂n/∂h"),
+        (lambda *a: gru_jacobian_with(*a, paths=("kept", "candidate")), "you left out both gates' paths"),
+    ],
+)
+def test_gru_jacobian_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_gru_jacobian(answer)
+
+
 FAIRNESS = {
     "check_forget_bias": {
         "right": [smallest_bias_by_search, half_life_of_t_steps, log_of_the_length,
@@ -159,6 +338,30 @@ FAIRNESS = {
             # the gate value σ(b) = 1 - 1/(2T) returned instead of the bias b
             (lambda length: torch.tensor(1 - 1 / (2 * length)), "ρ must be at least a tenth"),
             (lambda length: torch.tensor(2.0), "T = 55: .* ρ must be at least a tenth"),
+        ],
+    },
+    "check_gru_jacobian": {
+        "right": [jacobian_by_loops, jacobian_in_the_notes_form_float32, jacobian_by_central_differences],
+        "wrong": [
+            (lambda *a: gru_jacobian_with(*a, paths=("kept",)), r"you returned diag\(z\), the path that copies"),
+            (lambda *a: gru_jacobian_with(*a, paths=("kept", "candidate", "reset")),
+             "the update gate z depends on h too"),
+            (lambda *a: gru_jacobian_with(*a, paths=("kept", "update", "candidate")),
+             "the reset gate r depends on h too"),
+            (lambda *a: gru_jacobian_with(*a).transpose(1, 2), "you returned the transpose"),
+            (lambda *a: gru_jacobian_with(*a, reset_bias=False), "you left out b_hn"),
+            (lambda *a: gru_jacobian_with(*a, reset="before"), "reset gate before the matrix product"),
+            (lambda *a: gru_jacobian_with(*a, keep="1-z"), "z is the share of the old state that is kept"),
+            (lambda *a: gru_jacobian_with(*a, paths=("kept", "update")),
+         r"n depends on h too: add diag\(1 - z\) ∂n/∂h"),
+            (lambda *a: gru_jacobian_with(*a, weights="Wᵀ"), r"multiplies by the transpose of the weights it needs"),
+            (lambda *a: gru_jacobian_with(*a, sign=-1), "the path through z has the wrong sign"),
+            (lambda *a: gru_jacobian_with(*a, copy="I"), r"the copy path is diag\(z\), not the identity"),
+            (lambda *a: gru_jacobian_with(*a, n_share="1"), "the path through n is .* you left out the factor 1 - z"),
+            (lambda *a: gru_jacobian_with(*a, n_share="1 in candidate"),
+             "the candidate path .* lacks its factor 1 - z"),
+            (lambda *a: gru_jacobian_with(*a, gate_slope="σ"), r"you used σ\(a\) itself"),
+            (lambda *a: gru_jacobian_with(*a, tanh_slope="1-n"), "need 1 - n², not 1 - n"),
         ],
     },
 }

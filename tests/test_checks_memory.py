@@ -3,12 +3,12 @@ with a message that says what is wrong."""
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_hebbian_weights, check_hopfield_capacity, check_ntm_write
+from lib.checks import CHECKS, CheckFailed, check_hopfield_capacity, check_ntm_write, check_projection_weights
 
 
 def test_the_checks_are_registered():
     assert CHECKS["check_ntm_write"] is check_ntm_write
-    assert CHECKS["check_hebbian_weights"] is check_hebbian_weights
+    assert CHECKS["check_projection_weights"] is check_projection_weights
 
 
 # ---- NTM write --------------------------------------------------------------------------
@@ -64,56 +64,136 @@ def test_ntm_write_rejects_wrong_answers_saying_why(answer, message):
         check_ntm_write(answer)
 
 
-# ---- Hebbian weights --------------------------------------------------------------------
-def hebbian_outer_products(patterns):
-    n = patterns.shape[1]
-    weights = sum(torch.outer(p, p) for p in patterns) / n
-    return weights - torch.diag(torch.diag(weights))
+# ---- the projection rule ----------------------------------------------------------------
+def projection_solve(patterns):
+    """W = Ξᵀ (ΞΞᵀ)⁻¹ Ξ through a linear solve, the diagonal zeroed by a mask."""
+    weights = patterns.T @ torch.linalg.solve(patterns @ patterns.T, patterns)
+    return weights * (1 - torch.eye(patterns.shape[1], dtype=patterns.dtype))
 
 
-def hebbian_matmul(patterns):
-    weights = patterns.T @ patterns / patterns.shape[1]
-    weights.fill_diagonal_(0)
+def projection_gram_schmidt(patterns):
+    """Another formulation, in loops: an orthonormal basis u_1..u_P of the patterns' span by Gram–Schmidt,
+    then W_ij = Σ_k u_ki u_kj for i != j (the projection onto the span), in float64."""
+    basis = []
+    for pattern in patterns.tolist():
+        vector = list(pattern)
+        for u in basis:
+            dot = sum(a * b for a, b in zip(vector, u))
+            vector = [a - dot * b for a, b in zip(vector, u)]
+        norm = sum(a * a for a in vector) ** 0.5
+        basis.append([a / norm for a in vector])
+    n_units = patterns.shape[1]
+    weights = torch.zeros(n_units, n_units, dtype=torch.float64)
+    for i in range(n_units):
+        for j in range(n_units):
+            if i != j:
+                weights[i, j] = sum(u[i] * u[j] for u in basis)
     return weights
 
 
-def hebbian_last_diagonal_kept(patterns):
-    """An off-by-one: W_ii zeroed only for i < N - 1, so the last unit keeps its self-coupling P/N."""
-    weights = patterns.T @ patterns / patterns.shape[1]
+def projection_qr(patterns):
+    """C = Q Qᵀ with Q an orthonormal basis of the span from a QR factorisation of Ξᵀ."""
+    q, _ = torch.linalg.qr(patterns.T)  # (N, P)
+    weights = q @ q.T
+    return weights - torch.diag(torch.diag(weights))
+
+
+def projection_float32_pinv(patterns):
+    """Ξ⁺Ξ with torch's pseudo-inverse, in float32."""
+    patterns = patterns.float()
+    weights = torch.linalg.pinv(patterns) @ patterns
+    return weights.fill_diagonal_(0.0)
+
+
+def projection_last_diagonal_kept(patterns):
+    """An off-by-one: W_ii zeroed only for i < N - 1, so the last unit keeps its self-coupling C_ii."""
+    weights = torch.linalg.pinv(patterns) @ patterns
     for i in range(patterns.shape[1] - 1):
         weights[i, i] = 0.0
     return weights
 
 
-@pytest.mark.parametrize("answer", [hebbian_outer_products, hebbian_matmul])
-def test_hebbian_accepts_right_answers_written_differently(answer, capsys):
-    check_hebbian_weights(answer)
-    assert capsys.readouterr().out.startswith("✓ Hebbian weights agree with lib.memory.hopfield")
+def projection_hebbian(patterns):
+    weights = patterns.T @ patterns / patterns.shape[1]
+    return weights.fill_diagonal_(0.0)
 
 
-@pytest.mark.parametrize(
-    ("answer", "message"),
-    [
-        (lambda p: p.T @ p / p.shape[1], "your diagonal is not 0: W_ii = "),
-        (hebbian_last_diagonal_kept, "your diagonal is not 0: W_ii = .* at i = "),
-        (lambda p: hebbian_matmul(p) * p.shape[1], "you did not divide by N"),
-        (lambda p: hebbian_matmul(p) * p.shape[1] / p.shape[0], "you divided by P"),
-        (lambda p: p @ p.T / p.shape[1], "patterns @ patterns.T compares patterns"),
-        (lambda p: hebbian_matmul(p) * 0.5, "differ from \\(1/N\\) Σ ξ ξᵀ"),
-    ],
-)
-def test_hebbian_rejects_wrong_answers_saying_why(answer, message):
+def projection_kept_diagonal(patterns):
+    return torch.linalg.pinv(patterns) @ patterns
+
+
+def projection_minus_identity(patterns):
+    return torch.linalg.pinv(patterns) @ patterns - torch.eye(patterns.shape[1], dtype=patterns.dtype)
+
+
+def projection_hebbian_without_the_1_over_n(patterns):
+    """ΞᵀΞ with a zero diagonal: the inverse of the overlaps left out, and no 1/N either."""
+    weights = patterns.T @ patterns
+    return weights.fill_diagonal_(0.0)
+
+
+def projection_without_inverse(patterns):
+    weights = patterns.T @ (patterns @ patterns.T) @ patterns
+    return weights.fill_diagonal_(0.0)
+
+
+def projection_entrywise_reciprocal(patterns):
+    weights = patterns.T @ (1 / (patterns @ patterns.T)) @ patterns
+    return weights.fill_diagonal_(0.0)
+
+
+def projection_divided_by_n(patterns):
+    return projection_solve(patterns) / patterns.shape[1]
+
+
+def projection_overlaps_without_the_1_over_n(patterns):
+    """With the overlaps Q = ΞΞᵀ/N, but the outer 1/N forgotten: Ξᵀ Q⁻¹ Ξ = N C."""
+    overlaps = patterns @ patterns.T / patterns.shape[1]
+    weights = patterns.T @ torch.linalg.inv(overlaps) @ patterns
+    return weights.fill_diagonal_(0.0)
+
+
+def projection_pattern_space(patterns):
+    """Ξ Ξ⁺: the projection written in the patterns' space, (P, P)."""
+    return patterns @ torch.linalg.pinv(patterns)
+
+
+PROJECTION_WRONG = [
+    (projection_hebbian, "those are the Hebbian weights"),
+    (projection_hebbian_without_the_1_over_n, r"ΞᵀΞ with a zero diagonal.*you left out \(ΞΞᵀ\)⁻¹"),
+    (projection_kept_diagonal, "you kept the projection's diagonal"),
+    (projection_minus_identity, "you subtracted the identity"),
+    (projection_last_diagonal_kept, "your diagonal is not 0: W_ii = .* at i = "),
+    (projection_without_inverse, r"you multiplied by ΞΞᵀ.*matrix inverse"),
+    (projection_entrywise_reciprocal, "you took 1/x entry by entry"),
+    (projection_divided_by_n, "you divided by N as the Hebbian rule does"),
+    (projection_overlaps_without_the_1_over_n, "your weights are N times too large"),
+    (projection_pattern_space, r"that is \(P, P\), one entry per pair of patterns"),
+]
+
+
+@pytest.mark.parametrize("answer", [projection_solve, projection_gram_schmidt, projection_qr, projection_float32_pinv])
+def test_projection_accepts_right_answers_written_differently(answer, capsys):
+    check_projection_weights(answer)
+    assert capsys.readouterr().out.startswith("✓ the projection-rule weights agree with Ξᵀ(ΞΞᵀ)⁻¹Ξ")
+
+
+@pytest.mark.parametrize(("answer", "message"), PROJECTION_WRONG + [
+    (lambda p: projection_solve(p) * 0.5, r"differ from Ξᵀ\(ΞΞᵀ\)⁻¹Ξ with a zero diagonal by up to"),
+    (lambda p: projection_solve(p).tolist(), "must return a torch.Tensor; it returned list"),
+])
+def test_projection_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_hebbian_weights(answer)
+        check_projection_weights(answer)
 
 
 def test_a_nonzero_diagonal_is_shown_where_it_is_largest():
     """The message names the largest |W_ii| and its index, not W_00 (which an off-by-one leaves at 0)."""
     from lib.checks.memory import _nonzero_diagonal
-    patterns = torch.tensor([[1.0, -1, 1, 1], [1, 1, -1, 1]])  # P = 2, N = 4: W_ii = P/N = 0.5
-    message = _nonzero_diagonal(hebbian_last_diagonal_kept(patterns), None, patterns)
+    patterns = torch.tensor([[1.0, -1, 1, 1], [1, 1, -1, 1]], dtype=torch.float64)  # orthogonal: C_ii = P/N = 0.5
+    message = _nonzero_diagonal(projection_last_diagonal_kept(patterns), None, patterns)
     assert message.startswith("your diagonal is not 0: W_ii = 0.5 at i = 3, its largest |W_ii|"), message
-    assert _nonzero_diagonal(hebbian_matmul(patterns), None, patterns) is None
+    assert _nonzero_diagonal(projection_solve(patterns), None, patterns) is None
 
 
 def test_a_stub_is_told_to_write_its_body():
@@ -121,7 +201,104 @@ def test_a_stub_is_told_to_write_its_body():
         raise NotImplementedError("hint")
 
     with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
-        check_hebbian_weights(stub)
+        check_projection_weights(stub)
+
+
+def test_projection_cases_are_independent_well_conditioned_and_never_orthogonal():
+    from lib.checks.memory import MAX_CONDITION, projection_cases
+    for seed in range(5):
+        for (patterns,) in projection_cases(torch.Generator().manual_seed(seed)):
+            n_patterns, n_units = patterns.shape
+            assert 2 <= n_patterns <= 5 and n_patterns + 2 <= n_units and n_units % 2 == 1
+            gram = patterns @ patterns.T
+            assert torch.linalg.matrix_rank(patterns) == n_patterns and torch.linalg.cond(gram) <= MAX_CONDITION
+            assert (gram != 0).all()  # odd N: every overlap is odd
+
+
+def test_projection_weights_is_the_projection_onto_the_patterns_without_its_diagonal():
+    """The checker's reference (torch's pseudo-inverse) against the statement's formula, and the
+    projection's defining properties: C symmetric, C² = C, C ξ_μ = ξ_μ, trace C = P."""
+    from lib.checks.memory import projection_cases, projection_weights, projector
+    for (patterns,) in projection_cases(torch.Generator().manual_seed(0)):
+        gram = patterns @ patterns.T
+        formula = patterns.T @ torch.linalg.inv(gram) @ patterns
+        torch.testing.assert_close(projector(patterns), formula, atol=1e-12, rtol=0)
+        torch.testing.assert_close(projection_weights(patterns), formula - torch.diag(formula.diagonal()),
+                                   atol=1e-12, rtol=0)
+        c = projector(patterns)
+        torch.testing.assert_close(c, c.T, atol=1e-12, rtol=0)
+        torch.testing.assert_close(c @ c, c, atol=1e-12, rtol=0)
+        torch.testing.assert_close(patterns @ c, patterns, atol=1e-12, rtol=0)
+        assert abs(float(c.trace()) - len(patterns)) < 1e-10
+
+
+def test_the_solutions_text_every_independent_set_is_stored_up_to_n_minus_1():
+    """ex-mem-projection's solution: at a stored pattern ξ_i h_i = 1 - C_ii, between 0 and 1 and on average
+    1 - P/N; random ±1 patterns with P = N - 1 are linearly independent here, and every one of them is a
+    fixed point of a synchronous update."""
+    from lib.checks.memory import projection_weights, projector
+    from lib.memory.hopfield import update_sync
+    generator = torch.Generator().manual_seed(3)
+    for n_units in (64, 200):
+        for _ in range(5):
+            patterns = torch.randint(0, 2, (n_units - 1, n_units), generator=generator).double() * 2 - 1
+            assert torch.linalg.matrix_rank(patterns) == n_units - 1
+            weights, diagonal = projection_weights(patterns), projector(patterns).diagonal()
+            margin = patterns * (patterns @ weights)  # (P, N): ξ_i h_i
+            torch.testing.assert_close(margin, (1 - diagonal).expand_as(margin), atol=1e-9, rtol=0)
+            assert (diagonal > -1e-12).all() and (diagonal < 1 + 1e-12).all()
+            assert abs(float(margin.mean()) - 1 / n_units) < 1e-9  # 1 - P/N
+            assert torch.equal(update_sync(weights, patterns), patterns)
+
+
+def test_the_solutions_text_a_unit_in_the_span_is_disconnected_and_needs_a_tie_tolerance():
+    """ex-mem-projection's solution: two patterns that differ only at the first unit put e_1 in the span,
+    so C_11 = 1 and the first row of W is 0. In floating point that unit's field at a stored pattern is a
+    rounding error (of either sign), not 0: with the solution's weights (a linear solve), update_sync,
+    whose tolerance scales with the unit's own weights, moves a stored pattern in float64 and in float32;
+    a tolerance on the scale of all the weights keeps every pattern, and leaves a flipped first unit
+    uncorrected."""
+    from lib.checks.memory import projector
+    from lib.memory.hopfield import update_sync
+
+    def solution(patterns):  # the notebook's my_projection
+        weights = patterns.T @ torch.linalg.solve(patterns @ patterns.T, patterns)
+        return weights - torch.diag(torch.diagonal(weights))
+
+    patterns64 = torch.tensor([[1.0, 1, 1, 1, 1], [-1, 1, 1, 1, 1], [1, -1, 1, -1, 1]], dtype=torch.float64)
+    assert abs(float(projector(patterns64)[0, 0]) - 1) < 1e-12
+    signs = set()
+    for dtype, eps_scale in ((torch.float64, 1e-15), (torch.float32, 1e-6)):
+        patterns = patterns64.to(dtype)
+        for weights in (solution(patterns), _zero_diagonal_of(torch.linalg.pinv(patterns) @ patterns)):
+            assert weights[0].abs().max() < eps_scale and weights[:, 0].abs().max() < eps_scale
+            fields = patterns @ weights  # (P, N)
+            assert fields[:, 0].abs().max() < eps_scale  # 0 up to rounding
+            signs.update(torch.sign(fields[:, 0]).tolist())
+            tolerance = 100 * weights.shape[0] * torch.finfo(dtype).eps * weights.abs().max()  # all weights' scale
+            kept = torch.where(fields > tolerance, 1.0, torch.where(fields < -tolerance, -1.0, patterns))
+            assert torch.equal(kept.to(dtype), patterns)
+            cue = patterns.clone()
+            cue[:, 0] *= -1  # the first unit wrong, the rest right
+            cue_fields = cue @ weights
+            assert (cue_fields[:, 0].abs() <= tolerance).all()  # still no field: recall cannot correct it
+        assert not torch.equal(update_sync(solution(patterns), patterns), patterns)
+    assert {1.0, -1.0} <= signs
+
+
+def _zero_diagonal_of(weights):
+    return weights - torch.diag(torch.diagonal(weights))
+
+
+def test_the_solutions_text_one_more_pattern_is_a_rank_one_update_of_c():
+    """ex-mem-projection's solution: storing ξ changes C by r rᵀ / ‖r‖², r = ξ - C ξ (a Gram–Schmidt step),
+    which needs only C (its diagonal included) and ξ."""
+    from lib.checks.memory import projection_cases, projector
+    for (patterns,) in projection_cases(torch.Generator().manual_seed(1)):
+        before, new = projector(patterns[:-1]), patterns[-1]
+        residual = new - before @ new
+        torch.testing.assert_close(projector(patterns), before + torch.outer(residual, residual) / residual.dot(residual),
+                                   atol=1e-12, rtol=0)
 
 
 # ---- experiment: how many patterns stay fixed points -----------------------------------------
@@ -320,17 +497,6 @@ def test_the_solutions_text_counts_below_0138_n_varying_and_sometimes_coming_bac
 
 
 # ---- the fairness table (tests/test_exercise_fairness.py runs it on 20 seeds) ----------------
-def hebbian_loops(patterns):
-    """W_ij = (1/N) Σ_μ ξ_μi ξ_μj for i != j, one entry at a time in float64."""
-    n_patterns, n_units = patterns.shape
-    weights = torch.zeros(n_units, n_units, dtype=torch.float64)
-    for i in range(n_units):
-        for j in range(n_units):
-            if i != j:
-                weights[i, j] = sum(float(patterns[mu, i] * patterns[mu, j]) for mu in range(n_patterns)) / n_units
-    return weights
-
-
 def added_before_erasing(memory, weights, erase, add):
     w = weights[:, :, None]
     return (memory + w * add[:, None, :]) * (1 - w * erase[:, None, :])
@@ -366,15 +532,9 @@ FAIRNESS = {
             (write_in_place, "changed its argument 1"),
         ],
     },
-    "check_hebbian_weights": {
-        "right": [hebbian_loops],
-        "wrong": [
-            (lambda p: p.T @ p / p.shape[1], "your diagonal is not 0"),
-            (hebbian_last_diagonal_kept, "your diagonal is not 0: W_ii = .* at i = "),
-            (lambda p: hebbian_matmul(p) * p.shape[1], "you did not divide by N"),
-            (lambda p: hebbian_matmul(p) * p.shape[1] / p.shape[0], "you divided by P"),
-            (lambda p: p @ p.T / p.shape[1], "patterns @ patterns.T compares patterns"),
-        ],
+    "check_projection_weights": {
+        "right": [projection_gram_schmidt, projection_float32_pinv, projection_qr],
+        "wrong": PROJECTION_WRONG,
     },
     "check_hopfield_capacity": {
         "right": [capacity_with_update_rule, capacity_searching_down, capacity_float32_with_the_factor],

@@ -5,72 +5,215 @@ from collections import Counter
 
 import pytest
 import torch
+from rouge_score import rouge_scorer
 
-from lib.checks import CHECKS, CheckFailed, check_bleu, check_clipped_matches, check_negation_bleu
+from lib.checks import CHECKS, CheckFailed, check_bleu, check_negation_bleu
+from lib.checks.metrics import _ROUGE_SLIPS, check_rouge_multi, rouge_multi, rouge_multi_cases
 
 
 def test_the_checks_are_registered():
-    assert CHECKS["check_clipped_matches"] is check_clipped_matches
+    assert CHECKS["check_rouge_multi"] is check_rouge_multi
     assert CHECKS["check_bleu"] is check_bleu
 
 
-# ---- clipped matches ------------------------------------------------------------------------
+# ---- ROUGE-N against several references -------------------------------------------------------
 def grams(tokens, n):
     return Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
 
 
-def clipped_with_counters(hypothesis, references, max_n):
-    out = []
-    for n in range(1, max_n + 1):
-        best = Counter()
-        for reference in references:
-            best |= grams(reference, n)
-        out.append(sum((grams(hypothesis, n) & best).values()))
-    return torch.tensor(out)
+def rouge_multi_with_loops(hypothesis, references, n):
+    """From the statement, with lists instead of Counters and F as 2·overlap / (hyp + ref n-grams)."""
+    hyp = [tuple(hypothesis[i:i + n]) for i in range(len(hypothesis) - n + 1)]
+    best = None
+    for reference in references:
+        ref = [tuple(reference[i:i + n]) for i in range(len(reference) - n + 1)]
+        overlap = sum(min(hyp.count(g), ref.count(g)) for g in set(ref))
+        precision = overlap / len(hyp) if hyp else 0.0
+        recall = overlap / len(ref) if ref else 0.0
+        f = 2 * overlap / (len(hyp) + len(ref)) if overlap else 0.0
+        if best is None or f > best[2]:
+            best = (precision, recall, f)
+    return torch.tensor(best, dtype=torch.float64)
 
 
-def clipped_with_loops(hypothesis, references, max_n):
-    out = torch.zeros(max_n, dtype=torch.long)
-    for n in range(1, max_n + 1):
-        hyp = [tuple(hypothesis[i:i + n]) for i in range(len(hypothesis) - n + 1)]
-        for gram in set(hyp):
-            most = max(sum(tuple(r[i:i + n]) == gram for i in range(len(r) - n + 1)) for r in references)
-            out[n - 1] += min(hyp.count(gram), most)
-    return out
+def rouge_multi_in_float32(hypothesis, references, n):
+    """Every reference's scores in one float32 tensor; torch.argmax keeps the first maximum."""
+    counts = grams(hypothesis, n)
+    rows = []
+    for reference in references:
+        ref = grams(reference, n)
+        overlap = float(sum(min(c, counts[g]) for g, c in ref.items()))
+        rows.append([overlap, float(sum(counts.values())), float(sum(ref.values()))])
+    table = torch.tensor(rows, dtype=torch.float32)
+    precision = table[:, 0] / table[:, 1].clamp(min=1)
+    recall = table[:, 0] / table[:, 2].clamp(min=1)
+    f = torch.where(table[:, 0] > 0, 2 * precision * recall / (precision + recall).clamp(min=1e-30),
+                    torch.zeros(()))
+    best = int(torch.argmax(f))
+    return torch.stack([precision[best], recall[best], f[best]])
 
 
-@pytest.mark.parametrize("answer", [clipped_with_counters, clipped_with_loops])
-def test_clipped_matches_accepts_right_answers_written_differently(answer, capsys):
-    check_clipped_matches(answer)
-    assert capsys.readouterr().out.startswith("✓ clipped n-gram matches agree with lib.metrics.clipped_counts")
+@pytest.mark.parametrize("answer", [rouge_multi_with_loops, rouge_multi_in_float32])
+def test_rouge_multi_accepts_right_answers_written_differently(answer, capsys):
+    check_rouge_multi(answer)
+    assert capsys.readouterr().out.startswith("✓ ROUGE-N against several references agrees with rouge_score")
 
 
-def unclipped(hypothesis, references, max_n):
-    return torch.tensor([sum(c for g, c in grams(hypothesis, n).items() if any(grams(r, n)[g] for r in references))
-                         for n in range(1, max_n + 1)])
+class WhitespaceTokenizer:
+    """rouge_score's tokenizer interface: our inputs are already tokens."""
+
+    def tokenize(self, text):
+        return text.split()
 
 
-def clipped_by_sum(hypothesis, references, max_n):
-    return torch.tensor([sum((grams(hypothesis, n) & sum((grams(r, n) for r in references), Counter())).values())
-                         for n in range(1, max_n + 1)])
+@pytest.mark.parametrize("tokenizer", [WhitespaceTokenizer(), None], ids=["whitespace", "rouge_score's own"])
+def test_the_checkers_answer_is_rouge_scores_score_multi(tokenizer):
+    """On every case of 30 draws, the checker's answer is what rouge_score's score_multi reports,
+    given the tokens themselves or with its own tokeniser (which leaves lowercase words as they are)."""
+    for seed in range(30):
+        for hypothesis, references, n in rouge_multi_cases(torch.Generator().manual_seed(seed)):
+            scorer = rouge_scorer.RougeScorer([f"rouge{n}"], tokenizer=tokenizer)
+            theirs = scorer.score_multi([" ".join(r) for r in references], " ".join(hypothesis))[f"rouge{n}"]
+            ours = rouge_multi(hypothesis, references, n)
+            assert ours.tolist() == pytest.approx([theirs.precision, theirs.recall, theirs.fmeasure], abs=1e-12)
+
+
+def test_rouge_multi_on_the_chapters_example():
+    # "the cat sat": P/R/F 1/0.5/0.667 against the first reference, 1/0.75/0.857 against the second.
+    hypothesis = "the cat sat".split()
+    references = ["the cat sat on the mat".split(), "the cat sat down".split()]
+    assert rouge_multi(hypothesis, references, 1).tolist() == pytest.approx([1.0, 0.75, 6 / 7])
+
+
+def test_the_cases_have_no_ties_and_tell_every_slip_apart():
+    for seed in range(10):
+        cases = rouge_multi_cases(torch.Generator().manual_seed(seed))
+        assert len(cases[0][1]) == 1 and len(cases[1][0]) < cases[1][2]
+        for slip in _ROUGE_SLIPS:
+            assert any(not torch.allclose(torch.as_tensor(slip.answer(*c), dtype=torch.float64), rouge_multi(*c))
+                       for c in cases), slip.message
+
+
+def test_the_cases_have_no_exact_ties_on_f():
+    """Two references whose Fs, computed as score_multi does (2PR/(P + R) in floating point), are equal
+    or nearly so, with different scores, would let rounding pick the reference: no case has them."""
+    for seed in range(10):
+        for hypothesis, references, n in rouge_multi_cases(torch.Generator().manual_seed(seed)):
+            scores = [rouge_scorer._score_ngrams(rouge_scorer._create_ngrams(r, n),
+                                                 rouge_scorer._create_ngrams(hypothesis, n)) for r in references]
+            best = max(s.fmeasure for s in scores)
+            assert len({(s.precision, s.recall) for s in scores if abs(s.fmeasure - best) < 1e-9}) == 1
+
+
+def test_rouge_mismatch_prints_one_component_when_numbers_would_repeat():
+    from lib.checks.metrics import _rouge_mismatch
+    from tests.test_exercise_fairness import look_equal
+    # recall and F both 0.5 and both wrong: the six numbers cannot all be printed
+    message = _rouge_mismatch(torch.tensor([0.5, 0.5, 0.5], dtype=torch.float64),
+                              torch.tensor([0.5, 2 / 3, 4 / 7], dtype=torch.float64))
+    assert message == "your recall is 0.5; rouge_score's score_multi gives 0.666667"
+    message = _rouge_mismatch(torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64),
+                              torch.tensor([0.4, 0.5, 0.6], dtype=torch.float64))
+    assert message.startswith("your precision, recall and F are 0.1, 0.2, 0.3;") and not look_equal(message)
+    message = _rouge_mismatch(torch.tensor([0.6, 2 / 3 + 1e-8, 0.5], dtype=torch.float64),
+                              torch.tensor([0.6, 2 / 3, 0.5], dtype=torch.float64))
+    assert not look_equal(message) and "recall" in message
+
+
+def best_recall(hypothesis, references, n):
+    scores = [rouge_multi_with_loops(hypothesis, [r], n) for r in references]
+    return max(scores, key=lambda s: float(s[1]))
+
+
+def most_matched(hypothesis, references, n):
+    """The reference with the most matched n-grams: the largest precision, the first on a tie."""
+    scores = [rouge_multi_with_loops(hypothesis, [r], n) for r in references]
+    return max(scores, key=lambda s: float(s[0]))
+
+
+def max_of_tuples(hypothesis, references, n):
+    """Python's max over the (P, R, F) tuples without a key: the largest P, a tie to the larger R."""
+    return torch.tensor(max(tuple(rouge_multi_with_loops(hypothesis, [r], n).tolist()) for r in references),
+                        dtype=torch.float64)
+
+
+def pooled_like_equation_1(hypothesis, references, n):
+    """The chapter's rouge_n for the recall; the hypothesis's n-grams counted once per reference for
+    the precision."""
+    counts = grams(hypothesis, n)
+    overlap = sum(sum(min(c, counts[g]) for g, c in grams(r, n).items()) for r in references)
+    recall = overlap / max(sum(sum(grams(r, n).values()) for r in references), 1)
+    precision = overlap / max(len(references) * sum(counts.values()), 1)
+    f = 2 * precision * recall / (precision + recall) if overlap else 0.0
+    return torch.tensor([precision, recall, f], dtype=torch.float64)
+
+
+def pooled_as_one_reference(hypothesis, references, n):
+    """The references' n-gram counts added up, as if they were one reference."""
+    counts, merged = grams(hypothesis, n), sum((grams(r, n) for r in references), Counter())
+    overlap = sum((counts & merged).values())
+    p, r = overlap / max(sum(counts.values()), 1), overlap / max(sum(merged.values()), 1)
+    return torch.tensor([p, r, 2 * p * r / (p + r) if overlap else 0.0], dtype=torch.float64)
+
+
+def mean_over_references(hypothesis, references, n):
+    return torch.stack([rouge_multi_with_loops(hypothesis, [r], n) for r in references]).mean(dim=0)
+
+
+def largest_of_each(hypothesis, references, n):
+    return torch.stack([rouge_multi_with_loops(hypothesis, [r], n) for r in references]).amax(dim=0)
+
+
+def precision_and_recall_swapped(hypothesis, references, n):
+    return rouge_multi_with_loops(hypothesis, references, n)[[1, 0, 2]]
+
+
+def unclipped(hypothesis, references, n):
+    counts, best = grams(hypothesis, n), None
+    for reference in references:
+        ref = grams(reference, n)
+        overlap = sum(c for g, c in counts.items() if g in ref)
+        p, r = overlap / max(sum(counts.values()), 1), overlap / max(sum(ref.values()), 1)
+        scores = (p, r, 2 * p * r / (p + r) if overlap else 0.0)
+        best = scores if best is None or scores[2] > best[2] else best
+    return torch.tensor(best, dtype=torch.float64)
+
+
+def arithmetic_f(hypothesis, references, n):
+    scores = [rouge_multi_with_loops(hypothesis, [r], n) for r in references]
+    p, r, _ = max(scores, key=lambda s: float(s[0] + s[1])).tolist()
+    return torch.tensor([p, r, (p + r) / 2], dtype=torch.float64)
+
+
+def f_of_the_best_returned_with_the_mean_p_r(hypothesis, references, n):
+    best = rouge_multi_with_loops(hypothesis, references, n)
+    mean = mean_over_references(hypothesis, references, n)
+    return torch.tensor([mean[0], mean[1], best[2]], dtype=torch.float64)
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (unclipped, "clip each one to its largest count in a single reference"),
-        (clipped_by_sum, "summed over the references"),
-        (lambda h, r, n: clipped_with_counters(h, r[:1], n), "first reference only|summed|your counts are"),
-        (lambda h, r, n: torch.tensor([max(len(h) - k + 1, 0) for k in range(1, n + 1)]),
-         "return how many of them match"),
-        (lambda h, r, n: clipped_with_counters(h, r, n)[:1].repeat(n + 1), "have shape"),
-        (lambda h, r, n: clipped_with_counters(h, r, n) + 0.5, "not whole numbers"),
-        (lambda h, r, n: clipped_with_counters(h, r, n).tolist(), "must return a torch.Tensor; it returned list"),
+        (best_recall, "largest recall \\(Lin's section 2.1\\)"),
+        (most_matched, "most matched n-grams \\(largest precision\\)"),
+        (max_of_tuples, "most matched n-grams \\(largest precision\\)"),
+        (pooled_like_equation_1, "pools the references"),
+        (pooled_as_one_reference, "pools the references"),
+        (mean_over_references, "you average the scores over the references"),
+        (largest_of_each, "separately"),
+        (precision_and_recall_swapped, "swapped"),
+        (unclipped, "clip each to min"),
+        (arithmetic_f, "not the arithmetic mean"),
+        (f_of_the_best_returned_with_the_mean_p_r, "not the harmonic mean"),
+        (lambda h, r, n: rouge_multi_with_loops(h, r[:1], n), "first reference only"),
+        (lambda h, r, n: rouge_multi_with_loops(h, r, n)[:2], "have shape"),
+        (lambda h, r, n: rouge_multi_with_loops(h, r, n).tolist(), "must return a torch.Tensor; it returned list"),
+        (lambda h, r, n: (rouge_multi_with_loops(h, r, n) * 100).long(), "return floats"),
     ],
 )
-def test_clipped_matches_rejects_wrong_answers_saying_why(answer, message):
+def test_rouge_multi_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_clipped_matches(answer)
+        check_rouge_multi(answer)
 
 
 # ---- BLEU from counts -----------------------------------------------------------------------
@@ -187,14 +330,6 @@ def test_the_negation_solution_s_numbers_for_an_eight_word_sentence():
 
 
 # ---- fairness: an independent right answer and the most plausible wrong ones (tests/test_exercise_fairness.py)
-def clipped_against_the_first_reference(hypothesis, references, max_n):
-    return clipped_with_counters(hypothesis, references[:1], max_n)
-
-
-def hypothesis_ngram_totals(hypothesis, references, max_n):
-    return torch.tensor([max(len(hypothesis) - n + 1, 0) for n in range(1, max_n + 1)])
-
-
 def bleu_of_notes_004(matches, totals, hyp_len, ref_len):
     return torch.exp((matches / totals).mean())
 
@@ -231,13 +366,21 @@ def negated_twice(reference, not_token):
 
 
 FAIRNESS = {
-    "check_clipped_matches": {
-        "right": [clipped_with_loops],
+    "check_rouge_multi": {
+        "right": [rouge_multi_with_loops, rouge_multi_in_float32],
         "wrong": [
-            (unclipped, "clip each one to its largest count in a single reference"),
-            (clipped_by_sum, "you clip to the count summed over the references"),
-            (clipped_against_the_first_reference, "you clip against the first reference only"),
-            (hypothesis_ngram_totals, "return how many of them match"),
+            (best_recall, "you keep the reference with the largest recall \\(Lin's section 2.1\\)"),
+            (most_matched, "you keep the reference with the most matched n-grams \\(largest precision\\); keep the "
+                           "one with the largest F"),
+            (max_of_tuples, "you keep the reference with the most matched n-grams \\(largest precision\\); keep the "
+                            "one with the largest F"),
+            (pooled_like_equation_1, "your recall pools the references \\(Lin's equation 1, the chapter's rouge_n[),]"),
+            (pooled_as_one_reference, "your recall pools the references \\(.*as if they were one reference\\)"),
+            (mean_over_references, "you average the scores over the references"),
+            (largest_of_each, "largest precision, recall and F separately"),
+            (precision_and_recall_swapped, "your precision and recall are swapped"),
+            (unclipped, "clip each to min\\(c_w\\(hyp\\), c_w\\(ref\\)\\)"),
+            (arithmetic_f, "not the arithmetic mean"),
         ],
     },
     "check_bleu": {

@@ -1,33 +1,52 @@
-"""The checker of chapter 2: right answers pass however they are written; wrong ones
+"""The checkers of chapter 2: right answers pass however they are written; wrong ones
 fail with a message that says what is wrong."""
+import math
+
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_adam_path
+from lib.checks import CHECKS, CheckFailed
+from lib.checks.optim import check_radam_path
 
 
 def test_checker_is_registered_under_its_name():
-    assert CHECKS["check_adam_path"] is check_adam_path
+    assert CHECKS["check_radam_path"] is check_radam_path
 
 
-def adam_loop(grads, lr, beta1, beta2, eps, correct=True, eps_inside=False, shift=0):
+def radam_loop(grads, lr, beta1, beta2, eps, threshold=5.0, rectify=True, eps_like_adam=False,
+               v_correction=True, early_correction=True, from_the_start=False, eps_in="denominator"):
+    """From the statement, one step at a time; the keywords make the classic mistakes."""
     w = torch.zeros(grads.shape[1], dtype=grads.dtype)
     m, v = torch.zeros_like(w), torch.zeros_like(w)
+    rho_inf = 2 / (1 - beta2) - 1
     path = []
     for t in range(1, len(grads) + 1):
         g = grads[t - 1]
         m = beta1 * m + (1 - beta1) * g
         v = beta2 * v + (1 - beta2) * g**2
-        m_hat = m / (1 - beta1 ** (t + shift)) if correct else m
-        v_hat = v / (1 - beta2 ** (t + shift)) if correct else v
-        w = w - lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps)
+        m_hat = m / (1 - beta1**t)
+        rho = rho_inf - 2 * t * beta2**t / (1 - beta2**t)
+        if rho > threshold or from_the_start:
+            r = torch.tensor((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho),
+                             dtype=grads.dtype).sqrt() if rectify else 1.0  # NaN for 2 < ρ < 4
+            if eps_like_adam:
+                adaptive = 1 / ((v / (1 - beta2**t)).sqrt() + eps)
+            elif eps_in == "root":
+                adaptive = math.sqrt(1 - beta2**t) / (v + eps).sqrt()
+            elif eps_in == "nowhere":  # the paper's l_t
+                adaptive = ((1 - beta2**t) / v).sqrt()
+            else:
+                adaptive = (math.sqrt(1 - beta2**t) if v_correction else 1.0) / (v.sqrt() + eps)
+            w = w - lr * r * m_hat * adaptive
+        else:
+            w = w - lr * (m_hat if early_correction else m)
         path.append(w)
     return torch.stack(path)
 
 
-def adam_via_torch(grads, lr, beta1, beta2, eps):
+def radam_via_torch(grads, lr, beta1, beta2, eps):
     w = torch.zeros(grads.shape[1], dtype=grads.dtype)
-    opt = torch.optim.Adam([w], lr=lr, betas=(beta1, beta2), eps=eps)
+    opt = torch.optim.RAdam([w], lr=lr, betas=(beta1, beta2), eps=eps)
     path = []
     for g in grads:
         w.grad = g.clone()
@@ -36,48 +55,95 @@ def adam_via_torch(grads, lr, beta1, beta2, eps):
     return torch.stack(path)
 
 
-def adam_vectorised(grads, lr, beta1, beta2, eps):
-    # Closed forms of the averages: m_t = (1-β₁) Σ_τ β₁^(t-τ) g_τ, likewise v_t, via cumulative sums.
+def radam_vectorised(grads, lr, beta1, beta2, eps):
+    """Every step at once: closed forms of the averages (m_t = (1-β₁) Σ_τ β₁^(t-τ) g_τ, likewise v_t,
+    via cumulative sums), ρ_t and r_t as columns, the phase chosen by torch.where."""
     t = torch.arange(1, len(grads) + 1, dtype=grads.dtype)[:, None]  # (T, 1)
     m = (1 - beta1) * beta1**t * torch.cumsum(grads / beta1**t, dim=0)
     v = (1 - beta2) * beta2**t * torch.cumsum(grads**2 / beta2**t, dim=0)
-    steps = (m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt() + eps)
-    return -lr * torch.cumsum(steps, dim=0)
+    m_hat = m / (1 - beta1**t)
+    rho_inf = 2 / (1 - beta2) - 1
+    rho = rho_inf - 2 * t * beta2**t / (1 - beta2**t)  # (T, 1)
+    r = ((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho)).clamp(min=0).sqrt()
+    adaptive = r * m_hat * (1 - beta2**t).sqrt() / (v.sqrt() + eps)
+    return -lr * torch.cumsum(torch.where(rho > 5, adaptive, m_hat), dim=0)
 
 
-@pytest.mark.parametrize("answer", [adam_loop, adam_via_torch, adam_vectorised])
+def radam_float32(grads, lr, beta1, beta2, eps):
+    """The loop in float32 (the scalars ρ_t and r_t in Python's double precision)."""
+    return radam_loop(grads.float(), lr, beta1, beta2, eps)
+
+
+@pytest.mark.parametrize("answer", [radam_loop, radam_via_torch, radam_vectorised, radam_float32])
 def test_accepts_right_answers_written_differently(answer, capsys):
-    check_adam_path(answer)
-    assert capsys.readouterr().out.startswith("✓ Adam's path agrees with lib.optim.Adam")
+    check_radam_path(answer)
+    assert capsys.readouterr().out.startswith("✓ RAdam's path agrees with torch.optim.RAdam")
+
+
+def adam_path(grads, lr, beta1, beta2, eps):
+    w = torch.zeros(grads.shape[1], dtype=grads.dtype)
+    m, v = torch.zeros_like(w), torch.zeros_like(w)
+    path = []
+    for t, g in enumerate(grads, start=1):
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        w = w - lr * (m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt() + eps)
+        path.append(w)
+    return torch.stack(path)
+
+
+WRONG = [
+    (adam_path, "that is Adam's path"),
+    (lambda *a: radam_loop(*a, threshold=4.0), "you switched at ρ_t > 4"),
+    (lambda *a: radam_loop(*a, rectify=False), "you left out the rectification"),
+    (lambda *a: radam_loop(*a, eps_like_adam=True), "you added it to √v̂_t, as Adam does"),
+    (lambda *a: radam_loop(*a, v_correction=False), "you left out the bias correction of v"),
+    (lambda *a: radam_loop(*a, early_correction=False), "your momentum steps used m_t"),
+    (lambda *a: radam_loop(*a, from_the_start=True), "while ρ_t ≤ 5 take the momentum step"),
+    (lambda *a: radam_loop(*a, eps_in="root"), "you put it inside, √\\(1 - β₂\\^t\\) / √\\(v_t \\+ ε\\)"),
+    (lambda *a: radam_loop(*a, eps_in="nowhere"), "you left out ε: the paper's l_t"),
+]
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
-    [
-        (lambda *a: adam_loop(*a, correct=False), "you left out the bias correction"),
-        (lambda *a: adam_loop(*a, eps_inside=True), "ε goes outside the square root"),
-        (lambda *a: adam_loop(*a, shift=1), "you used t \\+ 1"),
-        (lambda *a: adam_loop(*a, shift=-1), "1 - β\\^t uses t = 1 on the first step"),
-        (lambda *a: torch.cat([torch.zeros(1, a[0].shape[1], dtype=a[0].dtype), adam_loop(*a)]),
+    WRONG + [
+        (lambda *a: torch.cat([torch.zeros(1, a[0].shape[1], dtype=a[0].dtype), radam_loop(*a)]),
          "leave out the starting point"),
-        (lambda *a: adam_loop(*a)[-1], "not only the last"),
-        (lambda *a: adam_loop(*a) + 1e-3, "first differs from Adam's after step 1"),
-        (lambda *a: [adam_loop(*a)], "must return a torch.Tensor; it returned list"),
+        (lambda *a: radam_loop(*a)[-1], "not only the last"),
+        (lambda *a: radam_loop(*a) + 1e-3, "first differs from RAdam's after step 1 \\(a momentum step"),
+        (lambda *a: torch.cat([radam_loop(*a)[:6], radam_loop(*a)[6:] + 1e-3]),
+         "after step 7 \\(a rectified adaptive step"),
+        (lambda *a: (torch.cat([radam_loop(*a)[:6], radam_loop(*a)[6:] + 1e-3])).float(),
+         "after step 7 \\(a rectified adaptive step"),
+        (lambda *a: [radam_loop(*a)], "must return a torch.Tensor; it returned list"),
         (lambda *a: 1 / 0, "raised ZeroDivisionError"),
     ],
 )
 def test_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_adam_path(answer)
+        check_radam_path(answer)
+
+
+def test_the_cases_show_both_phases_and_every_threshold():
+    """Each case reaches the adaptive phase, has a step with 4 < ρ_t ≤ 5 (where switching at 4
+    shows), and no ρ_t within rounding of 5; every fourth repeats one gradient; ε varies."""
+    cases = check_radam_path.make_cases(torch.Generator().manual_seed(0))
+    assert any(torch.equal(grads, grads[:1].expand_as(grads)) for grads, *_ in cases), "a constant-gradient case"
+    assert {eps for *_, eps in cases} == {1e-8, 1e-3, 0.1}
+    for grads, lr, beta1, beta2, eps in cases:
+        rho_inf = 2 / (1 - beta2) - 1
+        rho = [rho_inf - 2 * t * beta2**t / (1 - beta2**t) for t in range(1, len(grads) + 1)]
+        assert rho[-1] > 5 and any(4 < r <= 5 for r in rho) and min(abs(r - 5) for r in rho) > 1e-3
+        assert len(grads) != grads.shape[1]
 
 
 def test_results_survive_torch_save_and_the_judge_runs_apart(tmp_path):
-    cases = check_adam_path.make_cases(torch.Generator().manual_seed(0))
-    assert any(torch.equal(grads, grads[:1].expand_as(grads)) for grads, *_ in cases), "a constant-gradient case"
-    torch.save([adam_loop(*args) for args in cases], tmp_path / "results.pt")
-    check_adam_path.judge(cases, torch.load(tmp_path / "results.pt", weights_only=True))
+    cases = check_radam_path.make_cases(torch.Generator().manual_seed(0))
+    torch.save([radam_loop(*args) for args in cases], tmp_path / "results.pt")
+    check_radam_path.judge(cases, torch.load(tmp_path / "results.pt", weights_only=True))
     with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
-        check_adam_path.judge(cases, ["NotImplementedError: write it"] * len(cases))
+        check_radam_path.judge(cases, ["NotImplementedError: write it"] * len(cases))
 
 
 # ---- check_momentum_lr_limit -------------------------------------------------------------------
@@ -147,14 +213,9 @@ def momentum_limit_by_bisection(curvatures, beta):
 
 
 FAIRNESS = {
-    "check_adam_path": {
-        "right": [adam_vectorised],
-        "wrong": [
-            (lambda *a: adam_loop(*a, correct=False), "you left out the bias correction"),
-            (lambda *a: adam_loop(*a, eps_inside=True), "ε goes outside the square root"),
-            (lambda *a: adam_loop(*a, shift=1), "you used t \\+ 1"),
-            (lambda *a: adam_loop(*a, shift=-1), "1 - β\\^t uses t = 1 on the first step"),
-        ],
+    "check_radam_path": {
+        "right": [radam_vectorised, radam_float32],
+        "wrong": WRONG,
     },
     "check_momentum_lr_limit": {
         "right": [momentum_limit_by_bisection],

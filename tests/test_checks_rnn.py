@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_bptt_terms, check_gru_step, check_lstm_step, check_rnn_forward
+from lib.checks import CHECKS, CheckFailed, check_bptt_terms, check_lstm_step, check_rnn_forward
 
 
-@pytest.mark.parametrize("name", ["check_rnn_forward", "check_bptt_terms", "check_lstm_step", "check_gru_step"])
+@pytest.mark.parametrize("name", ["check_rnn_forward", "check_bptt_terms", "check_lstm_step"])
 def test_checkers_are_registered_under_their_names(name):
     assert name in CHECKS
 
@@ -280,60 +280,13 @@ def test_lstm_step_rejects_wrong_answers_saying_why(answer, message):
 
 
 # ---------------------------------------------------------------------------
-# One GRU step.
-# ---------------------------------------------------------------------------
-
-
-def gru_step(x, h, weight_ih, weight_hh, bias_ih, bias_hh, reset="after", keep="z", order="rzn"):
-    H = h.shape[1]
-    xs = dict(zip(order, (x @ weight_ih.T + bias_ih).chunk(3, dim=-1)))
-    hs = dict(zip(order, (h @ weight_hh.T + bias_hh).chunk(3, dim=-1)))
-    r, z = torch.sigmoid(xs["r"] + hs["r"]), torch.sigmoid(xs["z"] + hs["z"])
-    if reset == "after":
-        n = torch.tanh(xs["n"] + r * hs["n"])
-    else:
-        n = torch.tanh(xs["n"] + (r * h) @ weight_hh[2 * H:].T + bias_hh[2 * H:])
-    return (1 - z) * n + z * h if keep == "z" else z * n + (1 - z) * h
-
-
-def gru_via_torch(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
-    cell = torch.nn.GRUCell(x.shape[1], h.shape[1]).double()
-    with torch.no_grad():
-        for name, value in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"),
-                               (weight_ih, weight_hh, bias_ih, bias_hh)):
-            getattr(cell, name).copy_(value)
-        return cell(x, h)
-
-
-@pytest.mark.parametrize("answer", [gru_step, gru_via_torch])
-def test_gru_step_accepts_right_answers(answer, capsys):
-    check_gru_step(answer)
-    assert capsys.readouterr().out.startswith("✓ your GRU step agrees with lib.rnn.GRUCell")
-
-
-@pytest.mark.parametrize(
-    ("answer", "message"),
-    [
-        (lambda *a: gru_step(*a, reset="before"), "reset gate applied before the matrix product"),
-        (lambda *a: gru_step(*a, keep="1-z"), "z is the share of the old state that is kept"),
-        (lambda *a: gru_step(*a, reset="before", keep="1-z"), "that is the notes' GRU"),
-        (lambda *a: gru_step(*a, order="zrn"), "reset gate first"),
-        (lambda *a: gru_step(*a)[:1], "your result has shape"),
-    ],
-)
-def test_gru_step_rejects_wrong_answers_saying_why(answer, message):
-    with pytest.raises(CheckFailed, match=message):
-        check_gru_step(answer)
-
-
-# ---------------------------------------------------------------------------
 # The grader's path: results saved and judged apart.
 # ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("check", "answer"), [
     (check_rnn_forward, rnn_loop), (check_bptt_terms, bptt_backward),
-    (check_lstm_step, lstm_step), (check_gru_step, gru_step),
+    (check_lstm_step, lstm_step),
 ])
 def test_results_survive_torch_save_and_the_judge_runs_apart(check, answer, tmp_path):
     cases = check.make_cases(torch.Generator().manual_seed(0))
@@ -484,21 +437,6 @@ def lstm_by_slices(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh):
     return torch.stack([o * torch.tanh(c_new), c_new])
 
 
-def gru_by_slices(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
-    """PyTorch's GRU from each block's rows: r, z, then n with r ⊙ (W_hn h + b_hn); the new state
-    interpolates with z the share of the old one."""
-    H = h.shape[1]
-    r_rows, z_rows, n_rows = slice(0, H), slice(H, 2 * H), slice(2 * H, 3 * H)
-
-    def part(weight, bias, v, rows):
-        return v @ weight[rows].T + bias[rows]
-
-    r = torch.sigmoid(part(weight_ih, bias_ih, x, r_rows) + part(weight_hh, bias_hh, h, r_rows))
-    z = torch.sigmoid(part(weight_ih, bias_ih, x, z_rows) + part(weight_hh, bias_hh, h, z_rows))
-    n = torch.tanh(part(weight_ih, bias_ih, x, n_rows) + r * part(weight_hh, bias_hh, h, n_rows))
-    return h + (1 - z) * (n - h)  # = (1 - z) n + z h
-
-
 FAIRNESS = {
     "check_rnn_forward": {
         "right": [rnn_unit_by_unit, rnn_einsum],
@@ -542,15 +480,6 @@ FAIRNESS = {
             (_reordered("ifog"), "PyTorch orders the row blocks i, f, g, o"),
             (_reordered("figo"), "the first block of rows is the input gate"),
             (_reordered("ifgo", candidate=torch.sigmoid), "the candidate g goes through tanh"),
-        ],
-    },
-    "check_gru_step": {
-        "right": [gru_by_slices],
-        "wrong": [
-            (lambda *a: gru_step(*a, reset="before"), "reset gate applied before the matrix product"),
-            (lambda *a: gru_step(*a, keep="1-z"), "z is the share of the old state that is kept"),
-            (lambda *a: gru_step(*a, reset="before", keep="1-z"), "that is the notes' GRU"),
-            (lambda *a: gru_step(*a, order="zrn"), "reset gate first"),
         ],
     },
 }

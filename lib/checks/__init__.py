@@ -30,17 +30,17 @@ from lib.checks.core import Check, CheckFailed, Slip, fresh_generator
 # module (tests/test_checks.py holds this table to what the modules define).
 CHECKERS_BY_MODULE = {
     "activations": ("check_cross_entropy", "check_gelu_grad", "check_relu_init"),
-    "optim": ("check_adam_path", "check_momentum_lr_limit"),
-    "rnn": ("check_bptt_terms", "check_gradient_reach", "check_gru_step", "check_lstm_step", "check_rnn_forward"),
-    "gating": ("check_forget_bias",),
+    "optim": ("check_momentum_lr_limit", "check_radam_path"),
+    "rnn": ("check_bptt_terms", "check_gradient_reach", "check_lstm_step", "check_rnn_forward"),
+    "gating": ("check_forget_bias", "check_gru_jacobian"),
     "word2vec": ("check_keep_probabilities", "check_negative_sampling_loss"),
     "lm": ("check_add_delta", "check_best_baseline", "check_nce_loss"),
-    "decoding": ("check_expand_and_prune", "check_perplexity_temperature", "check_sampling_distribution"),
-    "metrics": ("check_bleu", "check_clipped_matches", "check_negation_bleu"),
+    "decoding": ("check_expand_and_prune", "check_nucleus_distribution", "check_perplexity_temperature"),
+    "metrics": ("check_bleu", "check_negation_bleu", "check_rouge_multi"),
     "attention": ("check_masked_softmax", "check_scaled_dot_product_attention", "check_sharpening_scale"),
     "seq2seq": ("check_bahdanau_context", "check_centre_gradient", "check_reversal_reach"),
     "transformer": ("check_cached_attention_step", "check_layer_norm", "check_positional_encoding"),
-    "memory": ("check_hebbian_weights", "check_hopfield_capacity", "check_ntm_write"),
+    "memory": ("check_hopfield_capacity", "check_ntm_write", "check_projection_weights"),
 }
 _MODULE_OF = {name: module for module, names in CHECKERS_BY_MODULE.items() for name in names}
 

@@ -72,6 +72,16 @@ def _require_tensor(found, context: str, hint: str = "") -> torch.Tensor:
 FLOAT32_TOLERANCE = dict(atol=1e-4, rtol=1e-4)
 
 
+def _distinct(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with the fewest significant digits, at least 6, that tell them apart: a message
+    must never print a wrong number that looks like the right one."""
+    for digits in range(6, 18):
+        shown = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if shown[0] != shown[1]:
+            break
+    return shown
+
+
 def tolerance_for(found: torch.Tensor, tolerance: dict) -> dict:
     """The tolerance a result is compared with, following its dtype (see ``FLOAT32_TOLERANCE``).
 
@@ -260,13 +270,15 @@ class Check:
         if self.mismatch:
             return f"for {context} {self.mismatch(found, expected, *case)}"
         if found.dim() == 0:
-            return f"for {context} your {self.noun} is {found.item():.6g}; expected {expected.item():.6g}"
+            yours, wanted = _distinct(found.item(), expected.item())
+            return f"for {context} your {self.noun} is {yours}; expected {wanted}"
         difference = (found - expected).abs()
         where = tuple(int(i) for i in torch.unravel_index(difference.argmax(), difference.shape))
         returned = str(results[index].dtype).removeprefix("torch.")
+        allowed = (f"{tolerance['atol']:g} × (1 + |expected|)" if tolerance["atol"] == tolerance["rtol"] else
+                   f"atol {tolerance['atol']:g} + rtol {tolerance['rtol']:g} × |expected|")
         return (f"for {context} your {self.noun} {self._has('differs')} from {self.compared_with} by up to "
-                f"{difference.max():.3g} (at index {where}; a {returned} result may differ by atol "
-                f"{tolerance['atol']:g} + rtol {tolerance['rtol']:g} × |expected|)")
+                f"{difference.max():.3g} (at index {where}; a {returned} result may differ by {allowed})")
 
     def _comparable_results(self, cases: list[tuple], results: list) -> list[tuple]:
         """``(case, result, tolerance)`` for every result that can be compared: a tensor of the right shape

@@ -1,12 +1,13 @@
-"""Checkers for the exercises of chapter 7 (decoding: greedy search and beam search)."""
+"""Checkers for the exercises of chapter 7 (decoding: beam search, nucleus sampling, temperature)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 
-from lib.checks.core import Check, Measured, Slip, solve_increasing
+from lib.checks.core import Check, CheckFailed, Measured, Slip, solve_increasing
 from lib.decoding import expand_and_prune, sampling_distribution
 
 
@@ -65,49 +66,236 @@ check_expand_and_prune = Check(
 )
 
 
-def sampling_distribution_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
-    """Fresh inputs ``(log_probs, temperature, top_k)`` for :data:`check_sampling_distribution`.
+# ---- nucleus (top-p) sampling ---------------------------------------------------------------
+# Every cumulative probability of a case is at least this far from top_p, and two tokens whose
+# probabilities differ (tokens are tied only on purpose) differ by at least NUCLEUS_GAP relative:
+# a right answer computed in float32, or in another order of summation, keeps the same nucleus.
+NUCLEUS_MARGIN = 1e-3
+NUCLEUS_GAP = 1e-4
 
-    ``log_probs`` has shape ``(V,)`` or ``(B, V)``; ``top_k`` is None in some cases.
+
+def _nucleus(probs: torch.Tensor, top_p: float, order: str = "probability", crossing: bool = True,
+             renormalise: bool = True, threshold: bool = False) -> torch.Tensor:
+    """The nucleus distribution of each row of ``probs`` ``(..., V)``, by a loop over Python floats.
+
+    ``order`` is how the tokens are taken: ``"probability"`` (most probable first, ties by lower
+    token id, the statement's rule), ``"higher id first"`` (ties the other way) or ``"token id"``
+    (not sorted at all). Tokens are added while the ones already taken sum to less than ``top_p``
+    (``crossing=True``, so the one that crosses it is kept) or while the total *with* the next one
+    stays below ``top_p`` (``crossing=False``, a slip that can leave the nucleus empty: 0/0 = NaN).
+    ``threshold=True`` is the slip of keeping every token at least as probable as the last one taken,
+    so all the tokens tied with it.
     """
-    cases = []
-    temperatures = (0.25, 0.5, 0.8, 1.0, 1.5, 3.0)
-    for trial in range(trials):
-        vocab_size = int(torch.randint(3, 10, (), generator=generator))
-        shape = (vocab_size,) if trial % 2 else (int(torch.randint(2, 4, (), generator=generator)), vocab_size)
-        log_probs = torch.log_softmax(2 * torch.randn(*shape, generator=generator, dtype=torch.float64), dim=-1)
+    keys = {"probability": lambda row, v: (-row[v], v), "higher id first": lambda row, v: (-row[v], -v),
+            "token id": lambda row, v: v}[order]
+    rows = probs.reshape(-1, probs.shape[-1])  # (N, V)
+    out = torch.zeros_like(rows)
+    for r, row in enumerate(rows.tolist()):
+        taken, total = [], 0.0
+        for v in sorted(range(len(row)), key=lambda v: keys(row, v)):
+            if total >= top_p or (not crossing and total + row[v] >= top_p):
+                break
+            taken.append(v)
+            total += row[v]
+        if threshold and taken:
+            taken = [v for v in range(len(row)) if row[v] >= row[taken[-1]]]
+        if not taken:
+            out[r] = math.nan  # an empty nucleus (only when crossing=False) renormalised: 0/0
+        mass = sum(row[v] for v in taken) if renormalise else 1.0
+        for v in taken:
+            out[r, v] = row[v] / mass
+    return out.reshape(probs.shape)
+
+
+def nucleus_distribution(log_probs: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """The distribution nucleus (top-p) sampling draws from, by brute force: the reference of
+    :data:`check_nucleus_distribution`.
+
+    ``q = softmax(log_probs / T)``; take the tokens most probable first (ties: lower token id
+    first) while those already taken sum to less than ``top_p``, so the token that crosses
+    ``top_p`` is kept and the nucleus is never empty; return ``q`` renormalised over them, 0 elsewhere.
+
+    Shapes
+    ------
+    log_probs ``(..., V)`` -> ``(..., V)``
+    """
+    return _nucleus(torch.softmax(log_probs / temperature, dim=-1), top_p)
+
+
+def _nucleus_slip(log_probs: torch.Tensor, temperature: float, top_p: float, **slip) -> torch.Tensor:
+    """:func:`nucleus_distribution` with one of the slips of :func:`_nucleus` (``order``, ``crossing``,
+    ``renormalise``)."""
+    return _nucleus(torch.softmax(log_probs / temperature, dim=-1), top_p, **slip)
+
+
+def _nucleus_chosen_untempered(log_probs: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """A slip: the nucleus of ``softmax(log_probs)``, with the tempered probabilities renormalised on it."""
+    kept = torch.softmax(log_probs / temperature, dim=-1) * (nucleus_distribution(log_probs, 1.0, top_p) > 0)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def _nucleus_with_untempered_values(log_probs: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """A slip: the nucleus of the tempered distribution, but ``softmax(log_probs)`` renormalised on it
+    (the temperature forgotten in the final softmax)."""
+    kept = torch.softmax(log_probs, dim=-1) * (nucleus_distribution(log_probs, temperature, top_p) > 0)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def _clear_of_boundaries(probs: torch.Tensor, top_p: float) -> bool:
+    """Whether no cumulative probability (most probable first) is within ``NUCLEUS_MARGIN`` of
+    ``top_p`` and untied probabilities differ by at least ``NUCLEUS_GAP`` relative."""
+    ordered = probs.reshape(-1, probs.shape[-1]).sort(dim=-1, descending=True).values  # (N, V)
+    gaps = ordered[:, :-1] - ordered[:, 1:]
+    near_tie = (gaps > 0) & (gaps < NUCLEUS_GAP * ordered[:, :-1])
+    near_boundary = (ordered.cumsum(-1) - top_p).abs() < NUCLEUS_MARGIN
+    return not bool(near_tie.any() or near_boundary.any())
+
+
+def _nucleus_case(generator: torch.Generator, trial: int) -> tuple:
+    """One case ``(log_probs, temperature, top_p)``. Every fourth case is one row with a group of
+    two or three tied tokens (scattered token ids) across which the nucleus ends, so that the tie
+    rule decides; trial 1 is a case whose nucleus the temperature changes."""
+    temperatures = (0.5, 0.8, 1.0, 1.5, 2.0, 3.0)
+    while True:
+        vocab_size = int(torch.randint(4, 10, (), generator=generator))
+        tied = trial % 4 == 0
+        rows = 1 if tied or trial % 2 else int(torch.randint(2, 4, (), generator=generator))
+        shape = (vocab_size,) if rows == 1 else (rows, vocab_size)
+        logits = 2 * torch.randn(*shape, generator=generator, dtype=torch.float64)
         temperature = temperatures[int(torch.randint(len(temperatures), (), generator=generator))]
-        top_k = None if trial % 5 == 0 else int(torch.randint(1, vocab_size + 1, (), generator=generator))
-        cases.append((log_probs, temperature, top_k))
-    return cases
+        u = float(torch.rand((), generator=generator, dtype=torch.float64))
+        if tied:
+            size = int(torch.randint(2, 4, (), generator=generator))
+            group = torch.randperm(vocab_size, generator=generator)[:size]
+            logits[group] = float(logits[group[0]])
+            log_probs = torch.log_softmax(logits, dim=-1)
+            probs = torch.softmax(log_probs / temperature, dim=-1)
+            tie = float(probs[group[0]])
+            before = float(probs[probs > tie].sum())
+            taken = int(torch.randint(1, size, (), generator=generator))  # tied tokens in the nucleus
+            top_p = round(before + (taken - 1 + 0.2 + 0.6 * u) * tie, 3)
+        else:
+            log_probs = torch.log_softmax(logits, dim=-1)
+            probs = torch.softmax(log_probs / temperature, dim=-1)
+            top_p = round(0.1 + 0.85 * u, 3)
+        if not 0 < top_p < 1 or not _clear_of_boundaries(probs, top_p):
+            continue
+        if trial == 1 and torch.equal(nucleus_distribution(log_probs, temperature, top_p) > 0,
+                                      nucleus_distribution(log_probs, 1.0, top_p) > 0):
+            continue
+        return log_probs, temperature, top_p
 
 
-def _not_a_distribution(found: torch.Tensor, expected: torch.Tensor, log_probs, temperature, top_k) -> str | None:
-    sums = found.sum(-1)
-    if not torch.allclose(sums, torch.ones_like(sums), atol=1e-6, rtol=0.0):
-        return (f"your probabilities sum to {sums.flatten()[0]:.4f}, not 1: renormalise after dropping the tokens "
-                "outside the top k")
-    if top_k is not None and ((expected == 0) & (found.abs() > 1e-12)).any():
-        return f"you give probability to tokens outside the {top_k} most probable"
+def nucleus_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(log_probs, temperature, top_p)`` for :data:`check_nucleus_distribution`:
+    float64 log-probabilities of shape ``(V,)`` or ``(B, V)``, a temperature and a top_p in (0, 1)
+    with three decimals, clear of every cumulative probability (see ``NUCLEUS_MARGIN``)."""
+    return [_nucleus_case(generator, trial) for trial in range(trials)]
+
+
+def _tokens(mask: torch.Tensor) -> str:
+    """The token ids at which one row of ``mask`` is True: ``"token 4"`` or ``"tokens 1, 4"``."""
+    ids = mask.nonzero().flatten().tolist()
+    return ("token " if len(ids) == 1 else "tokens ") + ", ".join(str(v) for v in ids)
+
+
+def _nucleus_rules(found: torch.Tensor, expected: torch.Tensor, log_probs, temperature, top_p,
+                   returned: torch.dtype = torch.float64) -> str | None:
+    """What the result gets wrong about the nucleus: tokens outside it, tokens of it left out (the
+    token that crosses top_p, above all), or rows that do not sum to 1 to within what the dtype the
+    result was ``returned`` in can hold (a float16 or bfloat16 result that does is told its
+    precision is too low for the check's tolerance, not to renormalise)."""
+    kept = (found.abs() > 1e-12).reshape(-1, found.shape[-1])  # (N, V)
+    nucleus = (expected > 0).reshape(-1, expected.shape[-1])
+
+    def where(r: int) -> str:
+        return f" (row {r})" if found.dim() > 1 else ""
+
+    for r in range(kept.shape[0]):
+        extra, missing = kept[r] & ~nucleus[r], nucleus[r] & ~kept[r]
+        if extra.any():
+            return (f"you give probability to {_tokens(extra)}{where(r)}, outside the nucleus "
+                    f"({_tokens(nucleus[r])}): keep only the most probable tokens, taken until they reach top_p")
+        if missing.any():
+            probs = torch.softmax(log_probs / temperature, dim=-1).reshape(-1, found.shape[-1])[r]
+            # the last token taken: the nucleus's least probable, the highest id among equals
+            crossing = int((nucleus[r] & (probs == probs[nucleus[r]].min())).nonzero().max())
+            if missing.sum() == 1 and missing[crossing]:
+                return ("you left out the token that crosses top_p: keep every token up to and including the "
+                        "first at which the cumulative probability reaches top_p")
+            return f"you left out {_tokens(missing)}{where(r)} of the nucleus ({_tokens(nucleus[r])})"
+    sums = found.sum(-1).flatten()  # (N,)
+    worst = int((sums - 1).abs().argmax())
+    # each of the V probabilities is rounded to the returned dtype: the sum is 1 to about V × eps
+    eps = torch.finfo(returned).eps
+    if not abs(float(sums[worst]) - 1) <= max(1e-6, found.shape[-1] * eps):
+        return (f"your probabilities sum to {sums[worst]:.4f}{where(worst)}, not 1: renormalise over the "
+                "nucleus (divide by the nucleus's total probability)")
+    if eps > torch.finfo(torch.float32).eps:
+        return (f"your probabilities are {str(returned).removeprefix('torch.')}, whose precision (about {eps:.0e} "
+                "relative) is too low for the check's tolerance: compute and return float32 or float64")
     return None
 
 
-check_sampling_distribution = Check(
-    "tempered top-k probabilities agree with lib.decoding.sampling_distribution on 20 fresh random cases",
-    sampling_distribution_cases, sampling_distribution,
-    describe=lambda log_probs, temperature, top_k: (f"log_probs of shape {tuple(log_probs.shape)}, temperature "
-                                                    f"{temperature}, top_k {top_k}"),
-    compared_with="softmax(log_probs / T) over the top k", noun="probabilities", layout="log_probs.shape",
+@dataclass(frozen=True)
+class _NucleusCheck(Check):
+    """A :class:`Check` that tells log-probabilities (-inf off the nucleus) from an empty nucleus
+    (NaN), and whose ``rules`` know the dtype the result was returned in."""
+
+    def _comparable(self, found: torch.Tensor, expected: torch.Tensor, case: tuple) -> tuple[torch.Tensor, dict]:
+        try:
+            return super()._comparable(found, expected, case)
+        except CheckFailed:
+            values = found.detach()
+            if (values.shape == expected.shape and values.is_floating_point() and torch.isneginf(values).any()
+                    and torch.isfinite(values[~torch.isneginf(values)]).all()):
+                raise CheckFailed(f"your {self.noun} contain -inf for {self.describe(*case)}: return probabilities "
+                                  "(0 off the nucleus), not log-probabilities") from None
+            raise
+
+    def _explain(self, found: torch.Tensor, tolerance: dict, expected: torch.Tensor, index: int,
+                 cases: list[tuple], results: list) -> str:
+        knowing = replace(self, rules=partial(self.rules, returned=results[index].dtype))
+        return super(_NucleusCheck, knowing)._explain(found, tolerance, expected, index, cases, results)
+
+
+check_nucleus_distribution = _NucleusCheck(
+    "nucleus (top-p) probabilities agree with a brute-force loop on 20 fresh random cases",
+    nucleus_cases, nucleus_distribution,
+    describe=lambda log_probs, temperature, top_p: (f"log_probs of shape {tuple(log_probs.shape)}, temperature "
+                                                    f"{temperature}, top_p {top_p:g}"),
+    compared_with="the nucleus distribution (brute force)", noun="probabilities", layout="log_probs.shape",
     slips=(
-        Slip(lambda log_probs, temperature, top_k: sampling_distribution(log_probs * temperature, 1.0, top_k),
-             "you multiplied by the temperature; divide log_probs by it"),
-        Slip(lambda log_probs, temperature, top_k: sampling_distribution(log_probs, 1.0, top_k),
-             "the temperature has no effect in your answer; use log_probs / T"),
-        Slip(lambda log_probs, temperature, top_k: torch.softmax(log_probs / temperature, -1)
-             * (sampling_distribution(log_probs, temperature, top_k) > 0),
-             "you dropped the tokens outside the top k but did not renormalise: divide what is left by its sum"),
+        Slip(lambda *case: _nucleus_slip(*case, crossing=False),
+             "you left out the token that crosses top_p: keep every token up to and including the first at which "
+             "the cumulative probability reaches top_p"),
+        Slip(lambda *case: _nucleus_slip(*case, renormalise=False),
+             "you kept the right tokens but did not renormalise: divide their probabilities by their sum"),
+        Slip(_nucleus_chosen_untempered,
+             "you chose the nucleus from the untempered probabilities: apply the temperature first, then take the "
+             "tokens of the tempered distribution until they reach top_p"),
+        Slip(lambda log_probs, temperature, top_p: nucleus_distribution(log_probs, 1.0, top_p),
+             "the temperature has no effect in your answer; the distribution is softmax(log_probs / T)"),
+        Slip(lambda log_probs, temperature, top_p: nucleus_distribution(log_probs * temperature, 1.0, top_p),
+             "you multiplied log_probs by the temperature; divide by it: the distribution is "
+             "softmax(log_probs / T)"),
+        Slip(_nucleus_with_untempered_values,
+             "you kept the right tokens, but their values must come from softmax(log_probs / T): renormalise the "
+             "tempered probabilities over the nucleus, not softmax(log_probs)"),
+        Slip(lambda *case: _nucleus_slip(*case, order="higher id first"),
+             "among equally probable tokens the lower token id comes first; yours takes the higher one first "
+             "(flipping an ascending sort reverses the order of ties, or a sort that does not keep tied tokens in "
+             "token-id order, such as torch.topk, reorders them: sort descending with stable=True)"),
+        Slip(lambda *case: _nucleus_slip(*case, threshold=True),
+             "you kept every token tied with the last one the nucleus takes (a threshold on q keeps them all); "
+             "take equally probable tokens lowest id first, and stop as soon as the total reaches top_p"),
+        Slip(lambda *case: _nucleus_slip(*case, order="token id"),
+             "you accumulated the probabilities in token-id order; sort the tokens, most probable first, before "
+             "accumulating"),
     ),
-    rules=_not_a_distribution, tolerance=dict(atol=1e-8, rtol=0.0),
+    rules=_nucleus_rules, tolerance=dict(atol=1e-8, rtol=0.0),
+    nan_hint=(": an empty nucleus gives 0/0. The nucleus always keeps the token that crosses top_p, so at least "
+              "the most probable token"),
 )
 
 

@@ -1,6 +1,7 @@
-"""Checkers for the experiment exercises of chapter 4 (gated recurrent networks).
+"""Checkers for chapter 4 (gated recurrent networks): the one-step Jacobian of a GRU, and the
+experiment on the forget-gate bias.
 
-The one-step LSTM and GRU checkers of chapter 4 live with chapter 3's in :mod:`lib.checks.rnn`.
+The one-step LSTM checker of chapter 4 lives with chapter 3's in :mod:`lib.checks.rnn`.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from contextlib import contextmanager
 
 import torch
 
-from lib.checks.core import Measured, Slip
+from lib.checks.core import Check, Measured, Slip
 from lib.gating import MemoryClassifier
 
 # Above this bias σ'(b) = σ(b)(1 - σ(b)) is below 1.3e-4: the gradient that could teach the gate to forget is gone.
@@ -112,4 +113,189 @@ check_forget_bias = Measured(
              "b = 0, PyTorch's default, halves the memory at every step"),
     ),
     rules=_forget_bias_rules,
+)
+
+
+# ---------------------------------------------------------------------------
+# The one-step Jacobian ∂h'/∂h of PyTorch's GRU (exercise ex-gate-gru-jacobian).
+# ---------------------------------------------------------------------------
+
+
+def gru_jacobian_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(x, h, weight_ih, weight_hh, bias_ih, bias_hh)`` for :data:`check_gru_jacobian`.
+
+    ``B``, ``D`` and ``H`` are three different sizes in 2..7, so that a result over the wrong axes has
+    the wrong shape; weights and biases are ``0.8 × N(0, 1)`` in float64, and ``h = tanh(N(0, 1))``,
+    a state a GRU can reach. Each path of the Jacobian (:func:`gru_jacobian_terms`), and ``b_hn`` in
+    the path through ``r``, then moves some entry of every case by more than 1e-4, and of some case
+    of every draw by more than 0.1 (``tests/test_checks_gating.py`` tries 20 draws): leaving one out
+    fails, in float32 too.
+    """
+    cases = []
+    for _ in range(trials):
+        batch, input_size, hidden_size = (int(n) for n in torch.randperm(6, generator=generator)[:3] + 2)
+        x = torch.randn(batch, input_size, generator=generator, dtype=torch.float64)
+        h = torch.randn(batch, hidden_size, generator=generator, dtype=torch.float64).tanh()
+        shapes = [(3 * hidden_size, input_size), (3 * hidden_size, hidden_size), (3 * hidden_size,), (3 * hidden_size,)]
+        weights = [0.8 * torch.randn(*shape, generator=generator, dtype=torch.float64) for shape in shapes]
+        cases.append((x, h, *weights))
+    return cases
+
+
+def gru_jacobian_by_autograd(x, h, weight_ih, weight_hh, bias_ih, bias_hh) -> torch.Tensor:
+    """The reference: ``J[b, i, j] = ∂h'[b, i] / ∂h[b, j]`` from autograd through ``torch.nn.GRUCell``.
+
+    Row ``b`` of ``h'`` depends on row ``b`` of ``h`` only, so the Jacobian of ``h ↦ Σ_b h'[b]``
+    (``(H, B, H)``) holds every row's own Jacobian. The cell is built under ``fork_rng``, so the
+    caller's random state is left alone.
+
+    Shapes
+    ------
+    x : (B, D); h : (B, H); weight_ih : (3H, D); weight_hh : (3H, H); bias_ih, bias_hh : (3H,)
+    output : (B, H, H)
+    """
+    with torch.random.fork_rng():
+        cell = torch.nn.GRUCell(x.shape[1], h.shape[1]).double()
+    with torch.no_grad():
+        for name, value in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"),
+                               (weight_ih, weight_hh, bias_ih, bias_hh)):
+            getattr(cell, name).copy_(value)
+    with one_thread():
+        jacobian = torch.autograd.functional.jacobian(lambda state: cell(x, state).sum(dim=0), h)  # (H, B, H)
+    return jacobian.permute(1, 0, 2).detach()  # (B, H, H)
+
+
+def gru_jacobian_terms(x, h, weight_ih, weight_hh, bias_ih, bias_hh, reset_bias=True, mistake=None) -> dict:
+    """The four paths of ``∂h'/∂h`` for PyTorch's GRU, each ``(B, H, H)``: their sum is the Jacobian.
+
+    With ``h' = (1 - z) ⊙ n + z ⊙ h``, ``n = tanh(x_n + r ⊙ h_n)`` and ``h_n = h W_hnᵀ + b_hn``:
+    ``"kept"`` = diag(z); ``"update"`` = diag((h - n) z (1 - z)) W_hz; ``"candidate"`` =
+    diag((1 - z)(1 - n²) r) W_hn; ``"reset"`` = diag((1 - z)(1 - n²) h_n r (1 - r)) W_hr. With
+    ``reset_bias=False`` the last one uses ``h W_hnᵀ`` alone (a slip). ``mistake`` names another
+    slip: ``"W transposed"`` (diag(v) Wᵀ in every path), ``"n - h"`` (the update path's sign),
+    ``"I"`` (the identity for diag(z)), ``"no 1 - z"`` (∂n/∂h without its factor 1 - z),
+    ``"candidate without 1 - z"`` (that factor left out of the candidate path alone), ``"σ"`` (σ for
+    σ' = σ(1 - σ) in both gates) or ``"1 - n"`` (1 - n for tanh' = 1 - n²).
+    """
+    hidden = h.shape[1]
+    W_hr, W_hz, W_hn = (w.T if mistake == "W transposed" else w for w in weight_hh.split(hidden))
+    pre_x, pre_h = x @ weight_ih.T + bias_ih, h @ weight_hh.T + bias_hh  # (B, 3H) each
+    r = torch.sigmoid(pre_x[:, :hidden] + pre_h[:, :hidden])
+    z = torch.sigmoid(pre_x[:, hidden:2 * hidden] + pre_h[:, hidden:2 * hidden])
+    h_n = pre_h[:, 2 * hidden:]
+    n = torch.tanh(pre_x[:, 2 * hidden:] + r * h_n)
+    scaled = h_n if reset_bias else h @ weight_hh[2 * hidden:].T
+    d_r, d_z = (r, z) if mistake == "σ" else (r * (1 - r), z * (1 - z))  # σ' of each gate
+    d_n = 1 - n if mistake == "1 - n" else 1 - n**2  # tanh'
+    write = torch.ones_like(z) if mistake == "no 1 - z" else 1 - z  # the share of n in h'
+    write_candidate = torch.ones_like(z) if mistake == "candidate without 1 - z" else write
+    kept = torch.diag_embed(torch.ones_like(z) if mistake == "I" else z)
+    gap = n - h if mistake == "n - h" else h - n
+
+    def rows(scale, matrix):  # diag(scale) @ matrix for every row of the batch: (B, H, H)
+        return scale[:, :, None] * matrix
+
+    return {
+        "kept": kept,
+        "update": rows(gap * d_z, W_hz),
+        "candidate": rows(write_candidate * d_n * r, W_hn),
+        "reset": rows(write * d_n * scaled * d_r, W_hr),
+    }
+
+
+def _jacobian_without(*left_out, **options):
+    """A slip: the sum of the paths of :func:`gru_jacobian_terms` but ``left_out`` (with ``options``, a
+    slip within the paths kept)."""
+    def answer(*case):
+        terms = gru_jacobian_terms(*case, **options)
+        return sum(term for name, term in terms.items() if name not in left_out)
+    return answer
+
+
+def _jacobian_of_variant(reset="after", keep="z"):
+    """A slip: autograd's Jacobian of a GRU step with the reset gate ``before`` the product (the notes')
+    or with the update gate's roles swapped (``keep="1-z"``)."""
+    def step(x, h, weight_ih, weight_hh, bias_ih, bias_hh):
+        hidden = h.shape[1]
+        x_r, x_z, x_n = (x @ weight_ih.T + bias_ih).split(hidden, dim=1)
+        h_r, h_z, h_n = (h @ weight_hh.T + bias_hh).split(hidden, dim=1)
+        r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+        if reset == "after":
+            n = torch.tanh(x_n + r * h_n)
+        else:
+            n = torch.tanh(x_n + (r * h) @ weight_hh[2 * hidden:].T + bias_hh[2 * hidden:])
+        return (1 - z) * n + z * h if keep == "z" else z * n + (1 - z) * h
+
+    def answer(x, h, *weights):
+        with one_thread():
+            jacobian = torch.autograd.functional.jacobian(lambda state: step(x, state, *weights).sum(dim=0), h)
+        return jacobian.permute(1, 0, 2)
+
+    return answer
+
+
+def _gru_jacobian_shape_hint(shape, x, h, *weights):
+    batch, hidden = h.shape
+    return {
+        (batch, hidden, batch, hidden): (": keep only each row's own Jacobian, J[b] = ∂h'[b]/∂h[b]; row b of h' "
+                                         "does not depend on another row of h"),
+        (hidden, hidden): ": return one H × H Jacobian per row of the batch, stacked on a first axis",
+        (batch, hidden): ": return the whole matrix ∂h'_i/∂h_j for each row, not only its diagonal",
+    }.get(tuple(shape), "")
+
+
+check_gru_jacobian = Check(
+    "your ∂h'/∂h agrees with autograd through torch.nn.GRUCell on 12 fresh random cases",
+    gru_jacobian_cases, gru_jacobian_by_autograd,
+    describe=lambda x, h, *weights: f"x of shape {tuple(x.shape)}, h of shape {tuple(h.shape)}",
+    compared_with="autograd's", noun="Jacobian", layout="(B, H, H)",
+    slips=(
+        Slip(_jacobian_without("update", "candidate", "reset"),
+             "you returned diag(z), the path that copies the kept share of h; the candidate n and the gates r "
+             "and z depend on h too"),
+        Slip(_jacobian_without("update"),
+             "the update gate z depends on h too: add diag((h - n) ⊙ z ⊙ (1 - z)) W_hz, the path through z"),
+        Slip(_jacobian_without("reset"),
+             "the reset gate r depends on h too: n = tanh(x_n + r ⊙ h_n) has, by the product rule, a path "
+             "through r, diag((1 - z) ⊙ (1 - n²) ⊙ h_n ⊙ r ⊙ (1 - r)) W_hr"),
+        Slip(_jacobian_without("update", "reset"),
+             "you left out both gates' paths: r and z depend on h too, through W_hr and W_hz"),
+        Slip(_jacobian_without("candidate", "reset"),
+             "n depends on h too: add diag(1 - z) ∂n/∂h, the path through the candidate (and through r "
+             "inside it)"),
+        Slip(_jacobian_without(mistake="W transposed"),
+             "every path multiplies by the transpose of the weights it needs, a mix-up of the row- and "
+             "column-vector conventions: h_n = h W_hnᵀ + b_hn gives ∂(h_n)_i/∂h_j = W_hn[i, j], so a path is "
+             "diag(v) W_hn with PyTorch's stored W_hn, not diag(v) W_hnᵀ"),
+        Slip(_jacobian_without(mistake="n - h"),
+             "the path through z has the wrong sign: h' = (1 - z) ⊙ n + z ⊙ h gives ∂h'/∂z = h - n, so the "
+             "path is diag((h - n) ⊙ z ⊙ (1 - z)) W_hz; you have n - h"),
+        Slip(_jacobian_without(mistake="I"),
+             "the copy path is diag(z), not the identity: h' keeps only the share z of h"),
+        Slip(_jacobian_without(mistake="no 1 - z"),
+             "n enters h' scaled by 1 - z: the path through n is diag(1 - z) ∂n/∂h, and you left out the "
+             "factor 1 - z"),
+        Slip(_jacobian_without(mistake="candidate without 1 - z"),
+             "n enters h' scaled by 1 - z: the candidate path diag((1 - z) ⊙ (1 - n²) ⊙ r) W_hn lacks its "
+             "factor 1 - z"),
+        Slip(_jacobian_without(mistake="σ"),
+             "a gate's derivative is σ'(a) = σ(a)(1 - σ(a)): you used σ(a) itself, r for r ⊙ (1 - r) and z "
+             "for z ⊙ (1 - z)"),
+        Slip(_jacobian_without(mistake="1 - n"),
+             "tanh' = 1 - tanh²: the paths through n need 1 - n², not 1 - n"),
+        Slip(_jacobian_without(reset_bias=False),
+             "in the path through r, the reset gate scales h_n = h W_hnᵀ + b_hn, bias included: you left "
+             "out b_hn"),
+        Slip(lambda *case: gru_jacobian_by_autograd(*case).transpose(1, 2),
+             "you returned the transpose: J[b, i, j] = ∂h'_i/∂h_j, row i for the output unit, column j for "
+             "the state unit"),
+        Slip(_jacobian_of_variant(reset="before"),
+             "that is the Jacobian of the GRU with the reset gate before the matrix product, W_hn (r ⊙ h) (the "
+             "notes'); PyTorch's applies it after: r ⊙ (W_hn h + b_hn)"),
+        Slip(_jacobian_of_variant(keep="1-z"),
+             "z is the share of the old state that is kept: h' = (1 - z) ⊙ n + z ⊙ h, so the copy path is "
+             "diag(z), not diag(1 - z)"),
+    ),
+    shape_hint=_gru_jacobian_shape_hint,
+    forbidden=("torch.autograd", "torch.func", ".backward", "torch.nn.GRUCell", "torch.nn.GRU", "torch.gru_cell"),
 )

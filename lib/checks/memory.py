@@ -6,7 +6,6 @@ from typing import Callable
 import torch
 
 from lib.checks.core import Check, Slip
-from lib.memory.hopfield import hebbian_weights
 from lib.memory.ntm import write
 
 
@@ -66,21 +65,62 @@ check_ntm_write = Check(
 )
 
 
-def hebbian_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
-    """Fresh ``+-1`` patterns ``(P, N)`` for :data:`check_hebbian_weights`, with ``2 <= P < N`` (with one
-    pattern, dividing by P would look like not dividing at all)."""
+# ---- the projection (pseudo-inverse) rule ----------------------------------------------------
+MAX_CONDITION = 30.0  # of the patterns' Gram matrix ΞΞᵀ: a float32 answer is then accurate to about 1e-6
+
+
+def projection_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh ``+-1`` patterns ``(P, N)`` for :data:`check_projection_weights`: ``2 <= P <= 5`` and ``N``
+    odd with ``P + 2 <= N <= P + 9``, so that ``(P, P)`` is never ``(N, N)``.
+
+    The rows are linearly independent, with a Gram matrix ``ΞΞᵀ`` whose condition number is at most
+    :data:`MAX_CONDITION` (a draw that fails is drawn again), so a float32 answer is accurate to about
+    1e-6. With ``N`` odd every overlap ``ξ_μ·ξ_ν`` is odd, never 0: no two patterns are orthogonal
+    (for orthogonal patterns the projection is the Hebbian weights), and ``1 / (ΞΞᵀ)`` taken entry
+    by entry stays finite.
+    """
     cases = []
-    for _ in range(trials):
+    while len(cases) < trials:
         n_patterns = int(torch.randint(2, 6, (1,), generator=generator))
-        n_units = n_patterns + int(torch.randint(1, 8, (1,), generator=generator))
+        n_units = n_patterns + 2 + int(torch.randint(0, 7, (1,), generator=generator))
+        n_units += 1 - n_units % 2  # odd
         patterns = torch.randint(0, 2, (n_patterns, n_units), generator=generator).to(torch.float64) * 2 - 1
-        cases.append((patterns,))
+        independent = torch.linalg.matrix_rank(patterns) == n_patterns
+        if independent and torch.linalg.cond(patterns @ patterns.T) <= MAX_CONDITION:
+            cases.append((patterns,))
     return cases
 
 
-def _unscaled(patterns: torch.Tensor) -> torch.Tensor:
-    """The sum of the patterns' outer products with a zero diagonal: (N, N)."""
-    return patterns.T @ patterns - torch.diag((patterns**2).sum(0))
+def _zero_diagonal(weights: torch.Tensor) -> torch.Tensor:
+    return weights - torch.diag(torch.diagonal(weights))
+
+
+def projector(patterns: torch.Tensor) -> torch.Tensor:
+    """``C = Ξ⁺Ξ``, the orthogonal projection onto the span of the patterns, from torch's pseudo-inverse;
+    for linearly independent rows ``Ξ⁺ = Ξᵀ(ΞΞᵀ)⁻¹``, so ``C = Ξᵀ(ΞΞᵀ)⁻¹Ξ``.
+
+    Shapes
+    ------
+    patterns ``(P, N)`` -> ``(N, N)``
+    """
+    return torch.linalg.pinv(patterns) @ patterns
+
+
+def projection_weights(patterns: torch.Tensor) -> torch.Tensor:
+    """The projection rule's weights ``W = Ξᵀ(ΞΞᵀ)⁻¹Ξ`` with ``W_ii = 0`` (Personnaz, Guyon and Dreyfus,
+    1985; the zero diagonal as in Kanter and Sompolinsky, 1987): ``(P, N)`` -> ``(N, N)``.
+
+    ``C = Ξᵀ(ΞΞᵀ)⁻¹Ξ`` maps every stored pattern to itself, so the field at a stored pattern is
+    ``(Wξ)_i = (1 - C_ii) ξ_i``, of the pattern's own sign or 0: in exact arithmetic, with the tie rule,
+    every linearly independent set is stored as fixed points. Where ``C_ii = 1`` (``e_i`` in the span)
+    row ``i`` of ``W`` is 0: the unit is disconnected, and its field is a rounding error of either sign.
+    """
+    return _zero_diagonal(projector(patterns))
+
+
+def _through(gram: Callable[[torch.Tensor], torch.Tensor]) -> Callable:
+    """A wrong rule ``Ξᵀ gram(ΞΞᵀ) Ξ`` with a zero diagonal, ``gram`` in place of the matrix inverse."""
+    return lambda patterns: _zero_diagonal(patterns.T @ gram(patterns @ patterns.T) @ patterns)
 
 
 def _nonzero_diagonal(found: torch.Tensor, expected: torch.Tensor, patterns) -> str | None:
@@ -93,19 +133,40 @@ def _nonzero_diagonal(found: torch.Tensor, expected: torch.Tensor, patterns) -> 
     return None
 
 
-check_hebbian_weights = Check(
-    "Hebbian weights agree with lib.memory.hopfield.hebbian_weights on 20 fresh random cases",
-    hebbian_cases, hebbian_weights,
+check_projection_weights = Check(
+    "the projection-rule weights agree with Ξᵀ(ΞΞᵀ)⁻¹Ξ with a zero diagonal, computed by torch.linalg, "
+    "on 20 fresh random cases",
+    projection_cases, projection_weights,
     describe=lambda patterns: f"{patterns.shape[0]} patterns of {patterns.shape[1]} units",
-    compared_with="(1/N) Σ ξ ξᵀ with a zero diagonal", noun="weights", layout="(N, N)",
+    compared_with="Ξᵀ(ΞΞᵀ)⁻¹Ξ with a zero diagonal", noun="weights", layout="(N, N)",
     slips=(
-        Slip(_unscaled, "you did not divide by N, the number of units"),
-        Slip(lambda patterns: _unscaled(patterns) / patterns.shape[0],
-             "you divided by P, the number of patterns; divide by N, the number of units"),
+        Slip(lambda patterns: _zero_diagonal(patterns.T @ patterns) / patterns.shape[1],
+             "those are the Hebbian weights (1/N) Σ ξ ξᵀ, to which the projection rule reduces when the "
+             "patterns are orthogonal; it puts the inverse of their overlaps between the two factors: "
+             "Ξᵀ(ΞΞᵀ)⁻¹Ξ"),
+        Slip(lambda patterns: _zero_diagonal(patterns.T @ patterns),
+             "those are ΞᵀΞ with a zero diagonal, the Hebbian weights without their 1/N: you left out (ΞΞᵀ)⁻¹, "
+             "the inverse of the patterns' overlaps, which goes between Ξᵀ and Ξ"),
+        Slip(projector, "you kept the projection's diagonal C_ii; set W_ii = 0 for every i (no self-connections)"),
+        Slip(lambda patterns: projector(patterns) - torch.eye(patterns.shape[1], dtype=patterns.dtype),
+             "you subtracted the identity, but the projection's diagonal C_ii is not 1 (it lies between 0 and 1 "
+             "and averages P/N): set W_ii = 0 instead"),
+        Slip(_through(lambda gram: gram),
+             "you multiplied by ΞΞᵀ, the patterns' overlaps; the rule needs its matrix inverse (ΞΞᵀ)⁻¹ "
+             "(torch.linalg.inv, or torch.linalg.solve)"),
+        Slip(_through(lambda gram: 1 / gram),
+             "you took 1/x entry by entry of ΞΞᵀ; (ΞΞᵀ)⁻¹ is the matrix inverse (torch.linalg.inv, or "
+             "torch.linalg.solve)"),
+        Slip(lambda patterns: projection_weights(patterns) / patterns.shape[1],
+             "you divided by N as the Hebbian rule does; the projection rule has no 1/N, the inverse (ΞΞᵀ)⁻¹ "
+             "already scales it"),
+        Slip(lambda patterns: projection_weights(patterns) * patterns.shape[1],
+             "your weights are N times too large: with the overlaps Q = ΞΞᵀ/N the rule is (1/N) Ξᵀ Q⁻¹ Ξ"),
     ),
     shape_hint=lambda shape, patterns: (
-        ": patterns @ patterns.T compares patterns; the weights compare units, patterns.T @ patterns"
+        ": that is (P, P), one entry per pair of patterns; the weights connect units, Ξᵀ(ΞΞᵀ)⁻¹Ξ is (N, N)"
         if shape == (patterns.shape[0],) * 2 else ""),
+    nan_hint=": is ΞΞᵀ inverted as a matrix (torch.linalg.inv or solve), not entry by entry?",
     rules=_nonzero_diagonal, tolerance=dict(atol=1e-8, rtol=0.0),
 )
 

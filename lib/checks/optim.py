@@ -1,19 +1,24 @@
 """Checkers for the exercises of chapter 2 (optimisers)."""
 from __future__ import annotations
 
+import math
+
 import torch
 
-from lib.checks.core import Check, Slip
-from lib.optim import Adam
+from lib.checks.core import Check, Slip, tolerance_for
+
+RADAM_TOLERANCE = dict(atol=1e-10, rtol=0.0)  # for float64 paths; float32 ones earn FLOAT32_TOLERANCE
 
 
-def adam_path_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
-    """Fresh inputs ``(grads, lr, beta1, beta2, eps)`` for :data:`check_adam_path`.
+def radam_path_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(grads, lr, beta1, beta2, eps)`` for :data:`check_radam_path`.
 
-    ``grads`` has shape ``(T, D)`` with ``T != D``: the gradient fed to Adam at each of
-    ``T`` steps (up to 40, so that the bias correction still matters at the end).
-    Every fourth case repeats one gradient, where Adam's step is exactly ``lr``;
-    ``eps`` is large in some cases, so that putting it inside the square root shows.
+    ``grads`` has shape ``(T, D)`` with ``T`` from 10 to 35 and ``T != D``: the gradient fed to
+    RAdam at each of ``T`` steps, enough for both of its phases (plain momentum steps while
+    ``ρ_t <= 5``, up to step 5, then rectified adaptive steps). For every ``β₂`` drawn, ``ρ_5`` lies
+    in ``(4, 5)`` (so that switching at ``ρ_t > 4`` shows) and ``ρ_6 > 5.3``. Every fourth case
+    repeats one gradient; ``eps`` is 0.1 in the first case and every third one after it, so that where
+    it is added (or whether it is left out) shows at once.
     """
     cases = []
     for trial in range(trials):
@@ -25,12 +30,19 @@ def adam_path_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]
         beta1 = float(torch.empty(()).uniform_(0.5, 0.95, generator=generator))
         beta2 = float(torch.empty(()).uniform_(0.9, 0.999, generator=generator))
         lr = float(torch.empty(()).uniform_(1e-3, 0.1, generator=generator))
-        eps = (1e-8, 1e-3, 0.1)[trial % 3]
+        eps = (0.1, 1e-8, 1e-3)[trial % 3]  # ε = 0.1 first: where ε goes shows on the first case
         cases.append((grads, lr, beta1, beta2, eps))
     return cases
 
 
-def _adam_path(grads, lr, beta1, beta2, eps, correct=True, eps_inside=False, shift=0):
+def _rho(t: int, beta2: float) -> tuple[float, float]:
+    """``(ρ_t, ρ_∞)``: the length of the simple moving average that RAdam equates with ``v_t``."""
+    rho_inf = 2 / (1 - beta2) - 1
+    return rho_inf - 2 * t * beta2**t / (1 - beta2**t), rho_inf
+
+
+def _radam_path(grads, lr, beta1, beta2, eps, threshold=5.0, rectify=True, root=True, eps_like_adam=False,
+                v_correction=True, m_correction=True, early_correction=True, early="momentum", eps_in="denominator"):
     """The parameters after each step, from w_0 = 0; the keywords switch on the usual slips."""
     w = torch.zeros(grads.shape[1], dtype=grads.dtype)
     m, v = torch.zeros_like(w), torch.zeros_like(w)
@@ -38,16 +50,32 @@ def _adam_path(grads, lr, beta1, beta2, eps, correct=True, eps_inside=False, shi
     for t, g in enumerate(grads, start=1):
         m = beta1 * m + (1 - beta1) * g
         v = beta2 * v + (1 - beta2) * g * g
-        m_hat, v_hat = (m / (1 - beta1 ** (t + shift)), v / (1 - beta2 ** (t + shift))) if correct else (m, v)
-        w = w - lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps)
+        m_hat = m / (1 - beta1**t) if m_correction else m
+        rho, rho_inf = _rho(t, beta2)
+        if rho > threshold:
+            ratio = (rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho)
+            r = (math.sqrt(ratio) if root else ratio) if rectify else 1.0
+            if eps_like_adam:
+                step = m_hat / ((v / (1 - beta2**t)).sqrt() + eps)
+            elif eps_in == "root":
+                step = m_hat * math.sqrt(1 - beta2**t) / (v + eps).sqrt()
+            elif eps_in == "nowhere":
+                step = m_hat * ((1 - beta2**t) / v).sqrt()
+            else:
+                step = m_hat * (math.sqrt(1 - beta2**t) if v_correction else 1.0) / (v.sqrt() + eps)
+            w = w - lr * r * step
+        elif early == "adam":
+            w = w - lr * m_hat / ((v / (1 - beta2**t)).sqrt() + eps)
+        else:
+            w = w - lr * (m_hat if early_correction else m)
         path.append(w)
     return torch.stack(path)  # (T, D)
 
 
 def _reference(grads, lr, beta1, beta2, eps):
-    """The same path from :class:`lib.optim.Adam` itself."""
+    """The same path from :class:`torch.optim.RAdam`."""
     w = torch.zeros(grads.shape[1], dtype=grads.dtype)
-    optimizer = Adam([w], lr=lr, betas=(beta1, beta2), eps=eps)
+    optimizer = torch.optim.RAdam([w], lr=lr, betas=(beta1, beta2), eps=eps)
     path = []
     for g in grads:
         w.grad = g.clone()
@@ -56,10 +84,30 @@ def _reference(grads, lr, beta1, beta2, eps):
     return torch.stack(path)  # (T, D)
 
 
-def _first_difference(found: torch.Tensor, expected: torch.Tensor, *case) -> str:
-    bad_step = int((found - expected).abs().amax(dim=1).gt(1e-10).nonzero()[0])
-    return (f"your path first differs from Adam's after step {bad_step + 1} "
-            f"(by up to {(found[bad_step] - expected[bad_step]).abs().max():.3g})")
+def _adam_path(grads, lr, beta1, beta2, eps):
+    """Adam's path from w_0 = 0 (what a student who wrote the chapter's Adam returns)."""
+    w = torch.zeros(grads.shape[1], dtype=grads.dtype)
+    m, v = torch.zeros_like(w), torch.zeros_like(w)
+    path = []
+    for t, g in enumerate(grads, start=1):
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        w = w - lr * (m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt() + eps)
+        path.append(w)
+    return torch.stack(path)  # (T, D)
+
+
+def _first_difference(found: torch.Tensor, expected: torch.Tensor, grads, lr, beta1, beta2, eps) -> str:
+    # found arrives cast to float64; a float32 result is one that survives the round trip through float32,
+    # and its rounding (up to ~1e-8) must not be taken for the first wrong step.
+    returned = found.float() if torch.equal(found, found.float().to(found.dtype)) else found
+    allowed = tolerance_for(returned, RADAM_TOLERANCE)
+    outside = ((found - expected).abs() > allowed["atol"] + allowed["rtol"] * expected.abs()).any(dim=1)
+    bad_step = int(outside.nonzero()[0]) + 1 if outside.any() else 1
+    phase = ("a momentum step, ρ_t ≤ 5" if _rho(bad_step, beta2)[0] <= 5
+             else "a rectified adaptive step, ρ_t > 5")
+    return (f"your path first differs from RAdam's after step {bad_step} ({phase}), "
+            f"by up to {(found[bad_step - 1] - expected[bad_step - 1]).abs().max():.3g}")
 
 
 def _path_shape_hint(shape: tuple, grads, *hyperparameters) -> str:
@@ -68,21 +116,46 @@ def _path_shape_hint(shape: tuple, grads, *hyperparameters) -> str:
     return ": return the parameters after every step, not only the last" if shape == (grads.shape[1],) else ""
 
 
-check_adam_path = Check(
-    "Adam's path agrees with lib.optim.Adam on 12 fresh gradient sequences",
-    adam_path_cases, _reference,
-    describe=lambda grads, *hyperparameters: f"grads of shape {tuple(grads.shape)}",
-    compared_with="Adam's", noun="path", layout="(T, D)",
+check_radam_path = Check(
+    "RAdam's path agrees with torch.optim.RAdam on 12 fresh gradient sequences",
+    radam_path_cases, _reference,
+    describe=lambda grads, lr, beta1, beta2, eps: f"grads of shape {tuple(grads.shape)}, β₂ = {beta2:.4f}, ε = {eps:g}",
+    compared_with="RAdam's", noun="path", layout="(T, D)",
     slips=(
-        Slip(lambda *case: _adam_path(*case, correct=False),
-             "you left out the bias correction m̂ = m / (1 - β₁^t), v̂ = v / (1 - β₂^t)"),
-        Slip(lambda *case: _adam_path(*case, eps_inside=True), "ε goes outside the square root: m̂ / (√v̂ + ε)"),
-        Slip(lambda *case: _adam_path(*case, shift=1),
-             "the bias correction uses the number of the step, t = 1 on the first step (you used t + 1)"),
+        Slip(_adam_path, "that is Adam's path: RAdam takes plain momentum steps α m̂_t while ρ_t ≤ 5, "
+                         "and multiplies each adaptive step after that by r_t"),
+        Slip(lambda *case: _radam_path(*case, threshold=4.0),
+             "the adaptive steps start once ρ_t > 5; you switched at ρ_t > 4, the threshold of the paper's "
+             "Algorithm 2 (PyTorch, and the exercise, use 5)"),
+        Slip(lambda *case: _radam_path(*case, rectify=False),
+             "you left out the rectification: multiply each adaptive step by r_t, which starts small and "
+             "grows towards 1"),
+        Slip(lambda *case: _radam_path(*case, root=False),
+             "r_t is the square root of (ρ_t - 4)(ρ_t - 2)ρ_∞ / ((ρ_∞ - 4)(ρ_∞ - 2)ρ_t); you left out the root"),
+        Slip(lambda *case: _radam_path(*case, eps_like_adam=True),
+             "ε is added to √v_t before the bias correction, √(1 - β₂^t) / (√v_t + ε), as torch.optim.RAdam "
+             "does; you added it to √v̂_t, as Adam does"),
+        Slip(lambda *case: _radam_path(*case, eps_in="root"),
+             "ε is added outside the square root, √(1 - β₂^t) / (√v_t + ε), as torch.optim.RAdam does; "
+             "you put it inside, √(1 - β₂^t) / √(v_t + ε)"),
+        Slip(lambda *case: _radam_path(*case, eps_in="nowhere"),
+             "you left out ε: the paper's l_t = √((1 - β₂^t) / v_t) has none, but torch.optim.RAdam (and the "
+             "exercise) divide by √v_t + ε, as in √(1 - β₂^t) / (√v_t + ε)"),
+        Slip(lambda *case: _radam_path(*case, v_correction=False),
+             "you left out the bias correction of v: the adaptive step is multiplied by √(1 - β₂^t)"),
+        Slip(lambda *case: _radam_path(*case, early_correction=False),
+             "while ρ_t ≤ 5 the step is α m̂_t, with the bias-corrected m̂_t = m_t / (1 - β₁^t); "
+             "your momentum steps used m_t"),
+        Slip(lambda *case: _radam_path(*case, m_correction=False),
+             "you left out the bias correction of m in both phases: use m̂_t = m_t / (1 - β₁^t)"),
+        Slip(lambda *case: _radam_path(*case, early="adam"),
+             "while ρ_t ≤ 5 RAdam does not divide by the second moment at all: the step is α m̂_t "
+             "(you took Adam's step there)"),
     ),
     shape_hint=_path_shape_hint,
-    nan_hint="; if already at step 1, check the bias correction: 1 - β^t uses t = 1 on the first step, never 0",
-    mismatch=_first_difference, tolerance=dict(atol=1e-10, rtol=0.0),
+    nan_hint=("; while ρ_t ≤ 5 take the momentum step α m̂_t, since r_t is not defined there (for 2 < ρ_t < 4 "
+              "its square root is of a negative number); and t = 1 on the first step, never 0"),
+    mismatch=_first_difference, tolerance=RADAM_TOLERANCE,
     forbidden=("torch.optim",),
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from lib.checks.core import Check, Slip
-from lib.rnn import GRUCell, LSTMCell, RNN, RNNCell, bptt_terms
+from lib.rnn import LSTMCell, RNN, RNNCell, bptt_terms
 
 
 
@@ -274,7 +274,7 @@ check_gradient_reach = Check(
 
 
 # ---------------------------------------------------------------------------
-# Chapter 4: one LSTM step and one GRU step.
+# Chapter 4: one LSTM step (the GRU's Jacobian is checked in lib.checks.gating).
 # ---------------------------------------------------------------------------
 
 
@@ -330,55 +330,4 @@ check_lstm_step = Check(
         (h.shape[0], 2 * h.shape[1]): ": stack h and c on a new first axis, torch.stack([h, c])",
     }.get(shape, ""),
     forbidden=("torch.nn.LSTMCell", "torch.nn.LSTM", "torch.lstm_cell"),
-)
-
-def gru_step_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
-    """Fresh inputs ``(x, h, weight_ih, weight_hh, bias_ih, bias_hh)`` for :data:`check_gru_step`."""
-    cases = []
-    for _ in range(trials):
-        batch, input_size, hidden_size = _sizes(generator, 3)
-        x = torch.randn(batch, input_size, generator=generator, dtype=torch.float64)
-        h = torch.randn(batch, hidden_size, generator=generator, dtype=torch.float64).tanh()
-        cases.append((x, h, *_weights(generator, 3, input_size, hidden_size)))
-    return cases
-
-
-def _gru_slip(x, h, weight_ih, weight_hh, bias_ih, bias_hh, order="rzn", keep="z", reset="after"):
-    x_blocks = dict(zip(order, (x @ weight_ih.T + bias_ih).chunk(3, dim=-1)))
-    h_blocks = dict(zip(order, (h @ weight_hh.T + bias_hh).chunk(3, dim=-1)))
-    r = torch.sigmoid(x_blocks["r"] + h_blocks["r"])
-    z = torch.sigmoid(x_blocks["z"] + h_blocks["z"])
-    if reset == "after":
-        n = torch.tanh(x_blocks["n"] + r * h_blocks["n"])
-    else:
-        W_hn, b_hn = dict(zip(order, weight_hh.chunk(3))), dict(zip(order, bias_hh.chunk(3)))
-        n = torch.tanh(x_blocks["n"] + (r * h) @ W_hn["n"].T + b_hn["n"])
-    return (1 - z) * n + z * h if keep == "z" else z * n + (1 - z) * h
-
-
-def _gru_reference(x, h, *weights, reset="after"):
-    """The new state from :class:`lib.rnn.GRUCell` holding these weights (``reset="before"``: the notes' form)."""
-    cell = _load(GRUCell(x.shape[1], h.shape[1], reset=reset).double(), weights)
-    with torch.no_grad():
-        return cell(x, h)  # (B, H)
-
-
-check_gru_step = Check(
-    "your GRU step agrees with lib.rnn.GRUCell (PyTorch's form) on 12 fresh random cases",
-    gru_step_cases, _gru_reference,
-    describe=lambda x, h, *weights: f"x of shape {tuple(x.shape)}, h of shape {tuple(h.shape)}",
-    compared_with="lib.rnn's", layout="(B, H)",
-    slips=(
-        Slip(lambda *case: _gru_reference(*case, reset="before"),
-             "that is the reset gate applied before the matrix product, W_hn (r ⊙ h) (Cho et al., the notes); "
-             "PyTorch's form applies it after: r ⊙ (W_hn h + b_hn)"),
-        Slip(lambda *case: _gru_slip(*case, keep="1-z"),
-             "z is the share of the old state that is kept: h' = (1 - z) ⊙ n + z ⊙ h (the notes' update gate is "
-             "1 - z)"),
-        Slip(lambda *case: _gru_slip(*case, keep="1-z", reset="before"),
-             "that is the notes' GRU: PyTorch's applies the reset gate after the matrix product, "
-             "r ⊙ (W_hn h + b_hn), and keeps the share z of the old state: h' = (1 - z) ⊙ n + z ⊙ h"),
-        Slip(lambda *case: _gru_slip(*case, order="zrn"), "PyTorch orders the row blocks r, z, n: reset gate first"),
-    ),
-    forbidden=("torch.nn.GRUCell", "torch.nn.GRU", "torch.gru_cell"),
 )
