@@ -81,15 +81,14 @@ def test_accepts_right_answers_written_differently(answer, capsys):
 
 
 def adam_path(grads, lr, beta1, beta2, eps):
-    w = torch.zeros(grads.shape[1], dtype=grads.dtype)
-    m, v = torch.zeros_like(w), torch.zeros_like(w)
-    path = []
-    for t, g in enumerate(grads, start=1):
-        m = beta1 * m + (1 - beta1) * g
-        v = beta2 * v + (1 - beta2) * g * g
-        w = w - lr * (m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt() + eps)
-        path.append(w)
-    return torch.stack(path)
+    """Plain Adam, its moments written as explicit weighted sums rather than the recursion."""
+    steps = []
+    for t in range(1, len(grads) + 1):
+        weights = torch.arange(t - 1, -1, -1, dtype=grads.dtype)[:, None]  # (t, 1): ages t-1 .. 0
+        m_hat = ((1 - beta1) * beta1**weights * grads[:t]).sum(0) / (1 - beta1**t)
+        v_hat = ((1 - beta2) * beta2**weights * grads[:t] ** 2).sum(0) / (1 - beta2**t)
+        steps.append(-lr * m_hat / (v_hat.sqrt() + eps))
+    return torch.stack(steps).cumsum(0)  # (T, D)
 
 
 WRONG = [
