@@ -135,7 +135,19 @@ def _ordinary_user(work: Path) -> tuple[list[str], int, int]:
     return ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups"], user.pw_uid, user.pw_gid
 
 
-def _fresh_copy(work: Path) -> tuple[Path, Path]:
+def _packages_for(prefix: list[str], python: str, work: Path) -> Path:
+    """This environment's packages, or a copy of them the ordinary user can read (a checkout
+    under a folder only root may enter, such as /root, would keep them from that user)."""
+    packages = Path(sysconfig.get_paths()["purelib"])
+    probe = [*prefix, python, "-c", f"import sys; sys.path.insert(0, {str(packages)!r}); import torch"]
+    if subprocess.run(probe, capture_output=True, cwd=work).returncode == 0:
+        return packages
+    copy = work / "packages"
+    subprocess.run(["cp", "-r", "--no-preserve=mode,ownership", str(packages), str(copy)], check=True)
+    return copy
+
+
+def _fresh_copy(work: Path, prefix: list[str]) -> tuple[Path, Path]:
     """A fresh copy of the book (the files git knows, as they are in the work tree: what a clone
     of them would hold) and a virtual environment the ordinary user can run.
 
@@ -153,7 +165,8 @@ def _fresh_copy(work: Path) -> tuple[Path, Path]:
     system_python = shutil.which(version, path="/usr/bin:/bin")
     assert system_python, f"the ordinary-user test needs the system's {version} (/usr/bin/{version})"
     subprocess.run([system_python, "-m", "venv", "--without-pip", str(venv)], check=True)
-    (next(venv.glob("lib/python*/site-packages")) / "book.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    packages = _packages_for(prefix, system_python, work)
+    (next(venv.glob("lib/python*/site-packages")) / "book.pth").write_text(f"{packages}\n")
     (venv / ".installed").touch()  # make's stamp: the environment is set up
     return clone, venv
 
@@ -184,7 +197,7 @@ def graded(request):
             command = [sys.executable, "-m", "lib.exercises", "grade", str(folder), *options.split()]
         else:
             prefix, uid, gid = _ordinary_user(work)
-            cwd, venv = _fresh_copy(work)
+            cwd, venv = _fresh_copy(work, prefix)
             command = prefix + ["make", "--silent", "--no-print-directory", "grade", f"VENV={venv}",
                                 f"SUBMISSIONS={folder}", f"GRADE_OPTIONS={options}"]
         secret = work / "secret" / SECRET
