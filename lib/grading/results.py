@@ -63,7 +63,8 @@ class FrameReader(threading.Thread):
 
     def __init__(self, stream: BinaryIO, file_bytes: int, total_bytes: int):
         super().__init__(daemon=True)
-        self.stream, self.file_bytes, self.left = stream, file_bytes, total_bytes
+        self.stream, self.file_bytes, self.total_bytes = stream, file_bytes, total_bytes
+        self.left = total_bytes
         self.frames: dict[str, tuple[dict, bytes, bytes]] = {}
         self.ready, self.progress, self.failure = False, time.monotonic(), ""
 
@@ -85,7 +86,8 @@ class FrameReader(threading.Thread):
             return False
         size = header["json"] + header["bin"]
         if size > self.left:
-            self.failure = f"the results exceed the {self.left} bytes the grader reads for one submission"
+            self.failure = (f"the results exceed the {self.total_bytes:,} bytes the grader reads "
+                            "for one submission")
             return False
         self.left -= size
         payload = self.stream.read(size)
