@@ -1,0 +1,69 @@
+"""A submission that asks for more memory than its cgroup allows costs only itself (as root).
+
+Each process in the sandbox may map 3 GiB (RLIMIT_AS), but processes add up: four children of
+1.5 GiB each ask for 6 GiB. The probe's cgroup caps them together at GROUP_MEMORY_BYTES (4 GiB);
+the kernel's OOM killer then picks a process of the submission (they carry oom_score_adj 1000),
+not the probe, which goes on to grade the chapter's other exercises.
+"""
+import contextlib
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lib.exercises import BOOK_CHAPTERS, coding_exercises
+from lib.grading import sandbox
+from lib.grading.grader import grade_all, load_masters
+
+CHAPTER = "02_optimisers"  # any chapter with two or more coding exercises
+HOG = """import os, time
+children = []
+for _ in range(4):  # 4 x 1.5 GiB: each process is within its 3 GiB, together they are not
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(1536 << 20)
+        block[::4096] = b"\\1" * len(block[::4096])  # write every page, so each one is charged
+        time.sleep(3)
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
+
+def _usage_files(group: Path) -> dict[str, str]:
+    names = ("memory.max_usage_in_bytes", "memory.failcnt", "memory.peak", "memory.events")
+    return {name: (group / name).read_text() for name in names if (group / name).is_file()}
+
+
+def test_a_memory_hog_is_stopped_at_its_groups_limit_and_the_probe_grades_on(tmp_path, monkeypatch):
+    if not any("memory" in str(hierarchy) or "memory.max" in limits for hierarchy, limits in sandbox._controllers()):
+        pytest.skip("the grader cannot make memory cgroups here (not root, or no memory controller)")
+    notebook = nbformat.read(BOOK_CHAPTERS / f"{CHAPTER}.ipynb", as_version=4)
+    first, *others = coding_exercises(notebook)
+    assert others, f"{CHAPTER} needs a second coding exercise for the probe to go on to"
+    cell = next(c for c in notebook.cells if c.get("id") == first.solution_cell)
+    cell.source = HOG + cell.source
+    nbformat.write(notebook, tmp_path / f"{CHAPTER}.ipynb")
+
+    seen = {}
+    remove = sandbox._remove_group
+
+    def remove_after_reading(group: Path) -> None:
+        with contextlib.suppress(OSError):
+            seen.update(_usage_files(group))
+        remove(group)
+
+    monkeypatch.setattr(sandbox, "_remove_group", remove_after_reading)
+    [report] = grade_all([tmp_path / f"{CHAPTER}.ipynb"], load_masters(BOOK_CHAPTERS), timeout=60)
+
+    assert not report.error, report.lines()
+    later = [verdict for verdict in report.verdicts if verdict.exercise != first.id]
+    assert len(later) == len(others) and all(verdict.passed for verdict in later), report.lines()
+    if "memory.failcnt" in seen:  # cgroup v1
+        assert int(seen["memory.failcnt"]) > 0, seen  # the limit was reached ...
+        assert int(seen["memory.max_usage_in_bytes"]) <= sandbox.GROUP_MEMORY_BYTES, seen  # ... and held
+    else:  # cgroup v2
+        events = dict(line.split() for line in seen["memory.events"].splitlines())
+        assert int(events["max"]) > 0 and int(events["oom_kill"]) > 0, seen
+        assert int(seen["memory.peak"]) <= sandbox.GROUP_MEMORY_BYTES, seen
