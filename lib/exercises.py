@@ -50,7 +50,7 @@ BOOK_CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"  # the masters:
 class CodingExercise:
     """One auto-checked exercise of a master notebook."""
 
-    id: str  # e.g. "ex-att-masked-softmax"
+    id: str  # e.g. "ex-att-softmax-backward"
     checker: str  # name of the lib.checks function the check cell calls
     function: str  # name of the student's function it is called with
     hint: str

@@ -1,90 +1,410 @@
 """The checkers of chapter 9: right answers pass however they are written (and, for the experiment,
-however the search stopped), wrong ones fail saying why. ``FAIRNESS`` holds each checker to an
-independent right answer and the most plausible wrong ones (tests/test_exercise_fairness.py);
-the masked softmax and attention checkers are also tested in tests/test_checks.py."""
+however the search stopped), wrong ones fail saying why. ``FAIRNESS`` holds each checker to
+independent right answers and the most plausible wrong ones (tests/test_exercise_fairness.py);
+the two backward-pass checkers are also the examples of tests/test_checks.py."""
 import math
 import re
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from lib.checks import CHECKS, CheckFailed, check_sharpening_scale
-from lib.checks.attention import SHARPENING_RTOL
+from lib.attention import masked_softmax, scaled_dot_product_attention
+from lib.checks import (
+    CHECKS, CheckFailed, check_attention_backward, check_masked_softmax_backward, check_sharpening_scale,
+)
+from lib.checks.attention import (
+    SHARPENING_RTOL, attention_backward_by_autograd, attention_backward_cases, attention_backward_with,
+    masked_softmax_backward_by_autograd, masked_softmax_backward_cases, masked_softmax_backward_with,
+)
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # see tests/conftest.py
 
 
-def test_the_checker_is_registered_under_its_name():
+def test_the_checkers_are_registered_under_their_names():
     assert CHECKS["check_sharpening_scale"] is check_sharpening_scale
+    assert CHECKS["check_masked_softmax_backward"] is check_masked_softmax_backward
+    assert CHECKS["check_attention_backward"] is check_attention_backward
 
 
-# ---- masked softmax: written from the statement, loops and plain floats ----------------------
-def masked_softmax_by_rows(scores, valid_lens):
-    """Row by row in Python floats: exp of the shifted valid scores over their sum, 0 elsewhere."""
-    out = torch.zeros_like(scores)
+# ---- the backward pass of the masked softmax: written from the statement -----------------------
+def weights_by_rows(scores, valid_lens):
+    """α row by row in Python floats: exp of the shifted valid scores over their sum, 0 elsewhere."""
+    weights = [[[0.0] * scores.shape[2] for _ in range(scores.shape[1])] for _ in range(scores.shape[0])]
     for b in range(scores.shape[0]):
         n = int(valid_lens[b])
-        for q in range(scores.shape[1]):
+        for t in range(scores.shape[1]):
             if n == 0:
                 continue
-            row = [float(s) for s in scores[b, q, :n]]
-            top = max(row)
-            exps = [math.exp(s - top) for s in row]
-            for k, e in enumerate(exps):
-                out[b, q, k] = e / sum(exps)
+            row = [float(s) for s in scores[b, t, :n]]
+            exps = [math.exp(s - max(row)) for s in row]
+            for i, e in enumerate(exps):
+                weights[b][t][i] = e / sum(exps)
+    return weights
+
+
+def softmax_backward_by_jacobian_loops(scores, valid_lens, grad_weights):
+    """The chain rule in loops over the Jacobian's entries: ∂ℓ/∂s_i = Σ_j g_j ∂α_j/∂s_i with
+    ∂α_j/∂s_i = α_j (δ_ji - α_i). Right values, at S² operations per row: the statement asks for a
+    form in proportion to S, which only a reader of the code can hold it to, so this is no FAIRNESS
+    answer."""
+    weights = weights_by_rows(scores, valid_lens)
+    out = torch.zeros_like(scores)
+    batch, queries, keys = scores.shape
+    for b in range(batch):
+        for t in range(queries):
+            a, g = weights[b][t], [float(x) for x in grad_weights[b, t]]
+            for i in range(keys):
+                out[b, t, i] = sum(g[j] * a[j] * ((i == j) - a[i]) for j in range(keys))
     return out
 
 
-def keep_mask(scores, valid_lens, extra=0):
-    return torch.arange(scores.shape[-1]) < (valid_lens + extra)[:, None, None]
+def softmax_backward_by_row_loops(scores, valid_lens, grad_weights):
+    """The O(S) form in loops over Python floats: per row the weighted mean ḡ = Σ_j g_j α_j, then
+    α_i (g_i - ḡ); masked keys and empty rows keep their zeros."""
+    weights = weights_by_rows(scores, valid_lens)
+    out = torch.zeros_like(scores)
+    batch, queries, keys = scores.shape
+    for b in range(batch):
+        for t in range(queries):
+            a, g = weights[b][t], [float(x) for x in grad_weights[b, t]]
+            mean = sum(gj * aj for gj, aj in zip(g, a))
+            for i in range(keys):
+                out[b, t, i] = a[i] * (g[i] - mean)
+    return out
 
 
-def softmax_without_mask(scores, valid_lens):
-    return torch.softmax(scores, -1)
+def softmax_backward_in_log_space(scores, valid_lens, grad_weights):
+    """Vectorised another way: the weights as exp(log_softmax) of scores masked with finfo.min (no -inf,
+    so no NaN to clean up), zeroed with torch.where, ḡ by einsum."""
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    masked = torch.where(keep, scores, torch.full_like(scores, torch.finfo(scores.dtype).min))
+    weights = torch.where(keep, torch.log_softmax(masked, -1).exp(), torch.zeros_like(scores))
+    mean = torch.einsum("bts,bts->bt", weights, grad_weights)
+    return weights * grad_weights - weights * mean[..., None]
 
 
-def softmax_nan_on_empty_rows(scores, valid_lens):
-    return torch.softmax(scores.masked_fill(~keep_mask(scores, valid_lens), -math.inf), -1)
+def masked_softmax_float64(scores, valid_lens):
+    """A forward pass of our own: masked scores to -1e300, exp of the shifted row, zeros for an empty row."""
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    shifted = scores.masked_fill(~keep, -1e300)
+    exps = torch.exp(shifted - shifted.amax(-1, keepdim=True)) * keep
+    totals = exps.sum(-1, keepdim=True)
+    return exps / torch.where(totals > 0, totals, torch.ones_like(totals))
 
 
-def mask_one_too_many_kept(scores, valid_lens):
-    """Off by one: keys at positions <= valid_lens kept."""
-    return torch.softmax(scores.masked_fill(~keep_mask(scores, valid_lens, 1), -math.inf), -1).nan_to_num(0.0)
+def softmax_backward_by_finite_differences(scores, valid_lens, grad_weights, step=1e-6):
+    """Central differences of ℓ(s) = Σ g ⊙ α(s), one score at a time (all of them as one batch), in float64."""
+    nudges = step * torch.eye(scores.numel(), dtype=scores.dtype).view(-1, *scores.shape)  # one per score
+
+    def losses(shifted):  # ℓ for each nudged copy: (N,)
+        return (grad_weights * masked_softmax_float64(shifted, valid_lens)).flatten(1).sum(1)
+
+    return ((losses(scores + nudges) - losses(scores - nudges)) / (2 * step)).view(scores.shape)
 
 
-def softmax_over_the_queries(scores, valid_lens):
-    return torch.softmax(scores.masked_fill(~keep_mask(scores, valid_lens), -math.inf), 1).nan_to_num(0.0)
+def softmax_backward_float32(scores, valid_lens, grad_weights):
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    weights = torch.softmax(scores.float().masked_fill(~keep, -math.inf), -1).nan_to_num(0.0)
+    grad = grad_weights.float()
+    return weights * (grad - (grad * weights).sum(-1, keepdim=True))
 
 
-# ---- scaled dot-product attention: loops over every leading index and query ------------------
-def attention_by_loops(q, k, v):
-    """For each leading index and each query t: weights exp(q_t·k_s/√d) / Σ, then Σ_s α_s v_s."""
-    lead, (T, d), (S, dv) = q.shape[:-2], q.shape[-2:], v.shape[-2:]
-    q2, k2, v2 = q.reshape(-1, T, d), k.reshape(-1, S, d), v.reshape(-1, S, dv)
-    out = torch.zeros(q2.shape[0], T, dv, dtype=q.dtype)
-    for i in range(q2.shape[0]):
-        for t in range(T):
-            scores = [sum(float(q2[i, t, j]) * float(k2[i, s, j]) for j in range(d)) / math.sqrt(d)
-                      for s in range(S)]
-            top = max(scores)
-            exps = [math.exp(x - top) for x in scores]
-            for s in range(S):
-                out[i, t] += exps[s] / sum(exps) * v2[i, s]
-    return out.reshape(*lead, T, dv)
+def masked_weights(scores, valid_lens):
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    return torch.softmax(scores.masked_fill(~keep, -1e30), -1) * keep
 
 
-def attention_unscaled(q, k, v):
-    return torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+def softmax_backward_weights_times_g(scores, valid_lens, grad_weights):
+    """Forgets that every weight of a row depends on every score: α ⊙ g."""
+    return masked_weights(scores, valid_lens) * grad_weights
 
 
-def attention_divided_by_d(q, k, v):
-    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], -1) @ v
+def softmax_backward_like_a_sigmoid(scores, valid_lens, grad_weights):
+    """The Jacobian's diagonal alone, α_i (1 - α_i), as for an elementwise sigmoid."""
+    weights = masked_weights(scores, valid_lens)
+    return grad_weights * weights - grad_weights * weights**2
 
 
-def attention_softmax_over_queries(q, k, v):
-    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -2) @ v
+def softmax_backward_without_alpha(scores, valid_lens, grad_weights):
+    """g minus its weighted mean, not scaled by α: not 0 at masked keys."""
+    weights = masked_weights(scores, valid_lens)
+    return grad_weights - torch.einsum("bts,bts->bt", grad_weights, weights)[..., None]
 
 
-def attention_without_transpose(q, k, v):
-    return torch.softmax(q @ k / q.shape[-1] ** 0.5, -1) @ v
+def softmax_backward_of_the_whole_row(scores, valid_lens, grad_weights):
+    """The mask forgotten: the softmax of all S scores, differentiated correctly."""
+    weights = scores.softmax(-1)
+    return weights * grad_weights - weights * (weights * grad_weights).sum(-1, keepdim=True)
+
+
+def softmax_backward_nan_on_empty_rows(scores, valid_lens, grad_weights):
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    weights = torch.softmax(scores.masked_fill(~keep, -math.inf), -1)  # NaN rows where valid_lens is 0
+    return weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True))
+
+
+def softmax_backward_summed_over_queries(scores, valid_lens, grad_weights):
+    weights = masked_weights(scores, valid_lens)
+    return weights * (grad_weights - (grad_weights * weights).sum(1, keepdim=True))
+
+
+def softmax_backward_with_empty_rows_uniform(scores, valid_lens, grad_weights):
+    """Masks with -1e9 instead of -inf: right wherever a row has a valid key, but an empty row's weights
+    become uniform instead of 0, so its gradient is not 0."""
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    weights = torch.softmax(scores.masked_fill(~keep, -1e9), -1)
+    return weights * (grad_weights - (weights * grad_weights).sum(-1, keepdim=True))
+
+
+def softmax_backward_with_the_valid_sum_of_g(scores, valid_lens, grad_weights):
+    """Subtracts Σ_j g_j over the valid keys, unweighted: no slip of the checker's, caught by the row sums."""
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    weights = masked_weights(scores, valid_lens)
+    return weights * (grad_weights - (grad_weights * keep).sum(-1, keepdim=True))
+
+
+def test_the_reference_is_the_closed_form_and_zero_where_masked():
+    for case in masked_softmax_backward_cases(torch.Generator().manual_seed(3)):
+        scores, valid_lens, grad_weights = case
+        expected = masked_softmax_backward_by_autograd(*case)
+        assert torch.allclose(masked_softmax_backward_with(*case), expected, atol=1e-14, rtol=0)
+        for b, n in enumerate(valid_lens.tolist()):
+            assert torch.equal(expected[b, :, n:], torch.zeros_like(expected[b, :, n:]))
+        assert torch.isfinite(expected).all()
+
+
+def test_the_first_case_has_an_empty_row_and_a_masked_key_the_gradient_reaches():
+    scores, valid_lens, grad_weights = masked_softmax_backward_cases(torch.Generator().manual_seed(0))[0]
+    assert valid_lens.tolist() == [0, 2] and scores.shape == (2, 3, 4)
+    assert (grad_weights[1, :, 2:] != 0).all()  # a gradient that reaches masked keys shows there
+
+
+def test_every_slip_of_the_softmax_checker_differs_from_the_reference_on_the_first_case():
+    for seed in range(20):
+        case = masked_softmax_backward_cases(torch.Generator().manual_seed(seed))[0]
+        expected = masked_softmax_backward_by_autograd(*case)
+        for slip in CHECKS["check_masked_softmax_backward"].slips:
+            assert (slip.answer(*case) - expected).abs().max() > 1e-3, (seed, slip.message)
+
+
+@pytest.mark.parametrize("answer", [softmax_backward_by_jacobian_loops, softmax_backward_by_row_loops,
+                                    softmax_backward_in_log_space, softmax_backward_by_finite_differences,
+                                    softmax_backward_float32])
+def test_softmax_backward_accepts_right_answers(answer, capsys):
+    check_masked_softmax_backward(answer)
+    assert capsys.readouterr().out.startswith("✓ your ∂ℓ/∂scores agrees with autograd")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (softmax_backward_weights_times_g, "you returned α ⊙ g"),
+        (softmax_backward_without_alpha, "you left out that factor"),
+        (softmax_backward_with_the_valid_sum_of_g,
+         r"your gradient for batch \d, query \d sums to \S+ over the keys; each row must sum to 0"),
+        (lambda s, v, g: softmax_backward_float32(s, v, g).double()
+         + 0.1 * (torch.arange(s.shape[-1]) >= v[:, None, None]),
+         r"batch \d has valid length \d, but your gradient at key positions >= \d is not 0 \(largest: 0\.1\)"),
+        (softmax_backward_nan_on_empty_rows, "contains NaN or inf .*has weights 0 and gets a gradient of zeros"),
+        (lambda s, v, g: softmax_backward_float32(s, v, g).double() * 1.01, "differs from autograd's by up to"),
+    ],
+)
+def test_softmax_backward_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_masked_softmax_backward(answer)
+
+
+# ---- the backward pass of scaled dot-product attention: written from the statement ------------
+def attention_backward_by_einsum_and_jacobians(q, k, v, grad_out):
+    """Every step with einsum and the softmax's full Jacobian diag(P) - P Pᵀ, row by row."""
+    d = q.shape[-1]
+    weights = torch.einsum("...td,...sd->...ts", q, k).div(d**0.5).softmax(-1)  # (..., T, S)
+    jacobian = torch.diag_embed(weights) - torch.einsum("...ti,...tj->...tij", weights, weights)  # (..., T, S, S)
+    grad_v = torch.einsum("...ts,...td->...sd", weights, grad_out)
+    grad_weights = torch.einsum("...td,...sd->...ts", grad_out, v)
+    grad_scores = torch.einsum("...tj,...tji->...ti", grad_weights, jacobian) / d**0.5  # ∂ℓ/∂(q kᵀ)
+    grad_q = torch.einsum("...ts,...sd->...td", grad_scores, k)
+    grad_k = torch.einsum("...ts,...td->...sd", grad_scores, q)
+    return torch.cat([grad_q, grad_k, grad_v], dim=-2)
+
+
+def attention_float64(q, k, v):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    exps = torch.exp(scores - scores.amax(-1, keepdim=True))
+    return exps / exps.sum(-1, keepdim=True) @ v
+
+
+def attention_backward_by_finite_differences(q, k, v, grad_out, step=1e-6):
+    """Central differences of ℓ = Σ dO ⊙ O(q, k, v), one entry of q, k or v at a time (each tensor's
+    entries as one batch, on a new first axis), in float64."""
+    inputs, grads = (q, k, v), []
+    for which, tensor in enumerate(inputs):
+        nudges = step * torch.eye(tensor.numel(), dtype=tensor.dtype).view(-1, *tensor.shape)
+
+        def losses(sign):  # ℓ for each nudged copy: (N,)
+            nudged = [t + sign * nudges if i == which else t for i, t in enumerate(inputs)]
+            return (grad_out * attention_float64(*nudged)).flatten(1).sum(1)
+
+        grads.append(((losses(1) - losses(-1)) / (2 * step)).view(tensor.shape))
+    return torch.cat(grads, dim=-2)
+
+
+def attention_backward_float32(q, k, v, grad_out):
+    q, k, v, grad_out = (t.float() for t in (q, k, v, grad_out))
+    scale = q.shape[-1] ** -0.5
+    weights = torch.softmax(q @ k.mT * scale, -1)
+    grad_weights = grad_out @ v.mT
+    grad_scores = weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True)) * scale
+    return torch.cat([grad_scores @ k, grad_scores.mT @ q, weights.mT @ grad_out], dim=-2)
+
+
+def backward_parts(q, k, v, grad_out, scale_scores=True, scale_grads=True, weights_transposed=True,
+                   row_sum=True, dk_transposed=True):
+    """(dq, dk, dv), right by default; each flag set to False is one mistake."""
+    root = math.sqrt(q.shape[-1])
+    weights = torch.softmax(q @ k.mT / (root if scale_scores else 1.0), -1)
+    grad_v = (weights.mT if weights_transposed else weights) @ grad_out
+    grad_weights = grad_out @ v.mT
+    grad_scores = weights * grad_weights
+    if row_sum:
+        grad_scores = grad_scores - weights * (weights * grad_weights).sum(-1, keepdim=True)
+    if scale_grads:
+        grad_scores = grad_scores / root
+    return grad_scores @ k, (grad_scores.mT if dk_transposed else grad_scores) @ q, grad_v
+
+
+def attention_backward_unscaled(q, k, v, grad_out):
+    """The 1/√d forgotten everywhere: the backward pass of softmax(q kᵀ) v."""
+    return torch.cat(backward_parts(q, k, v, grad_out, scale_scores=False, scale_grads=False), -2)
+
+
+def attention_backward_without_scale_in_grads(q, k, v, grad_out):
+    return torch.cat(backward_parts(q, k, v, grad_out, scale_grads=False), -2)
+
+
+def attention_backward_dv_is_p_do(q, k, v, grad_out):
+    return torch.cat(backward_parts(q, k, v, grad_out, weights_transposed=False), -2)
+
+
+def attention_backward_without_row_sum(q, k, v, grad_out):
+    return torch.cat(backward_parts(q, k, v, grad_out, row_sum=False), -2)
+
+
+def attention_backward_dk_untransposed(q, k, v, grad_out):
+    return torch.cat(backward_parts(q, k, v, grad_out, dk_transposed=False), -2)
+
+
+def attention_backward_in_reverse_order(q, k, v, grad_out):
+    return torch.cat(backward_parts(q, k, v, grad_out)[::-1], -2)
+
+
+def test_the_reference_agrees_with_lib_and_with_the_written_out_gradients():
+    for case in attention_backward_cases(torch.Generator().manual_seed(5)):
+        q, k, v, grad_out = case
+        expected = attention_backward_by_autograd(*case)
+        assert torch.allclose(torch.cat(attention_backward_with(*case), -2), expected, atol=1e-12, rtol=0)
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        torch.autograd.backward(scaled_dot_product_attention(*leaves)[0], grad_out)
+        assert torch.allclose(torch.cat([t.grad for t in leaves], -2), expected, atol=1e-12, rtol=0)
+
+
+def test_the_attention_cases_start_with_t_equal_to_s_then_three_different_sizes():
+    cases = attention_backward_cases(torch.Generator().manual_seed(0))
+    shapes = [(q.shape[-2], k.shape[-2], q.shape[-1]) for q, k, v, grad_out in cases]
+    assert shapes[0][0] == shapes[0][1] != shapes[0][2]
+    assert all(len({*sizes}) == 3 for sizes in shapes[1:])
+    assert {q.dim() for q, *_ in cases} == {3, 4}
+    assert all(v.shape == k.shape and grad_out.shape == q.shape for q, k, v, grad_out in cases)
+
+
+def test_every_slip_of_the_attention_checker_differs_from_the_reference_on_the_first_case():
+    for seed in range(20):
+        case = attention_backward_cases(torch.Generator().manual_seed(seed))[0]
+        expected = attention_backward_by_autograd(*case)
+        for slip in CHECKS["check_attention_backward"].slips:
+            assert (slip.answer(*case) - expected).abs().max() > 1e-3, (seed, slip.message)
+
+
+def test_a_slip_whose_products_do_not_fit_matches_nothing():
+    case = attention_backward_cases(torch.Generator().manual_seed(0))[1]  # T, S and d all differ
+    [slip] = [s for s in CHECKS["check_attention_backward"].slips if s.message.startswith("dv is P dO")]
+    assert slip.answer(*case).isnan().all()
+
+
+@pytest.mark.parametrize("answer", [attention_backward_by_einsum_and_jacobians,
+                                    attention_backward_by_finite_differences, attention_backward_float32])
+def test_attention_backward_accepts_right_answers(answer, capsys):
+    check_attention_backward(answer)
+    assert capsys.readouterr().out.startswith("✓ your dq, dk and dv agree with autograd")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (attention_backward_unscaled, "you left out the 1/√d"),
+        (attention_backward_without_scale_in_grads, "dq and dk lack the factor 1/√d"),
+        (attention_backward_dv_is_p_do, r"dv is P dO; the output is P v, so dv = Pᵀ dO"),
+        (attention_backward_without_row_sum, r"your gradient of the scores, dA, is P ⊙ dP"),
+        (attention_backward_dk_untransposed, r"dk is dA q / √d"),
+        (attention_backward_in_reverse_order, r"concatenate in the order dq, dk, dv"),
+        (lambda q, k, v, g: backward_parts(q, k, v, g)[0],
+         r"your gradients have shape .*; expected \(\.\.\., T \+ 2S, d\) = .*: return all three gradients in one "
+         r"tensor"),
+        (lambda q, k, v, g: torch.stack(backward_parts(q, k, v, g)),
+         r"concatenate the three along the rows, torch.cat\(\[dq, dk, dv\], dim=-2\)"),
+        (lambda q, k, v, g: backward_parts(q, k, v, g),
+         r"must return a torch.Tensor; it returned tuple: return one tensor, torch.cat\(\[dq, dk, dv\], dim=-2\)$"),
+        (lambda q, k, v, g: list(backward_parts(q, k, v, g)), "it returned list: return one tensor, torch.cat"),
+        (lambda q, k, v, g: torch.cat(backward_parts(q, k, v, g)),  # dim 0, torch.cat's default (T = S first)
+         r"shape \(\d+, \d+, \d+\); .*: concatenate along dim=-2, .*; torch.cat without dim joins them along the "
+         "first axis"),
+        (lambda q, k, v, g: torch.cat(backward_parts(q, k, v, g), -1),
+         r"concatenate along dim=-2, the rows, torch.cat\(\[dq, dk, dv\], dim=-2\), not the last axis"),
+        (lambda q, k, v, g: torch.cat(backward_parts(q, k, v, g), 1),  # right for (B,), not for (B, H)
+         r"raised RuntimeError: Sizes of tensors must match.*If torch.cat raised it, concatenate along dim=-2"),
+        (lambda q, k, v, g: torch.cat([*backward_parts(q, k, v, g)[:2], 2 * backward_parts(q, k, v, g)[2]], -2),
+         r"your dv differs from autograd's: by up to \S+, in dv at index \(.*\); your dq and dk agree with it"),
+        (lambda q, k, v, g: torch.cat([backward_parts(q, k, v, g)[0] * 1.5, *backward_parts(q, k, v, g)[1:]], -2),
+         r"your dq differs from autograd's: .*; your dk and dv agree with it"),
+        (lambda q, k, v, g: (q @ v.mT).sum(), r"shape \(\); expected \(\.\.\., T \+ 2S, d\)"),
+        (lambda q, k, v, g: torch.softmax(q @ k, -1), r"raised RuntimeError.*\. Check each product's shapes"),
+    ],
+)
+def test_attention_backward_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_attention_backward(answer)
+
+
+def test_a_tuple_reported_by_the_grader_gets_the_same_hint():
+    """In the grader the sandbox's probe reports a result that is no tensor as an error text: the hint
+    follows it there, and a checker without a hint keeps the probe's words alone."""
+    from lib.grading.probe import _encode
+    PROBE_NOT_A_TENSOR = _encode((torch.zeros(1),), torch, bytearray())["error"]
+    check = CHECKS["check_attention_backward"]
+    cases = check.make_cases(torch.Generator().manual_seed(0))
+    with pytest.raises(CheckFailed, match=r"it returned tuple \(not a torch.Tensor\) for q .*: return one tensor, "
+                                          r"torch.cat\(\[dq, dk, dv\], dim=-2\)$"):
+        check.judge(cases, [PROBE_NOT_A_TENSOR] * len(cases))
+    check = CHECKS["check_masked_softmax_backward"]
+    cases = check.make_cases(torch.Generator().manual_seed(0))
+    with pytest.raises(CheckFailed, match=r"it returned tuple \(not a torch.Tensor\) for scores of shape "
+                                          r"\(2, 3, 4\), valid_lens \[0, 2\]$"):
+        check.judge(cases, [PROBE_NOT_A_TENSOR] * len(cases))
+
+
+def test_the_scan_flags_a_softmax_backward_that_builds_the_jacobian():
+    """The statement asks for no S × S Jacobian; a value cannot show it, so the grader's scan flags the
+    usual ways to build one for a human to read, and not the O(S) form."""
+    from lib.grading.scan import review_flags
+    forbidden = CHECKS["check_masked_softmax_backward"].forbidden
+    header = "import torch\ndef f(scores, valid_lens, g):\n    a = torch.softmax(scores, -1)\n"
+    for jacobian in ("torch.diag_embed(a) - a[..., :, None] * a[..., None, :]",
+                     "a[..., :, None] * torch.eye(a.shape[-1]) - a[..., :, None] * a[..., None, :]",
+                     "torch.diag(a[0, 0]) - torch.outer(a[0, 0], a[0, 0])"):
+        assert review_flags(header + f"    return {jacobian}\n", forbidden), jacobian
+    linear = header + "    return a * (g - (g * a).sum(-1, keepdim=True))\n"
+    assert review_flags(linear, forbidden) == []
 
 
 # ---- the scale that makes attention nearly hard -----------------------------------------------
@@ -172,22 +492,31 @@ def scale_just_below_the_bound(scores, top):
 
 
 FAIRNESS = {
-    "check_masked_softmax": {
-        "right": [masked_softmax_by_rows],
+    "check_masked_softmax_backward": {
+        "right": [softmax_backward_by_row_loops, softmax_backward_in_log_space,
+                  softmax_backward_by_finite_differences],
         "wrong": [
-            (softmax_without_mask, r"your weights at key positions >= \d+ are not 0"),
-            (softmax_nan_on_empty_rows, r"NaN or inf .*a row whose valid length is 0 must be all zeros"),
-            (mask_one_too_many_kept, r"your weights at key positions >= \d+ are not 0"),
-            (softmax_over_the_queries, r"your weights for query \d+ sum to .*; expected 1"),
+            (softmax_backward_weights_times_g, "you returned α ⊙ g, as if each weight depended on its own score"),
+            (softmax_backward_like_a_sigmoid, "you used only the diagonal of the Jacobian"),
+            (softmax_backward_without_alpha, "each entry is scaled by its own weight α_i: you left out that factor"),
+            (softmax_backward_of_the_whole_row, "you differentiated the softmax of the whole row"),
+            (softmax_backward_nan_on_empty_rows, "NaN or inf .*a row whose valid length is 0 has weights 0"),
+            (softmax_backward_summed_over_queries, "your sum of g ⊙ α runs over the queries"),
+            (softmax_backward_with_the_valid_sum_of_g, r"sums to \S+ over the keys; each row must sum to 0"),
+            (softmax_backward_with_empty_rows_uniform,
+             r"batch \d has valid length 0, but your gradient there is not 0 \(largest: \S+\): a row with nothing "
+             "to attend to has weights 0"),
         ],
     },
-    "check_scaled_dot_product_attention": {
-        "right": [attention_by_loops],
+    "check_attention_backward": {
+        "right": [attention_backward_by_einsum_and_jacobians, attention_backward_by_finite_differences],
         "wrong": [
-            (attention_unscaled, "you did not divide the scores by √d"),
-            (attention_divided_by_d, "you divided the scores by d; divide by √d"),
-            (attention_softmax_over_queries, "your softmax runs over the queries"),
-            (attention_without_transpose, "q @ k does not fit"),
+            (attention_backward_unscaled, "you left out the 1/√d"),
+            (attention_backward_without_scale_in_grads, "dq and dk lack the factor 1/√d"),
+            (attention_backward_dv_is_p_do, "dv is P dO; the output is P v"),
+            (attention_backward_without_row_sum, "your gradient of the scores, dA, is P ⊙ dP"),
+            (attention_backward_dk_untransposed, "dk is dA q / √d"),
+            (attention_backward_in_reverse_order, "concatenate in the order dq, dk, dv"),
         ],
     },
     "check_sharpening_scale": {

@@ -156,7 +156,7 @@ def test_stub_keeps_imports_signatures_and_docstrings():
 
 def test_malformed_exercises_are_rejected_with_the_reason():
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell("check_masked_softmax(f)", metadata={"tags": ["check"]})]
+    notebook.cells = [nbformat.v4.new_code_cell("check_masked_softmax_backward(f)", metadata={"tags": ["check"]})]
     notebook.cells[0]["id"] = "ex-x-check"
     with pytest.raises(ValueError, match="has no solution cell 'ex-x-solution'"):
         coding_exercises(notebook)

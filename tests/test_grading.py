@@ -26,8 +26,8 @@ CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 MASTER = CHAPTERS / "09_attention.ipynb"
 EXERCISES = [e.id for e in coding_exercises(nbformat.read(MASTER, as_version=4))]
 FIRST = EXERCISES[0]  # the exercise every CLASS submission edits
-assert FIRST == "ex-att-masked-softmax"
-FUNCTION = "my_masked_softmax"
+assert FIRST == "ex-att-softmax-backward"
+FUNCTION = "my_masked_softmax_backward"
 SEED = 1234
 
 # What the sandboxed code checks about its own world; any breach raises, so the exercise FAILs.
@@ -73,28 +73,33 @@ def _submission(edit=None, metadata=True):
     return notebook
 
 
-WRONG = "import torch\ndef my_masked_softmax(scores, valid_lens):\n    return torch.softmax(scores, -1)\n"
+WRONG = ("import torch\ndef my_masked_softmax_backward(scores, valid_lens, grad_weights):\n"  # the mask forgotten
+         "    w = torch.softmax(scores, -1)\n"
+         "    return w * (grad_weights - (grad_weights * w).sum(-1, keepdim=True))\n")
 CLASS = {  # student → (notebook or raw text, the first exercise's expected verdict, text its line must hold)
     "right": (_submission(), "PASS", "correct"),
     "right-loops": (_submission(lambda s: (
         "import math, torch\n"
-        "def my_masked_softmax(scores, valid_lens):\n"
+        "def my_masked_softmax_backward(scores, valid_lens, grad_weights):\n"
         "    out = torch.zeros_like(scores)\n"
         "    for b, n in enumerate(valid_lens.tolist()):\n"
         "        if n:\n"
         "            exps = (scores[b, :, :n] - scores[b, :, :n].max(-1, keepdim=True).values).exp()\n"
-        "            out[b, :, :n] = exps / exps.sum(-1, keepdim=True)\n"
+        "            w, g = exps / exps.sum(-1, keepdim=True), grad_weights[b, :, :n]\n"
+        "            out[b, :, :n] = w * (g - (g * w).sum(-1, keepdim=True))\n"
         "    return out\n")), "PASS", "correct"),
-    "wrong": (_submission(lambda s: WRONG), "FAIL", "not 0"),
-    "in-place": (_submission(lambda s: (  # right weights, but the caller's scores are overwritten
+    "wrong": (_submission(lambda s: WRONG), "FAIL", "the softmax of the whole row"),
+    "in-place": (_submission(lambda s: (  # the right gradient, but the caller's scores are overwritten
         "import torch\n"
-        "def my_masked_softmax(scores, valid_lens):\n"
+        "def my_masked_softmax_backward(scores, valid_lens, grad_weights):\n"
         "    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]\n"
-        "    return torch.softmax(scores.masked_fill_(~keep, -1e30), -1) * keep\n")),
+        "    w = torch.softmax(scores.masked_fill_(~keep, -1e30), -1) * keep\n"
+        "    return w * (grad_weights - (grad_weights * w).sum(-1, keepdim=True))\n")),
         "FAIL", "changed its argument 1 in place"),
-    "wrong-again": (_submission(lambda s: WRONG), "FAIL", "not 0"),
+    "wrong-again": (_submission(lambda s: WRONG), "FAIL", "the softmax of the whole row"),
     "sandbox-view": (_submission(lambda s: SANDBOX_VIEW + s), "PASS", "correct"),
-    "lib-import": (_submission(lambda s: "from lib.attention import masked_softmax as my_masked_softmax\n"),
+    "lib-import": (_submission(lambda s: "from lib.checks.attention import masked_softmax_backward_by_autograd as "
+                                         "my_masked_softmax_backward\n"),  # the checker's own answer
                    "FAIL", "REVIEW: uses the book's own code (lib)"),
     "read-master": (_submission(lambda s: f"exec(open({str(MASTER)!r}).read())\n" + s), "FAIL",
                     "REVIEW: runs code from a string (exec); opens files (open); mentions a notebook file"),
@@ -111,10 +116,11 @@ CLASS = {  # student → (notebook or raw text, the first exercise's expected ve
     "fake-torch": (_submission(lambda s: s + "\nimport sys, types\nsys.modules['torch'] = types.ModuleType('t')\n"),
                    "PASS", "REVIEW: touches sys.modules"),
     "subclass": (_submission(lambda s: s + "\nimport torch\nclass Sneaky(torch.Tensor):\n    pass\n"
-                                           "_right = my_masked_softmax\n"
-                                           "def my_masked_softmax(s, v):\n    return _right(s, v).as_subclass(Sneaky)\n"),
+                                           "_right = my_masked_softmax_backward\n"
+                                           "def my_masked_softmax_backward(*a):\n"
+                                           "    return _right(*a).as_subclass(Sneaky)\n"),
                  "FAIL", "plain torch.Tensor; it returned Sneaky"),
-    "meta": (_submission(lambda s: "import torch\ndef my_masked_softmax(s, v):\n"
+    "meta": (_submission(lambda s: "import torch\ndef my_masked_softmax_backward(s, v, g):\n"
                                    "    return torch.empty(s.shape, device='meta')\n"), "FAIL", "meta device"),
     "ansi": (_submission(lambda s: "raise ValueError('\\x1b[31mred\\x1b[0m')\n"), "FAIL", "ValueError: red"),
     "no-ids": (None, "PASS", "correct"),
@@ -205,7 +211,7 @@ def test_the_gradebook_has_paths_relative_to_the_folder_and_feedback_per_student
     assert by_student["truncated"]["score"] == "error" and by_student["truncated"]["error"]
     [path] = graded["feedback"].glob("lib-import-09_attention-*.md")
     feedback = path.read_text()
-    assert "**FAIL** `ex-att-masked-softmax`" in feedback and "flagged for your instructor" in feedback
+    assert "**FAIL** `ex-att-softmax-backward`" in feedback and "flagged for your instructor" in feedback
 
 
 def test_without_bubblewrap_the_grader_refuses_unless_unsafe(monkeypatch, tmp_path, capsys):

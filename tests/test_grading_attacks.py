@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ORDINARY_USER = "book-grader"
 SECRET = "TOP-SECRET-7f3a9c1e-do-not-print"
 TIMEOUT = 5
-MASTER_LINE = "shifted = torch.exp(kept - kept.max(dim=-1, keepdim=True).values)"  # the master's answer
+MASTER_LINE = "mean = (g * weights).sum(dim=-1, keepdim=True)"  # the master's answer
 
 LOAD_CASES = "import json, os, torch\nn = len(torch.load('/job/0.pt', weights_only=True))\n"
 RECORD = "json.dump(dict(results=[dict(dtype='uint8', shape=[48], offset=0, nbytes=48)] * n), "
@@ -301,8 +301,8 @@ def test_lib_installed_into_site_packages_is_hidden_from_the_sandbox(monkeypatch
     executable, real = sandbox.python_paths()
     monkeypatch.setattr(sandbox, "python_paths", lambda: (executable, [*real, packages]))
     submission = tmp_path / "pkgutil" / "09_attention.ipynb"
-    _write(submission, _notebook("import pkgutil\nmy_masked_softmax = pkgutil.resolve_name("
-                                 "'lib.attention:masked_softmax')\n"))
+    _write(submission, _notebook("import pkgutil\nmy_masked_softmax_backward = pkgutil.resolve_name("
+                                 "'lib.checks.attention:masked_softmax_backward_by_autograd')\n"))
     masters = load_masters(CHAPTERS)
     [report] = grade_all([submission], masters, timeout=TIMEOUT)
     assert report.verdicts and not report.verdicts[0].passed, report.lines()

@@ -5,7 +5,7 @@ Every chapter exports to a well-formed nbgrader source notebook. One light chapt
 folder: ``generate_assignment`` makes the release version, three submissions (the
 master solutions; one exercise wrong, with its test cell edited to skip the check;
 the release version untouched) are autograded, and nbgrader's sqlite gradebook must
-give 2/2, 1/2 and 0/2. Everything runs locally (kernels on 127.0.0.1, no network).
+give 3/3, 2/3 and 0/3. Everything runs locally (kernels on 127.0.0.1, no network).
 """
 import ast
 import copy
@@ -85,17 +85,17 @@ def test_nbgrader_generates_and_autogrades_right_and_wrong_submissions(tmp_path)
     _nbgrader(course, "generate_assignment", CHAPTER, "--force")
     release = (course / "release" / CHAPTER / f"{CHAPTER}.ipynb").read_text(encoding="utf-8")
     assert "raise NotImplementedError()" in release and "HIDDEN TESTS" not in release
-    assert "kept.max(dim=-1" not in release  # the solution is not handed out
+    assert "(g * weights).sum(dim=-1" not in release  # the solution is not handed out
 
     master = {cell.get("id"): cell.source for cell in nbformat.read(CHAPTERS / f"{CHAPTER}.ipynb", as_version=4).cells}
     exercises = [e.id for e in coding_exercises(nbformat.read(CHAPTERS / f"{CHAPTER}.ipynb", as_version=4))]
-    assert {"ex-att-masked-softmax", "ex-att-sdpa"} <= set(exercises)
+    assert {"ex-att-softmax-backward", "ex-att-sdpa-backward"} <= set(exercises)
     right = {f"{exercise}-solution": master[f"{exercise}-solution"] for exercise in exercises}
-    unscaled = master["ex-att-sdpa-solution"].replace("dots / math.sqrt(q.shape[-1])", "dots")
-    assert unscaled != master["ex-att-sdpa-solution"]
+    unscaled = master["ex-att-sdpa-backward-solution"].replace("scale = 1 / math.sqrt(q.shape[-1])", "scale = 1.0")
+    assert unscaled != master["ex-att-sdpa-backward-solution"]
     _submit(course, "right", right)
-    _submit(course, "wrong", {**right, "ex-att-sdpa-solution": unscaled,
-                              "ex-att-sdpa-check": 'print("✓ skipped")'})  # nbgrader restores locked cells
+    _submit(course, "wrong", {**right, "ex-att-sdpa-backward-solution": unscaled,
+                              "ex-att-sdpa-backward-check": 'print("✓ skipped")'})  # nbgrader restores locked cells
     _submit(course, "stub", {})
     _nbgrader(course, "autograde", CHAPTER, "--force", "--create")
 
@@ -106,8 +106,8 @@ def test_nbgrader_generates_and_autogrades_right_and_wrong_submissions(tmp_path)
 
         checks = [f"{exercise}-check" for exercise in exercises]
         assert scores("right") == {check: (1, 1) for check in checks}
-        assert scores("wrong") == {check: (int(check != "ex-att-sdpa-check"), 1) for check in checks}
+        assert scores("wrong") == {check: (int(check != "ex-att-sdpa-backward-check"), 1) for check in checks}
         assert scores("stub") == {check: (0, 1) for check in checks}
         assert gradebook.find_submission(CHAPTER, "right").score == len(checks)
     graded = (course / "autograded" / "wrong" / CHAPTER / f"{CHAPTER}.ipynb").read_text(encoding="utf-8")
-    assert "you did not divide the scores by" in graded  # the checker's own diagnosis, as feedback
+    assert "you left out the 1/√d" in graded  # the checker's own diagnosis, as feedback

@@ -1,104 +1,292 @@
-"""Checkers for the exercises of chapter 9 (attention mechanisms)."""
+"""Checkers for the exercises of chapter 9 (attention mechanisms): the backward pass of the masked
+softmax, the backward pass of scaled dot-product attention, and the scale that makes attention
+nearly hard."""
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 
-from lib.attention import masked_softmax, scaled_dot_product_attention
-from lib.checks.core import Check, Measured, Slip, solve_increasing
+from lib.attention import masked_softmax
+from lib.checks.core import Check, Measured, Slip, one_thread, solve_increasing
 
 
-def masked_softmax_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
-    """Fresh inputs ``(scores, valid_lens)`` for :data:`check_masked_softmax`.
+# ---------------------------------------------------------------------------
+# The backward pass of the masked softmax (exercise ex-att-softmax-backward).
+# ---------------------------------------------------------------------------
 
-    Scores have shape ``(B, Q, K)``; valid lengths are integers of shape ``(B,)``,
-    some of them 0 (padding-only rows must come out as zeros). The first case
-    always has an empty row and a partly masked one, so forgetting the mask or
-    the empty rows fails on every seed.
+
+def masked_softmax_backward_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(scores, valid_lens, grad_weights)`` for :data:`check_masked_softmax_backward`.
+
+    ``scores`` (``1.5 × N(0, 1)``, weights far from one-hot) and ``grad_weights`` (``N(0, 1)``, nonzero
+    at masked positions too) have shape ``(B, T, S)`` in float64; valid lengths are integers of shape
+    ``(B,)``, some of them 0. The first case, ``(2, 3, 4)`` with valid lengths ``[0, 2]``, has an empty
+    row and a partly masked one, so that a gradient that is not 0 at masked keys, is NaN on an empty
+    row or misses a term fails on every draw.
     """
-    cases = [(3 * torch.randn(2, 3, 4, generator=generator, dtype=torch.float64), torch.tensor([0, 2]))]
+    def draw(*shape, scale=1.0):
+        return scale * torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    cases = [(draw(2, 3, 4, scale=1.5), torch.tensor([0, 2]), draw(2, 3, 4))]
     for _ in range(trials - 1):
         batch, queries, keys = (int(n) for n in torch.randint(1, 6, (3,), generator=generator))
-        scores = 3 * torch.randn(batch, queries, keys, generator=generator, dtype=torch.float64)
         valid_lens = torch.randint(0, keys + 1, (batch,), generator=generator)
-        cases.append((scores, valid_lens))
+        cases.append((draw(batch, queries, keys, scale=1.5), valid_lens, draw(batch, queries, keys)))
     return cases
 
 
-def _masked_softmax_rules(found: torch.Tensor, expected: torch.Tensor, scores, valid_lens) -> str | None:
-    """The mask and the row sums, which every right answer respects."""
-    for b, n in enumerate(valid_lens.tolist()):
+def masked_softmax_backward_by_autograd(scores, valid_lens, grad_weights) -> torch.Tensor:
+    """The reference: ``∂ℓ/∂scores`` from autograd through :func:`lib.attention.masked_softmax`, for a
+    loss ``ℓ`` whose gradient with respect to the weights is ``grad_weights``.
+
+    Shapes
+    ------
+    scores, grad_weights : (B, T, S); valid_lens : (B,)
+    output : (B, T, S)
+    """
+    leaf = scores.detach().clone().requires_grad_()
+    with one_thread(), torch.enable_grad():
+        (grad,) = torch.autograd.grad(masked_softmax(leaf, valid_lens), leaf, grad_weights)
+    return grad.detach()
+
+
+def masked_softmax_backward_with(scores, valid_lens, grad_weights, mistake=None) -> torch.Tensor:
+    """The softmax's vector-Jacobian product written out, ``α ⊙ (g - Σ_j g_j α_j)`` with ``α`` the
+    masked softmax, or with one slip: ``"α ⊙ g"`` (no coupling term), ``"diagonal"`` (``α(1 - α) ⊙ g``,
+    the Jacobian's diagonal alone), ``"plain sum"`` (``Σ_j g_j`` over the whole row for ``Σ_j g_j α_j``),
+    ``"no α"`` (``g - Σ_j g_j α_j``, not scaled by ``α``), ``"over queries"`` (the sum over the
+    queries), ``"sign"`` (``α ⊙ (Σ_j g_j α_j - g)``) or ``"unmasked"`` (the softmax of the whole row).
+    """
+    if mistake == "unmasked":
+        weights = torch.softmax(scores, dim=-1)
+    else:
+        keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]  # (B, 1, S)
+        weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1).nan_to_num(0.0)
+    grad = grad_weights.to(weights.dtype)
+    mean = (grad * weights).sum(dim=-2 if mistake == "over queries" else -1, keepdim=True)
+    return {
+        "α ⊙ g": lambda: weights * grad,
+        "diagonal": lambda: weights * (1 - weights) * grad,
+        "plain sum": lambda: weights * (grad - grad.sum(dim=-1, keepdim=True)),
+        "no α": lambda: grad - mean,
+        "sign": lambda: weights * (mean - grad),
+    }.get(mistake, lambda: weights * (grad - mean))()
+
+
+def _softmax_slip(mistake: str):
+    return lambda *case: masked_softmax_backward_with(*case, mistake=mistake)
+
+
+def _masked_softmax_backward_rules(found, expected, scores, valid_lens, grad_weights) -> str | None:
+    """Two properties every right answer has: 0 at masked keys (of partly masked rows first, then of
+    empty ones), and rows that sum to 0."""
+    lengths = list(enumerate(valid_lens.tolist()))
+    for b, n in sorted(lengths, key=lambda pair: pair[1] == 0):
         beyond = found[b, :, n:]
-        if beyond.numel() and beyond.abs().max() > 1e-6:
-            return (f"batch {b} has valid length {n}, but your weights at key positions >= {n} are not 0 "
-                    f"(largest: {beyond.abs().max():.3g})")
-        row_sums = found[b, :, :n].sum(-1)
-        target = 1.0 if n > 0 else 0.0
-        bad = (row_sums - target).abs() > 1e-6
-        if bad.any():
-            q = int(bad.nonzero()[0])
-            return f"in batch {b}, your weights for query {q} sum to {row_sums[q]:.4f}; expected {target:g} " \
-                   f"(valid length {n})"
+        if not beyond.numel() or beyond.abs().max() <= 1e-6:
+            continue
+        if n == 0:
+            return (f"batch {b} has valid length 0, but your gradient there is not 0 (largest: "
+                    f"{beyond.abs().max():.3g}): a row with nothing to attend to has weights 0 whatever its "
+                    "scores are, so the loss does not depend on them")
+        return (f"batch {b} has valid length {n}, but your gradient at key positions >= {n} is not 0 "
+                f"(largest: {beyond.abs().max():.3g}): the weights there are 0 whatever those scores are, so "
+                "the loss does not depend on them")
+    sums = found.sum(dim=-1)  # (B, T)
+    if sums.abs().max() > 1e-5:
+        b, t = (int(i) for i in torch.unravel_index(sums.abs().argmax(), sums.shape))
+        return (f"your gradient for batch {b}, query {t} sums to {sums[b, t]:.3g} over the keys; each row must "
+                "sum to 0, since adding one number to every score of a row leaves its weights as they were")
     return None
 
 
-def _not_the_softmax(found: torch.Tensor, expected: torch.Tensor, scores, valid_lens) -> str:
-    difference = (found - expected).abs()
-    where = tuple(int(i) for i in torch.unravel_index(difference.argmax(), expected.shape))
-    return ("your weights are valid distributions but not the softmax of the scores (largest difference "
-            f"{difference.max():.3g} at index {where}): apply exp to the valid scores only and divide by their sum")
-
-
-check_masked_softmax = Check(
-    "masked softmax agrees with lib.attention.masked_softmax on 20 fresh random cases",
-    masked_softmax_cases, masked_softmax,
-    describe=lambda scores, valid_lens: f"scores of shape {tuple(scores.shape)}, valid_lens {valid_lens.tolist()}",
-    compared_with="lib.attention.masked_softmax", noun="weights", layout="(B, Q, K)",
-    nan_hint=": a row whose valid length is 0 must be all zeros",
-    rules=_masked_softmax_rules, mismatch=_not_the_softmax, tolerance=dict(atol=1e-6, rtol=0.0),
+check_masked_softmax_backward = Check(
+    "your ∂ℓ/∂scores agrees with autograd through lib.attention.masked_softmax on 20 fresh random cases",
+    masked_softmax_backward_cases, masked_softmax_backward_by_autograd,
+    describe=lambda scores, valid_lens, grad_weights: (f"scores of shape {tuple(scores.shape)}, "
+                                                       f"valid_lens {valid_lens.tolist()}"),
+    compared_with="autograd's", noun="gradient", layout="(B, T, S)",
+    slips=(
+        Slip(_softmax_slip("α ⊙ g"),
+             "you returned α ⊙ g, as if each weight depended on its own score alone: every weight of a row "
+             "depends on every score of the row (∂α_j/∂s_i = -α_j α_i for j ≠ i), and those terms are missing"),
+        Slip(_softmax_slip("diagonal"),
+             "you used only the diagonal of the Jacobian, α_i (1 - α_i), as for a sigmoid: every weight of a "
+             "row depends on every score of the row (∂α_j/∂s_i = -α_j α_i for j ≠ i)"),
+        Slip(_softmax_slip("plain sum"),
+             "you subtracted the plain sum Σ_j g_j; the Jacobian weights each g_j by its α_j"),
+        Slip(_softmax_slip("no α"),
+             "each entry is scaled by its own weight α_i: you left out that factor (it is also what makes "
+             "the masked keys' gradient 0)"),
+        Slip(_softmax_slip("over queries"),
+             "your sum of g ⊙ α runs over the queries (axis -2); each query's softmax runs over the keys, so "
+             "sum over the last axis"),
+        Slip(_softmax_slip("sign"),
+             "the sign is flipped: ∂α_i/∂s_i = α_i (1 - α_i) is positive, so g_i enters with a plus sign"),
+        Slip(_softmax_slip("unmasked"),
+             "you differentiated the softmax of the whole row: the masked keys' scores are set to -inf first, "
+             "so their weights are 0 and the other weights share the row without them"),
+    ),
+    nan_hint=": a row whose valid length is 0 has weights 0 and gets a gradient of zeros, not NaN",
+    rules=_masked_softmax_backward_rules, tolerance=dict(atol=1e-6, rtol=1e-6),
+    # autograd, and the usual ways to build the S × S Jacobian that the statement asks not to build
+    # (a value cannot show it: these flag the code for a human to read, as the grader's scan does)
+    forbidden=("torch.autograd", "torch.func", ".backward", "torch.diag_embed", "torch.diag", "torch.outer",
+               "torch.eye"),
 )
 
 
-def scaled_dot_product_attention_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
-    """Fresh inputs ``(q, k, v)`` for :data:`check_scaled_dot_product_attention`.
+# ---------------------------------------------------------------------------
+# The backward pass of scaled dot-product attention (exercise ex-att-sdpa-backward).
+# ---------------------------------------------------------------------------
 
-    Shapes are ``(B, T, D)``, ``(B, S, D)``, ``(B, S, Dv)`` or, in every other case,
-    with an extra head axis ``(B, H, T, D)`` and so on. ``T``, ``S``, ``D`` and ``Dv``
-    are four different sizes, so a product over the wrong axis fails loudly
-    instead of passing by accident.
+
+def attention_backward_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(q, k, v, grad_out)`` for :data:`check_attention_backward`.
+
+    ``q`` and ``grad_out`` are ``(..., T, d)``, ``k`` and ``v`` ``(..., S, d)``, all ``N(0, 1)`` in
+    float64, with leading axes ``(B,)`` in even cases and ``(B, H)`` in odd ones (``B, H`` in 1..3).
+    The first case has ``T = S ≠ d``, as in self-attention: there a product with a transpose left out
+    or put in the wrong place (``P dO`` for ``Pᵀ dO``) has the right shape, so its slip is named on
+    every draw. In the others ``T``, ``S`` and ``d`` are three different sizes in 2..7, so such a
+    product fails or has the wrong shape.
     """
     cases = []
     for trial in range(trials):
-        queries, keys, dim, value_dim = (int(n) for n in torch.randperm(6, generator=generator)[:4] + 2)
+        sizes = [int(n) for n in torch.randperm(6, generator=generator)[:3] + 2]
+        queries, keys, dim = (sizes[0], sizes[0], sizes[1]) if trial == 0 else sizes
         leading = tuple(int(n) for n in torch.randint(1, 4, (1 + trial % 2,), generator=generator))
-        q = 1.5 * torch.randn(*leading, queries, dim, generator=generator, dtype=torch.float64)
-        k = 1.5 * torch.randn(*leading, keys, dim, generator=generator, dtype=torch.float64)
-        v = torch.randn(*leading, keys, value_dim, generator=generator, dtype=torch.float64)
-        cases.append((q, k, v))
+        q, k, v, grad_out = (torch.randn(*leading, rows, dim, generator=generator, dtype=torch.float64)
+                             for rows in (queries, keys, keys, queries))
+        cases.append((q, k, v, grad_out))
     return cases
 
 
-def _attend(q, k, v, divisor: float = 1.0, dim: int = -1) -> torch.Tensor:
-    """softmax(q kᵀ / divisor) v with the softmax over ``dim`` of the (..., T, S) scores."""
-    return torch.softmax(q @ k.transpose(-2, -1) / divisor, dim) @ v
+def attention_backward_by_autograd(q, k, v, grad_out) -> torch.Tensor:
+    """The reference: ``torch.cat([dq, dk, dv], dim=-2)`` from autograd through
+    ``torch.nn.functional.scaled_dot_product_attention`` (no mask), for a loss whose gradient with
+    respect to the output is ``grad_out``.
+
+    Shapes
+    ------
+    q, grad_out : (..., T, d); k, v : (..., S, d)
+    output : (..., T + 2S, d)
+    """
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    with one_thread(), torch.enable_grad():
+        grads = torch.autograd.grad(F.scaled_dot_product_attention(*leaves), leaves, grad_out)
+    return torch.cat(grads, dim=-2).detach()
 
 
-check_scaled_dot_product_attention = Check(
-    "softmax(q kᵀ / √d) v agrees with lib.attention on 20 fresh random cases",
-    scaled_dot_product_attention_cases, lambda q, k, v: scaled_dot_product_attention(q, k, v)[0],
-    describe=lambda q, k, v: f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}",
-    compared_with="softmax(q kᵀ / √d) v", noun="output", layout="(..., T, Dv)",
+def attention_backward_with(q, k, v, grad_out, mistake=None) -> tuple:
+    """``(dq, dk, dv)`` written out, or with one slip: ``"unscaled"`` (no ``1/√d`` anywhere),
+    ``"no 1/√d in dq, dk"`` (the scores scaled, their gradient not), ``"1/d"`` (``1/d`` in ``dq`` and
+    ``dk``), ``"P dO"`` (``dv = P dO``), ``"no row sum"`` (``dA = P ⊙ dP``), ``"plain row sum"``
+    (``Σ_j dP_j`` for ``Σ_j dP_j P_j``), ``"dk = dA q"`` or ``"dq = dAᵀ k"`` (a transpose misplaced)."""
+    root = math.sqrt(q.shape[-1])
+    weights = torch.softmax(q @ k.transpose(-2, -1) / (1.0 if mistake == "unscaled" else root), dim=-1)  # (..., T, S)
+    grad_v = (weights if mistake == "P dO" else weights.transpose(-2, -1)) @ grad_out  # (..., S, d)
+    grad_weights = grad_out @ v.transpose(-2, -1)  # (..., T, S)
+    if mistake == "no row sum":
+        grad_scores = weights * grad_weights
+    elif mistake == "plain row sum":
+        grad_scores = weights * (grad_weights - grad_weights.sum(dim=-1, keepdim=True))
+    else:
+        grad_scores = weights * (grad_weights - (grad_weights * weights).sum(dim=-1, keepdim=True))
+    grad_scores = grad_scores / {"unscaled": 1.0, "no 1/√d in dq, dk": 1.0, "1/d": root**2}.get(mistake, root)
+    grad_q = (grad_scores.transpose(-2, -1) if mistake == "dq = dAᵀ k" else grad_scores) @ k  # (..., T, d)
+    grad_k = (grad_scores if mistake == "dk = dA q" else grad_scores.transpose(-2, -1)) @ q  # (..., S, d)
+    return grad_q, grad_k, grad_v
+
+
+def _attention_slip(mistake=None, order=(0, 1, 2)):
+    """A slip's answer, ``torch.cat`` of the three gradients in ``order``; NaN (which matches nothing)
+    where the slip's products do not fit the case's shapes (``T ≠ S``)."""
+    def answer(*case):
+        try:
+            grads = attention_backward_with(*case, mistake=mistake)
+            return torch.cat([grads[i] for i in order], dim=-2)
+        except RuntimeError:
+            return torch.tensor(math.nan, dtype=torch.float64)
+    return answer
+
+
+def _which_gradients(found, expected, q, k, v, grad_out) -> str:
+    """Which of dq, dk and dv differ from autograd's (by more than 1e-4), and where the most."""
+    queries, keys = q.shape[-2], k.shape[-2]
+    parts = {"dq": slice(0, queries), "dk": slice(queries, queries + keys), "dv": slice(queries + keys, None)}
+    gaps = {name: (found[..., rows, :] - expected[..., rows, :]).abs() for name, rows in parts.items()}
+    largest = {name: float(gap.max()) for name, gap in gaps.items()}
+    wrong = [name for name in parts if largest[name] > 1e-4] or [max(largest, key=largest.get)]
+    worst = max(wrong, key=largest.get)
+    where = tuple(int(i) for i in torch.unravel_index(gaps[worst].argmax(), gaps[worst].shape))
+    right = [name for name in parts if name not in wrong]
+
+    def listed(names):  # "dq", "dq and dk", "dq, dk and dv"
+        return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+
+    verb = "differs" if len(wrong) == 1 else "differ"
+    agree = f"; your {listed(right)} {'agrees' if len(right) == 1 else 'agree'} with it" if right else ""
+    return (f"your {listed(wrong)} {verb} from autograd's: by up to {largest[worst]:.3g}, in {worst} at index "
+            f"{where}{agree}")
+
+
+ONE_TENSOR = "torch.cat([dq, dk, dv], dim=-2)"
+
+
+def _attention_backward_shape_hint(shape, q, k, v, grad_out) -> str:
+    """What a wrong shape says: one gradient alone, the three stacked, or concatenated along another
+    axis (the first axis, torch.cat's default, or the last); with ``T = S`` all of these run."""
+    lead, queries, dim = tuple(q.shape[:-2]), q.shape[-2], q.shape[-1]
+    along = f": concatenate along dim=-2, the rows, {ONE_TENSOR}"
+    return {
+        (*lead, queries, dim): f": return all three gradients in one tensor, {ONE_TENSOR}",
+        (3, *lead, queries, dim): f": concatenate the three along the rows, {ONE_TENSOR}; "
+                                  "stacking them works only when T = S",
+        (3 * lead[0], *lead[1:], queries, dim): f"{along}; torch.cat without dim joins them along the first "
+                                                "axis, which works only when T = S",
+        (*lead, queries, 3 * dim): f"{along}, not the last axis, which works only when T = S",
+    }.get(tuple(shape), "")
+
+
+check_attention_backward = Check(
+    "your dq, dk and dv agree with autograd through torch.nn.functional.scaled_dot_product_attention on 20 "
+    "fresh random cases",
+    attention_backward_cases, attention_backward_by_autograd,
+    describe=lambda q, k, v, grad_out: f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}",
+    compared_with="autograd's", noun="gradients", layout="(..., T + 2S, d)",
     slips=(
-        Slip(_attend, "you did not divide the scores by √d (d = size of q and k)"),
-        Slip(lambda q, k, v: _attend(q, k, v, q.shape[-1]), "you divided the scores by d; divide by √d"),
-        Slip(lambda q, k, v: _attend(q, k, v, q.shape[-1] ** 0.5, dim=-2),
-             "your softmax runs over the queries; it must run over the keys (the last axis of the scores)"),
+        Slip(_attention_slip("unscaled"),
+             "you left out the 1/√d: the scores are q kᵀ / √d, in the forward pass and so in dq and dk"),
+        Slip(_attention_slip("no 1/√d in dq, dk"),
+             "dq and dk lack the factor 1/√d: the scores are q kᵀ / √d, so the chain rule multiplies "
+             "their gradient by 1/√d on the way to q and k"),
+        Slip(_attention_slip("1/d"),
+             "dq and dk are divided by d: the scores carry 1/√d once, so their gradient does too"),
+        Slip(_attention_slip("P dO"),
+             "dv is P dO; the output is P v, so dv = Pᵀ dO (one row per key)"),
+        Slip(_attention_slip("no row sum"),
+             "your gradient of the scores, dA, is P ⊙ dP: the softmax couples the weights of a row, so subtract "
+             "from dP each row's Σ_j dP_j P_j before multiplying by P"),
+        Slip(_attention_slip("plain row sum"),
+             "you subtracted the plain row sum Σ_j dP_j; the softmax's Jacobian weights it: Σ_j dP_j P_j"),
+        Slip(_attention_slip("dk = dA q"),
+             "dk is dA q / √d; the scores are A = q kᵀ / √d, so dk = dAᵀ q / √d (one row per key)"),
+        Slip(_attention_slip("dq = dAᵀ k"),
+             "dq is dAᵀ k / √d; the scores are A = q kᵀ / √d, so dq = dA k / √d (one row per query)"),
+        Slip(_attention_slip(order=(2, 1, 0)), "concatenate in the order dq, dk, dv: torch.cat([dq, dk, dv], dim=-2)"),
     ),
-    shape_hint=lambda shape, q, k, v: ": multiply the (..., T, S) weights by v last",
-    # q @ k (no transpose) is the commonest slip: say so when the shapes clash.
-    error_hint=". If it comes from the scores: they are q @ k.transpose(-2, -1), of shape (..., T, S); q @ k does "
-               "not fit",
-    tolerance=dict(atol=1e-6, rtol=1e-5),
-    forbidden=("torch.nn.functional.scaled_dot_product_attention", "torch.nn.MultiheadAttention"),
+    shape_hint=_attention_backward_shape_hint,
+    error_hint=". Check each product's shapes: the weights P and their gradient are (..., T, S), q and dO "
+               "(..., T, d), k and v (..., S, d). If torch.cat raised it, concatenate along dim=-2, the rows, "
+               f"{ONE_TENSOR}: a positive axis such as dim=1 is another axis once q has two leading axes "
+               "(B, H)",
+    not_tensor_hint=f": return one tensor, {ONE_TENSOR}",
+    mismatch=_which_gradients, tolerance=dict(atol=1e-6, rtol=1e-6),
+    forbidden=("torch.autograd", "torch.func", ".backward", "torch.nn.functional.scaled_dot_product_attention",
+               "torch.nn.MultiheadAttention"),
 )
 
 

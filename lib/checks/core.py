@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -23,6 +24,18 @@ from lib.grading.probe import changed_argument
 
 class CheckFailed(AssertionError):
     """The student's answer is wrong; the message says how."""
+
+
+@contextmanager
+def one_thread():
+    """Run the block on one thread, then restore the caller's count: a checker's tensors are so
+    small that a second thread only waits, many times slower on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def fresh_generator() -> torch.Generator:
@@ -52,17 +65,29 @@ def _outcome(student_fn, args):
     return found
 
 
-def _require_tensor(found, context: str, hint: str = "") -> torch.Tensor:
-    """Turn a raised error or a non-tensor result into a :class:`CheckFailed`."""
+# How the grader's probe (lib.grading.probe, in the sandbox) reports a result that is no tensor at all.
+_PROBE_NOT_A_TENSOR = ("TypeError: your function must return a plain torch.Tensor; it returned ",
+                       " (not a torch.Tensor)")
+
+
+def _require_tensor(found, context: str, hint: str = "", not_tensor_hint: str = "") -> torch.Tensor:
+    """Turn a raised error or a non-tensor result into a :class:`CheckFailed`.
+
+    ``hint`` is appended to the message of a raised error, ``not_tensor_hint`` to that of a result
+    that is no tensor (returned here, or reported so by the grader's probe)."""
     if isinstance(found, str):
         if found.startswith("NotImplementedError"):
             raise CheckFailed("your function still raises NotImplementedError: write its body first")
         if found.startswith(f"{INPUT_CHANGED}: "):
             raise CheckFailed(f"{found.removeprefix(INPUT_CHANGED + ': ')} for {context}: leave the inputs as "
                               "they were and return a new tensor (clone first, or use out-of-place operations)")
-        raise CheckFailed(f"your function raised {found.splitlines()[0].rstrip('.')} for {context}{hint}")
+        first = found.splitlines()[0]
+        if not_tensor_hint and first.startswith(_PROBE_NOT_A_TENSOR[0]) and first.endswith(_PROBE_NOT_A_TENSOR[1]):
+            hint = not_tensor_hint
+        raise CheckFailed(f"your function raised {first.rstrip('.')} for {context}{hint}")
     if not isinstance(found, torch.Tensor):
-        raise CheckFailed(f"your function must return a torch.Tensor; it returned {type(found).__name__}")
+        raise CheckFailed(f"your function must return a torch.Tensor; it returned {type(found).__name__}"
+                          f"{not_tensor_hint}")
     return found
 
 
@@ -161,7 +186,8 @@ class Check:
     The other fields shape the messages: ``describe(*case)`` names a case,
     ``noun`` the result ("weights", "loss"), ``layout`` its expected shape in
     symbols ("(B, T, H)"); ``shape_hint(shape, *case)`` advises on a wrong shape,
-    ``error_hint`` on a ``RuntimeError`` (usually a shape clash), ``nan_hint`` on
+    ``error_hint`` on a ``RuntimeError`` (usually a shape clash), ``not_tensor_hint``
+    on a result that is no tensor (a tuple where one tensor is asked for), ``nan_hint`` on
     NaN or inf; ``rules(found, expected, *case)`` names a property every right
     answer has and the result lacks (or returns None); ``mismatch(found,
     expected, *case)`` replaces the last-resort "differs by up to" message, which
@@ -185,6 +211,7 @@ class Check:
     tolerance: dict = field(default_factory=lambda: dict(atol=1e-6, rtol=1e-6))
     integers: bool = False
     forbidden: tuple[str, ...] = ()
+    not_tensor_hint: str = ""  # last, so that positional arguments keep their meaning
 
     def __call__(self, student_fn) -> None:
         if not callable(student_fn):
@@ -206,7 +233,7 @@ class Check:
         book's answer ``expected``, or a :class:`CheckFailed` saying why it cannot be compared."""
         if not isinstance(found, torch.Tensor):
             hint = self.error_hint if isinstance(found, str) and found.startswith("RuntimeError") else ""
-            _require_tensor(found, self.describe(*case), hint)
+            _require_tensor(found, self.describe(*case), hint, self.not_tensor_hint)
         expected = self.reference(*case)
         found, tolerance = self._comparable(found, expected, case)
         return found, tolerance, expected
