@@ -5,12 +5,12 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_cross_entropy, check_gelu_grad, check_relu_init
+from lib.checks import CHECKS, CheckFailed, check_cross_entropy_grad, check_gelu_grad, check_relu_init
 
 
 def test_checkers_are_registered_under_their_names():
     assert CHECKS["check_gelu_grad"] is check_gelu_grad
-    assert CHECKS["check_cross_entropy"] is check_cross_entropy
+    assert CHECKS["check_cross_entropy_grad"] is check_cross_entropy_grad
 
 
 # ---- GELU' ----------------------------------------------------------------------------------
@@ -67,81 +67,216 @@ def gelu_grad_autograd_tanh(x):
     return grad
 
 
-# ---- cross-entropy ----------------------------------------------------------------------------
-def ce_logsumexp(logits, targets):
-    shifted = logits - logits.max(dim=1, keepdim=True).values
-    log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
-    return -log_probs[torch.arange(len(targets)), targets].mean()
+# ---- the gradient of cross-entropy with respect to the logits ---------------------------------
+def one_hot_rows(logits, targets):
+    p = torch.zeros_like(logits)
+    p[torch.arange(len(targets)), targets] = 1.0
+    return p
 
 
-def ce_loops(logits, targets):
-    total = 0.0
+def stable_softmax(logits, dim=1):
+    e = (logits - logits.amax(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def ce_grad_vectorised(logits, targets):
+    return (stable_softmax(logits) - one_hot_rows(logits, targets)) / len(targets)
+
+
+def ce_grad_loops(logits, targets):
+    """Python floats, one row at a time: (q_c - [c = y]) / B with each row's own shift."""
+    batch = len(targets)
+    rows = []
     for row, y in zip(logits.tolist(), targets.tolist()):
         top = max(row)
-        total += -(row[y] - top - math.log(sum(math.exp(v - top) for v in row)))
-    return torch.tensor(total / len(targets), dtype=torch.float64)
+        total = sum(math.exp(v - top) for v in row)
+        rows.append([(math.exp(v - top) / total - (c == y)) / batch for c, v in enumerate(row)])
+    return torch.tensor(rows, dtype=torch.float64)
 
 
-@pytest.mark.parametrize("answer", [ce_logsumexp, ce_loops, lambda z, y: torch.nn.functional.cross_entropy(z, y)])
-def test_cross_entropy_accepts_right_answers_written_differently(answer, capsys):
-    check_cross_entropy(answer)
+def ce_grad_reciprocal(logits, targets):
+    """No max-shift at all, yet stable: q_c = 1 / Σ_k exp(z_k - z_c), whose sum holds exp(0) = 1, so it
+    lies in [1, inf] and never gives 0/0 (an overflow to inf gives q_c = 0, which is right)."""
+    q = 1.0 / (logits[:, None, :] - logits[:, :, None]).exp().sum(dim=-1)  # (B, C)
+    return (q - one_hot_rows(logits, targets)) / len(targets)
+
+
+def ce_grad_complex_step(logits, targets, step=1e-30):
+    """Complex-step differentiation (Squire and Trapp 1998): for an analytic loss, Im ℓ(z + i h e_c) / h
+    is ∂ℓ/∂z_c to rounding, with no subtraction and so no cancellation. Row i's loss depends on row i
+    only, so one column is perturbed in all rows at once."""
+    batch, classes = logits.shape
+    shift = logits.max(dim=1, keepdim=True).values  # real, so the analytic form is unchanged
+    grad = torch.zeros(batch, classes, dtype=torch.float64)
+    for c in range(classes):
+        z = (logits - shift).to(torch.complex128)
+        z[:, c] += 1j * step
+        row_losses = torch.log(z.exp().sum(dim=1)) - z[torch.arange(batch), targets]  # (B,)
+        grad[:, c] = row_losses.imag / step / batch
+    return grad
+
+
+def ce_grad_float32(logits, targets):
+    logits = logits.float()
+    return (torch.softmax(logits, 1) - torch.nn.functional.one_hot(targets, logits.shape[1])) / len(targets)
+
+
+def ce_grad_autograd(logits, targets):
+    z = logits.clone().requires_grad_()
+    torch.nn.functional.cross_entropy(z, targets).backward()
+    return z.grad
+
+
+def test_complex_step_agrees_with_autograd_at_large_logits():
+    logits = torch.tensor([[1000.0, 0.0, -1000.0], [-1000.0, -999.0, -1500.0]], dtype=torch.float64)
+    targets = torch.tensor([1, 0])
+    expected = torch.tensor([[0.5, -0.5, 0.0], [-0.5 * math.e / (1 + math.e), 0.5 * math.e / (1 + math.e), 0.0]],
+                            dtype=torch.float64)
+    for answer in (ce_grad_complex_step, ce_grad_autograd, ce_grad_loops, ce_grad_reciprocal):
+        assert torch.allclose(answer(logits, targets), expected, atol=1e-15, rtol=0)
+
+
+@pytest.mark.parametrize("answer", [ce_grad_vectorised, ce_grad_loops, ce_grad_reciprocal, ce_grad_complex_step,
+                                    ce_grad_autograd, ce_grad_float32])
+def test_cross_entropy_grad_accepts_right_answers_written_differently(answer, capsys):
+    check_cross_entropy_grad(answer)
     out = capsys.readouterr().out
-    assert out.startswith("✓ softmax cross-entropy agrees")
+    assert out.startswith("✓ ∂L/∂z of the mean softmax cross-entropy agrees")
     # The message (over 100 characters) wraps at 88, as every code line of the book does.
     assert len(" ".join(out.split())) > 88 and max(map(len, out.splitlines())) <= 88
     assert all(line.startswith("  ") for line in out.splitlines()[1:])
 
 
-def naive(logits, targets):
-    probs = logits.exp() / logits.exp().sum(dim=1, keepdim=True)
-    return -probs[torch.arange(len(targets)), targets].log().mean()
+def ce_grad_no_shift(logits, targets):
+    e = logits.exp()
+    return (e / e.sum(dim=1, keepdim=True) - one_hot_rows(logits, targets)) / len(targets)
 
 
-def ce_one_shift(logits, targets):
+def ce_grad_one_shift(logits, targets):
     """The slip of shifting by the largest logit of the whole batch instead of each row's own."""
-    shifted = logits - logits.max()
-    log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
-    return -log_probs[torch.arange(len(targets)), targets].mean()
+    e = (logits - logits.max()).exp()
+    return (e / e.sum(dim=1, keepdim=True) - one_hot_rows(logits, targets)) / len(targets)
 
 
 def test_one_shift_for_the_whole_batch_is_right_until_row_maxima_lie_far_apart():
-    """The referee's case: rows whose maxima are 1000 and -1000. One shift by 1000 underflows the
-    second row to log 0; each row's own shift gives the true loss, 0 + 0 for these targets."""
+    """Rows whose maxima are 1000 and -1000: one shift by 1000 underflows the second row to 0/0; each
+    row's own shift gives the true gradient, 0 to within e^-200 for these targets."""
     logits = torch.tensor([[1000.0, 0.0, -1000.0], [-1000.0, -1200.0, -1500.0]], dtype=torch.float64)
     targets = torch.tensor([0, 0])
-    assert ce_logsumexp(logits, targets).item() == pytest.approx(0.0, abs=1e-12)
-    assert not torch.isfinite(ce_one_shift(logits, targets))
+    assert torch.allclose(ce_grad_vectorised(logits, targets), torch.zeros(2, 3, dtype=torch.float64), atol=1e-80)
+    assert torch.isnan(ce_grad_one_shift(logits, targets)).any()
     for seed in range(3):  # every draw has a case whose rows' maxima differ by 2000
-        cases = check_cross_entropy.make_cases(torch.Generator().manual_seed(seed))
+        cases = check_cross_entropy_grad.make_cases(torch.Generator().manual_seed(seed))
         assert any(z.max(1).values.max() - z.max(1).values.min() == 2000 for z, _ in cases)
+        assert all(z.shape[0] != z.shape[1] for z, _ in cases)  # dividing by C is never dividing by B
+
+
+def ce_grad_sum_loops(logits, targets):
+    """Forgot the 1/B of the mean: the gradient of the summed loss, row by row."""
+    return torch.stack([stable_softmax(row[None])[0] - one_hot_rows(row[None], y[None])[0]
+                        for row, y in zip(logits, targets)])
+
+
+def ce_grad_sign_flipped(logits, targets):
+    """(p - q) / B: the gradient of the log-likelihood, not of the loss."""
+    return (one_hot_rows(logits, targets) - stable_softmax(logits)) / len(targets)
+
+
+def ce_grad_wrt_probabilities(logits, targets):
+    """∂L/∂q = -p / (B q): the derivative of -log q_y with respect to the probabilities."""
+    q = stable_softmax(logits)
+    return torch.where(one_hot_rows(logits, targets) > 0, -1.0 / (len(targets) * q), torch.zeros_like(q))
+
+
+def ce_grad_one_hot_only(logits, targets):
+    """Forgot the softmax: only the -z_y term differentiated."""
+    return -one_hot_rows(logits, targets) / logits.shape[0]
+
+
+def ce_grad_by_classes(logits, targets):
+    """The mean taken over the classes: divided by C instead of B."""
+    return (stable_softmax(logits) - one_hot_rows(logits, targets)) / logits.shape[1]
+
+
+def ce_grad_batch_axis(logits, targets):
+    """The softmax over the batch (dim 0)."""
+    return (stable_softmax(logits, dim=0) - one_hot_rows(logits, targets)) / len(targets)
+
+
+def ce_grad_columns_shifted(logits, targets):
+    """Each column shifted by its maximum over the batch (dim 0), then the softmax of each row."""
+    e = (logits - logits.max(dim=0, keepdim=True).values).exp()
+    return (e / e.sum(dim=1, keepdim=True) - one_hot_rows(logits, targets)) / len(targets)
+
+
+def ce_grad_maximum_without_keepdim(logits, targets):
+    """The rows' maxima subtracted without keeping their axis: (B, C) - (B,) clashes, as B != C."""
+    e = (logits - logits.max(dim=1).values).exp()
+    return (e / e.sum(dim=1, keepdim=True) - one_hot_rows(logits, targets)) / len(targets)
+
+
+def ce_grad_true_class_only(logits, targets):
+    """Only ∂ℓ/∂z_y = q_y - 1 kept; the other classes' entries left at 0."""
+    p = one_hot_rows(logits, targets)
+    return p * (stable_softmax(logits) - 1) / len(targets)
+
+
+def ce_grad_two_class_formula(logits, targets):
+    z = logits.clone().requires_grad_()
+    q = torch.softmax(z, 1)
+    p = one_hot_rows(logits, targets)
+    loss = torch.nn.functional.binary_cross_entropy(q, p, reduction="sum") / len(targets)
+    (grad,) = torch.autograd.grad(loss, z)
+    return grad
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (naive, "exp overflows or underflows; subtract each row's maximum"),
-        (ce_one_shift, "each row its own: one shift for the whole batch is not enough"),
-        (lambda z, y: ce_logsumexp(z, y) * len(y), "you summed the losses"),
-        (lambda z, y: -ce_logsumexp(z, y), "wrong sign"),
-        (lambda z, y: torch.nn.functional.cross_entropy(z, y, reduction="none"), "one loss per example"),
-        (lambda z, y: torch.nn.functional.binary_cross_entropy(
-            torch.softmax(z, 1), torch.nn.functional.one_hot(y, z.shape[1]).double(), reduction="sum") / len(y),
-         "two-class formula"),
-        (lambda z, y: -torch.log_softmax(z, 0)[torch.arange(len(y)), y].mean(), "softmax runs over the batch"),
-        (lambda z, y: ce_logsumexp(z, y) + 0.1, "expected"),
-        (lambda z, y: ce_logsumexp(z, y).reshape(1, 1).repeat(2, 1), "expected a scalar"),
+        (ce_grad_no_shift, "NaN or inf .* subtract each row's maximum"),
+        (ce_grad_one_shift, "each row its own: one shift for the whole batch is not enough"),
+        (ce_grad_sum_loops, "gradient of the summed loss; .* divide by B"),
+        (ce_grad_sign_flipped, "wrong sign: raising the true class's logit"),
+        (lambda z, y: ce_grad_sign_flipped(z, y) * len(y), "wrong sign .* divide by B"),
+        (ce_grad_wrt_probabilities, "that is ∂L/∂q, the gradient with respect to the probabilities"),
+        (lambda z, y: ce_grad_wrt_probabilities(z, y) * len(y), "∂L/∂q.*; and divide by B"),
+        (ce_grad_one_hot_only, "the derivative of the -z_y term alone"),
+        (lambda z, y: stable_softmax(z) / len(y), "the derivative of the log-sum-exp term alone"),
+        (ce_grad_by_classes, "you divided by C"),
+        (lambda z, y: ce_grad_by_classes(z, y) / len(y), "you divided by B × C"),
+        (ce_grad_batch_axis, "softmax runs over the batch"),
+        (ce_grad_columns_shifted, "shifted each column by its maximum .* each row's own maximum"),
+        (ce_grad_maximum_without_keepdim, "raised RuntimeError: The size of tensor .* keep its axis \\(keepdim=True"),
+        (ce_grad_true_class_only, "kept only the true class's entry"),
+        (ce_grad_two_class_formula, "two-class formula"),
+        (lambda z, y: ce_grad_vectorised(z, y) + 1, "row 0 of your gradient sums to .*; every row .* sums to 0"),
+        (lambda z, y: ce_grad_vectorised(z, y) * 1.01, "differs from autograd's by up to"),
+        (lambda z, y: ce_grad_vectorised(z, y).sum(1), "one number per example"),
+        (lambda z, y: ce_grad_vectorised(z, y).T, "you returned the transpose"),
+        (lambda z, y: torch.nn.functional.cross_entropy(z, y), "you returned the loss or one number"),
+        (lambda z, y: ce_grad_vectorised(z, y).tolist(), "must return a torch.Tensor; it returned list"),
     ],
 )
-def test_cross_entropy_rejects_wrong_answers_saying_why(answer, message):
+def test_cross_entropy_grad_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_cross_entropy(answer)
+        check_cross_entropy_grad(answer)
 
 
-@pytest.mark.parametrize("name", ["check_gelu_grad", "check_cross_entropy"])
+def test_cross_entropy_grad_reference_is_autograd_through_torch():
+    """The checker's reference agrees with the closed form (q - p) / B, and leaves its inputs alone."""
+    from lib.checks.activations import cross_entropy_grad_by_autograd
+    for logits, targets in check_cross_entropy_grad.make_cases(torch.Generator().manual_seed(1)):
+        before = logits.clone()
+        found = cross_entropy_grad_by_autograd(logits, targets)
+        assert torch.allclose(found, ce_grad_loops(logits, targets), atol=1e-15, rtol=0)
+        assert torch.equal(logits, before) and not logits.requires_grad
+
+
+@pytest.mark.parametrize("name", ["check_gelu_grad", "check_cross_entropy_grad"])
 def test_results_survive_torch_save_and_the_judge_runs_apart(name, tmp_path):
     check = CHECKS[name]
     cases = check.make_cases(torch.Generator().manual_seed(0))
-    answer = gelu_grad_erf if name == "check_gelu_grad" else ce_logsumexp
+    answer = gelu_grad_erf if name == "check_gelu_grad" else ce_grad_vectorised
     results = [answer(*args) for args in cases]
     torch.save(results, tmp_path / "results.pt")
     check.judge(cases, torch.load(tmp_path / "results.pt", weights_only=True))
@@ -308,17 +443,19 @@ FAIRNESS = {
             (lambda x: cdf(x) + x * torch.exp(-x * x / 2), "left out the factor 1/√\\(2π\\)"),
         ],
     },
-    "check_cross_entropy": {
-        "right": [ce_loops],
+    "check_cross_entropy_grad": {
+        "right": [ce_grad_loops, ce_grad_reciprocal, ce_grad_complex_step, ce_grad_float32],
         "wrong": [
-            (naive, "exp overflows or underflows; subtract each row's maximum"),
-            (ce_one_shift, "each row's maximum .* each row its own: one shift for the whole batch is not enough"),
-            (lambda z, y: ce_logsumexp(z, y) * len(y), "you summed the losses"),
-            (lambda z, y: -ce_logsumexp(z, y), "wrong sign"),
-            (lambda z, y: torch.nn.functional.binary_cross_entropy(
-                torch.softmax(z, 1), torch.nn.functional.one_hot(y, z.shape[1]).double(), reduction="sum") / len(y),
-             "two-class formula"),
-            (lambda z, y: -torch.log_softmax(z, 0)[torch.arange(len(y)), y].mean(), "softmax runs over the batch"),
+            (ce_grad_no_shift, "NaN or inf .* subtract each row's maximum"),
+            (ce_grad_one_shift, "each row's maximum .* each row its own: one shift for the whole batch is not enough"),
+            (ce_grad_sum_loops, "gradient of the summed loss; .* divide by B"),
+            (ce_grad_sign_flipped, "wrong sign: raising the true class's logit"),
+            (ce_grad_wrt_probabilities, "that is ∂L/∂q, the gradient with respect to the probabilities"),
+            (ce_grad_one_hot_only, "the derivative of the -z_y term alone"),
+            (ce_grad_by_classes, "you divided by C"),
+            (ce_grad_batch_axis, "softmax runs over the batch"),
+            (ce_grad_columns_shifted, "shifted each column by its maximum .* each row's own maximum"),
+            (ce_grad_true_class_only, "kept only the true class's entry"),
         ],
     },
     "check_relu_init": {

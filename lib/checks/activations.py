@@ -7,7 +7,6 @@ import torch
 
 from lib.activations import gelu_grad
 from lib.checks.core import Check, Measured, Slip
-from lib.losses import binary_cross_entropy, cross_entropy
 
 
 # ---- the derivative of GELU -------------------------------------------------------------
@@ -54,15 +53,17 @@ check_gelu_grad = Check(
 )
 
 
-# ---- softmax cross-entropy from logits --------------------------------------------------
-def cross_entropy_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
-    """Fresh inputs ``(logits, targets)`` for :data:`check_cross_entropy`.
+# ---- the gradient of softmax cross-entropy with respect to the logits --------------------
+def cross_entropy_grad_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(logits, targets)`` for :data:`check_cross_entropy_grad`.
 
-    Logits ``(B, C)`` in float64 with ``B != C``; every third case has logits in
-    the hundreds, shifted so that the rows' maxima alternate between 1000 and -1000
-    within the batch, where exp overflows (or underflows to 0) unless each row's own
-    maximum is subtracted first: a missing max-shift, and one shift by the largest
-    logit of the whole batch, fail on every seed. Targets are class indices ``(B,)``.
+    Logits ``(B, C)`` in float64 with ``B != C`` (so that dividing by C, or by B·C, instead of
+    B is a different answer). Two cases in three, the first among them, have logits of size
+    about 2, where every named slip differs from the right answer. Every third case has logits
+    in the hundreds, shifted so that the rows' maxima alternate between 1000 and -1000 within
+    the batch, where exp overflows (or underflows to 0) unless each row's own maximum is
+    subtracted first: a softmax without the shift, and one shift by the largest logit of the
+    whole batch, give NaN on every seed. Targets are class indices ``(B,)``.
     """
     cases = []
     for trial in range(trials):
@@ -77,37 +78,139 @@ def cross_entropy_cases(generator: torch.Generator, trials: int = 12) -> list[tu
     return cases
 
 
-def _two_class_formula(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """-Σ (p log q + (1-p) log(1-q)) over the classes, averaged over the batch."""
-    one_hot = torch.nn.functional.one_hot(targets, logits.shape[1]).to(logits.dtype)  # (B, C)
-    return binary_cross_entropy(torch.softmax(logits, -1), one_hot, reduction="sum") / logits.shape[0]
+def cross_entropy_grad_by_autograd(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The reference: ``∂L/∂logits`` by autograd through ``torch.nn.functional.cross_entropy`` (the
+    mean over the batch), in float64.
+
+    Shapes
+    ------
+    logits : (B, C); targets : (B,); output : (B, C)
+    """
+    leaf = logits.detach().to(torch.float64).requires_grad_()
+    with torch.enable_grad():
+        (grad,) = torch.autograd.grad(torch.nn.functional.cross_entropy(leaf, targets), leaf)
+    return grad  # (B, C)
 
 
-check_cross_entropy = Check(
-    "softmax cross-entropy agrees with lib.losses.cross_entropy on 12 fresh random batches, large logits included",
-    cross_entropy_cases, cross_entropy,
+def _softmax_and_one_hot(logits: torch.Tensor, targets: torch.Tensor, dim: int = 1) -> tuple:
+    """``(q, p)``: the softmax of ``logits`` over ``dim`` (1, the classes, or 0, the batch: a slip)
+    and the one-hot rows of ``targets``, both ``(B, C)``."""
+    q = torch.softmax(logits, dim=dim)
+    p = torch.nn.functional.one_hot(targets, logits.shape[1]).to(logits.dtype)
+    return q, p
+
+
+def _slip(formula):
+    """A slip written as ``formula(q, p, B, C)`` of the softmax ``q`` and the one-hot ``p``."""
+    def answer(logits, targets):
+        q, p = _softmax_and_one_hot(logits, targets)
+        return formula(q, p, *logits.shape)
+    return answer
+
+
+def _batch_softmax(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """A slip: (q - p) / B with the softmax taken over the batch (each column) instead of each row."""
+    q, p = _softmax_and_one_hot(logits, targets, dim=0)
+    return (q - p) / logits.shape[0]
+
+
+def _columns_shifted(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """A slip: (q - p) / B with the softmax of each row taken after subtracting each column's maximum
+    (``max(dim=0)``) instead of the row's own: a shift that differs from class to class changes q."""
+    shifted = logits - logits.max(dim=0, keepdim=True).values  # (B, C)
+    exps = shifted.exp()
+    q = exps / exps.sum(dim=1, keepdim=True)
+    return (q - torch.nn.functional.one_hot(targets, logits.shape[1]).to(q.dtype)) / logits.shape[0]
+
+
+def _two_class_formula_grad(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """A slip: the gradient of the notes' binary formula -Σ_c (p log q + (1-p) log(1-q)), summed over
+    the classes and averaged over the batch."""
+    leaf = logits.detach().to(torch.float64).requires_grad_()
+    with torch.enable_grad():
+        q = torch.softmax(leaf, dim=1)
+        p = torch.nn.functional.one_hot(targets, logits.shape[1]).to(q.dtype)
+        loss = -(p * torch.log(q) + (1 - p) * torch.log1p(-q)).sum() / logits.shape[0]
+        (grad,) = torch.autograd.grad(loss, leaf)
+    return grad
+
+
+_WITH_RESPECT_TO_Q = ("that is ∂L/∂q, the gradient with respect to the probabilities q = softmax(z); the "
+                      "question asks for the logits z: chain it through the softmax, ∂q_k/∂z_c = q_k (δ_kc - q_c)")
+
+
+def _cross_entropy_grad_rules(found, expected, logits, targets) -> str | None:
+    """The property every right answer has: each row sums to 0 (the softmax and the one-hot row
+    both sum to 1; equivalently, adding one number to every logit of a row changes nothing)."""
+    sums = found.sum(dim=1)  # (B,)
+    off = (sums.abs() > 1e-3).nonzero()
+    if len(off):
+        row = int(off[0])  # the first row that does not sum to 0
+        return (f"row {row} of your gradient sums to {float(sums[row]):.3g}; every row of ∂L/∂z sums to 0, "
+                "because adding one number to every logit of a row leaves its softmax, and so the loss, "
+                "unchanged")
+    return None
+
+
+def _cross_entropy_grad_shape_hint(shape, logits, targets) -> str:
+    batch, classes = logits.shape
+    return {
+        (batch,): ": you returned one number per example; return one per logit, ∂L/∂z[i, c]",
+        (): ": you returned the loss or one number; return one entry per logit, ∂L/∂z[i, c]",
+        (classes, batch): ": you returned the transpose; row i must hold example i's C entries",
+    }.get(tuple(shape), "")
+
+
+check_cross_entropy_grad = Check(
+    "∂L/∂z of the mean softmax cross-entropy agrees with autograd through torch.nn.functional.cross_entropy "
+    "on 12 fresh random batches, large logits included",
+    cross_entropy_grad_cases, cross_entropy_grad_by_autograd,
     describe=lambda logits, targets: f"logits of shape {tuple(logits.shape)}",
-    compared_with="lib.losses.cross_entropy", noun="loss", layout=" (the mean over the batch)",
+    compared_with="autograd's", noun="gradient", layout="(B, C)",
     slips=(
-        Slip(lambda logits, targets: cross_entropy(logits, targets, reduction="sum"),
-             "you summed the losses; divide by the batch size (the mean)"),
-        Slip(lambda logits, targets: -cross_entropy(logits, targets),
-             "your loss has the wrong sign: it is minus the log-probability of the true class"),
-        Slip(_two_class_formula,
-             "that is the two-class formula -Σ (p log q + (1-p) log(1-q)) summed over the classes; for C classes "
-             "the cross-entropy is -Σ p log q (only the true class counts)"),
-        Slip(lambda logits, targets: -torch.log_softmax(logits, dim=0).gather(1, targets[:, None]).mean(),
-             "your softmax runs over the batch; it must run over the classes (the last axis)"),
+        Slip(_slip(lambda q, p, batch, classes: q - p),
+             "that is the gradient of the summed loss; the loss is the mean over the batch, so divide by B"),
+        Slip(_slip(lambda q, p, batch, classes: (p - q) / batch),
+             "your gradient has the wrong sign: raising the true class's logit lowers the loss, so its entry "
+             "∂L/∂z_y must be negative"),
+        Slip(_slip(lambda q, p, batch, classes: p - q),
+             "your gradient has the wrong sign (raising the true class's logit lowers the loss, so its entry "
+             "must be negative), and the loss is the mean over the batch: divide by B"),
+        Slip(_slip(lambda q, p, batch, classes: (q - p) / classes),
+             "you divided by C, the number of classes; the loss is the mean over the B examples of the batch"),
+        Slip(_slip(lambda q, p, batch, classes: (q - p) / (batch * classes)),
+             "you divided by B × C, the number of logits; the loss is the mean over the B examples, not over "
+             "every logit"),
+        Slip(_slip(lambda q, p, batch, classes: -p / batch),
+             "-p/B is the derivative of the -z_y term alone; log Σ_k exp(z_k) depends on every logit too, and "
+             "its derivative is the softmax"),
+        Slip(_slip(lambda q, p, batch, classes: q / batch),
+             "q/B is the derivative of the log-sum-exp term alone; the term -z_y adds -1 at the true class"),
+        Slip(_slip(lambda q, p, batch, classes: (q - p) * p / batch),
+             "you kept only the true class's entry; the other logits enter the loss through log Σ_k exp(z_k), "
+             "so their entries are not 0"),
+        Slip(_slip(lambda q, p, batch, classes: -p / q / batch), _WITH_RESPECT_TO_Q),
+        Slip(_slip(lambda q, p, batch, classes: -p / q), _WITH_RESPECT_TO_Q + "; and divide by B (the mean)"),
+        Slip(_batch_softmax, "your softmax runs over the batch; it must run over the classes (each row)"),
+        Slip(_columns_shifted,
+             "you shifted each column by its maximum (over the batch, dim=0); the shift must be each row's own "
+             "maximum, over the classes (dim=1): one number per row leaves its softmax unchanged, but a shift "
+             "that differs from class to class changes it"),
+        Slip(_two_class_formula_grad,
+             "that is the gradient of the two-class formula -Σ (p log q + (1-p) log(1-q)) summed over the "
+             "classes; for C classes the cross-entropy is -Σ p log q = -log q_y (only the true class counts)"),
     ),
-    shape_hint=lambda shape, logits, targets: (
-        ": you returned one loss per example; return their mean over the batch" if shape == (logits.shape[0],)
-        else ""),
-    nan_hint=": exp overflows or underflows; subtract each row's maximum before exponentiating (the log-sum-exp "
-             "trick), each row its own: one shift for the whole batch is not enough when the rows' maxima lie far "
-             "apart",
-    tolerance=dict(atol=1e-8, rtol=1e-10),
-    forbidden=("torch.nn.functional", "torch.nn.CrossEntropyLoss", "torch.log_softmax", "torch.softmax",
-               ".log_softmax", ".softmax", ".logsumexp", "torch.logsumexp"),
+    shape_hint=_cross_entropy_grad_shape_hint,
+    nan_hint=": exp overflows or underflows; subtract each row's maximum before exponentiating, each row its "
+             "own: one shift for the whole batch is not enough when the rows' maxima lie far apart",
+    error_hint=("; if the sizes clash: a row's maximum or sum over the classes has shape (B,), so keep its "
+                "axis (keepdim=True, or [:, None]) to combine it with the (B, C) logits"),
+    rules=_cross_entropy_grad_rules,
+    tolerance=dict(atol=1e-10, rtol=1e-10),
+    forbidden=("torch.autograd", "torch.func", ".backward", "torch.nn.functional", "torch.nn.CrossEntropyLoss",
+               "torch.softmax", "torch.log_softmax", "torch.logsumexp", "torch.logaddexp", "torch.logcumsumexp",
+               "torch.nn.Softmin", "torch.distributions", ".softmax", ".log_softmax", ".logsumexp", ".logaddexp",
+               ".logcumsumexp"),
 )
 
 
