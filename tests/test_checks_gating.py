@@ -1,22 +1,25 @@
-"""The checkers of chapter 4: the one-step Jacobian of PyTorch's GRU, and the experiment in which
-forget-gate biases that carry the gradient back pass and the others fail saying why. (Chapter 4's
-one-step LSTM checker is tested in tests/test_checks_rnn.py.)"""
+"""The checkers of chapter 4: an LSTM layer with a projection, the one-step Jacobian of
+PyTorch's GRU, and the experiment in which forget-gate biases that carry the gradient back pass and
+the others fail saying why."""
 import functools
 import math
+import warnings
 
 import pytest
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from lib.checks import CHECKS, CheckFailed, check_forget_bias
 from lib.checks.gating import (
-    LEAST_REACH, check_gru_jacobian, first_step_reach, gru_jacobian_by_autograd, gru_jacobian_cases,
-    gru_jacobian_terms, one_thread,
+    LEAST_REACH, _torch_lstmp, check_gru_jacobian, check_lstmp_layer, first_step_reach, gru_jacobian_by_autograd,
+    gru_jacobian_cases, gru_jacobian_terms, lstmp_layer_by_torch, lstmp_layer_cases, lstmp_layer_with, one_thread,
 )
 from lib.gating import MemoryClassifier
 
 
 @pytest.mark.parametrize(("name", "checker"), [("check_forget_bias", check_forget_bias),
-                                               ("check_gru_jacobian", check_gru_jacobian)])
+                                               ("check_gru_jacobian", check_gru_jacobian),
+                                               ("check_lstmp_layer", check_lstmp_layer)])
 def test_the_checker_is_registered_under_its_name(name, checker):
     assert CHECKS[name] is checker
 
@@ -152,6 +155,198 @@ def half_life_of_t_steps(length):
 def log_of_the_length(length):
     """The chapter's rule of thumb, a bias near ln T (Tallec and Ollivier)."""
     return torch.tensor(math.log(length))
+
+
+# ---- an LSTM layer with a projection (ex-gate-lstm-projection) -------------------------------------
+def lstmp_by_units(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr):
+    """Unit by unit in Python floats, one sequence at a time: gate k of unit j reads row k·H + j of the
+    weights (i, f, g, o)."""
+    batch, steps = x.shape[:2]
+    hidden, proj = c0.shape[1], h0.shape[1]
+    wi, wh, bi, bh, wr = (t.tolist() for t in (weight_ih, weight_hh, bias_ih, bias_hh, weight_hr))
+    out = torch.zeros(batch, steps, proj + hidden, dtype=torch.float64)
+    for b in range(batch):
+        hs, cs = h0[b].tolist(), c0[b].tolist()
+        for t in range(steps):
+            xs = x[b, t].tolist()
+
+            def pre(row):
+                return (sum(w * v for w, v in zip(wi[row], xs)) + sum(w * v for w, v in zip(wh[row], hs))
+                        + bi[row] + bh[row])
+
+            shown, memory = [], []
+            for j in range(hidden):
+                i, f, o = (1 / (1 + math.exp(-pre(k * hidden + j))) for k in (0, 1, 3))
+                memory.append(f * cs[j] + i * math.tanh(pre(2 * hidden + j)))
+                shown.append(o * math.tanh(memory[-1]))
+            hs, cs = [sum(w * v for w, v in zip(wr[p], shown)) for p in range(proj)], memory
+            out[b, t] = torch.tensor(hs + cs, dtype=torch.float64)
+    return out
+
+
+def lstmp_by_slices_float32(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr):
+    """The input's share of every step computed first for the whole sequence, each gate from its own
+    slice of rows, in float32; the projection as an einsum."""
+    hidden = c0.shape[1]
+    x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr = (
+        t.float() for t in (x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr))
+    from_x = torch.einsum("btd,gd->btg", x, weight_ih) + bias_ih + bias_hh  # (B, T, 4H)
+    hs, cs = [], []
+    for t in range(x.shape[1]):
+        def gate(k):
+            rows = slice(k * hidden, (k + 1) * hidden)
+            return from_x[:, t, rows] + h @ weight_hh[rows].T
+
+        i, f, g, o = torch.sigmoid(gate(0)), torch.sigmoid(gate(1)), torch.tanh(gate(2)), torch.sigmoid(gate(3))
+        c = f * c + i * g
+        h = torch.einsum("bh,ph->bp", o * torch.tanh(c), weight_hr)
+        hs.append(h)
+        cs.append(c)
+    return torch.cat([torch.stack(hs, dim=1), torch.stack(cs, dim=1)], dim=2)
+
+
+def lstmp_without_projection(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr):
+    """An ordinary LSTM step, h_t = o ⊙ tanh(c_t) of H units, each step reading h0, the only state of
+    P units at hand."""
+    rows = []
+    for t in range(x.shape[1]):
+        i, f, g, o = (x[:, t] @ weight_ih.T + bias_ih + h0 @ weight_hh.T + bias_hh).chunk(4, dim=1)
+        c0 = torch.sigmoid(f) * c0 + torch.sigmoid(i) * torch.tanh(g)
+        rows.append(torch.cat([torch.sigmoid(o) * torch.tanh(c0), c0], dim=1))
+    return torch.stack(rows, dim=1)
+
+
+def lstmp_memory_projected_too(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr):
+    both = lstmp_layer_with(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)
+    return torch.cat([both[:, :, :h0.shape[1]], both[:, :, h0.shape[1]:] @ weight_hr.T], dim=2)
+
+
+def lstmp_projection_untransposed(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr):
+    """(B, H) @ (P, H): a shape error, since P < H."""
+    i, f, g, o = (x[:, 0] @ weight_ih.T + bias_ih + h0 @ weight_hh.T + bias_hh).chunk(4, dim=1)
+    c = torch.sigmoid(f) * c0 + torch.sigmoid(i) * torch.tanh(g)
+    return ((torch.sigmoid(o) * torch.tanh(c)) @ weight_hr)[:, None]
+
+
+def lstmp_stacked_states(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr):
+    """torch.stack([h_t, c_t]): a shape error, since P < H."""
+    i, f, g, o = (x[:, 0] @ weight_ih.T + bias_ih + h0 @ weight_hh.T + bias_hh).chunk(4, dim=1)
+    c = torch.sigmoid(f) * c0 + torch.sigmoid(i) * torch.tanh(g)
+    return torch.stack([(torch.sigmoid(o) * torch.tanh(c)) @ weight_hr.T, c])
+
+
+def lstmp_carrying_only_h(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr):
+    """Every step starts from the memory c0: the loop updates h and forgets to carry c."""
+    h, rows = h0, []
+    for t in range(x.shape[1]):
+        i, f, g, o = (x[:, t] @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh).chunk(4, dim=1)
+        c = torch.sigmoid(f) * c0 + torch.sigmoid(i) * torch.tanh(g)
+        h = (torch.sigmoid(o) * torch.tanh(c)) @ weight_hr.T
+        rows.append(torch.cat([h, c], dim=1))
+    return torch.stack(rows, dim=1)
+
+
+def lstmp_states_read(x, h0, c0, *weights):
+    """h_0 .. h_(T-1): the states each step reads, the initial one first."""
+    written = lstmp_by_slices_float32(x, h0, c0, *weights).double()
+    return torch.cat([torch.cat([h0, c0], dim=1)[:, None], written[:, :-1]], dim=1)
+
+
+def test_the_layer_written_out_is_torchs_and_the_sizes_keep_the_wrong_shapes_apart():
+    for seed in range(20):
+        for case in lstmp_layer_cases(torch.Generator().manual_seed(seed)):
+            x, h0, c0, *_, weight_hr = case
+            proj, hidden = weight_hr.shape
+            assert h0.shape[1] == proj < hidden == c0.shape[1] and hidden != 2 * proj
+            assert len({x.shape[0], x.shape[2], proj, hidden}) == 4 and x.shape[1] != x.shape[0]
+            assert len({proj + hidden, 2 * hidden, 2 * proj, proj, hidden}) == 5
+            if seed < 3:
+                expected = lstmp_layer_by_torch(*case)
+                assert torch.allclose(lstmp_layer_with(*case), expected, atol=1e-12, rtol=0)
+                # the memory at every step, taken from runs on the first t steps, is the memory a
+                # run over the whole sequence returns at its end, and h_T is its last output
+                layer = _torch_lstmp(*case[3:])
+                with torch.no_grad():
+                    _, (h_n, c_n) = layer(x, (h0[None], c0[None]))
+                assert torch.equal(expected[:, -1], torch.cat([h_n[0], c_n[0]], dim=1))
+
+
+def lstm_count(**projection):
+    return sum(p.numel() for p in torch.nn.LSTM(512, 1024, **projection).parameters())
+
+
+def lstm_multiplications(**projection):
+    """Multiplications of the matrix products of one step for one example, counted by FlopCounterMode
+    (2 flops each) in torch.nn.LSTM itself; without oneDNN, whose fused kernel it cannot see into."""
+    layer = torch.nn.LSTM(512, 1024, batch_first=True, **projection)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # oneDNN's notes on TF32 and on projections
+        with torch.backends.mkldnn.flags(enabled=False), FlopCounterMode(display=False) as counter:
+            layer(torch.randn(1, 1, 512))
+    return counter.get_total_flops() // 2
+
+
+def test_the_counts_in_the_solution_of_ex_gate_lstm_projection():
+    """D = 512, H = 1024: 4(HD + H² + 2H) parameters without a projection, 4(HD + HP + 2H) + PH with
+    one; 4HD + 4H² multiplications in the matrix products of a step, 4HD + 4HP + PH with a projection.
+    Both fall exactly while 5P < 4H, that is P ≤ 819, whatever D."""
+    assert lstm_count() == 6_299_648 and lstm_count(proj_size=256) == 3_416_064
+    assert round(100 * 3_416_064 / 6_299_648) == 54
+    assert lstm_count(proj_size=819) == 6_298_624 < 6_299_648 < lstm_count(proj_size=820) == 6_303_744
+    assert lstm_multiplications() == 4 * 1024 * 512 + 4 * 1024**2 == 6_291_456
+    assert lstm_multiplications(proj_size=256) == 4 * 1024 * 512 + 5 * 1024 * 256 == 3_407_872
+    assert lstm_multiplications(proj_size=819) < 6_291_456 < lstm_multiplications(proj_size=820)
+    # with the three element-wise products f ⊙ c, i ⊙ g, o ⊙ tanh(c) of H each, as the solution counts
+    assert 6_291_456 + 3 * 1024 == 6_294_528 and 3_407_872 + 3 * 1024 == 3_410_944
+    for input_size in (1, 100, 2048):  # the bound does not depend on D
+        def count(proj_size):
+            return sum(p.numel() for p in torch.nn.LSTM(input_size, 40, proj_size=proj_size).parameters())
+        plain = sum(p.numel() for p in torch.nn.LSTM(input_size, 40).parameters())
+        assert count(31) < plain == count(32) < count(33)  # 5P = 4H at P = 32
+
+
+def test_the_lstmp_reference_leaves_the_callers_random_state_alone():
+    state = torch.get_rng_state()
+    lstmp_layer_by_torch(*lstmp_layer_cases(torch.Generator().manual_seed(0))[0])
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+@pytest.mark.parametrize("answer", [lstmp_layer_with, lstmp_by_units, lstmp_by_slices_float32])
+def test_lstmp_layer_accepts_right_answers(answer, capsys):
+    check_lstmp_layer(answer)
+    assert capsys.readouterr().out.startswith("✓ your LSTMP layer agrees with torch.nn.LSTM(proj_size=P)")
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda *a: lstmp_layer_with(*a, output="o c'"), "not the notes' o ⊙ c_t"),
+        (lambda *a: lstmp_layer_with(*a, output="o tanh(c)"), "you used the old memory"),
+        (lambda *a: lstmp_layer_with(*a, squash_after=True), "the projection is linear"),
+        (lambda *a: lstmp_layer_with(*a, order="ifog"), "PyTorch orders the row blocks i, f, g, o"),
+        (lambda *a: lstmp_layer_with(*a, order="figo"), "the first block of rows is the input gate"),
+        (lambda *a: lstmp_layer_with(*a, candidate=torch.sigmoid), "the candidate g goes through tanh"),
+        (lambda *a: lstmp_layer_with(*a, h_first=False), "put h_t first"),
+        (lstmp_carrying_only_h, "carry the memory along"),
+        (lambda *a: lstmp_layer_with(*a, carry=("c",)), "feed the new state back"),
+        (lambda *a: lstmp_layer_with(*a, start="zeros"), "start from the given h0 and c0"),
+        (lstmp_states_read, "you returned the states each step reads"),
+        (lstmp_without_projection, "h_t has P units, not H: project the output"),
+        (lstmp_memory_projected_too, "only h is projected"),
+        (lambda *a: lstmp_layer_with(*a)[:, :, :a[1].shape[1]], "return both states at every step"),
+        (lambda *a: lstmp_layer_with(*a)[:, -1], "return both states at every step"),
+        (lambda *a: lstmp_layer_with(*a).transpose(0, 1), "batch first"),
+        (lambda x, h0, c0, *w: torch.cat([torch.cat([h0, c0], dim=1)[:, None], lstmp_layer_with(x, h0, c0, *w)],
+                                         dim=1), "leave out the initial state"),
+        (lambda x, h0, c0, *w: torch.stack([h0, h0]), "one row per sequence and step"),
+        (lstmp_projection_untransposed, "raised RuntimeError.*mind the shapes"),
+        (lstmp_stacked_states, "raised RuntimeError: stack expects .*join them with torch.cat"),
+        (lambda *a: lstmp_layer_with(*a) + 1e-4, "differ from torch.nn.LSTM's by up to 0.0001"),
+    ],
+)
+def test_lstmp_layer_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_lstmp_layer(answer)
 
 
 # ---- the one-step Jacobian of a GRU (ex-gate-gru-jacobian) -----------------------------------------
@@ -328,6 +523,21 @@ def test_gru_jacobian_rejects_wrong_answers_saying_why(answer, message):
 
 
 FAIRNESS = {
+    "check_lstmp_layer": {
+        "right": [lstmp_by_units, lstmp_by_slices_float32],
+        "wrong": [
+            (lambda *a: lstmp_layer_with(*a, output="o c'"), "the cell shows o ⊙ tanh\\(c_t\\), not the notes'"),
+            (lambda *a: lstmp_layer_with(*a, order="ifog"), "PyTorch orders the row blocks i, f, g, o"),
+            (lambda *a: lstmp_layer_with(*a, squash_after=True), "the projection is linear"),
+            (lambda *a: lstmp_layer_with(*a, output="o tanh(c)"), "the output reads the new memory"),
+            (lstmp_without_projection, "h_t has P units, not H: project the output"),
+            (lstmp_memory_projected_too, "only h is projected; the memory c_t keeps its H units"),
+            (lstmp_carrying_only_h, "carry the memory along: step t \\+ 1 starts from c_t"),
+            (lambda *a: lstmp_layer_with(*a, carry=("c",)), "the gates of step t \\+ 1 read h_t, not h0"),
+            (lstmp_states_read, "you returned the states each step reads, h_0 .. h_\\(T-1\\)"),
+            (lstmp_stacked_states, "differ in width, so join them with torch.cat"),
+        ],
+    },
     "check_forget_bias": {
         "right": [smallest_bias_by_search, half_life_of_t_steps, log_of_the_length,
                   one_constant_for_every_length],

@@ -1,89 +1,193 @@
-"""The checkers of chapters 3 and 4: right answers pass however they are written; wrong
-ones fail with a message that says what is wrong."""
-import math
+"""The checkers of chapter 3: right answers pass however they are written; wrong ones fail with a
+message that says what is wrong. (Chapter 4's are tested in tests/test_checks_gating.py.)"""
 
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_bptt_terms, check_lstm_step, check_rnn_forward
+from lib.checks import CHECKS, CheckFailed, check_bptt_terms, check_rnn_last_state
+from lib.checks.rnn import last_state_by_packing, last_state_cases
 
 
-@pytest.mark.parametrize("name", ["check_rnn_forward", "check_bptt_terms", "check_lstm_step"])
+@pytest.mark.parametrize("name", ["check_rnn_last_state", "check_bptt_terms"])
 def test_checkers_are_registered_under_their_names(name):
     assert name in CHECKS
 
 
 # ---------------------------------------------------------------------------
-# The RNN forward pass.
+# The last valid state of each sequence of a padded batch.
 # ---------------------------------------------------------------------------
 
 
-def rnn_loop(x, h0, weight_ih, weight_hh, bias_ih, bias_hh):
-    h, outputs = h0, []
+def states_of_every_step(x, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    """h_0 .. h_T, padding read like the rest: (B, T + 1, H)."""
+    states = [h0]
     for t in range(x.shape[1]):
-        h = torch.tanh(x[:, t] @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh)
-        outputs.append(h)
-    return torch.stack(outputs, dim=1)
+        states.append(torch.tanh(x[:, t] @ weight_ih.T + bias_ih + states[-1] @ weight_hh.T + bias_hh))
+    return torch.stack(states, dim=1)
 
 
-def rnn_via_torch(x, h0, weight_ih, weight_hh, bias_ih, bias_hh):
-    layer = torch.nn.RNN(x.shape[-1], h0.shape[-1], batch_first=True).double()
-    with torch.no_grad():
-        for name, value in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"),
-                               (weight_ih, weight_hh, bias_ih, bias_hh)):
-            getattr(layer, name).copy_(value)
-        return layer(x, h0[None])[0]
-
-
-def rnn_einsum(x, h0, weight_ih, weight_hh, bias_ih, bias_hh):
-    inputs = torch.einsum("btd,hd->bth", x, weight_ih) + bias_ih + bias_hh  # all steps at once
-    h, outputs = h0, []
+def last_state_frozen(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    """The master's method: a sequence that has ended keeps its state."""
+    h = h0
     for t in range(x.shape[1]):
-        h = torch.tanh(inputs[:, t] + torch.einsum("bj,ij->bi", h, weight_hh))
-        outputs.append(h)
-    return torch.stack(outputs, dim=1).float()  # float32 is accepted
+        h_next = torch.tanh(x[:, t] @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh)
+        h = torch.where((t < lengths)[:, None], h_next, h)
+    return h
 
 
-@pytest.mark.parametrize("answer", [rnn_loop, rnn_via_torch, rnn_einsum])
-def test_rnn_forward_accepts_right_answers(answer, capsys):
-    check_rnn_forward(answer)
-    assert capsys.readouterr().out.startswith("✓ your RNN's hidden states agree with lib.rnn.RNN")
+def last_state_gathered(x, lengths, h0, *weights):
+    """Run every step, padding included, then pick h_L: the state at step L does not depend on later
+    inputs."""
+    return states_of_every_step(x, h0, *weights)[torch.arange(len(lengths)), lengths]
 
 
-def _linear(x, h0, wi, wh, bi, bh):
-    h, outputs = h0, []
+def last_state_one_by_one(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    """Each sequence alone, cut to its length, in float32, each unit's sum written out."""
+    rows = []
+    for b, length in enumerate(lengths.tolist()):
+        h = h0[b].float()
+        for t in range(length):
+            h = torch.stack([torch.tanh((weight_ih[i].float() * x[b, t].float()).sum() + bias_ih[i].float()
+                                        + (weight_hh[i].float() * h).sum() + bias_hh[i].float())
+                             for i in range(len(h))])
+        rows.append(h)
+    return torch.stack(rows)
+
+
+def last_state_sorted_by_length(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    """Packing's own method by hand: sort the sequences by length, longest first, shrink the batch as
+    they end, then undo the sort."""
+    order = torch.argsort(lengths, descending=True, stable=True)
+    xs, hs, ls = x[order], h0[order].clone(), lengths[order]
+    for t in range(int(ls[0])):
+        alive = int((ls > t).sum())  # the first `alive` sequences have step t
+        hs[:alive] = torch.tanh(xs[:alive, t] @ weight_ih.T + bias_ih + hs[:alive] @ weight_hh.T + bias_hh)
+    result = torch.empty_like(hs)
+    result[order] = hs
+    return result
+
+
+def last_state_ignoring_lengths(x, lengths, h0, *weights):
+    return states_of_every_step(x, h0, *weights)[:, -1]
+
+
+def last_state_one_too_far(x, lengths, h0, *weights):
+    """Indexes the states h_1 .. h_T at L (h_(L+1)): raises IndexError where L = T."""
+    return states_of_every_step(x, h0, *weights)[:, 1:][torch.arange(len(lengths)), lengths]
+
+
+def last_state_one_short(x, lengths, h0, *weights):
+    """Indexes the states h_1 .. h_T at L - 1 but keeps h_0 in front: h_(L-1)."""
+    return states_of_every_step(x, h0, *weights)[torch.arange(len(lengths)), lengths - 1]
+
+
+def last_state_of_the_padded_output(x, lengths, h0, *weights):
+    """The last column after zeroing the padded steps, as pad_packed_sequence returns the outputs."""
+    states = states_of_every_step(x, h0, *weights)[:, 1:]
+    valid = torch.arange(x.shape[1])[None, :] < lengths[:, None]  # (B, T)
+    return (states * valid[:, :, None])[:, -1]
+
+
+def last_state_without_tanh(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    """Every step run, padding included, with no tanh, then h_L gathered."""
+    states = [h0]
     for t in range(x.shape[1]):
-        h = x[:, t] @ wi.T + bi + h @ wh.T + bh
-        outputs.append(h)
-    return torch.stack(outputs, dim=1)
+        states.append(x[:, t] @ weight_ih.T + bias_ih + states[-1] @ weight_hh.T + bias_hh)
+    return torch.stack(states, dim=1)[torch.arange(len(lengths)), lengths]
 
 
-def _untransposed(x, h0, wi, wh, bi, bh):
-    h, outputs = h0, []
+def last_state_untransposed(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    """The frozen loop with h @ weight_hh, which runs because W_hh is square."""
+    h = h0
     for t in range(x.shape[1]):
-        h = torch.tanh(x[:, t] @ wi.T + bi + h @ wh + bh)
-        outputs.append(h)
-    return torch.stack(outputs, dim=1)
+        h_next = torch.tanh(x[:, t] @ weight_ih.T + bias_ih + h @ weight_hh + bias_hh)
+        h = torch.where((t < lengths)[:, None], h_next, h)
+    return h
+
+
+def last_state_one_bias(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    """bias_hh left out (the notes have one bias per layer)."""
+    return last_state_gathered(x, lengths, h0, weight_ih, weight_hh, bias_ih, torch.zeros_like(bias_hh))
+
+
+def last_state_of_zeroed_padding(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+    """The padding set to zero, then all T steps run: a zero input is taken to change nothing."""
+    valid = (torch.arange(x.shape[1])[None, :] < lengths[:, None]).double()  # (B, T)
+    return states_of_every_step(x * valid[:, :, None], h0, weight_ih, weight_hh, bias_ih, bias_hh)[:, -1]
+
+
+def last_state_left_sorted(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh, descending=True):
+    """Packing's method by hand, the sort never undone: the rows come out in order of length."""
+    order = torch.argsort(lengths, descending=descending)
+    xs, hs, ls = x[order], h0[order], lengths[order]
+    for t in range(x.shape[1]):
+        h_next = torch.tanh(xs[:, t] @ weight_ih.T + bias_ih + hs @ weight_hh.T + bias_hh)
+        hs = torch.where((t < ls)[:, None], h_next, hs)
+    return hs
+
+
+def test_the_reference_is_the_state_at_each_sequences_length_and_ignores_the_padding():
+    for case in last_state_cases(torch.Generator().manual_seed(0)):
+        x, lengths, h0, *weights = case
+        expected = last_state_by_packing(*case)
+        assert torch.allclose(last_state_gathered(*case), expected, atol=1e-12, rtol=0)
+        padding = torch.arange(x.shape[1])[None, :, None] >= lengths[:, None, None]
+        repadded = torch.where(padding, 100 * torch.randn_like(x), x)
+        assert torch.allclose(last_state_by_packing(repadded, lengths, h0, *weights), expected, atol=1e-12, rtol=0)
+
+
+def test_the_cases_hold_lengths_below_t_first_and_rows_of_length_1_and_t():
+    for seed in range(20):
+        cases = last_state_cases(torch.Generator().manual_seed(seed))
+        for index, (x, lengths, *rest) in enumerate(cases):
+            assert lengths.dtype == torch.int64 and 1 <= int(lengths.min()) and int(lengths.max()) <= x.shape[1]
+            if index % 3 == 0:
+                assert int(lengths.max()) < x.shape[1]
+            if index % 3 == 1:
+                assert int(lengths.min()) == 1 and int(lengths.max()) == x.shape[1]
+
+
+def test_the_reference_leaves_the_callers_random_state_alone():
+    state = torch.get_rng_state()
+    last_state_by_packing(*last_state_cases(torch.Generator().manual_seed(0))[0])
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+@pytest.mark.parametrize("answer", [last_state_frozen, last_state_gathered, last_state_one_by_one,
+                                    last_state_sorted_by_length])
+def test_rnn_last_state_accepts_right_answers(answer, capsys):
+    check_rnn_last_state(answer)
+    assert capsys.readouterr().out.startswith("✓ your last states agree with torch.nn.RNN")
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (_linear, "apply tanh"),
-        (lambda x, h0, *w: rnn_loop(x, torch.zeros_like(h0), *w), "start from the given h0"),
-        (_untransposed, "weight_hh transposed"),
-        (lambda x, h0, wi, wh, bi, bh: rnn_loop(x, h0, wi, wh, bi, torch.zeros_like(bh)), "add both biases"),
-        (lambda x, h0, *w: torch.cat([h0[:, None], rnn_loop(x, h0, *w)], dim=1), "leave out h0"),
-        (lambda *a: rnn_loop(*a)[:, -1], "not only the last"),
-        (lambda *a: rnn_loop(*a).transpose(0, 1), "batch axis first"),
-        (lambda *a: rnn_loop(*a) + 1e-4, "differs from lib.rnn's by up to 0.0001"),
-        (lambda *a: (rnn_loop(*a), None), "must return a torch.Tensor; it returned tuple"),
+        (last_state_ignoring_lengths, "the state after all T steps for every sequence"),
+        (last_state_one_too_far, "one step too far"),
+        (last_state_one_short, "one step short"),
+        (last_state_of_the_padded_output, "your state is 0 for every sequence shorter than T"),
+        (lambda x, lengths, h0, *w: last_state_frozen(x, lengths, torch.zeros_like(h0), *w),
+         "start from the given h0"),
+        (lambda x, lengths, h0, *w: states_of_every_step(x, h0, *w)[:, 1:], "not the state at every step"),
+        (lambda x, lengths, h0, *w: last_state_frozen(x, lengths, h0, *w)[None], "leave out the"),
+        (lambda *a: last_state_frozen(*a).T, "one row per sequence"),
+        (lambda *a: last_state_frozen(*a) + 1e-4, "differ from torch.nn.RNN's by up to 0.0001"),
         (lambda *a: 1 / 0, "raised ZeroDivisionError"),
+        (last_state_without_tanh, "apply tanh to the pre-activation"),
+        (last_state_untransposed, "multiply h by weight_hh transposed"),
+        (last_state_one_bias, "add both biases"),
+        (lambda x, lengths, h0, wi, wh, bi, bh: last_state_gathered(x, lengths, h0, wi, wh, torch.zeros_like(bi), bh),
+         "add both biases"),
+        (last_state_of_zeroed_padding, "a zero input still changes the state"),
+        (last_state_left_sorted, "your rows are sorted by length: undo the sort"),
+        (lambda *a: last_state_left_sorted(*a, descending=False), "your rows are sorted by length: undo the sort"),
+        (lambda *a: last_state_frozen(*a).roll(1, dims=0), "the right states in another order"),
     ],
 )
-def test_rnn_forward_rejects_wrong_answers_saying_why(answer, message):
+def test_rnn_last_state_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_rnn_forward(answer)
+        check_rnn_last_state(answer)
 
 
 # ---------------------------------------------------------------------------
@@ -229,64 +333,12 @@ def test_the_sum_of_the_terms_is_named_as_a_sum_on_every_seed():
 
 
 # ---------------------------------------------------------------------------
-# One LSTM step.
-# ---------------------------------------------------------------------------
-
-
-def lstm_step(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, output=lambda o, c: o * torch.tanh(c)):
-    i, f, g, o = (x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh).chunk(4, dim=-1)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    return torch.stack([output(torch.sigmoid(o), c), c])
-
-
-def lstm_via_torch(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh):
-    cell = torch.nn.LSTMCell(x.shape[1], h.shape[1]).double()
-    with torch.no_grad():
-        for name, value in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"),
-                               (weight_ih, weight_hh, bias_ih, bias_hh)):
-            getattr(cell, name).copy_(value)
-        return torch.stack(cell(x, (h, c)))
-
-
-@pytest.mark.parametrize("answer", [lstm_step, lstm_via_torch])
-def test_lstm_step_accepts_right_answers(answer, capsys):
-    check_lstm_step(answer)
-    assert capsys.readouterr().out.startswith("✓ your LSTM step agrees with lib.rnn.LSTMCell")
-
-
-def _reordered(order, candidate=torch.tanh):
-    def step(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh):
-        blocks = dict(zip(order, (x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh).chunk(4, dim=-1)))
-        c = torch.sigmoid(blocks["f"]) * c + torch.sigmoid(blocks["i"]) * candidate(blocks["g"])
-        return torch.stack([torch.sigmoid(blocks["o"]) * torch.tanh(c), c])
-    return step
-
-
-@pytest.mark.parametrize(
-    ("answer", "message"),
-    [
-        (lambda *a: lstm_step(*a, output=lambda o, c: o * c), "not the notes' o ⊙ c"),
-        (lambda *a: lstm_step(*a).flip(0), "stack h first, then c"),
-        (_reordered("ifog"), "PyTorch orders the row blocks i, f, g, o"),
-        (_reordered("figo"), "the first block of rows is the input gate"),
-        (_reordered("ifgo", candidate=torch.sigmoid), "the candidate g goes through tanh"),
-        (lambda *a: lstm_step(*a)[0], "return torch.stack\\(\\[h, c\\]\\)"),
-        (lambda *a: torch.cat(list(lstm_step(*a)), dim=-1), "on a new first axis"),
-    ],
-)
-def test_lstm_step_rejects_wrong_answers_saying_why(answer, message):
-    with pytest.raises(CheckFailed, match=message):
-        check_lstm_step(answer)
-
-
-# ---------------------------------------------------------------------------
 # The grader's path: results saved and judged apart.
 # ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("check", "answer"), [
-    (check_rnn_forward, rnn_loop), (check_bptt_terms, bptt_backward),
-    (check_lstm_step, lstm_step),
+    (check_rnn_last_state, last_state_frozen), (check_bptt_terms, bptt_backward),
 ])
 def test_results_survive_torch_save_and_the_judge_runs_apart(check, answer, tmp_path):
     cases = check.make_cases(torch.Generator().manual_seed(0))
@@ -379,23 +431,6 @@ def test_a_wrong_reach_matrix_is_explained_in_whole_entries_without_a_tolerance(
 # ---------------------------------------------------------------------------
 
 
-def rnn_unit_by_unit(x, h0, weight_ih, weight_hh, bias_ih, bias_hh):
-    """Each hidden unit's pre-activation as an explicit sum over its inputs, in plain Python loops."""
-    batch, steps, _ = x.shape
-    hidden = weight_hh.shape[0]
-    states = torch.zeros(batch, steps, hidden, dtype=torch.float64)
-    for b in range(batch):
-        h = h0[b].tolist()
-        for t in range(steps):
-            inputs = x[b, t].tolist()
-            h = [math.tanh(sum(w * v for w, v in zip(weight_ih[i].tolist(), inputs))
-                           + sum(w * v for w, v in zip(weight_hh[i].tolist(), h))
-                           + bias_ih[i].item() + bias_hh[i].item())
-                 for i in range(hidden)]
-            states[b, t] = torch.tensor(h, dtype=torch.float64)
-    return states
-
-
 def reach_by_loops(length, k):
     reach = torch.zeros(length, length, dtype=torch.bool)
     for t in range(length):
@@ -422,29 +457,21 @@ def reach_without_diagonal(length, k):
     return torch.tensor([[1 if (t // k) * k <= s < t else 0 for s in range(length)] for t in range(length)])
 
 
-def lstm_by_slices(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh):
-    """Each gate from its own slice of rows (i, f, g, o in PyTorch's order), in float32."""
-    H = h.shape[1]
-    x, h, c = x.float(), h.float(), c.float()
-
-    def gate(k):  # the pre-activation of block k
-        rows = slice(k * H, (k + 1) * H)
-        return (x @ weight_ih[rows].float().T + h @ weight_hh[rows].float().T
-                + bias_ih[rows].float() + bias_hh[rows].float())
-
-    i, f, g, o = torch.sigmoid(gate(0)), torch.sigmoid(gate(1)), torch.tanh(gate(2)), torch.sigmoid(gate(3))
-    c_new = f * c + i * g
-    return torch.stack([o * torch.tanh(c_new), c_new])
-
-
 FAIRNESS = {
-    "check_rnn_forward": {
-        "right": [rnn_unit_by_unit, rnn_einsum],
+    "check_rnn_last_state": {
+        "right": [last_state_gathered, last_state_one_by_one, last_state_sorted_by_length],
         "wrong": [
-            (_linear, "apply tanh"),
-            (lambda x, h0, *w: rnn_loop(x, torch.zeros_like(h0), *w), "start from the given h0"),
-            (_untransposed, "weight_hh transposed"),
-            (lambda x, h0, wi, wh, bi, bh: rnn_loop(x, h0, wi, wh, bi, torch.zeros_like(bh)), "add both biases"),
+            (last_state_ignoring_lengths, "the state after all T steps for every sequence"),
+            (last_state_one_too_far, "one step too far: .* yours is h_\\(L\\+1\\)"),
+            (last_state_one_short, "one step short: .* yours is h_\\(L-1\\)"),
+            (last_state_of_the_padded_output, "0 for every sequence shorter than T: that is the last column"),
+            (lambda x, lengths, h0, *w: last_state_gathered(x, lengths, torch.zeros_like(h0), *w),
+             "start from the given h0, not from zeros"),
+            (last_state_without_tanh, "apply tanh to the pre-activation"),
+            (last_state_untransposed, "multiply h by weight_hh transposed: h @ weight_hh.T"),
+            (last_state_one_bias, "add both biases, bias_ih and bias_hh"),
+            (last_state_of_zeroed_padding, "a zero input still changes the state.*the steps after L must leave it alone"),
+            (last_state_left_sorted, "your rows are sorted by length: undo the sort"),
         ],
     },
     "check_bptt_terms": {
@@ -471,15 +498,6 @@ FAIRNESS = {
             (lambda length, k: reach_by_loops(length, k).T, "rows are losses"),
             (reach_not_causal, "cannot reach an input after t"),
             (reach_without_diagonal, "reaches the input at step t itself.*keep the diagonal"),
-        ],
-    },
-    "check_lstm_step": {
-        "right": [lstm_by_slices],
-        "wrong": [
-            (lambda *a: lstm_step(*a, output=lambda o, c: o * c), "not the notes' o ⊙ c"),
-            (_reordered("ifog"), "PyTorch orders the row blocks i, f, g, o"),
-            (_reordered("figo"), "the first block of rows is the input gate"),
-            (_reordered("ifgo", candidate=torch.sigmoid), "the candidate g goes through tanh"),
         ],
     },
 }

@@ -1,16 +1,12 @@
-"""Checkers for chapter 4 (gated recurrent networks): the one-step Jacobian of a GRU, and the
-experiment on the forget-gate bias.
-
-The one-step LSTM checker of chapter 4 lives with chapter 3's in :mod:`lib.checks.rnn`.
-"""
+"""Checkers for chapter 4 (gated recurrent networks): an LSTM layer with a projection, the
+one-step Jacobian of a GRU, and the experiment on the forget-gate bias."""
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 
 import torch
 
-from lib.checks.core import Check, Measured, Slip
+from lib.checks.core import Check, Measured, Slip, one_thread
 from lib.gating import MemoryClassifier
 
 # Above this bias σ'(b) = σ(b)(1 - σ(b)) is below 1.3e-4: the gradient that could teach the gate to forget is gone.
@@ -65,18 +61,6 @@ def first_step_reach(bias: float, length: int, batch: int = 32, seed: int | None
     return float(norms[0] / norms[-1])
 
 
-@contextmanager
-def one_thread():
-    """Run the block on one thread, then restore the caller's count: these tensors are so small that
-    a second thread only waits, many times slower on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _distinct(value: float, other: float) -> str:
     """``value`` with enough digits (at least 2) not to print like ``other``."""
     for digits in range(2, 12):
@@ -113,6 +97,163 @@ check_forget_bias = Measured(
              "b = 0, PyTorch's default, halves the memory at every step"),
     ),
     rules=_forget_bias_rules,
+)
+
+
+# ---------------------------------------------------------------------------
+# An LSTM layer with a projection, LSTMP, over a whole sequence (exercise ex-gate-lstm-projection).
+# ---------------------------------------------------------------------------
+
+
+def lstmp_layer_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)`` for
+    :data:`check_lstmp_layer`.
+
+    ``B``, ``D``, ``P`` and ``H`` are four different sizes in 2..7 with ``P < H`` (PyTorch requires it)
+    and ``H ≠ 2P``, so that the usual wrong widths of a step's states, ``2H`` (no projection), ``2P``
+    (the memory projected too), ``P`` and ``H`` (one state only), differ from ``P + H`` and from each
+    other; ``T`` is 3 to 6 steps and differs from ``B``, so that a time-major result has a shape of its
+    own. ``x`` is ``(B, T, D)``, ``h0 = tanh(N(0, 1))`` is ``(B, P)`` and ``c0`` is ``(B, H)``, large in
+    some cases (up to ±6), where ``o ⊙ tanh(c)`` and ``o ⊙ c`` differ most; weights and biases are
+    ``0.8 × N(0, 1)``, all float64.
+    """
+    cases = []
+    while len(cases) < trials:
+        batch, input_size, low, high = (int(n) for n in torch.randperm(6, generator=generator)[:4] + 2)
+        proj_size, hidden_size = min(low, high), max(low, high)
+        steps = int(torch.randint(3, 7, (1,), generator=generator))
+        if hidden_size == 2 * proj_size or steps == batch:
+            continue
+        scale = (1 + len(cases) % 3) * 2
+        x = torch.randn(batch, steps, input_size, generator=generator, dtype=torch.float64)
+        h0 = torch.randn(batch, proj_size, generator=generator, dtype=torch.float64).tanh()
+        c0 = scale * torch.randn(batch, hidden_size, generator=generator, dtype=torch.float64)
+        shapes = [(4 * hidden_size, input_size), (4 * hidden_size, proj_size), (4 * hidden_size,),
+                  (4 * hidden_size,), (proj_size, hidden_size)]
+        weights = [0.8 * torch.randn(*shape, generator=generator, dtype=torch.float64) for shape in shapes]
+        cases.append((x, h0, c0, *weights))
+    return cases
+
+
+def _torch_lstmp(weight_ih, weight_hh, bias_ih, bias_hh, weight_hr) -> torch.nn.LSTM:
+    """``torch.nn.LSTM(D, H, proj_size=P, batch_first=True)`` in float64 holding these weights, built
+    under ``fork_rng`` so that the caller's random state is left alone."""
+    proj_size, hidden_size = weight_hr.shape
+    with torch.random.fork_rng():
+        layer = torch.nn.LSTM(weight_ih.shape[1], hidden_size, proj_size=proj_size, batch_first=True).double()
+    with torch.no_grad():
+        for name, value in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_hr_l0"),
+                               (weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)):
+            getattr(layer, name).copy_(value)
+    return layer
+
+
+def lstmp_layer_by_torch(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr) -> torch.Tensor:
+    """The reference: ``torch.nn.LSTM(D, H, proj_size=P, batch_first=True)`` holding these weights, in
+    float64, run from ``(h0, c0)``. Its output is ``h_1 .. h_T``; it returns the memory after the last
+    step only, so ``c_t`` comes from the same layer run on ``x[:, :t]``, the first ``t`` steps.
+
+    Shapes
+    ------
+    x : (B, T, D); h0 : (B, P); c0 : (B, H); weight_ih : (4H, D); weight_hh : (4H, P); biases : (4H,);
+    weight_hr : (P, H); output : (B, T, P + H), ``[:, t] = [h_(t+1), c_(t+1)]``
+    """
+    layer = _torch_lstmp(weight_ih, weight_hh, bias_ih, bias_hh, weight_hr)
+    state = (h0[None], c0[None])
+    with torch.no_grad():
+        output, _ = layer(x, state)  # (B, T, P)
+        memories = [layer(x[:, :steps], state)[1][1][0] for steps in range(1, x.shape[1] + 1)]  # T × (B, H)
+    return torch.cat([output, torch.stack(memories, dim=1)], dim=2)
+
+
+def lstmp_layer_with(x, h0, c0, weight_ih, weight_hh, bias_ih, bias_hh, weight_hr, order="ifgo",
+                     candidate=torch.tanh, output="o tanh(c')", squash_after=False, h_first=True,
+                     carry=("h", "c"), start="given", states="after") -> torch.Tensor:
+    """The layer written out, with the known slips as options. Within a step: ``order`` of the row
+    blocks, the ``candidate``'s squashing, the ``output`` before the projection (``"o c'"``, the
+    notes'; ``"o tanh(c)"``, the old memory), a tanh after the projection (``squash_after``), ``c_t``
+    first (``h_first=False``). Along the sequence: ``carry`` names the states fed to the next step
+    (a state left out stays at its initial value), ``start="zeros"`` ignores ``h0`` and ``c0``, and
+    ``states="before"`` returns the states each step reads, ``h_0 .. h_(T-1)``."""
+    if start == "zeros":
+        h0, c0 = torch.zeros_like(h0), torch.zeros_like(c0)
+    h, c, rows = h0, c0, []
+    for t in range(x.shape[1]):
+        if states == "before":
+            rows.append(torch.cat([h, c] if h_first else [c, h], dim=1))
+        blocks = (x[:, t] @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh).chunk(4, dim=1)
+        gates = dict(zip(order, blocks))
+        i, f, o = (torch.sigmoid(gates[gate]) for gate in "ifo")
+        c_new = f * c + i * candidate(gates["g"])
+        shown = {"o tanh(c')": o * torch.tanh(c_new), "o c'": o * c_new, "o tanh(c)": o * torch.tanh(c)}[output]
+        h_new = shown @ weight_hr.T  # (B, P)
+        if squash_after:
+            h_new = torch.tanh(h_new)
+        if states == "after":
+            rows.append(torch.cat([h_new, c_new] if h_first else [c_new, h_new], dim=1))
+        h = h_new if "h" in carry else h
+        c = c_new if "c" in carry else c
+    return torch.stack(rows, dim=1)  # (B, T, P + H)
+
+
+def _lstmp_shape_hint(shape, x, h0, c0, *weights):
+    batch, steps, proj_size, hidden_size = x.shape[0], x.shape[1], h0.shape[1], c0.shape[1]
+    both = ": return both states at every step, torch.cat([h_t, c_t], dim=1) for each t, stacked on dim 1"
+    if shape == (batch, proj_size + hidden_size):
+        return both
+    if shape == (steps, batch, proj_size + hidden_size):
+        return ": batch first: stack the steps on dim 1, (B, T, P + H)"
+    if shape == (batch, steps + 1, proj_size + hidden_size):
+        return ": one row per step t = 1 .. T, after the step; leave out the initial state"
+    if len(shape) != 3 or shape[:2] != (batch, steps):
+        return ": one row per sequence and step, each torch.cat([h_t, c_t], dim=1)"
+    return {
+        2 * hidden_size: (": h_t has P units, not H: project the output, h_t = (o ⊙ tanh(c_t)) @ "
+                          "weight_hr.T"),
+        2 * proj_size: ": only h is projected; the memory c_t keeps its H units",
+        proj_size: both,
+        hidden_size: both,
+    }.get(shape[2], "")
+
+
+check_lstmp_layer = Check(
+    "your LSTMP layer agrees with torch.nn.LSTM(proj_size=P) on 12 fresh random sequences",
+    lstmp_layer_cases, lstmp_layer_by_torch,
+    describe=lambda x, h0, c0, *weights: (f"x of shape {tuple(x.shape)}, h0 of shape {tuple(h0.shape)} and "
+                                          f"c0 of shape {tuple(c0.shape)}"),
+    compared_with="torch.nn.LSTM's", noun="states", layout="(B, T, P + H)",
+    slips=(
+        Slip(lambda *case: lstmp_layer_with(*case, output="o c'"),
+             "the cell shows o ⊙ tanh(c_t), not the notes' o ⊙ c_t (see the errata): project "
+             "(o ⊙ tanh(c_t)) @ weight_hr.T"),
+        Slip(lambda *case: lstmp_layer_with(*case, output="o tanh(c)"),
+             "the output reads the new memory: h_t = (o ⊙ tanh(c_t)) @ weight_hr.T, with c_t = f ⊙ c_(t-1) "
+             "+ i ⊙ g; you used the old memory c_(t-1)"),
+        Slip(lambda *case: lstmp_layer_with(*case, squash_after=True),
+             "the projection is linear: h_t = (o ⊙ tanh(c_t)) @ weight_hr.T, with no tanh after it"),
+        Slip(lambda *case: lstmp_layer_with(*case, order="ifog"),
+             "PyTorch orders the row blocks i, f, g, o (candidate third, output gate last)"),
+        Slip(lambda *case: lstmp_layer_with(*case, order="figo"),
+             "the first block of rows is the input gate i, the second the forget gate f"),
+        Slip(lambda *case: lstmp_layer_with(*case, candidate=torch.sigmoid),
+             "the candidate g goes through tanh, not sigmoid"),
+        Slip(lambda *case: lstmp_layer_with(*case, h_first=False),
+             "put h_t first in each row: torch.cat([h_t, c_t], dim=1), P units then H"),
+        Slip(lambda *case: lstmp_layer_with(*case, carry=("h",)),
+             "carry the memory along: step t + 1 starts from c_t, not from c0 again"),
+        Slip(lambda *case: lstmp_layer_with(*case, carry=("c",)),
+             "feed the new state back: the gates of step t + 1 read h_t, not h0 again"),
+        Slip(lambda *case: lstmp_layer_with(*case, start="zeros"), "start from the given h0 and c0, not from zeros"),
+        Slip(lambda *case: lstmp_layer_with(*case, states="before"),
+             "you returned the states each step reads, h_0 .. h_(T-1); return those it writes, h_1 .. h_T "
+             "(row t of the result comes after reading x[:, t])"),
+    ),
+    shape_hint=_lstmp_shape_hint,
+    error_hint=("; mind the shapes: h_t (B, P) and c_t (B, H) differ in width, so join them with "
+                "torch.cat(..., dim=1), not torch.stack; h (B, P) meets weight_hh (4H, P), and o ⊙ tanh(c_t) "
+                "(B, H) meets weight_hr (P, H): multiply by the transposes, as PyTorch stores weights as "
+                "(out, in)"),
+    forbidden=("torch.nn.LSTM", "torch.nn.LSTMCell", "torch.lstm_cell"),
 )
 
 

@@ -1,10 +1,10 @@
-"""Checkers for the exercises of chapters 3 and 4 (recurrent networks, gating)."""
+"""Checkers for the exercises of chapter 3 (recurrent networks); chapter 4's are in :mod:`lib.checks.gating`."""
 from __future__ import annotations
 
 import torch
 
 from lib.checks.core import Check, Slip
-from lib.rnn import LSTMCell, RNN, RNNCell, bptt_terms
+from lib.rnn import RNNCell, bptt_terms
 
 
 
@@ -28,60 +28,159 @@ def _load(cell, weights: tuple):
 
 
 # ---------------------------------------------------------------------------
-# Chapter 3: the RNN forward pass.
+# Chapter 3: the last valid state of each sequence of a padded batch.
 # ---------------------------------------------------------------------------
 
 
-def rnn_forward_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
-    """Fresh inputs ``(x, h0, weight_ih, weight_hh, bias_ih, bias_hh)`` for :data:`check_rnn_forward`.
+def last_state_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh)`` for :data:`check_rnn_last_state`.
 
-    ``x`` is ``(B, T, D)`` and ``h0`` is ``(B, H)`` with four different sizes; ``h0``
-    is random, so starting from zeros shows.
+    ``x`` is ``(B, T, D)`` with ``T`` from 5 to 9 and ``B``, ``D``, ``H`` three different sizes in
+    2..7; the padding is random like the rest of ``x``. ``lengths`` is ``(B,)`` (int64) in ``1..T``:
+    below ``T`` in every row of cases 0, 3, 6 and 9 (so that an answer that reads one step too far
+    returns a value there before it can run off the end), with one row of length 1 and one of length
+    ``T`` in cases 1, 4, 7 and 10, and drawn freely in the others. ``h0`` is random, so starting from
+    zeros shows.
     """
     cases = []
-    for _ in range(trials):
-        batch, steps, input_size, hidden_size = _sizes(generator, 4)
+    for trial in range(trials):
+        batch, input_size, hidden_size = _sizes(generator, 3)
+        steps = int(torch.randint(5, 10, (1,), generator=generator))
         x = torch.randn(batch, steps, input_size, generator=generator, dtype=torch.float64)
         h0 = torch.randn(batch, hidden_size, generator=generator, dtype=torch.float64)
-        cases.append((x, h0, *_weights(generator, 1, input_size, hidden_size)))
+        lengths = torch.randint(1, steps + 1, (batch,), generator=generator)
+        if trial % 3 == 0:
+            lengths = lengths.clamp(max=steps - 1)
+        elif trial % 3 == 1:
+            short, full = torch.randperm(batch, generator=generator)[:2].tolist()
+            lengths[short], lengths[full] = 1, steps
+        cases.append((x, lengths, h0, *_weights(generator, 1, input_size, hidden_size)))
     return cases
 
 
-def _rnn_outputs(x, h0, weight_ih, weight_hh, bias_ih, bias_hh, nonlinearity="tanh"):
-    layer = RNN(x.shape[-1], h0.shape[-1], nonlinearity=nonlinearity).double()
-    _load(layer.cells[0], (weight_ih, weight_hh, bias_ih, bias_hh))
+def last_state_by_packing(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh) -> torch.Tensor:
+    """The reference: ``h_n`` of ``torch.nn.RNN`` (tanh, these weights, float64) run on the batch packed
+    with ``pack_padded_sequence(..., enforce_sorted=False)``, which returns it in the batch's own order.
+    The layer is built under ``fork_rng``, so the caller's random state is left alone.
+
+    Shapes
+    ------
+    x : (B, T, D); lengths : (B,); h0 : (B, H); weight_ih : (H, D); weight_hh : (H, H); biases : (H,)
+    output : (B, H)
+    """
+    with torch.random.fork_rng():
+        layer = torch.nn.RNN(x.shape[2], h0.shape[1], batch_first=True).double()
     with torch.no_grad():
-        return layer(x, h0[None])[0]  # (B, T, H)
+        for name, value in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"),
+                               (weight_ih, weight_hh, bias_ih, bias_hh)):
+            getattr(layer, name).copy_(value)
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        return layer(packed, h0[None])[1][0]  # h_n: (1, B, H) -> (B, H)
 
 
-def _rnn_slip(x, h0, weight_ih, weight_hh, bias_ih, bias_hh, transpose_hh=True, both_biases=True):
-    h, outputs = h0, []
+def _every_state(x, h0, weight_ih, weight_hh, bias_ih, bias_hh) -> torch.Tensor:
+    """``h_0 .. h_T`` of the tanh RNN run over every step, padding included: ``(B, T + 1, H)``."""
+    states = [h0]
+    for t in range(x.shape[1]):
+        states.append(torch.tanh(x[:, t] @ weight_ih.T + bias_ih + states[-1] @ weight_hh.T + bias_hh))
+    return torch.stack(states, dim=1)
+
+
+def _state_after(steps, zero_start=False):
+    """A slip: the state after ``steps(lengths, T)`` steps of each sequence (from zeros with
+    ``zero_start``); the right answer is ``steps = lengths``."""
+    def answer(x, lengths, h0, *weights):
+        states = _every_state(x, torch.zeros_like(h0) if zero_start else h0, *weights)
+        return states[torch.arange(len(lengths)), steps(lengths, x.shape[1])]
+    return answer
+
+
+def _zeros_for_the_short(x, lengths, h0, *weights):
+    """A slip: the last column of a padded output (as pad_packed_sequence gives it), 0 for every
+    sequence shorter than T."""
+    last = _every_state(x, h0, *weights)[:, -1]
+    return torch.where((lengths == x.shape[1])[:, None], last, torch.zeros_like(last))
+
+
+def _masked_loop(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh, activation=torch.tanh,
+                 transpose_hh=True, zero_padding=False):
+    """The master's loop, in which a sequence that has ended keeps its state, with a slip of the RNN step
+    switched on: another ``activation`` (the identity: no tanh), ``h @ weight_hh`` untransposed, or a
+    zeroed bias passed in. With ``zero_padding`` the padded inputs are zeroed instead and every sequence
+    runs all T steps."""
+    running = torch.arange(x.shape[1])[None, :] < lengths[:, None]  # (B, T)
+    if zero_padding:
+        x, running = x * running[:, :, None], torch.ones_like(running)
+    h = h0
     for t in range(x.shape[1]):
         recurrent = h @ (weight_hh.T if transpose_hh else weight_hh)
-        h = torch.tanh(x[:, t] @ weight_ih.T + bias_ih + recurrent + (bias_hh if both_biases else 0))
-        outputs.append(h)
-    return torch.stack(outputs, dim=1)
+        h = torch.where(running[:, t, None], activation(x[:, t] @ weight_ih.T + bias_ih + recurrent + bias_hh), h)
+    return h
 
 
-check_rnn_forward = Check(
-    "your RNN's hidden states agree with lib.rnn.RNN on 12 fresh random cases",
-    rnn_forward_cases, _rnn_outputs,
-    describe=lambda x, h0, *weights: f"x of shape {tuple(x.shape)}, h0 of shape {tuple(h0.shape)}",
-    compared_with="lib.rnn's", layout="(B, T, H)",
+def _rows_reordered(found, expected, x, lengths, *weights) -> str | None:
+    """The right states in another order of the rows: sorted by length, or otherwise; else None."""
+    close = torch.isclose(found[:, None, :], expected[None, :, :], atol=1e-4, rtol=1e-4).all(dim=2)  # (B, B)
+    if not bool(close.any(dim=1).all()):
+        return None
+    order = close.to(torch.int8).argmax(dim=1)  # row b of found is the state of sequence order[b]
+    if sorted(order.tolist()) != list(range(len(order))) or order.tolist() == list(range(len(order))):
+        return None  # not a permutation of the rows, or the rows in place (then the values are wrong)
+    steps = lengths[order].diff()
+    if bool((steps <= 0).all()) or bool((steps >= 0).all()):
+        return ("your rows are sorted by length: undo the sort, so that row b holds the state of sequence b "
+                "(packing sorts the batch too, and h_n comes back in the batch's own order)")
+    return "your rows hold the right states in another order: row b must hold the state of sequence b"
+
+
+def _last_state_shape_hint(shape, x, lengths, h0, *weights):
+    batch, steps, hidden = x.shape[0], x.shape[1], h0.shape[1]
+    if shape in ((batch, steps, hidden), (batch, steps + 1, hidden)):
+        return ": return one state per sequence, its last valid one, not the state at every step"
+    return {
+        (1, batch, hidden): ": leave out the (layers × directions) axis of h_n and return (B, H)",
+        (hidden, batch): ": one row per sequence, (B, H)",
+        (batch,): ": return the whole state vector of each sequence, (B, H)",
+    }.get(shape, "")
+
+
+check_rnn_last_state = Check(
+    "your last states agree with torch.nn.RNN on 12 fresh random packed batches",
+    last_state_cases, last_state_by_packing,
+    describe=lambda x, lengths, h0, *weights: (f"x of shape {tuple(x.shape)}, lengths {lengths.tolist()}, "
+                                               f"H = {h0.shape[1]}"),
+    compared_with="torch.nn.RNN's", noun="last states", layout="(B, H)",
     slips=(
-        Slip(lambda *case: _rnn_outputs(*case, nonlinearity="linear"), "apply tanh to the pre-activation"),
-        Slip(lambda x, h0, *weights: _rnn_outputs(x, torch.zeros_like(h0), *weights),
-             "start from the given h0, not from zeros"),
-        Slip(lambda *case: _rnn_slip(*case, transpose_hh=False),
+        Slip(_state_after(lambda lengths, steps: torch.full_like(lengths, steps)),
+             "you returned the state after all T steps for every sequence: a sequence of length L ends "
+             "with h_L, and the steps after it read padding, which must not change its state"),
+        Slip(_zeros_for_the_short,
+             "your state is 0 for every sequence shorter than T: that is the last column of a padded "
+             "output (pad_packed_sequence fills the padding with zeros); return each sequence's own "
+             "last state h_L"),
+        Slip(_state_after(lambda lengths, steps: (lengths + 1).clamp(max=steps)),
+             "you went one step too far: a sequence of length L has read x[b, 0] .. x[b, L-1] after L "
+             "steps, so its last state is h_L; yours is h_(L+1), which has read one step of padding"),
+        Slip(_state_after(lambda lengths, steps: lengths - 1),
+             "you stopped one step short: a sequence of length L ends with h_L, after reading x[b, 0] "
+             ".. x[b, L-1]; yours is h_(L-1) (h0 itself for L = 1)"),
+        Slip(_state_after(lambda lengths, steps: lengths, zero_start=True), "start from the given h0, not from zeros"),
+        Slip(lambda *case: _masked_loop(*case, zero_padding=True),
+             "you ran the padded steps on zero inputs: a zero input still changes the state, "
+             "h ↦ tanh(h W_hhᵀ + b_ih + b_hh); the steps after L must leave it alone"),
+        Slip(lambda *case: _masked_loop(*case, activation=lambda a: a),
+             "apply tanh to the pre-activation: h_t = tanh(x_t W_ihᵀ + b_ih + h_(t-1) W_hhᵀ + b_hh)"),
+        Slip(lambda *case: _masked_loop(*case, transpose_hh=False),
              "multiply h by weight_hh transposed: h @ weight_hh.T (rows are examples, weights are (out, in))"),
-        Slip(lambda *case: _rnn_slip(*case, both_biases=False), "add both biases, bias_ih and bias_hh"),
+        Slip(lambda x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh: _masked_loop(
+                 x, lengths, h0, weight_ih, weight_hh, bias_ih, torch.zeros_like(bias_hh)),
+             "add both biases, bias_ih and bias_hh"),
+        Slip(lambda x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh: _masked_loop(
+                 x, lengths, h0, weight_ih, weight_hh, torch.zeros_like(bias_ih), bias_hh),
+             "add both biases, bias_ih and bias_hh"),
     ),
-    shape_hint=lambda shape, x, h0, *weights: {
-        (x.shape[0], x.shape[1] + 1, h0.shape[1]): ": leave out h0, return h_1 .. h_T",
-        (x.shape[0], h0.shape[1]): ": return the hidden state at every step, not only the last",
-        (x.shape[1], x.shape[0], h0.shape[1]): ": put the batch axis first, (B, T, H)",
-    }.get(shape, ""),
-    forbidden=("torch.nn.RNN", "torch.nn.RNNCell", "torch.rnn_tanh"),
+    shape_hint=_last_state_shape_hint, rules=_rows_reordered,
+    forbidden=("torch.nn.RNN", "torch.nn.RNNCell", "torch.rnn_tanh", "torch.nn.utils.rnn"),
 )
 
 
@@ -270,64 +369,4 @@ check_gradient_reach = Check(
     ),
     shape_hint=lambda shape, length, k: "",
     mismatch=_reach_mismatch,
-)
-
-
-# ---------------------------------------------------------------------------
-# Chapter 4: one LSTM step (the GRU's Jacobian is checked in lib.checks.gating).
-# ---------------------------------------------------------------------------
-
-
-def lstm_step_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
-    """Fresh inputs ``(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh)`` for :data:`check_lstm_step`.
-
-    ``c`` is large in some cases (up to ±6), where ``o * tanh(c)`` and ``o * c`` differ most.
-    """
-    cases = []
-    for trial in range(trials):
-        batch, input_size, hidden_size = _sizes(generator, 3)
-        x = torch.randn(batch, input_size, generator=generator, dtype=torch.float64)
-        h = torch.randn(batch, hidden_size, generator=generator, dtype=torch.float64).tanh()
-        c = (1 + trial % 3) * 2 * torch.randn(batch, hidden_size, generator=generator, dtype=torch.float64)
-        cases.append((x, h, c, *_weights(generator, 4, input_size, hidden_size)))
-    return cases
-
-
-def _lstm_slip(x, h, c, weight_ih, weight_hh, bias_ih, bias_hh, order="ifgo", squash_output=True,
-               candidate=torch.tanh):
-    a = x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh
-    blocks = dict(zip(order, a.chunk(4, dim=-1)))
-    i, f, o = torch.sigmoid(blocks["i"]), torch.sigmoid(blocks["f"]), torch.sigmoid(blocks["o"])
-    c = f * c + i * candidate(blocks["g"])
-    return torch.stack([o * torch.tanh(c) if squash_output else o * c, c])
-
-
-def _lstm_reference(x, h, c, *weights):
-    """``stack([h', c'])`` from :class:`lib.rnn.LSTMCell` holding these weights."""
-    cell = _load(LSTMCell(x.shape[1], h.shape[1]).double(), weights)
-    with torch.no_grad():
-        return torch.stack(cell(x, (h, c)))  # (2, B, H)
-
-
-check_lstm_step = Check(
-    "your LSTM step agrees with lib.rnn.LSTMCell on 12 fresh random cases",
-    lstm_step_cases, _lstm_reference,
-    describe=lambda x, h, c, *weights: f"x of shape {tuple(x.shape)}, h and c of shape {tuple(h.shape)}",
-    compared_with="lib.rnn's", layout="(2, B, H)",
-    slips=(
-        Slip(lambda *case: _lstm_slip(*case, squash_output=False),
-             "the output is h = o ⊙ tanh(c), not the notes' o ⊙ c (see the errata)"),
-        Slip(lambda *case: _lstm_reference(*case).flip(0), "stack h first, then c: torch.stack([h, c])"),
-        Slip(lambda *case: _lstm_slip(*case, order="ifog"),
-             "PyTorch orders the row blocks i, f, g, o (candidate third, output gate last)"),
-        Slip(lambda *case: _lstm_slip(*case, order="figo"),
-             "the first block of rows is the input gate i, the second the forget gate f"),
-        Slip(lambda *case: _lstm_slip(*case, candidate=torch.sigmoid),
-             "the candidate g goes through tanh, not sigmoid"),
-    ),
-    shape_hint=lambda shape, x, h, *rest: {
-        tuple(h.shape): ": return torch.stack([h, c]), both new states",
-        (h.shape[0], 2 * h.shape[1]): ": stack h and c on a new first axis, torch.stack([h, c])",
-    }.get(shape, ""),
-    forbidden=("torch.nn.LSTMCell", "torch.nn.LSTM", "torch.lstm_cell"),
 )
