@@ -1,117 +1,249 @@
 """Checkers for the exercises of chapter 5 (word embeddings and word2vec)."""
 from __future__ import annotations
 
+import functools
+import math
+
 import torch
-import torch.nn.functional as F
 
 from lib.checks.core import Check, Slip
-from lib.word2vec import keep_probabilities, negative_sampling_loss
+from lib.word2vec import EncodedCorpus, skipgram_pairs
 
 
 # ---------------------------------------------------------------------------
-# The negative-sampling loss.
+# The scores negative sampling converges to (exercise ex-w2v-pmi).
 # ---------------------------------------------------------------------------
 
 
-def negative_sampling_cases(generator: torch.Generator, trials: int = 15) -> list[tuple]:
-    """Fresh inputs ``(centre, context, noise)`` for :data:`check_negative_sampling_loss`.
+def sgns_optimum_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(counts, k, exponent)`` for :data:`check_sgns_optimum`.
 
-    Shapes ``(B, D)``, ``(B, D)`` and ``(B, K, D)`` with ``B``, ``D`` and ``K``
-    different, so that a sum over the wrong axis fails loudly.
+    ``counts`` is a float64 ``(V, C)`` matrix of whole numbers from 1 to 60 with ``V != C``, both
+    in 2..7, so that a marginal taken over the wrong axis fails loudly; ``k`` is an int from 2 to
+    20 (``log k > 0``: leaving the shift out shows). The first case has the exponent 1, Levy and
+    Goldberg's noise, the second the chapter's 3/4, the others 1, 3/4 or a value drawn from
+    [0.3, 1]: an answer that ignores the exponent passes the first case and fails the second.
     """
     cases = []
-    for _ in range(trials):
-        batch, dim, noise = (int(n) for n in torch.randperm(6, generator=generator)[:3] + 2)
-        centre = torch.randn(batch, dim, generator=generator, dtype=torch.float64)
-        context = torch.randn(batch, dim, generator=generator, dtype=torch.float64)
-        negatives = torch.randn(batch, noise, dim, generator=generator, dtype=torch.float64)
-        cases.append((centre, context, negatives))
+    for trial in range(trials):
+        words, contexts = (int(n) for n in torch.randperm(6, generator=generator)[:2] + 2)
+        counts = torch.randint(1, 61, (words, contexts), generator=generator).double()
+        k = int(torch.randint(2, 21, (1,), generator=generator))
+        drawn = 0.3 + 0.7 * float(torch.rand(1, generator=generator, dtype=torch.float64))
+        choice = int(torch.randint(3, (1,), generator=generator))
+        exponent = 1.0 if trial == 0 else 0.75 if trial == 1 else (1.0, 0.75, drawn)[choice]
+        cases.append((counts, k, exponent))
     return cases
 
 
-def _scores(centre, context, noise) -> tuple[torch.Tensor, torch.Tensor]:
-    """The true word's scores u · h ``(B,)`` and the noise words' u_k · h ``(B, K)``."""
-    return (context * centre).sum(-1), torch.einsum("bkd,bd->bk", noise, centre)
+def sgns_optimum(counts: torch.Tensor, k: int, exponent: float, noise_of: str = "contexts", normalise: bool = True,
+                 per_word: str = "rows", shift: float = -1.0) -> torch.Tensor:
+    """The scores ``x[w, o]`` that minimise the expected negative-sampling loss (Levy and Goldberg, 2014).
+
+    The pairs ``(w, o)`` seen ``#(w, o)`` times each bring ``k`` noise contexts from
+    ``P_n(o) ∝ n_o ** exponent``, ``n_o = Σ_w #(w, o)``; word ``w`` meets ``o`` as noise
+    ``k #(w) P_n(o)`` times on average, ``#(w) = Σ_o #(w, o)``. Each score's part of the loss,
+    ``-#(w, o) log σ(x) - k #(w) P_n(o) log σ(-x)``, is least at
+    ``x = log #(w, o) - log #(w) - log P_n(o) - log k``; with ``exponent = 1`` that is
+    ``PMI(w, o) - log k``. The keywords make the slips: ``noise_of="words"`` builds the noise from the
+    row sums, ``normalise=False`` leaves ``n_o ** exponent`` unnormalised, ``per_word="columns"`` or
+    ``"none"`` weighs the noise by ``n_o`` or by 1 instead of ``#(w)``, and ``shift`` multiplies ``log k``.
+
+    Shapes
+    ------
+    counts : (V, C); output : (V, C) float64
+    """
+    rows, columns = counts.sum(dim=1, keepdim=True), counts.sum(dim=0, keepdim=True)  # (V, 1), (1, C)
+    base = rows if noise_of == "words" else columns
+    noise = base**exponent
+    if normalise:
+        noise = noise / noise.sum()
+    weight = {"rows": rows, "columns": columns, "none": torch.ones_like(rows)}[per_word]
+    return counts.log() - weight.log() - noise.log() + shift * math.log(k)
 
 
-def _sgns_slip(centre, context, noise, sign: float = -1.0, noise_sign: float = -1.0, reduce=torch.sum):
-    positive, negative = _scores(centre, context, noise)
-    return sign * (F.logsigmoid(positive) + reduce(F.logsigmoid(noise_sign * negative), -1))
+def _sgns_rules(found: torch.Tensor, expected: torch.Tensor, counts, k, exponent) -> str | None:
+    """Names an error that moves every score by the same amount, or by one that depends on one axis only."""
+    error = found - expected
+    if torch.allclose(error, error.mean().expand_as(error), atol=1e-6, rtol=0):
+        return (f"every one of your scores is off by the same amount, {float(error.mean()):.4g}: a constant such as "
+                "log K, log |D| or the normalisation of P_n is wrong or missing")
+    if torch.allclose(error, error.mean(dim=0, keepdim=True).expand_as(error), atol=1e-6, rtol=0):
+        return ("your scores are off by an amount that depends on the context o alone: check P_n(o), the noise "
+                "distribution of the contexts, n_o^α / Σ n^α with n_o the sum of column o")
+    if torch.allclose(error, error.mean(dim=1, keepdim=True).expand_as(error), atol=1e-6, rtol=0):
+        return ("your scores are off by an amount that depends on the centre word w alone: check #(w) = Σ_o #(w, o), "
+                "the number of pairs centred on w, each of which brings K noise words")
+    return None
 
 
-def _softmax_over_noise(centre, context, noise) -> torch.Tensor:
-    positive, negative = _scores(centre, context, noise)
-    return -torch.log_softmax(torch.cat([positive[:, None], negative], 1), dim=1)[:, 0]
+def _sgns_mismatch(found: torch.Tensor, expected: torch.Tensor, counts, k, exponent) -> str:
+    """The last-resort message; a small error without structure is the mark of a numerical minimiser
+    stopped at its default tolerance."""
+    scaled = ((found.double() - expected) / (1 + expected.abs())).abs().max()
+    if scaled < 1e-2:
+        return (f"your scores are within {float(scaled):.2g} × (1 + |x*|) of the optimum but not on it: did a "
+                "minimiser stop early? Each score's term has a closed-form minimum; compute it directly")
+    return (f"your scores differ from the optimum by up to {float(scaled):.3g} × (1 + |x*|): set the derivative "
+            "of each score's term of the expected loss to zero")
 
 
-check_negative_sampling_loss = Check(
-    "your negative-sampling losses agree with lib.word2vec on 15 fresh random cases",
-    negative_sampling_cases,
-    lambda centre, context, noise: torch.stack([negative_sampling_loss(h, u, n)
-                                                for h, u, n in zip(centre, context, noise)]),  # (B,)
-    describe=lambda centre, context, noise: (f"centre {tuple(centre.shape)}, context {tuple(context.shape)}, "
-                                             f"noise {tuple(noise.shape)}"),
-    compared_with="lib.word2vec's", layout="(B,)",
+check_sgns_optimum = Check(
+    "your scores minimise the expected negative-sampling loss (Levy and Goldberg's closed form) on 12 fresh random "
+    "count matrices",
+    sgns_optimum_cases, sgns_optimum,
+    describe=lambda counts, k, exponent: (f"counts of shape (V, C) = {tuple(counts.shape)}, k = {k} and "
+                                          f"exponent = {exponent:.4g}"),
+    compared_with="the optimum", noun="scores", layout="(V, C)",
     slips=(
-        Slip(lambda *case: _sgns_slip(*case, noise_sign=1.0),
-             "the noise words enter as log σ(-u_k · h): flip the sign of their scores"),
-        Slip(lambda *case: _sgns_slip(*case, reduce=torch.mean), "sum the K noise terms; you averaged them"),
-        Slip(lambda *case: _sgns_slip(*case, sign=1.0),
-             "return the loss, the negative log-likelihood: put a minus sign in front"),
-        Slip(_softmax_over_noise, "that is a softmax over the true word and the noise words; negative sampling uses "
-                                  "one sigmoid per word instead"),
+        Slip(lambda *case: sgns_optimum(*case, shift=0.0),
+             "each pair brings K noise words, which shift the optimum by -log K: you left the shift out"),
+        Slip(lambda *case: sgns_optimum(*case, shift=1.0),
+             "the shift is -log K: more noise words push the scores down, not up"),
+        Slip(lambda counts, k, exponent: counts.log(),
+             "that is log #(w, o): the noise terms move the optimum too; how often does the noise bring o to w?"),
+        Slip(lambda counts, k, exponent: counts.log() - math.log(k),
+             "that is log #(w, o) - log K: divide the count by K #(w) P_n(o), the expected number of times the "
+             "noise brings o to w, not by K alone"),
+        Slip(lambda *case: sgns_optimum(*case, normalise=False),
+             "P_n(o) = n_o^α / Σ n^α is a distribution: you left out its normalisation"),
+        Slip(lambda counts, k, exponent: sgns_optimum(counts, k, 1.0),
+             "the noise raises each context's count to the power α = exponent before normalising; you used the "
+             "counts themselves, α = 1"),
+        Slip(lambda *case: sgns_optimum(*case, noise_of="words"),
+             "P_n is the distribution of the context words: n_o sums column o (over the centre words), not row w"),
+        Slip(lambda *case: sgns_optimum(*case, per_word="none"),
+             "each of the #(w) = Σ_o #(w, o) pairs centred on w brings K noise words: the noise meets w and o "
+             "K #(w) P_n(o) times, not K P_n(o)"),
+        Slip(lambda *case: sgns_optimum(*case, per_word="columns"),
+             "the noise term of x_wo is weighted by #(w) = Σ_o #(w, o), the number of pairs centred on w (a row "
+             "sum), not by n_o"),
+        Slip(lambda *case: torch.sigmoid(sgns_optimum(*case)),
+             "that is σ(x*), the probability of 'real' that the optimal score gives the pair: return the score "
+             "x* itself"),
+        Slip(lambda *case: torch.nn.functional.logsigmoid(sgns_optimum(*case)),
+             "that is log σ(x*), the log-probability of 'real' that the optimal score gives the pair: return the "
+             "score x* itself"),
+        Slip(lambda *case: -sgns_optimum(*case),
+             "your scores have the wrong sign: the true pairs pull x up, the noise pulls it down, and the optimum "
+             "is e^x = #(w, o) / (K #(w) P_n(o))"),
     ),
-    shape_hint=lambda shape, centre, context, noise: {
-        (): ": return one loss per example, not their sum or mean",
-        tuple(noise.shape[:2]): ": add the K noise terms to the true word's term",
-    }.get(shape, ""),
+    error_hint=(": the (V, C) counts have rows for the centre words and columns for the contexts; #(w) sums a row "
+                "(V values) and n_o a column (C values)"),
+    nan_hint=": every count is positive, so every optimum is finite",
+    rules=_sgns_rules, mismatch=_sgns_mismatch,
 )
 
 
 # ---------------------------------------------------------------------------
-# Subsampling: word2vec.c's keep probability.
+# The expected number of skip-gram pairs of a sentence (exercise ex-w2v-pairs).
 # ---------------------------------------------------------------------------
 
 
-def keep_probability_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
-    """Fresh inputs ``(counts, sample)`` for :data:`check_keep_probabilities`.
+def expected_pairs_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(lengths, window)`` for :data:`check_expected_pairs`.
 
-    Zipf-like counts (a few frequent words, many rare ones). The threshold is
-    drawn between the rarest and the most frequent word's share, so that every
-    case has words kept for sure (the formula exceeds 1 when f < 2.618 s) and
-    words that are not: each of the diagnosed slips shows in every case.
+    ``window`` is an int from 2 to 8 (with 1, a fixed window and a drawn one are the same). Each
+    case holds 4 to 8 sentence lengths in random order: a sentence of one word (no pairs at all), one
+    no longer than the window (its ends cut every window that reaches them), one longer, from
+    ``window + 1`` to ``4 window``, and the others drawn from 1 to ``4 window``.
     """
     cases = []
     for _ in range(trials):
-        size = int(torch.randint(8, 40, (1,), generator=generator))
-        ranks = torch.randperm(size, generator=generator) + 1
-        counts = (2000 / ranks * (0.5 + torch.rand(size, generator=generator))).long() + 1
-        shares = counts.double() / counts.sum()
-        lowest, highest = (float(shares.min()) / 2.618, float(shares.max()) / 2.618)
-        position = 0.2 + 0.6 * float(torch.rand(1, generator=generator))  # strictly inside the range
-        sample = lowest ** (1 - position) * highest ** position  # log-uniform between the two
-        cases.append((counts, sample))
+        window = int(torch.randint(2, 9, (1,), generator=generator))
+        count = int(torch.randint(4, 9, (1,), generator=generator))
+        short = int(torch.randint(2, window + 1, (1,), generator=generator))
+        long = int(torch.randint(window + 1, 4 * window + 1, (1,), generator=generator))
+        others = torch.randint(1, 4 * window + 1, (count - 3,), generator=generator)
+        lengths = torch.cat([torch.tensor([1, short, long]), others])
+        cases.append((lengths[torch.randperm(count, generator=generator)], window))
     return cases
 
 
-def _sqrt_plus_ratio(ratio: torch.Tensor) -> torch.Tensor:
-    """word2vec.c's formula sqrt(s/f) + s/f without the cap at 1."""
-    return ratio.sqrt() + ratio
+def expected_pairs_by_lib(lengths: torch.Tensor, window: int) -> torch.Tensor:
+    """The reference: the expected number of pairs ``lib.word2vec.skipgram_pairs`` yields per sentence.
+
+    The pairs centred on a position depend on its own window only, so by linearity the expectation
+    over independent windows is the mean, over ``b = 1 .. window``, of the count with every window
+    equal to ``b``. Each position's word id is its sentence's number, so that the centres say which
+    sentence each pair belongs to.
+
+    Shapes
+    ------
+    lengths : (S,); output : (S,) float64
+    """
+    sentence = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
+    corpus = EncodedCorpus(ids=sentence, sentence=sentence)
+    total = torch.zeros(len(lengths), dtype=torch.float64)
+    for b in range(1, window + 1):
+        centres, _ = skipgram_pairs(corpus, torch.full((len(corpus),), b, dtype=torch.long))
+        total += torch.bincount(centres, minlength=len(lengths)).double()
+    return total / window
 
 
-check_keep_probabilities = Check(
-    "your keep probabilities agree with lib.word2vec (and gensim) on 12 fresh random vocabularies",
-    keep_probability_cases, keep_probabilities,
-    describe=lambda counts, sample: f"{counts.numel()} counts and sample = {sample:.3g}",
-    compared_with="lib.word2vec's", layout="(V,)",
+def expected_pairs_by_distance(lengths: torch.Tensor, window: int, chance: str = "(m - d + 1)/m",
+                               positions: str = "L - d", directions: int = 2, cap: bool = True) -> torch.Tensor:
+    """``Σ_d directions × positions × chance`` over the distances ``d = 1 .. window``: the sum by distance,
+    ``(S,)``. The options make the slips: ``chance``, the probability that a word at distance d is a
+    context, is ``"(m - d + 1)/m"`` (right), ``"(m - d + 1)/(m + 1)"`` (b from 0 .. m), ``"1"`` (no
+    shrinking), ``"(m - d)/m"``, ``"d/m"`` (P(b <= d)) or ``"floor"`` / ``"ceil"`` (a fixed window of
+    (m + 1)/2 rounded down or up); ``positions``, the pairs of positions at distance d in each direction,
+    ``"L - d"`` (right) or ``"L - d + 1"``; ``cap=False`` keeps the negative terms of d > L."""
+    m = window
+    d = torch.arange(1, m + 1, dtype=torch.float64)
+    used = {"(m - d + 1)/m": (m - d + 1) / m, "(m - d + 1)/(m + 1)": (m - d + 1) / (m + 1),
+            "1": torch.ones_like(d), "(m - d)/m": (m - d) / m, "d/m": d / m,
+            "floor": (d <= (m + 1) // 2).double(), "ceil": (d <= (m + 2) // 2).double()}[chance]
+    length = lengths.double()[:, None]  # (S, 1)
+    pairs = {"L - d": length - d, "L - d + 1": (length - d + 1) * (d < length)}[positions]  # (S, m)
+    if cap:
+        pairs = pairs.clamp(min=0)
+    return directions * (pairs * used).sum(dim=1)
+
+
+def _mean_window_capped(lengths: torch.Tensor, window: int) -> torch.Tensor:
+    """The slip min(E[b], room) for E[min(b, room)] on each side of each position."""
+    mean = (window + 1) / 2
+    found = []
+    for length in lengths.tolist():
+        found.append(sum(min(mean, t) + min(mean, length - 1 - t) for t in range(length)))
+    return torch.tensor(found, dtype=torch.float64)
+
+
+check_expected_pairs = Check(
+    "your expected numbers of pairs agree with the exact expectation of lib.word2vec's skipgram_pairs on 12 fresh "
+    "random cases",
+    expected_pairs_cases, expected_pairs_by_lib,
+    describe=lambda lengths, window: f"lengths {lengths.tolist()} and window m = {window}",
+    compared_with="the exact expectation", noun="expected numbers of pairs", layout="(S,)",
     slips=(
-        Slip(lambda counts, sample: keep_probabilities(counts, sample, formula="paper"),
-             "that is the paper's sqrt(s/f); the chapter asks for word2vec.c's (sqrt(f/s) + 1) · s/f"),
-        Slip(lambda counts, sample: _sqrt_plus_ratio(sample * counts.sum().double() / counts.double()),
-             "cap the probabilities at 1: a rare word is always kept"),
-        Slip(lambda counts, sample: 1 - keep_probabilities(counts, sample),
-             "that is the probability of discarding a word; return the probability of keeping it"),
-        Slip(lambda counts, sample: _sqrt_plus_ratio(sample / counts.double()),
-             "f(w) is the word's *share* of the corpus, count / total, not its raw count"),
+        Slip(lambda lengths, window: (window + 1) * lengths.double(),
+             "a window never crosses the ends of its sentence: a position near an end has fewer than b words on "
+             "that side, so a sentence of L words yields fewer than (m + 1) L pairs"),
+        Slip(functools.partial(expected_pairs_by_distance, chance="(m - d + 1)/(m + 1)"),
+             "the window b is drawn from 1, ..., m (m values), not from 0, ..., m"),
+        Slip(functools.partial(expected_pairs_by_distance, directions=1),
+             "each pair of positions at distance d is counted twice, once with each word as the centre: there "
+             "are 2 (L - d) ordered pairs"),
+        Slip(functools.partial(expected_pairs_by_distance, chance="1"),
+             "word2vec shrinks each window at random: a word at distance d is used only when b >= d, with "
+             "probability (m - d + 1)/m"),
+        Slip(functools.partial(expected_pairs_by_distance, chance="(m - d)/m"),
+             "a word at distance d is used when b >= d, which happens for m - d + 1 of the m windows, not m - d"),
+        Slip(functools.partial(expected_pairs_by_distance, cap=False),
+             "a sentence of L words has no pairs at a distance d >= L: your sum over d = 1 .. m (or a closed "
+             "form valid only for L >= m) gives negative terms L - d for the sentences shorter than the window"),
+        Slip(functools.partial(expected_pairs_by_distance, positions="L - d + 1"),
+             "a sentence of L words has L - d pairs of positions at distance d in each direction, not L - d + 1"),
+        Slip(_mean_window_capped,
+             "a position with r words on one side gets min(b, r) of them: average min(b, r) over the windows b; "
+             "min(E[b], r) is not the same"),
+        Slip(functools.partial(expected_pairs_by_distance, chance="d/m"),
+             "a word at distance d is used when b >= d: P(b >= d) = (m - d + 1)/m; d/m is P(b <= d)"),
+        *(Slip(functools.partial(expected_pairs_by_distance, chance=rounding),
+               "a fixed window of (m + 1)/2, the mean of b, rounded, is not the same as drawing b: a word at "
+               "distance d is used with probability (m - d + 1)/m") for rounding in ("floor", "ceil")),
     ),
+    shape_hint=lambda shape, lengths, window: (": return one expected number per sentence, not their sum"
+                                               if shape == () else ""),
 )
