@@ -1,103 +1,257 @@
 """Checkers for the exercises of chapter 6 (language models and sequence generation)."""
 from __future__ import annotations
 
+import math
+
 import torch
-import torch.nn.functional as F
 
-from lib.checks.core import Check, Slip
-from lib.ngram import add_delta_log_prob
-from lib.softmax_approx import nce_logits, nce_loss
+from lib.checks.core import Check, Slip, _distinct
+from lib.softmax_approx import nce_loss
 
 
-def add_delta_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
-    """Fresh inputs ``(counts, delta)`` for :data:`check_add_delta`.
+# ---------------------------------------------------------------------------
+# Good–Turing smoothing of a vector of counts (exercise ex-lm-good-turing).
+# ---------------------------------------------------------------------------
 
-    ``counts`` is a ``(C, V)`` table of bigram counts (row = context, column =
-    next word), with many zeros and, in every other case, a context never seen
-    (a row of zeros). ``delta`` is one of a few positive values.
+
+def _counts_of_counts(counts: torch.Tensor) -> torch.Tensor:
+    """``N_r`` for ``r = 0 .. max + 1``: how many words were seen exactly ``r`` times (the last is 0)."""
+    return torch.bincount(counts.long(), minlength=int(counts.max()) + 2).double()
+
+
+def good_turing(counts: torch.Tensor, mistake: str | None = None) -> torch.Tensor:
+    """Good–Turing probabilities of the ``V`` words of a vocabulary from their counts.
+
+    A word seen ``r >= 1`` times has the adjusted count ``r* = (r + 1) N_{r+1} / N_r``, or ``r``
+    itself where ``N_{r+1} = 0``; the ``N_0`` words never seen share ``N_1 / N`` equally, and the seen
+    ones share ``1 - N_1 / N`` in proportion to ``r*``. ``mistake`` names a slip instead:
+    ``"swapped"`` (``(r + 1) N_r / N_{r+1}``), ``"r"`` (``r N_{r+1} / N_r``), ``"no fallback"``
+    (``r* = 0`` where ``N_{r+1} = 0``), ``"fallback at max"`` (``r* = r`` only at the largest count,
+    0 below a gap), ``"by r"`` (seen words share ``1 - N_1 / N`` in proportion to ``r``, not ``r*``),
+    ``"not rescaled"`` (seen words get ``r* / N``),
+    ``"all together"`` (the unseen words get ``r*_0 = N_1 / N_0`` each and every ``r*`` is divided by
+    their sum), ``"unseen not split"`` (each unseen word gets all of ``N_1 / N``) or ``"split over V"``
+    (each gets ``N_1 / (N V)``).
+
+    Shapes
+    ------
+    counts : (V,), whole numbers >= 0, float64
+    output : (V,)
     """
-    cases = []
-    deltas = (0.01, 0.1, 0.5, 1.0, 2.0)
-    for trial in range(trials):
-        contexts = int(torch.randint(2, 6, (), generator=generator))
-        vocab_size = int(torch.randint(3, 9, (), generator=generator))
-        counts = torch.randint(0, 6, (contexts, vocab_size), generator=generator).double()
-        counts *= torch.rand(contexts, vocab_size, generator=generator) < 0.6  # sparse, as real counts are
-        if trial % 2:
-            counts[int(torch.randint(contexts, (), generator=generator))] = 0.0
-        delta = deltas[int(torch.randint(len(deltas), (), generator=generator))]
-        cases.append((counts, delta))
-    return cases
+    r = counts.long()
+    n_r = _counts_of_counts(counts)  # (max + 2,)
+    here, above = n_r[r], n_r[r + 1]  # (V,): N_r and N_{r+1} of each word
+    if mistake == "swapped":
+        star = (r + 1) * here / above
+    elif mistake == "r":
+        star = r * above / here
+    else:
+        star = (r + 1) * above / here
+    if mistake == "fallback at max":
+        star = torch.where(r == r.max(), counts, star)  # forgets the r just below a gap
+    elif mistake == "by r":
+        star = counts
+    elif mistake != "no fallback":
+        star = torch.where(above > 0, star, counts)  # GT's estimate would be 0 (or inf): keep r
+    seen = r > 0
+    unseen_mass = n_r[1] / counts.sum()  # N_1 / N
+    if mistake == "all together":
+        adjusted = torch.where(seen, star, n_r[1] / n_r[0])  # r*_0 = (0 + 1) N_1 / N_0
+        return adjusted / adjusted.sum()
+    seen_probs = star / counts.sum() if mistake == "not rescaled" else (1 - unseen_mass) * star / star[seen].sum()
+    unseen_share = {"unseen not split": 1.0, "split over V": 1 / len(counts)}.get(mistake, 1 / n_r[0])
+    return torch.where(seen, seen_probs, unseen_mass * unseen_share)
 
 
-def _add_delta(counts: torch.Tensor, delta: float) -> torch.Tensor:
-    """The smoothed table (m(h, w) + delta) / (m(h) + delta |V|) from :func:`lib.ngram.add_delta_log_prob`."""
-    return add_delta_log_prob(counts, counts.sum(-1, keepdim=True), delta, counts.shape[1]).exp()
-
-
-def _rows_not_normalised(found: torch.Tensor, expected: torch.Tensor, counts, delta) -> str | None:
-    sums = found.sum(-1)
-    row = int((sums - 1).abs().argmax())
-    if abs(float(sums[row]) - 1) <= 1e-6:
-        return None
-    return (f"your row {row} sums to {float(sums[row]):.4f}, not 1: the denominator is the context's count plus "
-            "delta once for every word of the vocabulary, m(h) + delta * |V|")
-
-
-check_add_delta = Check(
-    "add-delta probabilities agree with lib.ngram.add_delta_log_prob on 20 fresh random count tables",
-    add_delta_cases, _add_delta,
-    describe=lambda counts, delta: f"counts of shape {tuple(counts.shape)}, delta = {delta}",
-    compared_with="(m(h, w) + delta) / (m(h) + delta |V|)", noun="table", layout="(C, V)",
-    # The unsmoothed answer is named before the row sums, which it also breaks.
-    slips=(Slip(lambda counts, delta: counts / counts.sum(-1, keepdim=True).clamp(min=1),
-                "you returned the unsmoothed relative frequencies; add delta"),),
-    shape_hint=lambda shape, counts, delta: ": one probability per (context, word) pair",
-    nan_hint=": with delta > 0 even a context seen 0 times has a defined (uniform) distribution",
-    rules=_rows_not_normalised, tolerance=dict(atol=1e-6, rtol=1e-5),
+_GOOD_TURING_SLIPS = (
+    Slip(lambda counts: good_turing(counts, "swapped"),
+         "you swapped N_r and N_{r+1}: the adjusted count is r* = (r + 1) N_{r+1} / N_r, the words seen "
+         "once more than this one per word seen this often"),
+    Slip(lambda counts: good_turing(counts, "r"),
+         "your adjusted counts use r where Good–Turing has r + 1: r* = (r + 1) N_{r+1} / N_r"),
+    Slip(lambda counts: good_turing(counts, "no fallback"),
+         "your most frequent words got probability 0: where N_{r+1} = 0 the formula gives r* = 0, and the "
+         "statement keeps r* = r there"),
+    Slip(lambda counts: good_turing(counts, "fallback at max"),
+         "some of your seen words got probability 0: N_{r+1} = 0 not only at the largest count but at "
+         "every count just below a gap (no word seen r + 1 times); keep r* = r wherever N_{r+1} = 0"),
+    Slip(lambda counts: good_turing(counts, "by r"),
+         "you shared 1 - N_1/N among the seen words in proportion to their counts r: Good–Turing shares "
+         "it in proportion to the adjusted counts r* = (r + 1) N_{r+1} / N_r"),
+    Slip(lambda counts: good_turing(counts, "not rescaled"),
+         "you gave each seen word r*/N: these add up to 1 - N_1/N only when the counts have no gaps; "
+         "where no word was seen r + 1 times the words seen r times keep r* = r, and the words seen "
+         "just above a gap lose their tokens to no r*; rescale the seen words so that they add up to 1 - N_1/N"),
+    Slip(lambda counts: good_turing(counts, "all together"),
+         "you gave the unseen words r*_0 = N_1/N_0 each and divided every adjusted count by their sum: the "
+         "unseen words' total is then not N_1/N; reserve N_1/N for them and rescale only the seen words"),
+    Slip(lambda counts: good_turing(counts, "unseen not split"),
+         "you gave every unseen word the whole unseen mass N_1/N: the N_0 unseen words share it, N_1/(N N_0) each"),
+    Slip(lambda counts: good_turing(counts, "split over V"),
+         "you split the unseen mass N_1/N over all V words: only the N_0 unseen words share it, N_1/(N N_0) each"),
+    Slip(lambda counts: counts / counts.sum(),
+         "you returned the unsmoothed relative frequencies r/N: the unseen words get nothing"),
 )
 
 
-def nce_loss_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
-    """Fresh inputs ``(data_scores, noise_scores, data_log_q, noise_log_q)`` for :data:`check_nce_loss`.
+def good_turing_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(counts,)`` for :data:`check_good_turing`.
 
-    Batches of ``B`` data words with ``K`` noise words each; ``B`` and ``K``
-    differ, and ``K`` is never 1 (a forgotten ``log K`` must show).
+    ``counts`` is a float64 ``(V,)`` vector of whole numbers, ``V`` in 8..24: the counts of a sample of
+    ``V`` to ``4V`` tokens from a Zipf-like distribution (``1 / rank^1.1``, ranks shuffled), as words
+    are. A draw is kept only with ``N_0 >= 2`` (two unseen words, so that splitting the unseen mass
+    shows), ``N_1 >= 1`` and ``N_2 >= 1``; the cases are redrawn until each slip is wrong on at least
+    one of them.
+    """
+    def draw() -> torch.Tensor:
+        while True:
+            vocab = int(torch.randint(8, 25, (), generator=generator))
+            tokens = int(torch.randint(vocab, 4 * vocab + 1, (), generator=generator))
+            zipf = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64) ** 1.1
+            zipf = zipf[torch.randperm(vocab, generator=generator)]
+            drawn = torch.multinomial(zipf, tokens, replacement=True, generator=generator)
+            counts = torch.bincount(drawn, minlength=vocab).double()
+            n_r = _counts_of_counts(counts)
+            if n_r[0] >= 2 and n_r[1] >= 1 and n_r[2] >= 1:
+                return counts
+
+    def tells_apart(slip: Slip, counts: torch.Tensor) -> bool:
+        return not torch.allclose(slip.answer(counts), good_turing(counts), atol=1e-6, rtol=1e-6)
+
+    for _ in range(100):
+        cases = [(draw(),) for _ in range(trials)]
+        if all(any(tells_apart(slip, *case) for case in cases) for slip in _GOOD_TURING_SLIPS):
+            return cases
+    raise RuntimeError("could not draw cases that tell every slip apart")
+
+
+def _probabilities_not_normalised(found: torch.Tensor, expected: torch.Tensor, counts) -> str | None:
+    total = float(found.sum())
+    if abs(total - 1) <= 1e-6:
+        return None
+    return (f"your probabilities sum to {_distinct(total, 1.0)[0]}, not 1: the unseen words share N_1/N "
+            "and the seen words the rest, 1 - N_1/N")
+
+
+check_good_turing = Check(
+    "Good–Turing probabilities agree with (r + 1) N_{r+1} / N_r, rescaled, and N_1/N for the unseen words, "
+    "on 20 fresh random count vectors",
+    good_turing_cases, good_turing,
+    describe=lambda counts: f"counts {[int(c) for c in counts.tolist()]}",
+    compared_with="the Good–Turing probabilities", noun="probabilities", layout="(V,)",
+    slips=_GOOD_TURING_SLIPS,
+    shape_hint=lambda shape, counts: ": one probability per word of the vocabulary, seen or not",
+    nan_hint=(": where N_{r+1} = 0 keep r* = r rather than divide by it, and divide by N_r only for counts "
+              "that occur (r* = (r + 1) N_{r+1} / N_r)"),
+    rules=_probabilities_not_normalised, tolerance=dict(atol=1e-6, rtol=1e-6), forbidden=("nltk",),
+)
+
+
+# ---------------------------------------------------------------------------
+# The log-normaliser z that the NCE loss would choose (exercise ex-lm-nce-normaliser).
+# ---------------------------------------------------------------------------
+
+
+def nce_normaliser_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(data_scores, noise_scores, data_log_q, noise_log_q)`` for :data:`check_nce_normaliser`.
+
+    Batches of ``B`` data words with ``K`` noise words each, ``B`` and ``K`` two different numbers in
+    2..6 (``K`` is never 1, so a forgotten ``log K`` shows). Scores are ``2 N(0, 1)`` plus an offset in
+    [-3, 3] shared by the batch, so that the minimiser ``z`` is sometimes positive and sometimes
+    negative; ``q`` is in [0.01, 0.31].
     """
     cases = []
     for _ in range(trials):
         batch, noise = (int(n) for n in torch.randperm(5, generator=generator)[:2] + 2)
-        data_scores = 2 * torch.randn(batch, generator=generator, dtype=torch.float64)
-        noise_scores = 2 * torch.randn(batch, noise, generator=generator, dtype=torch.float64)
+        offset = 6 * float(torch.rand((), generator=generator, dtype=torch.float64)) - 3
+        data_scores = 2 * torch.randn(batch, generator=generator, dtype=torch.float64) + offset
+        noise_scores = 2 * torch.randn(batch, noise, generator=generator, dtype=torch.float64) + offset
         data_log_q = torch.log(torch.rand(batch, generator=generator, dtype=torch.float64) * 0.3 + 0.01)
         noise_log_q = torch.log(torch.rand(batch, noise, generator=generator, dtype=torch.float64) * 0.3 + 0.01)
         cases.append((data_scores, noise_scores, data_log_q, noise_log_q))
     return cases
 
 
-def _nce_slip(data, noise, data_q, noise_q, log_k: bool = True, per_data_word: bool = False) -> torch.Tensor:
-    """The NCE loss with the usual slips: no log K in the logits, or an average over the B data words only."""
-    k = noise.shape[1] if log_k else 1
-    total = F.logsigmoid(nce_logits(data, data_q, k)).sum() + F.logsigmoid(-nce_logits(noise, noise_q, k)).sum()
-    return -total / (data.numel() if per_data_word else data.numel() + noise.numel())
+def _nce_slope_and_curvature(z: float, data, noise, data_q, noise_q) -> tuple[float, float]:
+    """``dL/dz`` and ``d²L/dz²`` at ``z``, by autograd through :func:`lib.softmax_approx.nce_loss` with
+    every score shifted by ``z`` (``p = exp(s + z)``, so every logit becomes ``Δs + z``)."""
+    shift = torch.tensor(z, dtype=torch.float64, requires_grad=True)
+    (slope,) = torch.autograd.grad(nce_loss(data + shift, noise + shift, data_q, noise_q), shift, create_graph=True)
+    (curvature,) = torch.autograd.grad(slope, shift)
+    return float(slope.detach()), float(curvature)
 
 
-check_nce_loss = Check(
-    "the NCE loss agrees with lib.softmax_approx.nce_loss on 20 fresh random batches",
-    nce_loss_cases, nce_loss,
-    describe=lambda data, noise, data_q, noise_q: f"B = {noise.shape[0]} data words with K = {noise.shape[1]} "
-                                                  "noise words each",
-    compared_with="lib.softmax_approx.nce_loss", noun="loss",
-    layout=" (the mean over all B (K + 1) classified words)",
+def nce_normaliser(data, noise, data_q, noise_q) -> torch.Tensor:
+    """The reference: the ``z`` that minimises :func:`lib.softmax_approx.nce_loss` of the scores ``s + z``.
+
+    The loss is convex in ``z``: a bracket by doubling, then Newton steps on autograd's slope and
+    curvature, each kept inside the bracket (a step that leaves it is replaced by bisection), until a
+    step moves ``z`` by less than ``1e-13 (1 + |z|)``. The slope's sign shrinks the bracket at every
+    step. It never uses the condition the exercise derives.
+
+    Shapes
+    ------
+    data, data_q : (B,); noise, noise_q : (B, K); output : ()
+    """
+    case = (data, noise, data_q, noise_q)
+    low, high = -1.0, 1.0
+    while _nce_slope_and_curvature(low, *case)[0] > 0:
+        low *= 2
+    while _nce_slope_and_curvature(high, *case)[0] < 0:
+        high *= 2
+    z = (low + high) / 2
+    for _ in range(200):
+        slope, curvature = _nce_slope_and_curvature(z, *case)
+        low, high = (z, high) if slope < 0 else (low, z)
+        newton = z - slope / curvature if curvature > 0 else math.nan
+        following = newton if low < newton < high else (low + high) / 2
+        if abs(following - z) <= 1e-13 * (1 + abs(z)):
+            break
+        z = following
+    return torch.tensor(following, dtype=torch.float64)
+
+
+def _one_newton_step(data, noise, data_q, noise_q) -> torch.Tensor:
+    """A slip: one Newton step from ``z = 0`` on ``Σ σ(Δs + z) = B``."""
+    logits = torch.cat([data - data_q, (noise - noise_q).flatten()]) - math.log(noise.shape[1])
+    probs = torch.sigmoid(logits)
+    return -(probs.sum() - data.numel()) / (probs * (1 - probs)).sum()
+
+
+def _nce_normaliser_mismatch(found, expected, data, noise, data_q, noise_q) -> str:
+    """The last-resort message: the two ``z``, and what the classifier's probabilities add up to at the
+    student's ``z`` (``B`` at the minimum)."""
+    logits = torch.cat([data - data_q, (noise - noise_q).flatten()]) - math.log(noise.shape[1])
+    total = float(torch.sigmoid(logits + found.double()).sum())
+    yours, wanted = _distinct(found.item(), expected.item())
+    summed = _distinct(total, float(data.numel()))[0]
+    return (f"your z is {yours}; expected {wanted} (at your z the probabilities σ(Δs + z) of the B (K + 1) "
+            f"words sum to {summed}; at the minimum of L they sum to B = {data.numel()})")
+
+
+check_nce_normaliser = Check(
+    "your z agrees with the minimiser of lib.softmax_approx.nce_loss (found with autograd) on 20 fresh "
+    "random batches",
+    nce_normaliser_cases, nce_normaliser,
+    describe=lambda data, noise, data_q, noise_q: (f"B = {noise.shape[0]} data words with K = {noise.shape[1]} "
+                                                   "noise words each"),
+    compared_with="the minimiser of L", noun="z",
     slips=(
-        Slip(lambda *case: _nce_slip(*case, log_k=False),
-             "your logits miss the log K: the classifier's logit is s - log(K q), not s - log q"),
-        Slip(lambda *case: _nce_slip(*case, per_data_word=True),
-             "you divided by B only; average over all B (K + 1) words, data and noise"),
-        Slip(lambda *case: -nce_loss(*case),
-             "your loss has the wrong sign: minimise the negative log-likelihood of the labels"),
+        Slip(lambda *case: nce_normaliser(*case) - math.log(case[1].shape[1]),
+             "your z is log K too small: you left log K out of the logit s + z - log(K q), and z took its place"),
+        Slip(lambda *case: nce_normaliser(*case) + math.log((case[1].shape[1] + 1) / case[1].shape[1]),
+             "your logit uses log((K + 1) q): the prior odds of data to noise are 1 : K, so the logit is "
+             "s + z - log(K q)"),
+        Slip(lambda *case: -nce_normaliser(*case),
+             "your z has the wrong sign: with p = exp(s + z) the logit is Δs + z"),
+        Slip(_one_newton_step,
+             "you stopped after one Newton step from z = 0: iterate until z stops moving, or bisect, since "
+             "the slope of L increases with z"),
     ),
+    shape_hint=lambda shape, *case: ": one z for the whole batch, the same for every word",
+    mismatch=_nce_normaliser_mismatch,
     tolerance=dict(atol=1e-6, rtol=1e-6),
+    forbidden=("torch.autograd", "torch.func", ".backward", "torch.optim"),
 )
 
 
