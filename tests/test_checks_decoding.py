@@ -1,68 +1,244 @@
 """The checkers of chapter 7: right answers pass however they are written; wrong ones fail
 with a message that says what is wrong."""
+import heapq
+import itertools
 import math
 
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_expand_and_prune, check_perplexity_temperature
+from lib.checks import CHECKS, CheckFailed, check_most_probable_sequence, check_perplexity_temperature
 from lib.checks.decoding import (
-    NUCLEUS_MARGIN, check_nucleus_distribution, nucleus_cases, nucleus_distribution, perplexity_temperature,
+    MARKOV_LONG, MARKOV_MARGIN, MARKOV_SHORT, NUCLEUS_MARGIN, beam_sequence, check_nucleus_distribution,
+    markov_cases, markov_margin, most_probable_sequence, nucleus_cases, nucleus_distribution, perplexity_temperature,
+    sequence_log_prob,
 )
 
 
 def test_the_checks_are_registered():
-    assert CHECKS["check_expand_and_prune"] is check_expand_and_prune
+    assert CHECKS["check_most_probable_sequence"] is check_most_probable_sequence
     assert CHECKS["check_nucleus_distribution"] is check_nucleus_distribution
 
 
-# ---- one beam step ----------------------------------------------------------------------
-def prune_with_topk(beam_scores, log_probs, beam_size):
-    return (beam_scores[:, None] + log_probs).flatten().topk(beam_size).indices
+# ---- exact search for a bigram model (ex-dec-exact) ---------------------------------------------
+def every_sequence(first, transitions, length):
+    """Brute force: all V^T sequences (itertools.product), ``(V^T, T)``, and their log-probabilities."""
+    tokens = torch.tensor(list(itertools.product(range(len(first)), repeat=length)))
+    return tokens, first[tokens[:, 0]] + transitions[tokens[:, :-1], tokens[:, 1:]].sum(dim=1)
 
 
-def prune_with_loops(beam_scores, log_probs, beam_size):
-    vocab_size = log_probs.shape[1]
-    scored = [(float(beam_scores[k] + log_probs[k, v]), k * vocab_size + v)
-              for k in range(len(beam_scores)) for v in range(vocab_size)]
-    return torch.tensor([index for _, index in sorted(scored, reverse=True)[:beam_size]])
+def search_every_sequence(first, transitions, length):
+    tokens, scores = every_sequence(first, transitions, length)
+    return tokens[scores.argmax()]
 
 
-@pytest.mark.parametrize("answer", [prune_with_topk, prune_with_loops])
-def test_expand_and_prune_accepts_right_answers_written_differently(answer, capsys):
-    check_expand_and_prune(answer)
-    assert capsys.readouterr().out.startswith("✓ the kept candidates agree with lib.decoding.expand_and_prune")
+def second_best_by_brute_force(first, transitions, length):
+    top_two = every_sequence(first, transitions, length)[1].topk(2).values
+    return float(top_two[0] - top_two[1])
+
+
+def viterbi_in_float32(first, transitions, length):
+    """The forward recursion in float32 tensors, with back-pointers."""
+    best, came = first.float(), []
+    for _ in range(length - 1):
+        best, previous = (best[:, None] + transitions.float()).max(dim=0)
+        came.append(previous)
+    tokens = [int(best.argmax())]
+    for previous in reversed(came):
+        tokens.append(int(previous[tokens[-1]]))
+    return torch.tensor(tokens[::-1])
+
+
+def backward_recursion_then_forward(first, transitions, length):
+    """Another order: β_t(u), the best log-probability of the rest after token u at step t, from the end;
+    then the sequence from the front, each token the best by its own score plus what can follow it."""
+    vocab, table = len(first), transitions.tolist()
+    rest = [[0.0] * vocab]
+    for _ in range(length - 1):
+        rest.insert(0, [max(table[u][v] + rest[0][v] for v in range(vocab)) for u in range(vocab)])
+    tokens = [max(range(vocab), key=lambda v: float(first[v]) + rest[0][v])]
+    for t in range(1, length):
+        tokens.append(max(range(vocab), key=lambda v: table[tokens[-1]][v] + rest[t][v]))
+    return torch.tensor(tokens)
+
+
+def shortest_path_in_the_trellis(first, transitions, length):
+    """Dijkstra on the graph of (step, token) nodes, an edge's cost its -log p ≥ 0 (heapq)."""
+    vocab, start, table = len(first), first.tolist(), transitions.tolist()
+    heap = [(-start[v], 0, (v,)) for v in range(vocab) if start[v] > -math.inf]
+    heapq.heapify(heap)
+    settled = set()
+    while heap:
+        cost, step, tokens = heapq.heappop(heap)
+        if (step, tokens[-1]) in settled:
+            continue
+        settled.add((step, tokens[-1]))
+        if step == length - 1:
+            return torch.tensor(tokens)
+        for v in range(vocab):
+            if table[tokens[-1]][v] > -math.inf and (step + 1, v) not in settled:
+                heapq.heappush(heap, (cost - table[tokens[-1]][v], step + 1, (*tokens, v)))
+    raise AssertionError("no sequence of probability above 0")
+
+
+def greedy_decoding(first, transitions, length):
+    tokens = [int(first.argmax())]
+    for _ in range(length - 1):
+        tokens.append(int(transitions[tokens[-1]].argmax()))
+    return torch.tensor(tokens)
+
+
+def beam_of_the_vocabulary_size(first, transitions, length):
+    """Beam search keeping K = V prefixes, written with topk over the flattened (K, V) table."""
+    vocab = len(first)
+    prefixes, scores = [[]], torch.zeros(1, dtype=torch.float64)
+    for step in range(length):
+        rows = first[None, :] if step == 0 else transitions[[p[-1] for p in prefixes]]
+        kept = (scores[:, None] + rows).flatten().topk(min(vocab, len(prefixes) * vocab))
+        prefixes = [prefixes[i // vocab] + [i % vocab] for i in kept.indices.tolist()]
+        scores = kept.values
+    return torch.tensor(prefixes[0])
+
+
+def viterbi_with_the_table_transposed(first, transitions, length):
+    return viterbi_in_float32(first, transitions.T, length).long()
+
+
+def viterbi_without_first(first, transitions, length):
+    return viterbi_in_float32(torch.zeros_like(first), transitions, length)
+
+
+def best_ending_without_back_pointers(first, transitions, length):
+    best, tokens = first, [int(first.argmax())]
+    for _ in range(length - 1):
+        best = (best[:, None] + transitions).max(dim=0).values
+        tokens.append(int(best.argmax()))
+    return torch.tensor(tokens)
+
+
+def viterbi_not_reversed(first, transitions, length):
+    return viterbi_in_float32(first, transitions, length).flip(0)
+
+
+def viterbi_maxing_over_the_next_token(first, transitions, length):
+    """The recursion with the max over the wrong axis (dim 1: for each previous u, over the next v)."""
+    best, came = first, []
+    for _ in range(length - 1):
+        best, previous = (best[:, None] + transitions).max(dim=1)
+        came.append(previous)
+    tokens = [int(best.argmax())]
+    for previous in reversed(came):
+        tokens.append(int(previous[tokens[-1]]))
+    return torch.tensor(tokens[::-1])
+
+
+def viterbi_following_back_pointers_forward(first, transitions, length):
+    """The right back-pointers, followed in the order they were recorded (no reversed)."""
+    best, came = first.float(), []
+    for _ in range(length - 1):
+        best, previous = (best[:, None] + transitions.float()).max(dim=0)
+        came.append(previous)
+    tokens = [int(best.argmax())]
+    for previous in came:
+        tokens.append(int(previous[tokens[-1]]))
+    return torch.tensor(tokens[::-1])
+
+
+def viterbi_one_transition_too_many(first, transitions, length):
+    best, came = first, []
+    for _ in range(length):
+        best, previous = (best[:, None] + transitions).max(dim=0)
+        came.append(previous)
+    tokens = [int(best.argmax())]
+    for previous in reversed(came):
+        tokens.append(int(previous[tokens[-1]]))
+    return torch.tensor(tokens[::-1])
+
+
+def test_the_reference_is_the_brute_force_optimum_ahead_by_its_margin():
+    """On the short cases of 20 draws: the Viterbi recursion finds what trying all V^T sequences finds,
+    and the margin is the gap to the second best sequence."""
+    for seed in range(20):
+        for case in markov_cases(torch.Generator().manual_seed(seed)):
+            if case[2] <= MARKOV_SHORT[1]:
+                assert torch.equal(most_probable_sequence(*case), search_every_sequence(*case))
+                assert markov_margin(*case) == pytest.approx(second_best_by_brute_force(*case), abs=1e-9)
+                assert markov_margin(*case) >= MARKOV_MARGIN
+
+
+def test_the_cases_have_a_long_one_impossible_zeros_and_every_told_mistake():
+    lengths, with_zeros = [], 0
+    for seed in range(5):
+        cases = markov_cases(torch.Generator().manual_seed(seed))
+        assert cases[0][2] == 1 and MARKOV_LONG[0] <= cases[1][2] <= MARKOV_LONG[1]
+        assert len(cases[1][0]) ** cases[1][2] >= 2**30  # far too many sequences to try
+        lengths += [case[2] for case in cases]
+        with_zeros += sum(bool(torch.isneginf(case[1]).any()) for case in cases)
+        for case in cases:  # each row is a distribution
+            assert torch.allclose(case[1].exp().sum(dim=1), torch.ones(len(case[0]), dtype=torch.float64))
+        # the long case's answer, by an independent search
+        assert torch.equal(most_probable_sequence(*cases[1]), shortest_path_in_the_trellis(*cases[1]))
+    assert with_zeros > 0 and set(range(2, MARKOV_SHORT[1] + 1)) <= set(lengths)
+
+
+def test_a_beam_as_wide_as_the_vocabulary_can_miss_the_most_probable_sequence():
+    """The solution's example: tokens a, b, c; p(a) = p(b) = 0.5; after a: a or b, 0.5 each; after b: a
+    0.6, c 0.4; after c: a. At step 2 the prefixes are ba 0.3, aa and ab 0.25, bc 0.2: K = 3 drops
+    bc, and finishes at 0.15; b c a has 0.2. (Greedy search, taking the first of tied tokens, says a a a.)"""
+    first = torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64).log()
+    transitions = torch.tensor([[0.5, 0.5, 0.0], [0.6, 0.0, 0.4], [1.0, 0.0, 0.0]], dtype=torch.float64).log()
+    assert most_probable_sequence(first, transitions, 3).tolist() == [1, 2, 0]
+    assert math.exp(sequence_log_prob([1, 2, 0], first, transitions)) == pytest.approx(0.2)
+    for width in (3, 2):
+        found = beam_sequence(first, transitions, 3, width).tolist()
+        assert math.exp(sequence_log_prob(found, first, transitions)) == pytest.approx(0.15)
+    assert beam_sequence(first, transitions, 3, 4).tolist() == [1, 2, 0]  # K = 4 keeps bc
+    assert check_most_probable_sequence.judge([(first, transitions, 3)], [torch.tensor([1, 2, 0])]) is None
+    with pytest.raises(CheckFailed, match="a beam as wide as the vocabulary"):
+        check_most_probable_sequence.judge([(first, transitions, 3)], [beam_sequence(first, transitions, 3, 3)])
+
+
+def test_a_beam_of_v_to_the_t_minus_1_prefixes_is_exhaustive():
+    for case in markov_cases(torch.Generator().manual_seed(0)):
+        first, _, length = case
+        if length <= MARKOV_SHORT[1]:
+            assert torch.equal(beam_sequence(*case, len(first) ** max(length - 1, 1)), most_probable_sequence(*case))
+
+
+@pytest.mark.parametrize("answer", [viterbi_in_float32, backward_recursion_then_forward,
+                                    shortest_path_in_the_trellis])
+def test_most_probable_sequence_accepts_right_answers_written_differently(answer, capsys):
+    check_most_probable_sequence(answer)
+    assert capsys.readouterr().out.startswith("✓ your sequences are the most probable ones")
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (lambda s, lp, k: lp.flatten().topk(k).indices, "by the new token's log-probability alone"),
-        (lambda s, lp, k: prune_with_topk(s, lp, k) % lp.shape[1] if lp.shape[0] > 1 else torch.tensor([-1] * k),
-         "returned the token ids|are not the"),
-        (lambda s, lp, k: torch.full((k,), -1), "are not the 1 best|are not the 2 best|are not the"),
-        (lambda s, lp, k: prune_with_topk(s, lp, k)[:1].expand(k + 1), "has shape"),
-        (lambda s, lp, k: prune_with_topk(s, lp, k).double(), "return integers"),
-        (lambda s, lp, k: prune_with_topk(s, lp, k).tolist(), "must return a torch.Tensor; it returned list"),
+        (lambda f, a, t: beam_sequence(f, a, t, 3), "beam search with K = 3|as wide as the vocabulary"),
+        (viterbi_one_transition_too_many, r"shape \(\d+,\); expected \(T,\) = .*takes T - 1 transitions"),
+        (lambda f, a, t: viterbi_in_float32(f, a, t)[1:], "return all T tokens, y_1 included"),
+        (lambda f, a, t: torch.tensor(0.0), "not its log-probability"),
+        (lambda f, a, t: viterbi_in_float32(f, a, t).double(), "return integers"),
+        (lambda f, a, t: viterbi_in_float32(f, a, t) + len(f), "token ids outside 0 .. "),
     ],
 )
-def test_expand_and_prune_rejects_wrong_answers_saying_why(answer, message):
+def test_most_probable_sequence_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_expand_and_prune(answer)
+        check_most_probable_sequence(answer)
 
 
-def test_expand_and_prune_diagnoses_on_a_case_worked_by_hand():
-    # Candidates: row 0 scores -3.36, -4.61, -5.30; row 1 scores -2.40, -3.50, -0.72.
-    cases = [(torch.tensor([-3.0, -0.5], dtype=torch.float64),
-              torch.log(torch.tensor([[0.7, 0.2, 0.1], [0.15, 0.05, 0.8]], dtype=torch.float64)), 3)]
-    judge = check_expand_and_prune.judge
-    judge(cases, [torch.tensor([5, 3, 0])])  # flat index = parent * 3 + token
-    with pytest.raises(CheckFailed, match="you returned the token ids"):
-        judge(cases, [torch.tensor([2, 0, 0])])
-    with pytest.raises(CheckFailed, match="list them best first"):
-        judge(cases, [torch.tensor([0, 3, 5])])
-    with pytest.raises(CheckFailed, match="new token's log-probability alone"):
-        judge(cases, [torch.tensor([5, 0, 1])])
+def test_a_less_probable_or_impossible_sequence_is_called_so():
+    first = torch.tensor([0.7, 0.3, 0.0], dtype=torch.float64).log()
+    transitions = torch.tensor([[0.0, 0.9, 0.1], [0.2, 0.8, 0.0], [0.5, 0.0, 0.5]], dtype=torch.float64).log()
+    case = [(first, transitions, 3)]
+    assert most_probable_sequence(*case[0]).tolist() == [0, 1, 1]
+    with pytest.raises(CheckFailed, match="log-probability -inf .*probability 0"):
+        check_most_probable_sequence.judge(case, [torch.tensor([0, 0, 1])])
+    # log 0.126 against log 0.504
+    with pytest.raises(CheckFailed, match=r"has log-probability -2.07147; the most probable has -0.685179 \(the two "
+                                          r"first differ at position 2, counting from 0\)"):
+        check_most_probable_sequence.judge(case, [torch.tensor([0, 1, 0])])
 
 
 # ---- the nucleus (top-p) distribution -----------------------------------------------------
@@ -443,31 +619,21 @@ def test_perplexity_temperature_rejects_wrong_temperatures_saying_why(answer, me
 
 
 # ---- fairness: an independent right answer and the most plausible wrong ones (tests/test_exercise_fairness.py)
-def prune_ranked_by_token_alone(beam_scores, log_probs, beam_size):
-    return log_probs.flatten().topk(beam_size).indices
-
-
-def prune_returning_token_ids(beam_scores, log_probs, beam_size):
-    return prune_with_topk(beam_scores, log_probs, beam_size) % log_probs.shape[1]
-
-
-def prune_in_index_order(beam_scores, log_probs, beam_size):
-    return prune_with_topk(beam_scores, log_probs, beam_size).sort().values
-
-
-def prune_flattened_along_the_wrong_axis(beam_scores, log_probs, beam_size):
-    """Flat indices v * K + k: the transposed (V, K) table flattened."""
-    return (beam_scores[:, None] + log_probs).T.flatten().topk(beam_size).indices
-
-
 FAIRNESS = {
-    "check_expand_and_prune": {
-        "right": [prune_with_loops],
+    "check_most_probable_sequence": {
+        "right": [backward_recursion_then_forward, shortest_path_in_the_trellis, viterbi_in_float32],
         "wrong": [
-            (prune_ranked_by_token_alone, "by the new token's log-probability alone"),
-            (prune_returning_token_ids, "you returned the token ids"),
-            (prune_in_index_order, "list them best first"),
-            (prune_flattened_along_the_wrong_axis, "are not the \\d+ best candidates"),
+            (greedy_decoding, r"you took the most probable token at each step \(greedy search\)"),
+            (beam_of_the_vocabulary_size, r"a beam as wide as the vocabulary \(K = V\) is not exact"),
+            (viterbi_with_the_table_transposed, r"you read transitions\[v, u\] as the log-probability of v after u"),
+            (viterbi_without_first, "you left out first"),
+            (best_ending_without_back_pointers, "the best sequence need not pass through those tokens"),
+            (viterbi_not_reversed, "your sequence is backwards"),
+            (viterbi_one_transition_too_many, "takes T - 1 transitions"),
+            (viterbi_maxing_over_the_next_token,
+             r"for each previous token u, the max over the next token v \(dim 1\); δ_t\(v\) takes the max over "
+             r"the previous token u, for each v \(dim 0\)"),
+            (viterbi_following_back_pointers_forward, "you followed the back-pointers in the order you recorded them"),
         ],
     },
     "check_nucleus_distribution": {

@@ -1,19 +1,24 @@
 """The checkers of chapter 8: right answers pass however they are written; wrong ones fail
 with a message that says what is wrong."""
 import math
+import random
 from collections import Counter
 
 import pytest
 import torch
 from rouge_score import rouge_scorer
+from sacrebleu.metrics import CHRF
 
-from lib.checks import CHECKS, CheckFailed, check_bleu, check_negation_bleu
-from lib.checks.metrics import _ROUGE_SLIPS, check_rouge_multi, rouge_multi, rouge_multi_cases
+from lib.checks import CHECKS, CheckFailed, check_chrf, check_negation_bleu
+from lib.checks.metrics import (
+    _CHRF_WORDS, _ROUGE_SLIPS, check_rouge_multi, chrf_cases, corpus_chrf, rouge_multi, rouge_multi_cases,
+)
+from lib.metrics import sentence_bleu
 
 
 def test_the_checks_are_registered():
     assert CHECKS["check_rouge_multi"] is check_rouge_multi
-    assert CHECKS["check_bleu"] is check_bleu
+    assert CHECKS["check_chrf"] is check_chrf
 
 
 # ---- ROUGE-N against several references -------------------------------------------------------
@@ -216,64 +221,136 @@ def test_rouge_multi_rejects_wrong_answers_saying_why(answer, message):
         check_rouge_multi(answer)
 
 
-# ---- BLEU from counts -----------------------------------------------------------------------
-def bleu_in_torch(matches, totals, hyp_len, ref_len):
-    log_precision = torch.log(matches.double() / totals.double()).mean()
-    penalty = torch.where(hyp_len >= ref_len, torch.tensor(1.0, dtype=torch.float64),
-                          torch.exp(1 - ref_len.double() / hyp_len.double()))
-    return penalty * torch.exp(log_precision)
+# ---- chrF (ex-eval-chrf) -----------------------------------------------------------------------
+def chrf_by_sacrebleu(hypotheses, references, **settings):
+    """sacreBLEU's own number (``settings`` go to CHRF: its variants are wrong answers below)."""
+    return torch.tensor(CHRF(**settings).corpus_score(hypotheses, [references]).score, dtype=torch.float64)
 
 
-def bleu_in_python(matches, totals, hyp_len, ref_len):
-    c, r = int(hyp_len), int(ref_len)
-    product = math.prod(int(m) / int(t) for m, t in zip(matches, totals))
-    return torch.tensor((1.0 if c >= r else math.exp(1 - r / c)) * product ** 0.25)
+def chrf_with_lists_in_float32(hypotheses, references, swapped=False, weight=4, orders_matched=False):
+    """From the statement, with lists of n-grams and list.count instead of Counters, the last step in
+    float32 tensors. Wrong answers: ``swapped=True``, precision and recall swapped; ``weight=2``, β in the
+    F where β² belongs; ``orders_matched=True``, the orders without a match left out."""
+    hyp_total, ref_total, matched = [0] * 6, [0] * 6, [0] * 6
+    for hypothesis, reference in zip(hypotheses, references):
+        hyp, ref = "".join(hypothesis.split(" ")), "".join(reference.split(" "))
+        for n in range(1, 7):
+            hyp_grams = [hyp[i:i + n] for i in range(len(hyp) - n + 1)]
+            ref_grams = [ref[i:i + n] for i in range(len(ref) - n + 1)]
+            hyp_total[n - 1] += len(hyp_grams)
+            ref_total[n - 1] += len(ref_grams)
+            matched[n - 1] += sum(min(hyp_grams.count(g), ref_grams.count(g)) for g in set(hyp_grams))
+    orders = [n for n in range(6) if hyp_total[n] > 0 and ref_total[n] > 0 and (matched[n] or not orders_matched)]
+    if not orders:
+        return torch.tensor(0.0)
+    precision = torch.tensor([matched[n] / hyp_total[n] for n in orders]).mean()
+    recall = torch.tensor([matched[n] / ref_total[n] for n in orders]).mean()
+    if swapped:
+        precision, recall = recall, precision
+    if precision + recall == 0:
+        return torch.tensor(0.0)
+    return 100 * (1 + weight) * precision * recall / (weight * precision + recall)
 
 
-@pytest.mark.parametrize("answer", [bleu_in_torch, bleu_in_python])
-def test_bleu_accepts_right_answers_written_differently(answer, capsys):
-    check_bleu(answer)
-    assert capsys.readouterr().out == (
-        "✓ BLEU from counts agrees with lib.metrics.bleu_from_counts on 20 fresh random cases\n"
-    )
+def chrf_mean_of_sentences(hypotheses, references):
+    metric = CHRF()
+    return torch.tensor(sum(metric.sentence_score(h, [r]).score for h, r in zip(hypotheses, references))
+                        / len(hypotheses), dtype=torch.float64)
 
 
-def penalty(c, r):
-    return 1.0 if c >= r else math.exp(1 - r / c)
+def chrf_with_precision_weighed_more(hypotheses, references):
+    return chrf_with_lists_in_float32(hypotheses, references, swapped=True)
+
+
+def chrf_with_beta_not_squared(hypotheses, references):
+    return chrf_with_lists_in_float32(hypotheses, references, weight=2)
+
+
+def chrf_over_the_orders_with_a_match(hypotheses, references):
+    return chrf_with_lists_in_float32(hypotheses, references, orders_matched=True)
+
+
+def random_corpora(seed, count):
+    """Corpora of up to 5 sentences over the checker's words, references of at least 6 letters."""
+    rng = random.Random(seed)
+
+    def sentence(low, high):
+        return " ".join(rng.choice(_CHRF_WORDS) for _ in range(rng.randint(low, high)))
+
+    corpora = []
+    while len(corpora) < count:
+        size = rng.randint(1, 5)
+        references = [sentence(1, 7) for _ in range(size)]
+        if all(len(r.replace(" ", "")) >= 6 for r in references):
+            corpora.append(([sentence(0, 7) for _ in range(size)], references))
+    return corpora
+
+
+def test_the_reference_is_sacrebleus_chrf():
+    corpora = random_corpora(0, 300) + [case for seed in range(5) for case in chrf_cases(
+        torch.Generator().manual_seed(seed))]
+    for hypotheses, references in corpora:
+        assert float(corpus_chrf(hypotheses, references)) == pytest.approx(
+            float(chrf_by_sacrebleu(hypotheses, references)), abs=1e-10)
+
+
+def test_the_cases_exercise_short_and_empty_hypotheses():
+    for seed in range(5):
+        cases = chrf_cases(torch.Generator().manual_seed(seed))
+        assert len(cases[0][0]) == 1 and all(len(h) == len(r) >= 1 for h, r in cases)
+        assert all(len(h.replace(" ", "")) < 6 for h in cases[1][0])  # fewer than 6 orders have n-grams
+        assert "" in cases[2][0]
+        assert all(len(r.replace(" ", "")) >= 6 for _, references in cases for r in references)
+
+
+def test_cat_against_cats_by_hand():
+    """The solution's example: P_1..3 = 1, R = 3/4, 2/3, 1/2, no 4-gram: chrF2 = 100 · 115/167."""
+    assert float(corpus_chrf(["cat"], ["cats"])) == pytest.approx(100 * 115 / 167, abs=1e-12)
+    assert float(chrf_by_sacrebleu(["cat"], ["cats"])) == pytest.approx(100 * 115 / 167, abs=1e-12)
+    assert sentence_bleu(["cat"], [["cats"]], smooth="exp").score == 0.0
+
+
+def test_chrf_does_not_see_where_a_tokeniser_puts_spaces():
+    """The solution's claim on the chapter's example: chrF of the 13a tokens equals chrF of the strings."""
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    hypothesis, reference = "The cat which was black sat on the mat.", "The cat, which was black, sat on the mat."
+    split = Tokenizer13a()
+    assert split(reference) != reference
+    assert chrf_by_sacrebleu([split(hypothesis)], [split(reference)]) == chrf_by_sacrebleu([hypothesis], [reference])
+
+
+@pytest.mark.parametrize("answer", [chrf_by_sacrebleu, chrf_with_lists_in_float32])
+def test_chrf_accepts_right_answers_written_differently(answer, capsys):
+    check_chrf(answer)
+    assert capsys.readouterr().out == "✓ chrF2 agrees with sacreBLEU's CHRF() on 20 fresh random corpora\n"
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (lambda m, t, c, r: torch.exp((m / t).mean()), "note 004's exp"),
-        (lambda m, t, c, r: penalty(int(c), int(r)) * torch.exp((m / t).mean()), "not their logarithms"),
-        (lambda m, t, c, r: torch.exp(torch.log(m / t).mean()), "left out the brevity penalty|BP is 1 when"),
-        (lambda m, t, c, r: math.exp(1 - int(r) / int(c)) * torch.exp(torch.log(m / t).mean()),
-         "BP is 1 when c >= r|left out"),
-        (lambda m, t, c, r: (1.0 if c >= r else math.exp(1 - int(c) / int(r))) * torch.exp(torch.log(m / t).mean()),
-         "not exp\\(1 - c/r\\)|left out"),
-        (lambda m, t, c, r: penalty(int(c), int(r)) * (m / t).mean(), "geometric mean"),
-        (lambda m, t, c, r: torch.zeros(2), "return one number"),
+        (lambda h, r: chrf_by_sacrebleu(h, r, word_order=2), "your chrF is .*; expected"),  # chrF++
+        (lambda h, r: chrf_by_sacrebleu(h, r).float() + 1, "your chrF is .*; expected"),
+        (lambda h, r: torch.zeros(2, dtype=torch.float64), "return one number"),
+        (lambda h, r: float(chrf_by_sacrebleu(h, r)), "must return a torch.Tensor; it returned float"),
+        (lambda h, r: chrf_by_sacrebleu(h, r).long(), "return floats"),
     ],
 )
-def test_bleu_rejects_wrong_answers_saying_why(answer, message):
-    def as_tensor(*args):
-        out = answer(*args)
-        return out if isinstance(out, torch.Tensor) else torch.tensor(out)
-
+def test_chrf_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_bleu(as_tensor)
+        check_chrf(answer)
 
 
-def test_bleu_diagnoses_on_a_case_worked_by_hand():
-    # c = 8 < r = 10: BP = exp(1 - 10/8) = 0.7788; precisions 6/8, 3/7, 2/6, 1/5.
-    case = [(torch.tensor([6, 3, 2, 1]), torch.tensor([8, 7, 6, 5]), torch.tensor(8), torch.tensor(10))]
-    geometric = (6 / 8 * 3 / 7 * 2 / 6 * 1 / 5) ** 0.25
-    check_bleu.judge(case, [torch.tensor(math.exp(-0.25) * geometric)])
-    with pytest.raises(CheckFailed, match="left out the brevity penalty"):
-        check_bleu.judge(case, [torch.tensor(geometric)])
-    with pytest.raises(CheckFailed, match=r"not exp\(1 - c/r\)"):
-        check_bleu.judge(case, [torch.tensor(math.exp(1 - 8 / 10) * geometric)])
+def test_chrf_diagnoses_on_a_case_worked_by_hand():
+    case = [(["cat"], ["cats"])]
+    check_chrf.judge(case, [torch.tensor(100 * 115 / 167, dtype=torch.float64)])
+    with pytest.raises(CheckFailed, match=r"that is chrF1 \(β = 1\)"):  # F1 of P = 1, R = 23/36
+        check_chrf.judge(case, [torch.tensor(100 * 2 * 23 / 36 / (1 + 23 / 36), dtype=torch.float64)])
+    # over all six orders, the three without n-grams as 0: means 1/2 and 23/72
+    with pytest.raises(CheckFailed, match="leave out an order in which the hypotheses have no n-gram"):
+        check_chrf.judge(case, [torch.tensor(100 * 5 * 0.5 * 23 / 72 / (4 * 0.5 + 23 / 72), dtype=torch.float64)])
+    with pytest.raises(CheckFailed, match="you used β, not β²"):  # 3 P R / (2 P + R)
+        check_chrf.judge(case, [torch.tensor(100 * 3 * 23 / 36 / (2 + 23 / 36), dtype=torch.float64)])
 
 
 # ---- experiment: a negated candidate with the highest BLEU -----------------------------------
@@ -330,23 +407,6 @@ def test_the_negation_solution_s_numbers_for_an_eight_word_sentence():
 
 
 # ---- fairness: an independent right answer and the most plausible wrong ones (tests/test_exercise_fairness.py)
-def bleu_of_notes_004(matches, totals, hyp_len, ref_len):
-    return torch.exp((matches / totals).mean())
-
-
-def bleu_without_brevity_penalty(matches, totals, hyp_len, ref_len):
-    return torch.exp(torch.log(matches / totals).mean())
-
-
-def bleu_arithmetic_mean(matches, totals, hyp_len, ref_len):
-    return torch.tensor(penalty(int(hyp_len), int(ref_len))) * (matches / totals).mean()
-
-
-def bleu_penalty_upside_down(matches, totals, hyp_len, ref_len):
-    c, r = int(hyp_len), int(ref_len)
-    return torch.tensor(1.0 if c >= r else math.exp(1 - c / r)) * torch.exp(torch.log(matches / totals).mean())
-
-
 def negated_after_the_first_word(reference, not_token):
     """Where English puts it ("the cat is not ..." after the subject): inside the sentence."""
     return torch.cat([reference[:1], torch.tensor([not_token]), reference[1:]])
@@ -383,13 +443,18 @@ FAIRNESS = {
             (arithmetic_f, "not the arithmetic mean"),
         ],
     },
-    "check_bleu": {
-        "right": [bleu_in_python],
+    "check_chrf": {
+        "right": [chrf_by_sacrebleu, chrf_with_lists_in_float32],
         "wrong": [
-            (bleu_of_notes_004, "note 004's exp"),
-            (bleu_without_brevity_penalty, "you left out the brevity penalty"),
-            (bleu_arithmetic_mean, "geometric mean of the precisions, not an arithmetic one"),
-            (bleu_penalty_upside_down, "not exp\\(1 - c/r\\)"),
+            (chrf_mean_of_sentences, "you averaged the sentences' chrF; add up each order's counts"),
+            (lambda h, r: chrf_by_sacrebleu(h, r, beta=1), r"that is chrF1 \(β = 1\)"),
+            (chrf_with_precision_weighed_more, "your F weighs precision more than recall"),
+            (lambda h, r: chrf_by_sacrebleu(h, r, whitespace=True), "you counted the spaces as characters"),
+            (lambda h, r: chrf_by_sacrebleu(h, r, eps_smoothing=True), "you averaged the F of each order"),
+            (lambda h, r: chrf_by_sacrebleu(h, r, char_order=4), "you stopped at 4-grams"),
+            (chrf_with_beta_not_squared, "you used β, not β², in the F-score"),
+            (chrf_over_the_orders_with_a_match, "you left out the orders without a match"),
+            (lambda h, r: chrf_by_sacrebleu(h, r) / 100, r"that is chrF in \[0, 1\]"),
         ],
     },
     "check_negation_bleu": {

@@ -1,4 +1,5 @@
-"""Checkers for the exercises of chapter 7 (decoding: beam search, nucleus sampling, temperature)."""
+"""Checkers for the exercises of chapter 7 (decoding: exact search for a bigram model, nucleus
+sampling, temperature)."""
 from __future__ import annotations
 
 import math
@@ -7,62 +8,292 @@ from functools import partial
 
 import torch
 
-from lib.checks.core import Check, CheckFailed, Measured, Slip, solve_increasing
-from lib.decoding import expand_and_prune, sampling_distribution
+from lib.checks.core import Check, CheckFailed, Measured, Slip, _distinct, solve_increasing
+from lib.decoding import sampling_distribution
 
 
-def expand_and_prune_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
-    """Fresh inputs ``(beam_scores, log_probs, beam_size)`` for :data:`check_expand_and_prune`.
+# ---- exact search for a model that looks one token back (the Viterbi recursion) --------------
+# In every case the most probable sequence is ahead of every other by at least this much in
+# log-probability, so that a right answer that adds in another order, or in float32, finds it too.
+MARKOV_MARGIN = 1e-3
+MARKOV_VOCAB = (2, 6)  # V of every case, from .. to
+MARKOV_SHORT = (2, 6)  # T of the short cases: all V^T sequences can be tried in the tests
+MARKOV_LONG = (30, 60)  # T of the long case: V^T ≥ 2^30 sequences, too many to try
 
-    ``K`` hypotheses with random (negative) scores, next-token log-probabilities
-    ``(K, V)`` from a softmax of random logits, and a beam size up to ``K * V``.
-    Random floats make ties impossible, so the answer is unique.
+
+def sequence_log_prob(tokens: list[int], first: torch.Tensor, transitions: torch.Tensor) -> float:
+    """``first[y_1] + Σ_t transitions[y_{t-1}, y_t]``, the log-probability of ``tokens``."""
+    score = float(first[tokens[0]])
+    for previous, token in zip(tokens, tokens[1:]):
+        score += float(transitions[previous, token])
+    return score
+
+
+def _forward(first: torch.Tensor, transitions: torch.Tensor, length: int) -> tuple[list, list]:
+    """``(best, came)``: ``best[t][v]`` is the largest log-probability of a prefix of ``t + 1`` tokens
+    that ends in ``v``, and ``came[t - 1][v]`` the token before ``v`` on that prefix (the lowest on a
+    tie). In Python floats: for these few tokens, far faster than tensor operations."""
+    table = transitions.tolist()
+    vocab = len(table)
+    best, came = [first.tolist()], []
+    for _ in range(length - 1):
+        previous = [max(range(vocab), key=lambda u: best[-1][u] + table[u][v]) for v in range(vocab)]
+        best.append([best[-1][u] + table[u][v] for v, u in enumerate(previous)])
+        came.append(previous)
+    return best, came
+
+
+def _argmax(values: list[float]) -> int:
+    return max(range(len(values)), key=values.__getitem__)  # the first largest
+
+
+def most_probable_sequence(first: torch.Tensor, transitions: torch.Tensor, length: int) -> torch.Tensor:
+    """The book's answer: the most probable sequence of ``length`` tokens, by the Viterbi recursion.
+
+    ``δ_1 = first`` and ``δ_t(v) = max_u δ_{t-1}(u) + transitions[u, v]``: two prefixes that end in
+    the same token have the same continuations, so only the better can begin the best sequence. The
+    best last token, then the recorded tokens before each, give it back to front.
+    ``tests/test_checks_decoding.py`` holds it to a search of all ``V^T`` sequences.
+
+    Shapes
+    ------
+    first ``(V,)``, transitions ``(V, V)`` (row: the previous token) -> ``(T,)`` long
+    """
+    best, came = _forward(first, transitions, length)
+    tokens = [_argmax(best[-1])]
+    for previous in reversed(came):
+        tokens.append(previous[tokens[-1]])
+    return torch.tensor(tokens[::-1])
+
+
+def markov_margin(first: torch.Tensor, transitions: torch.Tensor, length: int) -> float:
+    """How far the most probable sequence is ahead of the second most probable, in log-probability.
+
+    The best sequence through token ``v`` at step ``t`` scores ``forward[t][v] + backward[t][v]`` (the
+    best prefix that ends in ``v``, the best continuation from it); every other sequence leaves the
+    best one at some step, so the second best is the largest of these off the best sequence.
+    """
+    forward, _ = _forward(first, transitions, length)
+    table = transitions.tolist()
+    vocab = len(table)
+    backward = [[0.0] * vocab]
+    for _ in range(length - 1):
+        backward.append([max(table[u][v] + backward[-1][v] for v in range(vocab)) for u in range(vocab)])
+    backward.reverse()
+    best = most_probable_sequence(first, transitions, length).tolist()
+    second = max(forward[t][v] + backward[t][v] for t in range(length) for v in range(vocab) if v != best[t])
+    return max(forward[-1]) - second
+
+
+def beam_sequence(first: torch.Tensor, transitions: torch.Tensor, length: int, width: int) -> torch.Tensor:
+    """A slip: beam search of ``width`` prefixes, each step keeping the ``width`` best extensions (a
+    stable sort: ties in the order prefix, then token), every output ``length`` tokens long (no
+    ``<eos>``). Width 1 is greedy search."""
+    start, table = first.tolist(), transitions.tolist()
+    beam = [((), 0.0)]
+    for step in range(length):
+        candidates = [((*prefix, v), score + (start[v] if step == 0 else table[prefix[-1]][v]))
+                      for prefix, score in beam for v in range(len(start))]
+        beam = sorted(candidates, key=lambda candidate: -candidate[1])[:width]
+    return torch.tensor(beam[0][0])
+
+
+def _best_ending_at_each_step(first: torch.Tensor, transitions: torch.Tensor, length: int) -> torch.Tensor:
+    """A slip: at each step the token whose best prefix is the most probable, without tracing back."""
+    best, _ = _forward(first, transitions, length)
+    return torch.tensor([_argmax(values) for values in best])
+
+
+def _max_over_the_next_token(first: torch.Tensor, transitions: torch.Tensor, length: int) -> torch.Tensor:
+    """A slip: the recursion maxed over the wrong axis, ``(best[:, None] + transitions).max(dim=1)``:
+    for each previous token ``u`` the best next token ``v``, then traced back as usual (the flipped
+    answer is a slip too)."""
+    table = transitions.tolist()
+    best, came = first.tolist(), []
+    for _ in range(length - 1):
+        following = [_argmax(row) for row in table]
+        best = [best[u] + table[u][v] for u, v in enumerate(following)]
+        came.append(following)
+    tokens = [_argmax(best)]
+    for previous in reversed(came):
+        tokens.append(previous[tokens[-1]])
+    return torch.tensor(tokens[::-1])
+
+
+def _traced_back_in_forward_order(first: torch.Tensor, transitions: torch.Tensor, length: int) -> torch.Tensor:
+    """A slip: the right back-pointers, followed from step 2's instead of from step T's (no
+    ``reversed``), the tokens then turned front to back (the flipped answer is a slip too)."""
+    best, came = _forward(first, transitions, length)
+    tokens = [_argmax(best[-1])]
+    for previous in came:
+        tokens.append(previous[tokens[-1]])
+    return torch.tensor(tokens[::-1])
+
+
+def _as_given(first: torch.Tensor, transitions: torch.Tensor) -> tuple:
+    return first, transitions
+
+
+def _transposed(first: torch.Tensor, transitions: torch.Tensor) -> tuple:
+    return first, transitions.T
+
+
+def _without_first(first: torch.Tensor, transitions: torch.Tensor) -> tuple:
+    return torch.zeros_like(first), transitions
+
+
+def _beam_of(width):
+    def answer(first, transitions, length):
+        return beam_sequence(first, transitions, length, len(first) if width == "V" else width)
+    return answer
+
+
+_KEEP_ONE_PER_TOKEN = "keep instead, for every token v, the best prefix that ends in v"
+# (the mistake's answer, the model under which an answer as probable as it makes the same mistake,
+# or None when only that answer does, what to say). Sequences with the same first token and the same
+# transitions in another order tie, so a student's beam search or search of a wrong table may return
+# another sequence than the slip's, one exactly as probable: the rules name the mistake by its score.
+_MARKOV_MISTAKES = (
+    (_beam_of(1), _as_given,
+     "you took the most probable token at each step (greedy search); a less probable token can lead to a "
+     f"more probable sequence: {_KEEP_ONE_PER_TOKEN}"),
+    (_beam_of("V"), _as_given,
+     "a beam as wide as the vocabulary (K = V) is not exact: the V best prefixes can all end in the same "
+     "few tokens and crowd out the prefix the best sequence continues. Keep one prefix per last token, "
+     "the best that ends in it, whatever its rank"),
+    *((_beam_of(width), _as_given,
+       f"you kept the {width} best prefixes at each step (beam search with K = {width}), which can prune "
+       f"the prefix the best sequence continues: {_KEEP_ONE_PER_TOKEN}") for width in range(2, 11)),
+    (lambda first, transitions, length: most_probable_sequence(first, transitions.T, length), _transposed,
+     "you read transitions[v, u] as the log-probability of v after u; the row is the previous token: "
+     "log p(y_t = v | y_(t-1) = u) is transitions[u, v]"),
+    (lambda first, transitions, length: most_probable_sequence(torch.zeros_like(first), transitions, length),
+     _without_first, "you left out first: a sequence's log-probability starts with first[y_1]"),
+    (_best_ending_at_each_step, None,
+     "at each step you took the token whose best prefix is the most probable, but the best sequence need "
+     "not pass through those tokens: record, for every token, the token before it on its best prefix, "
+     "and follow those back from the best last token"),
+    (lambda first, transitions, length: most_probable_sequence(first, transitions, length).flip(0), None,
+     "your sequence is backwards: tracing back gives y_T first; reverse it"),
+    *((answer, None,
+       "you took, for each previous token u, the max over the next token v (dim 1); δ_t(v) takes the max "
+       "over the previous token u, for each v (dim 0)")
+      for answer in (_max_over_the_next_token,
+                     lambda first, transitions, length: _max_over_the_next_token(first, transitions, length).flip(0))),
+    *((answer, None,
+       "you followed the back-pointers in the order you recorded them; those of the last step lead from "
+       "y_T to y_(T-1), so follow them from the last step back to the first (reversed)")
+      for answer in (_traced_back_in_forward_order,
+                     lambda first, transitions, length: _traced_back_in_forward_order(first, transitions,
+                                                                                      length).flip(0))),
+)
+_MARKOV_SLIPS = tuple(Slip(answer, message) for answer, _, message in _MARKOV_MISTAKES)
+# every draw of cases tells these apart: greedy search, K = V, the transposed table, no first, the
+# untraced best endings and the reversed sequence (counted from the end: the four before the last four)
+_MARKOV_TELLING = tuple(_MARKOV_MISTAKES[i][0] for i in (0, 1, -8, -7, -6, -5))
+# Two log-probabilities of one model within this are the same number summed in another order.
+_SAME_SCORE = 1e-9
+
+
+def _tells_markov_apart(answer, case) -> bool:
+    return not torch.equal(answer(*case), most_probable_sequence(*case))
+
+
+def _markov_case(generator: torch.Generator, length: int) -> tuple:
+    """One case ``(first, transitions, length)``: rows from flat to peaked, one token that every row
+    favours (so that many prefixes end in it), and about one transition in seven impossible (-inf).
+    Each row keeps its most likely token and each column some token: in the table and in its
+    transpose (a slip) every token has a possible successor, so every search ends on a sequence of
+    probability above 0, and -inf ties never decide."""
+    vocab = int(torch.randint(MARKOV_VOCAB[0], MARKOV_VOCAB[1] + 1, (), generator=generator))
+    sharpness = 0.3 + 3 * torch.rand(vocab, 1, generator=generator, dtype=torch.float64)
+    logits = sharpness * torch.randn(vocab, vocab, generator=generator, dtype=torch.float64)
+    hub = int(torch.randint(vocab, (), generator=generator))
+    logits[:, hub] += 1.5 * float(torch.rand((), generator=generator, dtype=torch.float64))
+    impossible = torch.rand(vocab, vocab, generator=generator) < 0.15
+    impossible[torch.arange(vocab), logits.argmax(dim=1)] = False
+    impossible[torch.randint(vocab, (vocab,), generator=generator), torch.arange(vocab)] = False
+    first = 2 * float(torch.rand((), generator=generator, dtype=torch.float64)) * torch.randn(
+        vocab, generator=generator, dtype=torch.float64)
+    transitions = torch.log_softmax(logits.masked_fill(impossible, -math.inf), dim=1)
+    return torch.log_softmax(first, dim=0), transitions, length
+
+
+def markov_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(first, transitions, length)`` for :data:`check_most_probable_sequence`.
+
+    ``V`` from 2 to 6; the first case has ``T = 1``, the second ``T`` from 30 to 60 (too many sequences
+    to try them all), the others ``T`` from 2 to 6. Every case's best sequence is ahead by
+    ``MARKOV_MARGIN``, and the cases are redrawn until greedy search, a beam of ``K = V``, the
+    transposed table, the missing ``first``, the untraced best endings and the reversed sequence are
+    each wrong on at least one of them.
     """
     cases = []
-    for _ in range(trials):
-        hypotheses = int(torch.randint(1, 5, (), generator=generator))
-        vocab_size = int(torch.randint(2, 9, (), generator=generator))
-        beam_scores = -3 * torch.rand(hypotheses, generator=generator, dtype=torch.float64)
-        logits = 2 * torch.randn(hypotheses, vocab_size, generator=generator, dtype=torch.float64)
-        beam_size = int(torch.randint(1, min(hypotheses * vocab_size, 6) + 1, (), generator=generator))
-        cases.append((beam_scores, torch.log_softmax(logits, dim=-1), beam_size))
+    for trial in range(trials):
+        untold = [a for a in _MARKOV_TELLING if not any(_tells_markov_apart(a, c) for c in cases)]
+        for _ in range(10_000):
+            if trial == 0:
+                length = 1
+            else:
+                low, high = MARKOV_LONG if trial == 1 else MARKOV_SHORT
+                length = int(torch.randint(low, high + 1, (), generator=generator))
+            case = _markov_case(generator, length)
+            if markov_margin(*case) < MARKOV_MARGIN:
+                continue
+            # the last cases must tell apart what the earlier ones have not
+            if len(untold) <= trials - 1 - trial or any(_tells_markov_apart(a, case) for a in untold):
+                break
+        else:
+            raise RuntimeError("could not draw a telling case")
+        cases.append(case)
     return cases
 
 
-def _flat_indices(beam_scores, log_probs, beam_size) -> torch.Tensor:
-    """The kept candidates of :func:`lib.decoding.expand_and_prune` as flat indices parent * V + token."""
-    parents, tokens, _ = expand_and_prune(beam_scores, log_probs, beam_size)
-    return parents * log_probs.shape[1] + tokens  # (beam_size,)
-
-
-def _wrong_order(found: torch.Tensor, expected: torch.Tensor, *case) -> str | None:
-    if torch.equal(found.sort().values, expected.sort().values):
-        return "you kept the right candidates, but list them best first"
+def _markov_rules(found: torch.Tensor, expected: torch.Tensor, first, transitions, length) -> str | None:
+    """Token ids outside 0 .. V - 1; or a sequence exactly as probable as a known mistake's answer
+    under the model that mistake searches (a tie the slips, which compare sequences, miss)."""
+    vocab = len(first)
+    if ((found < 0) | (found >= vocab)).any():
+        return f"your sequence {found.tolist()} has token ids outside 0 .. {vocab - 1}"
+    tokens = found.tolist()
+    for answer, model, message in _MARKOV_MISTAKES:
+        if model is not None:
+            start, table = model(first, transitions)
+            theirs = sequence_log_prob(answer(first, transitions, length).tolist(), start, table)
+            if math.isfinite(theirs) and abs(sequence_log_prob(tokens, start, table) - theirs) <= _SAME_SCORE:
+                return message
     return None
 
 
-def _not_the_best(found: torch.Tensor, expected: torch.Tensor, beam_scores, log_probs, beam_size) -> str:
-    candidates = (beam_scores[:, None] + log_probs).flatten()  # (K * V,)
-    return (f"your indices {found.tolist()} are not the {beam_size} best candidates {expected.tolist()} "
-            f"(scores {[round(v, 4) for v in candidates[expected].tolist()]})")
+def _markov_mismatch(found: torch.Tensor, expected: torch.Tensor, first, transitions, length) -> str:
+    """Both log-probabilities, told apart, and the first position at which the sequences differ."""
+    yours = sequence_log_prob(found.tolist(), first, transitions)
+    right = sequence_log_prob(expected.tolist(), first, transitions)
+    at = int((found != expected).nonzero()[0])
+    shown_yours, shown_right = ("-inf", f"{right:.6g}") if yours == -math.inf else _distinct(yours, right)
+    impossible = " (it takes a token or a transition of probability 0)" if yours == -math.inf else ""
+    return (f"your sequence has log-probability {shown_yours}{impossible}; the most probable has {shown_right} (the "
+            f"two first differ at position {at}, counting from 0)")
 
 
-check_expand_and_prune = Check(
-    "the kept candidates agree with lib.decoding.expand_and_prune on 20 fresh random beams",
-    expand_and_prune_cases, _flat_indices,
-    describe=lambda beam_scores, log_probs, beam_size: (f"beam_scores of shape {tuple(beam_scores.shape)}, "
-                                                        f"log_probs {tuple(log_probs.shape)}, beam_size {beam_size}"),
-    compared_with="lib.decoding.expand_and_prune", layout="(beam_size,)",
-    slips=(
-        Slip(lambda beam_scores, log_probs, beam_size: log_probs.flatten().topk(beam_size).indices,
-             "you ranked the candidates by the new token's log-probability alone; a candidate's score is its "
-             "hypothesis's score plus that log-probability"),
-        Slip(lambda *case: expand_and_prune(*case)[1], "you returned the token ids; return flat indices parent * V "
-                                                      "+ token (the position in the flattened (K, V) table of "
-                                                      "candidates)"),
-    ),
-    shape_hint=lambda shape, *case: ": one flat index per kept candidate",
-    rules=_wrong_order, mismatch=_not_the_best, tolerance=dict(atol=0.0, rtol=0.0), integers=True,
+def _markov_shape_hint(shape: tuple, first, transitions, length) -> str:
+    if shape == ():
+        return ": return the sequence of token ids, not its log-probability"
+    if shape == (length + 1,):
+        return ": first gives y_1, so a sequence of T tokens takes T - 1 transitions"
+    if shape == (length - 1,):
+        return ": return all T tokens, y_1 included"
+    return ""
+
+
+check_most_probable_sequence = Check(
+    "your sequences are the most probable ones on 20 fresh random bigram models, one of them too long to "
+    "try every sequence",
+    markov_cases, most_probable_sequence,
+    describe=lambda first, transitions, length: f"V = {len(first)} tokens and T = {length}",
+    compared_with="the most probable sequence", noun="sequence", layout="(T,)",
+    slips=_MARKOV_SLIPS, rules=_markov_rules, mismatch=_markov_mismatch, shape_hint=_markov_shape_hint,
+    tolerance=dict(atol=0.0, rtol=0.0), integers=True,
 )
 
 

@@ -1,13 +1,12 @@
-"""Checkers for the exercises of chapter 8 (evaluating generated text: BLEU and ROUGE)."""
+"""Checkers for the exercises of chapter 8 (evaluating generated text: BLEU, ROUGE and chrF)."""
 from __future__ import annotations
 
-import math
-from typing import Callable
+from collections import Counter
 
 import torch
 
 from lib.checks.core import Check, Measured, Slip, _distinct
-from lib.metrics import bleu_from_counts, ngram_counts, rouge_n, rouge_n_scores, sentence_bleu
+from lib.metrics import ngram_counts, rouge_n, rouge_n_scores, sentence_bleu
 
 _WORDS = ("the", "cat", "sat", "on", "a", "mat")  # few words, so n-grams repeat and clipping matters
 
@@ -234,57 +233,207 @@ check_rouge_multi = Check(
 )
 
 
-def bleu_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
-    """Fresh inputs ``(matches, totals, hyp_len, ref_len)`` for :data:`check_bleu`.
+# ---- chrF, the character n-gram F-score, as sacreBLEU's CHRF() computes it --------------------
+CHRF_ORDER = 6  # character n-grams of orders 1 to 6
+CHRF_BETA = 2  # chrF2: recall weighs more than precision
+# Words that share many characters, so that near misses ("cats" for "cat") earn partial credit.
+_CHRF_WORDS = ("the", "a", "cat", "cats", "sat", "sits", "sitting", "on", "mat", "mats", "hat", "dog", "dogs")
 
-    Counts of a hypothesis of ``c`` words (``totals = c - n + 1``) with at least
-    one match of every order, so no smoothing is needed; ``r`` is sometimes
-    larger than ``c`` (brevity penalty) and sometimes smaller.
+
+def _char_ngrams(text: str, n: int, spaces: bool = False, within_words: bool = False) -> Counter:
+    """The character n-grams of ``text`` with its spaces deleted, so that they run across word
+    boundaries. Slips: ``spaces=True`` keeps the spaces as characters; ``within_words=True`` takes the
+    n-grams of each word alone."""
+    if within_words:
+        return sum((_char_ngrams(word, n) for word in text.split()), start=Counter())
+    text = text if spaces else "".join(text.split())
+    return Counter(text[i:i + n] for i in range(len(text) - n + 1))
+
+
+def _chrf_counts(hypothesis: str, reference: str, orders: int = CHRF_ORDER, clip: bool = True,
+                 **ngrams) -> list[tuple[int, int, int]]:
+    """Per order n = 1 .. ``orders``: (the hypothesis's n-grams, the reference's, the matches
+    Σ_g min(c_g(hyp), c_g(ref))). ``clip=False`` is the slip of counting every hypothesis n-gram found
+    in the reference as often as the hypothesis has it."""
+    counts = []
+    for n in range(1, orders + 1):
+        hyp, ref = _char_ngrams(hypothesis, n, **ngrams), _char_ngrams(reference, n, **ngrams)
+        matches = sum((hyp & ref).values()) if clip else sum(c for g, c in hyp.items() if g in ref)
+        counts.append((sum(hyp.values()), sum(ref.values()), matches))
+    return counts
+
+
+def _f_beta(precision: float, recall: float, beta: float) -> float:
+    return (1 + beta**2) * precision * recall / (beta**2 * precision + recall) if precision + recall > 0 else 0.0
+
+
+def _chrf_of_counts(counts: list[tuple[int, int, int]], beta: float = CHRF_BETA, combine: str = "means",
+                    every_order: bool = False, matched_only: bool = False) -> float:
+    """chrF from the pooled counts of each order, on sacreBLEU's scale 0-100: the precisions
+    ``matches / hyp`` and recalls ``matches / ref`` of the orders with n-grams on both sides, their
+    means, and F_β of the means. Slips: ``combine="F of each order"`` (the mean of each order's F_β,
+    over those orders) or ``"F of each order, all orders"`` (over every order, 0 for an order without
+    n-grams); ``every_order=True``: the means over every order, an order without n-grams counting 0;
+    ``matched_only=True``: the means over the orders with at least one match only."""
+    kept = [(m / h, m / r) for h, r, m in counts if h > 0 and r > 0 and (m > 0 or not matched_only)]
+    if every_order:
+        kept += [(0.0, 0.0)] * (len(counts) - len(kept))
+    if not kept:
+        return 0.0
+    if combine == "means":
+        precision, recall = (sum(values) / len(kept) for values in zip(*kept))
+        return 100 * _f_beta(precision, recall, beta)
+    scores = [_f_beta(p, r, beta) for p, r in kept]
+    divide = len(counts) if combine == "F of each order, all orders" else len(kept)
+    return 100 * sum(scores) / divide
+
+
+def _chrf(hypotheses, references, pooled: bool = True, scale: float = 1.0, beta: float = CHRF_BETA,
+          combine: str = "means", every_order: bool = False, matched_only: bool = False,
+          **options) -> torch.Tensor:
+    """chrF of a corpus, or one of its slips: ``pooled=False`` averages the sentences' chrF;
+    ``scale=0.01`` gives it in [0, 1]; ``beta``, ``combine``, ``every_order`` and ``matched_only`` go
+    to :func:`_chrf_of_counts`, the other ``options`` to :func:`_chrf_counts`."""
+    counts = [_chrf_counts(h, r, **options) for h, r in zip(hypotheses, references)]
+    if pooled:
+        totals = [tuple(map(sum, zip(*order))) for order in zip(*counts)]
+        score = _chrf_of_counts(totals, beta, combine, every_order, matched_only)
+    else:
+        score = sum(_chrf_of_counts(c, beta, combine, every_order, matched_only) for c in counts) / len(counts)
+    return torch.tensor(scale * score, dtype=torch.float64)
+
+
+def corpus_chrf(hypotheses: list[str], references: list[str]) -> torch.Tensor:
+    """The book's answer: chrF2 of a corpus, one reference per hypothesis, as sacreBLEU's
+    ``CHRF().corpus_score`` computes it by default (``tests/test_checks_metrics.py`` holds it to
+    sacreBLEU on many corpora).
+
+    Each sentence's spaces are deleted; for each order n = 1 .. 6 the counts of the hypothesis's
+    character n-grams, the reference's and their clipped matches are added up over the corpus; the
+    orders with n-grams on both sides give P_n and R_n; chrF = 100 F_β(mean P_n, mean R_n), β = 2.
+    (sacreBLEU leaves out a sentence's hypothesis n-grams of an order its reference lacks; every
+    reference of the cases has at least 6 letters, so that never happens.)
+
+    Shapes
+    ------
+    a 0-dimensional float64 tensor, in [0, 100]
     """
+    return _chrf(hypotheses, references)
+
+
+_CHRF_SLIPS = (
+    Slip(lambda h, r: _chrf(h, r, pooled=False),
+         "you averaged the sentences' chrF; add up each order's counts over all the sentences first, then compute "
+         "one chrF from the totals (as corpus BLEU pools its counts)"),
+    Slip(lambda h, r: _chrf(h, r, beta=1), "that is chrF1 (β = 1); chrF2 has β = 2: 5 chrP chrR / (4 chrP + chrR)"),
+    Slip(lambda h, r: _chrf(h, r, beta=2**0.5),
+         "you used β, not β², in the F-score: chrF2 is (1 + β²) chrP chrR / (β² chrP + chrR) with β = 2, "
+         "5 chrP chrR / (4 chrP + chrR)"),
+    Slip(lambda h, r: _chrf(h, r, beta=0.5),
+         "your F weighs precision more than recall (chrP and chrR swapped, or β = 1/2): chrF2 is "
+         "5 chrP chrR / (4 chrP + chrR)"),
+    Slip(lambda h, r: _chrf(h, r, spaces=True),
+         "you counted the spaces as characters; delete them before taking the n-grams"),
+    Slip(lambda h, r: _chrf(h, r, within_words=True),
+         "your n-grams stop at the spaces; delete the spaces first, so that n-grams run across word boundaries "
+         "(\"a cat\" has the bigram \"ac\")"),
+    Slip(lambda h, r: _chrf(h, r, combine="F of each order"),
+         "you averaged the F of each order; average the precisions and the recalls over the orders, then take "
+         "one F of the two means"),
+    Slip(lambda h, r: _chrf(h, r, combine="F of each order, all orders"),
+         "you averaged the F of each order; average the precisions and the recalls over the orders, then take "
+         "one F of the two means"),
+    Slip(lambda h, r: _chrf(h, r, every_order=True),
+         "you averaged over all six orders; leave out an order in which the hypotheses have no n-gram at all"),
+    Slip(lambda h, r: _chrf(h, r, matched_only=True),
+         "you left out the orders without a match; leave out only an order in which the hypotheses or the "
+         "references have no n-gram at all: an order with n-grams but no match counts, with P_n = R_n = 0"),
+    Slip(lambda h, r: _chrf(h, r, orders=4),
+         "you stopped at 4-grams, as BLEU does; chrF takes character n-grams of orders 1 to 6"),
+    Slip(lambda h, r: _chrf(h, r, clip=False),
+         "you counted every hypothesis n-gram found in the reference as often as the hypothesis has it; clip "
+         "each to min(c(hyp), c(ref))"),
+    Slip(lambda h, r: _chrf(h, r, scale=0.01),
+         "that is chrF in [0, 1]; return it on sacreBLEU's scale, 0 to 100"),
+)
+
+
+def _tells_chrf_apart(answer, case) -> bool:
+    return not torch.allclose(answer(*case), corpus_chrf(*case), atol=1e-6, rtol=0)
+
+
+def _chrf_sentence(generator: torch.Generator, low: int, high: int) -> str:
+    length = int(torch.randint(low, high + 1, (), generator=generator))
+    return " ".join(_CHRF_WORDS[int(i)] for i in torch.randint(len(_CHRF_WORDS), (length,), generator=generator))
+
+
+def _chrf_hypothesis(generator: torch.Generator, reference: str) -> str:
+    """A hypothesis near ``reference``: one or two of its words replaced, dropped or inserted (the
+    replacements drawn from words that share characters), or else an unrelated sentence."""
+    words = reference.split()
+    if float(torch.rand((), generator=generator)) < 0.2:
+        return _chrf_sentence(generator, 1, 6)
+    for _ in range(int(torch.randint(1, 3, (), generator=generator))):
+        edit = int(torch.randint(3, (), generator=generator))
+        at = int(torch.randint(len(words) + (edit == 2), (), generator=generator)) if words or edit == 2 else 0
+        word = _CHRF_WORDS[int(torch.randint(len(_CHRF_WORDS), (), generator=generator))]
+        if edit == 0 and words:
+            words[at] = word
+        elif edit == 1 and words:
+            del words[at]
+        else:
+            words.insert(at, word)
+    return " ".join(words)
+
+
+def _chrf_case(generator: torch.Generator, trial: int) -> tuple[list[str], list[str]]:
+    """``(hypotheses, references)``. References have 2 to 6 words and at least 6 letters. Trial 0 is one
+    sentence; in trial 1 every hypothesis has fewer than 6 letters (fewer orders than 6 have n-grams);
+    trial 2 holds an empty hypothesis; the others have 1 to 4 sentences."""
+    size = 1 if trial == 0 else int(torch.randint(2, 5, (), generator=generator))
+    references = []
+    while len(references) < size:
+        reference = _chrf_sentence(generator, 2, 6)
+        if len(reference.replace(" ", "")) >= CHRF_ORDER:
+            references.append(reference)
+    if trial == 1:
+        short = [w for w in _CHRF_WORDS if len(w) <= 3]
+        hypotheses = [" ".join(short[int(i)] for i in torch.randint(len(short), (int(torch.randint(1, 3, (),
+                      generator=generator)),), generator=generator)) for _ in references]
+        hypotheses = [h if len(h.replace(" ", "")) < CHRF_ORDER else h.split()[0] for h in hypotheses]
+    else:
+        hypotheses = [_chrf_hypothesis(generator, reference) for reference in references]
+    if trial == 2:
+        hypotheses[int(torch.randint(size, (), generator=generator))] = ""
+    return hypotheses, references
+
+
+def chrf_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(hypotheses, references)`` for :data:`check_chrf`: corpora of lowercase words
+    separated by single spaces (see :func:`_chrf_case`), redrawn until each known slip is wrong on at
+    least one of them."""
+    telling = [slip.answer for slip in _CHRF_SLIPS]
     cases = []
-    for _ in range(trials):
-        hyp_len = int(torch.randint(5, 30, (), generator=generator))
-        totals = torch.tensor([hyp_len - n for n in range(4)])
-        matches = torch.stack([torch.randint(1, int(t) + 1, (), generator=generator) for t in totals])
-        ref_len = max(1, hyp_len + int(torch.randint(-4, 8, (), generator=generator)))
-        cases.append((matches, totals, torch.tensor(hyp_len), torch.tensor(ref_len)))
+    for trial in range(trials):
+        untold = [a for a in telling if not any(_tells_chrf_apart(a, c) for c in cases)]
+        for _ in range(10_000):
+            case = _chrf_case(generator, trial)
+            # the last cases must tell apart what the earlier ones have not
+            if len(untold) <= trials - 1 - trial or any(_tells_chrf_apart(a, case) for a in untold):
+                break
+        else:
+            raise RuntimeError("could not draw a telling case")
+        cases.append(case)
     return cases
 
 
-def _bleu_slip(formula: Callable) -> Callable:
-    """A wrong BLEU: ``formula(precisions, c, r, brevity_penalty, geometric_mean)`` of the case's counts."""
-    def answer(matches, totals, hyp_len, ref_len):
-        precisions = (matches / totals).tolist()
-        c, r = int(hyp_len), int(ref_len)
-        geometric = math.exp(sum(math.log(p) for p in precisions) / len(precisions))
-        return torch.tensor(formula(precisions, c, r, 1.0 if c >= r else math.exp(1 - r / c), geometric),
-                            dtype=torch.float64)
-    return answer
-
-
-check_bleu = Check(
-    "BLEU from counts agrees with lib.metrics.bleu_from_counts on 20 fresh random cases",
-    bleu_cases,
-    lambda matches, totals, hyp_len, ref_len: torch.tensor(
-        bleu_from_counts(matches.tolist(), totals.tolist(), int(hyp_len), int(ref_len)).score, dtype=torch.float64),
-    describe=lambda matches, totals, hyp_len, ref_len: (f"matches {matches.tolist()}, totals {totals.tolist()}, "
-                                                        f"c = {int(hyp_len)}, r = {int(ref_len)}"),
-    compared_with="lib.metrics.bleu_from_counts", noun="BLEU",
-    # With c >= r several slips give the right number: a slip must reproduce every case to be named.
-    slips=(
-        Slip(_bleu_slip(lambda p, c, r, bp, g: math.exp(sum(p) / len(p))),
-             "that is note 004's exp((1/N) Σ p_n), which is at least 1; BLEU is BP · exp(Σ w_n log p_n)"),
-        Slip(_bleu_slip(lambda p, c, r, bp, g: bp * math.exp(sum(p) / len(p))),
-             "you average the precisions, not their logarithms: use exp(Σ w_n log p_n)"),
-        Slip(_bleu_slip(lambda p, c, r, bp, g: g), "you left out the brevity penalty BP"),
-        Slip(_bleu_slip(lambda p, c, r, bp, g: math.exp(1 - r / c) * g),
-             "BP is 1 when c >= r; exp(1 - r/c) only when c < r"),
-        Slip(_bleu_slip(lambda p, c, r, bp, g: (1.0 if c >= r else math.exp(1 - c / r)) * g),
-             "the brevity penalty is exp(1 - r/c), not exp(1 - c/r)"),
-        Slip(_bleu_slip(lambda p, c, r, bp, g: bp * sum(p) / len(p)),
-             "BLEU is a geometric mean of the precisions, not an arithmetic one"),
-    ),
-    tolerance=dict(atol=1e-9, rtol=1e-6),
+check_chrf = Check(
+    "chrF2 agrees with sacreBLEU's CHRF() on 20 fresh random corpora",
+    chrf_cases, corpus_chrf,
+    describe=lambda hypotheses, references: f"hypotheses {hypotheses} and references {references}",
+    compared_with="sacreBLEU's CHRF()", noun="chrF", slips=_CHRF_SLIPS,
+    tolerance=dict(atol=1e-9, rtol=1e-9),
+    forbidden=("sacrebleu",),
 )
 
 
