@@ -3,65 +3,140 @@ with a message that says what is wrong."""
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_hopfield_capacity, check_ntm_write, check_projection_weights
+from lib.checks import CHECKS, CheckFailed, check_hopfield_capacity, check_multi_head_write, check_projection_weights
+from lib.checks.memory import multi_write_cases, multi_write_closed_form, multi_write_head_by_head
 
 
 def test_the_checks_are_registered():
-    assert CHECKS["check_ntm_write"] is check_ntm_write
+    assert CHECKS["check_multi_head_write"] is check_multi_head_write
     assert CHECKS["check_projection_weights"] is check_projection_weights
 
 
-# ---- NTM write --------------------------------------------------------------------------
-def write_broadcasting(memory, weights, erase, add):
-    w = weights.unsqueeze(-1)  # (B, N, 1)
-    return memory * (1 - w * erase.unsqueeze(1)) + w * add.unsqueeze(1)
-
-
-def write_einsum(memory, weights, erase, add):
-    erase_matrix = torch.einsum("bn,bd->bnd", weights, erase)  # w_i e for every slot
-    add_matrix = torch.einsum("bn,bd->bnd", weights, add)
-    return memory - memory * erase_matrix + add_matrix
-
-
-def write_loops(memory, weights, erase, add):
-    out = memory.clone()
-    for b in range(memory.shape[0]):
-        for i in range(memory.shape[1]):
-            out[b, i] = memory[b, i] * (1 - weights[b, i] * erase[b]) + weights[b, i] * add[b]
+# ---- the NTM write with several heads ----------------------------------------------------
+def multi_write_loops(memory, weights, erase, add):
+    """Slot by slot and entry by entry in Python floats: the product of the heads' erase factors, then
+    the sum of their adds."""
+    batch, heads, slots = weights.shape
+    out = torch.zeros_like(memory)
+    for b in range(batch):
+        for i in range(slots):
+            for d in range(memory.shape[2]):
+                keep = 1.0
+                for r in range(heads):
+                    keep *= 1 - float(weights[b, r, i]) * float(erase[b, r, d])
+                gain = sum(float(weights[b, r, i]) * float(add[b, r, d]) for r in range(heads))
+                out[b, i, d] = float(memory[b, i, d]) * keep + gain
     return out
 
 
-@pytest.mark.parametrize("answer", [write_broadcasting, write_einsum, write_loops])
-def test_ntm_write_accepts_right_answers_written_differently(answer, capsys):
-    check_ntm_write(answer)
-    assert capsys.readouterr().out == (
-        "✓ the erase-then-add write agrees with lib.memory.ntm.write on 20 fresh random cases\n"
-    )
+def multi_write_two_passes_float32(memory, weights, erase, add):
+    """The paper's words, in float32: erase with every head (last head first: the order is free), then
+    add with every head."""
+    memory, weights, erase, add = (t.float() for t in (memory, weights, erase, add))
+    for r in reversed(range(weights.shape[1])):
+        memory = memory * (1 - weights[:, r, :, None] * erase[:, r, None, :])
+    for r in range(weights.shape[1]):
+        memory = memory + weights[:, r, :, None] * add[:, r, None, :]
+    return memory
 
 
-def w_(weights):
-    return weights.unsqueeze(-1)
+def multi_write_einsum(memory, weights, erase, add):
+    keep = torch.exp(torch.log1p(-torch.einsum("brn,brd->brnd", weights, erase)).sum(1))  # Π_r (1 - w_r e_r)
+    return memory * keep + torch.einsum("brn,brd->bnd", weights, add)
+
+
+def test_the_closed_form_is_the_heads_erasing_then_adding_in_any_order():
+    for memory, weights, erase, add in multi_write_cases(torch.Generator().manual_seed(4)):
+        expected = multi_write_closed_form(memory, weights, erase, add)
+        torch.testing.assert_close(multi_write_head_by_head(memory, weights, erase, add), expected,
+                                   atol=1e-12, rtol=0)
+        order = torch.randperm(weights.shape[1], generator=torch.Generator().manual_seed(5))
+        torch.testing.assert_close(multi_write_head_by_head(memory, weights[:, order], erase[:, order],
+                                                            add[:, order]), expected, atol=1e-12, rtol=0)
+
+
+def test_in_the_first_case_two_heads_replace_one_slot_by_the_sum_of_their_adds():
+    """Both heads put all their weight on one slot with e = 1: the slot is cleared, then holds a_0 + a_1;
+    written head by head it would hold a_1 alone."""
+    memory, weights, erase, add = multi_write_cases(torch.Generator().manual_seed(6))[0]
+    two = (memory, weights[:, :2], erase[:, :2], add[:, :2])
+    slot = weights[:, 0].argmax(-1)
+    written = multi_write_head_by_head(*two)[torch.arange(len(slot)), slot]
+    torch.testing.assert_close(written, add[:, 0] + add[:, 1], atol=1e-12, rtol=0)
+    assert torch.equal(weights[:, 0], weights[:, 1]) and (erase[:, :2] == 1).all()
+
+
+@pytest.mark.parametrize("answer", [multi_write_loops, multi_write_two_passes_float32, multi_write_einsum])
+def test_multi_head_write_accepts_right_answers_written_differently(answer, capsys):
+    check_multi_head_write(answer)
+    assert capsys.readouterr().out.startswith("✓ your multi-head write agrees with Graves et al.'s on 20")
+
+
+def interleaved_heads(memory, weights, erase, add):
+    """One whole NTM write per head, in turn: erase 1, add 1, erase 2, add 2, ..."""
+    for r in range(weights.shape[1]):
+        w = weights[:, r, :, None]
+        memory = memory * (1 - w * erase[:, r, None, :]) + w * add[:, r, None, :]
+    return memory
+
+
+def summed_erase(memory, weights, erase, add):
+    w = weights[..., None]
+    return memory * (1 - (w * erase[:, :, None]).sum(1)) + (w * add[:, :, None]).sum(1)
+
+
+def averaged_adds(memory, weights, erase, add):
+    keep = torch.ones_like(memory)
+    for r in range(weights.shape[1]):
+        keep = keep * (1 - weights[:, r, :, None] * erase[:, r, None, :])
+    return memory * keep + torch.einsum("brn,brd->bnd", weights, add) / weights.shape[1]
+
+
+def first_head_only(memory, weights, erase, add):
+    w = weights[:, 0, :, None]
+    return memory * (1 - w * erase[:, 0, None, :]) + w * add[:, 0, None, :]
+
+
+def adds_before_erasures(memory, weights, erase, add):
+    return multi_write_einsum(memory + torch.einsum("brn,brd->bnd", weights, add), weights, erase,
+                              torch.zeros_like(add))
+
+
+def multi_write_in_place(memory, weights, erase, add):
+    """The right values, but written into ``memory``: the statement says the inputs must not change."""
+    for r in range(weights.shape[1]):
+        memory.mul_(1 - weights[:, r, :, None] * erase[:, r, None, :])
+    memory.add_(torch.einsum("brn,brd->bnd", weights, add))
+    return memory
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (lambda m, w, e, a: (m + w_(w) * a[:, None]) * (1 - w_(w) * e[:, None]), "you added before erasing"),
-        (lambda m, w, e, a: m * (1 - e[:, None]) + w_(w) * a[:, None], "your erase ignores the weights"),
-        (lambda m, w, e, a: m * (1 - w_(w) * e[:, None]), "you erased but did not add"),
-        (lambda m, w, e, a: m + w_(w) * a[:, None], "you added but did not erase"),
-        (lambda m, w, e, a: m * (1 - w_(w) * e[:, None]) + a[:, None], "your add ignores the weights"),
-        (lambda m, w, e, a: m * w_(w) * e[:, None] + w_(w) * a[:, None], r"keeps M_i \(1 - w_i e\)"),
-        (lambda m, w, e, a: write_broadcasting(m, w, e, a) + 0.01, "differs from M ⊙ \\(1 − w eᵀ\\) \\+ w aᵀ"),
-        (lambda m, w, e, a: write_broadcasting(m, w, e, a)[0], "your memory has shape"),
+        (interleaved_heads, r"you wrote head by head, each erasing and then adding: .*the memory depends on the "
+                            r"order of the heads, against Graves et al.'s claims$"),
+        (lambda m, w, e, a: interleaved_heads(m, w.flip(1), e.flip(1), a.flip(1)),
+         r"you wrote head by head.*against Graves et al.'s claims$"),
+        (summed_erase, r"multiply the heads' erase factors"),
+        (lambda m, w, e, a: multi_write_closed_form(m, w, e, a, combine_erase="mean"), "do not average them"),
+        (averaged_adds, "sum the adds, do not average them"),
+        (first_head_only, "the first head only"),
+        (lambda m, w, e, a: first_head_only(m, w.flip(1), e.flip(1), a.flip(1)), "the last head only"),
+        (adds_before_erasures, r'you added before erasing, against Graves et al., who add each add vector '
+                               r'"after the erase step has been performed"$'),
+        (lambda m, w, e, a: torch.stack([first_head_only(m, w[:, r:], e[:, r:], a[:, r:])
+                                         for r in range(w.shape[1])]).mean(0), "you averaged one whole write"),
+        (lambda m, w, e, a: multi_write_einsum(m, w, e, a) + 1, "differs from the paper's write by up to"),
+        (lambda m, w, e, a: m[:, None] * (1 - w[..., None] * e[:, :, None]) + w[..., None] * a[:, :, None],
+         r"has shape \(\d, \d, \d, \d\); expected \(B, N, D\) = .*combine the heads"),
         (lambda m, w, e, a: m * (1 - w * e) + w * a, "your function raised RuntimeError"),
-        (lambda m, w, e, a: write_broadcasting(m, w, e, a).tolist(), "must return a torch.Tensor; it returned list"),
-        (lambda m, w, e, a: m.mul_(1 - w_(w) * e[:, None]).add_(w_(w) * a[:, None]), "changed its argument 1 in place"),
+        (lambda m, w, e, a: multi_write_einsum(m, w, e, a).tolist(), "must return a torch.Tensor; it returned list"),
+        (multi_write_in_place, "changed its argument 1 in place"),
     ],
 )
-def test_ntm_write_rejects_wrong_answers_saying_why(answer, message):
+def test_multi_head_write_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_ntm_write(answer)
+        check_multi_head_write(answer)
 
 
 # ---- the projection rule ----------------------------------------------------------------
@@ -497,39 +572,16 @@ def test_the_solutions_text_counts_below_0138_n_varying_and_sometimes_coming_bac
 
 
 # ---- the fairness table (tests/test_exercise_fairness.py runs it on 20 seeds) ----------------
-def added_before_erasing(memory, weights, erase, add):
-    w = weights[:, :, None]
-    return (memory + w * add[:, None, :]) * (1 - w * erase[:, None, :])
-
-
-def erase_without_weights(memory, weights, erase, add):
-    return memory * (1 - erase[:, None, :]) + weights[:, :, None] * add[:, None, :]
-
-
-def erase_only(memory, weights, erase, add):
-    return memory * (1 - weights[:, :, None] * erase[:, None, :])
-
-
-def add_without_weights(memory, weights, erase, add):
-    return memory * (1 - weights[:, :, None] * erase[:, None, :]) + add[:, None, :]
-
-
-def write_in_place(memory, weights, erase, add):
-    """The right values, but written into ``memory``: the statement says the inputs must not change."""
-    w = weights[:, :, None]
-    memory.mul_(1 - w * erase[:, None, :]).add_(w * add[:, None, :])
-    return memory
-
-
 FAIRNESS = {
-    "check_ntm_write": {
-        "right": [write_loops],
+    "check_multi_head_write": {
+        "right": [multi_write_loops, multi_write_two_passes_float32, multi_write_einsum],
         "wrong": [
-            (added_before_erasing, "you added before erasing"),
-            (erase_without_weights, "your erase ignores the weights"),
-            (erase_only, "you erased but did not add"),
-            (add_without_weights, "your add ignores the weights"),
-            (write_in_place, "changed its argument 1"),
+            (interleaved_heads, "you wrote head by head, each erasing and then adding: .*against Graves et al.'s"),
+            (summed_erase, "multiply the heads' erase factors"),
+            (averaged_adds, "sum the adds, do not average them"),
+            (first_head_only, "you wrote with the first head only"),
+            (adds_before_erasures, 'you added before erasing, against Graves et al., who add each add vector "after'),
+            (multi_write_in_place, "changed its argument 1"),
         ],
     },
     "check_projection_weights": {

@@ -5,12 +5,13 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_bahdanau_context, check_centre_gradient, check_reversal_reach
+from lib.checks import CHECKS, CheckFailed, check_centre_gradient, check_coverage_loss, check_reversal_reach
+from lib.checks.seq2seq import coverage_loss_by_loops, coverage_loss_cases, coverage_loss_with
 
 
 def test_the_checks_are_registered():
     assert CHECKS["check_centre_gradient"] is check_centre_gradient
-    assert CHECKS["check_bahdanau_context"] is check_bahdanau_context
+    assert CHECKS["check_coverage_loss"] is check_coverage_loss
     assert CHECKS["check_reversal_reach"] is check_reversal_reach
 
 
@@ -136,52 +137,173 @@ def test_the_reference_is_the_formula_and_ignores_padding():
         torch.testing.assert_close(check_centre_gradient.reference(scores, lens, centre, window, noisy), expected)
 
 
-# ---- Bahdanau context -----------------------------------------------------------------------
-def context_einsum(query, states, lens, W, U, v):
-    scores = torch.einsum("a,bsa->bs", v, torch.tanh((query @ W.T)[:, None, :] + states @ U.T))
-    scores = scores.masked_fill(torch.arange(states.shape[1]) >= lens[:, None], -math.inf)
-    return torch.einsum("bs,bsd->bd", torch.softmax(scores, -1), states)
+# ---- See et al.'s coverage loss ---------------------------------------------------------------
+def coverage_loss_vectorised(weights, target_lens):
+    """c^t = Σ_{t' < t} a^{t'} as a cumulative sum shifted by one step, min, mask, mean of means."""
+    coverage = torch.cat((torch.zeros_like(weights[:, :1]), weights[:, :-1].cumsum(dim=1)), dim=1)
+    per_step = torch.minimum(weights, coverage).sum(-1)  # (B, T)
+    real = torch.arange(weights.shape[1]) < target_lens[:, None]
+    return ((per_step * real).sum(1) / target_lens).mean()
 
 
-def context_loops(query, states, lens, W, U, v):
-    out = torch.zeros(states.shape[0], states.shape[2], dtype=states.dtype)
-    for b in range(states.shape[0]):
-        n = int(lens[b])
-        e = torch.stack([v @ torch.tanh(W @ query[b] + U @ states[b, s]) for s in range(n)])
-        alpha = torch.exp(e - e.max()) / torch.exp(e - e.max()).sum()
-        out[b] = (alpha[:, None] * states[b, :n]).sum(0)
-    return out
+def coverage_loss_triangular(weights, target_lens):
+    """Another formulation: the coverage as a strictly lower-triangular matrix of ones times the weights,
+    min(a, c) = (a + c - |a - c|) / 2, and each sequence's real steps taken by slicing."""
+    steps = weights.shape[1]
+    before = torch.tril(torch.ones(steps, steps, dtype=weights.dtype), diagonal=-1)  # [t, t'] = 1 for t' < t
+    coverage = before @ weights  # (B, T, S)
+    overlap = ((weights + coverage - (weights - coverage).abs()) / 2).sum(-1)  # (B, T)
+    return torch.stack([overlap[b, : int(n)].mean() for b, n in enumerate(target_lens)]).mean()
 
 
-@pytest.mark.parametrize("answer", [context_einsum, context_loops])
-def test_bahdanau_context_accepts_right_answers_written_differently(answer, capsys):
-    check_bahdanau_context(answer)
-    assert capsys.readouterr().out.startswith("✓ Bahdanau context vectors agree with lib.attention")
+def coverage_loss_running_float32(weights, target_lens):
+    """A running coverage vector updated after each step, in float32, the padded steps masked out."""
+    weights = weights.float()
+    batch, steps, width = weights.shape
+    coverage, totals = torch.zeros(batch, width), torch.zeros(batch)
+    for t in range(steps):
+        real = (t < target_lens).float()  # (B,)
+        totals += real * torch.minimum(weights[:, t], coverage).sum(-1)
+        coverage = coverage + weights[:, t]
+    return (totals / target_lens.float()).mean()
 
 
-def unmasked(query, states, lens, W, U, v):
-    return context_einsum(query, states, torch.full_like(lens, states.shape[1]), W, U, v)
+def coverage_loss_numpy(weights, target_lens):
+    """numpy, sequence by sequence: np.minimum against the running sum of the rows before."""
+    import numpy as np
+
+    losses = []
+    for rows, n in zip(weights.numpy(), target_lens.tolist()):
+        rows = rows[:n]
+        coverage = np.vstack([np.zeros_like(rows[:1]), np.cumsum(rows, axis=0)[:-1]])
+        losses.append(np.minimum(rows, coverage).sum() / n)
+    return torch.tensor(np.mean(losses))
 
 
-def weights_only(query, states, lens, W, U, v):
-    scores = torch.tanh((query @ W.T)[:, None] + states @ U.T) @ v
-    return torch.softmax(scores.masked_fill(torch.arange(states.shape[1]) >= lens[:, None], -math.inf), -1)
+def test_the_loop_is_a_second_formulation_and_a_hand_computed_batch():
+    for seed in range(10):
+        for case in coverage_loss_cases(torch.Generator().manual_seed(seed)):
+            expected = coverage_loss_by_loops(*case)
+            torch.testing.assert_close(coverage_loss_triangular(*case), expected, atol=1e-12, rtol=0)
+            torch.testing.assert_close(coverage_loss_with(*case), expected, atol=1e-12, rtol=0)
+    # sequence 0: a = (1, 0), (0.5, 0.5), (0.5, 0.5): covloss = 0, min(0.5, 1) = 0.5, 0.5 + 0.5 = 1 -> mean 0.5;
+    # sequence 1: one real step (cost 0), then two padded rows that must not count
+    weights = torch.tensor([[[1.0, 0.0], [0.5, 0.5], [0.5, 0.5]],
+                            [[0.0, 1.0], [0.0, 1.0], [0.0, 1.0]]], dtype=torch.float64)
+    assert float(coverage_loss_by_loops(weights, torch.tensor([3, 1]))) == 0.25
+
+
+def test_a_repeated_distribution_costs_1_a_step_and_the_first_step_nothing():
+    """The solution's answer: covloss_t <= Σ_i a_i^t = 1, reached when a step repeats an earlier one;
+    the first case's sequence 0 does so at every step, and its sequence 1 has one step (cost 0)."""
+    for seed in range(20):
+        weights, target_lens = coverage_loss_cases(torch.Generator().manual_seed(seed))[0]
+        steps = weights.shape[1]
+        assert int(target_lens[0]) == steps and int(target_lens[1]) == 1
+        torch.testing.assert_close(coverage_loss_by_loops(weights[:1], target_lens[:1]),
+                                   torch.tensor((steps - 1) / steps, dtype=torch.float64), atol=1e-12, rtol=0)
+        assert float(coverage_loss_by_loops(weights[1:2], target_lens[1:2])) == 0.0
+    for weights, target_lens in coverage_loss_cases(torch.Generator().manual_seed(3)):
+        per_step = coverage_loss_with(weights, torch.full_like(target_lens, weights.shape[1]), divide="none",
+                                      combine="sum")
+        assert per_step <= weights.shape[0] * weights.shape[1]  # at most 1 per step
+        assert (target_lens < weights.shape[1]).any() and (target_lens == weights.shape[1]).any()
+
+
+@pytest.mark.parametrize("answer", [coverage_loss_vectorised, coverage_loss_triangular,
+                                    coverage_loss_running_float32, coverage_loss_numpy])
+def test_coverage_loss_accepts_right_answers_written_differently(answer, capsys):
+    check_coverage_loss(answer)
+    assert capsys.readouterr().out.startswith("✓ your coverage loss agrees with a step-by-step loop")
+
+
+def coverage_through_this_step(weights, target_lens):
+    """c^t = Σ_{t' <= t} a^{t'}: the cumulative sum without the shift."""
+    per_step = torch.minimum(weights, weights.cumsum(dim=1)).sum(-1)
+    real = torch.arange(weights.shape[1]) < target_lens[:, None]
+    return ((per_step * real).sum(1) / target_lens).mean()
+
+
+def coverage_with_max(weights, target_lens):
+    coverage = torch.cat((torch.zeros_like(weights[:, :1]), weights[:, :-1].cumsum(dim=1)), dim=1)
+    per_step = torch.maximum(weights, coverage).sum(-1)
+    real = torch.arange(weights.shape[1]) < target_lens[:, None]
+    return ((per_step * real).sum(1) / target_lens).mean()
+
+
+def coverage_with_product(weights, target_lens):
+    """Σ_i a_i^t c_i^t instead of the minimum, sequence by sequence."""
+    return torch.stack([sum(weights[b, t] @ weights[b, :t].sum(0) for t in range(int(n))) / int(n)
+                        for b, n in enumerate(target_lens)]).mean()
+
+
+def coverage_ignoring_target_lens(weights, target_lens):
+    """Every step of the padded batch, averaged over T: the padded steps counted."""
+    coverage = torch.cat((torch.zeros_like(weights[:, :1]), weights[:, :-1].cumsum(dim=1)), dim=1)
+    return torch.minimum(weights, coverage).sum(-1).mean()
+
+
+def coverage_divided_by_padded_length(weights, target_lens):
+    """The padded steps left out of the sum, but each sequence divided by T."""
+    coverage = torch.cat((torch.zeros_like(weights[:, :1]), weights[:, :-1].cumsum(dim=1)), dim=1)
+    per_step = torch.minimum(weights, coverage).sum(-1)
+    real = torch.arange(weights.shape[1]) < target_lens[:, None]
+    return (per_step * real).sum(1).mean() / weights.shape[1]
+
+
+def coverage_summed(weights, target_lens):
+    """Σ over the sequences of Σ over their real steps: no averaging at all."""
+    return sum(coverage_loss_by_loops(weights[b : b + 1], target_lens[b : b + 1]) * int(n)
+               for b, n in enumerate(target_lens))
+
+
+def coverage_one_padded_step_counted(weights, target_lens):
+    """The off-by-one mask t <= T_b, in a loop over the sequences: step T_b + 1, the first padded one, counted too."""
+    losses = []
+    for b, n in enumerate(target_lens.tolist()):
+        rows = weights[b, : n + 1]  # one row too many (n + 1 > T only when the sequence is full)
+        coverage = torch.cat((torch.zeros_like(rows[:1]), rows[:-1].cumsum(dim=0)))
+        losses.append(torch.minimum(rows, coverage).sum() / n)
+    return torch.stack(losses).mean()
+
+
+def coverage_pooled_over_tokens(weights, target_lens):
+    """One mean over every real step of the batch (a token-level mean)."""
+    coverage = torch.cat((torch.zeros_like(weights[:, :1]), weights[:, :-1].cumsum(dim=1)), dim=1)
+    per_step = torch.minimum(weights, coverage).sum(-1)
+    real = torch.arange(weights.shape[1]) < target_lens[:, None]
+    return per_step[real].mean()
+
+
+WRONG_COVERAGE_LOSSES = [
+    (coverage_through_this_step, r"c\^t sums the steps before t only"),
+    (coverage_with_max, "not the maximum"),
+    (coverage_ignoring_target_lens, r"only the first target_lens\[b\] steps of sequence b are real"),
+    (coverage_divided_by_padded_length, r"by its own number of steps, target_lens\[b\], not by the padded length T"),
+    (coverage_summed, "that is the sum of covloss_t over every real step of the batch"),
+    (coverage_pooled_over_tokens, "one mean over all the real steps of the batch gives long sequences more weight"),
+    (coverage_one_padded_step_counted, r"you counted one padded step: .*arange\(T\) < target_lens\[b\], not <="),
+]
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (unmasked, "padded positions s > len must get weight 0|differs from"),
-        (weights_only, "you returned the weights"),
-        (lambda q, h, l, W, U, v: h.sum(1) / l[:, None], "the plain average of the states"),
-        (lambda q, h, l, W, U, v: q @ W.T @ U, "RuntimeError|has shape|differs from"),
-        (lambda q, h, l, W, U, v: context_einsum(q, h, l, W, U, v) + 0.1, "differs from Σ_s α_s h̄_s"),
-        (lambda q, h, l, W, U, v: torch.tanh(q @ W.T) @ U, r"has shape|differs from"),
+        *WRONG_COVERAGE_LOSSES,
+        (lambda w, n: coverage_loss_with(w, n, coverage="previous"), "not only those of step t - 1"),
+        (coverage_with_product, "not the product"),
+        (lambda w, n: coverage_loss_with(w, n, steps="all"), "you counted the padded steps"),
+        (lambda w, n: coverage_loss_with(w, n, divide="none"), "divide each sequence's sum of covloss_t by its"),
+        (lambda w, n: coverage_loss_with(w, n, combine="sum"), "do not sum them"),
+        (lambda w, n: torch.stack([coverage_loss_by_loops(w[b : b + 1], n[b : b + 1]) for b in range(len(n))]),
+         "that is one loss per sequence"),
+        (lambda w, n: coverage_loss_vectorised(w, n) + 1, "your loss is .*; expected"),
+        (lambda w, n: float(coverage_loss_vectorised(w, n)), "must return a torch.Tensor; it returned float"),
     ],
 )
-def test_bahdanau_context_rejects_wrong_answers_saying_why(answer, message):
+def test_coverage_loss_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_bahdanau_context(answer)
+        check_coverage_loss(answer)
 
 
 # ---- which reversal steps local-m's window reaches -----------------------------------------
@@ -239,17 +361,6 @@ def test_reversal_reach_rejects_wrong_answers_saying_why(answer, message):
 
 # ---- FAIRNESS (tests/test_exercise_fairness.py): an independent right answer per checker, written
 # from the exercise's statement by another method than the book's, and the most plausible wrong ones.
-def context_weights_reversed(query, states, lens, W, U, v):
-    """α_s paired with the state at the mirrored position."""
-    scores = torch.einsum("a,bsa->bs", v, torch.tanh((query @ W.T)[:, None, :] + states @ U.T))
-    alpha = torch.softmax(scores.masked_fill(torch.arange(states.shape[1]) >= lens[:, None], -math.inf), -1)
-    return torch.einsum("bs,bsd->bd", alpha, states.flip(1))
-
-
-def plain_average(query, states, lens, W, U, v):
-    return states.sum(1) / lens[:, None]
-
-
 def reach_of_copying(n, window):
     return torch.ones(n, dtype=torch.long)
 
@@ -271,14 +382,9 @@ FAIRNESS = {
         "right": [centre_gradient_loops, centre_gradient_by_differences],
         "wrong": WRONG_CENTRE_GRADIENTS,
     },
-    "check_bahdanau_context": {
-        "right": [context_loops],
-        "wrong": [
-            (unmasked, "padded positions s > len must get weight 0"),
-            (weights_only, r"you returned the weights \(B, S\)"),
-            (plain_average, "that is the plain average of the states"),
-            (context_weights_reversed, "weight h̄_s with α_s of the same position"),
-        ],
+    "check_coverage_loss": {
+        "right": [coverage_loss_triangular, coverage_loss_running_float32, coverage_loss_numpy],
+        "wrong": WRONG_COVERAGE_LOSSES,
     },
     "check_reversal_reach": {
         "right": [reach_loops, reach_from_local_weights],

@@ -14,53 +14,119 @@ def _distinct_sizes(generator: torch.Generator, count: int) -> list[int]:
     return [int(n) for n in torch.randperm(6, generator=generator)[:count] + 2]
 
 
-def ntm_write_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
-    """Fresh inputs ``(memory, weights, erase, add)`` for :data:`check_ntm_write`.
+def multi_write_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(memory, weights, erase, add)`` for :data:`check_multi_head_write`.
 
-    ``B``, ``N`` and ``D`` are three different sizes. Weights are softmax
-    distributions over the slots (one-hot in the first case, with ``erase = 1``,
-    where the write must replace the slot by ``add`` exactly); erase entries are
-    in ``[0, 1]``.
+    ``memory`` is ``(B, N, D)``, ``weights`` ``(B, R, N)`` (each head's a softmax over the slots),
+    ``erase`` ``(B, R, D)`` in ``[0, 1]`` and ``add`` ``(B, R, D)``, float64, with ``B``, ``R``, ``N``
+    and ``D`` four different sizes from 2 to 7. In the first case heads 0 and 1 both write to one
+    slot with all their weight and ``erase = 1``: written head by head, head 1 would wipe out what
+    head 0 added, where the paper's order keeps both adds.
     """
     cases = []
     for trial in range(trials):
-        batch, slots, size = _distinct_sizes(generator, 3)
+        batch, heads, slots, size = _distinct_sizes(generator, 4)
         memory = torch.randn(batch, slots, size, generator=generator, dtype=torch.float64)
-        weights = torch.softmax(2 * torch.randn(batch, slots, generator=generator, dtype=torch.float64), -1)
-        erase = torch.rand(batch, size, generator=generator, dtype=torch.float64)
-        add = torch.randn(batch, size, generator=generator, dtype=torch.float64)
+        weights = torch.softmax(2 * torch.randn(batch, heads, slots, generator=generator, dtype=torch.float64), -1)
+        erase = torch.rand(batch, heads, size, generator=generator, dtype=torch.float64)
+        add = torch.randn(batch, heads, size, generator=generator, dtype=torch.float64)
         if trial == 0:
-            weights = torch.nn.functional.one_hot(torch.randint(0, slots, (batch,), generator=generator), slots)
-            weights, erase = weights.to(torch.float64), torch.ones_like(erase)
+            slot = torch.randint(0, slots, (batch,), generator=generator)
+            weights[:, :2] = torch.nn.functional.one_hot(slot, slots).to(torch.float64)[:, None]
+            erase[:, :2] = 1.0
         cases.append((memory, weights, erase, add))
     return cases
 
 
-def _written(slip: Callable) -> Callable:
-    """A wrong write, computed by ``slip(M, w, e, a)`` from the case with the slot and size axes broadcast."""
+def multi_write_head_by_head(memory, weights, erase, add) -> torch.Tensor:
+    """The multi-head write with :func:`lib.memory.ntm.write`: every head's erase (``a = 0``), then every
+    head's add (``e = 0``), one head at a time, the only order in which both of Graves et al.'s claims
+    of order-independence hold.
+
+    Shapes
+    ------
+    memory ``(B, N, D)``, weights ``(B, R, N)``, erase and add ``(B, R, D)`` -> ``(B, N, D)``
+    """
+    heads = range(weights.shape[1])
+    for r in heads:
+        memory = write(memory, weights[:, r], erase[:, r], torch.zeros_like(add[:, r]))
+    for r in heads:
+        memory = write(memory, weights[:, r], torch.zeros_like(erase[:, r]), add[:, r])
+    return memory
+
+
+def multi_write_closed_form(memory, weights, erase, add, combine_erase="product", combine_add="sum",
+                            adds_first=False) -> torch.Tensor:
+    """``M ⊙ Π_r (1 - w_r e_rᵀ) + Σ_r w_r a_rᵀ``; the keywords give the known wrong answers: the erase
+    factors combined as ``"sum"`` (``1 - Σ_r w_r e_r``) or ``"mean"``, the adds as ``"mean"``, and the
+    adds made before the erasures (``adds_first=True``)."""
+    w = weights[..., None]  # (B, R, N, 1)
+    erased = w * erase[:, :, None, :]  # (B, R, N, D): w_r(i) e_r
+    keep = {"product": (1 - erased).prod(dim=1), "sum": 1 - erased.sum(dim=1),
+            "mean": 1 - erased.mean(dim=1)}[combine_erase]  # (B, N, D)
+    added = w * add[:, :, None, :]  # (B, R, N, D)
+    added = added.sum(dim=1) if combine_add == "sum" else added.mean(dim=1)
+    return (memory + added) * keep if adds_first else memory * keep + added
+
+
+def _interleaved(order: int = 1):
+    """A slip: one whole write per head (erase, then add), the heads taken in ``order`` (1: first to
+    last, -1: last to first)."""
     def answer(memory, weights, erase, add):
-        return slip(memory, weights[:, :, None], erase[:, None, :], add[:, None, :])  # (B, N, 1), (B, 1, D) twice
+        for r in list(range(weights.shape[1]))[::order]:
+            memory = write(memory, weights[:, r], erase[:, r], add[:, r])
+        return memory
     return answer
 
 
-check_ntm_write = Check(
-    "the erase-then-add write agrees with lib.memory.ntm.write on 20 fresh random cases",
-    ntm_write_cases, write,
+def _one_head(r: int):
+    """A slip: the write of head ``r`` alone."""
+    return lambda memory, weights, erase, add: write(memory, weights[:, r], erase[:, r], add[:, r])
+
+
+def _mean_of_single_writes(memory, weights, erase, add):
+    """A slip: each head's whole write applied to the old memory, and the results averaged."""
+    return torch.stack([write(memory, weights[:, r], erase[:, r], add[:, r])
+                        for r in range(weights.shape[1])]).mean(dim=0)
+
+
+def _multi_write_shape_hint(shape, memory, weights, *rest) -> str:
+    batch, heads, slots = weights.shape
+    if tuple(shape) == (batch, heads, slots, memory.shape[2]):
+        return ": combine the heads into one new memory"
+    return ": w_r needs a size axis (B, R, N, 1), e_r and a_r a slot axis (B, R, 1, D)"
+
+
+_HEAD_BY_HEAD = ("you wrote head by head, each erasing and then adding: a later head's erase then removes part of "
+                 "what an earlier head added, and the memory depends on the order of the heads, against Graves "
+                 "et al.'s claims")
+
+check_multi_head_write = Check(
+    "your multi-head write agrees with Graves et al.'s on 20 fresh random cases",
+    multi_write_cases, multi_write_head_by_head,
     describe=lambda memory, weights, erase, add: (f"memory {tuple(memory.shape)}, weights {tuple(weights.shape)}, "
                                                   f"erase/add {tuple(erase.shape)}"),
-    compared_with="M ⊙ (1 − w eᵀ) + w aᵀ", noun="memory", layout="(B, N, D)",
+    compared_with="the paper's write", noun="memory", layout="(B, N, D)",
     slips=(
-        Slip(_written(lambda m, w, e, a: (m + w * a) * (1 - w * e)), "you added before erasing: erase first, then add"),
-        Slip(_written(lambda m, w, e, a: m * (1 - e) + w * a),
-             "your erase ignores the weights: slot i must lose w_i e, not e"),
-        Slip(_written(lambda m, w, e, a: m * (1 - w * e)), "you erased but did not add w_i a"),
-        Slip(_written(lambda m, w, e, a: m + w * a), "you added but did not erase: multiply by (1 - w_i e) first"),
-        Slip(_written(lambda m, w, e, a: m * (1 - w * e) + a),
-             "your add ignores the weights: slot i gains w_i a, not a"),
-        Slip(_written(lambda m, w, e, a: m * w * e + w * a),
-             "a slot keeps M_i (1 - w_i e) of its content, not M_i w_i e"),
+        Slip(_interleaved(1), _HEAD_BY_HEAD),
+        Slip(_interleaved(-1), _HEAD_BY_HEAD),
+        Slip(lambda *case: multi_write_closed_form(*case, combine_erase="sum"),
+             "multiply the heads' erase factors: slot i keeps M_i ⊙ Π_r (1 - w_r(i) e_r), not "
+             "M_i ⊙ (1 - Σ_r w_r(i) e_r)"),
+        Slip(lambda *case: multi_write_closed_form(*case, combine_erase="mean"),
+             "each head erases its own share: multiply the factors (1 - w_r(i) e_r), do not average them"),
+        Slip(lambda *case: multi_write_closed_form(*case, combine_add="mean"),
+             "every head adds its own w_r(i) a_r: sum the adds, do not average them"),
+        Slip(lambda *case: multi_write_closed_form(*case, adds_first=True),
+             "you added before erasing, against Graves et al., who add each add vector \"after the erase "
+             "step has been performed\""),
+        Slip(_mean_of_single_writes,
+             "you averaged one whole write per head, each from the old memory: the heads' erasures "
+             "multiply and their adds sum"),
+        Slip(_one_head(0), "you wrote with the first head only: every head r erases and adds"),
+        Slip(_one_head(-1), "you wrote with the last head only: every head r erases and adds"),
     ),
-    shape_hint=lambda shape, *case: ": w needs a slot axis (B, N, 1), e and a a slot axis (B, 1, D)",
+    shape_hint=_multi_write_shape_hint,
     tolerance=dict(atol=1e-8, rtol=0.0),
 )
 

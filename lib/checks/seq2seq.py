@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from lib.attention import AdditiveScore, attention, masked_softmax
+from lib.attention import masked_softmax
 from lib.checks.core import Check, Slip
 from lib.seq2seq import local_weights
 
@@ -129,66 +129,144 @@ check_centre_gradient = Check(
 )
 
 
-def bahdanau_context_cases(generator: torch.Generator, trials: int = 15) -> list[tuple]:
-    """Fresh inputs ``(query, states, lens, W, U, v)`` for :data:`check_bahdanau_context`.
+# ---------------------------------------------------------------------------
+# See et al.'s coverage loss over a padded batch of attention weights.
+# ---------------------------------------------------------------------------
 
-    ``query`` is the previous decoder state ``(B, Dq)``, ``states`` the encoder
-    states ``(B, S, De)``; ``W (A, Dq)``, ``U (A, De)`` and ``v (A,)`` are the
-    additive score's parameters. The sizes ``Dq``, ``De``, ``A`` and ``S``
-    differ, so a product over the wrong axis fails loudly.
+
+def coverage_loss_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(weights, target_lens)`` for :data:`check_coverage_loss`.
+
+    ``weights`` is ``(B, T, S)`` in float64: every row ``weights[b, t]`` is a softmax over the first
+    ``source_len[b]`` positions (drawn from 1 to ``S``) with weight exactly 0 on the padded ones, the
+    rows of padded target steps included (a batched decoder runs every step). ``target_lens`` is
+    ``(B,)`` with ``1 <= target_lens[b] <= T``; every case has one sequence of the full length ``T``
+    and one shorter, so that counting the padded steps, or dividing by ``T``, always shows. In the
+    first case sequence 0 attends the same way at every step (each step after the first costs 1)
+    and sequence 1 has one step only (it costs 0).
     """
     cases = []
-    for _ in range(trials):
-        query_dim, state_dim, hidden, width = (int(n) for n in torch.randperm(6, generator=generator)[:4] + 2)
-        batch = int(torch.randint(1, 4, (), generator=generator))
-        query = torch.randn(batch, query_dim, generator=generator, dtype=torch.float64)
-        states = torch.randn(batch, width, state_dim, generator=generator, dtype=torch.float64)
-        lens = torch.randint(1, width + 1, (batch,), generator=generator)
-        W = torch.randn(hidden, query_dim, generator=generator, dtype=torch.float64)
-        U = torch.randn(hidden, state_dim, generator=generator, dtype=torch.float64)
-        v = torch.randn(hidden, generator=generator, dtype=torch.float64)
-        cases.append((query, states, lens, W, U, v))
+    for trial in range(trials):
+        batch = int(torch.randint(2, 5, (), generator=generator))
+        steps = int(torch.randint(3, 8, (), generator=generator))
+        width = int(torch.randint(2, 8, (), generator=generator))
+        source_lens = torch.randint(1, width + 1, (batch,), generator=generator)
+        scores = 2 * torch.randn(batch, steps, width, generator=generator, dtype=torch.float64)
+        padding = torch.arange(width) >= source_lens[:, None, None]  # (B, 1, S)
+        weights = torch.softmax(scores.masked_fill(padding, float("-inf")), dim=-1)  # (B, T, S)
+        target_lens = torch.randint(1, steps, (batch,), generator=generator)  # shorter than T
+        target_lens[torch.randint(0, batch, (), generator=generator)] = steps  # one of the full length
+        if trial == 0:
+            weights[0] = weights[0, :1].clone()  # the same distribution at every step
+            target_lens[0], target_lens[1] = steps, 1
+        cases.append((weights, target_lens))
     return cases
 
 
-def _bahdanau_reference(query, states, lens, W, U, v) -> tuple[torch.Tensor, torch.Tensor]:
-    """Context and weights from :class:`lib.attention.AdditiveScore` loaded with ``W``, ``U``, ``v``."""
-    score = AdditiveScore(W.shape[1], U.shape[1], W.shape[0]).to(W.dtype)
-    with torch.no_grad():
-        score.query_proj.weight.copy_(W)
-        score.key_proj.weight.copy_(U)
-        score.score_proj.weight.copy_(v[None])
-        context, weights = attention(query[:, None], states, states, score, lens)  # (B, 1, De), (B, 1, S)
-    return context[:, 0], weights[:, 0]
+def coverage_loss_by_loops(weights: torch.Tensor, target_lens: torch.Tensor) -> torch.Tensor:
+    """See et al.'s coverage loss, step by step in Python floats: ``c^t = Σ_{t' < t} a^{t'}`` (``0`` at
+    the first step), ``covloss_t = Σ_i min(a_i^t, c_i^t)``, averaged over each sequence's own steps and
+    then over the batch.
+
+    Shapes
+    ------
+    weights ``(B, T, S)``, target_lens ``(B,)`` -> ``()``
+    """
+    batch, _, width = weights.shape
+    per_sequence = []
+    for b in range(batch):
+        coverage, total = [0.0] * width, 0.0
+        for t in range(int(target_lens[b])):
+            row = [float(x) for x in weights[b, t]]
+            total += sum(min(a, c) for a, c in zip(row, coverage))
+            coverage = [c + a for a, c in zip(row, coverage)]
+        per_sequence.append(total / int(target_lens[b]))
+    return torch.tensor(sum(per_sequence) / batch, dtype=torch.float64)
 
 
-def _unmasked_context(query, states, lens, W, U, v) -> torch.Tensor:
-    scores = torch.tanh((query @ W.T)[:, None] + states @ U.T) @ v  # (B, S)
-    return torch.einsum("bs,bsd->bd", torch.softmax(scores, -1), states)
+def coverage_loss_with(weights, target_lens, coverage="before", overlap="min", steps="real", divide="own",
+                       combine="mean of means") -> torch.Tensor:
+    """The coverage loss, vectorised, with the known wrong answers switched on by the keywords:
+    ``coverage`` "before" (the right ``Σ_{t' < t}``), "through" (``Σ_{t' <= t}``: step ``t`` itself
+    included) or "previous" (``a^{t-1}`` alone); ``overlap`` "min", "max" or "product"; ``steps`` "real",
+    "one more" (the first padded step counted too: the mask ``arange(T) <= target_lens``) or "all" (every
+    padded step counted too); ``divide`` each sequence's sum by its "own" length, by
+    "T", or not at all ("none"); ``combine`` the sequences by "mean of means" or "sum", or pool every
+    real step of the batch ("pooled": one mean over all of them)."""
+    batch, length, _ = weights.shape
+    before = torch.cat((torch.zeros_like(weights[:, :1]), weights[:, :-1]), dim=1)  # a^{t-1}, 0 at t = 1
+    cover = {"before": before.cumsum(dim=1), "through": weights.cumsum(dim=1), "previous": before}[coverage]
+    per_step = {"min": torch.minimum(weights, cover), "max": torch.maximum(weights, cover),
+                "product": weights * cover}[overlap].sum(dim=-1)  # (B, T): covloss_t
+    counted = torch.arange(length) < target_lens[:, None]  # (B, T): the real steps
+    if steps == "one more":  # the off-by-one mask arange(T) <= target_lens: one padded step counted
+        counted = torch.arange(length) <= target_lens[:, None]
+    if steps == "all":
+        counted = torch.ones_like(counted)
+    totals = (per_step * counted).sum(dim=1)  # (B,)
+    if combine == "pooled":
+        return totals.sum() / counted.sum()
+    lengths = {"own": target_lens, "T": torch.full((batch,), length),
+               "none": torch.ones(batch)}[divide].to(weights.dtype)
+    per_sequence = totals / lengths
+    return per_sequence.mean() if combine == "mean of means" else per_sequence.sum()
 
 
-def _weights_reversed(query, states, lens, W, U, v) -> torch.Tensor:
-    _, weights = _bahdanau_reference(query, states, lens, W, U, v)  # (B, S)
-    return torch.einsum("bs,bsd->bd", weights, states.flip(1))
+def _coverage(**options):
+    return lambda *case: coverage_loss_with(*case, **options)
 
 
-check_bahdanau_context = Check(
-    "Bahdanau context vectors agree with lib.attention on 15 fresh random cases",
-    bahdanau_context_cases, lambda *case: _bahdanau_reference(*case)[0],
-    describe=lambda query, states, lens, W, U, v: (f"query {tuple(query.shape)}, states {tuple(states.shape)}, "
-                                                   f"lens {lens.tolist()}, W {tuple(W.shape)}, U {tuple(U.shape)}"),
-    compared_with="Σ_s α_s h̄_s with α = softmax(v^T tanh(W h_(t-1) + U h̄_s))", noun="context", layout="(B, De)",
+def _coverage_shape_hint(shape, weights, target_lens) -> str:
+    batch, length, width = weights.shape
+    return {
+        (batch,): ": that is one loss per sequence; average them over the batch",
+        (batch, length): ": that is covloss_t for every step; average each sequence's real steps, then the batch",
+        (length,): ": average each sequence over its own steps first, then over the batch",
+        (batch, length, width): ": sum min(a_i^t, c_i^t) over the source positions i",
+    }.get(tuple(shape), "")
+
+
+check_coverage_loss = Check(
+    "your coverage loss agrees with a step-by-step loop over See et al.'s formula on 20 fresh padded "
+    "batches",
+    coverage_loss_cases, coverage_loss_by_loops,
+    describe=lambda weights, target_lens: (f"weights of shape {tuple(weights.shape)} and target_lens "
+                                           f"{target_lens.tolist()}"),
+    compared_with="the loop's", noun="loss", layout="",
     slips=(
-        Slip(_unmasked_context, "padded positions s > len must get weight 0: mask them before the softmax"),
-        Slip(_weights_reversed, "weight h̄_s with α_s of the same position"),
-        Slip(lambda query, states, lens, *weights: states.sum(1) / lens[:, None],
-             "that is the plain average of the states; the weights come from the scores v^T tanh(W h_(t-1) + U h̄_s)"),
+        Slip(_coverage(coverage="through"),
+             "c^t sums the steps before t only: with step t's own weights in it, min(a_i^t, c_i^t) = a_i^t "
+             "and every step costs 1"),
+        Slip(_coverage(coverage="previous"),
+             "c^t sums the weights of every step before t, not only those of step t - 1"),
+        Slip(_coverage(overlap="max"), "take the minimum of a_i^t and c_i^t, not the maximum"),
+        Slip(_coverage(overlap="product"),
+             "See et al. charge min(a_i^t, c_i^t), not the product a_i^t c_i^t"),
+        Slip(_coverage(steps="all", divide="T"),
+             "only the first target_lens[b] steps of sequence b are real: leave the padded steps out of the "
+             "sum and divide by target_lens[b], not by T"),
+        Slip(_coverage(steps="one more"),
+             "you counted one padded step: sequence b's real steps are rows 0 to target_lens[b] - 1, so the "
+             "mask is arange(T) < target_lens[b], not <="),
+        Slip(_coverage(steps="all"),
+             "you counted the padded steps: sum covloss_t over the first target_lens[b] steps of sequence b "
+             "only, then divide by target_lens[b]"),
+        Slip(_coverage(divide="T"),
+             "divide each sequence's sum by its own number of steps, target_lens[b], not by the padded "
+             "length T"),
+        Slip(_coverage(combine="pooled"),
+             "average each sequence over its own steps first, then the B sequences: one mean over all the "
+             "real steps of the batch gives long sequences more weight"),
+        Slip(_coverage(divide="none"),
+             "divide each sequence's sum of covloss_t by its number of steps, target_lens[b], before "
+             "averaging over the batch"),
+        Slip(_coverage(combine="sum"), "average the sequences' losses over the batch: do not sum them"),
+        Slip(_coverage(divide="none", combine="sum"),
+             "that is the sum of covloss_t over every real step of the batch: average each sequence over its "
+             "own steps, then over the batch"),
     ),
-    shape_hint=lambda shape, query, states, *rest: (
-        ": you returned the weights (B, S); return the context c_t = Σ_s α_s h̄_s"
-        if shape == tuple(states.shape[:2]) else ""),
-    error_hint=". Check the shapes: W h_(t-1) is (B, A), U h̄_s is (B, S, A); add them with a new axis for S",
-    tolerance=dict(atol=1e-6, rtol=0.0),
+    shape_hint=_coverage_shape_hint,
+    tolerance=dict(atol=1e-8, rtol=1e-8),
 )
 
 
