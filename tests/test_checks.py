@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, Check, CheckFailed, check_masked_softmax, check_scaled_dot_product_attention
+from lib.checks import CHECKS, Check, CheckFailed, check_attention_backward, check_masked_softmax_backward
 from lib.checks.core import Slip, compare_tensors
 
 
@@ -27,113 +27,139 @@ def test_one_checker_imports_only_its_own_module():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom lib.checks import check_expand_and_prune\n"
+    code = ("import sys\nfrom lib.checks import check_nucleus_distribution\n"
             "print(sorted(m for m in sys.modules if m.startswith('lib.checks.')))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "['lib.checks.core', 'lib.checks.decoding']"
 
 
 def test_every_check_is_registered_under_its_name():
-    assert CHECKS["check_masked_softmax"] is check_masked_softmax
-    assert CHECKS["check_scaled_dot_product_attention"] is check_scaled_dot_product_attention
+    assert CHECKS["check_masked_softmax_backward"] is check_masked_softmax_backward
+    assert CHECKS["check_attention_backward"] is check_attention_backward
     assert all(name.startswith("check_") and isinstance(check, Check) for name, check in CHECKS.items())
     import lib.checks
 
     assert all(getattr(lib.checks, name) is check for name, check in CHECKS.items())
 
 
-# ---- masked softmax -----------------------------------------------------------------------
-def masked_softmax_vectorised(scores, valid_lens):
-    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]  # (B, 1, K) against (B, Q, K)
-    weights = torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1)
-    return torch.nan_to_num(weights, nan=0.0)
+# ---- the backward pass of the masked softmax ----------------------------------------------
+def softmax_backward_vectorised(scores, valid_lens, grad_weights):
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]  # (B, 1, S) against (B, T, S)
+    weights = torch.nan_to_num(torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1), nan=0.0)
+    jacobian = torch.diag_embed(weights) - weights[..., :, None] * weights[..., None, :]  # (B, T, S, S)
+    return (jacobian @ grad_weights[..., None])[..., 0]
 
 
-def masked_softmax_loops(scores, valid_lens):
+def softmax_backward_loops(scores, valid_lens, grad_weights):
     out = torch.zeros_like(scores)
     for b in range(scores.shape[0]):
         n = int(valid_lens[b])
-        for q in range(scores.shape[1]):
+        for t in range(scores.shape[1]):
             if n:
-                row = [math.exp(float(s)) for s in scores[b, q, :n]]
-                for k, e in enumerate(row):
-                    out[b, q, k] = e / sum(row)
+                exps = [math.exp(float(s)) for s in scores[b, t, :n]]
+                alpha = [e / sum(exps) for e in exps]
+                mean = sum(float(g) * a for g, a in zip(grad_weights[b, t, :n], alpha))
+                for i, a in enumerate(alpha):
+                    out[b, t, i] = a * (float(grad_weights[b, t, i]) - mean)
     return out
 
 
-@pytest.mark.parametrize("answer", [masked_softmax_vectorised, masked_softmax_loops])
-def test_masked_softmax_accepts_right_answers_written_differently(answer, capsys):
-    check_masked_softmax(answer)
+@pytest.mark.parametrize("answer", [softmax_backward_vectorised, softmax_backward_loops])
+def test_softmax_backward_accepts_right_answers_written_differently(answer, capsys):
+    check_masked_softmax_backward(answer)
     assert capsys.readouterr().out == (
-        "✓ masked softmax agrees with lib.attention.masked_softmax on 20 fresh random cases\n"
+        "✓ your ∂ℓ/∂scores agrees with autograd through lib.attention.masked_softmax on 20 fresh\n"
+        "  random cases\n"
     )
 
 
+def alpha_times_g(scores, valid_lens, grad_weights):
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    return torch.softmax(scores.masked_fill(~keep, -1e30), -1) * keep * grad_weights
+
+
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (lambda s, v: torch.softmax(s, -1), "weights at key positions >= "),
-        (lambda s, v: torch.softmax(s.masked_fill(torch.arange(s.shape[-1]) >= v[:, None, None], -math.inf), -1),
-         "contain NaN"),
-        (lambda s, v: masked_softmax_vectorised(s, v) * 0.9, "sum to 0.9000; expected 1"),
-        (lambda s, v: masked_softmax_vectorised(s / 2, v), "not the softmax of the scores"),
-        (lambda s, v: masked_softmax_vectorised(s, v)[0], "your weights have shape"),
-        (lambda s, v: masked_softmax_vectorised(s, v).numpy(), "must return a torch.Tensor; it returned ndarray"),
-        (lambda s, v: 1 / 0, "raised ZeroDivisionError: division by zero"),
+        (alpha_times_g, "you returned α ⊙ g"),
+        (lambda s, v, g: softmax_backward_vectorised(s, v, g) + 0.01 * (torch.arange(s.shape[-1]) >= v[:, None, None]),
+         "gradient at key positions >= "),
+        (lambda s, v, g: softmax_backward_vectorised(s, v, g).masked_fill(v[:, None, None] == 0, math.nan),
+         "contains NaN"),
+        (lambda s, v, g: softmax_backward_vectorised(s, v, g) * 0.9, "differs from autograd's by up to"),
+        (lambda s, v, g: softmax_backward_vectorised(s, v, g)[0], "your gradient has shape"),
+        (lambda s, v, g: softmax_backward_vectorised(s, v, g).numpy(),
+         "must return a torch.Tensor; it returned ndarray"),
+        (lambda s, v, g: 1 / 0, "raised ZeroDivisionError: division by zero"),
     ],
 )
-def test_masked_softmax_rejects_wrong_answers_saying_why(answer, message):
+def test_softmax_backward_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_masked_softmax(answer)
+        check_masked_softmax_backward(answer)
 
 
 def test_a_stub_is_told_to_write_its_body():
-    def stub(scores, valid_lens):
+    def stub(scores, valid_lens, grad_weights):
         raise NotImplementedError("hint")
 
     with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
-        check_masked_softmax(stub)
+        check_masked_softmax_backward(stub)
     with pytest.raises(CheckFailed, match="expected a function; found int"):
-        check_masked_softmax(3)
+        check_masked_softmax_backward(3)
 
 
-# ---- scaled dot-product attention ---------------------------------------------------------
-def sdpa_matmul(q, k, v):
-    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+# ---- the backward pass of scaled dot-product attention -----------------------------------------
+def attention_backward_matmul(q, k, v, grad_out):
+    scale = 1 / math.sqrt(q.shape[-1])
+    weights = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)
+    grad_weights = grad_out @ v.transpose(-2, -1)
+    grad_scores = weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True)) * scale
+    return torch.cat([grad_scores @ k, grad_scores.transpose(-2, -1) @ q, weights.transpose(-2, -1) @ grad_out], -2)
 
 
-def sdpa_einsum(q, k, v):
-    scores = torch.einsum("...td,...sd->...ts", q, k) / q.shape[-1] ** 0.5
-    return torch.einsum("...ts,...sv->...tv", scores.softmax(-1), v)
+def attention_backward_einsum(q, k, v, grad_out):
+    weights = torch.einsum("...td,...sd->...ts", q, k).div(q.shape[-1] ** 0.5).softmax(-1)
+    grad_weights = torch.einsum("...td,...sd->...ts", grad_out, v)
+    row_sums = torch.einsum("...ts,...ts->...t", grad_weights, weights)[..., None]
+    grad_scores = weights * (grad_weights - row_sums) / q.shape[-1] ** 0.5
+    return torch.cat([torch.einsum("...ts,...sd->...td", grad_scores, k),
+                      torch.einsum("...ts,...td->...sd", grad_scores, q),
+                      torch.einsum("...ts,...td->...sd", weights, grad_out)], dim=-2)
 
 
-@pytest.mark.parametrize("answer", [sdpa_matmul, sdpa_einsum])
-def test_sdpa_accepts_right_answers_written_differently(answer, capsys):
-    check_scaled_dot_product_attention(answer)
-    assert capsys.readouterr().out.startswith("✓ softmax(q kᵀ / √d) v agrees")
+@pytest.mark.parametrize("answer", [attention_backward_matmul, attention_backward_einsum])
+def test_attention_backward_accepts_right_answers_written_differently(answer, capsys):
+    check_attention_backward(answer)
+    assert capsys.readouterr().out.startswith("✓ your dq, dk and dv agree with autograd")
+
+
+def unscaled_backward(q, k, v, grad_out):
+    weights = torch.softmax(q @ k.transpose(-2, -1), -1)
+    grad_weights = grad_out @ v.transpose(-2, -1)
+    grad_scores = weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True))
+    return torch.cat([grad_scores @ k, grad_scores.transpose(-2, -1) @ q, weights.transpose(-2, -1) @ grad_out], -2)
 
 
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
-        (lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -1) @ v, "did not divide the scores by √d"),
-        (lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], -1) @ v, "divided the scores by d"),
-        (lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -2) @ v,
-         "softmax runs over the queries"),
-        (lambda q, k, v: torch.softmax(q @ k / q.shape[-1] ** 0.5, -1) @ v, "q @ k does not fit"),
-        (lambda q, k, v: sdpa_matmul(q, k, v) + 0.01, "differs from softmax"),
+        (unscaled_backward, "you left out the 1/√d"),
+        (lambda q, k, v, g: attention_backward_matmul(q, k, v, g).flip(-2),
+         "your dq, dk and dv differ from autograd's"),
+        (lambda q, k, v, g: torch.softmax(q @ k / q.shape[-1] ** 0.5, -1) @ v, "Check each product's shapes"),
+        (lambda q, k, v, g: attention_backward_matmul(q, k, v, g) + 0.01, "differ from autograd's: by up to"),
     ],
 )
-def test_sdpa_rejects_wrong_answers_saying_why(answer, message):
+def test_attention_backward_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
-        check_scaled_dot_product_attention(answer)
+        check_attention_backward(answer)
 
 
 def test_judging_is_separate_from_running_the_student_code():
     # What the grader does: cases drawn and judged here, outputs produced elsewhere.
-    check = CHECKS["check_masked_softmax"]
+    check = CHECKS["check_masked_softmax_backward"]
     cases = check.make_cases(torch.Generator().manual_seed(0))
-    check.judge(cases, [masked_softmax_loops(*args) for args in cases])
+    check.judge(cases, [softmax_backward_loops(*args) for args in cases])
     with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
         check.judge(cases, ["NotImplementedError: write it"] * len(cases))
     with pytest.raises(ValueError):  # one result per case, no fewer
@@ -180,16 +206,25 @@ def test_of_slips_that_fit_every_case_the_closest_is_named():
 
 def test_a_function_that_changes_its_input_in_place_fails_every_checker():
     """The check cell passes copies, so without this test a write into an argument went unseen."""
-    from lib.checks import check_masked_softmax
+    from lib.checks import check_masked_softmax_backward
 
-    def masked_softmax_in_place(scores, valid_lens):
+    def backward_into_the_scores(scores, valid_lens, grad_weights):
         keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
-        return torch.softmax(scores.masked_fill_(~keep, -1e30), -1) * keep
+        weights = torch.softmax(scores.masked_fill_(~keep, -1e30), -1) * keep
+        return weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True))
 
-    def masked_softmax(scores, valid_lens):
+    def backward_into_the_gradient(scores, valid_lens, grad_weights):
         keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
-        return torch.softmax(scores.masked_fill(~keep, -1e30), -1) * keep
+        weights = torch.softmax(scores.masked_fill(~keep, -1e30), -1) * keep
+        return weights * grad_weights.sub_((grad_weights * weights).sum(-1, keepdim=True))
 
-    check_masked_softmax(masked_softmax)
+    def backward(scores, valid_lens, grad_weights):
+        keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+        weights = torch.softmax(scores.masked_fill(~keep, -1e30), -1) * keep
+        return weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True))
+
+    check_masked_softmax_backward(backward)
     with pytest.raises(CheckFailed, match="changed its argument 1 in place for .*leave the inputs"):
-        check_masked_softmax(masked_softmax_in_place)
+        check_masked_softmax_backward(backward_into_the_scores)
+    with pytest.raises(CheckFailed, match="changed its argument 3 in place for .*leave the inputs"):
+        check_masked_softmax_backward(backward_into_the_gradient)

@@ -7,6 +7,17 @@ import torch
 
 from lib.checks import CHECKS, CheckFailed
 from lib.checks.core import _outcome, tolerance_for
+from test_checks_attention import (
+    attention_backward_float32, attention_backward_unscaled, softmax_backward_float32,
+    softmax_backward_nan_on_empty_rows, softmax_backward_of_the_whole_row,
+)
+from test_checks_decoding import greedy_decoding, viterbi_in_float32
+from test_checks_gating import lstmp_by_slices_float32
+from test_checks_metrics import chrf_mean_of_sentences
+from test_checks_transformer import decode_float32, padded_step_float32
+from test_checks_word2vec import (
+    pairs_closed_form_float32, pairs_without_ends, sgns_optimum_float32, sgns_pmi_without_shift,
+)
 
 SEEDS = range(100)
 
@@ -25,43 +36,33 @@ def verdicts(check_name, answer, seeds=SEEDS):
     return found
 
 
-def ce_without_max_shift(logits, targets):
+def ce_grad_without_max_shift(logits, targets):
     probs = logits.exp() / logits.exp().sum(dim=1, keepdim=True)
-    return -probs[torch.arange(len(targets)), targets].log().mean()
+    return (probs - torch.eye(logits.shape[1], dtype=logits.dtype)[targets]) / len(targets)
 
 
-def ce_float32(logits, targets):
+def ce_grad_float32(logits, targets):
     logits = logits.float()
-    return -torch.log_softmax(logits, -1)[torch.arange(len(targets)), targets].mean()
+    return (torch.softmax(logits, -1) - torch.eye(logits.shape[1])[targets]) / len(targets)
 
 
-def softmax_without_mask(scores, valid_lens):
-    return torch.softmax(scores, -1)
-
-
-def softmax_nan_on_empty_rows(scores, valid_lens):
-    return torch.softmax(scores.masked_fill(torch.arange(scores.shape[-1]) >= valid_lens[:, None, None], -math.inf), -1)
-
-
-def softmax_float32(scores, valid_lens):
-    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
-    weights = torch.softmax(scores.float().masked_fill(~keep, -math.inf), -1)
-    return torch.nan_to_num(weights, nan=0.0)
-
-
-def rnn_float32(x, h0, weight_ih, weight_hh, bias_ih, bias_hh):
+def rnn_last_state_float32(x, lengths, h0, weight_ih, weight_hh, bias_ih, bias_hh):
     x, h, weight_ih, weight_hh, bias_ih, bias_hh = (t.float() for t in (x, h0, weight_ih, weight_hh, bias_ih, bias_hh))
-    outputs = []
     for t in range(x.shape[1]):
-        h = torch.tanh(x[:, t] @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh)
-        outputs.append(h)
-    return torch.stack(outputs, dim=1)
+        h_next = torch.tanh(x[:, t] @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh)
+        h = torch.where((t < lengths)[:, None], h_next, h)
+    return h
 
 
 @pytest.mark.parametrize(("check_name", "mistake", "message"), [
-    ("check_cross_entropy", ce_without_max_shift, "subtract each row's maximum"),
-    ("check_masked_softmax", softmax_without_mask, "weights at key positions"),
-    ("check_masked_softmax", softmax_nan_on_empty_rows, "contain NaN"),
+    ("check_cross_entropy_grad", ce_grad_without_max_shift, "subtract each row's maximum"),
+    ("check_masked_softmax_backward", softmax_backward_of_the_whole_row, "the softmax of the whole row"),
+    ("check_masked_softmax_backward", softmax_backward_nan_on_empty_rows, "contains NaN"),
+    ("check_attention_backward", attention_backward_unscaled, "you left out the 1/√d"),
+    ("check_sgns_optimum", sgns_pmi_without_shift, "you left the shift out"),
+    ("check_expected_pairs", pairs_without_ends, "a window never crosses the ends of its sentence"),
+    ("check_most_probable_sequence", greedy_decoding, "(greedy search)"),
+    ("check_chrf", chrf_mean_of_sentences, "you averaged the sentences' chrF"),
 ])
 def test_a_classic_mistake_fails_on_every_seed(check_name, mistake, message):
     found = verdicts(check_name, mistake)
@@ -71,9 +72,16 @@ def test_a_classic_mistake_fails_on_every_seed(check_name, mistake, message):
 
 
 @pytest.mark.parametrize(("check_name", "answer", "seeds"), [
-    ("check_rnn_forward", rnn_float32, SEEDS),  # failed 27 seeds of 300 before the dtype policy
-    ("check_cross_entropy", ce_float32, range(20)),
-    ("check_masked_softmax", softmax_float32, range(20)),
+    ("check_rnn_last_state", rnn_last_state_float32, SEEDS),
+    ("check_lstmp_layer", lstmp_by_slices_float32, SEEDS),
+    ("check_cross_entropy_grad", ce_grad_float32, range(20)),
+    ("check_masked_softmax_backward", softmax_backward_float32, range(20)),
+    ("check_attention_backward", attention_backward_float32, range(20)),
+    ("check_position_decoding", decode_float32, SEEDS),
+    ("check_padded_cached_step", padded_step_float32, SEEDS),
+    ("check_sgns_optimum", sgns_optimum_float32, SEEDS),
+    ("check_expected_pairs", pairs_closed_form_float32, SEEDS),
+    ("check_most_probable_sequence", viterbi_in_float32, SEEDS),
 ])
 def test_a_right_answer_in_float32_passes_on_every_seed(check_name, answer, seeds):
     failed = {seed: text for seed, text in zip(seeds, verdicts(check_name, answer, seeds)) if text}

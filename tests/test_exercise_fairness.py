@@ -7,9 +7,9 @@ quantity, the literal reading of the statement) and the three or more most plaus
 each with a pattern its failure message must match:
 
     FAIRNESS = {
-        "check_ntm_write": {
-            "right": [write_loops],
-            "wrong": [(added_before_erasing, "you added before erasing"), ...],
+        "check_multi_head_write": {
+            "right": [multi_write_loops],
+            "wrong": [(interleaved_heads, "you wrote head by head"), ...],
         },
     }
 

@@ -18,12 +18,13 @@ from lib.exercises import coding_exercises
 from lib.grading.scan import review_flags
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
-SDPA = CHECKS["check_scaled_dot_product_attention"].forbidden
-LAYER_NORM = CHECKS["check_layer_norm"].forbidden
-RNN = CHECKS["check_rnn_forward"].forbidden
-LSTM = CHECKS["check_lstm_step"].forbidden
+SDPA = CHECKS["check_attention_backward"].forbidden
+LAYER_NORM = ("torch.autograd", "torch.func", ".backward", "torch.nn.functional.layer_norm", "torch.nn.LayerNorm",
+              "torch.layer_norm")  # an exercise that forbids torch's layer norm (none does now)
+RNN = CHECKS["check_rnn_last_state"].forbidden
+LSTM = CHECKS["check_lstmp_layer"].forbidden
 GRU = CHECKS["check_gru_jacobian"].forbidden
-CROSS_ENTROPY = CHECKS["check_cross_entropy"].forbidden
+CROSS_ENTROPY = CHECKS["check_cross_entropy_grad"].forbidden
 GELU_GRAD = CHECKS["check_gelu_grad"].forbidden
 F = "import torch\nimport torch.nn.functional as F\n"
 MODULE_VALUE = "uses the module torch.nn.functional as a value"
@@ -148,6 +149,36 @@ EVASIONS = {
     "autograd-keyword": (
         "import torch\nx = torch.zeros(3, requires_grad=True)\n",
         GELU_GRAD, "uses torch.autograd through requires_grad"),
+    # ... softmin and log-sum-exp under other names, which ex-act-ce-grad's statement forbids
+    "softmin-module": (
+        "import torch\ndef f(logits, targets):\n    return torch.nn.Softmin(dim=1)(-logits)\n",
+        CROSS_ENTROPY, "uses torch.nn.Softmin, which the exercise forbids"),
+    "softmin-from-import": (
+        "from torch.nn import Softmin\ndef f(logits, targets):\n    return Softmin(1)(-logits)\n",
+        CROSS_ENTROPY, "uses torch.nn.Softmin, which the exercise forbids"),
+    "softmin-module-internals": (
+        "import torch\nsoftmin = torch.nn.modules.activation.Softmin(1)\n",
+        CROSS_ENTROPY, "uses torch.nn.Softmin under another name (torch.nn.modules.activation.Softmin)"),
+    "logaddexp-fold": (
+        "import functools, torch\ndef f(logits, targets):\n"
+        "    return functools.reduce(torch.logaddexp, logits.unbind(1))\n",
+        CROSS_ENTROPY, "uses torch.logaddexp, which the exercise forbids"),
+    "logaddexp2": (
+        "import torch\ndef f(a, b):\n    return torch.logaddexp2(a, b)\n",
+        CROSS_ENTROPY, "uses torch.logaddexp2, a variant of torch.logaddexp"),
+    "logaddexp-method": (
+        "def f(logits, targets):\n    return logits[:, 0].logaddexp(logits[:, 1])\n",
+        CROSS_ENTROPY, "uses logaddexp, which the exercise forbids"),
+    "logcumsumexp-last-column": (
+        "import torch\ndef f(logits, targets):\n    return torch.logcumsumexp(logits, 1)[:, -1:]\n",
+        CROSS_ENTROPY, "uses torch.logcumsumexp, which the exercise forbids"),
+    "logcumsumexp-method": (
+        "def f(logits, targets):\n    return logits.logcumsumexp(1)[:, -1:]\n",
+        CROSS_ENTROPY, "uses logcumsumexp, which the exercise forbids"),
+    "categorical-probs": (
+        "from torch.distributions import Categorical\ndef f(logits, targets):\n"
+        "    return Categorical(logits=logits).probs\n",
+        CROSS_ENTROPY, "uses torch.distributions, which the exercise forbids"),
     # 4. import-by-name helpers, code runners and Python's internals
     "pkgutil-resolve-name": (
         "import pkgutil\n"
@@ -486,6 +517,12 @@ HONEST = {
         "import torch\nclass Config:\n    if torch.cuda.is_available():\n        eps = 1e-6\n"
         "    else:\n        eps = 1e-5\n    dtype = torch.float32\n",
         LAYER_NORM),
+    "softmax-by-exp-and-max": (  # every row shifted by its own maximum, exponentiated, normalised
+        "import torch\ndef f(logits, targets):\n"
+        "    exps = (logits - logits.max(dim=1, keepdim=True).values).exp()\n"
+        "    one_hot = torch.zeros_like(exps)\n    one_hot[torch.arange(len(targets)), targets] = 1.0\n"
+        "    return (exps / exps.sum(dim=1, keepdim=True) - one_hot) / len(targets)\n",
+        CROSS_ENTROPY),
     "walrus-in-a-condition": (
         "import torch\ndef f(xs):\n    if (n := len(xs)) > 0:\n        return torch.stack(xs).sum(0) / n\n",
         SDPA),

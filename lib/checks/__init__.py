@@ -29,18 +29,18 @@ from lib.checks.core import Check, CheckFailed, Slip, fresh_generator
 # rather than read from the files, which would make every chapter's run depend on every checker
 # module (tests/test_checks.py holds this table to what the modules define).
 CHECKERS_BY_MODULE = {
-    "activations": ("check_cross_entropy", "check_gelu_grad", "check_relu_init"),
+    "activations": ("check_cross_entropy_grad", "check_gelu_grad", "check_relu_init"),
     "optim": ("check_momentum_lr_limit", "check_radam_path"),
-    "rnn": ("check_bptt_terms", "check_gradient_reach", "check_lstm_step", "check_rnn_forward"),
-    "gating": ("check_forget_bias", "check_gru_jacobian"),
-    "word2vec": ("check_keep_probabilities", "check_negative_sampling_loss"),
-    "lm": ("check_add_delta", "check_best_baseline", "check_nce_loss"),
-    "decoding": ("check_expand_and_prune", "check_nucleus_distribution", "check_perplexity_temperature"),
-    "metrics": ("check_bleu", "check_negation_bleu", "check_rouge_multi"),
-    "attention": ("check_masked_softmax", "check_scaled_dot_product_attention", "check_sharpening_scale"),
-    "seq2seq": ("check_bahdanau_context", "check_centre_gradient", "check_reversal_reach"),
-    "transformer": ("check_cached_attention_step", "check_layer_norm", "check_positional_encoding"),
-    "memory": ("check_hopfield_capacity", "check_ntm_write", "check_projection_weights"),
+    "rnn": ("check_bptt_terms", "check_gradient_reach", "check_rnn_last_state"),
+    "gating": ("check_forget_bias", "check_gru_jacobian", "check_lstmp_layer"),
+    "word2vec": ("check_expected_pairs", "check_sgns_optimum"),
+    "lm": ("check_best_baseline", "check_good_turing", "check_nce_normaliser"),
+    "decoding": ("check_most_probable_sequence", "check_nucleus_distribution", "check_perplexity_temperature"),
+    "metrics": ("check_chrf", "check_negation_bleu", "check_rouge_multi"),
+    "attention": ("check_attention_backward", "check_masked_softmax_backward", "check_sharpening_scale"),
+    "seq2seq": ("check_centre_gradient", "check_coverage_loss", "check_reversal_reach"),
+    "transformer": ("check_combined_statistics", "check_padded_cached_step", "check_position_decoding"),
+    "memory": ("check_hopfield_capacity", "check_multi_head_write", "check_projection_weights"),
 }
 _MODULE_OF = {name: module for module, names in CHECKERS_BY_MODULE.items() for name in names}
 
