@@ -253,6 +253,9 @@ def _combined(counts, means, m2s, weigh_means=True, weigh_between=True, between=
 
 
 def _chunk_rules(found, expected, counts, means, m2s) -> str | None:
+    if found.dtype != torch.float64:
+        return (f"your result is {str(found.dtype).removeprefix('torch.')}: on rows with a mean of about 10⁴ "
+                "and a spread of about 1 the variance needs float64's digits; work in float64")
     mean_ok = torch.allclose(found[:, 0], expected[:, 0], rtol=1e-9, atol=1e-9)
     error = float((found[:, 1] - expected[:, 1]).abs().max())
     if mean_ok and error < 1e-5:
@@ -280,19 +283,17 @@ check_combined_statistics = Check(
     slips=(
         Slip(lambda *case: _combined(*case, between=False),
              "your variance is the chunks' M2s summed (the weighted mean of the chunk variances): it leaves "
-             "out how far the chunk means lie from the row's mean; add Σ_k n_k (mean_k - μ)² to the M2s"),
+             "out how far the chunk means lie from the row's mean, which is part of the row's spread too"),
         Slip(lambda counts, means, m2s: torch.stack(
                  [_combined(counts, means, m2s)[:, 0], (m2s / counts).mean(-1)], -1),
-             "your variance is the plain mean of the chunk variances: weigh each chunk by its count, and add "
-             "the spread of the chunk means, Σ_k n_k (mean_k - μ)²"),
+             "your variance is the plain mean of the chunk variances: chunks of different sizes count by their "
+             "entries, and the spread of the chunk means about the row's mean belongs to the row's variance"),
         Slip(lambda *case: _combined(*case, weigh_means=False),
-             "you averaged the chunk means without weights: chunks of different sizes count by their entries, "
-             "μ = Σ_k n_k mean_k / n"),
+             "you averaged the chunk means without weights: chunks of different sizes count by their entries"),
         Slip(lambda *case: _combined(*case, divisor=1),
              "you divided the combined M2 by n - 1: layer norm's variance is the biased one, M2 / n"),
         Slip(lambda *case: _combined(*case, weigh_between=False),
-             "the spread of the chunk means weighs each chunk by its count, Σ_k n_k (mean_k - μ)²; you left "
-             "out n_k"),
+             "in the spread of the chunk means each chunk counts by its entries; you left out n_k"),
         Slip(lambda *case: _fold(*case, lambda n_a, n_b, n: 1.0),
              "merging chunks a and b adds δ² n_a n_b / (n_a + n_b) to M2, δ = mean_b - mean_a; you added δ² "
              "without that factor"),
