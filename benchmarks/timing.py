@@ -7,18 +7,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional
 
-__all__ = ["Timing", "Record", "effort", "time_calls", "compare", "measured", "percentile"]
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q``-th percentile (0-100) with linear interpolation, as numpy's default."""
-    if not values:
-        raise ValueError("percentile of an empty list")
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+__all__ = ["Timing", "Record", "effort", "time_calls", "compare", "measured"]
 
 
 @dataclass

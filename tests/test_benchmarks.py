@@ -7,20 +7,13 @@ Benchmarks page renders.
 
 import json
 
-import numpy as np
 import pytest
 
 from benchmarks import __main__ as cli
 from benchmarks.report import DEFAULT_RESULTS, load, missed_goals, ratio_figure, table
-from benchmarks.timing import compare, measured, percentile
+from benchmarks.timing import compare, measured
 
 LIBRARY_GROUPS = ["attention", "recurrent", "optimisers", "bleu", "rouge", "beam_search", "word2vec"]
-
-
-@pytest.mark.parametrize("q", [0, 5, 50, 95, 100])
-def test_percentile_matches_numpy(q):
-    values = [3.0, 1.0, 4.0, 1.5, 9.0, 2.6]
-    assert percentile(values, q) == pytest.approx(np.percentile(values, q))
 
 
 def test_compare_puts_the_slower_side_above_one():

@@ -389,7 +389,7 @@ def test_the_build_ships_every_frame_a_page_names_and_no_other(server):
 
 
 def test_the_plots_are_palette_images(server):
-    """``_ext/book_assets.py`` stores every plot with a palette (a chapter page stays under 3 MB)."""
+    """``_ext/palette_images.py`` stores every plot with a palette (a chapter page stays under 3 MB)."""
     from PIL import Image
 
     plots = sorted((BUILD / "_images").glob("*.png"))

@@ -2,7 +2,7 @@
 
 Every explorer is a numbered figure ("Fig. 9.2") whose caption is its visual's
 ``caption`` and whose anchor is :func:`lib.widgets.core.figure_label`
-(``_ext/book_assets.py`` wraps it), and its frame has alt text. At a phone's and a
+(``_ext/explorers.py`` wraps it), and its frame has alt text. At a phone's and a
 desktop's width, the smallest text of every frame is at least
 :data:`lib.widgets.core.MIN_TEXT_PX` CSS pixels (9 pt) tall as displayed: a frame
 states the dpi it was drawn at and the smallest font size it draws

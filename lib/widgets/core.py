@@ -23,7 +23,7 @@ widget view). nbval does not compare images, so the preview cannot make it flaky
 
 Which one is shown depends on the environment variable ``BOOK_WIDGETS``
 (``"static"`` or ``"live"``, default live). The book's Sphinx extension
-(``_ext/book_assets.py``) sets it to ``"static"`` before notebooks execute, so a
+(``_ext/explorers.py``) sets it to ``"static"`` before notebooks execute, so a
 live notebook never pays for frames it does not show.
 
 The player's HTML contract (browser tests rely on it): a ``div.book-explorer``
@@ -717,7 +717,7 @@ def externalise_frames(page: str, frames_dir: Path, url_prefix: str) -> str:
     Each distinct frame is written once, as ``frames_dir/<content hash>.webp``, and
     the player's data lists ``url_prefix + name`` instead of the inline picture, so a
     page carries its first frames only and the browser fetches another frame when a
-    control reaches it. The built book calls this on every page (``_ext/book_assets.py``).
+    control reaches it. The built book calls this on every page (``_ext/explorers.py``).
 
     Parameters
     ----------

@@ -1,0 +1,93 @@
+"""Sphinx extension for the book: kernel-free explorers (``lib.widgets``), each a numbered figure.
+
+* Sets ``BOOK_WIDGETS=static`` before any notebook the build executes itself (one missing
+  from the execution cache; ``tools/chapter_runs.py`` sets it for the runs it makes), so every explorer
+  (``lib.widgets``) pre-renders its frames into an HTML player that works without a
+  kernel. Notebooks run by Jupyter or nbval keep the default, live ipywidgets.
+* After the build, moves the players' frames out of the pages into
+  ``_static/explorer-frames/`` (``lib.widgets.core.externalise_frames``): a page
+  carries each player's first frame, the browser fetches the others on demand.
+* Numbers the explorers like the other figures: a transform wraps each explorer's
+  output in a figure whose caption and label (``fig-explorer-lstm-gate``, for ``{numref}``)
+  are the ``caption`` and :func:`~lib.widgets.core.figure_label` of its visual, found by
+  the title its output names (the static player's and a live output's ``text/plain``
+  alike). An output that names no visual of ``lib.widgets`` is a warning (the build
+  fails); a visual without a caption shows its title, and ``tests/test_widgets.py`` fails.
+"""
+import functools
+import os
+import re
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.transforms import SphinxTransform
+from sphinx.util import logging
+
+from lib.widgets.core import WIDGETS_ENV, book_visuals, externalise_frames, figure_label
+
+logger = logging.getLogger(__name__)
+
+
+def _externalise_explorer_frames(app, exception):
+    if exception is None and app.builder.format == "html":
+        out = Path(app.outdir)
+        frames_dir = out / "_static" / "explorer-frames"
+        used = set()
+        for page in out.rglob("*.html"):
+            text = page.read_text(encoding="utf-8")
+            if "book-explorer-data" in text:
+                prefix = Path(os.path.relpath(frames_dir, page.parent)).as_posix() + "/"
+                text = externalise_frames(text, frames_dir, prefix)
+                page.write_text(text, encoding="utf-8")
+                used.update(re.findall(r"explorer-frames/([0-9a-f]{16}\.webp)", text))
+        # An incremental build keeps the frames of explorers that have since changed: drop them.
+        for frame in frames_dir.glob("*.webp"):
+            if frame.name not in used:
+                frame.unlink()
+
+
+def _is_mime_bundle(node) -> bool:
+    return isinstance(node, nodes.container) and node.get("nb_element") == "mime_bundle"
+
+
+class ExplorerFigures(SphinxTransform):
+    """Wrap every explorer output (a myst-nb mime bundle) in a numbered, captioned figure.
+
+    Runs while a page is read, before Sphinx numbers the figures; the output is found
+    by its ``text/plain``, :meth:`lib.widgets.core.Explorer.describe`.
+    """
+
+    default_priority = 500
+
+    def apply(self, **kwargs):
+        for bundle in list(self.document.findall(_is_mime_bundle)):
+            plain = [child.astext() for child in bundle.children if child.get("mime_type") == "text/plain"]
+            if not plain or not plain[0].startswith("Explorer: ") or isinstance(bundle.parent, nodes.figure):
+                continue
+            visual = next((v for title, v in _visuals().items() if plain[0].startswith(f"Explorer: {title} — ")),
+                          None)
+            if visual is None:
+                logger.warning("explorer output %r names no visual of lib.widgets by its title",
+                               plain[0][:80], location=bundle)
+                continue
+            caption = visual.caption.strip() or visual.title
+            figure = nodes.figure(classes=["book-explorer-figure"])
+            figure["names"].append(figure_label(visual))
+            bundle.replace_self(figure)
+            figure += bundle
+            figure += nodes.caption(caption, caption)
+            self.document.note_explicit_target(figure, figure)
+
+
+@functools.cache
+def _visuals():
+    return book_visuals()
+
+
+def setup(app):
+    os.environ[WIDGETS_ENV] = "static"
+    app.add_transform(ExplorerFigures)
+    app.connect("build-finished", _externalise_explorer_frames)
+    # The version of what the transform above writes into the doctrees: raising it makes the
+    # next build re-read every page instead of reusing doctrees read by an older transform.
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}
