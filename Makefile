@@ -70,22 +70,22 @@ test-other-lane: $(STAMP)
 # Instructors: the hand-out version of every chapter, and grading (SUBMISSIONS=file or folder,
 # GRADE_OPTIONS e.g. "-j 2 --csv grades.csv --feedback feedback"; each submission runs in bwrap).
 student: $(STAMP)
-	$(BIN)/python -m lib.exercises student --out student
+	$(BIN)/python -m courseware student --out student
 
 grade: $(STAMP)
-	$(BIN)/python -m lib.exercises grade $(SUBMISSIONS) $(GRADE_OPTIONS)
+	$(BIN)/python -m courseware grade $(SUBMISSIONS) $(GRADE_OPTIONS)
 
 # The coding exercises as an nbgrader course (NBGRADER_COURSE; then run nbgrader there, with $(BIN) on PATH).
 .PHONY: nbgrader-course
 NBGRADER_COURSE ?= _build/nbgrader-course
 nbgrader-course: $(STAMP)
-	$(BIN)/python -m lib.exercises nbgrader --out $(NBGRADER_COURSE)
+	$(BIN)/python -m courseware nbgrader --out $(NBGRADER_COURSE)
 
 # A repository for students (STUDENT_REPO, a new folder) and the HTML book without solutions.
 .PHONY: student-repo student-book
 STUDENT_REPO ?= ../book-student
 student-repo: $(STAMP)
-	$(BIN)/python -m lib.exercises student-repo $(STUDENT_REPO)
+	$(BIN)/python -m courseware student-repo $(STUDENT_REPO)
 
 student-book: $(STAMP)
 	$(BIN)/python tools/chapter_runs.py book

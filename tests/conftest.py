@@ -12,14 +12,14 @@ import zlib
 import pytest
 import torch
 
-import lib.checks.core
+import courseware.checks.core
 
 
 @pytest.fixture(autouse=True)
 def seeded_checker_inputs(request, monkeypatch):
     seed = zlib.crc32(f"{os.environ.get('CHECK_SEED', '0')}:{request.node.nodeid}".encode())
     generator = torch.Generator().manual_seed(seed)
-    monkeypatch.setattr(lib.checks.core, "fresh_generator", lambda: generator)
+    monkeypatch.setattr(courseware.checks.core, "fresh_generator", lambda: generator)
 
 
 @pytest.fixture(scope="module")

@@ -5,41 +5,41 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, Check, CheckFailed, check_attention_backward, check_masked_softmax_backward
-from lib.checks.core import Slip, compare_tensors
+from courseware.checks import CHECKS, Check, CheckFailed, check_attention_backward, check_masked_softmax_backward
+from courseware.checks.core import Slip, compare_tensors
 
 
 def test_the_table_of_checkers_is_what_each_module_defines():
-    """lib.checks imports a checker's module only when the checker is asked for, from a written-out
+    """courseware.checks imports a checker's module only when the checker is asked for, from a written-out
     table: it must name every Check each module defines, in the module that defines it."""
     import importlib
 
-    import lib.checks
+    import courseware.checks
 
-    for module, names in lib.checks.CHECKERS_BY_MODULE.items():
-        defined = {name for name, value in vars(importlib.import_module(f"lib.checks.{module}")).items()
+    for module, names in courseware.checks.CHECKERS_BY_MODULE.items():
+        defined = {name for name, value in vars(importlib.import_module(f"courseware.checks.{module}")).items()
                    if name.startswith("check_") and isinstance(value, Check)}
         assert set(names) == defined, module
-    assert set(CHECKS) == {name for names in lib.checks.CHECKERS_BY_MODULE.values() for name in names}
+    assert set(CHECKS) == {name for names in courseware.checks.CHECKERS_BY_MODULE.values() for name in names}
 
 
 def test_one_checker_imports_only_its_own_module():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom lib.checks import check_nucleus_distribution\n"
-            "print(sorted(m for m in sys.modules if m.startswith('lib.checks.')))")
+    code = ("import sys\nfrom courseware.checks import check_nucleus_distribution\n"
+            "print(sorted(m for m in sys.modules if m.startswith('courseware.checks.')))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert loaded.strip() == "['lib.checks.core', 'lib.checks.decoding']"
+    assert loaded.strip() == "['courseware.checks.core', 'courseware.checks.decoding']"
 
 
 def test_every_check_is_registered_under_its_name():
     assert CHECKS["check_masked_softmax_backward"] is check_masked_softmax_backward
     assert CHECKS["check_attention_backward"] is check_attention_backward
     assert all(name.startswith("check_") and isinstance(check, Check) for name, check in CHECKS.items())
-    import lib.checks
+    import courseware.checks
 
-    assert all(getattr(lib.checks, name) is check for name, check in CHECKS.items())
+    assert all(getattr(courseware.checks, name) is check for name, check in CHECKS.items())
 
 
 # ---- the backward pass of the masked softmax ----------------------------------------------
@@ -206,7 +206,7 @@ def test_of_slips_that_fit_every_case_the_closest_is_named():
 
 def test_a_function_that_changes_its_input_in_place_fails_every_checker():
     """The check cell passes copies, so without this test a write into an argument went unseen."""
-    from lib.checks import check_masked_softmax_backward
+    from courseware.checks import check_masked_softmax_backward
 
     def backward_into_the_scores(scores, valid_lens, grad_weights):
         keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]

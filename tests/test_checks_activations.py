@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_cross_entropy_grad, check_gelu_grad, check_relu_init
+from courseware.checks import CHECKS, CheckFailed, check_cross_entropy_grad, check_gelu_grad, check_relu_init
 
 
 def test_checkers_are_registered_under_their_names():
@@ -264,7 +264,7 @@ def test_cross_entropy_grad_rejects_wrong_answers_saying_why(answer, message):
 
 def test_cross_entropy_grad_reference_is_autograd_through_torch():
     """The checker's reference agrees with the closed form (q - p) / B, and leaves its inputs alone."""
-    from lib.checks.activations import cross_entropy_grad_by_autograd
+    from courseware.checks.activations import cross_entropy_grad_by_autograd
     for logits, targets in check_cross_entropy_grad.make_cases(torch.Generator().manual_seed(1)):
         before = logits.clone()
         found = cross_entropy_grad_by_autograd(logits, targets)
@@ -394,7 +394,7 @@ def test_a_measured_checker_needs_rules():
 def test_relu_network_health_measures_the_gradient_autograd_finds():
     """The hand-written backward pass of relu_network_health is the gradient autograd computes for
     the loss Σ g ⊙ a_L, with the same N(0, 1) draw g (the inputs are drawn first, as there)."""
-    from lib.checks.activations import relu_network_health
+    from courseware.checks.activations import relu_network_health
 
     weights, seed = lecun_bias_half(6, 32, 3), 3
     generator = torch.Generator().manual_seed(seed + 1)
@@ -414,7 +414,7 @@ def test_relu_init_verdicts_do_not_depend_on_the_seed():
     every one of 4 seeds. Measured once over 40 seeds (240 networks): He's second-moment ratio
     0.56 to 2.18 and gradient ratio 0.76 to 1.31; LeCun + 0.5's second moment 0.67 to 1.66 (inside
     the factor 4) but gradient 0.11 to 0.18 (LeCun + any bias from 0.1 to 5 at most 0.43)."""
-    from lib.checks.core import _outcome
+    from courseware.checks.core import _outcome
     for seed in range(4):
         cases = check_relu_init.make_cases(torch.Generator().manual_seed(seed))
         check_relu_init.judge(cases, [_outcome(he_normal, args) for args in cases])

@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from lib.attention import masked_softmax, scaled_dot_product_attention
-from lib.checks import (
+from courseware.checks import (
     CHECKS, CheckFailed, check_attention_backward, check_masked_softmax_backward, check_sharpening_scale,
 )
-from lib.checks.attention import (
+from courseware.checks.attention import (
     SHARPENING_RTOL, attention_backward_by_autograd, attention_backward_cases, attention_backward_with,
     masked_softmax_backward_by_autograd, masked_softmax_backward_cases, masked_softmax_backward_with,
 )
@@ -379,7 +379,7 @@ def test_attention_backward_rejects_wrong_answers_saying_why(answer, message):
 def test_a_tuple_reported_by_the_grader_gets_the_same_hint():
     """In the grader the sandbox's probe reports a result that is no tensor as an error text: the hint
     follows it there, and a checker without a hint keeps the probe's words alone."""
-    from lib.grading.probe import _encode
+    from courseware.probe import _encode
     PROBE_NOT_A_TENSOR = _encode((torch.zeros(1),), torch, bytearray())["error"]
     check = CHECKS["check_attention_backward"]
     cases = check.make_cases(torch.Generator().manual_seed(0))
@@ -396,7 +396,7 @@ def test_a_tuple_reported_by_the_grader_gets_the_same_hint():
 def test_the_scan_flags_a_softmax_backward_that_builds_the_jacobian():
     """The statement asks for no S × S Jacobian; a value cannot show it, so the grader's scan flags the
     usual ways to build one for a human to read, and not the O(S) form."""
-    from lib.grading.scan import review_flags
+    from courseware.grading.scan import review_flags
     forbidden = CHECKS["check_masked_softmax_backward"].forbidden
     header = "import torch\ndef f(scores, valid_lens, g):\n    a = torch.softmax(scores, -1)\n"
     for jacobian in ("torch.diag_embed(a) - a[..., :, None] * a[..., None, :]",
@@ -628,6 +628,6 @@ def test_wrong_scales_fail_saying_why(answer, message):
 
 
 def test_solve_increasing_brackets_from_either_side_of_1():
-    from lib.checks.core import solve_increasing
+    from courseware.checks.core import solve_increasing
     assert math.isclose(solve_increasing(lambda x: x * x, 2.0), math.sqrt(2), rel_tol=1e-12)
     assert math.isclose(solve_increasing(lambda x: x**3, 1e-6), 1e-2, rel_tol=1e-12)

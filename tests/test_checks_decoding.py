@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_most_probable_sequence, check_perplexity_temperature
-from lib.checks.decoding import (
+from courseware.checks import CHECKS, CheckFailed, check_most_probable_sequence, check_perplexity_temperature
+from courseware.checks.decoding import (
     MARKOV_LONG, MARKOV_MARGIN, MARKOV_SHORT, NUCLEUS_MARGIN, beam_sequence, check_nucleus_distribution,
     markov_cases, markov_margin, most_probable_sequence, nucleus_cases, nucleus_distribution, perplexity_temperature,
     sequence_log_prob,

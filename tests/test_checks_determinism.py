@@ -1,12 +1,12 @@
 """Fair, reproducible verdicts: the classic mistakes fail on every seed, right answers computed in
-float32 pass on every seed (the dtype policy of lib.checks.core.tolerance_for)."""
+float32 pass on every seed (the dtype policy of courseware.checks.core.tolerance_for)."""
 import math
 
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed
-from lib.checks.core import _outcome, tolerance_for
+from courseware.checks import CHECKS, CheckFailed
+from courseware.checks.core import _outcome, tolerance_for
 from test_checks_attention import (
     attention_backward_float32, attention_backward_unscaled, softmax_backward_float32,
     softmax_backward_nan_on_empty_rows, softmax_backward_of_the_whole_row,

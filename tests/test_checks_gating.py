@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from lib.checks import CHECKS, CheckFailed, check_forget_bias
-from lib.checks.gating import (
+from courseware.checks import CHECKS, CheckFailed, check_forget_bias
+from courseware.checks.gating import (
     LEAST_REACH, _torch_lstmp, check_gru_jacobian, check_lstmp_layer, first_step_reach, gru_jacobian_by_autograd,
     gru_jacobian_cases, gru_jacobian_terms, lstmp_layer_by_torch, lstmp_layer_cases, lstmp_layer_with, one_thread,
 )

@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_good_turing, check_nce_normaliser
+from courseware.checks import CHECKS, CheckFailed, check_good_turing, check_nce_normaliser
 from lib.softmax_approx import nce_loss
 
 
@@ -47,7 +47,7 @@ def good_turing_float32_loops(counts):
 
 
 def test_the_cases_keep_the_statements_promises():
-    from lib.checks.lm import good_turing_cases
+    from courseware.checks.lm import good_turing_cases
 
     for seed in range(20):
         for (counts,) in good_turing_cases(torch.Generator().manual_seed(seed)):
@@ -58,7 +58,7 @@ def test_the_cases_keep_the_statements_promises():
 
 
 def test_the_reference_is_good_turing_counted_by_brute_force():
-    from lib.checks.lm import good_turing, good_turing_cases
+    from courseware.checks.lm import good_turing, good_turing_cases
 
     for seed in range(5):
         for (counts,) in good_turing_cases(torch.Generator().manual_seed(seed)):
@@ -71,7 +71,7 @@ def test_the_reference_agrees_with_nltk_on_the_unseen_mass_and_the_seen_total():
     forms r*, so its seen words get other shares (by more than 0.01 in some case); but it reserves N_1/N for
     the unseen words, split evenly, and rescales the seen ones to the rest, as the exercise does."""
     nltk_probability = pytest.importorskip("nltk.probability")
-    from lib.checks.lm import good_turing, good_turing_cases
+    from courseware.checks.lm import good_turing, good_turing_cases
 
     seen_gaps = []
     for (counts,) in good_turing_cases(torch.Generator().manual_seed(0)):
@@ -260,7 +260,7 @@ def normaliser_by_bisection_float32(data, noise, data_q, noise_q):
 
 
 def test_the_reference_minimises_the_loss_where_the_probabilities_sum_to_b():
-    from lib.checks.lm import nce_normaliser, nce_normaliser_cases
+    from courseware.checks.lm import nce_normaliser, nce_normaliser_cases
 
     for case in nce_normaliser_cases(torch.Generator().manual_seed(0), trials=10):
         z = float(nce_normaliser(*case))
@@ -362,7 +362,7 @@ def baseline_by_grid(scores, reward):
 
 
 def test_the_reference_baseline_minimises_the_variance_of_reinforce():
-    from lib.checks.lm import _best_baseline, baseline_cases
+    from courseware.checks.lm import _best_baseline, baseline_cases
 
     for scores, reward in baseline_cases(torch.Generator().manual_seed(0), trials=4):
         best = float(_best_baseline(scores, reward))
@@ -374,7 +374,7 @@ def test_the_reference_baseline_minimises_the_variance_of_reinforce():
 
 
 def test_best_baseline_accepts_the_grid_experiment_and_the_formula(capsys):
-    from lib.checks import check_best_baseline
+    from courseware.checks import check_best_baseline
 
     check_best_baseline(baseline_by_grid)
     check_best_baseline(lambda s, r: (lambda p, n: (p * n * r).sum() / (p * n).sum())(
@@ -392,7 +392,7 @@ def test_best_baseline_accepts_the_grid_experiment_and_the_formula(capsys):
     ],
 )
 def test_best_baseline_rejects_wrong_answers_saying_why(answer, message):
-    from lib.checks import check_best_baseline
+    from courseware.checks import check_best_baseline
 
     with pytest.raises(CheckFailed, match=message):
         check_best_baseline(answer)
@@ -483,7 +483,7 @@ FAIRNESS = {
 def test_good_turing_cases_are_often_not_monotone_and_have_gaps():
     """The solution says: the raw r* are not monotone in r in about half of the checker's cases, and
     counts have gaps (so r* = r is kept below a gap, not only at the largest count)."""
-    from lib.checks.lm import good_turing, good_turing_cases
+    from courseware.checks.lm import good_turing, good_turing_cases
 
     not_monotone = with_gap = total = 0
     for seed in range(20):

@@ -3,8 +3,8 @@ with a message that says what is wrong."""
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_hopfield_capacity, check_multi_head_write, check_projection_weights
-from lib.checks.memory import multi_write_cases, multi_write_closed_form, multi_write_head_by_head
+from courseware.checks import CHECKS, CheckFailed, check_hopfield_capacity, check_multi_head_write, check_projection_weights
+from courseware.checks.memory import multi_write_cases, multi_write_closed_form, multi_write_head_by_head
 
 
 def test_the_checks_are_registered():
@@ -264,7 +264,7 @@ def test_projection_rejects_wrong_answers_saying_why(answer, message):
 
 def test_a_nonzero_diagonal_is_shown_where_it_is_largest():
     """The message names the largest |W_ii| and its index, not W_00 (which an off-by-one leaves at 0)."""
-    from lib.checks.memory import _nonzero_diagonal
+    from courseware.checks.memory import _nonzero_diagonal
     patterns = torch.tensor([[1.0, -1, 1, 1], [1, 1, -1, 1]], dtype=torch.float64)  # orthogonal: C_ii = P/N = 0.5
     message = _nonzero_diagonal(projection_last_diagonal_kept(patterns), None, patterns)
     assert message.startswith("your diagonal is not 0: W_ii = 0.5 at i = 3, its largest |W_ii|"), message
@@ -280,7 +280,7 @@ def test_a_stub_is_told_to_write_its_body():
 
 
 def test_projection_cases_are_independent_well_conditioned_and_never_orthogonal():
-    from lib.checks.memory import MAX_CONDITION, projection_cases
+    from courseware.checks.memory import MAX_CONDITION, projection_cases
     for seed in range(5):
         for (patterns,) in projection_cases(torch.Generator().manual_seed(seed)):
             n_patterns, n_units = patterns.shape
@@ -293,7 +293,7 @@ def test_projection_cases_are_independent_well_conditioned_and_never_orthogonal(
 def test_projection_weights_is_the_projection_onto_the_patterns_without_its_diagonal():
     """The checker's reference (torch's pseudo-inverse) against the statement's formula, and the
     projection's defining properties: C symmetric, C² = C, C ξ_μ = ξ_μ, trace C = P."""
-    from lib.checks.memory import projection_cases, projection_weights, projector
+    from courseware.checks.memory import projection_cases, projection_weights, projector
     for (patterns,) in projection_cases(torch.Generator().manual_seed(0)):
         gram = patterns @ patterns.T
         formula = patterns.T @ torch.linalg.inv(gram) @ patterns
@@ -311,7 +311,7 @@ def test_the_solutions_text_every_independent_set_is_stored_up_to_n_minus_1():
     """ex-mem-projection's solution: at a stored pattern ξ_i h_i = 1 - C_ii, between 0 and 1 and on average
     1 - P/N; random ±1 patterns with P = N - 1 are linearly independent here, and every one of them is a
     fixed point of a synchronous update."""
-    from lib.checks.memory import projection_weights, projector
+    from courseware.checks.memory import projection_weights, projector
     from lib.memory.hopfield import update_sync
     generator = torch.Generator().manual_seed(3)
     for n_units in (64, 200):
@@ -333,7 +333,7 @@ def test_the_solutions_text_a_unit_in_the_span_is_disconnected_and_needs_a_tie_t
     whose tolerance scales with the unit's own weights, moves a stored pattern in float64 and in float32;
     a tolerance on the scale of all the weights keeps every pattern, and leaves a flipped first unit
     uncorrected."""
-    from lib.checks.memory import projector
+    from courseware.checks.memory import projector
     from lib.memory.hopfield import update_sync
 
     def solution(patterns):  # the notebook's my_projection
@@ -368,7 +368,7 @@ def _zero_diagonal_of(weights):
 def test_the_solutions_text_one_more_pattern_is_a_rank_one_update_of_c():
     """ex-mem-projection's solution: storing ξ changes C by r rᵀ / ‖r‖², r = ξ - C ξ (a Gram–Schmidt step),
     which needs only C (its diagonal included) and ξ."""
-    from lib.checks.memory import projection_cases, projector
+    from courseware.checks.memory import projection_cases, projector
     for (patterns,) in projection_cases(torch.Generator().manual_seed(1)):
         before, new = projector(patterns[:-1]), patterns[-1]
         residual = new - before @ new
@@ -521,7 +521,7 @@ def test_hopfield_capacity_rejects_wrong_counts_saying_why(answer, message):
 def test_stable_prefixes_agree_with_storing_each_set_in_a_network():
     """The checker's vectorised stability test against lib.memory's own network: for every p, each
     of the first p patterns is a fixed point of update_sync (whose tie rule keeps a zero field)."""
-    from lib.checks.memory import hopfield_capacity_cases, stable_prefixes
+    from courseware.checks.memory import hopfield_capacity_cases, stable_prefixes
     from lib.memory.hopfield import hebbian_weights, update_sync
     for (patterns,) in hopfield_capacity_cases(torch.Generator().manual_seed(0))[-3:]:
         by_network = [torch.equal(update_sync(hebbian_weights(patterns[:p]), patterns[:p]), patterns[:p])
@@ -533,7 +533,7 @@ def test_every_draw_has_a_set_where_stability_comes_back_and_zero_fields_decide_
     """Stability comes back in one set; in another a zero field decides at a unit in state +1 only
     (sign(0) = -1 fails, sign(0) = +1 passes), and in a third at -1 only: so each tie convention
     fails on every draw, and the other passes somewhere, which tells their messages apart."""
-    from lib.checks.memory import hopfield_capacity, hopfield_capacity_cases, stable_prefixes
+    from courseware.checks.memory import hopfield_capacity, hopfield_capacity_cases, stable_prefixes
     for seed in range(10):
         cases = hopfield_capacity_cases(torch.Generator().manual_seed(seed))
         assert len(cases) == 10
@@ -557,7 +557,7 @@ def test_every_draw_has_a_set_where_stability_comes_back_and_zero_fields_decide_
 def test_the_solutions_text_counts_below_0138_n_varying_and_sometimes_coming_back():
     """ex-mem-capacity's solution: "the counts are below 0.138 N in nearly every draw, and they vary from
     one draw of patterns to the next", and stability is not monotone in p."""
-    from lib.checks.memory import PATTERNS, hopfield_capacity, stable_prefixes
+    from courseware.checks.memory import PATTERNS, hopfield_capacity, stable_prefixes
     generator = torch.Generator().manual_seed(12)
     for units in (128, 256):
         counts, comes_back = [], 0

@@ -9,8 +9,8 @@ import torch
 from rouge_score import rouge_scorer
 from sacrebleu.metrics import CHRF
 
-from lib.checks import CHECKS, CheckFailed, check_chrf, check_negation_bleu
-from lib.checks.metrics import (
+from courseware.checks import CHECKS, CheckFailed, check_chrf, check_negation_bleu
+from courseware.checks.metrics import (
     _CHRF_WORDS, _ROUGE_SLIPS, check_rouge_multi, chrf_cases, corpus_chrf, rouge_multi, rouge_multi_cases,
 )
 from lib.metrics import sentence_bleu
@@ -111,7 +111,7 @@ def test_the_cases_have_no_exact_ties_on_f():
 
 
 def test_rouge_mismatch_prints_one_component_when_numbers_would_repeat():
-    from lib.checks.metrics import _rouge_mismatch
+    from courseware.checks.metrics import _rouge_mismatch
     from tests.test_exercise_fairness import look_equal
     # recall and F both 0.5 and both wrong: the six numbers cannot all be printed
     message = _rouge_mismatch(torch.tensor([0.5, 0.5, 0.5], dtype=torch.float64),

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed
-from lib.checks.optim import check_radam_path
+from courseware.checks import CHECKS, CheckFailed
+from courseware.checks.optim import check_radam_path
 
 
 def test_checker_is_registered_under_its_name():
@@ -148,7 +148,7 @@ def test_results_survive_torch_save_and_the_judge_runs_apart(tmp_path):
 # ---- check_momentum_lr_limit -------------------------------------------------------------------
 
 def test_momentum_limit_checker_is_registered_and_matches_the_measured_limit():
-    from lib.checks import check_momentum_lr_limit
+    from courseware.checks import check_momentum_lr_limit
     from lib.optim import SGD, SURFACES, trajectory
 
     assert CHECKS["check_momentum_lr_limit"] is check_momentum_lr_limit
@@ -167,7 +167,7 @@ def test_momentum_limit_checker_is_registered_and_matches_the_measured_limit():
     lambda curvatures, beta: torch.tensor(2 * (1 + beta) / max(curvatures.tolist()), dtype=torch.float32),
 ])
 def test_momentum_limit_accepts_right_answers(answer, capsys):
-    from lib.checks import check_momentum_lr_limit
+    from courseware.checks import check_momentum_lr_limit
 
     check_momentum_lr_limit(answer)
     assert capsys.readouterr().out.startswith("✓")
@@ -183,7 +183,7 @@ def test_momentum_limit_accepts_right_answers(answer, capsys):
     (lambda c, beta: float(2 * (1 + beta) / c.max()), "must return a torch.Tensor"),
 ])
 def test_momentum_limit_names_each_wrong_answer(answer, message):
-    from lib.checks import check_momentum_lr_limit
+    from courseware.checks import check_momentum_lr_limit
 
     with pytest.raises(CheckFailed, match=message):
         check_momentum_lr_limit(answer)

@@ -4,8 +4,8 @@ message that says what is wrong. (Chapter 4's are tested in tests/test_checks_ga
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_bptt_terms, check_rnn_last_state
-from lib.checks.rnn import last_state_by_packing, last_state_cases
+from courseware.checks import CHECKS, CheckFailed, check_bptt_terms, check_rnn_last_state
+from courseware.checks.rnn import last_state_by_packing, last_state_cases
 
 
 @pytest.mark.parametrize("name", ["check_rnn_last_state", "check_bptt_terms"])
@@ -357,7 +357,7 @@ def test_results_survive_torch_save_and_the_judge_runs_apart(check, answer, tmp_
 
 def test_gradient_reach_reference_is_what_autograd_finds_in_truncated_bptt_loss():
     from lib.char_lm import CharLM, truncated_bptt_loss
-    from lib.checks import check_gradient_reach
+    from courseware.checks import check_gradient_reach
 
     length, k = 8, 3
     torch.manual_seed(0)
@@ -375,7 +375,7 @@ def test_gradient_reach_reference_is_what_autograd_finds_in_truncated_bptt_loss(
 
 
 def test_check_gradient_reach_passes_right_answers_and_names_slips(capsys):
-    from lib.checks import check_gradient_reach
+    from courseware.checks import check_gradient_reach
 
     def by_loops(length, k):
         reach = torch.zeros(length, length, dtype=torch.bool)
@@ -409,7 +409,7 @@ def test_check_gradient_reach_passes_right_answers_and_names_slips(capsys):
 def test_a_wrong_reach_matrix_is_explained_in_whole_entries_without_a_tolerance():
     """A 0/1 matrix that matches no slip is told which entry is wrong and why, not "a int64 result may
     differ by atol ..."."""
-    from lib.checks import check_gradient_reach
+    from courseware.checks import check_gradient_reach
 
     one_more = lambda length, k: reach_by_loops(length, k).long().index_put_(  # noqa: E731
         (torch.tensor([length - 1]), torch.tensor([0])), torch.tensor(1))

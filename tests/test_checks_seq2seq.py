@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed, check_centre_gradient, check_coverage_loss, check_reversal_reach
-from lib.checks.seq2seq import coverage_loss_by_loops, coverage_loss_cases, coverage_loss_with
+from courseware.checks import CHECKS, CheckFailed, check_centre_gradient, check_coverage_loss, check_reversal_reach
+from courseware.checks.seq2seq import coverage_loss_by_loops, coverage_loss_cases, coverage_loss_with
 
 
 def test_the_checks_are_registered():

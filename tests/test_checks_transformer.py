@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lib.checks import (
+from courseware.checks import (
     CHECKS, CheckFailed, check_combined_statistics, check_padded_cached_step, check_position_decoding,
 )
-from lib.checks.transformer import (
+from courseware.checks.transformer import (
     OFFSET, chunk_cases, chunk_cases_with_rows, chunk_statistics, combined_statistics, decoded_positions, encode,
     longest_wavelength, padded_step_by_sdpa, padded_step_cases, position_cases, position_cases_with_truth,
     rows_with_statistics,

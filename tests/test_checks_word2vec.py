@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lib.checks import CHECKS, CheckFailed, check_expected_pairs, check_sgns_optimum
-from lib.checks.word2vec import (
+from courseware.checks import CHECKS, CheckFailed, check_expected_pairs, check_sgns_optimum
+from courseware.checks.word2vec import (
     expected_pairs_by_lib, expected_pairs_cases, sgns_optimum, sgns_optimum_cases,
 )
 from lib.word2vec import EncodedCorpus, skipgram_pairs

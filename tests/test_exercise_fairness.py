@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lib.checks import CHECKS, CheckFailed
-from lib.checks.core import _outcome
+from courseware.checks import CHECKS, CheckFailed
+from courseware.checks.core import _outcome
 
 SEEDS = range(20)
 MODULES = sorted(path.stem for path in Path(__file__).parent.glob("test_checks_*.py"))

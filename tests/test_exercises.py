@@ -14,9 +14,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lib.checks import CHECKS
-from lib.exercises import SOLUTION_TAG, coding_exercises, student_version, stub_source, table, write_student_versions
-from lib.grading.grader import Report, Verdict, grade_all, load_masters
+from courseware.checks import CHECKS
+from courseware.__main__ import table
+from courseware.exercises import SOLUTION_TAG, coding_exercises, student_version, stub_source, write_student_versions
+from courseware.grading.grader import Report, Verdict, grade_all, load_masters
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 MASTERS = sorted(CHAPTERS.glob("*.ipynb"))
@@ -167,7 +168,7 @@ def test_malformed_exercises_are_rejected_with_the_reason():
     notebook.cells.insert(0, nbformat.v4.new_code_cell("def f(): pass", metadata={"tags": ["solution"]}))
     notebook.cells[0]["id"] = "ex-x-solution"
     notebook.cells[1].source = "check_nothing_known(f)"
-    with pytest.raises(ValueError, match="calls check_nothing_known, which lib.checks does not define"):
+    with pytest.raises(ValueError, match="calls check_nothing_known, which courseware.checks does not define"):
         coding_exercises(notebook)
 
 

@@ -182,7 +182,7 @@ def test_equation_labels_are_unique_and_every_reference_resolves():
 
 
 def test_student_hand_outs_carry_the_diagrams(tmp_path):
-    from lib.exercises import write_student_versions
+    from courseware.exercises import write_student_versions
 
     written = write_student_versions(ROOT / "chapters", tmp_path)
     missing = []

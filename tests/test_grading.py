@@ -16,11 +16,12 @@ import nbformat
 import pytest
 import torch
 
-from lib.exercises import coding_exercises, main
-from lib.grading import sandbox
-from lib.grading.grader import find_master, grade_all, load_masters, student_id
-from lib.grading.results import plain_text, read_outcome
-from lib.grading.scan import review_flags
+from courseware.__main__ import main
+from courseware.exercises import coding_exercises
+from courseware.grading import sandbox
+from courseware.grading.grader import find_master, grade_all, load_masters, student_id
+from courseware.grading.results import plain_text, read_outcome
+from courseware.grading.scan import review_flags
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 MASTER = CHAPTERS / "09_attention.ipynb"
@@ -98,9 +99,9 @@ CLASS = {  # student → (notebook or raw text, the first exercise's expected ve
         "FAIL", "changed its argument 1 in place"),
     "wrong-again": (_submission(lambda s: WRONG), "FAIL", "the softmax of the whole row"),
     "sandbox-view": (_submission(lambda s: SANDBOX_VIEW + s), "PASS", "correct"),
-    "lib-import": (_submission(lambda s: "from lib.checks.attention import masked_softmax_backward_by_autograd as "
+    "lib-import": (_submission(lambda s: "from courseware.checks.attention import masked_softmax_backward_by_autograd as "
                                          "my_masked_softmax_backward\n"),  # the checker's own answer
-                   "FAIL", "REVIEW: uses the book's own code (lib)"),
+                   "FAIL", "REVIEW: uses the book's checkers (courseware)"),
     "read-master": (_submission(lambda s: f"exec(open({str(MASTER)!r}).read())\n" + s), "FAIL",
                     "REVIEW: runs code from a string (exec); opens files (open); mentions a notebook file"),
     "proc": (_submission(lambda s: "import os\nos.listdir('/proc/1')\n" + s), "PASS", "REVIEW: mentions /proc"),
@@ -297,7 +298,7 @@ def test_a_sandbox_that_cannot_start_is_the_graders_error_not_the_students(monke
 
 
 def test_an_unreadable_file_or_a_grader_failure_costs_only_that_submission(monkeypatch, tmp_path):
-    from lib.grading import grader
+    from courseware.grading import grader
 
     (tmp_path / "broken-link.ipynb").symlink_to(tmp_path / "nowhere.ipynb")
     nbformat.write(_submission(), tmp_path / "carol.ipynb")
@@ -327,7 +328,7 @@ def test_a_fork_bomb_holding_its_process_limit_never_stops_the_submission_graded
 
 
 def test_the_sample_class_mixes_right_wrong_broken_and_cheating(tmp_path):
-    from lib.grading.sample_class import KINDS, write_class
+    from courseware.grading.sample_class import KINDS, write_class
 
     paths = write_class(tmp_path, students=len(KINDS))
     assert len(paths) == len(KINDS) and {p.parent.name.split("-", 1)[1] for p in paths} == set(KINDS)

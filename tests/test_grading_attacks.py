@@ -27,8 +27,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lib.grading import sandbox
-from lib.grading.grader import grade_all, load_masters
+from courseware.grading import sandbox
+from courseware.grading.grader import grade_all, load_masters
 from test_grading import CHAPTERS, EXERCISES, FIRST, MASTER, SANDBOX_VIEW, _submission
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,7 +183,7 @@ def _grade(command: list[str], out: Path, cwd: Path, home: Path) -> dict:
 
 @pytest.fixture(scope="module", params=["root", "ordinary user"])
 def graded(request):
-    """The hostile class graded as root (``python -m lib.exercises grade``), or as an ordinary
+    """The hostile class graded as root (``python -m courseware grade``), or as an ordinary
     user by ``make grade`` in a fresh copy of the book."""
     if request.param == "root" and os.geteuid() != 0:
         pytest.skip("the grader runs as root only when the tests do")
@@ -194,7 +194,7 @@ def graded(request):
         options = f"-j 2 --timeout {TIMEOUT} --csv {out}/grades.csv --json {out}/grades.json --feedback {out}/feedback"
         if request.param == "root":
             uid, gid, cwd = 0, 0, ROOT
-            command = [sys.executable, "-m", "lib.exercises", "grade", str(folder), *options.split()]
+            command = [sys.executable, "-m", "courseware", "grade", str(folder), *options.split()]
         else:
             prefix, uid, gid = _ordinary_user(work)
             cwd, venv = _fresh_copy(work, prefix)
@@ -292,23 +292,26 @@ def test_no_process_of_a_submission_outlives_grading(graded):
     assert found == []
 
 
-def test_lib_installed_into_site_packages_is_hidden_from_the_sandbox(monkeypatch, tmp_path):
-    # A non-editable `pip install .` copies lib/ into site-packages, which the sandbox mounts.
+def test_the_book_installed_into_site_packages_is_hidden_from_the_sandbox(monkeypatch, tmp_path):
+    # A non-editable `pip install .` copies lib/ and courseware/ into site-packages, which the
+    # sandbox mounts.
     packages = tmp_path / "site-packages"
-    shutil.copytree(ROOT / "lib", packages / "lib", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("lib", "courseware"):
+        shutil.copytree(ROOT / name, packages / name, ignore=shutil.ignore_patterns("__pycache__"))
     for path in (tmp_path, *tmp_path.rglob("*")):
         path.chmod(0o755 if path.is_dir() else 0o644)
     executable, real = sandbox.python_paths()
     monkeypatch.setattr(sandbox, "python_paths", lambda: (executable, [*real, packages]))
     submission = tmp_path / "pkgutil" / "09_attention.ipynb"
     _write(submission, _notebook("import pkgutil\nmy_masked_softmax_backward = pkgutil.resolve_name("
-                                 "'lib.checks.attention:masked_softmax_backward_by_autograd')\n"))
+                                 "'courseware.checks.attention:masked_softmax_backward_by_autograd')\n"))
     masters = load_masters(CHAPTERS)
     [report] = grade_all([submission], masters, timeout=TIMEOUT)
     assert report.verdicts and not report.verdicts[0].passed, report.lines()
-    assert "No module named 'lib" in report.verdicts[0].message, report.lines()
-    # Had the empty folder not been mounted over it, the probe itself refuses: it never grades with lib in view.
-    monkeypatch.setattr(sandbox, "hidden_lib", lambda packages: [])
+    assert "No module named 'courseware" in report.verdicts[0].message, report.lines()
+    # Had the empty folders not been mounted over them, the probe itself refuses: it never grades
+    # with the book in view.
+    monkeypatch.setattr(sandbox, "hidden_book_packages", lambda packages: [])
     [report] = grade_all([submission], masters, timeout=TIMEOUT)
     assert "lib is importable inside the sandbox" in report.error, report.lines()
 
@@ -317,7 +320,7 @@ def test_a_probe_that_stops_sending_is_killed_after_its_exercise_time(monkeypatc
     # The submission cannot stop the probe (see "signals"), but a hung probe must not hold the
     # grader for every exercise's time: it is killed when it sends nothing for longer than one
     # exercise may take.
-    from lib.grading import grader
+    from courseware.grading import grader
 
     monkeypatch.setattr(grader, "STALL_SECONDS", 1)
     monkeypatch.setattr(sandbox, "probe_command", lambda *args, **kwargs: [
@@ -328,8 +331,8 @@ def test_a_probe_that_stops_sending_is_killed_after_its_exercise_time(monkeypatc
 
 
 def test_a_gradebook_file_that_cannot_be_written_costs_only_its_submission(tmp_path):
-    from lib.grading.gradebook import Gradebook, feedback_name
-    from lib.grading.grader import Report, Verdict
+    from courseware.grading.gradebook import Gradebook, feedback_name
+    from courseware.grading.grader import Report, Verdict
 
     reports = [Report(f"{name}/09_attention.ipynb", name, 1, "09_attention", [Verdict(FIRST, True, "correct")])
                for name in ("alice", "bob", "carol")]
@@ -385,8 +388,8 @@ def test_as_root_a_submission_gets_one_cpu_and_bounded_memory_however_many_proce
 
 def test_the_json_gradebook_is_rewritten_at_most_every_few_seconds(tmp_path, monkeypatch):
     # Thousands of junk entries in a class folder must not make the gradebook quadratic.
-    from lib.grading import gradebook
-    from lib.grading.grader import Report
+    from courseware.grading import gradebook
+    from courseware.grading.grader import Report
 
     writes = []
     original = gradebook.Gradebook._write_json
@@ -401,7 +404,7 @@ def test_the_json_gradebook_is_rewritten_at_most_every_few_seconds(tmp_path, mon
 
 
 def test_a_gradebook_that_cannot_be_created_is_a_clear_error(tmp_path, capsys):
-    from lib.exercises import main
+    from courseware.__main__ import main
 
     _write(tmp_path / "alice.ipynb", _submission())
     assert main(["grade", str(tmp_path / "alice.ipynb"), "--csv", str(tmp_path / "missing" / "grades.csv")]) == 2

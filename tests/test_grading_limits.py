@@ -11,9 +11,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lib.exercises import BOOK_CHAPTERS, coding_exercises
-from lib.grading import sandbox
-from lib.grading.grader import grade_all, load_masters
+from courseware.exercises import BOOK_CHAPTERS, coding_exercises
+from courseware.grading import sandbox
+from courseware.grading.grader import grade_all, load_masters
 
 CHAPTER = "02_optimisers"  # any chapter with two or more coding exercises
 HOG = """import os, time

@@ -1,4 +1,4 @@
-"""The grader's reader of the probe's frames (lib.grading.results.FrameReader) stops at every cap.
+"""The grader's reader of the probe's frames (courseware.grading.results.FrameReader) stops at every cap.
 
 The probe's pipes are closed to a submission, so a bad frame can only come from a broken probe;
 these tests feed the reader bytes directly and check that every path that stops it says why,
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from lib.grading.results import MAX_HEADER_BYTES, FrameReader
+from courseware.grading.results import MAX_HEADER_BYTES, FrameReader
 
 FILE_BYTES, TOTAL_BYTES = 1_000, 2_500
 

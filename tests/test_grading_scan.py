@@ -1,4 +1,4 @@
-"""The static REVIEW scan (lib.grading.scan): the red team's evasions are flagged, honest answers are not.
+"""The static REVIEW scan (courseware.grading.scan): the red team's evasions are flagged, honest answers are not.
 
 Every case in EVASIONS got no flag at all from the scan before it learnt to follow
 aliases, getattr, star imports, private entry points and bindings in a class's scope;
@@ -13,9 +13,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lib.checks import CHECKS
-from lib.exercises import coding_exercises
-from lib.grading.scan import review_flags
+from courseware.checks import CHECKS
+from courseware.exercises import coding_exercises
+from courseware.grading.scan import review_flags
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 SDPA = CHECKS["check_attention_backward"].forbidden

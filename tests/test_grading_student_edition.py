@@ -31,7 +31,7 @@ import pytest
 import yaml
 from bs4 import BeautifulSoup
 
-from lib.exercises import SOLUTION_DIRECTIVES, _outside_solutions, coding_exercises, write_student_repo
+from courseware.exercises import SOLUTION_DIRECTIVES, _outside_solutions, coding_exercises, write_student_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -336,7 +336,7 @@ def _fence_violations(cell) -> list[str]:
 
 
 def solution_structure_violations(notebook) -> list[str]:
-    """Where a solution's text would reach students (``lib.exercises`` drops exactly the cells that
+    """Where a solution's text would reach students (``courseware.exercises`` drops exactly the cells that
     start with a solution directive, ``_ext/student_edition.py`` the directives' content):
 
     * a markdown cell that holds a solution directive but does not start with it;
@@ -423,7 +423,7 @@ def test_the_listing_check_finds_a_printed_answer():
         nbformat.v4.new_code_cell("import torch\n\n\ndef my_weights(x):\n    distance = positions - "
                                   "centre[:, None]  # (B, S): s - p_t\n    return distance\n",
                                   id="ex-w-solution", metadata={"tags": ["solution"]}),
-        nbformat.v4.new_code_cell("from lib.checks import check_centre_gradient\n\n"
+        nbformat.v4.new_code_cell("from courseware.checks import check_centre_gradient\n\n"
                                   "check_centre_gradient(my_weights)", id="ex-w-check", metadata={"tags": ["check"]}),
     ])
     assert printed_answers([notebook]) == {"ex-w": ["distance = positions - centre[:, None] # (B, S): s - p_t"]}
@@ -440,7 +440,7 @@ def test_the_student_repository_has_no_masters(tmp_path, masters, shown):
         lines = [line for line in _solution_lines(masters[path.stem], shown) if "NotImplementedError" not in line]
         assert [line for line in lines if line in text] == [], path.name
         assert notebook.metadata["exercises"] == {"master": path.stem}
-    assert (out / "lib" / "checks" / "__init__.py").is_file() and (out / "pyproject.toml").is_file()
+    assert (out / "courseware" / "checks" / "__init__.py").is_file() and (out / "pyproject.toml").is_file()
     # what binder/requirements.txt installs, and chapter 10's trained models
     assert (out / "requirements-runtime.txt").is_file() and list((out / "lib" / "weights").glob("*.pt"))
     assert not (out / "backmatter").exists() and not (out / "tests").exists()

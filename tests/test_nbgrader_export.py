@@ -17,8 +17,8 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from lib.exercises import coding_exercises
-from lib.grading.nbgrader_export import solution_regions, write_course
+from courseware.exercises import coding_exercises
+from courseware.grading.nbgrader_export import solution_regions, write_course
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "chapters"
@@ -47,7 +47,7 @@ def test_every_chapter_exports_well_formed_nbgrader_cells(tmp_path):
                 < next(i for i, line in enumerate(lines) if line.strip() == MARKERS[0])
             hidden = test.source.split("### BEGIN HIDDEN TESTS")
             assert len(hidden) == 2 and f"{exercise.checker}({exercise.function})" in hidden[1]
-            assert f"from lib.checks import {exercise.checker}" in hidden[0]
+            assert f"from courseware.checks import {exercise.checker}" in hidden[0]
 
 
 def test_solution_regions_keep_imports_signatures_and_docstrings():

@@ -5,7 +5,7 @@ from typing import Callable
 
 import torch
 
-from lib.checks.core import Check, Slip
+from courseware.checks.core import Check, Slip
 from lib.memory.ntm import write
 
 

@@ -1,12 +1,12 @@
 """A made-up class to try the grader on: right, wrong, broken and cheating submissions.
 
-``python -m lib.grading.sample_class OUT [--students 40]`` writes
+``python -m courseware.grading.sample_class OUT [--students 40]`` writes
 ``OUT/<student>/<chapter>.ipynb`` for chapters 1, 3, 9 and 11, in a fixed mix: 40% right
 (the master's answers), 25% wrong (each function's result shifted by one), 20% broken
 (a truncated file, ``os._exit`` in a solution, an endless loop) and 15% cheating (the
 book's own ``lib``, or the master notebook read and executed). Then, for example::
 
-    python -m lib.exercises grade OUT -j 2 --timeout 10 --csv grades.csv --feedback feedback
+    python -m courseware grade OUT -j 2 --timeout 10 --csv grades.csv --feedback feedback
 
 The instructor guide reports how long this takes with and without the sandbox.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from lib.exercises import BOOK_CHAPTERS, coding_exercises
+from courseware.exercises import BOOK_CHAPTERS, coding_exercises
 
 CHAPTERS = ("01_activations_losses", "03_rnn", "09_attention", "11_transformer")
 KINDS = ("right", "right", "right", "right", "right", "right", "right", "right",
@@ -55,7 +55,7 @@ def submission(kind: str, chapter: str) -> str:
                                            f"def {exercise.function}(*args):\n    return _right(*args) + 1\n"),
         "exit": lambda source, exercise: f"{source}\nimport os\nos._exit(0)\n",
         "loop": lambda source, exercise: f"{source}\nwhile True:\n    pass\n",
-        "lib": lambda source, exercise: f"from lib.checks import *\n{source}",
+        "lib": lambda source, exercise: f"from courseware.checks import *\n{source}",
         "exec-master": lambda source, exercise: f"exec(open({str(master_path)!r}).read())\n{source}",
     }
     if kind == "truncated":
@@ -78,7 +78,7 @@ def write_class(out: Path, students: int = 40) -> list[Path]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m lib.grading.sample_class", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m courseware.grading.sample_class", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--students", type=int, default=40)
     args = parser.parse_args(argv)

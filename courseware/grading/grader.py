@@ -31,11 +31,11 @@ from typing import Callable
 import nbformat
 import torch
 
-from lib.checks import CHECKS, CheckFailed
-from lib.exercises import BOOK_CHAPTERS, CodingExercise, coding_exercises
-from lib.grading import sandbox
-from lib.grading.results import FrameReader, plain_text, read_outcome
-from lib.grading.scan import review_flags
+from courseware.checks import CHECKS, CheckFailed
+from courseware.exercises import BOOK_CHAPTERS, CodingExercise, coding_exercises
+from courseware.grading import sandbox
+from courseware.grading.results import FrameReader, plain_text, read_outcome
+from courseware.grading.scan import review_flags
 
 CELL_TIMEOUT = 120  # seconds (wall and CPU) each exercise may run
 MEMORY_LIMIT = 3 << 30  # bytes of address space per process (torch alone maps about 1 GiB)
@@ -47,7 +47,7 @@ MAX_NOTEBOOK_BYTES = 20 << 20
 MAX_RESULT_BYTES = 256 << 20  # every result of one submission, in all
 NAME_CHARACTERS = 120  # of a student or submission name as printed and recorded
 MASTER_NAME = re.compile(r"[0-9]{2}_[a-z0-9_]+")
-PROBE_SOURCE = Path(__file__).with_name("probe.py")
+PROBE_SOURCE = Path(__file__).parents[1] / "probe.py"
 
 
 @dataclass(frozen=True)

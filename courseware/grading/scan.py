@@ -49,7 +49,7 @@ verdict: the grader prints REVIEW beside PASS or FAIL and a human decides.
   and a few other harmless ones, as names, attributes or inside strings
   (``"{0.__globals__}"``), and frame attributes (``f_globals``, ``tb_frame``);
 * assignments to an imported module's attributes; files, programs, sockets, ``/proc``,
-  notebook files; the book's own ``lib``;
+  notebook files; the book's own ``lib`` and ``courseware``;
 * an import outside :data:`USUAL_IMPORTS` (``torch``, ``numpy``, ``math``,
   ``collections`` ...) and the modules the rules above look into (``os``, ``sys``,
   ``io`` ...): many installed packages run code from strings (``sympy``, ``mako``).
@@ -90,6 +90,7 @@ SUSPICIOUS_NAMES = {
 }
 SUSPICIOUS_MODULES = {
     "lib": "uses the book's own code (lib), which the exercises ask you to write yourself",
+    "courseware": "uses the book's checkers (courseware), which hold the answers",
     "builtins": "touches builtins",
     "subprocess": "runs programs (subprocess)",
     "importlib": "imports by name at run time (importlib)",

@@ -5,7 +5,7 @@ from collections import Counter
 
 import torch
 
-from lib.checks.core import Check, Measured, Slip, _distinct
+from courseware.checks.core import Check, Measured, Slip, _distinct
 from lib.metrics import ngram_counts, rouge_n, rouge_n_scores, sentence_bleu
 
 _WORDS = ("the", "cat", "sat", "on", "a", "mat")  # few words, so n-grams repeat and clipping matters

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from lib.attention import masked_softmax
-from lib.checks.core import Check, Slip
+from courseware.checks.core import Check, Slip
 from lib.seq2seq import local_weights
 
 

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from lib.checks.core import Check, Slip
+from courseware.checks.core import Check, Slip
 from lib.word2vec import EncodedCorpus, skipgram_pairs
 
 

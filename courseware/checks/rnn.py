@@ -1,9 +1,9 @@
-"""Checkers for the exercises of chapter 3 (recurrent networks); chapter 4's are in :mod:`lib.checks.gating`."""
+"""Checkers for the exercises of chapter 3 (recurrent networks); chapter 4's are in :mod:`courseware.checks.gating`."""
 from __future__ import annotations
 
 import torch
 
-from lib.checks.core import Check, Slip
+from courseware.checks.core import Check, Slip
 from lib.rnn import RNNCell, bptt_terms
 
 

@@ -1,11 +1,11 @@
 """Where a submission's code runs: a bubblewrap sandbox (or, with ``--unsafe``, a plain process).
 
-:func:`probe_command` builds the command that runs :mod:`lib.grading.probe` on one
+:func:`probe_command` builds the command that runs :mod:`courseware.probe` on one
 job. In the sandbox (Debian's ``bwrap``, the sandbox Flatpak uses) the probe sees:
 
 * ``/usr`` and the Python installation, read-only; the installed packages
   (site-packages) read-only, *without* running their ``.pth`` files, so the
-  editable install of ``lib`` is not on the path and ``lib/`` is not mounted;
+  editable install of the book is not on the path and ``lib/`` is not mounted;
 * the job folder (the probe, the solution sources, the inputs), read-only;
 * three empty writable folders, each a memory file system of a fixed size
   (:data:`TMPFS_BYTES`): ``/tmp``, the working directory ``/scratch`` (not ``/tmp``: when
@@ -14,11 +14,11 @@ job. In the sandbox (Debian's ``bwrap``, the sandbox Flatpak uses) the probe see
   the probe reads them. No folder of the host is writable, so nothing the submission
   makes (a link, a FIFO, a file of gigabytes) lands where the grader might follow it.
 
-Wherever ``lib`` is installed among the mounted packages (an ordinary ``pip install .``
-puts it in site-packages), an empty folder is mounted over it, and the probe refuses to
-run if ``import lib`` could still succeed.
+Wherever ``lib`` or ``courseware`` is installed among the mounted packages (an ordinary
+``pip install .`` puts them in site-packages), an empty folder is mounted over it, and the
+probe refuses to run if either could still be imported.
 
-Nothing else: not the book's ``lib/`` or ``chapters/``, not the other submissions,
+Nothing else: not the book's ``lib/``, ``courseware/`` or ``chapters/``, not the other submissions,
 not the grader's files or ``/root``. It has no network, its own process, IPC and
 UTS namespaces, runs as an unprivileged uid and dies with the grader; when the
 probe ends, the kernel kills every process left in its pid namespace. The probe
@@ -91,10 +91,13 @@ def python_paths() -> tuple[Path, list[Path]]:
     return executable, packages
 
 
-def hidden_lib(packages: list[Path]) -> list[Path]:
-    """Where the book's ``lib`` could be imported from inside the sandbox: a ``lib`` folder in
-    any of ``packages`` (an ordinary, non-editable install puts it there)."""
-    return [path / "lib" for path in packages if (path / "lib").is_dir()]
+BOOK_PACKAGES = ("lib", "courseware")  # the book's code and its checkers' answers
+
+
+def hidden_book_packages(packages: list[Path]) -> list[Path]:
+    """Where the book's ``lib`` or ``courseware`` could be imported from inside the sandbox: a
+    folder of that name in any of ``packages`` (an ordinary, non-editable install puts them there)."""
+    return [path / name for path in packages for name in BOOK_PACKAGES if (path / name).is_dir()]
 
 
 def processes_of(uid: int) -> int:
@@ -178,7 +181,7 @@ def probe_command(job_dir: Path, out_dir: Path, uid: int, unsafe: bool = False) 
         command += ["--perms", "0755", "--dir", folder]
     for path in sorted(mounts):
         command += ["--ro-bind", str(path), str(path)]
-    for path in hidden_lib(packages):  # an empty, read-only folder where lib was
+    for path in hidden_book_packages(packages):  # an empty, read-only folder where each was
         command += ["--perms", "0555", "--size", "4096", "--tmpfs", str(path)]
     command += ["--ro-bind", str(job_dir), JOB, "--chdir", SCRATCH]
     if os.geteuid() == 0:

@@ -19,7 +19,7 @@ import re
 import time
 from pathlib import Path
 
-from lib.grading.grader import Report
+from courseware.grading.grader import Report
 
 CSV_COLUMNS = ("student", "submission", "chapter", "exercise", "verdict", "review", "message", "score", "seed",
                "seconds")

@@ -46,7 +46,7 @@ import stat
 import sys
 import time
 
-# dtypes a result may have: the grader builds tensors only of these (see lib.grading.results).
+# dtypes a result may have: the grader builds tensors only of these (see courseware.grading.results).
 RESULT_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
 
@@ -68,7 +68,7 @@ def changed_argument(args: tuple, given: tuple, torch) -> int | None:
     """The 1-based position of the first tensor of ``given`` (the copies of ``args`` a solution was
     called with) that the solution changed in place, or None. NaN counts as equal to NaN.
 
-    The checkers (lib.checks.core) use this same test, so a notebook's check cell and the grader
+    The checkers (courseware.checks.core) use this same test, so a notebook's check cell and the grader
     give one verdict: every exercise asks for a result that leaves its inputs as they were."""
     for position, (original, copy) in enumerate(zip(args, given), start=1):
         if not isinstance(original, torch.Tensor):
@@ -252,11 +252,12 @@ def main(job_dir: str, out_dir: str) -> None:
     with open(os.path.join(job_dir, "job.json")) as handle:
         job = json.load(handle)
     sys.path.extend(job["site_packages"])
-    book = importlib.util.find_spec("lib")
-    # The folder the grader hid lib under stays, empty: importable only as an empty namespace.
-    if book is not None and (book.origin or any(os.listdir(f) for f in book.submodule_search_locations or ())):
-        where = book.origin or list(book.submodule_search_locations)
-        sys.exit(f"the book's lib is importable inside the sandbox (from {where}); refusing to grade")
+    for name in ("lib", "courseware"):
+        book = importlib.util.find_spec(name)
+        # The folder the grader hid it under stays, empty: importable only as an empty namespace.
+        if book is not None and (book.origin or any(os.listdir(f) for f in book.submodule_search_locations or ())):
+            where = book.origin or list(book.submodule_search_locations)
+            sys.exit(f"the book's {name} is importable inside the sandbox (from {where}); refusing to grade")
     limits = job["limits"]
     _limit(resource.RLIMIT_AS, limits["memory_bytes"])
     _limit(resource.RLIMIT_NPROC, limits["processes"])

@@ -1,4 +1,4 @@
-"""The machinery shared by every chapter's checkers (see :mod:`lib.checks`).
+"""The machinery shared by every chapter's checkers (see :mod:`courseware.checks`).
 
 A checker is data: how to draw the cases, the book's answer to one case, and a
 table of known wrong answers (:class:`Slip`), each with what to tell a student
@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 from lib.display import LINE_WIDTH
-from lib.grading.probe import changed_argument
+from courseware.probe import changed_argument
 
 
 class CheckFailed(AssertionError):
@@ -65,7 +65,7 @@ def _outcome(student_fn, args):
     return found
 
 
-# How the grader's probe (lib.grading.probe, in the sandbox) reports a result that is no tensor at all.
+# How the grader's probe (courseware.probe, in the sandbox) reports a result that is no tensor at all.
 _PROBE_NOT_A_TENSOR = ("TypeError: your function must return a plain torch.Tensor; it returned ",
                        " (not a torch.Tensor)")
 
@@ -177,11 +177,11 @@ class Check:
     wrong answers. ``judge(cases, results)`` compares what the student's function
     returned for each case and raises :class:`CheckFailed` at the first case it
     gets wrong. A check cell calls the ``Check`` with the student's function; the
-    grader (:mod:`lib.grading`) calls ``make_cases`` and ``judge`` in its own
+    grader (:mod:`courseware.grading`) calls ``make_cases`` and ``judge`` in its own
     process and lets only the student's function run, in a sandbox. ``forbidden``
     lists what the exercise text forbids (dotted names, or ``".method"``): the
     grader's static scan flags a solution that uses one for REVIEW
-    (:func:`lib.grading.scan.review_flags`).
+    (:func:`courseware.grading.scan.review_flags`).
 
     The other fields shape the messages: ``describe(*case)`` names a case,
     ``noun`` the result ("weights", "loss"), ``layout`` its expected shape in

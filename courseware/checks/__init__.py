@@ -10,12 +10,12 @@ The printed line does not depend on the random inputs, so a passing check cell
 has a stable output that nbval can compare. Every checker is registered in
 :data:`CHECKS` under the name a check cell calls it by.
 
-Checkers live in one module per chapter (``lib/checks/attention.py``, ...) and are
-re-exported here, so a check cell always writes ``from lib.checks import check_...``.
+Checkers live in one module per chapter (``courseware/checks/attention.py``, ...) and are
+re-exported here, so a check cell always writes ``from courseware.checks import check_...``.
 A chapter's module is imported when one of its checkers is first asked for (PEP 562), so a
 chapter's kernel imports only its own checkers and the lib modules they test: the book's
 execution cache (``tools/chapter_runs.py``) then re-runs a chapter only when code it uses changes.
-Each is a :class:`Check` written as data (:mod:`lib.checks.core`): how to draw the
+Each is a :class:`Check` written as data (:mod:`courseware.checks.core`): how to draw the
 cases, the book's answer to one case, and a table of known wrong answers
 (:class:`Slip`) with what to tell a student whose result equals one. Adding an
 exercise means writing those few lines; the comparison, the tolerance that
@@ -23,7 +23,7 @@ follows the result's dtype and the messages are shared.
 """
 import importlib
 
-from lib.checks.core import Check, CheckFailed, Slip, fresh_generator
+from courseware.checks.core import Check, CheckFailed, Slip, fresh_generator
 
 # The chapters' checker modules, in chapter order, with the checkers each defines. Written out
 # rather than read from the files, which would make every chapter's run depend on every checker
@@ -49,7 +49,7 @@ def _all_checks() -> dict[str, Check]:
     """The name a check cell calls → its checker (the grader looks checkers up here)."""
     checks = {}
     for module in CHECKERS_BY_MODULE:
-        for name, value in vars(importlib.import_module(f"lib.checks.{module}")).items():
+        for name, value in vars(importlib.import_module(f"courseware.checks.{module}")).items():
             if name.startswith("check_") and isinstance(value, Check):
                 checks[name] = value
     return checks
@@ -59,9 +59,9 @@ def __getattr__(name: str):
     if name == "CHECKS":
         value = _all_checks()
     elif name in _MODULE_OF:
-        value = getattr(importlib.import_module(f"lib.checks.{_MODULE_OF[name]}"), name)
+        value = getattr(importlib.import_module(f"courseware.checks.{_MODULE_OF[name]}"), name)
     else:
-        raise AttributeError(f"module 'lib.checks' has no attribute {name!r}")
+        raise AttributeError(f"module 'courseware.checks' has no attribute {name!r}")
     globals()[name] = value
     return value
 

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from lib.checks.core import Check, Slip, tolerance_for
+from courseware.checks.core import Check, Slip, tolerance_for
 
 RADAM_TOLERANCE = dict(atol=1e-10, rtol=0.0)  # for float64 paths; float32 ones earn FLOAT32_TOLERANCE
 

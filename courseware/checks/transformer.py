@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from lib.checks.core import Check, Slip, _distinct, one_thread
+from courseware.checks.core import Check, Slip, _distinct, one_thread
 
 
 # ---------------------------------------------------------------------------

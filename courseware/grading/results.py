@@ -1,7 +1,7 @@
 """Read what the probe sent, trusting nothing (the submission's code could have written it).
 
 The probe sends, per exercise, one frame: a JSON header and the bytes of the two files the
-solution's process wrote (see :mod:`lib.grading.probe`). :class:`FrameReader` reads the
+solution's process wrote (see :mod:`courseware.probe`). :class:`FrameReader` reads the
 probe's standard output with every size capped; :func:`read_outcome` checks every field of
 a frame — JSON nesting, types, dtype from a fixed list, shapes, byte counts and offsets, each
 byte used once — before it builds plain CPU tensors from the bytes. Nothing is unpickled and
@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 import torch
 
-from lib.grading.probe import MAX_RECORD_BYTES, RESULT_DTYPES
+from courseware.probe import MAX_RECORD_BYTES, RESULT_DTYPES
 
 MAX_ELEMENTS = 1 << 24  # per result: far more than any exercise returns
 MAX_NESTING = 6  # a results record is a dict of a list of dicts of a list of ints

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from lib.checks.core import Check, Measured, Slip, one_thread
+from courseware.checks.core import Check, Measured, Slip, one_thread
 from lib.gating import MemoryClassifier
 
 # Above this bias σ'(b) = σ(b)(1 - σ(b)) is below 1.3e-4: the gradient that could teach the gate to forget is gone.

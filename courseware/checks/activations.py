@@ -6,7 +6,7 @@ import math
 import torch
 
 from lib.activations import gelu_grad
-from lib.checks.core import Check, Measured, Slip
+from courseware.checks.core import Check, Measured, Slip
 
 
 # ---- the derivative of GELU -------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Exercises for instructors: hand out the student version, grade what comes back.
+"""The book's coding exercises: where they are in the master notebooks, and the student version.
 
 Every chapter notebook in ``chapters/`` is a *master copy*. A coding exercise in it
 is two code cells with ids that share a stem:
@@ -6,20 +6,15 @@ is two code cells with ids that share a stem:
 * ``<exercise>-solution`` (tag ``solution``): the book's answer. It must be
   self-contained (it imports what it uses), because grading runs it on its own.
 * ``<exercise>-check`` (tag ``check``): one call ``check_<name>(<function>)`` of a
-  checker from :mod:`lib.checks`.
+  checker from :mod:`courseware.checks`.
 
-Commands (``python -m lib.exercises --help``)::
-
-    python -m lib.exercises student [--chapters chapters] [--out student]
-    python -m lib.exercises nbgrader [CHAPTER ...] [--out _build/nbgrader-course]
-    python -m lib.exercises grade SUBMISSION_OR_FOLDER [...] [-j N] [--seed S]
-        [--csv F] [--json F] [--feedback DIR] [--timeout S] [--unsafe]
+The command line that hands out and grades them is :mod:`courseware.__main__`.
 
 **Student version.** Solution cells become stubs (imports and signatures kept,
 bodies ``raise NotImplementedError(hint)``), worked solutions of conceptual
 exercises and the solution drop-down markers are removed, outputs are cleared.
 
-**Grading** (:mod:`lib.grading`) reads only a submission's solution cells, runs
+**Grading** (:mod:`courseware.grading`) reads only a submission's solution cells, runs
 each exercise in a fresh process inside a bubblewrap sandbox on inputs drawn from
 a recorded seed, and compares the results with the book's implementation in the
 grader's own process; a static scan flags suspicious code for a human (REVIEW).
@@ -27,17 +22,15 @@ Masters come only from the book's ``chapters/``.
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import copy
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-from lib.checks import CHECKS
+from courseware.checks import CHECKS
 
 SOLUTION_TAG, CHECK_TAG = "solution", "check"
 SOLUTION_SUFFIX, CHECK_SUFFIX = "-solution", "-check"
@@ -51,7 +44,7 @@ class CodingExercise:
     """One auto-checked exercise of a master notebook."""
 
     id: str  # e.g. "ex-att-softmax-backward"
-    checker: str  # name of the lib.checks function the check cell calls
+    checker: str  # name of the courseware.checks function the check cell calls
     function: str  # name of the student's function it is called with
     hint: str
 
@@ -89,7 +82,7 @@ def coding_exercises(notebook) -> list[CodingExercise]:
     ValueError
         When a ``check`` cell has no matching ``solution`` cell (or the reverse),
         a cell id does not follow the ``<exercise>-solution`` / ``-check``
-        convention, or a check cell names a checker that ``lib.checks`` lacks.
+        convention, or a check cell names a checker that ``courseware.checks`` lacks.
     """
     cells = {cell.get("id"): cell for cell in notebook.cells}
     solutions = [c for c in notebook.cells if c.cell_type == "code" and SOLUTION_TAG in _tags(c)]
@@ -105,7 +98,7 @@ def coding_exercises(notebook) -> list[CodingExercise]:
             raise ValueError(f"check cell {check['id']!r} has no solution cell {stem + SOLUTION_SUFFIX!r}")
         checker, function = _parse_check_call(check.source, check["id"])
         if checker not in CHECKS:
-            raise ValueError(f"check cell {check['id']!r} calls {checker}, which lib.checks does not define")
+            raise ValueError(f"check cell {check['id']!r} calls {checker}, which courseware.checks does not define")
         hint = solution.metadata.get("hint", f"write {function}; the exercise above says what it must do")
         exercises.append(CodingExercise(stem, checker, function, hint))
     unchecked = {c["id"][: -len(SOLUTION_SUFFIX)] for c in solutions} - {e.id for e in exercises}
@@ -190,9 +183,10 @@ def write_student_versions(chapters: Path, out: Path) -> list[Path]:
     return written
 
 
-# What a student needs to run the chapters: lib (with its trained weights), the reader's pins
-# (requirements-runtime.txt, which Binder installs) and the Binder environment.
-STUDENT_REPO_FILES = ("lib", "pyproject.toml", "requirements-runtime.txt", "binder")
+# What a student needs to run the chapters: lib (with its trained weights), the checkers their
+# check cells call (courseware), the reader's pins (requirements-runtime.txt, which Binder
+# installs) and the Binder environment.
+STUDENT_REPO_FILES = ("lib", "courseware", "pyproject.toml", "requirements-runtime.txt", "binder")
 STUDENT_REPO_README = """# Attention, Sequence Models and Memory: student repository
 
 The chapters in `chapters/` are the hand-out versions: every coding exercise's solution cell
@@ -200,14 +194,15 @@ raises `NotImplementedError` until you write it, and the worked solutions are no
 Install the book's environment (`python -m venv .venv && .venv/bin/pip install -r
 requirements-runtime.txt && .venv/bin/pip install -e .`) or open it on Binder, then run the chapters.
 Keep everything an answer needs inside its solution cell (imports included) and do not import
-the book's own `lib` there: your instructor's grader runs only those cells, without `lib`.
+the book's own `lib` or `courseware` there: your instructor's grader runs only those cells,
+without either.
 """
 
 
 def write_student_repo(out: Path, root: Path = BOOK_CHAPTERS.parent) -> Path:
     """A repository to give students: the library, the environment and the student chapters.
 
-    Copies ``lib/`` (without caches, with its trained weights), ``pyproject.toml``,
+    Copies ``lib/`` (without caches, with its trained weights), ``courseware/``, ``pyproject.toml``,
     ``requirements-runtime.txt`` and ``binder/`` from ``root`` and writes the student
     version of every chapter to ``out/chapters``, with the diagrams they show in
     ``out/figures``. The master notebooks, the instructor guide, the tests and the rest of
@@ -231,98 +226,3 @@ def write_student_repo(out: Path, root: Path = BOOK_CHAPTERS.parent) -> Path:
     write_student_versions(root / "chapters", out)
     (out / "README.md").write_text(STUDENT_REPO_README, encoding="utf-8")
     return out
-
-
-# ---- the command line -------------------------------------------------------------------
-def table(reports) -> str:
-    """One row per submission, one column per exercise (PASS or FAIL, +REVIEW when flagged)."""
-    exercises = sorted({v.exercise for r in reports for v in r.verdicts})
-    header = ["submission", "student", *exercises, "score"]
-    rows = []
-    for report in reports:
-        verdicts = {v.exercise: ("PASS" if v.passed else "FAIL") + ("+REVIEW" if v.review else "")
-                    for v in report.verdicts}
-        rows.append([report.submission, report.student, *[verdicts.get(e, "—") for e in exercises], report.score])
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows])
-
-
-def main(argv=None) -> int:
-    """``python -m lib.exercises student|grade ...``; the exit code of ``grade`` is 0 only when
-    every exercise of every submission passed without a REVIEW flag."""
-    from lib.grading.gradebook import Gradebook  # lib.grading imports this module
-    from lib.grading.grader import CELL_TIMEOUT, grade_all, load_masters
-    from lib.grading.sandbox import SandboxUnavailable
-
-    parser = argparse.ArgumentParser(prog="python -m lib.exercises", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    student = commands.add_parser("student", help="write the student version of every chapter")
-    student.add_argument("--chapters", type=Path, default=Path("chapters"))
-    student.add_argument("--out", type=Path, default=Path("student"))
-    repo = commands.add_parser("student-repo", help="write a student repository (no master notebooks) to a new folder")
-    repo.add_argument("out", type=Path)
-    course = commands.add_parser("nbgrader", help="write an nbgrader course (source notebooks, nbgrader_config.py)")
-    course.add_argument("names", nargs="*", metavar="CHAPTER", help="e.g. 09_attention (default: every chapter)")
-    course.add_argument("--out", type=Path, default=Path("_build/nbgrader-course"))
-    grader = commands.add_parser("grade", help="grade submitted notebooks (files or folders) against the book's chapters")
-    grader.add_argument("submissions", type=Path, nargs="+")
-    grader.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at the same time")
-    grader.add_argument("--seed", type=int, help="replay the inputs of a recorded seed")
-    grader.add_argument("--csv", type=Path, help="write the gradebook as CSV (one row per exercise)")
-    grader.add_argument("--json", type=Path, help="write the gradebook as JSON (one object per submission)")
-    grader.add_argument("--feedback", type=Path, help="folder for one markdown feedback file per submission")
-    grader.add_argument("--timeout", type=int, default=CELL_TIMEOUT, help="seconds each exercise may run")
-    grader.add_argument("--unsafe", action="store_true",
-                        help="run submissions without the bubblewrap sandbox (only for code you trust)")
-    args = parser.parse_args(argv)
-    if args.command == "student":
-        for path in write_student_versions(args.chapters, args.out):
-            print(f"wrote {path}")
-        return 0
-    if args.command == "nbgrader":
-        from lib.grading.nbgrader_export import write_course
-        try:
-            written = write_course(BOOK_CHAPTERS, args.out, args.names)
-        except ValueError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        for path in written:
-            print(f"wrote {path}")
-        print(f"then, in {args.out}: nbgrader generate_assignment <chapter> and nbgrader autograde <chapter>")
-        return 0
-    if args.command == "student-repo":
-        print(f"wrote the student repository to {write_student_repo(args.out)}")
-        return 0
-    if args.unsafe:
-        print("WARNING: --unsafe: submissions run WITHOUT a sandbox, with your rights, files and network.",
-              file=sys.stderr)
-    try:
-        gradebook = Gradebook(args.csv, args.json, args.feedback)
-    except OSError as error:
-        print(f"error: cannot write the gradebook: {error}", file=sys.stderr)
-        return 2
-
-    def finished(report) -> None:
-        print("\n".join(report.lines()), flush=True)
-        gradebook.add(report)
-
-    try:
-        reports = grade_all(args.submissions, load_masters(BOOK_CHAPTERS), jobs=args.jobs, seed=args.seed,
-                            unsafe=args.unsafe, timeout=args.timeout, on_report=finished)
-    except (SandboxUnavailable, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    finally:
-        gradebook.close()
-    for failure in gradebook.failures:
-        print(f"error: {failure}", file=sys.stderr)
-    if not reports:
-        print("error: no notebook to grade", file=sys.stderr)
-        return 2
-    if len(reports) > 1:
-        print("\n" + table(reports))
-    return 0 if all(report.all_passed for report in reports) and not gradebook.failures else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

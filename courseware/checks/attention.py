@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.attention import masked_softmax
-from lib.checks.core import Check, Measured, Slip, one_thread, solve_increasing
+from courseware.checks.core import Check, Measured, Slip, one_thread, solve_increasing
 
 
 # ---------------------------------------------------------------------------

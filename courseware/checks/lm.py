@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from lib.checks.core import Check, Slip, _distinct
+from courseware.checks.core import Check, Slip, _distinct
 from lib.softmax_approx import nce_loss
 
 

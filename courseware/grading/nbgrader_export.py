@@ -1,7 +1,7 @@
 """Export the book's coding exercises as an nbgrader course.
 
 For courses run on JupyterHub with `nbgrader <https://nbgrader.readthedocs.io>`_:
-``python -m lib.exercises nbgrader --out course`` writes, for each chapter with
+``python -m courseware nbgrader --out course`` writes, for each chapter with
 coding exercises, ``course/source/<chapter>/<chapter>.ipynb`` and a
 ``course/nbgrader_config.py``. Each exercise becomes three cells:
 
@@ -10,7 +10,7 @@ coding exercises, ``course/source/<chapter>/<chapter>.ipynb`` and a
   body between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (imports and
   signatures stay visible, as in the book's student version);
 * a locked, autograded test cell worth one point that calls the same
-  :mod:`lib.checks` checker as the chapter; between ``### BEGIN HIDDEN TESTS``
+  :mod:`courseware.checks` checker as the chapter; between ``### BEGIN HIDDEN TESTS``
   and ``### END HIDDEN TESTS`` it calls it again, so at grading time the
   checker draws inputs the student has never seen.
 
@@ -26,11 +26,11 @@ from pathlib import Path
 
 import nbformat
 
-from lib.exercises import coding_exercises
+from courseware.exercises import coding_exercises
 
 SCHEMA_VERSION = 3
 CONFIG = '''\
-# nbgrader configuration written by `python -m lib.exercises nbgrader`; run nbgrader from this folder.
+# nbgrader configuration written by `python -m courseware nbgrader`; run nbgrader from this folder.
 c = get_config()  # noqa: F821 (provided by nbgrader)
 c.CourseDirectory.course_id = {course_id!r}
 c.CourseDirectory.db_url = "sqlite:///gradebook.db"  # nbgrader's gradebook, in this folder
@@ -105,7 +105,7 @@ def source_notebook(master, chapter: str):
     Parameters
     ----------
     master : nbformat.NotebookNode
-        A chapter notebook of the book (its coding exercises follow :mod:`lib.exercises`).
+        A chapter notebook of the book (its coding exercises follow :mod:`courseware.exercises`).
     chapter : str
         Its name without ``.ipynb``, e.g. ``"09_attention"``.
     """
@@ -122,7 +122,7 @@ def source_notebook(master, chapter: str):
         solution.metadata["nbgrader"] = _metadata(exercise.solution_cell, solution=True)
         call = f"{exercise.checker}({exercise.function})"
         test = nbformat.v4.new_code_cell(
-            f"from lib.checks import {exercise.checker}\n\n{call}\n"
+            f"from courseware.checks import {exercise.checker}\n\n{call}\n"
             f"### BEGIN HIDDEN TESTS\n{call}  # the autograder's own, fresh random inputs\n### END HIDDEN TESTS\n",
             id=exercise.check_cell)
         test.metadata["nbgrader"] = _metadata(exercise.check_cell, solution=False, points=1)

@@ -8,7 +8,7 @@ from functools import partial
 
 import torch
 
-from lib.checks.core import Check, CheckFailed, Measured, Slip, _distinct, solve_increasing
+from courseware.checks.core import Check, CheckFailed, Measured, Slip, _distinct, solve_increasing
 from lib.decoding import sampling_distribution
 
 
