@@ -867,21 +867,26 @@ class MultiHeadAttention(nn.Module):
         # One mask for every head: insert a singleton head axis.
         head_mask = None if keep is None else keep.unsqueeze(1)  # (B, 1, T, S)
 
-        q = self._split_heads(self.query_proj(query))  # (B, H, T, Dh)
-        k = self._split_heads(self.key_proj(key))  # (B, H, S, Dh)
-        v = self._split_heads(self.value_proj(value))  # (B, H, S, Dh)
+        q = self.split_heads(self.query_proj(query))  # (B, H, T, Dh)
+        k = self.split_heads(self.key_proj(key))  # (B, H, S, Dh)
+        v = self.split_heads(self.value_proj(value))  # (B, H, S, Dh)
         # (B, H, T, Dh), (B, H, T, S) or None
         heads, weights = scaled_dot_product_attention(q, k, v, mask=head_mask, need_weights=need_weights)
-        merged = heads.transpose(1, 2).reshape(batch, num_queries, self.embed_dim)  # (B, T, H, Dh) -> (B, T, E)
-        output = self.out_proj(merged)  # (B, T, E)
+        output = self.out_proj(self.merge_heads(heads))  # (B, T, E)
         if average_weights and weights is not None:
             weights = weights.mean(dim=1)  # (B, T, S)
         return output, weights
 
-    def _split_heads(self, projected: Tensor) -> Tensor:
+    def split_heads(self, projected: Tensor) -> Tensor:
+        """A projection ``(B, L, E)`` as ``H`` heads ``(B, H, L, Dh)``, each its own slice of ``E``."""
         batch, length, _ = projected.shape
         per_head = projected.reshape(batch, length, self.num_heads, self.head_dim)  # (B, L, H, Dh)
         return per_head.transpose(1, 2)  # (B, H, L, Dh)
+
+    def merge_heads(self, heads: Tensor) -> Tensor:
+        """The heads ``(B, H, L, Dh)`` side by side ``(B, L, E)``, as the output projection reads them."""
+        batch, _, length, _ = heads.shape
+        return heads.transpose(1, 2).reshape(batch, length, self.embed_dim)  # (B, L, H, Dh) -> (B, L, E)
 
     def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[int, int, int]:
         for name, tensor in (("query", query), ("key", key), ("value", value)):

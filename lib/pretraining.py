@@ -15,8 +15,8 @@ module runs that recipe at a size that trains in seconds, top to bottom:
    the strings only; the labelled task asks for ``k``, and
    :func:`best_possible_accuracy` is the expected accuracy of the best
    possible classifier, below 1 since some strings fit more than one step.
-2. :class:`TransformerEncoder`, the encoder stack of :mod:`lib.transformer`
-   (embedding plus :class:`lib.transformer_blocks.EncoderBlock` layers) with a
+2. An encoder stack (:class:`lib.transformer.TransformerStack`: embedding plus
+   :class:`lib.transformer_blocks.EncoderBlock` layers) reads the strings, with a
    ``<cls>`` token in front, and :class:`MaskedLM`, the encoder with a linear
    output layer that predicts the original token at each position.
 3. :func:`masked_lm_loss`, the cross-entropy over the corrupted positions only,
@@ -52,13 +52,12 @@ from torch import Tensor, nn
 
 from lib.pretrained import mask_tokens
 from lib.training import train_step
-from lib.transformer import TransformerConfig, TransformerEmbedding
-from lib.transformer_blocks import EncoderBlock, LayerNorm
+from lib.transformer import TransformerConfig, TransformerStack
 from lib.validation import require_instance, require_int, require_number, require_tokens
 
 __all__ = [
     "DIGITS", "MASK", "CLS", "VOCAB_SIZE", "STEPS", "WOBBLE", "walks", "walk_space_size", "distinct_walks",
-    "shared_strings", "best_possible_accuracy", "TransformerEncoder", "MaskedLM", "masked_lm_loss",
+    "shared_strings", "best_possible_accuracy", "MaskedLM", "masked_lm_loss",
     "PretrainLog", "pretrain_masked_lm", "SequenceClassifier", "ClassifierLog", "train_classifier",
     "pretraining_splits", "compare_with_and_without_pretraining",
 ]
@@ -248,47 +247,13 @@ def best_possible_accuracy(tokens: Tensor, labels: Tensor, steps: tuple = STEPS)
     return (1.0 / fits.sum(dim=1).double()).mean().item()
 
 
-class TransformerEncoder(nn.Module):
-    """The encoder stack alone: embedding, ``config.num_layers`` :class:`~lib.transformer_blocks.EncoderBlock` layers.
-
-    Every position attends to every other (no mask), as in BERT.
-
-    Parameters
-    ----------
-    vocab_size : int
-    config : TransformerConfig
-
-    Shapes
-    ------
-    tokens : (B, T)
-    output : (B, T, D)
-    """
-
-    def __init__(self, vocab_size: int, config: TransformerConfig):
-        super().__init__()
-        require_int("vocab_size", vocab_size), require_instance("config", config, TransformerConfig)
-        self.config = c = config
-        self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions, c.scale_embedding,
-                                          c.dropout)
-        self.blocks = nn.ModuleList(
-            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first, dropout=c.dropout)
-            for _ in range(c.num_layers)
-        )
-        self.final_norm = LayerNorm(c.d_model) if c.norm_first else nn.Identity()
-
-    def forward(self, tokens: Tensor) -> Tensor:
-        h = self.embed(tokens)  # (B, T, D)
-        for block in self.blocks:
-            h, _ = block(h)
-        return self.final_norm(h)  # (B, T, D)
-
-
 class MaskedLM(nn.Module):
     """An encoder with a linear layer that scores, at every position, which token belongs there.
 
     Parameters
     ----------
-    encoder : TransformerEncoder
+    encoder : TransformerStack
+        An encoder stack (every position attends to every other, as in BERT).
     vocab_size : int
 
     Shapes
@@ -297,14 +262,14 @@ class MaskedLM(nn.Module):
     output : (B, T, V)
     """
 
-    def __init__(self, encoder: TransformerEncoder, vocab_size: int):
+    def __init__(self, encoder: TransformerStack, vocab_size: int):
         super().__init__()
-        require_instance("encoder", encoder, TransformerEncoder), require_int("vocab_size", vocab_size)
+        require_instance("encoder", encoder, TransformerStack), require_int("vocab_size", vocab_size)
         self.encoder = encoder
         self.output = nn.Linear(encoder.config.d_model, vocab_size)
 
     def forward(self, tokens: Tensor) -> Tensor:
-        return self.output(self.encoder(tokens))  # (B, T, V)
+        return self.output(self.encoder(tokens)[0])  # (B, T, V)
 
 
 def _check_loss(logits: object, labels: object, ignore_index: object) -> None:
@@ -422,7 +387,8 @@ class SequenceClassifier(nn.Module):
 
     Parameters
     ----------
-    encoder : TransformerEncoder
+    encoder : TransformerStack
+        An encoder stack (every position attends to every other, as in BERT).
     num_classes : int
     freeze : bool
 
@@ -432,9 +398,9 @@ class SequenceClassifier(nn.Module):
     output : (B, C) logits
     """
 
-    def __init__(self, encoder: TransformerEncoder, num_classes: int, freeze: bool):
+    def __init__(self, encoder: TransformerStack, num_classes: int, freeze: bool):
         super().__init__()
-        require_instance("encoder", encoder, TransformerEncoder), require_int("num_classes", num_classes, 2)
+        require_instance("encoder", encoder, TransformerStack), require_int("num_classes", num_classes, 2)
         require_instance("freeze", freeze, bool)
         self.encoder, self.freeze = encoder, freeze
         self.head = nn.Linear(encoder.config.d_model, num_classes)
@@ -447,7 +413,7 @@ class SequenceClassifier(nn.Module):
         return self
 
     def forward(self, tokens: Tensor) -> Tensor:
-        return self.head(self.encoder(tokens).mean(dim=1))  # (B, T, D) -> mean (B, D) -> (B, C)
+        return self.head(self.encoder(tokens)[0].mean(dim=1))  # (B, T, D) -> mean (B, D) -> (B, C)
 
 
 @dataclass
@@ -602,12 +568,12 @@ def compare_with_and_without_pretraining(
     corpus, (train_tokens, train_labels), (test_tokens, test_labels) = pretraining_splits(
         num_labels, corpus_size, test_size, seed)
     torch.manual_seed(seed)
-    model = MaskedLM(TransformerEncoder(VOCAB_SIZE, config), VOCAB_SIZE)
+    model = MaskedLM(TransformerStack(VOCAB_SIZE, config), VOCAB_SIZE)
     pretrain_log = pretrain_masked_lm(model, corpus, epochs=pretrain_epochs, seed=seed)
     logs = {}
     for name in ("scratch", "frozen", "fine-tuned"):
         torch.manual_seed(seed)
-        encoder = TransformerEncoder(VOCAB_SIZE, config)  # a fresh encoder ...
+        encoder = TransformerStack(VOCAB_SIZE, config)  # a fresh encoder ...
         if name != "scratch":
             encoder.load_state_dict(model.encoder.state_dict())  # ... or a copy of the pretrained one
         classifier = SequenceClassifier(encoder, len(STEPS), freeze=name == "frozen")

@@ -7,11 +7,13 @@ Chapter 11 (syllabus TR4-TR7) assembles the blocks of
    ``scale_embedding``, the ``sqrt(D)`` scaling of token embeddings; the rest of
    the paper's training recipe is in :mod:`lib.transformer_recipe`), and
    :class:`TransformerEmbedding`, tokens plus positions.
-2. :class:`Seq2SeqTransformer`, the encoder-decoder model of Vaswani et al. [1]_,
+2. :class:`TransformerStack`, embedding, blocks and final norm: every stack of the
+   chapter is one of these.
+3. :class:`Seq2SeqTransformer`, the encoder-decoder model of Vaswani et al. [1]_,
    and :class:`DecoderOnlyLM`, the GPT-style language model (Radford et al. [3]_);
    both generate greedily with or without a :class:`~lib.transformer_blocks.KVCache`.
    :func:`teacher_forced_loss` measures a model on held-out pairs.
-3. :func:`critical_path_length` counts the operations that must run one after
+4. :func:`critical_path_length` counts the operations that must run one after
    another, the quantity behind the parallelism argument.
 
 What pretrained models build from these blocks is in :mod:`lib.pretrained` and
@@ -50,11 +52,14 @@ from lib.training import SequencePairs
 from lib.transformer_blocks import (
     DecoderBlock, Dropout, EncoderBlock, KVCache, LayerNorm, _check_dropout, _require_activation, causal_mask,
 )
-from lib.validation import require_even, require_instance, require_int, require_ints, require_tokens
+from lib.validation import (
+    require_choice, require_even, require_instance, require_int, require_ints, require_tokens,
+)
 
 __all__ = [
     "TransformerConfig",
     "TransformerEmbedding",
+    "TransformerStack",
     "Seq2SeqTransformer",
     "DecoderOnlyLM",
     "teacher_forced_loss",
@@ -117,11 +122,6 @@ def _check_config(c: TransformerConfig) -> None:
     require_instance("norm_first", c.norm_first, bool)
     require_instance("scale_embedding", c.scale_embedding, bool)
     _check_dropout(c.dropout)
-
-
-def _final_norm(c: TransformerConfig) -> nn.Module:
-    """The layer norm that closes a pre-norm stack (whose last residual sum is not normalised)."""
-    return LayerNorm(c.d_model) if c.norm_first else nn.Identity()
 
 
 def _check_embedding_input(tokens: object, start: object, vocab_size: int, max_len: int) -> None:
@@ -190,6 +190,61 @@ class TransformerEmbedding(nn.Module):
         return self.dropout(self.token_scale * self.token(tokens) + positions.to(self.token.weight.dtype))  # (B, T, D)
 
 
+class TransformerStack(nn.Module):
+    """Token embedding, ``config.num_layers`` blocks and, in pre-norm, a final layer norm.
+
+    One class builds every stack of the chapter: the encoder (:class:`EncoderBlock`), the
+    decoder of :class:`Seq2SeqTransformer` (:class:`DecoderBlock`) and the decoder-only LM's
+    (:class:`EncoderBlock` under a causal mask: a GPT block); the masked language model of
+    :mod:`lib.pretraining` uses an encoder stack. A pre-norm block leaves its last residual sum
+    unnormalised, so a pre-norm stack ends with a layer norm, as in GPT-2 and
+    ``torch.nn.Transformer(norm_first=True)``.
+
+    Parameters
+    ----------
+    vocab_size : int
+    config : TransformerConfig
+    block : EncoderBlock or DecoderBlock (the class), default EncoderBlock
+
+    Shapes
+    ------
+    tokens : (B, T)
+    output : (B, T, D)
+    weights : one tuple per block of what it returns beside its output (its attention weights)
+    """
+
+    def __init__(self, vocab_size: int, config: TransformerConfig, block: type = EncoderBlock):
+        super().__init__()
+        _check_model(config, vocab_size=vocab_size)
+        require_choice("block", block, (EncoderBlock, DecoderBlock))
+        self.config = c = config
+        self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions,
+                                          c.scale_embedding, c.dropout)
+        self.blocks = nn.ModuleList(
+            block(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first, dropout=c.dropout)
+            for _ in range(c.num_layers)
+        )
+        self.final_norm = LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+
+    def forward(
+        self, tokens: Tensor, cache: Optional[list[KVCache]] = None, **context: Optional[Tensor]
+    ) -> tuple[Tensor, list[tuple[Tensor, ...]]]:
+        """Run the stack; ``context`` goes to every block (``valid_lens`` or ``mask`` for encoder
+        blocks, ``memory`` and ``memory_valid_lens`` for decoder blocks). With ``cache`` (from
+        :meth:`new_cache`), ``tokens`` continue the cached positions."""
+        caches = _check_caches(cache, len(self.blocks))
+        h = self.embed(tokens, start=caches[0].length if cache else 0)  # (B, T, D)
+        weights = []
+        for block, layer_cache in zip(self.blocks, caches):
+            h, *block_weights = block(h, cache=layer_cache, **context)
+            weights.append(tuple(block_weights))
+        return self.final_norm(h), weights
+
+    def new_cache(self) -> list[KVCache]:
+        """An empty :class:`KVCache` for each block."""
+        return [KVCache() for _ in self.blocks]
+
+
 class Seq2SeqTransformer(nn.Module):
     """The encoder-decoder Transformer of Vaswani et al. (2017), small; dropout is ``config.dropout``.
 
@@ -213,23 +268,11 @@ class Seq2SeqTransformer(nn.Module):
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, config: TransformerConfig = TransformerConfig()):
         super().__init__()
-        _check_model(config, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
+        require_ints(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
         self.config = config
-        c = config
-        self.src_embed = TransformerEmbedding(src_vocab_size, c.d_model, c.max_len, c.learned_positions,
-                                              c.scale_embedding, c.dropout)
-        self.tgt_embed = TransformerEmbedding(tgt_vocab_size, c.d_model, c.max_len, c.learned_positions,
-                                              c.scale_embedding, c.dropout)
-        self.encoder = nn.ModuleList(
-            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first, dropout=c.dropout)
-            for _ in range(c.num_layers)
-        )
-        self.decoder = nn.ModuleList(
-            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first, dropout=c.dropout)
-            for _ in range(c.num_layers)
-        )
-        self.encoder_norm, self.decoder_norm = _final_norm(c), _final_norm(c)
-        self.output = nn.Linear(c.d_model, tgt_vocab_size)
+        self.encoder = TransformerStack(src_vocab_size, config, EncoderBlock)
+        self.decoder = TransformerStack(tgt_vocab_size, config, DecoderBlock)
+        self.output = nn.Linear(config.d_model, tgt_vocab_size)
 
     def encode(self, src: Tensor, src_valid_lens: Optional[Tensor] = None) -> tuple[Tensor, list[Tensor]]:
         """The memory and every encoder layer's attention weights.
@@ -240,12 +283,8 @@ class Seq2SeqTransformer(nn.Module):
         memory : (B, S, D)
         weights : list of num_layers tensors (B, H, S, S)
         """
-        h = self.src_embed(src)  # (B, S, D)
-        weights = []
-        for block in self.encoder:
-            h, w = block(h, valid_lens=src_valid_lens)
-            weights.append(w)
-        return self.encoder_norm(h), weights
+        memory, weights = self.encoder(src, valid_lens=src_valid_lens)  # (B, S, D)
+        return memory, [w for (w,) in weights]
 
     def decode(
         self, tgt: Tensor, memory: Tensor, src_valid_lens: Optional[Tensor] = None,
@@ -264,18 +303,13 @@ class Seq2SeqTransformer(nn.Module):
         self_weights : list of num_layers tensors (B, H, T, T), or (B, H, T, t + T) with a cache
         cross_weights : list of num_layers tensors (B, H, T, S)
         """
-        caches = _check_caches(cache, len(self.decoder))
-        h = self.tgt_embed(tgt, start=caches[0].length if cache else 0)  # (B, T, D)
-        self_weights, cross_weights = [], []
-        for block, layer_cache in zip(self.decoder, caches):
-            h, w_self, w_cross = block(h, memory, memory_valid_lens=src_valid_lens, cache=layer_cache)
-            self_weights.append(w_self)
-            cross_weights.append(w_cross)
-        return self.output(self.decoder_norm(h)), self_weights, cross_weights
+        h, weights = self.decoder(tgt, cache, memory=memory, memory_valid_lens=src_valid_lens)  # (B, T, D)
+        self_weights, cross_weights = ([w[i] for w in weights] for i in (0, 1))
+        return self.output(h), self_weights, cross_weights
 
     def new_cache(self) -> list[KVCache]:
         """An empty :class:`KVCache` for each decoder layer."""
-        return [KVCache() for _ in self.decoder]
+        return self.decoder.new_cache()
 
     @torch.no_grad()
     def greedy_decode(
@@ -384,16 +418,9 @@ class DecoderOnlyLM(nn.Module):
 
     def __init__(self, vocab_size: int, config: TransformerConfig = TransformerConfig(learned_positions=True)):
         super().__init__()
-        _check_model(config, vocab_size=vocab_size)
-        self.config = c = config
-        self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions, c.scale_embedding,
-                                          c.dropout)
-        self.blocks = nn.ModuleList(
-            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first, dropout=c.dropout)
-            for _ in range(c.num_layers)
-        )
-        self.final_norm = _final_norm(c)
-        self.output = nn.Linear(c.d_model, vocab_size)
+        self.config = config
+        self.stack = TransformerStack(vocab_size, config, EncoderBlock)  # under a causal mask: GPT blocks
+        self.output = nn.Linear(config.d_model, vocab_size)
 
     def forward(self, tokens: Tensor, cache: Optional[list[KVCache]] = None) -> Tensor:
         """Next-token logits at every position.
@@ -406,16 +433,13 @@ class DecoderOnlyLM(nn.Module):
         tokens : (B, T)
         output : (B, T, V)
         """
-        caches = _check_caches(cache, len(self.blocks))
-        h = self.embed(tokens, start=caches[0].length if cache else 0)  # (B, T, D)
         mask = None if cache else causal_mask(tokens.shape[1], device=tokens.device)  # (T, T)
-        for block, layer_cache in zip(self.blocks, caches):
-            h, _ = block(h, mask=mask, cache=layer_cache)
-        return self.output(self.final_norm(h))  # (B, T, V)
+        h, _ = self.stack(tokens, cache, mask=mask)  # (B, T, D)
+        return self.output(h)  # (B, T, V)
 
     def new_cache(self) -> list[KVCache]:
         """An empty :class:`KVCache` for each block."""
-        return [KVCache() for _ in self.blocks]
+        return self.stack.new_cache()
 
     @torch.no_grad()
     def generate(self, prompt: Tensor, steps: int, use_cache: bool = True) -> tuple[Tensor, Tensor]:

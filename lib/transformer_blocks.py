@@ -14,7 +14,8 @@ bottom; :mod:`lib.transformer` assembles them into whole models.
    values are kept per layer, so the next step computes only the new
    position's query, key and value instead of re-running the whole prefix
    (Pope et al. [5]_ discuss its cost at scale).
-4. :class:`EncoderBlock` and :class:`DecoderBlock`: post-norm, as in the paper
+4. :class:`Residual`, how a block wraps each sublayer, and :class:`EncoderBlock` and
+   :class:`DecoderBlock`: post-norm, as in the paper
    and in ``torch.nn.TransformerEncoderLayer`` / ``TransformerDecoderLayer``,
    whose weights they can load, or pre-norm with ``norm_first=True``, as in
    Xiong et al. [4]_. Dropout sits where the paper puts it, on each sublayer's
@@ -64,6 +65,7 @@ __all__ = [
     "FeedForward",
     "causal_mask",
     "KVCache",
+    "Residual",
     "EncoderBlock",
     "DecoderBlock",
 ]
@@ -226,12 +228,6 @@ def _check_feed_forward(d_model: object, d_ff: object, activation: object) -> No
     """The argument checks of :class:`FeedForward`: two sizes and an activation name."""
     require_ints(d_model=d_model, d_ff=d_ff)
     _require_activation(activation)
-
-
-def _check_block(d_model: object, norm_first: object) -> None:
-    """The argument checks of the blocks' own arguments (the parts check the rest)."""
-    require_int("d_model", d_model)
-    require_instance("norm_first", norm_first, bool)
 
 
 class LayerNorm(nn.Module):
@@ -405,6 +401,27 @@ class KVCache:
         self.keys, self.values = keys, values
         return keys, values
 
+    def attend(self, attention: MultiHeadAttention, h: Tensor) -> tuple[Tensor, Tensor]:
+        """Causal self-attention of the new positions ``h`` over the cached positions and themselves.
+
+        The new positions' keys and values are appended to the cache first.
+
+        Shapes
+        ------
+        h : (B, L, D), positions t .. t + L - 1
+        output : (B, L, D)
+        weights : (B, H, L, t + L)
+        """
+        start, new = self.length, h.shape[1]  # t cached positions, L new ones
+        # (B, H, t + L, Dh) each: the cached positions' and the new ones'
+        keys, values = self.append(attention.split_heads(attention.key_proj(h)),
+                                   attention.split_heads(attention.value_proj(h)))
+        queries = attention.split_heads(attention.query_proj(h))  # (B, H, L, Dh)
+        positions = torch.arange(start, start + new, device=h.device)  # (L,)
+        mask = torch.arange(start + new, device=h.device) <= positions[:, None]  # (L, t + L)
+        heads, weights = scaled_dot_product_attention(queries, keys, values, mask)  # (B, H, L, Dh)
+        return attention.out_proj(attention.merge_heads(heads)), weights  # (B, L, D), (B, H, L, t + L)
+
 
 def _check_cache(cache: object, mask: object, valid_lens: object) -> None:
     """With a cache, the block attends causally over cached and new positions: no other mask."""
@@ -415,46 +432,43 @@ def _check_cache(cache: object, mask: object, valid_lens: object) -> None:
                              "mask and valid_lens must be None")
 
 
-def _cached_self_attention(attention: MultiHeadAttention, h: Tensor, cache: KVCache) -> tuple[Tensor, Tensor]:
-    """Causal self-attention of the new positions ``h`` over the cached positions and themselves.
+class Residual(nn.Module):
+    r"""A sublayer ``f`` wrapped in a residual connection, dropout and a layer norm.
+
+    Post-norm (the paper): :math:`\mathrm{LN}(\mathbf{x} + \mathrm{drop}(f(\mathbf{x})))`.
+    Pre-norm (``norm_first``, Xiong et al. 2020):
+    :math:`\mathbf{x} + \mathrm{drop}(f(\mathrm{LN}(\mathbf{x})))`, which leaves the path
+    from input to output free of normalisation. Dropout (training only) acts on ``f``'s output
+    before the sum, the paper's "residual dropout". An attention sublayer returns its weights
+    beside its output; they are passed on, so a call returns ``(output, weights or None)``.
 
     Shapes
     ------
-    h : (B, L, D), positions t .. t + L - 1
-    output : (B, L, D)
-    weights : (B, H, L, t + L)
-    """
-    start, new = cache.length, h.shape[1]  # t cached positions, L new ones
-    keys, values = cache.append(
-        attention._split_heads(attention.key_proj(h)),  # (B, H, L, Dh)
-        attention._split_heads(attention.value_proj(h)),
-    )  # (B, H, t + L, Dh) each: the cached positions' and the new ones'
-    queries = attention._split_heads(attention.query_proj(h))  # (B, H, L, Dh)
-    positions = torch.arange(start, start + new, device=h.device)  # (L,)
-    mask = torch.arange(start + new, device=h.device) <= positions[:, None]  # (L, t + L)
-    heads, weights = scaled_dot_product_attention(queries, keys, values, mask)
-    merged = heads.transpose(1, 2).reshape(h.shape[0], new, attention.embed_dim)  # (B, L, D)
-    return attention.out_proj(merged), weights
-
-
-class _ResidualBlock(nn.Module):
-    r"""What encoder and decoder blocks share: how a sublayer ``f`` is wrapped.
-
-    Post-norm (the paper): :math:`\mathrm{LN}(\mathbf{x} + f(\mathbf{x}))`.
-    Pre-norm (``norm_first``): :math:`\mathbf{x} + f(\mathrm{LN}(\mathbf{x}))`,
-    which leaves the residual path from input to output free of normalisation.
-    In training, :class:`Dropout` acts on ``f``'s output before the sum.
+    x : (B, T, D)
+    output : (B, T, D)
     """
 
-    norm_first: bool
-    dropout: Dropout
+    def __init__(self, d_model: int, eps: float = 1e-5, norm_first: bool = False, dropout: float = 0.0):
+        super().__init__()
+        require_instance("norm_first", norm_first, bool)
+        _check_dropout(dropout)  # named as the caller knows it, not as Dropout's p
+        self.norm, self.dropout, self.norm_first = LayerNorm(d_model, eps), Dropout(dropout), norm_first
 
-    def _sublayer_input(self, x: Tensor, norm: LayerNorm) -> Tensor:
-        return norm(x) if self.norm_first else x  # (B, T, D)
+    def forward(self, x: Tensor, sublayer: Callable) -> tuple[Tensor, Optional[Tensor]]:
+        result = sublayer(self.norm(x) if self.norm_first else x)
+        update, weights = result if isinstance(result, tuple) else (result, None)
+        update = self.dropout(update)  # (B, T, D)
+        return (x + update if self.norm_first else self.norm(x + update)), weights
 
-    def _residual(self, x: Tensor, update: Tensor, norm: LayerNorm) -> Tensor:
-        update = self.dropout(update)  # the paper's "residual dropout", before the sum
-        return x + update if self.norm_first else norm(x + update)  # (B, T, D)
+
+def _self_attention(
+    attention: MultiHeadAttention, h: Tensor, mask: Optional[Tensor], valid_lens: Optional[Tensor],
+    cache: Optional[KVCache],
+) -> tuple[Tensor, Tensor]:
+    """``attention(h, h, h)`` with every head's weights; with a cache, causal over the cached positions too."""
+    if cache is not None:
+        return cache.attend(attention, h)
+    return attention(h, h, h, mask=mask, valid_lens=valid_lens, average_weights=False)
 
 
 def _block_from_torch(cls, layer, torch_class):
@@ -470,7 +484,7 @@ def _block_from_torch(cls, layer, torch_class):
     return block
 
 
-class EncoderBlock(_ResidualBlock):
+class EncoderBlock(nn.Module):
     r"""One encoder layer: multi-head self-attention, then the FFN, each with a residual and a layer norm.
 
     .. math:: \mathbf{Z} = \mathrm{LN}\big(\mathbf{H} + \mathrm{MultiHead}(\mathbf{H}, \mathbf{H}, \mathbf{H})\big),
@@ -513,14 +527,12 @@ class EncoderBlock(_ResidualBlock):
     def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5,
                  norm_first: bool = False, dropout: float = 0.0):
         super().__init__()
-        _check_block(d_model, norm_first)
-        self.d_model, self.norm_first = d_model, norm_first
+        require_int("d_model", d_model)
+        self.d_model = d_model
         self.self_attn = MultiHeadAttention(d_model, num_heads)
-        self.norm1 = LayerNorm(d_model, eps)
+        self.residual1 = Residual(d_model, eps, norm_first, dropout)  # around self_attn (torch's norm1)
         self.ffn = FeedForward(d_model, d_ff, activation, dropout)
-        _check_dropout(dropout)  # named as the caller knows it, not as Dropout's p
-        self.dropout = Dropout(dropout)
-        self.norm2 = LayerNorm(d_model, eps)
+        self.residual2 = Residual(d_model, eps, norm_first, dropout)  # around ffn (norm2)
 
     def forward(
         self, x: Tensor, valid_lens: Optional[Tensor] = None, mask: Optional[Tensor] = None,
@@ -555,14 +567,11 @@ class EncoderBlock(_ResidualBlock):
         output : (B, T, D)
         weights : (B, H, T, T), or (B, H, T, t + T) with t positions cached
         """
-        _require_float_inputs(self, self.d_model, x=x), _check_cache(cache, mask, valid_lens)
-        h = self._sublayer_input(x, self.norm1)  # x itself in post-norm
-        if cache is None:
-            attended, weights = self.self_attn(h, h, h, mask=mask, valid_lens=valid_lens, average_weights=False)
-        else:
-            attended, weights = _cached_self_attention(self.self_attn, h, cache)
-        z = self._residual(x, attended, self.norm1)  # residual: a direct path for signal and gradient
-        output = self._residual(z, self.ffn(self._sublayer_input(z, self.norm2)), self.norm2)
+        _require_float_inputs(self, self.d_model, x=x)
+        _check_cache(cache, mask, valid_lens)
+        # Each sublayer adds to its input: a direct path for signal and gradient.
+        z, weights = self.residual1(x, lambda h: _self_attention(self.self_attn, h, mask, valid_lens, cache))
+        output, _ = self.residual2(z, self.ffn)
         return output, weights  # (B, T, D), (B, H, T, T)
 
     @classmethod
@@ -589,12 +598,12 @@ class EncoderBlock(_ResidualBlock):
         The block's ``D``, ``H`` and FFN width equal the layer's.
         """
         block = _block_from_torch(cls, layer, nn.TransformerEncoderLayer)
-        _copy_norm(block.norm1, layer.norm1)
-        _copy_norm(block.norm2, layer.norm2)
+        _copy_norm(block.residual1.norm, layer.norm1)
+        _copy_norm(block.residual2.norm, layer.norm2)
         return block
 
 
-class DecoderBlock(_ResidualBlock):
+class DecoderBlock(nn.Module):
     r"""One decoder layer: causal self-attention, encoder-decoder attention, then the FFN.
 
     .. math:: \mathbf{Z}_1 = \mathrm{LN}\big(\mathbf{Y} + \mathrm{MultiHead}_{\text{causal}}(\mathbf{Y}, \mathbf{Y}, \mathbf{Y})\big),\quad
@@ -626,16 +635,14 @@ class DecoderBlock(_ResidualBlock):
     def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str = "relu", eps: float = 1e-5,
                  norm_first: bool = False, dropout: float = 0.0):
         super().__init__()
-        _check_block(d_model, norm_first)
-        self.d_model, self.norm_first = d_model, norm_first
+        require_int("d_model", d_model)
+        self.d_model = d_model
         self.self_attn = MultiHeadAttention(d_model, num_heads)
-        self.norm1 = LayerNorm(d_model, eps)
+        self.residual1 = Residual(d_model, eps, norm_first, dropout)  # around self_attn (torch's norm1)
         self.cross_attn = MultiHeadAttention(d_model, num_heads)
-        self.norm2 = LayerNorm(d_model, eps)
+        self.residual2 = Residual(d_model, eps, norm_first, dropout)  # around cross_attn (norm2)
         self.ffn = FeedForward(d_model, d_ff, activation, dropout)
-        _check_dropout(dropout)  # named as the caller knows it, not as Dropout's p
-        self.dropout = Dropout(dropout)
-        self.norm3 = LayerNorm(d_model, eps)
+        self.residual3 = Residual(d_model, eps, norm_first, dropout)  # around ffn (norm3)
 
     def forward(
         self, y: Tensor, memory: Tensor, memory_valid_lens: Optional[Tensor] = None,
@@ -668,20 +675,15 @@ class DecoderBlock(_ResidualBlock):
         self_weights : (B, H, T, T), or (B, H, T, t + T) with t positions cached
         cross_weights : (B, H, T, S)
         """
-        _require_float_inputs(self, self.d_model, y=y, memory=memory), _check_cache(cache, None, None)
-        h = self._sublayer_input(y, self.norm1)  # y itself in post-norm
-        if cache is None:
-            mask = causal_mask(y.shape[1], device=y.device)  # (T, T)
-            attended, self_weights = self.self_attn(h, h, h, mask=mask, average_weights=False)
-        else:
-            attended, self_weights = _cached_self_attention(self.self_attn, h, cache)
-        z1 = self._residual(y, attended, self.norm1)
-        context, cross_weights = self.cross_attn(
-            self._sublayer_input(z1, self.norm2), memory, memory, valid_lens=memory_valid_lens,
-            average_weights=False,
-        )  # queries from the decoder, keys and values from the encoder
-        z2 = self._residual(z1, context, self.norm2)
-        output = self._residual(z2, self.ffn(self._sublayer_input(z2, self.norm3)), self.norm3)
+        _require_float_inputs(self, self.d_model, y=y, memory=memory)
+        _check_cache(cache, None, None)
+        mask = causal_mask(y.shape[1], device=y.device) if cache is None else None  # (T, T)
+        z1, self_weights = self.residual1(y, lambda h: _self_attention(self.self_attn, h, mask, None, cache))
+        # Queries from the decoder, keys and values from the encoder.
+        z2, cross_weights = self.residual2(
+            z1, lambda h: self.cross_attn(h, memory, memory, valid_lens=memory_valid_lens, average_weights=False)
+        )
+        output, _ = self.residual3(z2, self.ffn)
         return output, self_weights, cross_weights
 
     @classmethod
@@ -689,7 +691,8 @@ class DecoderBlock(_ResidualBlock):
         """A block with the configuration and weights of a ``torch.nn.TransformerDecoderLayer``.
 
         Torch's ``self_attn`` and ``multihead_attn`` become ``self_attn`` and
-        ``cross_attn``; its ``norm1``, ``norm2``, ``norm3`` keep their names.
+        ``cross_attn``; its ``norm1``, ``norm2``, ``norm3`` become the norms of ``residual1``,
+        ``residual2``, ``residual3``.
         Run torch with a causal ``tgt_mask`` to get the same outputs.
 
         Parameters
@@ -708,6 +711,7 @@ class DecoderBlock(_ResidualBlock):
         """
         block = _block_from_torch(cls, layer, nn.TransformerDecoderLayer)
         block.cross_attn.load_torch_weights(layer.multihead_attn)
-        for ours, theirs in ((block.norm1, layer.norm1), (block.norm2, layer.norm2), (block.norm3, layer.norm3)):
-            _copy_norm(ours, theirs)
+        for ours, theirs in zip((block.residual1, block.residual2, block.residual3),
+                                (layer.norm1, layer.norm2, layer.norm3)):
+            _copy_norm(ours.norm, theirs)
         return block

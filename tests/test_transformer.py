@@ -395,7 +395,7 @@ def test_pre_norm_encoder_block_matches_torch_norm_first(activation):
     layer = nn.TransformerEncoderLayer(12, 3, 20, dropout=0.0, activation=activation, norm_first=True,
                                        batch_first=True, dtype=torch.float64)
     ours = EncoderBlock.from_torch(layer)
-    assert ours.norm_first
+    assert ours.residual1.norm_first
     x, lens = randn(3, 6, 12, seed=5), torch.tensor([6, 4, 2])
     with torch.no_grad():
         expected = layer(x, src_key_padding_mask=torch.arange(6)[None] >= lens[:, None])
@@ -408,7 +408,7 @@ def test_pre_norm_is_x_plus_sublayer_of_norm_x_and_differs_from_post_norm():
     torch.manual_seed(6)
     pre = EncoderBlock(8, 2, 16, norm_first=True).to(torch.float64)
     with torch.no_grad():
-        for norm in (pre.norm1, pre.norm2):
+        for norm in (pre.residual1.norm, pre.residual2.norm):
             norm.weight.uniform_(0.5, 1.5)
             norm.bias.uniform_(-0.5, 0.5)
     post = EncoderBlock(8, 2, 16).to(torch.float64)
@@ -421,8 +421,8 @@ def test_pre_norm_is_x_plus_sublayer_of_norm_x_and_differs_from_post_norm():
                                                 pre.self_attn.value_proj.bias]))
         torch_mha.out_proj.load_state_dict(pre.self_attn.out_proj.state_dict())
     ln1, ln2 = (nn.LayerNorm(8, dtype=torch.float64) for _ in range(2))
-    ln1.load_state_dict(pre.norm1.state_dict())
-    ln2.load_state_dict(pre.norm2.state_dict())
+    ln1.load_state_dict(pre.residual1.norm.state_dict())
+    ln2.load_state_dict(pre.residual2.norm.state_dict())
     x = randn(2, 5, 8, seed=6)
     with torch.no_grad():
         h = ln1(x)
@@ -453,13 +453,13 @@ def test_pre_norm_models_close_each_stack_with_a_layer_norm():
                                     enable_nested_tensor=False)
     model = Seq2SeqTransformer(9, 9, TransformerConfig(d_model=8, num_heads=2, d_ff=16, norm_first=True))
     model.to(torch.float64)
-    for ours, theirs in zip(model.encoder, encoder.layers):
+    for ours, theirs in zip(model.encoder.blocks, encoder.layers):
         ours.load_state_dict(EncoderBlock.from_torch(theirs).state_dict())
-    model.encoder_norm.load_state_dict(encoder.norm.state_dict())
+    model.encoder.final_norm.load_state_dict(encoder.norm.state_dict())
     src = torch.tensor([[3, 4, 5, 6]])
     with torch.no_grad():
-        torch.testing.assert_close(model.encode(src)[0], encoder(model.src_embed(src)))
-    assert isinstance(Seq2SeqTransformer(9, 9).encoder_norm, nn.Identity), "post-norm stacks end normalised"
+        torch.testing.assert_close(model.encode(src)[0], encoder(model.encoder.embed(src)))
+    assert isinstance(Seq2SeqTransformer(9, 9).encoder.final_norm, nn.Identity), "post-norm stacks end normalised"
 
 
 def test_from_torch_rejects_what_it_cannot_copy():
@@ -700,7 +700,7 @@ def test_cache_errors_name_expected_and_found():
     with pytest.raises(TypeError, match="cache must be a KVCache; found dict"):
         EncoderBlock(8, 2, 16)(torch.randn(1, 2, 8), cache={})
     with pytest.raises(ValueError, match=r"must fit in max_len = 6 positions; found start = 4, T = 3"):
-        lm.embed(torch.tensor([[1, 2, 3]]), start=4)
+        lm.stack.embed(torch.tensor([[1, 2, 3]]), start=4)
     lm.generate(torch.tensor([[1, 2]]), 5)  # 7 tokens: the last is never fed, the others fit
     with pytest.raises(ValueError, match=r"max_len = 6 positions; found start = 6, T = 1"):
         lm.generate(torch.tensor([[1, 2]]), 6)
@@ -741,8 +741,8 @@ def test_scaled_embedding_multiplies_the_token_vector_by_sqrt_d():
     expected = 4.0 * embed.token.weight[tokens[0]] + positional_encoding(3, 16, dtype=torch.float64)
     torch.testing.assert_close(embed(tokens)[0], expected)
     model = Seq2SeqTransformer(9, 9, TransformerConfig(d_model=8, num_heads=2, d_ff=16, scale_embedding=True))
-    assert model.src_embed.token_scale == model.tgt_embed.token_scale == math.sqrt(8)
-    assert Seq2SeqTransformer(9, 9).src_embed.token_scale == 1.0
+    assert model.encoder.embed.token_scale == model.decoder.embed.token_scale == math.sqrt(8)
+    assert Seq2SeqTransformer(9, 9).encoder.embed.token_scale == 1.0
     with pytest.raises(TypeError, match="scale_embedding must be a bool; found str"):
         TransformerConfig(scale_embedding="yes")
 
@@ -780,7 +780,7 @@ def test_blocks_with_dropout_match_torch_in_eval_mode_and_drop_in_train_mode(p, 
     layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=p, norm_first=norm_first, batch_first=True,
                                        dtype=torch.float64)
     ours = EncoderBlock.from_torch(layer)
-    assert ours.dropout.p == ours.ffn.dropout.p == p
+    assert ours.residual1.dropout.p == ours.residual2.dropout.p == ours.ffn.dropout.p == p
     x = randn(2, 5, 8, seed=3)
     layer.eval(), ours.eval()
     with torch.no_grad():
@@ -801,7 +801,8 @@ def test_config_dropout_reaches_every_dropout_layer_and_a_model_is_deterministic
     model = Seq2SeqTransformer(7, 7, TransformerConfig(d_model=8, num_heads=2, d_ff=16, dropout=0.2))
     rates = {m.p for m in model.modules() if isinstance(m, Dropout)}
     assert rates == {0.2}
-    assert sum(isinstance(m, Dropout) for m in model.modules()) == 2 + 4 * 2  # 2 embeddings; in each of 4 blocks, residual and FFN
+    # 2 embeddings; each sublayer's residual and each FFN's hidden layer in 2 encoder and 2 decoder blocks
+    assert sum(isinstance(m, Dropout) for m in model.modules()) == 2 + 2 * (2 + 1) + 2 * (3 + 1)
     src, tgt = torch.randint(7, (3, 5)), torch.randint(7, (3, 4))
     model.eval()
     torch.testing.assert_close(model(src, tgt), model(src, tgt), rtol=0, atol=0)
