@@ -413,14 +413,15 @@ class KVCache:
         weights : (B, H, L, t + L)
         """
         start, new = self.length, h.shape[1]  # t cached positions, L new ones
+        queries = attention.split_heads(attention.query_proj(h))  # (B, H, L, Dh)
         # (B, H, t + L, Dh) each: the cached positions' and the new ones'
         keys, values = self.append(attention.split_heads(attention.key_proj(h)),
                                    attention.split_heads(attention.value_proj(h)))
-        queries = attention.split_heads(attention.query_proj(h))  # (B, H, L, Dh)
         positions = torch.arange(start, start + new, device=h.device)  # (L,)
         mask = torch.arange(start + new, device=h.device) <= positions[:, None]  # (L, t + L)
-        heads, weights = scaled_dot_product_attention(queries, keys, values, mask)  # (B, H, L, Dh)
-        return attention.out_proj(attention.merge_heads(heads)), weights  # (B, L, D), (B, H, L, t + L)
+        # (B, H, L, Dh), (B, H, L, t + L)
+        heads, weights = scaled_dot_product_attention(queries, keys, values, mask)
+        return attention.out_proj(attention.merge_heads(heads)), weights  # (B, L, D)
 
 
 def _check_cache(cache: object, mask: object, valid_lens: object) -> None:
@@ -459,16 +460,6 @@ class Residual(nn.Module):
         update, weights = result if isinstance(result, tuple) else (result, None)
         update = self.dropout(update)  # (B, T, D)
         return (x + update if self.norm_first else self.norm(x + update)), weights
-
-
-def _self_attention(
-    attention: MultiHeadAttention, h: Tensor, mask: Optional[Tensor], valid_lens: Optional[Tensor],
-    cache: Optional[KVCache],
-) -> tuple[Tensor, Tensor]:
-    """``attention(h, h, h)`` with every head's weights; with a cache, causal over the cached positions too."""
-    if cache is not None:
-        return cache.attend(attention, h)
-    return attention(h, h, h, mask=mask, valid_lens=valid_lens, average_weights=False)
 
 
 def _block_from_torch(cls, layer, torch_class):
@@ -569,8 +560,14 @@ class EncoderBlock(nn.Module):
         """
         _require_float_inputs(self, self.d_model, x=x)
         _check_cache(cache, mask, valid_lens)
+        # Self-attention; with a cache, over the cached positions too.
+        def self_attention(h: Tensor) -> tuple[Tensor, Tensor]:
+            if cache is not None:
+                return cache.attend(self.self_attn, h)
+            return self.self_attn(h, h, h, mask=mask, valid_lens=valid_lens, average_weights=False)
+
         # Each sublayer adds to its input: a direct path for signal and gradient.
-        z, weights = self.residual1(x, lambda h: _self_attention(self.self_attn, h, mask, valid_lens, cache))
+        z, weights = self.residual1(x, self_attention)
         output, _ = self.residual2(z, self.ffn)
         return output, weights  # (B, T, D), (B, H, T, T)
 
@@ -677,12 +674,19 @@ class DecoderBlock(nn.Module):
         """
         _require_float_inputs(self, self.d_model, y=y, memory=memory)
         _check_cache(cache, None, None)
-        mask = causal_mask(y.shape[1], device=y.device) if cache is None else None  # (T, T)
-        z1, self_weights = self.residual1(y, lambda h: _self_attention(self.self_attn, h, mask, None, cache))
+        # Causal self-attention; with a cache, over the cached positions too.
+        def self_attention(h: Tensor) -> tuple[Tensor, Tensor]:
+            if cache is not None:
+                return cache.attend(self.self_attn, h)
+            mask = causal_mask(h.shape[1], device=h.device)  # (T, T)
+            return self.self_attn(h, h, h, mask=mask, average_weights=False)
+
         # Queries from the decoder, keys and values from the encoder.
-        z2, cross_weights = self.residual2(
-            z1, lambda h: self.cross_attn(h, memory, memory, valid_lens=memory_valid_lens, average_weights=False)
-        )
+        def cross_attention(h: Tensor) -> tuple[Tensor, Tensor]:
+            return self.cross_attn(h, memory, memory, valid_lens=memory_valid_lens, average_weights=False)
+
+        z1, self_weights = self.residual1(y, self_attention)
+        z2, cross_weights = self.residual2(z1, cross_attention)
         output, _ = self.residual3(z2, self.ffn)
         return output, self_weights, cross_weights
 
