@@ -81,7 +81,7 @@ class TransformerConfig:
     ``d_ff = 2048``). ``learned_positions`` replaces the sinusoidal encoding by
     a trained embedding of each position, as GPT and BERT do. ``norm_first``
     builds pre-norm blocks, and then a final layer norm closes each stack, as
-    in GPT-2 and ``torch.nn.Transformer(norm_first=True)``. ``scale_embedding``
+    in GPT-2 (``torch.nn.Transformer`` ends each stack so in both layouts). ``scale_embedding``
     multiplies token embeddings by ``sqrt(d_model)``, as the paper does.
     ``dropout`` is the rate of :class:`Dropout` on the embeddings and in every
     block (0.1 in the paper's base model); it acts in training mode only.
@@ -198,7 +198,7 @@ class TransformerStack(nn.Module):
     (:class:`EncoderBlock` under a causal mask: a GPT block); the masked language model of
     :mod:`lib.pretraining` uses an encoder stack. A pre-norm block leaves its last residual sum
     unnormalised, so a pre-norm stack ends with a layer norm, as in GPT-2 and
-    ``torch.nn.Transformer(norm_first=True)``.
+    ``torch.nn.Transformer`` (which adds it in both layouts).
 
     Parameters
     ----------

@@ -566,10 +566,10 @@ class EncoderBlock(nn.Module):
                 return cache.attend(self.self_attn, h)
             return self.self_attn(h, h, h, mask=mask, valid_lens=valid_lens, average_weights=False)
 
-        # Each sublayer adds to its input: a direct path for signal and gradient.
+        # Each sublayer adds to its input (post-norm then normalises the sum).
         z, weights = self.residual1(x, self_attention)
         output, _ = self.residual2(z, self.ffn)
-        return output, weights  # (B, T, D), (B, H, T, T)
+        return output, weights  # (B, T, D), (B, H, T, T) or (B, H, T, t + T) with a cache
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderBlock":

@@ -152,9 +152,9 @@ def chapter_objects():
     import pkgutil
 
     import lib.memory
-    from test_layering import CHAPTER_OF
+    from test_layering import chapter_modules
 
-    names = [name for name in CHAPTER_OF if name != "lib.memory"]
+    names = [name for name in chapter_modules() if name != "lib.memory"]
     names += [module.name for module in pkgutil.iter_modules(lib.memory.__path__, "lib.memory.")]
     for name in names:
         for obj in list(vars(importlib.import_module(name)).values()):

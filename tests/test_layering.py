@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,26 @@ ROOT = Path(__file__).resolve().parents[1]
 LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command as c; c()"]
 
 
+def chapter_modules() -> list[str]:
+    """The modules the chapters teach: every module of the ``book-order`` contract's layers
+    but the explorers (its first layer) and the foundations (its last)."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in contracts if c["id"] == "book-order"]
+    return [f"lib.{name.strip()}" for layer in layers[1:-1] for name in layer.split(":")]
+
+
 def lint(root: Path) -> subprocess.CompletedProcess:
     """``lint-imports`` with ``root``'s pyproject.toml, importing the packages found in ``root``."""
     return subprocess.run([*LINT, "--no-cache", str(root / "pyproject.toml")], cwd=root,
                           env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True, timeout=120)
+
+
+def test_the_chapter_layers_name_modules_that_exist():
+    assert len(chapter_modules()) > 25
+    for name in chapter_modules():
+        path = ROOT / Path(*name.split("."))
+        assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), name
 
 
 def test_the_book_keeps_its_import_contracts():
