@@ -52,7 +52,7 @@ from torch import Tensor, nn
 
 from lib.pretrained import mask_tokens
 from lib.training import train_step
-from lib.transformer import TransformerConfig, TransformerStack
+from lib.transformer import TransformerConfig, TransformerStack, embedding
 from lib.validation import require_instance, require_int, require_number, require_tokens
 
 __all__ = [
@@ -568,12 +568,12 @@ def compare_with_and_without_pretraining(
     corpus, (train_tokens, train_labels), (test_tokens, test_labels) = pretraining_splits(
         num_labels, corpus_size, test_size, seed)
     torch.manual_seed(seed)
-    model = MaskedLM(TransformerStack(VOCAB_SIZE, config), VOCAB_SIZE)
+    model = MaskedLM(TransformerStack(embedding(VOCAB_SIZE, config), config), VOCAB_SIZE)
     pretrain_log = pretrain_masked_lm(model, corpus, epochs=pretrain_epochs, seed=seed)
     logs = {}
     for name in ("scratch", "frozen", "fine-tuned"):
         torch.manual_seed(seed)
-        encoder = TransformerStack(VOCAB_SIZE, config)  # a fresh encoder ...
+        encoder = TransformerStack(embedding(VOCAB_SIZE, config), config)  # a fresh encoder ...
         if name != "scratch":
             encoder.load_state_dict(model.encoder.state_dict())  # ... or a copy of the pretrained one
         classifier = SequenceClassifier(encoder, len(STEPS), freeze=name == "frozen")

@@ -59,6 +59,7 @@ from lib.validation import (
 __all__ = [
     "TransformerConfig",
     "TransformerEmbedding",
+    "embedding",
     "TransformerStack",
     "Seq2SeqTransformer",
     "DecoderOnlyLM",
@@ -190,6 +191,13 @@ class TransformerEmbedding(nn.Module):
         return self.dropout(self.token_scale * self.token(tokens) + positions.to(self.token.weight.dtype))  # (B, T, D)
 
 
+def embedding(vocab_size: int, config: TransformerConfig) -> TransformerEmbedding:
+    """A :class:`TransformerEmbedding` of ``vocab_size`` tokens, sized and set as ``config`` says."""
+    _check_model(config, vocab_size=vocab_size)
+    c = config
+    return TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions, c.scale_embedding, c.dropout)
+
+
 class TransformerStack(nn.Module):
     """Token embedding, ``config.num_layers`` blocks and, in pre-norm, a final layer norm.
 
@@ -202,7 +210,8 @@ class TransformerStack(nn.Module):
 
     Parameters
     ----------
-    vocab_size : int
+    embed : TransformerEmbedding
+        Of the model size ``config.d_model`` (:func:`embedding` makes one from a config).
     config : TransformerConfig
     block : EncoderBlock or DecoderBlock (the class), default EncoderBlock
 
@@ -213,13 +222,15 @@ class TransformerStack(nn.Module):
     weights : one tuple per block of what it returns beside its output (its attention weights)
     """
 
-    def __init__(self, vocab_size: int, config: TransformerConfig, block: type = EncoderBlock):
+    def __init__(self, embed: TransformerEmbedding, config: TransformerConfig, block: type = EncoderBlock):
         super().__init__()
-        _check_model(config, vocab_size=vocab_size)
+        require_instance("embed", embed, TransformerEmbedding), require_instance("config", config, TransformerConfig)
         require_choice("block", block, (EncoderBlock, DecoderBlock))
+        if embed.token.embedding_dim != config.d_model:
+            raise ValueError(f"embed must have config.d_model = {config.d_model} features; "
+                             f"found {embed.token.embedding_dim}")
         self.config = c = config
-        self.embed = TransformerEmbedding(vocab_size, c.d_model, c.max_len, c.learned_positions,
-                                          c.scale_embedding, c.dropout)
+        self.embed = embed
         self.blocks = nn.ModuleList(
             block(c.d_model, c.num_heads, c.d_ff, c.activation, norm_first=c.norm_first, dropout=c.dropout)
             for _ in range(c.num_layers)
@@ -270,8 +281,11 @@ class Seq2SeqTransformer(nn.Module):
         super().__init__()
         require_ints(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
         self.config = config
-        self.encoder = TransformerStack(src_vocab_size, config, EncoderBlock)
-        self.decoder = TransformerStack(tgt_vocab_size, config, DecoderBlock)
+        # Both embeddings first, then the stacks: the order in which the layers are made decides
+        # which random numbers a seed gives each of them.
+        src_embed, tgt_embed = embedding(src_vocab_size, config), embedding(tgt_vocab_size, config)
+        self.encoder = TransformerStack(src_embed, config, EncoderBlock)
+        self.decoder = TransformerStack(tgt_embed, config, DecoderBlock)
         self.output = nn.Linear(config.d_model, tgt_vocab_size)
 
     def encode(self, src: Tensor, src_valid_lens: Optional[Tensor] = None) -> tuple[Tensor, list[Tensor]]:
@@ -419,7 +433,8 @@ class DecoderOnlyLM(nn.Module):
     def __init__(self, vocab_size: int, config: TransformerConfig = TransformerConfig(learned_positions=True)):
         super().__init__()
         self.config = config
-        self.stack = TransformerStack(vocab_size, config, EncoderBlock)  # under a causal mask: GPT blocks
+        # Encoder blocks under a causal mask: GPT blocks.
+        self.stack = TransformerStack(embedding(vocab_size, config), config, EncoderBlock)
         self.output = nn.Linear(config.d_model, vocab_size)
 
     def forward(self, tokens: Tensor, cache: Optional[list[KVCache]] = None) -> Tensor:

@@ -18,7 +18,7 @@ from lib.pretraining import (
     best_possible_accuracy, distinct_walks, masked_lm_loss, pretrain_masked_lm, pretraining_splits,
     shared_strings, train_classifier, walk_space_size, walks,
 )
-from lib.transformer import TransformerConfig, TransformerStack
+from lib.transformer import TransformerConfig, TransformerStack, embedding
 
 CONFIG = TransformerConfig(d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=9)
 
@@ -165,7 +165,7 @@ def test_pretraining_loss_falls_on_a_tiny_corpus():
     torch.manual_seed(0)
     digits = torch.randint(DIGITS, (256, 1), generator=torch.Generator().manual_seed(0)).expand(256, 8)
     corpus = torch.cat([torch.full((256, 1), CLS), digits], dim=1)
-    model = MaskedLM(TransformerStack(VOCAB_SIZE, CONFIG), VOCAB_SIZE)
+    model = MaskedLM(TransformerStack(embedding(VOCAB_SIZE, CONFIG), CONFIG), VOCAB_SIZE)
     log = pretrain_masked_lm(model, corpus, epochs=4, batch_size=32, lr=1e-2, seed=0)
     assert len(log.losses) == 4
     assert log.losses[0] > 2.0  # about ln 10 = 2.30 before learning
@@ -179,7 +179,7 @@ def _snapshot(module):
 @pytest.mark.parametrize("freeze", [True, False])
 def test_a_frozen_encoder_does_not_change_and_a_fine_tuned_one_does(freeze):
     torch.manual_seed(1)
-    classifier = SequenceClassifier(TransformerStack(VOCAB_SIZE, CONFIG), 4, freeze=freeze)
+    classifier = SequenceClassifier(TransformerStack(embedding(VOCAB_SIZE, CONFIG), CONFIG), 4, freeze=freeze)
     encoder_before, head_before = _snapshot(classifier.encoder), _snapshot(classifier.head)
     tokens, labels = walks(16, seed=1)
     log = train_classifier(classifier, tokens, labels, tokens, labels, epochs=1, batch_size=16)
@@ -191,8 +191,8 @@ def test_a_frozen_encoder_does_not_change_and_a_fine_tuned_one_does(freeze):
 
 
 def test_a_frozen_encoder_stays_in_eval_mode_so_its_dropout_is_off():
-    encoder = TransformerStack(VOCAB_SIZE, TransformerConfig(d_model=16, num_heads=2, d_ff=32, num_layers=1,
-                                                               max_len=9, dropout=0.5))
+    config = TransformerConfig(d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=9, dropout=0.5)
+    encoder = TransformerStack(embedding(VOCAB_SIZE, config), config)
     classifier = SequenceClassifier(encoder, 4, freeze=True).train()
     assert classifier.training and classifier.head.training and not classifier.encoder.training
     tokens, _ = walks(4, seed=0)
@@ -201,23 +201,23 @@ def test_a_frozen_encoder_stays_in_eval_mode_so_its_dropout_is_off():
 
 def test_the_classifier_reads_the_mean_of_the_encoder_outputs():
     torch.manual_seed(2)
-    classifier = SequenceClassifier(TransformerStack(VOCAB_SIZE, CONFIG), 3, freeze=False).eval()
+    classifier = SequenceClassifier(TransformerStack(embedding(VOCAB_SIZE, CONFIG), CONFIG), 3, freeze=False).eval()
     tokens, _ = walks(5, seed=2)
     expected = classifier.head(classifier.encoder(tokens)[0].mean(dim=1))
     torch.testing.assert_close(classifier(tokens), expected)
 
 
 def test_training_functions_reject_bad_inputs():
-    classifier = SequenceClassifier(TransformerStack(VOCAB_SIZE, CONFIG), 4, freeze=True)
+    classifier = SequenceClassifier(TransformerStack(embedding(VOCAB_SIZE, CONFIG), CONFIG), 4, freeze=True)
     tokens, labels = walks(8, seed=0)
     with pytest.raises(TypeError, match="model must be a MaskedLM; found SequenceClassifier"):
         pretrain_masked_lm(classifier, tokens)
     with pytest.raises(TypeError, match="labels must be a LongTensor of shape \\(8,\\)"):
         train_classifier(classifier, tokens, labels[:5], tokens, labels)
     with pytest.raises(ValueError, match="tokens"):
-        pretrain_masked_lm(MaskedLM(TransformerStack(VOCAB_SIZE, CONFIG), VOCAB_SIZE), tokens + VOCAB_SIZE)
+        pretrain_masked_lm(MaskedLM(TransformerStack(embedding(VOCAB_SIZE, CONFIG), CONFIG), VOCAB_SIZE), tokens + VOCAB_SIZE)
     with pytest.raises(ValueError, match="num_classes must be an int >= 2"):
-        SequenceClassifier(TransformerStack(VOCAB_SIZE, CONFIG), 1, freeze=True)
+        SequenceClassifier(TransformerStack(embedding(VOCAB_SIZE, CONFIG), CONFIG), 1, freeze=True)
     with pytest.raises(TypeError, match="freeze must be a bool"):
-        SequenceClassifier(TransformerStack(VOCAB_SIZE, CONFIG), 4, freeze=1)
+        SequenceClassifier(TransformerStack(embedding(VOCAB_SIZE, CONFIG), CONFIG), 4, freeze=1)
     assert MASK == DIGITS and MASK not in walks(100, seed=0)[0]  # <mask> comes from corruption only
