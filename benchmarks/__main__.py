@@ -29,6 +29,7 @@ GROUPS = {
     "rouge": library.rouge,
     "beam_search": library.beam_search,
     "word2vec": library.word2vec,
+    "signatures": library.signatures,
     "chapters": book.chapters,
     "book": book.book,
 }

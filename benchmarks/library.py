@@ -16,7 +16,7 @@ from torch import nn
 
 from benchmarks.timing import Record, compare, effort
 
-__all__ = ["attention", "recurrent", "optimisers", "bleu", "rouge", "beam_search", "word2vec"]
+__all__ = ["attention", "recurrent", "optimisers", "bleu", "rouge", "beam_search", "word2vec", "signatures"]
 
 
 def _seeded(seed: int = 0) -> torch.Generator:
@@ -347,3 +347,50 @@ def word2vec(quick: bool = False) -> list[Record]:
                 record.note += " (ours more than 0.05 worse)"
             records.append(record)
         return records
+
+
+def _unchecked(module: str):
+    """A second copy of lib module ``module``, loaded from its file outside the import hook:
+    the same code, with no call checked (its calls to its own helpers included)."""
+    import importlib.util
+    import sys
+
+    origin = importlib.util.find_spec(module).origin
+    spec = importlib.util.spec_from_file_location(f"unchecked_{module.replace('.', '_')}", origin)
+    copy = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = copy  # dataclasses look their module up while it is being made
+    spec.loader.exec_module(copy)
+    return copy
+
+
+def signatures(quick: bool = False) -> list[Record]:
+    """What checking a call against its signature costs (lib/checked.py): a function of a
+    checked module against the same function of a copy of the module that the import hook
+    did not touch.
+
+    No goal: the check costs a fixed time per call (and per call of a checked helper), so it
+    matters only for a small function called many times.
+    """
+    import lib.activations
+    import lib.losses
+
+    plain = {name: _unchecked(name) for name in ("lib.activations", "lib.losses")}
+    records = []
+    generator = _seeded()
+    sizes = [4] if quick else [64, 65536]
+    with _one_thread():
+        for n in sizes:
+            x = torch.randn(n, generator=generator)
+            logits = torch.randn(max(n // 16, 1), 16, generator=generator)
+            targets = torch.randint(16, (logits.shape[0],), generator=generator)
+            units = torch.relu(torch.randn(max(n // 64, 1), 64, generator=generator))
+            for module, name, args in (
+                (lib.activations, "sigmoid", (x,)), (lib.activations, "gelu", (x,)),
+                (lib.losses, "cross_entropy", (logits, targets)), (lib.activations, "dead_units", (units,)),
+            ):
+                checked, unchecked = getattr(module, name), getattr(plain[module.__name__], name)
+                records.append(compare(
+                    "signatures", f"{name}, {n:,} values", lambda f=checked, a=args: f(*a),
+                    lambda f=unchecked, a=args: f(*a), "the same code, unchecked",
+                ))
+    return records

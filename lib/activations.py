@@ -13,10 +13,13 @@ Every function ``f`` has a hand-written derivative ``f_grad`` (syllabus ACT1-ACT
 * :func:`gelu` (Hendrycks & Gimpel, 2016), ``x Φ(x)``, exact or with its tanh or
   sigmoid approximation.
 
-The tests compare each value and derivative with ``torch.nn.functional`` and
-autograd in float64 (where torch has the function), and with the formula otherwise.
-Conventions at the kinks follow autograd: the derivative of ``relu`` at 0 is 0,
-that of ``leaky_relu`` is the slope, that of ``elu`` is ``alpha``.
+Every function takes a float tensor of any shape and returns one of the same shape and
+dtype; a NaN input gives a NaN output. :func:`sigmoid` and :func:`tanh` compute half
+precision (float16, bfloat16) in float32 and round once at the end, as torch does. The
+tests compare each value and derivative with ``torch.nn.functional`` and autograd in
+float64 (where torch has the function), and with the formula otherwise. Conventions at
+the kinks follow autograd: the derivative of ``relu`` at 0 is 0, that of ``leaky_relu``
+is the slope, that of ``elu`` is ``alpha``.
 
 :func:`layer_statistics` and :func:`dead_units` are the two measurements the
 chapter makes with them: how activations evolve through a deep random network,
@@ -36,23 +39,44 @@ References
 .. [5] D. Hendrycks, K. Gimpel. "Gaussian Error Linear Units (GELUs)".
    arXiv:1606.08415, 2016.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Literal, Optional
 
 import torch
+from jaxtyping import Bool, Float
 from torch import Tensor
 
-from lib.validation import require_callable, require_float_tensor, require_ints, require_real
+from lib.checked import Finite, PositiveInt
 
 __all__ = [
-    "sigmoid", "sigmoid_grad", "tanh", "tanh_grad", "relu", "relu_grad",
-    "leaky_relu", "leaky_relu_grad", "elu", "elu_grad", "selu", "selu_grad",
-    "gelu", "gelu_grad", "GELU_APPROXIMATIONS", "SELU_ALPHA", "SELU_LAMBDA",
-    "selu_constants", "Activation", "ACTIVATIONS", "layer_statistics", "dead_units",
+    "sigmoid",
+    "sigmoid_grad",
+    "tanh",
+    "tanh_grad",
+    "relu",
+    "relu_grad",
+    "leaky_relu",
+    "leaky_relu_grad",
+    "elu",
+    "elu_grad",
+    "selu",
+    "selu_grad",
+    "gelu",
+    "gelu_grad",
+    "GELU_APPROXIMATIONS",
+    "SELU_ALPHA",
+    "SELU_LAMBDA",
+    "selu_constants",
+    "Activation",
+    "ACTIVATIONS",
+    "layer_statistics",
+    "dead_units",
 ]
 
 # The constants of Klambauer et al. (2017), to the 32 digits they and PyTorch quote;
@@ -61,6 +85,7 @@ SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_LAMBDA = 1.0507009873554804934193349852946
 
 GELU_APPROXIMATIONS = ("none", "tanh", "sigmoid")
+GeluApproximation = Literal["none", "tanh", "sigmoid"]
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_CUBIC = 0.044715  # the tanh approximation's cubic coefficient
 _GELU_SIGMOID_SCALE = 1.702  # x Φ(x) ≈ x σ(1.702 x)
@@ -72,69 +97,35 @@ _HALF_DTYPES = (torch.float16, torch.bfloat16)  # computed in float32, as torch 
 # ---------------------------------------------------------------------------
 
 
-def sigmoid(x: Tensor) -> Tensor:
-    """The logistic function ``σ(x) = 1 / (1 + e^{-x})``, with values in (0, 1).
-
-    Parameters
-    ----------
-    x : Tensor
-        Any shape, floating point. Half precision (float16, bfloat16) is computed in
-        float32 and rounded once at the end, as ``torch.sigmoid`` does.
-
-    Returns
-    -------
-    Tensor
-        Same shape and dtype as ``x``.
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
-    require_float_tensor("x", x)
+def sigmoid(x: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
+    """The logistic function σ(x) = 1 / (1 + e^{-x}), with values in (0, 1)."""
     if x.dtype in _HALF_DTYPES:
         return sigmoid(x.float()).to(x.dtype)
-    # e^{-|x|} never overflows; for x < 0, σ(x) = e^{x} / (1 + e^{x}) is the same number.
+    # e^{-|x|} never overflows; for x < 0, σ(x) = e^{x} / (1 + e^{x}) is the same value.
     z = torch.exp(-x.abs())
     return torch.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
 
 
-def sigmoid_grad(x: Tensor) -> Tensor:
-    """``σ'(x) = σ(x)(1 - σ(x))``, at most 1/4 (at ``x = 0``).
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
+def sigmoid_grad(x: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
+    """σ'(x) = σ(x)(1 - σ(x)), at most 1/4 (at x = 0)."""
     s = sigmoid(x)
     return s * (1.0 - s)
 
 
-def tanh(x: Tensor) -> Tensor:
-    """``tanh(x) = 2σ(2x) - 1``: a sigmoid stretched to (-1, 1) and centred at 0.
+def tanh(x: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
+    """tanh(x) = 2σ(2x) - 1: a sigmoid stretched to (-1, 1) and centred at 0.
 
-    Computed as ``sign(x) (1 - e^{-2|x|}) / (1 + e^{-2|x|})`` with ``expm1``: written
-    literally, ``2σ(2x) - 1`` subtracts two numbers close to 1 and loses every digit near
-    0 (``tanh(1e-8)`` would be 0 in float32). Half precision is computed in float32, as
-    ``torch.tanh`` does.
-
-    Shapes
-    ------
-    ``(...) -> (...)``
+    Written literally, 2σ(2x) - 1 subtracts two numbers close to 1 and loses every digit
+    near 0 (tanh(1e-8) would be 0 in float32); expm1 keeps them.
     """
-    require_float_tensor("x", x)
     if x.dtype in _HALF_DTYPES:
         return tanh(x.float()).to(x.dtype)
     z = torch.expm1(-2.0 * x.abs())  # e^{-2|x|} - 1, exact to the last digit near 0
     return torch.copysign(-z / (2.0 + z), x)
 
 
-def tanh_grad(x: Tensor) -> Tensor:
-    """``tanh'(x) = 1 - tanh(x)^2``, at most 1 (at ``x = 0``).
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
+def tanh_grad(x: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
+    """tanh'(x) = 1 - tanh(x)², at most 1 (at x = 0)."""
     return 1.0 - tanh(x) ** 2
 
 
@@ -143,111 +134,53 @@ def tanh_grad(x: Tensor) -> Tensor:
 # ---------------------------------------------------------------------------
 
 
-def relu(x: Tensor) -> Tensor:
-    """``max(0, x)``. A NaN stays NaN, as in ``torch.nn.functional.relu``.
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
-    require_float_tensor("x", x)
+def relu(x: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
+    """max(0, x)."""
     return torch.where(x < 0, torch.zeros_like(x), x)
 
 
-def relu_grad(x: Tensor) -> Tensor:
-    """1 for ``x > 0``, else 0 (0 at the kink, as autograd).
-
-    At a NaN input the derivative is NaN (autograd's ``relu`` passes the incoming
-    gradient there, as if it were 1); either way a NaN in the forward pass is not hidden.
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
-    require_float_tensor("x", x)
+def relu_grad(x: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
+    """1 for x > 0, else 0 (0 at the kink, as autograd; NaN at a NaN)."""
     return torch.where(x.isnan(), x, (x > 0).to(x.dtype))
 
 
-def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
-    """``x`` for ``x > 0``, ``negative_slope * x`` otherwise.
-
-    Parameters
-    ----------
-    x : Tensor
-    negative_slope : float
-        Slope for negative inputs (PyTorch's default 0.01; 0 gives ReLU).
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
-    require_float_tensor("x", x)
-    require_real("negative_slope", negative_slope)
+def leaky_relu(
+    x: Float[Tensor, "*shape"], negative_slope: Finite = 0.01
+) -> Float[Tensor, "*shape"]:
+    """x for x > 0, else negative_slope · x (0 gives ReLU; torch's default is 0.01)."""
     return torch.where(x > 0, x, negative_slope * x)
 
 
-def leaky_relu_grad(x: Tensor, negative_slope: float = 0.01) -> Tensor:
-    """1 for ``x > 0``, ``negative_slope`` otherwise (including the kink).
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
-    require_float_tensor("x", x)
-    require_real("negative_slope", negative_slope)
+def leaky_relu_grad(
+    x: Float[Tensor, "*shape"], negative_slope: Finite = 0.01
+) -> Float[Tensor, "*shape"]:
+    """1 for x > 0, negative_slope otherwise (including the kink)."""
     slopes = torch.where(x > 0, torch.ones_like(x), torch.full_like(x, negative_slope))
     return torch.where(x.isnan(), x, slopes)  # NaN stays NaN
 
 
-def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
-    """``x`` for ``x > 0``, ``alpha (e^x - 1)`` otherwise: saturates at ``-alpha``.
-
-    Parameters
-    ----------
-    x : Tensor
-    alpha : float
-        Size of the negative saturation value (PyTorch's default and the paper's: 1).
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
-    require_float_tensor("x", x)
-    require_real("alpha", alpha)
+def elu(x: Float[Tensor, "*shape"], alpha: Finite = 1.0) -> Float[Tensor, "*shape"]:
+    """x for x > 0, alpha (e^x - 1) otherwise: saturates at -alpha."""
     # expm1 keeps digits near 0; clamping keeps the unused branch finite for large x.
     return torch.where(x > 0, x, alpha * torch.expm1(x.clamp_max(0.0)))
 
 
-def elu_grad(x: Tensor, alpha: float = 1.0) -> Tensor:
-    """1 for ``x > 0``, ``alpha e^x`` (that is, ``elu(x) + alpha``) otherwise.
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
-    require_float_tensor("x", x)
-    require_real("alpha", alpha)
+def elu_grad(
+    x: Float[Tensor, "*shape"], alpha: Finite = 1.0
+) -> Float[Tensor, "*shape"]:
+    """1 for x > 0, alpha e^x (that is, elu(x) + alpha) otherwise."""
     return torch.where(x > 0, torch.ones_like(x), alpha * torch.exp(x.clamp_max(0.0)))
 
 
 def selu_constants() -> tuple[float, float]:
-    """Derive SELU's ``(alpha, lambda)``: the ones that map N(0, 1) to mean 0, variance 1.
+    """SELU's (alpha, lambda): the ones that map N(0, 1) to mean 0 and variance 1.
 
-    For ``z ~ N(0, 1)`` and ``selu(z) = λ z`` (z > 0), ``λ α (e^z - 1)`` (z <= 0), the
-    four partial expectations have closed forms (``Φ`` the normal CDF)::
-
-        E[z; z > 0] = 1/√(2π)                E[z²; z > 0] = 1/2
-        E[e^z - 1; z <= 0] = √e Φ(-1) - 1/2
-        E[(e^z - 1)²; z <= 0] = e² Φ(-2) - 2 √e Φ(-1) + 1/2
-
-    Mean 0 fixes ``α = -(1/√(2π)) / (√e Φ(-1) - 1/2)``; then a second moment of 1
-    fixes ``λ = (1/2 + α² E[(e^z - 1)²; z <= 0])^(-1/2)`` (Klambauer et al., 2017).
-
-    Returns
-    -------
-    alpha, lambda : float
-        1.6732632423543772..., 1.0507009873554805...
+    For z ~ N(0, 1), the partial expectations have closed forms (Φ the normal CDF):
+    E[z; z > 0] = 1/√(2π), E[z²; z > 0] = 1/2, E[e^z - 1; z <= 0] = √e Φ(-1) - 1/2 and
+    E[(e^z - 1)²; z <= 0] = e² Φ(-2) - 2 √e Φ(-1) + 1/2. Mean 0 fixes alpha; a second
+    moment of 1 then fixes lambda (Klambauer et al., 2017).
     """
+
     def phi(t):  # standard normal CDF
         return 0.5 * math.erfc(-t / math.sqrt(2.0))
 
@@ -258,23 +191,13 @@ def selu_constants() -> tuple[float, float]:
     return alpha, scale
 
 
-def selu(x: Tensor) -> Tensor:
-    """``λ elu(x, α)`` with ``α = SELU_ALPHA``, ``λ = SELU_LAMBDA``.
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
+def selu(x: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
+    """λ elu(x, α) with α = SELU_ALPHA, λ = SELU_LAMBDA."""
     return SELU_LAMBDA * elu(x, SELU_ALPHA)
 
 
-def selu_grad(x: Tensor) -> Tensor:
-    """``λ`` for ``x > 0``, ``λ α e^x`` otherwise.
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
+def selu_grad(x: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
+    """λ for x > 0, λ α e^x otherwise."""
     return SELU_LAMBDA * elu_grad(x, SELU_ALPHA)
 
 
@@ -283,31 +206,15 @@ def selu_grad(x: Tensor) -> Tensor:
 # ---------------------------------------------------------------------------
 
 
-def _check_approximation(approximate: object) -> None:
-    if approximate not in GELU_APPROXIMATIONS:
-        raise ValueError(f"approximate must be one of {GELU_APPROXIMATIONS}; found {approximate!r}")
-
-
 def _normal_cdf(x: Tensor) -> Tensor:
     return 0.5 * torch.erfc(-x / math.sqrt(2.0))  # Φ(x) = (1 + erf(x/√2)) / 2
 
 
-def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    """Gaussian error linear unit ``x Φ(x)`` or one of its two approximations.
-
-    Parameters
-    ----------
-    x : Tensor
-    approximate : {"none", "tanh", "sigmoid"}
-        ``"none"``: exact, ``x Φ(x)``. ``"tanh"``:
-        ``x/2 (1 + tanh(√(2/π)(x + 0.044715 x³)))``. ``"sigmoid"``: ``x σ(1.702 x)``.
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
-    require_float_tensor("x", x)
-    _check_approximation(approximate)
+def gelu(
+    x: Float[Tensor, "*shape"], approximate: GeluApproximation = "none"
+) -> Float[Tensor, "*shape"]:
+    """Gaussian error linear unit x Φ(x) ("none"), or one of its two approximations:
+    x/2 (1 + tanh(√(2/π)(x + 0.044715 x³))) ("tanh") and x σ(1.702 x) ("sigmoid")."""
     if approximate == "none":
         return x * _normal_cdf(x)
     if approximate == "tanh":
@@ -315,21 +222,12 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     return x * sigmoid(_GELU_SIGMOID_SCALE * x)
 
 
-def gelu_grad(x: Tensor, approximate: str = "none") -> Tensor:
-    """Derivative of :func:`gelu` (of the chosen form), by the product rule.
-
-    ``"none"``: ``Φ(x) + x φ(x)`` with ``φ`` the normal density. ``"tanh"``:
-    ``(1 + t)/2 + x/2 (1 - t²) √(2/π)(1 + 3·0.044715 x²)`` with ``t`` the tanh.
-    ``"sigmoid"``: ``s + 1.702 x s (1 - s)`` with ``s = σ(1.702 x)``.
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
-    require_float_tensor("x", x)
-    _check_approximation(approximate)
+def gelu_grad(
+    x: Float[Tensor, "*shape"], approximate: GeluApproximation = "none"
+) -> Float[Tensor, "*shape"]:
+    """Derivative of :func:`gelu` (of the chosen form), by the product rule."""
     if approximate == "none":
-        density = torch.exp(-0.5 * x**2) / math.sqrt(2.0 * math.pi)
+        density = torch.exp(-0.5 * x**2) / math.sqrt(2.0 * math.pi)  # φ(x)
         return _normal_cdf(x) + x * density
     if approximate == "tanh":
         t = tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x**3))
@@ -353,26 +251,42 @@ class Activation:
     grad: Callable[..., Tensor]
     parameter: Optional[str] = None  # keyword of fn and grad, e.g. "alpha"
 
-    def __call__(self, x: Tensor, parameter: Optional[float] = None) -> Tensor:
+    def __call__(
+        self, x: Float[Tensor, "*shape"], parameter: Optional[Finite] = None
+    ) -> Float[Tensor, "*shape"]:
         return self.fn(x, **self._keywords(parameter))
 
-    def derivative(self, x: Tensor, parameter: Optional[float] = None) -> Tensor:
+    def derivative(
+        self, x: Float[Tensor, "*shape"], parameter: Optional[Finite] = None
+    ) -> Float[Tensor, "*shape"]:
         return self.grad(x, **self._keywords(parameter))
 
-    def _keywords(self, parameter: Optional[float]) -> dict:
-        return {} if self.parameter is None or parameter is None else {self.parameter: parameter}
+    def _keywords(self, parameter: Optional[Finite]) -> dict:
+        return (
+            {}
+            if self.parameter is None or parameter is None
+            else {self.parameter: parameter}
+        )
 
 
 ACTIVATIONS: dict[str, Activation] = {
     "sigmoid": Activation("sigmoid", sigmoid, sigmoid_grad),
     "tanh": Activation("tanh", tanh, tanh_grad),
     "relu": Activation("relu", relu, relu_grad),
-    "leaky_relu": Activation("leaky_relu", leaky_relu, leaky_relu_grad, "negative_slope"),
+    "leaky_relu": Activation(
+        "leaky_relu", leaky_relu, leaky_relu_grad, "negative_slope"
+    ),
     "elu": Activation("elu", elu, elu_grad, "alpha"),
     "selu": Activation("selu", selu, selu_grad),
     **{
-        name: Activation(name, partial(gelu, approximate=form), partial(gelu_grad, approximate=form))
-        for name, form in (("gelu", "none"), ("gelu_tanh", "tanh"), ("gelu_sigmoid", "sigmoid"))
+        name: Activation(
+            name, partial(gelu, approximate=form), partial(gelu_grad, approximate=form)
+        )
+        for name, form in (
+            ("gelu", "none"),
+            ("gelu_tanh", "tanh"),
+            ("gelu_sigmoid", "sigmoid"),
+        )
     },
 }
 
@@ -384,68 +298,32 @@ ACTIVATIONS: dict[str, Activation] = {
 
 def layer_statistics(
     activation: Callable[[Tensor], Tensor],
-    depth: int = 20,
-    width: int = 256,
-    batch: int = 2048,
+    depth: PositiveInt = 20,
+    width: PositiveInt = 256,
+    batch: PositiveInt = 2048,
     generator: Optional[torch.Generator] = None,
     dtype: torch.dtype = torch.float32,
-) -> Tensor:
+) -> Float[Tensor, "layers 2"]:
     """Mean and variance of the activations after each layer of a random deep network.
 
-    The input has independent N(0, 1) entries. Each layer is ``x ← activation(x W)``
-    with no bias and ``W`` drawn LeCun-normal, ``N(0, 1/width)``, so that a linear
-    layer alone would keep the variance of its input.
-
-    Parameters
-    ----------
-    activation : callable
-        Applied element-wise after every layer.
-    depth, width, batch : int
-        Number of layers, units per layer, number of input samples.
-    generator : torch.Generator, optional
-        Source of the input and the weights.
-
-    Returns
-    -------
-    Tensor
-        Shape ``(depth, 2)``: row ``l`` holds the mean and the variance, over all
-        samples and units, of the output of layer ``l + 1``.
-
-    Shapes
-    ------
-    input ``(batch, width)`` -> every layer's output ``(batch, width)`` -> ``(depth, 2)``
+    The input has independent N(0, 1) entries; each layer is x ← activation(x W), with
+    no bias and W drawn LeCun-normal, N(0, 1/width), so that a linear layer alone would
+    keep the variance of its input. One row per layer: row l is layer l + 1's output.
     """
-    require_callable("activation", activation), require_ints(depth=depth, width=width, batch=batch)
     x = torch.randn(batch, width, generator=generator, dtype=dtype)  # (batch, width)
+    scale = math.sqrt(width)  # N(0, 1) entries divided by √width have variance 1/width
     stats = []
     for _ in range(depth):
-        weight = torch.randn(width, width, generator=generator, dtype=dtype) / math.sqrt(width)
+        weight = torch.randn(width, width, generator=generator, dtype=dtype) / scale
         x = activation(x @ weight)  # (batch, width)
         stats.append(torch.stack([x.mean(), x.var()]))
     return torch.stack(stats)  # (depth, 2)
 
 
-def dead_units(activations: Tensor) -> Tensor:
-    """Which units output exactly 0 for every input: dead ReLUs.
+def dead_units(activations: Float[Tensor, "N H"]) -> Bool[Tensor, "H"]:
+    """Which of the H units output exactly 0 for each of the N inputs: dead ReLUs.
 
-    A ReLU unit that outputs 0 for every input also has derivative 0 for every
-    input, so no gradient ever reaches its incoming weights: it stays dead.
-
-    Parameters
-    ----------
-    activations : Tensor
-        Shape ``(N, H)``: the outputs of ``H`` units on ``N`` inputs.
-
-    Returns
-    -------
-    Tensor
-        Boolean, shape ``(H,)``.
-
-    Shapes
-    ------
-    ``(N, H) -> (H,)``
+    Such a unit also has derivative 0 for every input, so no gradient ever reaches its
+    incoming weights: it stays dead.
     """
-    require_float_tensor("activations", activations)
-    if activations.dim() != 2:
-        raise ValueError(f"activations must have shape (N, H); found {tuple(activations.shape)}")
     return (activations == 0).all(dim=0)

@@ -1,7 +1,9 @@
 """Small printing helpers the chapters share: short rounded numbers, and lib code shown
-as the reader should see it (without docstrings and the argument checks that open a
-function, and with no line longer than 88 characters: a longer statement is rewrapped the
-way the black formatter would, https://black.readthedocs.io/en/stable/the_black_code_style/)."""
+as the reader should see it: as its file holds it in a module checked at the signature
+(:mod:`lib.checked`), and in the others, until they are rewritten so, without docstrings and
+the argument checks that open a function, and with no line longer than 88 characters (a
+longer statement is rewrapped the way the black formatter would,
+https://black.readthedocs.io/en/stable/the_black_code_style/)."""
 from __future__ import annotations
 
 import ast
@@ -14,6 +16,8 @@ import textwrap
 import tokenize
 
 import torch
+
+from lib.checked import CHECKED_MODULES
 
 
 def fmt(tensor: torch.Tensor, digits: int = 4) -> str:
@@ -287,7 +291,9 @@ def _refit(lines: list[str], comments: list[int | None], width: int) -> list[str
 
 
 def code_of(obj, start: str | None = None) -> str:
-    """The source of a function, method or class from ``lib``, without its docstrings and
+    """The source of a function, method or class from ``lib``: exactly as its file holds it
+    when its module is checked at the signature (:data:`lib.checked.CHECKED_MODULES`);
+    otherwise, until that module is rewritten so, without its docstrings and
     without the argument checks that open a function (calls of ``lib.validation``'s
     ``require_*`` and ``check_*`` helpers, or of a module's ``_check*``), every statement with
     a line over :data:`LINE_WIDTH` characters rewrapped (same syntax tree, comments above).
@@ -305,6 +311,11 @@ def code_of(obj, start: str | None = None) -> str:
         If no line of the body contains ``start``.
     """
     source = textwrap.dedent(inspect.getsource(obj))
+    if obj.__module__.startswith(CHECKED_MODULES):  # its signature is its check: show the file
+        if start is not None:
+            raise ValueError(f"{obj.__qualname__} is shown whole: its module is checked "
+                             "at the signature, so no start is needed")
+        return source.rstrip("\n")
     lines, tree = source.splitlines(), ast.parse(source)
     hidden = set()
     for node in ast.walk(tree):

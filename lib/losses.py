@@ -16,7 +16,9 @@ LOSS1-LOSS2). This module has
 * :func:`empirical_risk`, :func:`structural_risk` and :func:`ridge_fit`, the
   minimiser of the structural risk of the squared loss.
 
-The tests compare with ``torch.nn.functional`` (``cross_entropy``, ``nll_loss``,
+Shapes named alike in a signature must agree (``y`` and ``f`` of :func:`squared_loss`),
+and ``reduction`` is one of ``"mean"``, ``"sum"``, ``"none"``. The tests compare with
+``torch.nn.functional`` (``cross_entropy``, ``nll_loss``,
 ``binary_cross_entropy``, ...), with the formulas written out, and with autograd.
 
 References
@@ -24,33 +26,46 @@ References
 .. [1] C. Cortes, V. Vapnik. "Support-Vector Networks". Machine Learning 20(3), 1995.
 .. [2] V. Vapnik. "The Nature of Statistical Learning Theory". Springer, 1995.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Literal, Union
 
 import torch
+from jaxtyping import Float, Int
 from torch import Tensor
 
-from lib.validation import (
-    INTEGER_DTYPES, require_choice, require_float_tensor, require_float_tensors, require_int, require_same_dtype,
-    require_same_shape,
-)
+from lib.checked import Axis, NonNegative, NonNegativeInt, Positive, Reduction
 
 __all__ = [
-    "squared_loss", "svm_objective", "MARGIN_LOSSES", "margin_loss",
-    "binary_cross_entropy", "binary_cross_entropy_with_logits", "distribution_cross_entropy",
-    "log_softmax", "nll_loss", "cross_entropy",
-    "empirical_risk", "structural_risk", "polynomial_features", "ridge_fit",
+    "squared_loss",
+    "svm_objective",
+    "MARGIN_LOSSES",
+    "margin_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "distribution_cross_entropy",
+    "log_softmax",
+    "nll_loss",
+    "cross_entropy",
+    "empirical_risk",
+    "structural_risk",
+    "polynomial_features",
+    "ridge_fit",
 ]
 
-REDUCTIONS = ("mean", "sum", "none")
+Losses = Float[
+    Tensor, "..."
+]  # one loss per entry (reduction="none"), or their mean or sum
 
 
-def _reduce(losses: Tensor, reduction: str, source: str) -> Tensor:
-    require_choice("reduction", reduction, REDUCTIONS)
+def _reduce(losses: Float[Tensor, "..."], reduction: Reduction) -> Float[Tensor, "..."]:
     if reduction == "mean" and losses.numel() == 0:
-        raise ValueError(f"reduction='mean' needs at least one loss; found an empty batch in {source} "
-                         "(the mean of nothing is undefined; reduction='sum' gives 0)")
+        raise ValueError(
+            "reduction='mean' needs at least one loss; found an empty batch "
+            "(the mean of nothing is undefined; reduction='sum' gives 0)"
+        )
     if reduction == "mean":
         return losses.mean()
     return losses.sum() if reduction == "sum" else losses
@@ -61,48 +76,25 @@ def _reduce(losses: Tensor, reduction: str, source: str) -> Tensor:
 # ---------------------------------------------------------------------------
 
 
-def squared_loss(y: Tensor, f: Tensor) -> Tensor:
-    """``(y - f)²``.
-
-    Shapes
-    ------
-    ``(...), (...) -> (...)``
-    """
-    require_float_tensors(y=y, f=f), require_same_shape("y", y, f=f)
+def squared_loss(
+    y: Float[Tensor, "*shape"], f: Float[Tensor, "*shape"]
+) -> Float[Tensor, "*shape"]:
+    """(y - f)², entry by entry."""
     return (y - f) ** 2
 
 
-def svm_objective(weight: Tensor, bias: Tensor, inputs: Tensor, y: Tensor, c: float) -> Tensor:
-    """The soft-margin SVM objective ``½‖w‖² + C Σ_i max(0, 1 - y_i (w·x_i + b))``.
+def svm_objective(
+    weight: Float[Tensor, "D"],
+    bias: Float[Tensor, ""],
+    inputs: Float[Tensor, "N D"],
+    y: Float[Tensor, "N"],
+    c: Positive,
+) -> Float[Tensor, ""]:
+    """The soft-margin SVM objective ½‖w‖² + C Σ_i max(0, 1 - y_i (w·x_i + b)).
 
-    It is a structural risk: the sum of hinge losses plus an L2 penalty (dividing
-    by ``C N`` gives the mean hinge loss plus ``‖w‖² / (2 C N)``).
-
-    Parameters
-    ----------
-    weight : Tensor
-        ``w``, shape ``(D,)``.
-    bias : Tensor
-        ``b``, a scalar tensor.
-    inputs : Tensor
-        ``x_i`` as rows, shape ``(N, D)``.
-    y : Tensor
-        Labels in {-1, +1}, shape ``(N,)``.
-    c : float
-        ``C > 0``, the price of a margin violation.
-
-    Shapes
-    ------
-    ``(D,), (), (N, D), (N,) -> ()``
+    It is a structural risk: hinge losses (labels y_i in {-1, +1}) plus an L2 penalty;
+    dividing by C N gives the mean hinge loss plus ‖w‖² / (2 C N).
     """
-    require_float_tensors(weight=weight, bias=bias, inputs=inputs, y=y)
-    if inputs.dim() != 2 or weight.shape != (inputs.shape[1],) or y.shape != (inputs.shape[0],):
-        raise ValueError(
-            "expected weight (D,), inputs (N, D) and y (N,); found "
-            f"{tuple(weight.shape)}, {tuple(inputs.shape)} and {tuple(y.shape)}"
-        )
-    if not c > 0:
-        raise ValueError(f"c must be positive; found {c!r}")
     scores = inputs @ weight + bias  # (N,)
     return 0.5 * weight @ weight + c * MARGIN_LOSSES["hinge"](y * scores).sum()
 
@@ -113,11 +105,11 @@ def svm_objective(weight: Tensor, bias: Tensor, inputs: Tensor, y: Tensor, c: fl
 # ---------------------------------------------------------------------------
 
 
-def _zero_one_margin(m: Tensor) -> Tensor:
+def _zero_one_margin(m: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
     return (m <= 0).to(m.dtype)  # m = 0 (on the boundary) counts as an error
 
 
-def _log_margin(m: Tensor) -> Tensor:
+def _log_margin(m: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
     # log(1 + e^{-m}) = max(-m, 0) + log(1 + e^{-|m|}): no overflow for large |m|.
     return (-m).clamp_min(0.0) + torch.log1p(torch.exp(-m.abs()))
 
@@ -130,24 +122,13 @@ MARGIN_LOSSES: dict[str, Callable[[Tensor], Tensor]] = {
     "squared": lambda m: (1.0 - m) ** 2,
     "absolute": lambda m: (1.0 - m).abs(),
 }
+MarginLoss = Literal["0-1", "hinge", "log", "exponential", "squared", "absolute"]
 
 
-def margin_loss(name: str, margin: Tensor) -> Tensor:
-    """A margin loss of :data:`MARGIN_LOSSES` at margins ``m = y f(x)``.
-
-    Parameters
-    ----------
-    name : {"0-1", "hinge", "log", "exponential", "squared", "absolute"}
-    margin : Tensor
-        Any shape.
-
-    Shapes
-    ------
-    ``(...) -> (...)``
-    """
-    if name not in MARGIN_LOSSES:
-        raise ValueError(f"name must be one of {tuple(MARGIN_LOSSES)}; found {name!r}")
-    require_float_tensor("margin", margin)
+def margin_loss(
+    name: MarginLoss, margin: Float[Tensor, "*shape"]
+) -> Float[Tensor, "*shape"]:
+    """The margin loss ``name`` of :data:`MARGIN_LOSSES` at margins m = y f(x)."""
     return MARGIN_LOSSES[name](margin)
 
 
@@ -156,151 +137,86 @@ def margin_loss(name: str, margin: Tensor) -> Tensor:
 # ---------------------------------------------------------------------------
 
 
-def binary_cross_entropy(q: Tensor, p: Tensor, reduction: str = "mean") -> Tensor:
-    """``-(p log q + (1 - p) log(1 - q))``: two classes, probabilities ``q`` and ``1 - q``.
+def binary_cross_entropy(
+    q: Float[Tensor, "*shape"],
+    p: Float[Tensor, "*shape"],
+    reduction: Reduction = "mean",
+) -> Float[Tensor, "..."]:
+    """-(p log q + (1 - p) log(1 - q)): two classes, with probabilities q and 1 - q.
 
-    Parameters
-    ----------
-    q : Tensor
-        Predicted probability of class 1, in [0, 1].
-    p : Tensor
-        Target probability of class 1 (a label 0/1 or a soft target), same shape.
-    reduction : {"mean", "sum", "none"}
-
-    Shapes
-    ------
-    ``(...), (...) -> ()`` or ``(...)`` with ``reduction="none"``
+    q is the predicted probability of class 1, in [0, 1]; p the target's (a label 0 or
+    1, or a soft target).
     """
-    require_float_tensors(q=q, p=p), require_same_shape("q", q, p=p)
     if ((q < 0) | (q > 1)).any():
-        raise ValueError("q must lie in [0, 1]; found values outside it "
-                         "(pass logits to binary_cross_entropy_with_logits)")
+        raise ValueError(
+            "q must lie in [0, 1]; found values outside it "
+            "(pass logits to binary_cross_entropy_with_logits)"
+        )
     # 0 log 0 = 0: xlogy gives 0 where the target weight is 0, even if log q = -inf.
     losses = -(torch.xlogy(p, q) + torch.xlogy(1.0 - p, 1.0 - q))
-    return _reduce(losses, reduction, "q")
+    return _reduce(losses, reduction)
 
 
-def binary_cross_entropy_with_logits(logits: Tensor, p: Tensor, reduction: str = "mean") -> Tensor:
-    """:func:`binary_cross_entropy` of ``q = σ(z)``, computed from the logit ``z``.
-
-    ``-(p log σ(z) + (1 - p) log σ(-z)) = max(z, 0) - p z + log(1 + e^{-|z|})``,
-    which never overflows.
-
-    Shapes
-    ------
-    ``(...), (...) -> ()`` or ``(...)`` with ``reduction="none"``
-    """
-    require_float_tensors(logits=logits, p=p), require_same_shape("logits", logits, p=p)
+def binary_cross_entropy_with_logits(
+    logits: Float[Tensor, "*shape"],
+    p: Float[Tensor, "*shape"],
+    reduction: Reduction = "mean",
+) -> Float[Tensor, "..."]:
+    """:func:`binary_cross_entropy` of q = σ(z), computed from the logit z as
+    max(z, 0) - p z + log(1 + e^{-|z|}), which never overflows."""
     losses = logits.clamp_min(0.0) - p * logits + torch.log1p(torch.exp(-logits.abs()))
-    return _reduce(losses, reduction, "logits")
+    return _reduce(losses, reduction)
 
 
-def distribution_cross_entropy(p: Tensor, q: Tensor) -> Tensor:
-    """``H(p, q) = -Σ_c p_c log q_c`` over the last axis: the multi-class form.
-
-    Parameters
-    ----------
-    p : Tensor
-        Target distributions, shape ``(..., C)``, rows summing to 1.
-    q : Tensor
-        Predicted distributions, same shape.
-
-    Shapes
-    ------
-    ``(..., C), (..., C) -> (...)``
-    """
-    require_float_tensors(p=p, q=q), require_same_shape("p", p, q=q)
+def distribution_cross_entropy(
+    p: Float[Tensor, "*batch C"], q: Float[Tensor, "*batch C"]
+) -> Float[Tensor, "*batch"]:
+    """H(p, q) = -Σ_c p_c log q_c over the last axis: the multi-class form."""
     return -torch.xlogy(p, q).sum(-1)
 
 
-def _check_axis(logits: Tensor, dim: int) -> None:
-    require_float_tensor("logits", logits), require_int("dim", dim, -max(logits.dim(), 1))
-    if logits.dim() == 0 or dim >= logits.dim() or logits.shape[dim] == 0:
-        raise ValueError(f"dim must pick a non-empty axis of logits {tuple(logits.shape)}; found dim = {dim}")
-
-
-def log_softmax(logits: Tensor, dim: int = -1) -> Tensor:
-    """``log softmax(z)_c = z_c - log Σ_k exp z_k``, computed without overflow.
-
-    Shapes
-    ------
-    ``(..., C, ...) -> (..., C, ...)``
-    """
-    _check_axis(logits, dim)
+def log_softmax(logits: Float[Tensor, "..."], dim: Axis = -1) -> Float[Tensor, "..."]:
+    """log softmax(z)_c = z_c - log Σ_k exp z_k along ``dim``, without overflow."""
+    if not -logits.dim() <= dim < logits.dim() or logits.shape[dim] == 0:
+        raise ValueError(
+            f"dim must pick a non-empty axis of logits {tuple(logits.shape)}; "
+            f"found dim = {dim}"
+        )
     # Shifting by the maximum changes nothing mathematically and keeps exp <= 1.
     shifted = logits - logits.amax(dim=dim, keepdim=True).detach()
     return shifted - torch.log(torch.exp(shifted).sum(dim=dim, keepdim=True))
 
 
-def _check_class_targets(targets: Tensor, batch: int, classes: int) -> None:
-    if not isinstance(targets, Tensor) or targets.dtype not in INTEGER_DTYPES:
-        found = targets.dtype if isinstance(targets, Tensor) else type(targets).__name__
-        raise TypeError(f"targets must be a tensor of integer class indices; found {found}")
-    if targets.shape != (batch,):
-        raise ValueError(f"targets must have shape (B,) = ({batch},); found {tuple(targets.shape)}")
-    if batch and (targets.min() < 0 or targets.max() >= classes):
-        raise ValueError(f"targets must lie in [0, {classes - 1}]; found {targets.min()}..{targets.max()}")
-
-
-def nll_loss(log_probs: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
-    """Negative log-likelihood ``-log q_{y_i}``, picked from log-probabilities.
-
-    Parameters
-    ----------
-    log_probs : Tensor
-        Shape ``(B, C)``: log-probabilities of the ``C`` classes.
-    targets : Tensor
-        Shape ``(B,)``: integer class indices.
-    reduction : {"mean", "sum", "none"}
-
-    Shapes
-    ------
-    ``(B, C), (B,) -> ()`` or ``(B,)`` with ``reduction="none"``
-    """
-    require_float_tensor("log_probs", log_probs)
-    if log_probs.dim() != 2:
-        raise ValueError(f"log_probs must have shape (B, C); found {tuple(log_probs.shape)}")
-    _check_class_targets(targets, *log_probs.shape)
+def nll_loss(
+    log_probs: Float[Tensor, "B C"],
+    targets: Int[Tensor, "B"],
+    reduction: Reduction = "mean",
+) -> Float[Tensor, "..."]:
+    """Negative log-likelihood -log q_{y_i}, picked from the log-probabilities."""
+    classes = log_probs.shape[1]
+    if targets.numel() and (targets.min() < 0 or targets.max() >= classes):
+        raise ValueError(
+            f"targets must lie in [0, {classes - 1}]; "
+            f"found {targets.min()}..{targets.max()}"
+        )
     picked = log_probs.gather(1, targets.long()[:, None])[:, 0]  # (B,)
-    return _reduce(-picked, reduction, "log_probs")
+    return _reduce(-picked, reduction)
 
 
-def _check_cross_entropy(logits: Tensor, targets: Tensor) -> None:
-    """Logits ``(B, C)``; float targets are distributions of the same shape (class indices
-    are checked by :func:`nll_loss`)."""
-    require_float_tensor("logits", logits)
-    if logits.dim() != 2:
-        raise ValueError(f"logits must have shape (B, C); found {tuple(logits.shape)}")
-    if not isinstance(targets, Tensor):
-        raise TypeError(f"targets must be a torch.Tensor; found {type(targets).__name__}")
-    if targets.is_floating_point():
-        require_same_shape("logits", logits, **{"targets (as distributions)": targets})
+def cross_entropy(
+    logits: Float[Tensor, "B C"],
+    targets: Union[Int[Tensor, "B"], Float[Tensor, "B C"]],
+    reduction: Reduction = "mean",
+) -> Float[Tensor, "..."]:
+    """Softmax cross-entropy from logits, against class indices or target distributions.
 
-
-def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
-    """Softmax cross-entropy from logits: :func:`log_softmax`, then the loss.
-
-    With class indices, ``nll_loss(log_softmax(z), y)``; with target
-    distributions ``p``, ``-Σ_c p_c log softmax(z)_c``. This is what
-    ``torch.nn.CrossEntropyLoss`` computes (without its class weights, label
-    smoothing and ignored index).
-
-    Parameters
-    ----------
-    logits : Tensor
-        Shape ``(B, C)``.
-    targets : Tensor
-        Integer class indices of shape ``(B,)``, or float distributions ``(B, C)``.
-    reduction : {"mean", "sum", "none"}
-
-    Shapes
-    ------
-    ``(B, C), (B,) or (B, C) -> ()`` or ``(B,)`` with ``reduction="none"``
+    With class indices y, nll_loss(log_softmax(z), y); with distributions p,
+    -Σ_c p_c log softmax(z)_c. This is torch.nn.CrossEntropyLoss without its class
+    weights, label smoothing and ignored index.
     """
-    _check_cross_entropy(logits, targets)
     log_q = log_softmax(logits, dim=-1)  # (B, C)
     if targets.is_floating_point():
-        return _reduce(-(targets * log_q).sum(-1), reduction, "logits")
+        return _reduce(-(targets * log_q).sum(-1), reduction)
     return nll_loss(log_q, targets, reduction)
 
 
@@ -309,79 +225,44 @@ def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> T
 # ---------------------------------------------------------------------------
 
 
-def empirical_risk(losses: Tensor) -> Tensor:
-    """The average loss over the training examples, ``(1/N) Σ_i L(y_i, f(x_i))``.
-
-    Shapes
-    ------
-    ``(N,) -> ()``
-    """
-    require_float_tensor("losses", losses)
-    if losses.dim() != 1 or losses.numel() == 0:
-        raise ValueError(f"losses must have shape (N,) with N >= 1; found {tuple(losses.shape)}")
+def empirical_risk(losses: Float[Tensor, "N"]) -> Float[Tensor, ""]:
+    """The average loss over the N >= 1 training examples, (1/N) Σ_i L(y_i, f(x_i))."""
+    if losses.numel() == 0:
+        raise ValueError("losses must hold at least one loss; found none")
     return losses.mean()
 
 
-def structural_risk(losses: Tensor, parameters: Iterable[Tensor], penalty: float) -> Tensor:
-    """Empirical risk plus an L2 penalty, ``(1/N) Σ_i L_i + λ Σ_j ‖w_j‖²``.
-
-    Parameters
-    ----------
-    losses : Tensor
-        Shape ``(N,)``: one loss per training example.
-    parameters : iterable of Tensor
-        The penalised parameters.
-    penalty : float
-        ``λ >= 0``.
-
-    Shapes
-    ------
-    ``(N,) -> ()``
-    """
-    if not penalty >= 0:
-        raise ValueError(f"penalty must be >= 0; found {penalty!r}")
+def structural_risk(
+    losses: Float[Tensor, "N"], parameters: Iterable[Tensor], penalty: NonNegative
+) -> Float[Tensor, ""]:
+    """Empirical risk plus an L2 penalty: (1/N) Σ_i L_i + λ Σ_j ‖w_j‖², λ = penalty."""
     return empirical_risk(losses) + penalty * sum((w**2).sum() for w in parameters)
 
 
-def polynomial_features(x: Tensor, degree: int) -> Tensor:
-    """The columns ``1, x, x², ..., x^degree``.
-
-    Shapes
-    ------
-    ``(N,) -> (N, degree + 1)``
-    """
-    require_float_tensor("x", x)
-    if x.dim() != 1:
-        raise ValueError(f"x must have shape (N,); found {tuple(x.shape)}")
-    if isinstance(degree, bool) or not isinstance(degree, int) or degree < 0:
-        raise ValueError(f"degree must be an int >= 0; found {degree!r}")
+def polynomial_features(
+    x: Float[Tensor, "N"], degree: NonNegativeInt
+) -> Float[Tensor, "N _"]:
+    """The columns 1, x, x², ..., x^degree."""
     return x[:, None] ** torch.arange(degree + 1, dtype=x.dtype)  # (N, degree + 1)
 
 
-def _check_ridge(features: Tensor, targets: Tensor, penalty: float) -> None:
-    require_float_tensors(features=features, targets=targets), require_same_dtype("features", features, targets=targets)
-    if features.dim() != 2 or targets.shape != (features.shape[0],):
-        raise ValueError(
-            f"expected features (N, D) and targets (N,); found {tuple(features.shape)} and {tuple(targets.shape)}"
-        )
-    if not penalty >= 0:
-        raise ValueError(f"penalty must be >= 0; found {penalty!r}")
+def ridge_fit(
+    features: Float[Tensor, "N D"], targets: Float[Tensor, "N"], penalty: NonNegative
+) -> Float[Tensor, "D"]:
+    """The weights minimising (1/N) ‖X w - y‖² + λ ‖w‖² (structural risk, squared loss).
 
-
-def ridge_fit(features: Tensor, targets: Tensor, penalty: float) -> Tensor:
-    """The weights minimising ``(1/N) ‖X w - y‖² + λ ‖w‖²`` (structural risk, squared loss).
-
-    Setting the gradient ``(2/N) Xᵀ(X w - y) + 2 λ w`` to zero gives the normal
-    equations ``(XᵀX / N + λ I) w = Xᵀ y / N``; ``λ = 0`` is least squares
-    (empirical risk minimisation), solved by least squares for stability.
-
-    Shapes
-    ------
-    ``(N, D), (N,) -> (D,)``
+    Setting the gradient (2/N) Xᵀ(X w - y) + 2 λ w to zero gives the normal equations
+    (XᵀX / N + λ I) w = Xᵀ y / N; λ = 0 is least squares (empirical risk minimisation),
+    solved by least squares for stability.
     """
-    _check_ridge(features, targets, penalty)
+    if targets.dtype != features.dtype:
+        raise TypeError(
+            f"targets must have the dtype of features ({features.dtype}); "
+            f"found {targets.dtype}"
+        )
     n, d = features.shape
     if penalty == 0:
         return torch.linalg.lstsq(features, targets[:, None]).solution[:, 0]  # (D,)
-    gram = features.T @ features / n + penalty * torch.eye(d, dtype=features.dtype)  # (D, D)
+    identity = torch.eye(d, dtype=features.dtype)  # (D, D)
+    gram = features.T @ features / n + penalty * identity  # (D, D)
     return torch.linalg.solve(gram, features.T @ targets / n)  # (D,)

@@ -1,5 +1,9 @@
 """The chapters' printing helpers."""
 import ast
+import importlib
+import inspect
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -180,3 +184,22 @@ def test_code_of_shows_the_chapters_code_within_88_characters_a_line_and_unchang
     changed = [name for name, item in chapter_objects() if ast.dump(ast.parse(shown[name]))
                != ast.dump(ast.parse(code_of(item)))]
     assert changed == []
+
+
+def test_modules_checked_at_the_signature_are_listed_as_their_files_hold_them():
+    """The book prints their functions exactly as the files hold them, so the files are in
+    black's format with lines of at most 88 characters (a code block at 1024 px), and
+    ``code_of`` neither shortens nor rewraps them."""
+    import black
+
+    from lib.checked import CHECKED_MODULES
+
+    for name in CHECKED_MODULES:
+        module = importlib.import_module(name)
+        source = Path(module.__file__).read_text(encoding="utf-8")
+        assert black.format_str(source, mode=black.Mode(line_length=88)) == source, (
+            f"{name}: run black -l 88 on it")
+        assert max(len(line) for line in source.splitlines()) <= 88, name
+        for obj in vars(module).values():
+            if inspect.isfunction(obj) and obj.__module__ == name:
+                assert code_of(obj) == textwrap.dedent(inspect.getsource(obj)).rstrip("\n")

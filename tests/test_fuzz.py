@@ -42,16 +42,20 @@ import pkgutil
 import re
 import signal
 import sys
+import types
+import typing
 import warnings
 from collections import Counter
 from contextlib import contextmanager
 
+import jaxtyping
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lib
+from lib.checked import CHECKED_MODULES
 
 # A time limit that fires while hypothesis's gc callback runs is reported as "exception
 # ignored"; the limit fires again right after (see time_limit), so the warning says nothing.
@@ -124,6 +128,34 @@ except Exception:  # noqa: BLE001 - only the imports matter
 # ---------------------------------------------------------------------------
 # Arguments: plausible values and bad values, by annotation.
 # ---------------------------------------------------------------------------
+
+def _declared(hint) -> str:
+    """A resolved hint as the plain annotation it declares: a jaxtyping array is a
+    ``Tensor``, ``Annotated[int, rule]`` an ``int``, a ``Literal`` of strings a ``str``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        return _declared(args[0])
+    if origin in (typing.Union, types.UnionType):
+        inner = sorted({_declared(a) for a in args if a is not type(None)})
+        core = inner[0] if len(inner) == 1 else f"Union[{', '.join(inner)}]"
+        return f"Optional[{core}]" if type(None) in args else core
+    if origin is typing.Literal:
+        return "str" if all(isinstance(a, str) for a in args) else "other"
+    if isinstance(hint, type) and issubclass(hint, jaxtyping.AbstractArray):
+        return "Tensor"
+    return hint.__name__ if hint in (int, float, str, bool) else str(hint)
+
+
+def annotation_of(obj, name: str) -> str:
+    """What the signature of ``obj`` declares for parameter ``name``, as a plain annotation.
+
+    The modules whose calls are checked (lib.checked) declare shapes and value rules; the
+    others still write plain annotations, read as they stand."""
+    if not obj.__module__.startswith(CHECKED_MODULES):
+        return str(inspect.signature(obj).parameters[name].annotation)
+    target = inspect.unwrap(obj.__init__ if isinstance(obj, type) else obj)
+    return _declared(typing.get_type_hints(target, include_extras=True)[name])
+
 
 def kind_of(annotation: str) -> str:
     text = annotation.replace("typing.", "")
@@ -199,7 +231,7 @@ def fuzzable(qualname):
     parameters = {name: p for name, p in inspect.signature(PUBLIC[qualname]).parameters.items()
                   if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and name != "self"}
     missing = [name for name, p in parameters.items()
-               if p.default is p.empty and plausible(name, kind_of(str(p.annotation))) is None]
+               if p.default is p.empty and plausible(name, kind_of(annotation_of(PUBLIC[qualname], name))) is None]
     return {name: p for name, p in parameters.items() if not missing or name in missing}
 
 
@@ -207,7 +239,7 @@ def cases():
     """(qualified name, argument, label, value, must refuse) for every fuzzed call."""
     for qualname in PUBLIC:
         for name, parameter in fuzzable(qualname).items():
-            kind = kind_of(str(parameter.annotation))
+            kind = kind_of(annotation_of(PUBLIC[qualname], name))
             for label, value, refuse in BAD[kind.rstrip("?")]:
                 if label == "None" and kind.endswith("?"):
                     continue
@@ -224,7 +256,7 @@ def call(qualname, argument, value):
         if name == argument:
             kwargs[name] = value
         elif parameter.default is inspect.Parameter.empty:
-            kwargs[name] = plausible(name, kind_of(str(parameter.annotation)))
+            kwargs[name] = plausible(name, kind_of(annotation_of(obj, name)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return obj(**kwargs)
@@ -306,7 +338,7 @@ def test_bad_input_is_named_or_accepted(results):
 
 
 NUMERIC = [(q, name) for q in PUBLIC for name, p in fuzzable(q).items()
-           if kind_of(str(p.annotation)).rstrip("?") in ("int", "float", "tensor")]
+           if kind_of(annotation_of(PUBLIC[q], name)).rstrip("?") in ("int", "float", "tensor")]
 
 
 @settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", 60)), deadline=None, database=None,
@@ -314,8 +346,7 @@ NUMERIC = [(q, name) for q in PUBLIC for name, p in fuzzable(q).items()
 @given(st.data())
 def test_random_values_never_hang_or_crash_cryptically(data):
     qualname, argument = data.draw(st.sampled_from(NUMERIC))
-    annotation = str(inspect.signature(PUBLIC[qualname]).parameters[argument].annotation)
-    kind = kind_of(annotation).rstrip("?")
+    kind = kind_of(annotation_of(PUBLIC[qualname], argument)).rstrip("?")
     if kind == "int":
         value = data.draw(st.integers(-3, 1000))  # sizes that must run quickly; huge ones are in BAD
     elif kind == "float":
@@ -330,6 +361,29 @@ def test_random_values_never_hang_or_crash_cryptically(data):
     kind_seen, reason = outcome(qualname, argument, value, refuse=False, limit=5 * TIME_LIMIT)
     key = short((qualname, argument, ""))[:2]
     assert kind_seen == "clear" or any(k[:2] == key for k in KNOWN), f"{qualname}({argument}={value!r}): {reason}"
+
+
+def test_checked_modules_declare_a_shape_or_a_rule_for_every_number_and_tensor():
+    """In a module checked at the signature, a tensor parameter declares its dtype and shape
+    (jaxtyping) and a number its rule (lib.checked); a bare ``Tensor``, ``int`` or ``float``
+    would let a wrong call through unchecked, and the fuzz above would not notice."""
+    from numbers import Integral, Real
+
+    bare = (torch.Tensor, int, float, Integral, Real)
+    loose = []
+    for name in CHECKED_MODULES:
+        module = importlib.import_module(name)
+        for public in module.__all__:
+            obj = getattr(module, public)
+            if not inspect.isfunction(obj):
+                continue
+            hints = typing.get_type_hints(inspect.unwrap(obj), include_extras=True)
+            for parameter, hint in hints.items():
+                union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+                options = typing.get_args(hint) if union else (hint,)
+                if any(option in bare for option in options):
+                    loose.append(f"{name}.{public}({parameter}: {hint})")
+    assert loose == []
 
 
 if __name__ == "__main__":
