@@ -38,6 +38,7 @@ References
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -91,8 +92,11 @@ def _check_references(name: str, references: object) -> None:
 def _check_weights(weights: Optional[Sequence[float]], max_n: int) -> tuple[float, ...]:
     if weights is None:
         return (1.0 / max_n,) * max_n
+    if isinstance(weights, str) or not all(
+            isinstance(w, numbers.Real) and not isinstance(w, bool) for w in weights):
+        raise TypeError(f"weights must be a sequence of {max_n} numbers; found {weights!r}")
     weights = tuple(float(w) for w in weights)
-    if len(weights) != max_n or min(weights) < 0 or abs(sum(weights) - 1.0) > 1e-9:
+    if len(weights) != max_n or not all(0 <= w < math.inf for w in weights) or abs(sum(weights) - 1.0) > 1e-9:
         raise ValueError(
             f"weights must be {max_n} numbers >= 0 (one per n-gram order) that sum to 1; found {weights}"
         )

@@ -141,20 +141,21 @@ def _declared(hint) -> str:
         return f"Optional[{core}]" if type(None) in args else core
     if origin is typing.Literal:
         return "str" if all(isinstance(a, str) for a in args) else "other"
-    if isinstance(hint, type) and issubclass(hint, jaxtyping.AbstractArray):
+    if hint is torch.Tensor or isinstance(hint, type) and issubclass(hint, jaxtyping.AbstractArray):
         return "Tensor"
     return hint.__name__ if hint in (int, float, str, bool) else str(hint)
 
 
 def annotation_of(obj, name: str) -> str:
-    """What the signature of ``obj`` declares for parameter ``name``, as a plain annotation.
-
-    The modules whose calls are checked (lib.checked) declare shapes and value rules; the
-    others still write plain annotations, read as they stand."""
-    if not obj.__module__.startswith(CHECKED_MODULES):
-        return str(inspect.signature(obj).parameters[name].annotation)
+    """What the signature of ``obj`` declares for parameter ``name``, as a plain annotation:
+    resolved (aliases such as ``Tokens`` expanded; the shapes and value rules of the modules
+    checked at the signature read as the type they constrain), or as written where the
+    hint names something the module does not import."""
     target = inspect.unwrap(obj.__init__ if isinstance(obj, type) else obj)
-    return _declared(typing.get_type_hints(target, include_extras=True)[name])
+    try:
+        return _declared(typing.get_type_hints(target, include_extras=True)[name])
+    except Exception:  # noqa: BLE001 - a hint naming what the module never imports
+        return str(inspect.signature(obj).parameters[name].annotation)
 
 
 def kind_of(annotation: str) -> str:

@@ -283,6 +283,10 @@ def test_bad_inputs_raise_clear_errors():
         sentence_bleu(["a"], [["a"]], smooth="exp", smooth_value=0.1)
     with pytest.raises(ValueError, match=r"weights must be 4 numbers >= 0 .* sum to 1; found \(0.5, 0.5\)"):
         sentence_bleu(["a"], [["a"]], weights=(0.5, 0.5))
+    with pytest.raises(ValueError, match=r"weights must be 4 numbers >= 0 .*found \(0.5, 0.5, 0.0, nan\)"):
+        sentence_bleu(["a"], [["a"]], weights=(0.5, 0.5, 0.0, float("nan")))
+    with pytest.raises(TypeError, match="weights must be a sequence of 4 numbers; found 'abcd'"):
+        sentence_bleu(["a"], [["a"]], weights="abcd")
     with pytest.raises(ValueError, match="max_n must be an int >= 1; found 0"):
         sentence_bleu(["a"], [["a"]], max_n=0)
     with pytest.raises(ValueError, match=r"0 <= match <= total; found \[3\] and \[2\]"):
