@@ -52,7 +52,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from lib.checked import Finite, PositiveInt
+from lib.checked import Finite, FloatDtype, PositiveInt
 
 __all__ = [
     "sigmoid",
@@ -302,7 +302,7 @@ def layer_statistics(
     width: PositiveInt = 256,
     batch: PositiveInt = 2048,
     generator: Optional[torch.Generator] = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: FloatDtype = torch.float32,
 ) -> Float[Tensor, "layers 2"]:
     """Mean and variance of the activations after each layer of a random deep network.
 

@@ -25,8 +25,11 @@ import math
 from numbers import Integral, Real
 from typing import Annotated, Literal
 
+import torch
 from beartype import beartype
 from beartype.vale import Is
+from jaxtyping import AbstractDtype
+from torch import Tensor
 
 # The modules whose calls are checked against their signatures (the others still check
 # their arguments in their bodies, with lib.validation, until they are rewritten so).
@@ -66,3 +69,29 @@ Finite = Annotated[Real, Is[is_finite]]
 NonNegative = Annotated[Real, Is[is_at_least_0]]
 Positive = Annotated[Real, Is[is_above_0]]
 Reduction = Literal["mean", "sum", "none"]
+
+
+def is_a_float_dtype(dtype: torch.dtype) -> bool:
+    return dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+FloatDtype = Annotated[torch.dtype, Is[is_a_float_dtype]]
+
+
+class Float32Or64(AbstractDtype):
+    """float32 or float64, as in ``Float32Or64[Tensor, "N D"]``: the real dtypes that
+    torch.linalg takes."""
+
+    dtypes = ["float32", "float64"]
+
+
+def same_dtype(**tensors: Tensor) -> None:
+    """Raise a ``TypeError`` naming the first of ``tensors`` whose dtype is not the
+    first one's."""
+    (first, reference), *others = tensors.items()
+    for name, tensor in others:
+        if tensor.dtype != reference.dtype:
+            raise TypeError(
+                f"{name} must have the dtype of {first} ({reference.dtype}); "
+                f"found {tensor.dtype}"
+            )

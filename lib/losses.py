@@ -36,7 +36,15 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from lib.checked import Axis, NonNegative, NonNegativeInt, Positive, Reduction
+from lib.checked import (
+    Axis,
+    Float32Or64,
+    NonNegative,
+    NonNegativeInt,
+    Positive,
+    Reduction,
+    same_dtype,
+)
 
 __all__ = [
     "squared_loss",
@@ -60,6 +68,13 @@ Losses = Float[
 ]  # one loss per entry (reduction="none"), or their mean or sum
 
 
+def _require_probabilities(name: str, values: Tensor, hint: str = "") -> None:
+    outside = ~((values >= 0) & (values <= 1))  # NaN too
+    if outside.any():
+        found = values[outside][0].item()
+        raise ValueError(f"{name} must lie in [0, 1]; found {found:.6g}{hint}")
+
+
 def _reduce(losses: Float[Tensor, "..."], reduction: Reduction) -> Float[Tensor, "..."]:
     if reduction == "mean" and losses.numel() == 0:
         raise ValueError(
@@ -80,6 +95,7 @@ def squared_loss(
     y: Float[Tensor, "*shape"], f: Float[Tensor, "*shape"]
 ) -> Float[Tensor, "*shape"]:
     """(y - f)², entry by entry."""
+    same_dtype(y=y, f=f)
     return (y - f) ** 2
 
 
@@ -95,6 +111,7 @@ def svm_objective(
     It is a structural risk: hinge losses (labels y_i in {-1, +1}) plus an L2 penalty;
     dividing by C N gives the mean hinge loss plus ‖w‖² / (2 C N).
     """
+    same_dtype(weight=weight, bias=bias, inputs=inputs, y=y)
     scores = inputs @ weight + bias  # (N,)
     return 0.5 * weight @ weight + c * MARGIN_LOSSES["hinge"](y * scores).sum()
 
@@ -147,11 +164,9 @@ def binary_cross_entropy(
     q is the predicted probability of class 1, in [0, 1]; p the target's (a label 0 or
     1, or a soft target).
     """
-    if ((q < 0) | (q > 1)).any():
-        raise ValueError(
-            "q must lie in [0, 1]; found values outside it "
-            "(pass logits to binary_cross_entropy_with_logits)"
-        )
+    same_dtype(q=q, p=p)
+    _require_probabilities("q", q, " (pass logits to binary_cross_entropy_with_logits)")
+    _require_probabilities("p", p)
     # 0 log 0 = 0: xlogy gives 0 where the target weight is 0, even if log q = -inf.
     losses = -(torch.xlogy(p, q) + torch.xlogy(1.0 - p, 1.0 - q))
     return _reduce(losses, reduction)
@@ -164,6 +179,8 @@ def binary_cross_entropy_with_logits(
 ) -> Float[Tensor, "..."]:
     """:func:`binary_cross_entropy` of q = σ(z), computed from the logit z as
     max(z, 0) - p z + log(1 + e^{-|z|}), which never overflows."""
+    same_dtype(logits=logits, p=p)
+    _require_probabilities("p", p)
     losses = logits.clamp_min(0.0) - p * logits + torch.log1p(torch.exp(-logits.abs()))
     return _reduce(losses, reduction)
 
@@ -172,6 +189,8 @@ def distribution_cross_entropy(
     p: Float[Tensor, "*batch C"], q: Float[Tensor, "*batch C"]
 ) -> Float[Tensor, "*batch"]:
     """H(p, q) = -Σ_c p_c log q_c over the last axis: the multi-class form."""
+    same_dtype(p=p, q=q)
+    _require_probabilities("p", p)
     return -torch.xlogy(p, q).sum(-1)
 
 
@@ -216,6 +235,8 @@ def cross_entropy(
     """
     log_q = log_softmax(logits, dim=-1)  # (B, C)
     if targets.is_floating_point():
+        same_dtype(logits=logits, targets=targets)
+        _require_probabilities("targets", targets)
         return _reduce(-(targets * log_q).sum(-1), reduction)
     return nll_loss(log_q, targets, reduction)
 
@@ -247,20 +268,20 @@ def polynomial_features(
 
 
 def ridge_fit(
-    features: Float[Tensor, "N D"], targets: Float[Tensor, "N"], penalty: NonNegative
-) -> Float[Tensor, "D"]:
+    features: Float32Or64[Tensor, "N D"],
+    targets: Float32Or64[Tensor, "N"],
+    penalty: NonNegative,
+) -> Float32Or64[Tensor, "D"]:
     """The weights minimising (1/N) ‖X w - y‖² + λ ‖w‖² (structural risk, squared loss).
 
     Setting the gradient (2/N) Xᵀ(X w - y) + 2 λ w to zero gives the normal equations
     (XᵀX / N + λ I) w = Xᵀ y / N; λ = 0 is least squares (empirical risk minimisation),
     solved by least squares for stability.
     """
-    if targets.dtype != features.dtype:
-        raise TypeError(
-            f"targets must have the dtype of features ({features.dtype}); "
-            f"found {targets.dtype}"
-        )
+    same_dtype(features=features, targets=targets)
     n, d = features.shape
+    if n == 0:
+        raise ValueError("features must have at least one row (N >= 1); found none")
     if penalty == 0:
         return torch.linalg.lstsq(features, targets[:, None]).solution[:, 0]  # (D,)
     identity = torch.eye(d, dtype=features.dtype)  # (D, D)

@@ -225,6 +225,8 @@ def test_dead_units_by_hand():
          r"(?s)parameter 'negative_slope'.*Actual value: '0\.1'"),
         (lambda: elu(torch.zeros(2), float("nan")), TypeError, r"(?s)parameter 'alpha'.*Actual value: nan"),
         (lambda: layer_statistics(relu, depth=0), TypeError, r"(?s)parameter 'depth'.*Actual value: 0"),
+        (lambda: layer_statistics(relu, dtype=torch.int64), TypeError, r"(?s)parameter 'dtype'.*torch.int64"),
+        (lambda: layer_statistics(relu, dtype=torch.float8_e4m3fn), TypeError, r"(?s)parameter 'dtype'.*float8"),
         (lambda: dead_units(torch.zeros(3)), TypeError,
          r"(?s)parameter 'activations'.*Actual value: f32\[3\].*Float\[Tensor, 'N H'\]"),
     ],
