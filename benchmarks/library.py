@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -369,12 +370,17 @@ def signatures(quick: bool = False) -> list[Record]:
     did not touch.
 
     No goal: the check costs a fixed time per call (and per call of a checked helper), so it
-    matters only for a small function called many times.
+    matters only for a small function called many times. The layers are timed too: one
+    multi-head attention (its own checked calls) and a recurrent network's forward pass, which
+    calls its checked cell once per time step.
     """
     import lib.activations
+    import lib.attention
     import lib.losses
+    import lib.rnn
 
-    plain = {name: _unchecked(name) for name in ("lib.activations", "lib.losses")}
+    names = ("lib.activations", "lib.losses", "lib.attention", "lib.rnn")
+    plain = {name: _unchecked(name) for name in names}
     records = []
     generator = _seeded()
     sizes = [4] if quick else [64, 65536]
@@ -392,5 +398,23 @@ def signatures(quick: bool = False) -> list[Record]:
                 records.append(compare(
                     "signatures", f"{name}, {n:,} values", lambda f=checked, a=args: f(*a),
                     lambda f=unchecked, a=args: f(*a), "the same code, unchecked",
+                ))
+        batch, steps, width = (2, 4, 8) if quick else (8, 32, 64)
+        sequence = torch.randn(batch, steps, width, generator=generator)
+        for module, build, call, label in (
+            ("lib.attention", lambda m: m.MultiHeadAttention(width, 4),
+             lambda layer: layer(sequence, sequence, sequence), "MultiHeadAttention"),
+            ("lib.rnn", lambda m: m.RNN(width, width),
+             lambda layer: layer(sequence), f"RNN forward, {steps} steps"),
+        ):
+            torch.manual_seed(0)
+            checked = build(sys.modules[module]).eval()
+            torch.manual_seed(0)
+            unchecked = build(plain[module]).eval()
+            with torch.no_grad():
+                records.append(compare(
+                    "signatures", f"{label}, ({batch}, {steps}, {width})",
+                    lambda layer=checked: call(layer), lambda layer=unchecked: call(layer),
+                    "the same code, unchecked",
                 ))
     return records
