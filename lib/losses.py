@@ -215,8 +215,8 @@ def nll_loss(
     classes = log_probs.shape[1]
     if targets.numel() and (targets.min() < 0 or targets.max() >= classes):
         raise ValueError(
-            f"targets must lie in [0, {classes - 1}]; "
-            f"found {targets.min()}..{targets.max()}"
+            f"targets must be class indices in [0, C), C = {classes} (the columns of "
+            f"log_probs); found {targets.min()}..{targets.max()}"
         )
     picked = log_probs.gather(1, targets.long()[:, None])[:, 0]  # (B,)
     return _reduce(-picked, reduction)
