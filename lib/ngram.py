@@ -63,11 +63,13 @@ BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 # ---------------------------------------------------------------------------
 
 
-def _require_token_tensor(name: str, value: object, dims: int) -> None:
+def _require_token_tensor(name: str, value: object, dims: int, ids_below: Optional[int] = None) -> None:
     if not isinstance(value, Tensor) or value.dtype != torch.long or value.dim() != dims:
         found = f"{value.dtype} of shape {tuple(value.shape)}" if isinstance(value, Tensor) else type(value).__name__
         layout = "(N, t)" if dims == 2 else "(N,)"
         raise TypeError(f"{name} must be a LongTensor of shape {layout}; found {found}")
+    if ids_below is not None and value.numel() and (value.min() < 0 or value.max() >= ids_below):
+        raise ValueError(f"{name} must hold ids in [0, {ids_below - 1}]; found {value.min()}..{value.max()}")
 
 
 # ---------------------------------------------------------------------------
@@ -386,7 +388,7 @@ class NGramModel:
         prefixes : (N, t), each starting with ``bos_id``
         output : (N, V)
         """
-        _require_token_tensor("prefixes", prefixes, 2)
+        _require_token_tensor("prefixes", prefixes, 2, ids_below=self.vocab_size + 1)  # bos_id = V
         words = self.vocabulary + (BOS,)
         rows = []
         for prefix in prefixes.tolist():

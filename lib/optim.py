@@ -654,6 +654,7 @@ def trajectory(optimizer: Callable[..., Optimizer], surface: Surface, steps: int
     one point ``(2,)`` per step -> path ``(<= steps + 1, 2)``
     """
     require_callable("optimizer", optimizer), require_instance("surface", surface, Surface)
+    require_int("steps", steps, 0)
     if start is None:
         start = surface.start
     w = torch.as_tensor(start, dtype=torch.float64).clone()  # (2,)

@@ -137,6 +137,10 @@ def _check_mask_tokens(tokens, mask_id, vocab_size, special_ids, probs, ignore_i
             raise ValueError(f"{name} must be a probability in [0, 1]; found {p!r}")
     if probs[1] + probs[2] > 1:
         raise ValueError(f"mask_prob + random_prob must be <= 1; found {probs[1]} + {probs[2]}")
+    ordinary = tokens[~torch.isin(tokens, torch.tensor(list(special_ids), dtype=tokens.dtype))]
+    if ordinary.numel() and (ordinary.min() < 0 or ordinary.max() >= vocab_size):
+        raise ValueError(f"tokens other than special_ids must be ids in [0, vocab_size) = "
+                         f"[0, {vocab_size}); found {ordinary.min()}..{ordinary.max()}")
 
 
 def mask_tokens(

@@ -174,6 +174,14 @@ def test_step_function_samples_from_the_model():
     frequencies = torch.bincount(torch.tensor([t[0] for t, _ in drawn]), minlength=model.vocab_size) / 4000
     expected = model.next_log_probs([BOS]).exp().float()
     assert ((frequencies - expected).abs() <= 4 * (expected * (1 - expected) / 4000).sqrt() + 1e-3).all()
+
+
+@pytest.mark.parametrize("bad", [-1, "beyond"])
+def test_step_refuses_ids_outside_the_vocabulary_and_bos(bad):
+    model = NGramModel.fit(TOY, order=2, delta=0.1)
+    wrong = model.bos_id + 1 if bad == "beyond" else bad  # -1 once read as <s>, silently
+    with pytest.raises(ValueError, match=rf"prefixes must hold ids in \[0, {model.bos_id}\]; found"):
+        model.step(torch.tensor([[model.bos_id, wrong]]))
     assert model.decode([model.vocabulary.index("the"), model.eos_id, 3]) == ["the"]
 
 

@@ -518,6 +518,8 @@ def test_trajectory_from_another_start():
     assert torch.allclose(moved[-1], torch.tensor([0.95**5, 0.0], dtype=torch.float64))
     with pytest.raises(ValueError, match="start must be two finite numbers"):
         trajectory(SGD, surface, 5, start=(1.0, 2.0, 3.0), lr=0.05)
+    with pytest.raises(ValueError, match="steps must be an int >= 0; found -1"):  # was a path
+        trajectory(SGD, surface, -1, lr=0.05)
 
 
 # ---------------------------------------------------------------------------

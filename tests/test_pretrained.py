@@ -82,6 +82,11 @@ def test_mask_tokens_is_reproducible_with_a_seeded_generator_and_checks_its_inpu
         mask_tokens(tokens.float(), 3, 30)
     with pytest.raises(ValueError, match="mask_prob \\+ random_prob must be <= 1; found 0.8 \\+ 0.3"):
         mask_tokens(tokens, 3, 30, random_prob=0.3)
+    with pytest.raises(ValueError, match=r"tokens other than special_ids must be ids in \[0, vocab_size\) = \[0, 30\); found -1"):
+        mask_tokens(torch.tensor([[-1, 2]]), 3, 30)
+    with pytest.raises(ValueError, match=r"= \[0, 30\); found 2..30$"):
+        mask_tokens(torch.tensor([[30, 2]]), 3, 30)
+    mask_tokens(torch.tensor([[30, 2]]), 3, 30, special_ids=(30,))  # a special id may lie outside
 
 
 # ---------------------------------------------------------------------------
