@@ -33,7 +33,7 @@ from torch import Tensor
 
 # The modules whose calls are checked against their signatures (the others still check
 # their arguments in their bodies, with lib.validation, until they are rewritten so).
-CHECKED_MODULES = ("lib.activations", "lib.losses")
+CHECKED_MODULES = ("lib.activations", "lib.losses", "lib.seq2seq")
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
 
