@@ -39,7 +39,7 @@ References
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal, Optional, Union, get_args, no_type_check
@@ -57,7 +57,7 @@ from lib.attention import (
     attention,
     masked_softmax,
 )
-from lib.checked import NonNegativeInt, Positive, PositiveInt
+from lib.checked import NonNegativeInt, Positive, PositiveInt, each, same_dtype
 from lib.decoding import beam_search_batch
 from lib.tasks.reversal import ReversalTask
 from lib.training import SequencePairs, TrainingLog, train_seq2seq
@@ -144,14 +144,18 @@ class Encoder(nn.Module):
         self, src: Int[Tensor, "B S"], src_lens: Optional[Int[Tensor, "B"]] = None
     ) -> Memory:
         batch, width = src.shape
-        if src.numel() and (src.min() < 0 or src.max() >= self.vocab_size):
+        if not src.numel():
+            raise ValueError(
+                f"src must hold at least one token; found shape {(batch, width)}"
+            )
+        if src.min() < 0 or src.max() >= self.vocab_size:
             raise ValueError(
                 f"src must hold ids in [0, {self.vocab_size}); "
                 f"found ids from {int(src.min())} to {int(src.max())}"
             )
         if src_lens is None:
             src_lens = torch.full((batch,), width)
-        elif batch and (src_lens.min() < 1 or src_lens.max() > width):
+        elif src_lens.min() < 1 or src_lens.max() > width:
             raise ValueError(
                 f"src_lens must lie in [1, S] = [1, {width}]; "
                 f"found values from {int(src_lens.min())} to {int(src_lens.max())}"
@@ -200,7 +204,11 @@ class _Decoder(nn.Module):
         self, tgt_in: Int[Tensor, "B T"], memory: Memory
     ) -> tuple[Float[Tensor, "B T V"], Optional[Float[Tensor, "B T S"]], list]:
         """:meth:`forward`, plus the state after every step."""
-        if tgt_in.numel() and (tgt_in.min() < 0 or tgt_in.max() >= self.vocab_size):
+        if not tgt_in.numel():
+            raise ValueError(
+                f"tgt_in must hold at least one token; found shape {tuple(tgt_in.shape)}"
+            )
+        if tgt_in.min() < 0 or tgt_in.max() >= self.vocab_size:
             raise ValueError(
                 f"tgt_in must hold ids in [0, {self.vocab_size}); "
                 f"found ids from {int(tgt_in.min())} to {int(tgt_in.max())}"
@@ -276,7 +284,7 @@ class BahdanauDecoder(_Decoder):
     ) -> tuple[Float[Tensor, "B V"], State, Float[Tensor, "B S"]]:
         """One step: the logits of token t and the new state, from token t - 1."""
         embedded = self.embed(token)  # (B, E)
-        query, states = state[:, None], memory.states  # (B, 1, De): one query a source
+        query, states = state[:, None], memory.states  # (B, 1, De), (B, S, De)
         context, weights = attention(query, states, states, self.score, memory.lens)
         context, weights = context[:, 0], weights[:, 0]  # (B, De), (B, S)
         h = self.cell(torch.cat((embedded, context), dim=-1), state)  # (B, De)
@@ -297,6 +305,9 @@ def local_weights(
     ``gaussian`` (local-p) the softmax is multiplied by
     :math:`\exp(-(s - p_t)^2 / 2\sigma^2)`, :math:`\sigma = D/2`, not renormalised.
     """
+    same_dtype(scores=scores, centre=centre)
+    if not centre.isfinite().all():
+        raise ValueError(f"centre must be finite; found {centre.tolist()}")
     if len(lens) and (lens.min() < 1 or lens.max() > scores.shape[1]):
         raise ValueError(
             f"lens must lie in [1, S] = [1, {scores.shape[1]}]; "
@@ -615,7 +626,7 @@ def alignments(
 
 
 def accuracy_by_length(
-    correct: Bool[Tensor, "N"], lens: Int[Tensor, "N"], edges: Sequence[int]
+    correct: Bool[Tensor, "N"], lens: Int[Tensor, "N"], edges: each(NonNegativeInt)
 ) -> tuple[list[str], Float[Tensor, "K"], Int[Tensor, "K"]]:
     """Exact-match accuracy (NaN for an empty bin), its labels "a-b" and counts, in bins
     of source length: bin k holds ``edges[k] <= n < edges[k + 1]``."""
@@ -682,8 +693,8 @@ class LuongAblation:
 
 def ablate_luong(
     tasks: Mapping[str, ReversalTask],
-    runs: Sequence[tuple[str, str]],
-    seeds: Sequence[int],
+    runs: each(tuple[str, str]),
+    seeds: each(NonNegativeInt),
     variants: Mapping[str, dict] = LUONG_VARIANTS,
     n_train: PositiveInt = 1000,
     n_test: PositiveInt = 500,

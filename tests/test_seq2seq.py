@@ -419,6 +419,9 @@ def test_accuracy_by_length_hand_computed():
     assert torch.isnan(accuracy[2])
     with pytest.raises(ValueError, match=r"edges must be at least two increasing ints; found \[3, 3\]"):
         accuracy_by_length(correct, lens, [3, 3])
+    for _ in range(20):  # every edge is checked, not one drawn at random
+        with pytest.raises(TypeError, match=r"(?s)parameter 'edges'.*Actual value: \[1, 2.5, 4\]"):
+            accuracy_by_length(correct, lens, [1, 2.5, 4])
 
 
 def test_centres_of_a_local_decoder_follow_the_teacher_forced_states():
@@ -444,7 +447,7 @@ def test_save_and_load_rebuild_the_same_model(tmp_path):
     assert not loaded.training and loaded.decoder.window == 2
     with torch.no_grad():
         torch.testing.assert_close(loaded(SRC, TGT, LENS), model(SRC, TGT, LENS))
-    with pytest.raises(TypeError, match=r"(?s)parameter 'model'.*Actual value: Linear"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'model'.*Actual value: Linear.*model: lib\.seq2seq\.Seq2Seq"):
         save_seq2seq(torch.nn.Linear(2, 2), tmp_path / "x.pt")
     with pytest.raises(TypeError, match="model must be a Seq2Seq made by build_seq2seq; found one built by hand"):
         save_seq2seq(Seq2Seq(Encoder(9, 5, 4), PlainDecoder(7, 5, 8)), tmp_path / "x.pt")
@@ -459,7 +462,7 @@ def test_build_errors_name_expected_and_found():
         LuongDecoder(7, 5, 8, score="additive")
     with pytest.raises(TypeError, match=r"(?s)parameter 'mode'.*Actual value: 'local'.*'global', 'local-m', 'local-p'"):
         LuongDecoder(7, 5, 8, mode="local")
-    with pytest.raises(TypeError, match=r"(?s)parameter 'window'.*Actual value: 0"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'window'.*Actual value: 0.*window: .*is_at_least_1"):
         LuongDecoder(7, 5, 8, mode="local-p", window=0)
     with pytest.raises(ValueError, match="memory_dim must equal the encoder's output size 8; found 6"):
         Seq2Seq(Encoder(9, 5, 4), PlainDecoder(7, 5, 6))
@@ -471,6 +474,14 @@ def test_build_errors_name_expected_and_found():
         local_weights(torch.zeros(2, 3), torch.tensor([3, 4]), torch.tensor([1.0, 2.0]), 1, True)
     with pytest.raises(TypeError, match=r"(?s)parameter 'gaussian'.*Actual value: 'yes'"):
         local_weights(torch.zeros(2, 3), torch.tensor([3, 3]), torch.tensor([1.0, 2.0]), 1, "yes")
+    with pytest.raises(ValueError, match=r"centre must be finite; found \[1.0, nan\]"):
+        local_weights(torch.zeros(2, 3), torch.tensor([3, 3]), torch.tensor([1.0, float("nan")]), 1, True)
+    with pytest.raises(TypeError, match=r"centre must have the dtype of scores \(torch.float32\); found torch.float64"):
+        local_weights(torch.zeros(2, 3), torch.tensor([3, 3]), torch.tensor([1.0, 2.0], dtype=torch.float64), 1, True)
+    with pytest.raises(ValueError, match=r"src must hold at least one token; found shape \(0, 4\)"):
+        Encoder(9, 5, 4)(torch.zeros(0, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"tgt_in must hold at least one token; found shape \(2, 0\)"):
+        BahdanauDecoder(7, 5, 8)(TGT[:2, :0], Encoder(9, 5, 4)(SRC[:2], LENS[:2]))
 
 
 def test_training_is_seeded_and_lowers_the_loss():
@@ -643,9 +654,12 @@ def test_ablate_luong_settles_at_a_tenth_of_the_rate_and_takes_the_exercise_s_ow
     (dict(runs="copy"), TypeError, "(?s)parameter 'runs'.*Actual value: 'copy'"),
     (dict(runs=[("copy", "local-p")]), ValueError, "runs must pair a task of \\['copy'\\] with a variant"),
     (dict(seeds=()), ValueError, "seeds must be a non-empty sequence"),
-    (dict(n_train=0), TypeError, "(?s)parameter 'n_train'.*Actual value: 0"),
-    (dict(settling_epochs=-1), TypeError, "(?s)parameter 'settling_epochs'.*Actual value: -1"),
-    (dict(lr=0.0), TypeError, "(?s)parameter 'lr'.*Actual value: 0.0"),
+    (dict(n_train=0), TypeError, "(?s)parameter 'n_train'.*Actual value: 0.*n_train: .*is_at_least_1"),
+    (dict(settling_epochs=-1), TypeError, "(?s)parameter 'settling_epochs'.*Actual value: -1.*settling_epochs: .*is_at_least_0"),
+    (dict(lr=0.0), TypeError, "(?s)parameter 'lr'.*Actual value: 0.0.*lr: .*is_above_0"),
+    (dict(runs=[("copy", "global"), ("copy", "global", 3)]), TypeError,
+     "(?s)parameter 'runs'.*Actual value: \\[\\('copy', 'global'\\), \\('copy', 'global', 3\\)\\]"),
+    (dict(seeds=[0, 0.5]), TypeError, "(?s)parameter 'seeds'.*Actual value: \\[0, 0.5\\]"),
 ])
 def test_ablate_luong_names_bad_arguments(kwargs, error, match):
     call = dict(tasks={"copy": CopyTask(min_len=3, max_len=4)}, runs=[("copy", "global")], seeds=(0,))
