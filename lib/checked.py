@@ -23,17 +23,19 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import torch
 from beartype import beartype
+from beartype.door import is_bearable
 from beartype.vale import Is
 from jaxtyping import AbstractDtype
 from torch import Tensor
 
 # The modules whose calls are checked against their signatures (the others still check
 # their arguments in their bodies, with lib.validation, until they are rewritten so).
-CHECKED_MODULES = ("lib.activations", "lib.losses")
+CHECKED_MODULES = ("lib.activations", "lib.losses", "lib.seq2seq")
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
 
@@ -76,6 +78,14 @@ def is_a_float_dtype(dtype: torch.dtype) -> bool:
 
 
 FloatDtype = Annotated[torch.dtype, Is[is_a_float_dtype]]
+
+
+def each(hint: object) -> object:
+    """A sequence every item of which is a ``hint``, as in ``seeds: each(NonNegativeInt)``
+    (beartype alone looks at one item, drawn at random, of a long sequence)."""
+    return Annotated[
+        Sequence[hint], Is[lambda items: all(is_bearable(item, hint) for item in items)]
+    ]
 
 
 class Float32Or64(AbstractDtype):

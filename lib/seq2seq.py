@@ -1,46 +1,27 @@
-"""Sequence-to-sequence models: a recurrent encoder, and decoders without attention, Bahdanau's and Luong's.
+"""Sequence-to-sequence models: a recurrent encoder, and decoders without attention,
+Bahdanau's and Luong's (chapter 10, syllabus S2S1-S2S5).
 
-The module follows chapter 10 (syllabus S2S1-S2S5), top to bottom:
+1. :class:`Encoder` (GRU or LSTM, optionally bidirectional) returns a :class:`Memory`:
+   every source state and a fixed-size summary (the last states).
+2. Three decoders, each a GRU cell run step by step, differ in their context vector:
+   :class:`PlainDecoder` the summary at every step (Cho et al., 2014; Sutskever et al.,
+   2014); :class:`BahdanauDecoder` additive attention queried by the *previous* state
+   (Bahdanau et al., 2015); :class:`LuongDecoder` attention queried by the *current*
+   state, with the scores "dot", "general", "concat", the modes "global", "local-m",
+   "local-p" and optional input feeding (Luong et al., 2015). :func:`local_weights` is
+   the local attention on its own.
+3. :class:`Seq2Seq` joins an encoder and a decoder; :func:`build_seq2seq` makes one from
+   a name and a :class:`Seq2SeqConfig`; :func:`save_seq2seq` / :func:`load_seq2seq`
+   store it.
+4. Evaluation: :func:`exact_matches`, :func:`accuracy_by_length`, :func:`alignments`.
+5. :func:`train_model` (a seeded initialisation, then training), :data:`WEIGHTS_DIR`
+   (the models too slow to train in the chapter; ``python -m lib.weights`` makes them)
+   and the chapter's ablation of Luong's choices, :func:`ablate_luong`.
 
-1. :class:`Encoder`, a recurrent encoder (GRU or LSTM, optionally bidirectional)
-   that returns a :class:`Memory`: every source state :math:`\\bar h_s` and a
-   fixed-size summary (the last states).
-2. Three decoders, each one GRU cell run step by step, that differ only in where
-   their context vector comes from:
-
-   * :class:`PlainDecoder`: the summary, the same at every step (Cho et al., 2014;
-     Sutskever et al., 2014);
-   * :class:`BahdanauDecoder`: additive attention with the *previous* decoder
-     state as query, its context fed into the recurrence (Bahdanau et al., 2015);
-   * :class:`LuongDecoder`: attention with the *current* state as query, its
-     context combined with the state afterwards, with the scores ``"dot"``,
-     ``"general"`` and ``"concat"``, the modes ``"global"``, ``"local-m"`` and
-     ``"local-p"`` and optional input feeding (Luong et al., 2015).
-
-   :func:`local_weights` is the local attention on its own.
-3. :class:`Seq2Seq` joins an encoder and a decoder; it trains with
-   :func:`lib.training.train_seq2seq` and decodes through :mod:`lib.decoding`
-   (:meth:`Seq2Seq.step_fn`, :func:`greedy_translate`). :func:`build_seq2seq`
-   makes one from a name and :class:`Seq2SeqConfig`; :func:`save_seq2seq` /
-   :func:`load_seq2seq` store it.
-4. Evaluation: :func:`exact_matches`, :func:`accuracy_by_length` and
-   :func:`alignments` (greedy outputs and the weights that produced them).
-5. :func:`train_model`, a seeded initialisation then training, and
-   :data:`WEIGHTS_DIR`, where the models too slow to train in the chapter are
-   kept (``python -m lib.weights`` makes them).
-
-The chapter's task, dates in human formats to ISO 8601, is
-:class:`lib.tasks.DateTask`; its pointer network is :mod:`lib.pointer`.
-
-The scores, the masked softmax and the weighted average all come from
-:mod:`lib.attention`; the recurrent layers are ``torch.nn``'s, which chapters 3-4
-showed equal to :mod:`lib.rnn`'s cells written from their equations.
-
-Conventions: batch-first tensors. ``B`` batch, ``S`` source positions, ``T``
-target positions (decoder steps), ``E`` embedding size, ``H`` encoder states per
-direction, ``De`` the size of a source state (``H`` or ``2H``), ``V`` the target
-vocabulary. Source positions are counted from 1 in the formulas (as in the
-papers) and from 0 in tensors.
+The scores, the masked softmax and the weighted average come from :mod:`lib.attention`.
+Tensors are batch-first: ``B`` batch, ``S`` source positions, ``T`` target positions
+(decoder steps), ``De`` the size of a source state (``H`` or ``2H``), ``V`` the target
+vocabulary. Source positions count from 1 in the formulas and from 0 in tensors.
 
 References
 ----------
@@ -57,21 +38,29 @@ References
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Literal, Optional, Union, get_args, no_type_check
 
 import torch
 import torch.nn.functional as F
+from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from lib.attention import AdditiveScore, BilinearScore, DotScore, attention, masked_softmax
+from lib.attention import (
+    AdditiveScore,
+    BilinearScore,
+    DotScore,
+    attention,
+    masked_softmax,
+)
+from lib.checked import NonNegativeInt, Positive, PositiveInt, each, same_dtype
 from lib.decoding import beam_search_batch
 from lib.tasks.reversal import ReversalTask
 from lib.training import SequencePairs, TrainingLog, train_seq2seq
-from lib.validation import (require_float_tensors, require_instance, require_int, require_ints, require_lengths,
-                             require_number, require_tokens)
 
 __all__ = [
     "Memory",
@@ -99,359 +88,235 @@ __all__ = [
     "WEIGHTS_DIR",
 ]
 
-LUONG_SCORES = ("dot", "general", "concat")
-LUONG_MODES = ("global", "local-m", "local-p")
-DECODERS = ("plain", "bahdanau", "luong")
+Cell = Literal["gru", "lstm"]
+LuongScore = Literal["dot", "general", "concat"]
+LuongMode = Literal["global", "local-m", "local-p"]
+DecoderName = Literal["plain", "bahdanau", "luong"]
+LUONG_SCORES = get_args(LuongScore)
+LUONG_MODES = get_args(LuongMode)
+DECODERS = get_args(DecoderName)
 
-
-# ---------------------------------------------------------------------------
-# Input checks. Each error message names what was expected and what was found.
-# ---------------------------------------------------------------------------
-
-
-def _require_choice(name: str, value: object, choices: Sequence[str]) -> None:
-    # The choices are listed as 'a', 'b' rather than as a tuple, as this module's messages always were.
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; found {value!r}")
-
-
-def _check_encoder(cell: object, bidirectional: object, **sizes: object) -> None:
-    # Encoder's arguments: a cell name, a bool, and sizes that are ints >= 1.
-    _require_choice("cell", cell, ("gru", "lstm"))
-    require_instance("bidirectional", bidirectional, bool)
-    require_ints(**sizes)
-
-
-def _check_memory(memory: object, memory_dim: int) -> None:
-    # A decoder's memory: a Memory whose source states have the decoder's memory_dim.
-    if not isinstance(memory, Memory) or memory.states.shape[-1] != memory_dim:
-        found = tuple(memory.states.shape) if isinstance(memory, Memory) else type(memory).__name__
-        raise ValueError(f"memory must be a Memory with states (B, S, {memory_dim}); found {found}")
-
-
-def _check_luong(score: object, mode: object, input_feeding: object, **sizes: object) -> None:
-    # LuongDecoder's arguments: two choices, a bool, and sizes (window included) that are ints >= 1.
-    _require_choice("score", score, LUONG_SCORES)
-    _require_choice("mode", mode, LUONG_MODES)
-    require_instance("input_feeding", input_feeding, bool)
-    require_ints(**sizes)
-
-
-def _check_local(scores: object, lens: object, centre: object, window: object) -> None:
-    # local_weights' arguments: float scores (B, S) and centres (B,), integer lengths (B,), an int window.
-    require_float_tensors(scores=scores, centre=centre)
-    require_int("window", window)
-    if scores.dim() != 2 or centre.shape != scores.shape[:1]:
-        raise ValueError(f"scores must have shape (B, S), lens and centre (B,); found {tuple(scores.shape)}, "
-                         f"{tuple(getattr(lens, 'shape', ()))}, {tuple(centre.shape)}")
-    require_lengths("lens", lens, *scores.shape)
-
-
-def _check_parts(encoder: object, decoder: object) -> None:
-    # Seq2Seq's parts: an Encoder and a decoder whose memory_dim is the size of the encoder's states.
-    if not isinstance(encoder, Encoder):
-        raise TypeError(f"encoder must be an Encoder; found {type(encoder).__name__}")
-    if not isinstance(decoder, _Decoder):
-        raise TypeError(f"decoder must be a PlainDecoder, BahdanauDecoder or LuongDecoder; found "
-                        f"{type(decoder).__name__}")
-    if encoder.output_dim != decoder.memory_dim:
-        raise ValueError(f"the decoder's memory_dim must equal the encoder's output size {encoder.output_dim}; "
-                         f"found {decoder.memory_dim}")
-
-
-def _check_greedy(bos: object, eos: object, max_len: object, vocab_size: int) -> None:
-    # Seq2Seq.greedy's arguments: bos and eos are target ids, max_len a number of tokens >= 1.
-    require_int("bos", bos, 0, maximum=vocab_size - 1)
-    require_int("eos", eos, 0, maximum=vocab_size - 1)
-    require_int("max_len", max_len)
-
-
-def _check_build(decoder: object, config: object, options: dict) -> None:
-    # build_seq2seq's arguments: a decoder name, a Seq2SeqConfig, and options only for the Luong decoder.
-    _require_choice("decoder", decoder, DECODERS)
-    require_instance("config", config, Seq2SeqConfig)
-    if options and decoder != "luong":
-        raise ValueError(f"only the 'luong' decoder takes options; found {sorted(options)} for {decoder!r}")
-
-
-def _check_bins(correct: object, lens: object, edges: object) -> None:
-    # accuracy_by_length's arguments: two tensors of shape (N,) and at least two increasing int edges.
-    require_instance("correct", correct, Tensor)
-    require_instance("lens", lens, Tensor)
-    if correct.shape != lens.shape or correct.dim() != 1:
-        raise ValueError(f"correct and lens must have the same shape (N,); found {tuple(correct.shape)} and "
-                         f"{tuple(lens.shape)}")
-    if not isinstance(edges, Sequence) or len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:])):
-        raise ValueError(f"edges must be at least two increasing ints; found {edges!r}")
-
-
-def _check_pairs(model: object, data: object, greedy: bool = False) -> None:
-    # The evaluation functions: a model that decodes (a Seq2Seq when greedy) and a SequencePairs.
-    if greedy:
-        require_instance("model", model, Seq2Seq)
-    elif not callable(getattr(model, "step_fn", None)):
-        raise TypeError(f"model must have a step_fn(src, src_lens) method (Seq2Seq, Seq2SeqTransformer); "
-                        f"found {type(model).__name__}")
-    require_instance("data", data, SequencePairs)
+State = Float[Tensor, "B De"]  # a decoder's state h_t
+LuongState = tuple[State, State]  # (h_t, the attentional vector h~_t)
 
 
 @dataclass(frozen=True)
 class Memory:
-    """What the encoder hands the decoder.
+    """What the encoder hands the decoder: the source states (zeros at padding), the
+    source lengths and the summary u (the last states)."""
 
-    Shapes
-    ------
-    states : (B, S, De), the source states h̄_1 .. h̄_S (zeros at padding)
-    lens : (B,), the number of real source tokens
-    summary : (B, De), the fixed-size summary u (the last states)
-    """
+    states: Float[Tensor, "B S De"]
+    lens: Int[Tensor, "B"]
+    summary: Float[Tensor, "B De"]
 
-    states: Tensor
-    lens: Tensor
-    summary: Tensor
-
-    def select(self, index: Tensor) -> "Memory":
-        """The memories of the sources ``index`` (rows may repeat, as in beam search)."""
+    def select(self, index: Int[Tensor, "N"]) -> Memory:
+        """The memories of the sources ``index`` (rows may repeat: beam search)."""
         return Memory(self.states[index], self.lens[index], self.summary[index])
 
 
 class Encoder(nn.Module):
-    r"""A recurrent encoder: :math:`\bar{h}_s = f(\bar{h}_{s-1}, x_s)` for :math:`s = 1, \dots, S`.
+    r"""A recurrent encoder, :math:`\bar h_s = f(\bar h_{s-1}, x_s)`.
 
-    With ``bidirectional=True`` a second network reads the source from its
-    end, :math:`\overleftarrow{h}_s = f(\overleftarrow{h}_{s+1}, x_s)`, and
-    :math:`\bar{h}_s = [\overrightarrow{h}_s; \overleftarrow{h}_s]` describes
-    token ``s`` with both its left and its right context (Bahdanau et al.).
-    The summary is the state after the last real token,
-    :math:`u = \bar{h}_S`, or :math:`[\overrightarrow{h}_S; \overleftarrow{h}_1]`
-    for two directions. Padded sources are packed, so neither direction reads
-    padding.
-
-    Parameters
-    ----------
-    vocab_size, embed_dim, hidden_dim : int
-        ``V_src``, ``E`` and ``H`` (per direction).
-    cell : {"gru", "lstm"}
-    bidirectional : bool
-
-    Returns
-    -------
-    Memory
-        ``forward(src, src_lens)``.
-
-    Shapes
-    ------
-    src : (B, S)
-    src_lens : (B,)
-    memory.states : (B, S, De) with De = H * directions
-    memory.summary : (B, De)
+    With ``bidirectional=True`` a second network reads the source from its end and
+    :math:`\bar h_s = [\overrightarrow{h}_s; \overleftarrow{h}_s]`; the summary is then
+    :math:`[\overrightarrow{h}_S; \overleftarrow{h}_1]`. Padding is packed away, so
+    neither direction reads it. ``hidden_dim`` is per direction.
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden_dim: int, cell: str = "gru",
-                 bidirectional: bool = True):
-        _check_encoder(cell, bidirectional, vocab_size=vocab_size, embed_dim=embed_dim, hidden_dim=hidden_dim)
+    def __init__(
+        self,
+        vocab_size: PositiveInt,
+        embed_dim: PositiveInt,
+        hidden_dim: PositiveInt,
+        cell: Cell = "gru",
+        bidirectional: bool = True,
+    ):
         super().__init__()
         self.vocab_size, self.cell = vocab_size, cell
         self.output_dim = hidden_dim * (2 if bidirectional else 1)
         self.embed = nn.Embedding(vocab_size, embed_dim)
         recurrent = nn.GRU if cell == "gru" else nn.LSTM
-        self.rnn = recurrent(embed_dim, hidden_dim, batch_first=True, bidirectional=bidirectional)
+        self.rnn = recurrent(
+            embed_dim, hidden_dim, batch_first=True, bidirectional=bidirectional
+        )
 
-    def forward(self, src: Tensor, src_lens: Optional[Tensor] = None) -> Memory:
-        require_tokens("src", src, self.vocab_size)
+    def forward(
+        self, src: Int[Tensor, "B S"], src_lens: Optional[Int[Tensor, "B"]] = None
+    ) -> Memory:
         batch, width = src.shape
-        lens = torch.full((batch,), width) if src_lens is None else require_lengths("src_lens", src_lens, batch, width)
-        packed = pack_padded_sequence(self.embed(src), lens.cpu(), batch_first=True, enforce_sorted=False)
+        if not src.numel():
+            raise ValueError(
+                f"src must hold at least one token; found shape {(batch, width)}"
+            )
+        if src.min() < 0 or src.max() >= self.vocab_size:
+            raise ValueError(
+                f"src must hold ids in [0, {self.vocab_size}); "
+                f"found ids from {int(src.min())} to {int(src.max())}"
+            )
+        if src_lens is None:
+            src_lens = torch.full((batch,), width)
+        elif src_lens.min() < 1 or src_lens.max() > width:
+            raise ValueError(
+                f"src_lens must lie in [1, S] = [1, {width}]; "
+                f"found values from {int(src_lens.min())} to {int(src_lens.max())}"
+            )
+        packed = pack_padded_sequence(
+            self.embed(src), src_lens.cpu(), batch_first=True, enforce_sorted=False
+        )
         outputs, final = self.rnn(packed)
-        states, _ = pad_packed_sequence(outputs, batch_first=True, total_length=width)  # (B, S, De)
-        h_n = final[0] if self.cell == "lstm" else final  # (directions, B, H); an LSTM's c_n is not passed on
-        summary = torch.cat(tuple(h_n), dim=-1)  # (B, De): [h_S] or [forward h_S; backward h_1]
-        return Memory(states, lens, summary)
-
-
-# ---------------------------------------------------------------------------
-# Decoders. Each runs a GRU cell one step at a time; they differ in the context.
-# ---------------------------------------------------------------------------
+        states, _ = pad_packed_sequence(outputs, batch_first=True, total_length=width)
+        h_n = final[0] if self.cell == "lstm" else final  # (directions, B, H); no c_n
+        summary = torch.cat(tuple(h_n), dim=-1)  # (B, De): [h_S] or [fwd h_S; bwd h_1]
+        return Memory(states, src_lens, summary)
 
 
 class _Decoder(nn.Module):
-    """What the three decoders share: embedding, GRU cell, the teacher-forced loop.
+    """What the three decoders share: the embedding, the GRU cell and the loop over the
+    steps. A subclass's ``step(token, state, memory, t)`` (``t`` counts from 1) returns
+    the logits (B, V), the new state and the attention weights (B, S) or None."""
 
-    Subclasses implement ``step(token, state, memory, t)`` returning
-    ``(logits (B, V), state, weights (B, S) or None)``; ``t`` is the 1-based step.
-    """
-
-    def __init__(self, vocab_size: int, embed_dim: int, memory_dim: int, input_dim: int):
-        # The subclasses check the sizes before they compute input_dim from them.
+    def __init__(
+        self,
+        vocab_size: PositiveInt,
+        embed_dim: PositiveInt,
+        memory_dim: PositiveInt,
+        input_dim: PositiveInt,
+    ):
         super().__init__()
         self.vocab_size, self.memory_dim = vocab_size, memory_dim
         self.embed = nn.Embedding(vocab_size, embed_dim)
-        # The decoder's state has the size of a source state, so u can start it
-        # and the dot score can compare the two directly.
+        # The state has the size of a source state: u can start it, "dot" can score it.
         self.cell = nn.GRUCell(input_dim, memory_dim)
 
-    def start(self, memory: Memory):
-        """The state before the first step: the encoder's summary, h_0 = u."""
+    def start(self, memory: Memory) -> State:
+        """The state before the first step: h_0 = u."""
         return memory.summary
 
-    def forward(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, Optional[Tensor]]:
-        """Teacher forcing: run every step on the given inputs.
-
-        Returns
-        -------
-        logits : Tensor
-        weights : Tensor or None
-            The attention weights of every step (None for :class:`PlainDecoder`).
-
-        Shapes
-        ------
-        tgt_in : (B, T)
-        logits : (B, T, V)
-        weights : (B, T, S)
-        """
+    def forward(
+        self, tgt_in: Int[Tensor, "B T"], memory: Memory
+    ) -> tuple[Float[Tensor, "B T V"], Optional[Float[Tensor, "B T S"]]]:
+        """Teacher forcing: the logits and attention weights (None if the decoder has
+        none) of every step, on the given inputs."""
         logits, weights, _ = self.unroll(tgt_in, memory)
         return logits, weights
 
-    def unroll(self, tgt_in: Tensor, memory: Memory) -> tuple[Tensor, Optional[Tensor], list]:
-        """:meth:`forward`, plus the decoder's state after every step.
-
-        Shapes
-        ------
-        tgt_in : (B, T)
-        logits : (B, T, V); weights : (B, T, S) or None; states : a list of T states
-        """
-        require_tokens("tgt_in", tgt_in, self.vocab_size), _check_memory(memory, self.memory_dim)
+    def unroll(
+        self, tgt_in: Int[Tensor, "B T"], memory: Memory
+    ) -> tuple[Float[Tensor, "B T V"], Optional[Float[Tensor, "B T S"]], list]:
+        """:meth:`forward`, plus the state after every step."""
+        if not tgt_in.numel():
+            raise ValueError(
+                f"tgt_in must hold at least one token; found shape {tuple(tgt_in.shape)}"
+            )
+        if tgt_in.min() < 0 or tgt_in.max() >= self.vocab_size:
+            raise ValueError(
+                f"tgt_in must hold ids in [0, {self.vocab_size}); "
+                f"found ids from {int(tgt_in.min())} to {int(tgt_in.max())}"
+            )
+        batch, source, width = memory.states.shape
+        if (batch, width) != (len(tgt_in), self.memory_dim):
+            raise ValueError(
+                f"memory must hold states (B, S, De) = ({len(tgt_in)}, S, "
+                f"{self.memory_dim}); found {(batch, source, width)}"
+            )
         state, all_logits, all_weights, states = self.start(memory), [], [], []
         for t in range(tgt_in.shape[1]):
             logits, state, weights = self.step(tgt_in[:, t], state, memory, t + 1)
             all_logits.append(logits)
             all_weights.append(weights)
             states.append(state)
-        weights = None if all_weights[0] is None else torch.stack(all_weights, dim=1)  # (B, T, S)
-        return torch.stack(all_logits, dim=1), weights, states  # (B, T, V), (B, T, S), T states
+        logits = torch.stack(all_logits, dim=1)  # (B, T, V)
+        if all_weights[0] is None:
+            return logits, None, states
+        return logits, torch.stack(all_weights, dim=1), states  # weights (B, T, S)
 
 
 class PlainDecoder(_Decoder):
-    r"""The encoder-decoder without attention: the context is the summary at every step.
+    r"""The decoder without attention: the summary is the context of every step.
 
-    .. math:: h_0 = u, \qquad h_t = f(h_{t-1}, [y_{t-1}; u]), \qquad o_t = \mathrm{softmax}(W_o h_t)
-
-    Feeding ``u`` at every step (Cho et al., 2014) keeps it from fading as
-    the state changes; it is still one vector of fixed size for any source.
-
-    Shapes
-    ------
-    See :meth:`_Decoder.forward`: logits (B, T, V), weights None.
+    :math:`h_0 = u`, :math:`h_t = f(h_{t-1}, [y_{t-1}; u])`,
+    :math:`o_t = \mathrm{softmax}(W_o h_t)`. Feeding u at every step (Cho et al.) keeps
+    it from fading; it is still one vector of fixed size for any source.
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, memory_dim: int):
-        require_ints(vocab_size=vocab_size, embed_dim=embed_dim, memory_dim=memory_dim)
-        super().__init__(vocab_size, embed_dim, memory_dim, input_dim=embed_dim + memory_dim)
+    def __init__(
+        self, vocab_size: PositiveInt, embed_dim: PositiveInt, memory_dim: PositiveInt
+    ):
+        super().__init__(vocab_size, embed_dim, memory_dim, embed_dim + memory_dim)
         self.output = nn.Linear(memory_dim, vocab_size)
 
-    def step(self, token: Tensor, state: Tensor, memory: Memory, t: int):
-        """One step: the logits of token ``t`` and the new state, from the previous token.
-
-        Shapes
-        ------
-        token : (B,), y_(t-1)
-        logits : (B, V)
-        weights : (B, S), here None
-        """
-        h = self.cell(torch.cat((self.embed(token), memory.summary), dim=-1), state)  # (B, De)
+    @no_type_check  # once a time step: unroll and greedy checked the shapes
+    def step(
+        self, token: Int[Tensor, "B"], state: State, memory: Memory, t: PositiveInt
+    ) -> tuple[Float[Tensor, "B V"], State, None]:
+        """One step: the logits of token t and the new state, from token t - 1."""
+        inputs = torch.cat((self.embed(token), memory.summary), dim=-1)  # (B, E + De)
+        h = self.cell(inputs, state)  # (B, De)
         return self.output(h), h, None
 
 
 class BahdanauDecoder(_Decoder):
-    r"""Attention before the recurrence (Bahdanau et al., 2015).
+    r"""Attention before the recurrence (Bahdanau et al., 2015): the previous state
+    asks, the answer enters the new state.
 
-    The previous state asks the question; the answer enters the new state:
-
-    .. math::
-        \alpha_{t,s} = \mathrm{softmax}_s\big(v^\top \tanh(W h_{t-1} + U \bar{h}_s)\big), \qquad
-        c_t = \textstyle\sum_s \alpha_{t,s} \bar{h}_s, \\
-        h_t = f(h_{t-1}, [y_{t-1}; c_t]), \qquad
-        o_t = \mathrm{softmax}(W_o [h_t; c_t; y_{t-1}])
-
-    (The paper's output layer has a maxout hidden layer; here it is linear.)
-
-    Parameters
-    ----------
-    vocab_size, embed_dim : int
-    memory_dim : int
-        ``De``, the size of a source state (and of the decoder's state).
-    attention_dim : int
-        Hidden width of the additive score.
-
-    Shapes
-    ------
-    See :meth:`_Decoder.forward`: logits (B, T, V), weights (B, T, S).
+    :math:`\alpha_{t,s} = \mathrm{softmax}_s(v^\top \tanh(W h_{t-1} + U \bar h_s))`,
+    :math:`c_t = \sum_s \alpha_{t,s} \bar h_s`,
+    :math:`h_t = f(h_{t-1}, [y_{t-1}; c_t])`,
+    :math:`o_t = \mathrm{softmax}(W_o [h_t; c_t; y_{t-1}])` (the paper's output layer
+    has a maxout layer; this one is linear). ``memory_dim`` is ``De``, the size of a
+    source state; ``attention_dim`` the width of the additive score.
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, memory_dim: int, attention_dim: int = 32):
-        require_ints(vocab_size=vocab_size, embed_dim=embed_dim, memory_dim=memory_dim, attention_dim=attention_dim)
-        super().__init__(vocab_size, embed_dim, memory_dim, input_dim=embed_dim + memory_dim)
+    def __init__(
+        self,
+        vocab_size: PositiveInt,
+        embed_dim: PositiveInt,
+        memory_dim: PositiveInt,
+        attention_dim: PositiveInt = 32,
+    ):
+        super().__init__(vocab_size, embed_dim, memory_dim, embed_dim + memory_dim)
         self.score = AdditiveScore(memory_dim, memory_dim, attention_dim)
         self.output = nn.Linear(2 * memory_dim + embed_dim, vocab_size)
 
-    def step(self, token: Tensor, state: Tensor, memory: Memory, t: int):
-        """One step: the logits of token ``t`` and the new state, from the previous token.
-
-        Shapes
-        ------
-        token : (B,), y_(t-1)
-        logits : (B, V)
-        weights : (B, S)
-        """
+    @no_type_check  # once a time step: unroll and greedy checked the shapes
+    def step(
+        self, token: Int[Tensor, "B"], state: State, memory: Memory, t: PositiveInt
+    ) -> tuple[Float[Tensor, "B V"], State, Float[Tensor, "B S"]]:
+        """One step: the logits of token t and the new state, from token t - 1."""
         embedded = self.embed(token)  # (B, E)
-        context, weights = attention(state[:, None], memory.states, memory.states, self.score, memory.lens)
+        query, states = state[:, None], memory.states  # (B, 1, De), (B, S, De)
+        context, weights = attention(query, states, states, self.score, memory.lens)
         context, weights = context[:, 0], weights[:, 0]  # (B, De), (B, S)
         h = self.cell(torch.cat((embedded, context), dim=-1), state)  # (B, De)
         return self.output(torch.cat((h, context, embedded), dim=-1)), h, weights
 
 
-def local_weights(scores: Tensor, lens: Tensor, centre: Tensor, window: int, gaussian: bool) -> Tensor:
-    r"""Local attention weights (Luong et al., 2015) around a centre :math:`p_t`.
+def local_weights(
+    scores: Float[Tensor, "B S"],
+    lens: Int[Tensor, "B"],
+    centre: Float[Tensor, "B"],
+    window: PositiveInt,
+    gaussian: bool,
+) -> Float[Tensor, "B S"]:
+    r"""Luong's local attention weights around the centre :math:`p_t` (counted from 1).
 
-    Only the positions :math:`s` (counted from 1) with :math:`|s - p_t| \le D`
-    and :math:`s \le` the source length take part: the scores of the others
-    are set to :math:`-\infty` before :func:`lib.attention.masked_softmax`, so
-    their weights are exactly 0. With ``gaussian=True`` (local-p) the window's
-    softmax is multiplied by :math:`\exp(-(s - p_t)^2 / 2\sigma^2)` with
-    :math:`\sigma = D/2`, as in the paper; the weights then sum to less than 1
-    (the paper does not renormalise). A window with no source position in it
-    gives all-zero weights.
-
-    Parameters
-    ----------
-    scores : Tensor
-        Alignment scores of every source position.
-    lens : Tensor
-        Source lengths.
-    centre : Tensor
-        :math:`p_t`, in source positions counted from 1 (a float).
-    window : int
-        :math:`D \ge 1`, the half-width of the window.
-    gaussian : bool
-        Multiply by the Gaussian (local-p) or not (local-m).
-
-    Returns
-    -------
-    Tensor
-        The weights :math:`a_t(s)`.
-
-    Shapes
-    ------
-    scores : (B, S)
-    lens : (B,)
-    centre : (B,)
-    output : (B, S)
+    Only the positions with :math:`|s - p_t| \le D` = ``window`` inside the source take
+    part (the others get weight exactly 0; an empty window, all zeros). With
+    ``gaussian`` (local-p) the softmax is multiplied by
+    :math:`\exp(-(s - p_t)^2 / 2\sigma^2)`, :math:`\sigma = D/2`, not renormalised.
     """
-    _check_local(scores, lens, centre, window)
-    positions = torch.arange(1, scores.shape[1] + 1, dtype=scores.dtype)  # (S,): s = 1 .. S
+    same_dtype(scores=scores, centre=centre)
+    if not centre.isfinite().all():
+        raise ValueError(f"centre must be finite; found {centre.tolist()}")
+    if len(lens) and (lens.min() < 1 or lens.max() > scores.shape[1]):
+        raise ValueError(
+            f"lens must lie in [1, S] = [1, {scores.shape[1]}]; "
+            f"found values from {int(lens.min())} to {int(lens.max())}"
+        )
+    positions = torch.arange(1, scores.shape[1] + 1, dtype=scores.dtype)  # (S,)
     distance = positions - centre[:, None]  # (B, S): s - p_t
     outside = distance.abs() > window  # (B, S)
-    weights = masked_softmax(scores.masked_fill(outside, float("-inf")), lens)  # (B, S)
+    weights = masked_softmax(scores.masked_fill(outside, float("-inf")), lens)
     if gaussian:
         sigma = window / 2
         weights = weights * torch.exp(-(distance**2) / (2 * sigma**2))  # (B, S)
@@ -459,51 +324,32 @@ def local_weights(scores: Tensor, lens: Tensor, centre: Tensor, window: int, gau
 
 
 class LuongDecoder(_Decoder):
-    r"""Attention after the recurrence (Luong et al., 2015).
+    r"""Attention after the recurrence (Luong et al., 2015): the new state asks, and the
+    answer is combined with it to predict.
 
-    The new state asks the question; the answer is combined with it to predict:
-
-    .. math::
-        h_t = f(h_{t-1}, [y_{t-1}; \tilde{h}_{t-1}]) \;\text{(input feeding; else } f(h_{t-1}, y_{t-1})\text{)}, \\
-        a_t(s) = \mathrm{align}(h_t, \bar{h}_s), \quad c_t = \textstyle\sum_s a_t(s) \bar{h}_s, \quad
-        \tilde{h}_t = \tanh(W_c [c_t; h_t]), \quad o_t = \mathrm{softmax}(W_s \tilde{h}_t)
-
-    Scores: ``"dot"`` :math:`h_t^\top \bar{h}_s`, ``"general"``
-    :math:`h_t^\top W_a \bar{h}_s` (:class:`lib.attention.BilinearScore`) and
-    ``"concat"`` :math:`v_a^\top \tanh(W_a [h_t; \bar{h}_s])`, which is the
-    additive score with ``W_a`` split into its query and key halves
-    (:class:`lib.attention.AdditiveScore`).
-
-    Modes: ``"global"`` softmaxes over all source positions. ``"local-m"``
-    uses the window :math:`[p_t - D, p_t + D]` with :math:`p_t = t`;
-    ``"local-p"`` predicts :math:`p_t = S \cdot \mathrm{sigmoid}(v_p^\top \tanh(W_p h_t))`
-    (``S`` = the source length) and multiplies by a Gaussian with
-    :math:`\sigma = D/2` (:func:`local_weights`).
-
-    Parameters
-    ----------
-    vocab_size, embed_dim, memory_dim : int
-        As :class:`BahdanauDecoder`.
-    score : {"dot", "general", "concat"}
-    mode : {"global", "local-m", "local-p"}
-    window : int
-        ``D`` for the local modes.
-    input_feeding : bool
-        Feed :math:`\tilde{h}_{t-1}` into the next step.
-    attention_dim : int
-        Hidden width of the ``"concat"`` score and of the ``p_t`` predictor.
-
-    Shapes
-    ------
-    See :meth:`_Decoder.forward`: logits (B, T, V), weights (B, T, S).
+    :math:`h_t = f(h_{t-1}, [y_{t-1}; \tilde h_{t-1}])` (input feeding; else
+    :math:`f(h_{t-1}, y_{t-1})`), :math:`a_t = \mathrm{align}(h_t, \bar h_s)`,
+    :math:`c_t = \sum_s a_t(s) \bar h_s`, :math:`\tilde h_t = \tanh(W_c [c_t; h_t])`,
+    :math:`o_t = \mathrm{softmax}(W_s \tilde h_t)`. Scores: "dot" :math:`h_t^\top \bar
+    h_s`, "general" :math:`h_t^\top W_a \bar h_s`, "concat" (the additive score). Modes:
+    "global" (every position), "local-m" (the window :math:`[t - D, t + D]`), "local-p"
+    (:math:`p_t = S\,\mathrm{sigmoid}(v_p^\top \tanh(W_p h_t))` and a Gaussian).
+    ``attention_dim`` is the width of "concat" and of the :math:`p_t` predictor.
     """
 
-    def __init__(self, vocab_size: int, embed_dim: int, memory_dim: int, score: str = "general",
-                 mode: str = "global", window: int = 3, input_feeding: bool = True, attention_dim: int = 32):
-        _check_luong(score, mode, input_feeding, vocab_size=vocab_size, embed_dim=embed_dim, memory_dim=memory_dim,
-                     window=window, attention_dim=attention_dim)
-        super().__init__(vocab_size, embed_dim, memory_dim,
-                         input_dim=embed_dim + (memory_dim if input_feeding else 0))
+    def __init__(
+        self,
+        vocab_size: PositiveInt,
+        embed_dim: PositiveInt,
+        memory_dim: PositiveInt,
+        score: LuongScore = "general",
+        mode: LuongMode = "global",
+        window: PositiveInt = 3,
+        input_feeding: bool = True,
+        attention_dim: PositiveInt = 32,
+    ):
+        fed = memory_dim if input_feeding else 0
+        super().__init__(vocab_size, embed_dim, memory_dim, embed_dim + fed)
         self.mode, self.window, self.input_feeding = mode, window, input_feeding
         if score == "dot":
             self.score = DotScore()
@@ -513,497 +359,392 @@ class LuongDecoder(_Decoder):
             self.score = AdditiveScore(memory_dim, memory_dim, attention_dim)
         if mode == "local-p":
             self.position = nn.Sequential(  # v_p^T tanh(W_p h_t)
-                nn.Linear(memory_dim, attention_dim, bias=False), nn.Tanh(), nn.Linear(attention_dim, 1, bias=False)
+                nn.Linear(memory_dim, attention_dim, bias=False),
+                nn.Tanh(),
+                nn.Linear(attention_dim, 1, bias=False),
             )
         self.combine = nn.Linear(2 * memory_dim, memory_dim, bias=False)  # W_c
         self.output = nn.Linear(memory_dim, vocab_size)  # W_s
 
-    def start(self, memory: Memory):
-        # h_0 = u; the attentional vector fed into step 1 is zero.
+    def start(self, memory: Memory) -> LuongState:
+        """h_0 = u, and a zero attentional vector to feed into step 1."""
         return memory.summary, torch.zeros_like(memory.summary)
 
-    def centre(self, h: Tensor, memory: Memory, t: int) -> Tensor:
-        """The window's centre :math:`p_t` (1-based source position) for the local modes.
-
-        Shapes
-        ------
-        h : (B, De)
-        output : (B,)
-        """
+    def centre(
+        self, h: Float[Tensor, "B De"], memory: Memory, t: PositiveInt
+    ) -> Float[Tensor, "B"]:
+        """The window's centre p_t (a source position counted from 1), local modes."""
         if self.mode == "local-m":
             return torch.full(memory.lens.shape, float(t), dtype=h.dtype)
-        return memory.lens.to(h.dtype) * torch.sigmoid(self.position(h)[:, 0])  # S * sigmoid(...)
+        return memory.lens.to(h.dtype) * torch.sigmoid(self.position(h)[:, 0])
 
-    def centres(self, tgt_in: Tensor, memory: Memory) -> Tensor:
-        """:math:`p_t` of every step under teacher forcing (local modes), for plotting the windows.
-
-        Shapes
-        ------
-        tgt_in : (B, T)
-        output : (B, T)
-        """
+    def centres(
+        self, tgt_in: Int[Tensor, "B T"], memory: Memory
+    ) -> Float[Tensor, "B T"]:
+        """p_t of every step, teacher forced (local modes), to plot the windows."""
         if self.mode == "global":
-            raise ValueError("global attention has no window centre; use mode 'local-m' or 'local-p'")
+            raise ValueError(
+                "global attention has no window centre; use mode 'local-m' or 'local-p'"
+            )
         _, _, states = self.unroll(tgt_in, memory)
-        return torch.stack([self.centre(h, memory, t + 1) for t, (h, _) in enumerate(states)], dim=1)
+        centres = [self.centre(h, memory, t) for t, (h, _) in enumerate(states, 1)]
+        return torch.stack(centres, dim=1)
 
-    def step(self, token: Tensor, state, memory: Memory, t: int):
-        """One step: the logits of token ``t`` and the new state, from the previous token.
-
-        Shapes
-        ------
-        token : (B,), y_(t-1)
-        logits : (B, V)
-        weights : (B, S); the state is the pair (h_t, h~_t)
-        """
-        h_prev, attentional_prev = state
-        embedded = self.embed(token)  # (B, E)
-        inputs = torch.cat((embedded, attentional_prev), dim=-1) if self.input_feeding else embedded
+    @no_type_check  # once a time step: unroll and greedy checked the shapes
+    def step(
+        self, token: Int[Tensor, "B"], state: LuongState, memory: Memory, t: PositiveInt
+    ) -> tuple[Float[Tensor, "B V"], LuongState, Float[Tensor, "B S"]]:
+        """One step: the logits of token t and the new state (h_t, h~_t)."""
+        h_prev, fed = state
+        inputs = self.embed(token)  # (B, E)
+        if self.input_feeding:
+            inputs = torch.cat((inputs, fed), dim=-1)  # (B, E + De)
         h = self.cell(inputs, h_prev)  # (B, De)
         scores = self.score(h[:, None], memory.states)[:, 0]  # (B, S)
         if self.mode == "global":
             weights = masked_softmax(scores, memory.lens)  # (B, S)
         else:
-            centre = self.centre(h, memory, t)  # (B,)
-            weights = local_weights(scores, memory.lens, centre, self.window, gaussian=self.mode == "local-p")
-        context = (weights[:, None] @ memory.states)[:, 0]  # (B, 1, S) @ (B, S, De) -> (B, De)
-        attentional = torch.tanh(self.combine(torch.cat((context, h), dim=-1)))  # h~_t: (B, De)
-        return self.output(attentional), (h, attentional), weights
-
-
-# ---------------------------------------------------------------------------
-# Encoder + decoder.
-# ---------------------------------------------------------------------------
+            centre, gaussian = self.centre(h, memory, t), self.mode == "local-p"
+            weights = local_weights(scores, memory.lens, centre, self.window, gaussian)
+        context = (weights[:, None] @ memory.states)[:, 0]  # (B, 1, S) @ (B, S, De)
+        attentional = torch.tanh(self.combine(torch.cat((context, h), dim=-1)))
+        return self.output(attentional), (h, attentional), weights  # h~_t: (B, De)
 
 
 class Seq2Seq(nn.Module):
-    """An encoder and a decoder; the interface of :func:`lib.training.train_seq2seq`.
-
-    Parameters
-    ----------
-    encoder : Encoder
-    decoder : PlainDecoder, BahdanauDecoder or LuongDecoder
-
-    Shapes
-    ------
-    src : (B, S)
-    tgt_in : (B, T)
-    src_lens : (B,)
-    output : (B, T, V)
-    """
+    """An encoder and a decoder whose states have the size of the encoder's; the
+    interface of :func:`lib.training.train_seq2seq` and :mod:`lib.decoding`."""
 
     def __init__(self, encoder: Encoder, decoder: _Decoder):
-        _check_parts(encoder, decoder)
+        if encoder.output_dim != decoder.memory_dim:
+            raise ValueError(
+                "the decoder's memory_dim must equal the encoder's output size "
+                f"{encoder.output_dim}; found {decoder.memory_dim}"
+            )
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
 
-    def forward(self, src: Tensor, tgt_in: Tensor, src_lens: Optional[Tensor] = None) -> Tensor:
+    def forward(
+        self,
+        src: Int[Tensor, "B S"],
+        tgt_in: Int[Tensor, "B T"],
+        src_lens: Optional[Int[Tensor, "B"]] = None,
+    ) -> Float[Tensor, "B T V"]:
         return self.decoder(tgt_in, self.encoder(src, src_lens))[0]
 
-    def attend(self, src: Tensor, tgt_in: Tensor, src_lens: Optional[Tensor] = None) -> tuple[Tensor, Optional[Tensor]]:
-        """Logits and attention weights of every decoder step (teacher forcing).
-
-        Shapes
-        ------
-        logits : (B, T, V)
-        weights : (B, T, S), or None for a plain decoder
-        """
+    def attend(
+        self,
+        src: Int[Tensor, "B S"],
+        tgt_in: Int[Tensor, "B T"],
+        src_lens: Optional[Int[Tensor, "B"]] = None,
+    ) -> tuple[Float[Tensor, "B T V"], Optional[Float[Tensor, "B T S"]]]:
+        """Logits and attention weights (None: plain) of every step, teacher forced."""
         return self.decoder(tgt_in, self.encoder(src, src_lens))
 
     @torch.no_grad()
-    def step_fn(self, src: Tensor, src_lens: Optional[Tensor] = None) -> Callable[[Tensor, Tensor], Tensor]:
-        """A batched step function for :func:`lib.decoding.beam_search_batch`.
-
-        The sources are encoded once. Each call re-runs the decoder over the
-        given prefixes (the plain reference: no state is cached between calls),
-        so a prefix's log-probabilities are exactly those of teacher forcing.
-
-        Shapes
-        ------
-        prefixes : (N, t), starting with bos
-        sources : (N,)
-        output : (N, V) log-probabilities of the next token
-        """
+    def step_fn(
+        self, src: Int[Tensor, "B S"], src_lens: Optional[Int[Tensor, "B"]] = None
+    ) -> Callable[[Tensor, Tensor], Tensor]:
+        """A step function for :func:`lib.decoding.beam_search_batch`: the sources are
+        encoded once, and each call re-runs the decoder over the prefixes (no state is
+        kept), so its log-probabilities are exactly those of teacher forcing."""
         memory = self.encoder(src, src_lens)
 
         @torch.no_grad()
-        def step(prefixes: Tensor, sources: Tensor) -> Tensor:
+        def step(
+            prefixes: Int[Tensor, "N t"], sources: Int[Tensor, "N"]
+        ) -> Float[Tensor, "N V"]:
             logits, _ = self.decoder(prefixes, memory.select(sources))  # (N, t, V)
-            return F.log_softmax(logits[:, -1], dim=-1)  # (N, V)
+            return F.log_softmax(logits[:, -1], dim=-1)
 
         return step
 
     @torch.no_grad()
-    def greedy(self, src: Tensor, src_lens: Optional[Tensor], bos: int, eos: int,
-               max_len: int) -> tuple[list[list[int]], Optional[Tensor]]:
-        """Greedy decoding that keeps the decoder's state from step to step.
-
-        The fast path: one decoder step per output token, where :meth:`step_fn`
-        with :mod:`lib.decoding` re-runs the decoder over every prefix. The
-        tests check that both give the same outputs, and that the weights are
-        those of teacher forcing the outputs.
-
-        Returns
-        -------
-        outputs : list of list of int
-            Without ``bos``, ending with ``eos`` if it was emitted within ``max_len`` tokens.
-        weights : Tensor or None
-            The attention weights of every step; rows after an output's last
-            token are zero. None for a plain decoder.
-
-        Shapes
-        ------
-        src : (B, S)
-        weights : (B, T, S), T = the longest output
-        """
-        _check_greedy(bos, eos, max_len, self.decoder.vocab_size)
+    def greedy(
+        self,
+        src: Int[Tensor, "B S"],
+        src_lens: Optional[Int[Tensor, "B"]],
+        bos: NonNegativeInt,
+        eos: NonNegativeInt,
+        max_len: PositiveInt,
+    ) -> tuple[list[list[int]], Optional[Float[Tensor, "B T S"]]]:
+        """Greedy decoding that keeps the decoder's state from step to step (the fast
+        path; :meth:`step_fn` re-runs every prefix). The outputs lack bos and end with
+        eos if emitted; the weights (None: plain) are zero after an output's end."""
+        for name, token in (("bos", bos), ("eos", eos)):
+            if token >= self.decoder.vocab_size:
+                raise ValueError(
+                    f"{name} must be an int <= {self.decoder.vocab_size - 1}; "
+                    f"found {token}"
+                )
         memory = self.encoder(src, src_lens)
         state, token = self.decoder.start(memory), torch.full((src.shape[0],), bos)
         tokens, weights = [], []
         finished = torch.zeros(src.shape[0], dtype=torch.bool)
         for t in range(1, max_len + 1):
             logits, state, step_weights = self.decoder.step(token, state, memory, t)
-            token = logits.argmax(dim=-1)  # (B,); the first maximum on ties, as lib.decoding
+            token = logits.argmax(dim=-1)  # (B,); the first maximum, as lib.decoding
             tokens.append(token)
             weights.append(step_weights)
             finished = finished | (token == eos)
             if bool(finished.all()):
                 break
-        outputs = [row[: row.index(eos) + 1] if eos in row else row for row in torch.stack(tokens, 1).tolist()]
+        rows = torch.stack(tokens, 1).tolist()
+        outputs = [row[: row.index(eos) + 1] if eos in row else row for row in rows]
         if weights[0] is None:
             return outputs, None
         lengths = torch.tensor([len(output) for output in outputs])
         width = int(lengths.max())
-        after_end = torch.arange(width) >= lengths[:, None]  # (B, T): steps after an output's eos
-        return outputs, torch.stack(weights[:width], dim=1).masked_fill(after_end[..., None], 0.0)
+        after_end = torch.arange(width) >= lengths[:, None]  # (B, T): past the eos
+        weights = torch.stack(weights[:width], dim=1)  # (B, T, S)
+        return outputs, weights.masked_fill(after_end[..., None], 0.0)
 
 
 @dataclass(frozen=True)
 class Seq2SeqConfig:
-    """Sizes shared by the chapter's models.
+    """Sizes shared by the chapter's models; ``hidden_dim`` is per encoder direction."""
 
-    ``hidden_dim`` is per encoder direction; every decoder state has the size
-    of a source state, ``De = hidden_dim * (2 if bidirectional else 1)``.
-    """
-
-    embed_dim: int = 16
-    hidden_dim: int = 32
-    cell: str = "gru"
+    embed_dim: PositiveInt = 16
+    hidden_dim: PositiveInt = 32
+    cell: Cell = "gru"
     bidirectional: bool = True
-    attention_dim: int = 32
+    attention_dim: PositiveInt = 32
 
 
-def build_seq2seq(decoder: str, src_vocab_size: int, tgt_vocab_size: int,
-                  config: Seq2SeqConfig = Seq2SeqConfig(), **options) -> Seq2Seq:
-    """An :class:`Encoder` and a decoder of the given kind with the sizes of ``config``.
-
-    Parameters
-    ----------
-    decoder : {"plain", "bahdanau", "luong"}
-    src_vocab_size, tgt_vocab_size : int
-    config : Seq2SeqConfig
-    **options
-        Extra arguments of :class:`LuongDecoder` (``score``, ``mode``,
-        ``window``, ``input_feeding``).
-
-    Returns
-    -------
-    Seq2Seq
-
-    Shapes
-    ------
-    As :class:`Seq2Seq`.
-    """
-    _check_build(decoder, config, options)
-    encoder = Encoder(src_vocab_size, config.embed_dim, config.hidden_dim, config.cell, config.bidirectional)
-    memory_dim = encoder.output_dim
+def build_seq2seq(
+    decoder: DecoderName,
+    src_vocab_size: PositiveInt,
+    tgt_vocab_size: PositiveInt,
+    config: Seq2SeqConfig = Seq2SeqConfig(),
+    **options,
+) -> Seq2Seq:
+    """An :class:`Encoder` and a decoder of the kind ``decoder``, of the sizes of
+    ``config``; ``options`` go to :class:`LuongDecoder` (score, mode, window, ...)."""
+    if options and decoder != "luong":
+        raise ValueError(
+            f"only the 'luong' decoder takes options; "
+            f"found {sorted(options)} for {decoder!r}"
+        )
+    embed_dim, hidden_dim = config.embed_dim, config.hidden_dim
+    encoder = Encoder(
+        src_vocab_size, embed_dim, hidden_dim, config.cell, config.bidirectional
+    )
+    sizes = (tgt_vocab_size, embed_dim, encoder.output_dim)
     if decoder == "plain":
-        model = Seq2Seq(encoder, PlainDecoder(tgt_vocab_size, config.embed_dim, memory_dim))
+        model = Seq2Seq(encoder, PlainDecoder(*sizes))
     elif decoder == "bahdanau":
-        model = Seq2Seq(encoder, BahdanauDecoder(tgt_vocab_size, config.embed_dim, memory_dim, config.attention_dim))
+        model = Seq2Seq(encoder, BahdanauDecoder(*sizes, config.attention_dim))
     else:
-        model = Seq2Seq(encoder, LuongDecoder(tgt_vocab_size, config.embed_dim, memory_dim,
-                                              attention_dim=config.attention_dim, **options))
+        luong = LuongDecoder(*sizes, attention_dim=config.attention_dim, **options)
+        model = Seq2Seq(encoder, luong)
     # What rebuilds the model: save_seq2seq stores it beside the weights.
-    model.spec = {"decoder": decoder, "src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size,
-                  "config": asdict(config), "options": dict(options)}
+    model.spec = {
+        "decoder": decoder,
+        "src_vocab_size": src_vocab_size,
+        "tgt_vocab_size": tgt_vocab_size,
+        "config": asdict(config),
+        "options": dict(options),
+    }
     return model
 
 
-def save_seq2seq(model: Seq2Seq, path) -> None:
-    """Save a model made by :func:`build_seq2seq`: its recipe and its weights, in one file.
-
-    The file holds only dicts, strings, numbers and tensors, so
-    ``torch.load(path, weights_only=True)`` reads it.
-    """
-    if not isinstance(model, Seq2Seq) or not hasattr(model, "spec"):
-        raise TypeError(f"model must be a Seq2Seq made by build_seq2seq; found {type(model).__name__}")
+def save_seq2seq(model: Seq2Seq, path: Union[str, os.PathLike]) -> None:
+    """Save a model of :func:`build_seq2seq`, its recipe and weights, in one file that
+    ``torch.load(path, weights_only=True)`` reads (dicts, strings, numbers, tensors)."""
+    if not hasattr(model, "spec"):
+        raise TypeError(
+            "model must be a Seq2Seq made by build_seq2seq; found one built by hand"
+        )
     torch.save({**model.spec, "state": model.state_dict()}, path)
 
 
-def load_seq2seq(path) -> Seq2Seq:
-    """The model saved by :func:`save_seq2seq` at ``path``, in evaluation mode.
-
-    Returns
-    -------
-    Seq2Seq
-    """
+def load_seq2seq(path: Union[str, os.PathLike]) -> Seq2Seq:
+    """The model saved by :func:`save_seq2seq` at ``path``, in evaluation mode."""
     saved = torch.load(path, weights_only=True)
-    model = build_seq2seq(saved["decoder"], saved["src_vocab_size"], saved["tgt_vocab_size"],
-                          Seq2SeqConfig(**saved["config"]), **saved["options"])
+    config = Seq2SeqConfig(**saved["config"])
+    sizes = saved["src_vocab_size"], saved["tgt_vocab_size"]
+    model = build_seq2seq(saved["decoder"], *sizes, config, **saved["options"])
     model.load_state_dict(saved["state"])
     return model.eval()
 
 
-# ---------------------------------------------------------------------------
-# Evaluation: exact match, accuracy by length, alignments.
-# ---------------------------------------------------------------------------
-
-
-def _references(data: SequencePairs, eos: int) -> list[list[int]]:
+def _references(data: SequencePairs, eos: NonNegativeInt) -> list[list[int]]:
     """Each target up to and including its ``eos``."""
     rows = data.tgt_out.tolist()
     return [row[: row.index(eos) + 1] if eos in row else row for row in rows]
 
 
-def greedy_translate(model: nn.Module, data: SequencePairs, bos: int, eos: int, max_len: int) -> list[list[int]]:
-    """Greedy outputs for every source, with :func:`lib.decoding.beam_search_batch` and one beam.
-
-    Parameters
-    ----------
-    model : nn.Module
-        Has ``step_fn(src, src_lens)`` (:class:`Seq2Seq`, :class:`lib.transformer.Seq2SeqTransformer`).
-    data : SequencePairs
-    bos, eos : int
-    max_len : int
-        Largest number of output tokens (``eos`` included).
-
-    Returns
-    -------
-    list of list of int
-        One output per source, without ``bos``, ending with ``eos`` if emitted.
-
-    Shapes
-    ------
-    data.src : (N, S) -> N outputs
-    """
-    _check_pairs(model, data)
+def greedy_translate(
+    model: nn.Module,
+    data: SequencePairs,
+    bos: NonNegativeInt,
+    eos: NonNegativeInt,
+    max_len: PositiveInt,
+) -> list[list[int]]:
+    """Greedy outputs (no bos; eos if emitted, within ``max_len`` tokens) of a model
+    with a ``step_fn`` (:class:`Seq2Seq`, :class:`lib.transformer.Seq2SeqTransformer`),
+    by :func:`lib.decoding.beam_search_batch` with one beam."""
+    if not callable(getattr(model, "step_fn", None)):
+        raise TypeError(
+            "model must have a step_fn(src, src_lens) method (Seq2Seq, "
+            f"Seq2SeqTransformer); found {type(model).__name__}"
+        )
     step = model.step_fn(data.src, data.src_lens)
-    hypotheses = beam_search_batch(step, len(data), bos, eos, beam_size=1, max_len=max_len)
+    hypotheses = beam_search_batch(
+        step, len(data), bos, eos, beam_size=1, max_len=max_len
+    )
     return [best[0][0] for best in hypotheses]
 
 
-def exact_matches(model: nn.Module, data: SequencePairs, bos: int, eos: int) -> Tensor:
-    """Which greedy outputs equal their references exactly (every token and ``eos``).
-
-    A :class:`Seq2Seq` decodes with its fast :meth:`Seq2Seq.greedy`; any other
-    model with a ``step_fn`` through :func:`greedy_translate`
-    (:mod:`lib.decoding`, one beam). Outputs have at most as many tokens as
-    ``data.tgt_out`` has columns.
-
-    Returns
-    -------
-    Tensor
-        Booleans, one per example.
-
-    Shapes
-    ------
-    data.src : (N, S)
-    output : (N,)
-    """
-    _check_pairs(model, data)
+def exact_matches(
+    model: nn.Module, data: SequencePairs, bos: NonNegativeInt, eos: NonNegativeInt
+) -> Bool[Tensor, "N"]:
+    """Which greedy outputs (at most as long as ``data.tgt_out``) equal their targets,
+    every token and eos; a :class:`Seq2Seq` decodes with :meth:`Seq2Seq.greedy`, any
+    other model with :func:`greedy_translate`."""
     max_len = data.tgt_out.shape[1]
     if isinstance(model, Seq2Seq):
         outputs, _ = model.greedy(data.src, data.src_lens, bos, eos, max_len)
     else:
         outputs = greedy_translate(model, data, bos, eos, max_len)
-    return torch.tensor([o == r for o, r in zip(outputs, _references(data, eos))])
+    pairs = zip(outputs, _references(data, eos))
+    return torch.tensor([output == reference for output, reference in pairs])
 
 
-def alignments(model: Seq2Seq, data: SequencePairs, bos: int, eos: int) -> tuple[list[list[int]], Tensor]:
-    """Greedy outputs and the attention weights the model used to produce them (:meth:`Seq2Seq.greedy`).
-
-    Returns
-    -------
-    outputs : list of list of int
-        Without ``bos``, ending with ``eos`` if emitted.
-    weights : Tensor
-        Rows after an example's last output token are zero.
-
-    Shapes
-    ------
-    data.src : (N, S)
-    weights : (N, T, S), T = the longest output
-    """
-    _check_pairs(model, data, greedy=True)
-    outputs, weights = model.greedy(data.src, data.src_lens, bos, eos, max_len=data.tgt_out.shape[1])
+def alignments(
+    model: Seq2Seq, data: SequencePairs, bos: NonNegativeInt, eos: NonNegativeInt
+) -> tuple[list[list[int]], Float[Tensor, "N T S"]]:
+    """Greedy outputs and the attention weights that produced them (zero after an
+    output's end), by :meth:`Seq2Seq.greedy`."""
+    max_len = data.tgt_out.shape[1]
+    outputs, weights = model.greedy(data.src, data.src_lens, bos, eos, max_len)
     if weights is None:
-        raise ValueError("a plain decoder has no attention weights; use a Bahdanau or Luong decoder")
+        raise ValueError(
+            "a plain decoder has no attention weights; use a Bahdanau or Luong decoder"
+        )
     return outputs, weights
 
 
-def accuracy_by_length(correct: Tensor, lens: Tensor, edges: Sequence[int]) -> tuple[list[str], Tensor, Tensor]:
-    """Exact-match accuracy in bins of source length.
-
-    Parameters
-    ----------
-    correct : Tensor
-        Booleans, one per example (:func:`exact_matches`).
-    lens : Tensor
-        Source lengths.
-    edges : sequence of int
-        Increasing bin edges: bin ``k`` holds lengths ``edges[k] <= n < edges[k + 1]``.
-
-    Returns
-    -------
-    labels : list of str
-        ``"a-b"`` for each bin (inclusive).
-    accuracy : Tensor
-        NaN for an empty bin.
-    counts : Tensor
-
-    Shapes
-    ------
-    correct, lens : (N,)
-    accuracy, counts : (len(edges) - 1,)
-    """
-    _check_bins(correct, lens, edges)
+def accuracy_by_length(
+    correct: Bool[Tensor, "N"], lens: Int[Tensor, "N"], edges: each(NonNegativeInt)
+) -> tuple[list[str], Float[Tensor, "K"], Int[Tensor, "K"]]:
+    """Exact-match accuracy (NaN for an empty bin), its labels "a-b" and counts, in bins
+    of source length: bin k holds ``edges[k] <= n < edges[k + 1]``."""
+    if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:])):
+        raise ValueError(f"edges must be at least two increasing ints; found {edges!r}")
     labels, accuracy, counts = [], [], []
     for low, high in zip(edges, edges[1:]):
         inside = (lens >= low) & (lens < high)  # (N,)
         labels.append(f"{low}-{high - 1}" if high - 1 > low else f"{low}")
         counts.append(int(inside.sum()))
-        accuracy.append(correct[inside].float().mean() if inside.any() else torch.tensor(float("nan")))
+        nan = torch.tensor(float("nan"))
+        accuracy.append(correct[inside].float().mean() if inside.any() else nan)
     return labels, torch.stack(accuracy), torch.tensor(counts)
 
 
-# ---------------------------------------------------------------------------
-# Training a model from a seeded initialisation, and where the trained weights are kept.
-# ---------------------------------------------------------------------------
+# The models of chapter 10 that are trained by the script, not in the notebook; shipped
+# with the package, so that chapter 10 runs from a wheel.
+WEIGHTS_DIR = Path(__file__).with_name("weights")
 
 
-# The models of chapter 10 that are trained by the script, not in the notebook, and where they are kept.
-WEIGHTS_DIR = Path(__file__).with_name("weights")  # shipped with the package: chapter 10 runs from a wheel
-def train_model(decoder: str, src_vocab_size: int, tgt_vocab_size: int, train: SequencePairs, epochs: int,
-                lr: float = 1e-2, batch_size: int = 64, seed: int = 0, config: Seq2SeqConfig = Seq2SeqConfig(),
-                **options) -> tuple[Seq2Seq, TrainingLog]:
-    """Build a model (:func:`build_seq2seq`) from a seeded initialisation and train it.
-
-    Training is :func:`lib.training.train_seq2seq`: Adam, cross-entropy,
-    teacher forcing, a seeded order of the examples.
-
-    Returns
-    -------
-    model : Seq2Seq
-        In evaluation mode.
-    log : TrainingLog
-
-    Shapes
-    ------
-    train.src : (N, S); train.tgt_in, train.tgt_out : (N, T)
-    """
+def train_model(
+    decoder: DecoderName,
+    src_vocab_size: PositiveInt,
+    tgt_vocab_size: PositiveInt,
+    train: SequencePairs,
+    epochs: PositiveInt,
+    lr: Positive = 1e-2,
+    batch_size: PositiveInt = 64,
+    seed: NonNegativeInt = 0,
+    config: Seq2SeqConfig = Seq2SeqConfig(),
+    **options,
+) -> tuple[Seq2Seq, TrainingLog]:
+    """A model of :func:`build_seq2seq` from a seeded initialisation, trained by
+    :func:`lib.training.train_seq2seq` (Adam, cross-entropy, teacher forcing, a seeded
+    order of the examples) and returned in evaluation mode."""
     torch.manual_seed(seed)
     model = build_seq2seq(decoder, src_vocab_size, tgt_vocab_size, config, **options)
-    log = train_seq2seq(model, train, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    log = train_seq2seq(
+        model, train, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed
+    )
     return model, log
 
 
-# Chapter 10's ablation of two of Luong's choices: name -> options of build_seq2seq("luong", ...).
-LUONG_VARIANTS = {"global": dict(mode="global"),
-                  "local-m": dict(mode="local-m", window=2),
-                  "global, no input feeding": dict(mode="global", input_feeding=False)}
+# Chapter 10's ablation of two of Luong's choices: name -> options of build_seq2seq.
+LUONG_VARIANTS = {
+    "global": dict(mode="global"),
+    "local-m": dict(mode="local-m", window=2),
+    "global, no input feeding": dict(mode="global", input_feeding=False),
+}
 
 
 @dataclass
 class LuongAblation:
-    """What :func:`ablate_luong` measured, keyed by ``(task name, variant name)``.
-
-    Attributes
-    ----------
-    data : dict
-        Task name -> ``(train, test)`` :class:`lib.training.SequencePairs`.
-    exact : dict
-        Exact match of each seed on all test strings, a float tensor ``(seeds,)``.
-    exact_long : dict
-        The same on the test strings of at least ``long_from`` tokens.
-    models : dict
-        The model trained from the first seed (in evaluation mode).
-    """
+    """What :func:`ablate_luong` measured, keyed by (task name, variant name): the
+    exact match of each seed on all test strings and on those of at least
+    ``long_from`` tokens, and the model of the first seed; ``data`` maps a task name to
+    its (train, test) pairs."""
 
     data: dict[str, tuple[SequencePairs, SequencePairs]]
-    exact: dict[tuple[str, str], Tensor]
-    exact_long: dict[tuple[str, str], Tensor]
+    exact: dict[tuple[str, str], Float[Tensor, "seeds"]]
+    exact_long: dict[tuple[str, str], Float[Tensor, "seeds"]]
     models: dict[tuple[str, str], Seq2Seq]
 
 
-def ablate_luong(tasks: Mapping[str, ReversalTask], runs: Sequence[tuple[str, str]], seeds: Sequence[int],
-                 variants: Mapping[str, dict] = LUONG_VARIANTS, n_train: int = 1000, n_test: int = 500,
-                 data_seed: int = 0, epochs: int = 3, settling_epochs: int = 0, lr: float = 1e-2,
-                 long_from: int = 6) -> LuongAblation:
-    """Train Luong models of several variants on several digit tasks, from several seeds; score them.
+def ablate_luong(
+    tasks: Mapping[str, ReversalTask],
+    runs: each(tuple[str, str]),
+    seeds: each(NonNegativeInt),
+    variants: Mapping[str, dict] = LUONG_VARIANTS,
+    n_train: PositiveInt = 1000,
+    n_test: PositiveInt = 500,
+    data_seed: NonNegativeInt = 0,
+    epochs: PositiveInt = 3,
+    settling_epochs: NonNegativeInt = 0,
+    lr: Positive = 1e-2,
+    long_from: PositiveInt = 6,
+) -> LuongAblation:
+    """Train "luong" models of several ``variants`` (options of :func:`build_seq2seq`)
+    on several digit tasks from several seeds, and score them.
 
-    Each task first draws its ``n_train`` training and ``n_test`` test strings with
-    ``task.split(..., seed=data_seed)`` (tasks of the same lengths draw the same
-    strings). Then, for each ``(task name, variant name)`` of ``runs`` in order and
-    each seed, :func:`train_model` trains ``"luong"`` with the variant's options for
-    ``epochs`` passes at the learning rate ``lr`` from that seed, then
-    ``settling_epochs`` more passes at a tenth of it (a fresh Adam; as
+    Each task draws its strings with ``task.split(..., seed=data_seed)``. For each
+    (task, variant) of ``runs`` and each seed, :func:`train_model` trains ``epochs``
+    passes at ``lr``, then ``settling_epochs`` at ``lr / 10`` (a fresh Adam, as
     ``python -m lib.weights`` settles the date models), and :func:`exact_matches`
-    decodes the test strings greedily.
-
-    Parameters
-    ----------
-    tasks : mapping of str to ReversalTask
-        Task name -> a digit task (:class:`lib.tasks.ReversalTask`, :class:`lib.tasks.CopyTask`).
-    runs : sequence of (str, str)
-        The ``(task name, variant name)`` pairs to train.
-    seeds : sequence of int
-    variants : mapping of str to dict
-        Variant name -> keyword options of :func:`build_seq2seq` for ``"luong"``.
-    n_train, n_test, data_seed, epochs : int
-    settling_epochs : int
-        Passes at ``lr / 10`` after the ``epochs`` at ``lr`` (0: none).
-    lr : float
-        The learning rate of Adam for the first ``epochs`` passes.
-    long_from : int
-        The shortest source length that counts as long.
-
-    Returns
-    -------
-    LuongAblation
-
-    Shapes
-    ------
-    exact[key], exact_long[key] : (len(seeds),)
+    decodes the test strings.
     """
-    if not isinstance(tasks, Mapping):
-        raise TypeError(f"tasks must map names to digit tasks; found {type(tasks).__name__}")
-    if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):
-        raise TypeError(f"runs must be a sequence of (task name, variant name) pairs; found {type(runs).__name__}")
-    for name, task in tasks.items():
-        require_instance(f"tasks[{name!r}]", task, ReversalTask)
+    for name, task in tasks.items():  # the signature checks one item of a mapping
+        if not isinstance(task, ReversalTask):
+            raise TypeError(
+                f"tasks[{name!r}] must be a ReversalTask; found {type(task).__name__}"
+            )
     for task_name, variant in runs:
         if task_name not in tasks or variant not in variants:
-            raise ValueError(f"runs must pair a task of {sorted(tasks)} with a variant of {sorted(variants)}; "
-                             f"found {(task_name, variant)!r}")
-    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
-        raise TypeError(f"seeds must be a non-empty sequence of ints; found {seeds!r}")
-    require_ints(n_train=n_train, n_test=n_test, epochs=epochs, long_from=long_from)
-    require_int("data_seed", data_seed, 0), require_int("settling_epochs", settling_epochs, 0)
-    require_number("lr", lr, 1e-9, 1.0)
-    data = {name: task.split(n_train=n_train, n_test=n_test, seed=data_seed) for name, task in tasks.items()}
+            raise ValueError(
+                f"runs must pair a task of {sorted(tasks)} with a variant of "
+                f"{sorted(variants)}; found {(task_name, variant)!r}"
+            )
+    if not seeds:
+        raise ValueError("seeds must be a non-empty sequence of ints; found none")
+    split = dict(n_train=n_train, n_test=n_test, seed=data_seed)
+    data = {name: task.split(**split) for name, task in tasks.items()}
     result = LuongAblation(data, {}, {}, {})
     for task_name, variant in runs:
         task, (train, test) = tasks[task_name], data[task_name]
+        vocab, options = task.vocab_size, variants[variant]
         correct = []
         for seed in seeds:
-            model, _ = train_model("luong", task.vocab_size, task.vocab_size, train, epochs=epochs, lr=lr,
-                                   seed=seed, **variants[variant])
+            model, _ = train_model(
+                "luong", vocab, vocab, train, epochs, lr, seed=seed, **options
+            )
             if settling_epochs:
-                train_seq2seq(model, train, epochs=settling_epochs, lr=lr / 10, seed=seed)
+                train_seq2seq(
+                    model, train, epochs=settling_epochs, lr=lr / 10, seed=seed
+                )
             correct.append(exact_matches(model, test, task.bos, task.eos))
             result.models.setdefault((task_name, variant), model)
         correct = torch.stack(correct).float()  # (seeds, n_test)
         result.exact[task_name, variant] = correct.mean(1)  # (seeds,)
-        result.exact_long[task_name, variant] = correct[:, test.src_lens >= long_from].mean(1)
+        long = test.src_lens >= long_from  # (n_test,)
+        result.exact_long[task_name, variant] = correct[:, long].mean(1)
     return result
