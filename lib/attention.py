@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal, Optional
+from typing import Literal, Optional, no_type_check
 
 import torch
 import torch.nn.functional as F
@@ -83,9 +83,21 @@ class AdditiveScore(nn.Module):
 
     def forward(
         self,
-        queries: Float[Tensor, "B T {self.query_dim}"],
-        keys: Float[Tensor, "B S {self.key_dim}"],
+        queries: Float[Tensor, "B T Dq"],
+        keys: Float[Tensor, "B S Dk"],
     ) -> Float[Tensor, "B T S"]:
+        # Sizes read from the module, checked here: "{self.query_dim}" in the signature
+        # would cost 40 µs a call, and a decoder calls this at every step.
+        if queries.shape[-1] != self.query_dim:
+            raise ValueError(
+                f"queries must have shape (B, T, Dq) with Dq = query_dim = "
+                f"{self.query_dim}; found {tuple(queries.shape)}"
+            )
+        if keys.shape[-1] != self.key_dim:
+            raise ValueError(
+                f"keys must have shape (B, S, Dk) with Dk = key_dim = {self.key_dim}; "
+                f"found {tuple(keys.shape)}"
+            )
         same_dtype(parameters=self.score_proj.weight, queries=queries, keys=keys)
         # Broadcasting pairs every query with every key without a Python loop.
         projected_queries = self.query_proj(queries).unsqueeze(2)  # (B, T, 1, hidden)
@@ -105,6 +117,8 @@ class DotScore(nn.Module):
         return queries @ keys.transpose(1, 2)  # (B, T, S)
 
 
+# Its callers have checked the arguments; unchecked, as it runs at every decoding step.
+@no_type_check
 def _scaled_dot_scores(
     queries: Float[Tensor, "*batch T D"], keys: Float[Tensor, "*batch S D"]
 ) -> Float[Tensor, "*batch T S"]:
@@ -153,9 +167,21 @@ class BilinearScore(nn.Module):
 
     def forward(
         self,
-        queries: Float[Tensor, "B T {self.query_dim}"],
-        keys: Float[Tensor, "B S {self.key_dim}"],
+        queries: Float[Tensor, "B T Dq"],
+        keys: Float[Tensor, "B S Dk"],
     ) -> Float[Tensor, "B T S"]:
+        # Sizes read from the module, checked here: "{self.query_dim}" in the signature
+        # would cost 40 µs a call, and a decoder calls this at every step.
+        if queries.shape[-1] != self.query_dim:
+            raise ValueError(
+                f"queries must have shape (B, T, Dq) with Dq = query_dim = "
+                f"{self.query_dim}; found {tuple(queries.shape)}"
+            )
+        if keys.shape[-1] != self.key_dim:
+            raise ValueError(
+                f"keys must have shape (B, S, Dk) with Dk = key_dim = {self.key_dim}; "
+                f"found {tuple(keys.shape)}"
+            )
         same_dtype(parameters=next(self.parameters()), queries=queries, keys=keys)
         if self.rank is None:
             return (queries @ self.weight) @ keys.transpose(1, 2)  # (B, T, S)
@@ -194,6 +220,8 @@ def make_score(
 # ---------------------------------------------------------------------------
 
 
+# Its callers have checked the arguments; unchecked, as it runs at every decoding step.
+@no_type_check
 def _keep_from_valid_lens(
     valid_lens: ValidLens, scores_shape: tuple[int, ...]
 ) -> Bool[Tensor, "..."]:
@@ -227,6 +255,8 @@ def _keep_from_valid_lens(
     return positions < lens  # (B, 1, ..., 1 or Q, K)
 
 
+# Its callers have checked the arguments; unchecked, as it runs at every decoding step.
+@no_type_check
 def _softmax_over_kept(
     scores: Float[Tensor, "*batch Q K"], keep: Optional[Bool[Tensor, "..."]]
 ) -> Float[Tensor, "*batch Q K"]:
@@ -377,6 +407,8 @@ def scaled_dot_product_attention(
     return weights @ v, (weights if need_weights else None)  # (..., T, Dv)
 
 
+# Its caller has checked the arguments; unchecked, as it runs at every attention call.
+@no_type_check
 def _fused_attention(
     q: Float[Tensor, "*batch T D"],
     k: Float[Tensor, "*batch S D"],

@@ -129,7 +129,7 @@ def test_score_input_errors():
         ScaledDotScore()(torch.zeros(2, 3, 4), torch.zeros(3, 5, 4))
     with pytest.raises(TypeError, match=r"(?s)parameter 'queries'.*Actual value: f32\[3,4\].*B T D"):
         DotScore()(torch.zeros(3, 4), torch.zeros(2, 5, 4))
-    with pytest.raises(TypeError, match=r"(?s)parameter 'queries'.*Actual value: f32\[1,2,4\].*B T \{self.query_dim\}"):
+    with pytest.raises(ValueError, match=r"queries must have shape \(B, T, Dq\) with Dq = query_dim = 3; found \(1, 2, 4\)"):
         AdditiveScore(3, 4, 5)(torch.zeros(1, 2, 4), torch.zeros(1, 2, 4))
     with pytest.raises(TypeError, match=r"(?s)parameter 'queries'.*Actual value: i64\[1,2,3\].*Float\["):
         DotScore()(torch.zeros(1, 2, 3, dtype=torch.long), torch.zeros(1, 2, 3))
@@ -139,6 +139,8 @@ def test_score_input_errors():
         BilinearScore(3, 3)(torch.zeros(1, 2, 3, dtype=torch.float64), torch.zeros(1, 2, 3, dtype=torch.float64))
     with pytest.raises(TypeError, match=r"(?s)parameter 'rank'.*Actual value: 0"):
         BilinearScore(3, 3, rank=0)
+    with pytest.raises(ValueError, match=r"keys must have shape \(B, S, Dk\) with Dk = key_dim = 4; found \(1, 2, 3\)"):
+        BilinearScore(3, 4, rank=2)(torch.zeros(1, 2, 3), torch.zeros(1, 2, 3))
 
 
 # ---------------------------------------------------------------------------
