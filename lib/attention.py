@@ -117,8 +117,7 @@ class DotScore(nn.Module):
         return queries @ keys.transpose(1, 2)  # (B, T, S)
 
 
-# Its callers have checked the arguments; unchecked, as it runs at every decoding step.
-@no_type_check
+@no_type_check  # the callers checked the arguments; it runs at every decoding step
 def _scaled_dot_scores(
     queries: Float[Tensor, "*batch T D"], keys: Float[Tensor, "*batch S D"]
 ) -> Float[Tensor, "*batch T S"]:
@@ -220,8 +219,7 @@ def make_score(
 # ---------------------------------------------------------------------------
 
 
-# Its callers have checked the arguments; unchecked, as it runs at every decoding step.
-@no_type_check
+@no_type_check  # the callers checked the arguments; it runs at every decoding step
 def _keep_from_valid_lens(
     valid_lens: ValidLens, scores_shape: tuple[int, ...]
 ) -> Bool[Tensor, "..."]:
@@ -255,8 +253,7 @@ def _keep_from_valid_lens(
     return positions < lens  # (B, 1, ..., 1 or Q, K)
 
 
-# Its callers have checked the arguments; unchecked, as it runs at every decoding step.
-@no_type_check
+@no_type_check  # the callers checked the arguments; it runs at every decoding step
 def _softmax_over_kept(
     scores: Float[Tensor, "*batch Q K"], keep: Optional[Bool[Tensor, "..."]]
 ) -> Float[Tensor, "*batch Q K"]:
@@ -407,8 +404,7 @@ def scaled_dot_product_attention(
     return weights @ v, (weights if need_weights else None)  # (..., T, Dv)
 
 
-# Its caller has checked the arguments; unchecked, as it runs at every attention call.
-@no_type_check
+@no_type_check  # its caller checked the arguments; it runs at every attention call
 def _fused_attention(
     q: Float[Tensor, "*batch T D"],
     k: Float[Tensor, "*batch S D"],
@@ -448,8 +444,7 @@ class MultiHeadAttention(nn.Module):
             )
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
-        self.kdim = embed_dim if kdim is None else kdim
-        self.vdim = embed_dim if vdim is None else vdim
+        self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim  # default E
         self.has_bias = bias
         self.query_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # W_q
         self.key_proj = nn.Linear(self.kdim, embed_dim, bias=bias)  # W_k
@@ -458,28 +453,44 @@ class MultiHeadAttention(nn.Module):
 
     def forward(
         self,
-        query: Float[Tensor, "B T {self.embed_dim}"],
-        key: Float[Tensor, "B S {self.kdim}"],
-        value: Float[Tensor, "B S {self.vdim}"],
+        query: Float[Tensor, "B T E"],
+        key: Float[Tensor, "B S Ek"],
+        value: Float[Tensor, "B S Ev"],
         mask: Optional[Bool[Tensor, "..."]] = None,
         valid_lens: Optional[ValidLens] = None,
         average_weights: bool = True,
         need_weights: bool = True,
-    ) -> tuple[Float[Tensor, "B T {self.embed_dim}"], Optional[Weights]]:
+    ) -> tuple[Float[Tensor, "B T E"], Optional[Weights]]:
         """All heads attend at once, where both ``mask`` and ``valid_lens`` allow."""
         same_dtype(parameters=self.out_proj.weight, query=query, key=key, value=value)
+        # Sizes read from the module, checked here: "{self.embed_dim}" in the signature
+        # would cost 40 µs a call, as much as the attention itself for short sequences.
+        if query.shape[-1] != self.embed_dim:
+            raise ValueError(
+                "query must have shape (B, T, E) with E = embed_dim = "
+                f"{self.embed_dim}; found {tuple(query.shape)}"
+            )
+        if key.shape[-1] != self.kdim:
+            raise ValueError(
+                f"key must have shape (B, S, Ek) with Ek = kdim = {self.kdim}; "
+                f"found {tuple(key.shape)}"
+            )
+        if value.shape[-1] != self.vdim:
+            raise ValueError(
+                f"value must have shape (B, S, Ev) with Ev = vdim = {self.vdim}; "
+                f"found {tuple(value.shape)}"
+            )
         shape = (query.shape[0], query.shape[1], key.shape[1])  # (B, T, S)
         if mask is not None and not _broadcasts(mask.shape, shape):
             raise ValueError(
                 f"mask must be broadcastable to (B, T, S) = {shape}; "
                 f"found {tuple(mask.shape)}"
             )
-        keep = mask
         if valid_lens is not None:
             within = _keep_from_valid_lens(valid_lens, shape)  # (B, 1 or T, S)
-            keep = within if keep is None else keep & within
+            mask = within if mask is None else mask & within
         # One mask for every head: a singleton head axis.
-        head_mask = None if keep is None else keep.broadcast_to(shape).unsqueeze(1)
+        head_mask = None if mask is None else mask.broadcast_to(shape).unsqueeze(1)
         q = self.split_heads(self.query_proj(query))  # (B, H, T, Dh)
         k = self.split_heads(self.key_proj(key))  # (B, H, S, Dh)
         v = self.split_heads(self.value_proj(value))  # (B, H, S, Dh)
@@ -489,16 +500,32 @@ class MultiHeadAttention(nn.Module):
             weights = weights.mean(dim=1)  # (B, T, S)
         return output, weights
 
+    @no_type_check  # four calls a forward: a checked call costs more than the reshape
     def split_heads(
         self, projected: Float[Tensor, "B L {self.embed_dim}"]
     ) -> Float[Tensor, "B {self.num_heads} L {self.head_dim}"]:
+        if projected.shape[-1] != self.embed_dim:
+            raise ValueError(
+                f"projected must have shape (B, L, E) with E = embed_dim = "
+                f"{self.embed_dim}; found {tuple(projected.shape)}"
+            )
         # Head h is its own slice of E: (B, L, E) -> (B, L, H, Dh) -> (B, H, L, Dh).
         per_head = projected.unflatten(-1, (self.num_heads, self.head_dim))
         return per_head.transpose(1, 2)
 
+    @no_type_check  # as split_heads
     def merge_heads(
         self, heads: Float[Tensor, "B {self.num_heads} L {self.head_dim}"]
     ) -> Float[Tensor, "B L {self.embed_dim}"]:
+        if (
+            heads.dim() != 4
+            or heads.shape[1] != self.num_heads
+            or heads.shape[3] != self.head_dim
+        ):
+            raise ValueError(
+                f"heads must have shape (B, H, L, Dh) = (B, {self.num_heads}, L, "
+                f"{self.head_dim}); found {tuple(heads.shape)}"
+            )
         # The heads side by side: (B, H, L, Dh) -> (B, L, H, Dh) -> (B, L, E).
         return heads.transpose(1, 2).flatten(2)
 
