@@ -35,7 +35,7 @@ from torch import Tensor
 
 # The modules whose calls are checked against their signatures (the others still check
 # their arguments in their bodies, with lib.validation, until they are rewritten so).
-CHECKED_MODULES = ("lib.activations", "lib.losses", "lib.seq2seq")
+CHECKED_MODULES = ("lib.activations", "lib.losses", "lib.attention", "lib.seq2seq")
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
 
@@ -105,3 +105,13 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.attention ---
+
+
+class IntegerDtype(AbstractDtype):
+    """torch's integer dtypes with arithmetic on every device, as in
+    ``IntegerDtype[Tensor, "B"]`` (lengths, indices)."""
+
+    dtypes = ["uint8", "int8", "int16", "int32", "int64"]
