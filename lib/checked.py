@@ -33,7 +33,7 @@ from torch import Tensor
 
 # The modules whose calls are checked against their signatures (the others still check
 # their arguments in their bodies, with lib.validation, until they are rewritten so).
-CHECKED_MODULES = ("lib.activations", "lib.losses")
+CHECKED_MODULES = ("lib.activations", "lib.losses", "lib.rnn")
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
 
@@ -95,3 +95,20 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.rnn ---
+
+
+def is_at_least_0_or_inf(value: Real) -> bool:
+    return is_a_number(value) and value >= 0  # NaN fails, inf passes
+
+
+def is_above_0_or_inf(value: Real) -> bool:
+    return is_a_number(value) and value > 0
+
+
+NonNegativeOrInf = Annotated[
+    Real, Is[is_at_least_0_or_inf]
+]  # clip_grad_norm's max_norm
+PositiveOrInf = Annotated[Real, Is[is_above_0_or_inf]]  # a norm's order q, inf included
