@@ -35,7 +35,13 @@ from torch import Tensor
 
 # The modules whose calls are checked against their signatures (the others still check
 # their arguments in their bodies, with lib.validation, until they are rewritten so).
-CHECKED_MODULES = ("lib.activations", "lib.losses", "lib.attention", "lib.seq2seq")
+CHECKED_MODULES = (
+    "lib.activations",
+    "lib.losses",
+    "lib.rnn",
+    "lib.attention",
+    "lib.seq2seq",
+)
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
 
@@ -115,3 +121,20 @@ class IntegerDtype(AbstractDtype):
     ``IntegerDtype[Tensor, "B"]`` (lengths, indices)."""
 
     dtypes = ["uint8", "int8", "int16", "int32", "int64"]
+
+
+# --- rules for lib.rnn ---
+
+
+def is_at_least_0_or_inf(value: Real) -> bool:
+    return is_a_number(value) and value >= 0  # NaN fails, inf passes
+
+
+def is_above_0_or_inf(value: Real) -> bool:
+    return is_a_number(value) and value > 0
+
+
+NonNegativeOrInf = Annotated[
+    Real, Is[is_at_least_0_or_inf]
+]  # clip_grad_norm's max_norm
+PositiveOrInf = Annotated[Real, Is[is_above_0_or_inf]]  # a norm's order q, inf included
