@@ -9,7 +9,8 @@ and :class:`MultiHeadAttention` are the Transformer's blocks [4], tested against
 torch's.
 
 Tensors are batch-first: ``B`` batch, ``T`` queries, ``S`` keys and values, ``H``
-heads. Every function returns its weights with its output; ``need_weights=False``
+heads. :func:`attention`, :func:`hard_attention`, :func:`scaled_dot_product_attention`
+and :class:`MultiHeadAttention` return the weights with the output; ``need_weights=False``
 (torch's name) skips them and lets torch's fused kernel attend (FlashAttention [5] for
 ``(B, H, T, D)`` inputs whose values have the key size), which never stores them.
 
@@ -219,7 +220,7 @@ def make_score(
 # ---------------------------------------------------------------------------
 
 
-@no_type_check  # the callers checked the arguments; it runs at every decoding step
+@no_type_check  # the callers checked the dtype, it checks shape and range; once a step
 def _keep_from_valid_lens(
     valid_lens: ValidLens, scores_shape: tuple[int, ...]
 ) -> Bool[Tensor, "..."]:
@@ -389,6 +390,10 @@ def scaled_dot_product_attention(
     torch.nn.MultiheadAttention say the opposite); a row with nothing to attend to gives
     zeros."""
     same_dtype(q=q, k=k, v=v)
+    if k.shape[-2] == 0:  # the weights of a query over no key do not exist
+        raise ValueError(
+            f"k must hold at least one key (S >= 1); found {tuple(k.shape)}"
+        )
     scores_shape = (*q.shape[:-1], k.shape[-2])  # (..., T, S)
     if mask is not None and not _broadcasts(mask.shape, scores_shape):
         raise ValueError(
@@ -424,8 +429,8 @@ def _fused_attention(
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention (Vaswani et al., 2017) with the parameters of torch's
-    (no dropout, add_bias_kv, add_zero_attn); H heads of size E / H share each E x E."""
+    """Multi-head attention (Vaswani et al., 2017) with torch's parameters, without
+    dropout, add_bias_kv or add_zero_attn; H heads of size E / H share each E x E."""
 
     def __init__(
         self,
@@ -470,9 +475,9 @@ class MultiHeadAttention(nn.Module):
                 "query must have shape (B, T, E) with E = embed_dim = "
                 f"{self.embed_dim}; found {tuple(query.shape)}"
             )
-        if key.shape[-1] != self.kdim:
+        if key.shape[-1] != self.kdim or key.shape[1] == 0:
             raise ValueError(
-                f"key must have shape (B, S, Ek) with Ek = kdim = {self.kdim}; "
+                f"key must have shape (B, S, Ek) with S >= 1, Ek = kdim = {self.kdim}; "
                 f"found {tuple(key.shape)}"
             )
         if value.shape[-1] != self.vdim:
@@ -504,7 +509,7 @@ class MultiHeadAttention(nn.Module):
     def split_heads(
         self, projected: Float[Tensor, "B L {self.embed_dim}"]
     ) -> Float[Tensor, "B {self.num_heads} L {self.head_dim}"]:
-        if projected.shape[-1] != self.embed_dim:
+        if projected.dim() != 3 or projected.shape[-1] != self.embed_dim:
             raise ValueError(
                 f"projected must have shape (B, L, E) with E = embed_dim = "
                 f"{self.embed_dim}; found {tuple(projected.shape)}"

@@ -619,8 +619,14 @@ def test_mha_errors_name_expected_and_found():
     with pytest.raises(ValueError, match="embed_dim=10, num_heads=3"):
         MultiHeadAttention(10, 3)
     ours = MultiHeadAttention(8, 2, kdim=5)
-    with pytest.raises(ValueError, match=r"key must have shape \(B, S, Ek\) with Ek = kdim = 5; found \(2, 4, 8\)"):
+    with pytest.raises(ValueError, match=r"key must have shape \(B, S, Ek\) with S >= 1, Ek = kdim = 5; found \(2, 4, 8\)"):
         ours(torch.zeros(2, 3, 8), torch.zeros(2, 4, 8), torch.zeros(2, 4, 8))
+    with pytest.raises(ValueError, match=r"key must have shape \(B, S, Ek\) with S >= 1, .*; found \(2, 0, 5\)"):
+        ours(torch.zeros(2, 3, 8), torch.zeros(2, 0, 5), torch.zeros(2, 0, 8))  # returned zeros
+    with pytest.raises(ValueError, match=r"k must hold at least one key \(S >= 1\); found \(2, 0, 4\)"):
+        scaled_dot_product_attention(torch.zeros(2, 3, 4), torch.zeros(2, 0, 4), torch.zeros(2, 0, 4))
+    with pytest.raises(ValueError, match=r"projected must have shape \(B, L, E\) .*; found \(3, 8\)"):
+        ours.split_heads(torch.zeros(3, 8))  # was reshaped silently
     with pytest.raises(ValueError, match=r"query must have shape \(B, T, E\) with E = embed_dim = 8; found \(2, 3, 7\)"):
         ours(torch.zeros(2, 3, 7), torch.zeros(2, 4, 5), torch.zeros(2, 4, 8))
     with pytest.raises(TypeError, match=r"(?s)parameter 'value'.*Actual value: f32\[2,3,8\].*B S Ev.*S=4"):
