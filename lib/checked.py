@@ -33,7 +33,12 @@ from torch import Tensor
 
 # The modules whose calls are checked against their signatures (the others still check
 # their arguments in their bodies, with lib.validation, until they are rewritten so).
-CHECKED_MODULES = ("lib.activations", "lib.losses")
+CHECKED_MODULES = (
+    "lib.activations",
+    "lib.losses",
+    "lib.transformer_blocks",
+    "lib.transformer",
+)
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
 
@@ -95,3 +100,24 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.transformer_blocks and lib.transformer ---
+
+
+def is_a_rate(value: Real) -> bool:
+    return is_finite(value) and 0 <= value < 1
+
+
+DropoutRate = Annotated[Real, Is[is_a_rate]]  # a probability of dropping, 0 <= p < 1
+
+
+def is_a_device(value: str) -> bool:
+    try:
+        torch.device(value)
+    except (RuntimeError, TypeError):
+        return False
+    return True
+
+
+Device = torch.device | Annotated[str, Is[is_a_device]]  # torch.device("cpu") or "cpu"
