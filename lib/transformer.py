@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Union, no_type_check
 
 import torch
 import torch.nn.functional as F
@@ -239,8 +239,7 @@ class TransformerStack(nn.Module):
 
 
 class Seq2SeqTransformer(nn.Module):
-    """The encoder-decoder Transformer of Vaswani et al. (2017), small; with a ``cache``
-    (from ``new_cache``), ``decode`` is fed only the positions after the cached ones."""
+    """The encoder-decoder Transformer of Vaswani et al. (2017), small."""
 
     def __init__(
         self,
@@ -271,6 +270,7 @@ class Seq2SeqTransformer(nn.Module):
         src_valid_lens: Optional[Int[Tensor, "B"]] = None,
         cache: Optional[list[KVCache]] = None,
     ) -> tuple[Float[Tensor, "B T V"], list[Tensor], list[Tensor]]:
+        # With a cache (from new_cache), tgt holds the positions after the cached ones.
         context = dict(memory=memory, memory_valid_lens=src_valid_lens)
         h, weights = self.decoder(tgt, cache, **context)  # (B, T, D)
         # one (B, H, T, T) self-attention and one (B, H, T, S) cross-attention per layer
@@ -294,7 +294,9 @@ class Seq2SeqTransformer(nn.Module):
         memory, _ = self.encode(src, src_valid_lens)  # (B, S, D)
         start = torch.full((len(src), 1), bos, dtype=torch.long, device=src.device)
 
-        def logits_of(tokens, cache):  # (B, t, V) against this memory
+        # The logits (B, t, V) of the tokens fed, against this memory.
+        @no_type_check  # made anew at every call: a checker's wrapper would cost more
+        def logits_of(tokens, cache):
             return self.decode(tokens, memory, src_valid_lens, cache)[0]
 
         # bos and steps greedy tokens, and the logits each was chosen from

@@ -35,7 +35,7 @@ References
 
 from __future__ import annotations
 
-from typing import Callable, Literal, Optional
+from typing import Callable, Literal, Optional, no_type_check
 
 import torch
 import torch.nn.functional as F
@@ -81,6 +81,7 @@ class Dropout(nn.Module):
         super().__init__()
         self.p = float(p)
 
+    @no_type_check  # run per sublayer and step: the calling block checked x
     def forward(self, x: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
         if not self.training or self.p == 0:
             return x
@@ -135,6 +136,7 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))  # gamma
         self.bias = nn.Parameter(torch.zeros(d_model))  # beta
 
+    @no_type_check  # run per sublayer and step: the calling block checked x
     def forward(self, z: Float[Tensor, "*batch D"]) -> Float[Tensor, "*batch D"]:
         if z.shape[-1] != self.d_model:
             raise ValueError(
@@ -169,6 +171,7 @@ class FeedForward(nn.Module):
         self.dropout = Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)  # W_2, b_2
 
+    @no_type_check  # run per sublayer and step: the calling block checked x
     def forward(self, z: Float[Tensor, "*batch D"]) -> Float[Tensor, "*batch D"]:
         hidden = ACTIVATIONS[self.activation](self.linear1(z))  # (..., d_ff)
         return self.linear2(self.dropout(hidden))  # (..., D)
@@ -225,10 +228,12 @@ class KVCache:
         self.values: Optional[Tensor] = None
 
     @property
+    @no_type_check  # read at every decoding step
     def length(self) -> int:
         """The number of positions cached so far, ``t``."""
         return 0 if self.keys is None else self.keys.shape[2]
 
+    @no_type_check  # per layer and decoding step: attend made keys and values
     def append(
         self, keys: Float[Tensor, "B H L Dh"], values: Float[Tensor, "B H L Dh"]
     ) -> tuple[Float[Tensor, "B H S Dh"], Float[Tensor, "B H S Dh"]]:
@@ -239,6 +244,7 @@ class KVCache:
         self.keys, self.values = keys, values
         return keys, values
 
+    @no_type_check  # per layer and decoding step: the calling block checked h
     def attend(
         self, attention: MultiHeadAttention, h: Float[Tensor, "B L D"]
     ) -> tuple[Float[Tensor, "B L D"], Float[Tensor, "B H L S"]]:
@@ -279,6 +285,7 @@ class Residual(nn.Module):
         self.norm, self.dropout = LayerNorm(d_model, eps), Dropout(dropout)
         self.norm_first = norm_first
 
+    @no_type_check  # run per sublayer and step: the calling block checked x
     def forward(
         self, x: Float[Tensor, "B T D"], sublayer: Callable
     ) -> tuple[Float[Tensor, "B T D"], Optional[Float[Tensor, "B H T S"]]]:
@@ -358,7 +365,9 @@ class EncoderBlock(nn.Module):
                 f"mask and valid_lens must be None; found {mask=}, {valid_lens=}"
             )
 
-        def self_attention(h):  # with a cache, over the cached positions too
+        # Self-attention; with a cache, over the cached positions too.
+        @no_type_check  # made anew at every call: a checker's wrapper would cost more
+        def self_attention(h):
             if cache is not None:
                 return cache.attend(self.self_attn, h)
             return self.self_attn(
@@ -426,13 +435,17 @@ class DecoderBlock(nn.Module):
             )
         same_dtype(parameters=self.ffn.linear1.weight, y=y, memory=memory)
 
-        def self_attention(h):  # causal; with a cache, over the cached positions too
+        # Causal self-attention; with a cache, over the cached positions too.
+        @no_type_check  # made anew at every call: a checker's wrapper would cost more
+        def self_attention(h):
             if cache is not None:
                 return cache.attend(self.self_attn, h)
             mask = causal_mask(h.shape[1], device=h.device)  # (T, T)
             return self.self_attn(h, h, h, mask=mask, average_weights=False)
 
-        def cross_attention(h):  # queries from the decoder, keys and values from M
+        # Queries from the decoder, keys and values from the memory M.
+        @no_type_check  # made anew at every call: a checker's wrapper would cost more
+        def cross_attention(h):
             return self.cross_attn(
                 h, memory, memory, valid_lens=memory_valid_lens, average_weights=False
             )
