@@ -22,8 +22,8 @@ beartype (https://beartype.readthedocs.io).
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
 from collections.abc import Sequence
+from numbers import Integral, Real
 from typing import Annotated, Literal
 
 import torch
@@ -41,6 +41,8 @@ CHECKED_MODULES = (
     "lib.rnn",
     "lib.attention",
     "lib.seq2seq",
+    "lib.transformer_blocks",
+    "lib.transformer",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -68,22 +70,28 @@ def is_at_least_1(value: Integral) -> bool:
     return is_a_number(value) and value >= 1
 
 
-Axis = Annotated[
-    Integral, Is[is_a_number]
-]  # an axis of a tensor; negative counts from the end
+def is_at_least_0_or_inf(value: Real) -> bool:
+    return is_a_number(value) and value >= 0  # NaN fails, inf passes
+
+
+def is_above_0_or_inf(value: Real) -> bool:
+    return is_a_number(value) and value > 0
+
+
+def is_a_rate(value: Real) -> bool:
+    return is_finite(value) and 0 <= value < 1
+
+
+Axis = Annotated[Integral, Is[is_a_number]]  # an axis; negative counts from the end
 NonNegativeInt = Annotated[Integral, Is[is_at_least_0]]
 PositiveInt = Annotated[Integral, Is[is_at_least_1]]
 Finite = Annotated[Real, Is[is_finite]]
 NonNegative = Annotated[Real, Is[is_at_least_0]]
 Positive = Annotated[Real, Is[is_above_0]]
+NonNegativeOrInf = Annotated[Real, Is[is_at_least_0_or_inf]]  # a norm's bound
+PositiveOrInf = Annotated[Real, Is[is_above_0_or_inf]]  # a norm's order q, inf included
+DropoutRate = Annotated[Real, Is[is_a_rate]]  # a probability of dropping, 0 <= p < 1
 Reduction = Literal["mean", "sum", "none"]
-
-
-def is_a_float_dtype(dtype: torch.dtype) -> bool:
-    return dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-FloatDtype = Annotated[torch.dtype, Is[is_a_float_dtype]]
 
 
 def each(hint: object) -> object:
@@ -94,11 +102,36 @@ def each(hint: object) -> object:
     ]
 
 
+def is_a_float_dtype(dtype: torch.dtype) -> bool:
+    return dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+FloatDtype = Annotated[torch.dtype, Is[is_a_float_dtype]]
+
+
+def is_a_device(value: str) -> bool:
+    try:
+        torch.device(value)
+    except (RuntimeError, TypeError):
+        return False
+    return True
+
+
+Device = torch.device | Annotated[str, Is[is_a_device]]  # torch.device("cpu") or "cpu"
+
+
 class Float32Or64(AbstractDtype):
     """float32 or float64, as in ``Float32Or64[Tensor, "N D"]``: the real dtypes that
     torch.linalg takes."""
 
     dtypes = ["float32", "float64"]
+
+
+class IntegerDtype(AbstractDtype):
+    """torch's integer dtypes with arithmetic on every device, as in
+    ``IntegerDtype[Tensor, "B"]`` (lengths, indices)."""
+
+    dtypes = ["uint8", "int8", "int16", "int32", "int64"]
 
 
 def same_dtype(**tensors: Tensor) -> None:
@@ -111,30 +144,3 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
-
-
-# --- rules for lib.attention ---
-
-
-class IntegerDtype(AbstractDtype):
-    """torch's integer dtypes with arithmetic on every device, as in
-    ``IntegerDtype[Tensor, "B"]`` (lengths, indices)."""
-
-    dtypes = ["uint8", "int8", "int16", "int32", "int64"]
-
-
-# --- rules for lib.rnn ---
-
-
-def is_at_least_0_or_inf(value: Real) -> bool:
-    return is_a_number(value) and value >= 0  # NaN fails, inf passes
-
-
-def is_above_0_or_inf(value: Real) -> bool:
-    return is_a_number(value) and value > 0
-
-
-NonNegativeOrInf = Annotated[
-    Real, Is[is_at_least_0_or_inf]
-]  # clip_grad_norm's max_norm
-PositiveOrInf = Annotated[Real, Is[is_above_0_or_inf]]  # a norm's order q, inf included

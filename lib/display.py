@@ -311,7 +311,7 @@ def code_of(obj, start: str | None = None) -> str:
         If no line of the body contains ``start``.
     """
     source = textwrap.dedent(inspect.getsource(obj))
-    if obj.__module__.startswith(CHECKED_MODULES):  # its signature is its check: show the file
+    if obj.__module__ in CHECKED_MODULES:  # its signature is its check: show the file
         if start is not None:
             raise ValueError(f"{obj.__qualname__} is shown whole: its module is checked "
                              "at the signature, so no start is needed")
