@@ -49,9 +49,8 @@ typechecked = beartype  # what the import hook applies, with jaxtyping's shape c
 
 
 def is_a_number(value: object) -> bool:
-    return not isinstance(
-        value, bool
-    )  # True is an int to Python, not a number to a reader
+    # True is an int to Python, not a number to a reader.
+    return not isinstance(value, bool)
 
 
 def is_finite(value: Real) -> bool:
