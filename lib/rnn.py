@@ -81,6 +81,7 @@ LayerState = Union[Stacked, tuple[Stacked, Stacked]]
 
 # Blocks of rows in weight_ih / weight_hh, in PyTorch's order: the number of gates.
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
+MAX_PARAMETERS = 2**31  # 8 GiB of float32: more than a laptop holds
 NONLINEARITIES = ("tanh", "relu", "linear")
 RESET_MODES = ("after", "before")
 Kind = Literal["rnn", "gru", "lstm"]
@@ -139,7 +140,7 @@ class _Cell(nn.Module):
         same_dtype(weight_ih=self.weight_ih, x=x, **parts)  # torch would not say which
         return self.step(self.project(x), state)
 
-    @no_type_check  # per time step in forward; its callers checked x
+    @no_type_check  # once a layer, or a step of forward; its callers checked x
     def project(self, x: Float[Tensor, "*batch D"]) -> Float[Tensor, "*batch GH"]:
         """``x W_ih^T + b_ih + b_hh``: the input's and the biases' share."""
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh  # (G*H,)
@@ -245,14 +246,14 @@ class GRUCell(_Cell):
         super().__init__(input_size, hidden_size, bias)
         self.reset = reset
 
-    @no_type_check  # per time step in forward; its callers checked x
+    @no_type_check  # once a layer, or a step of forward; its callers checked x
     def project(self, x: Float[Tensor, "*batch D"]) -> Float[Tensor, "*batch GH"]:
         """``x W_ih^T + b_ih``: ``b_hh`` stays with ``h W_hh^T``, which r scales."""
         return F.linear(x, self.weight_ih, self.bias_ih)
 
     @no_type_check  # per time step in a layer's loop; the layer checked the shapes
     def step(
-        self, x_part: Float[Tensor, "B G"], h: Float[Tensor, "B H"]
+        self, x_part: Float[Tensor, "B GH"], h: Float[Tensor, "B H"]
     ) -> Float[Tensor, "B H"]:
         """The step from ``x_part = project(x)``, computed beforehand."""
         x_r, x_z, x_n = x_part.chunk(3, dim=-1)  # (B, H) each
@@ -307,7 +308,7 @@ class LSTMCell(_Cell):
     @no_type_check  # per time step in a layer's loop; the layer checked the shapes
     def step(
         self,
-        x_part: Float[Tensor, "B G"],
+        x_part: Float[Tensor, "B GH"],
         state: tuple[Float[Tensor, "B H"], Float[Tensor, "B H"]],
     ) -> tuple[Float[Tensor, "B H"], Float[Tensor, "B H"]]:
         """The step from ``x_part = project(x)``, computed beforehand."""
@@ -344,6 +345,19 @@ class _Recurrent(nn.Module):
         **cell,
     ):
         super().__init__()
+        size = parameter_count(
+            self.cell_class.kind,
+            input_size,
+            hidden_size,
+            num_layers,
+            bidirectional,
+            bias,
+        )
+        if size > MAX_PARAMETERS:  # torch would try to allocate them, or loop for hours
+            raise ValueError(
+                f"{type(self).__name__} of num_layers={num_layers}, hidden_size="
+                f"{hidden_size} would hold {size:.3g} parameters; at most 2**31 fit"
+            )
         self.input_size, self.hidden_size = input_size, hidden_size
         self.num_layers, self.batch_first = num_layers, batch_first
         self.bidirectional = bidirectional
@@ -428,7 +442,7 @@ class _Recurrent(nn.Module):
 
 
 def _initial_states(
-    layer: _Recurrent, state: Optional[LayerState], x: Float[Tensor, "B T D"]
+    layer: _Recurrent, state: Optional[LayerState], x: Float[Tensor, "_ _ _"]
 ) -> list[State]:
     """One initial state per cell, from ``(L * directions, B, H)`` tensors or zeros."""
     if state is None:
@@ -547,6 +561,11 @@ def rnn_jacobian_norms(
     \rVert_2` for ``k = 0 .. T``: the spectral norm of the product of the one-step
     Jacobians :math:`\operatorname{diag}(f'(\mathbf{a}_t))\, \mathbf{W}_{hh}`, which
     bounds how much of a gradient from step ``T`` reaches step ``k``."""
+    if x.shape[2] != cell.input_size or x.shape[1] == 0:
+        raise ValueError(
+            f"x must hold T >= 1 steps of D = {cell.input_size} features; "
+            f"found shape {tuple(x.shape)}"
+        )
     h = cell.zero_state(x.shape[0], x) if h is None else h
     with torch.no_grad():
         hidden = []
@@ -613,6 +632,11 @@ def jacobian_norms(
     autograd; for an :class:`RNNCell` it equals :func:`rnn_jacobian_norms`."""
     state = cell.zero_state(x.shape[0], x) if state is None else state
     pair = isinstance(cell, LSTMCell)
+    if isinstance(state, tuple) != pair:
+        expected = "a pair (h, c)" if pair else "a tensor h"
+        raise TypeError(f"state must be {expected}; found {type(state).__name__}")
+    if x.shape[1] == 0:
+        raise ValueError(f"x must hold T >= 1 steps; found shape {tuple(x.shape)}")
 
     def flatten(state):  # (h, c) -> [h, c]: (B, S)
         return torch.cat(state, dim=-1) if pair else state
@@ -691,10 +715,10 @@ def parameter_count(
     a cell, with :math:`D_\text{in} = D` in the first layer, ``directions * H`` above.
     """
     directions = 2 if bidirectional else 1
-    total = 0
-    for layer in range(num_layers):
-        reads = input_size if layer == 0 else hidden_size * directions
-        biases = 2 * hidden_size if bias else 0
-        per_cell = GATES[kind] * (hidden_size * reads + hidden_size**2 + biases)
-        total += directions * per_cell
-    return total
+    biases = 2 * hidden_size if bias else 0
+
+    def per_cell(reads: int) -> int:
+        return GATES[kind] * (hidden_size * reads + hidden_size**2 + biases)
+
+    upper = per_cell(hidden_size * directions)  # a layer above the first
+    return directions * (per_cell(input_size) + (num_layers - 1) * upper)

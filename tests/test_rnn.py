@@ -268,6 +268,20 @@ def test_bad_inputs_raise_with_what_was_expected():
         GRU(3, 0)
     with pytest.raises(TypeError, match=r"(?s)parameter 'num_layers'.*Actual value: 0.*is_at_least_1"):
         LSTM(3, 4, num_layers=0)
+    with pytest.raises(ValueError, match=r"LSTM of num_layers=1000000000000, hidden_size=4 would hold 1.6e\+14 parameters; at most 2\*\*31 fit"):
+        LSTM(3, 4, num_layers=10**12)  # refused before any cell is built
+    with pytest.raises(ValueError, match=r"RNN of num_layers=1, hidden_size=1000000 would hold 1e\+12 parameters"):
+        RNN(3, 10**6)
+    with pytest.raises(ValueError, match=r"h_0 must be \(L \* directions, B, H\) = \(1, 2, 4\); found \(1, 3, 4\)"):
+        RNN(3, 4)(torch.zeros(2, 5, 3), torch.zeros(1, 3, 4))  # B of h_0 is not B of x
+    with pytest.raises(TypeError, match=r"state must be a pair \(h, c\); found Tensor"):
+        jacobian_norms(LSTMCell(3, 4), torch.zeros(2, 5, 3), torch.zeros(2, 4))
+    for steps, width in ((5, 4), (0, 3)):  # a cell of D = 3
+        with pytest.raises(ValueError, match=rf"x must hold T >= 1 steps of D = 3 features; found shape \(2, {steps}, {width}\)"):
+            rnn_jacobian_norms(RNNCell(3, 4), torch.zeros(2, steps, width))
+    with pytest.raises(ValueError, match=r"x must hold T >= 1 steps; found shape \(2, 0, 3\)"):
+        jacobian_norms(GRUCell(3, 4), torch.zeros(2, 0, 3))
+
 
 
 def test_cells_name_a_wrong_state():
@@ -453,8 +467,8 @@ def test_jacobian_functions_reject_wrong_cells_and_inputs():
         jacobian_norms(RNN(2, 3), torch.zeros(1, 4, 2))
     with pytest.raises(TypeError, match=r"(?s)parameter 'x'.*Actual value: f32\[4,2\]"):
         jacobian_norms(GRUCell(2, 3), torch.zeros(4, 2))
-    with pytest.raises(ValueError, match=r"x and h must be \(B, 2\) and \(B, 3\); found \(1, 5\)"):
-        rnn_jacobian_norms(RNNCell(2, 3), torch.zeros(1, 4, 5))
+    with pytest.raises(ValueError, match=r"x must hold T >= 1 steps of D = 2 features; found shape \(1, 4, 5\)"):
+        rnn_jacobian_norms(RNNCell(2, 3), torch.zeros(1, 4, 5))  # named x's whole shape
 
 
 def autograd_bptt_terms(cell, x, grad, h0):
