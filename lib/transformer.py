@@ -152,6 +152,7 @@ class TransformerEmbedding(nn.Module):
                 f"T = {tokens.shape[1]}"
             )
         if hasattr(self, "position"):
+            # (T, D)
             positions = self.position(torch.arange(start, end, device=tokens.device))
         else:
             positions = self.encoding[start:end]  # (T, D)
@@ -406,6 +407,13 @@ def teacher_forced_loss(
 ) -> NonNegative:
     """The mean next-token cross-entropy (nats per target token, ``pad`` not scored)
     on ``data`` in eval mode, without updating the model; its mode is restored."""
+    scored, vocab_size = data.tgt_out[data.tgt_out != pad], model.output.out_features
+    if not scored.numel() or scored.min() < 0 or scored.max() >= vocab_size:
+        found = f"{scored.min()}..{scored.max()}" if scored.numel() else "only pad"
+        raise ValueError(
+            f"data.tgt_out must hold target ids in [0, {vocab_size}) besides "
+            f"pad = {pad}; found {found}"
+        )
     was_training = model.training
     model.eval()
     logits = model(data.src, data.tgt_in, data.src_lens)  # (N, T, V)

@@ -136,9 +136,9 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))  # gamma
         self.bias = nn.Parameter(torch.zeros(d_model))  # beta
 
-    @no_type_check  # run per sublayer and step: the calling block checked x
+    @no_type_check  # per sublayer and decoding step: the check below costs less
     def forward(self, z: Float[Tensor, "*batch D"]) -> Float[Tensor, "*batch D"]:
-        if z.shape[-1] != self.d_model:
+        if not z.is_floating_point() or z.dim() == 0 or z.shape[-1] != self.d_model:
             raise ValueError(
                 f"z must be a float tensor of shape (..., D) with D = {self.d_model}; "
                 f"found {tuple(z.shape)}"
@@ -238,6 +238,11 @@ class KVCache:
         self, keys: Float[Tensor, "B H L Dh"], values: Float[Tensor, "B H L Dh"]
     ) -> tuple[Float[Tensor, "B H S Dh"], Float[Tensor, "B H S Dh"]]:
         """Add the L new positions' keys and values; return those of all t + L."""
+        if keys.shape != values.shape:
+            raise ValueError(
+                "keys and values must have one shape (B, H, L, Dh); "
+                f"found {tuple(keys.shape)} and {tuple(values.shape)}"
+            )
         if self.keys is not None:
             keys = torch.cat([self.keys, keys], dim=2)  # (B, H, t + L, Dh)
             values = torch.cat([self.values, values], dim=2)  # (B, H, t + L, Dh)
@@ -450,8 +455,9 @@ class DecoderBlock(nn.Module):
                 h, memory, memory, valid_lens=memory_valid_lens, average_weights=False
             )
 
-        z1, self_weights = self.residual1(y, self_attention)  # (B, T, D), (B, H, T, Tk)
-        z2, cross_weights = self.residual2(z1, cross_attention)  # ..., (B, H, T, S)
+        # z1 and z2 (B, T, D); the weights (B, H, T, Tk) and (B, H, T, S)
+        z1, self_weights = self.residual1(y, self_attention)
+        z2, cross_weights = self.residual2(z1, cross_attention)
         output, _ = self.residual3(z2, self.ffn)
         return output, self_weights, cross_weights
 

@@ -8,6 +8,7 @@ permutation equivariance, the rotation of positional encodings) and binomial
 statistics for BERT's masking.
 """
 
+import dataclasses
 import math
 
 import pytest
@@ -239,8 +240,13 @@ def test_layer_norm_normalises_each_position_alone_and_has_the_right_gradient():
 def test_layer_norm_errors():
     with pytest.raises(ValueError, match=r"z must be a float tensor of shape \(\.\.\., D\) with D = 4; found \(2, 5\)"):
         LayerNorm(4)(torch.randn(2, 5))
-    with pytest.raises(TypeError, match="(?s)parameter 'eps'.*Actual value: 0"):
+    with pytest.raises(TypeError, match="(?s)parameter 'eps'.*Actual value: 0.*eps: .*is_above_0"):
         LayerNorm(4, eps=0)
+    for bad in (torch.ones(2, 4, dtype=torch.long), torch.ones(2, 4, dtype=torch.bool), torch.tensor(1.0)):
+        with pytest.raises(ValueError, match=r"z must be a float tensor of shape \(\.\.\., D\) with D = 4; found"):
+            LayerNorm(4)(bad)  # torch failed in mean() or in shape[-1]
+    with pytest.raises(ValueError, match=r"keys and values must have one shape \(B, H, L, Dh\); found \(1, 2, 3, 4\) and \(1, 2, 5, 4\)"):
+        KVCache().append(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4))  # was accepted
 
 
 def test_ffn_is_w2_relu_of_w1z_plus_b1_plus_b2():
@@ -284,7 +290,7 @@ def test_causal_mask_is_lower_triangular_like_torch():
     torch_mask = nn.Transformer.generate_square_subsequent_mask(5)  # float: -inf above the diagonal
     assert torch.equal(mask, torch_mask == 0)
     assert mask[2].tolist() == [True, True, True, False, False]
-    with pytest.raises(TypeError, match="(?s)parameter 'length'.*Actual value: 0"):
+    with pytest.raises(TypeError, match="(?s)parameter 'length'.*Actual value: 0.*length: .*is_at_least_1"):
         causal_mask(0)
 
 
@@ -704,7 +710,7 @@ def test_cache_errors_name_expected_and_found():
     lm.generate(torch.tensor([[1, 2]]), 5)  # 7 tokens: the last is never fed, the others fit
     with pytest.raises(ValueError, match=r"max_len = 6 positions; found start = 6, T = 1"):
         lm.generate(torch.tensor([[1, 2]]), 6)
-    with pytest.raises(TypeError, match="(?s)parameter 'steps'.*Actual value: 0"):
+    with pytest.raises(TypeError, match="(?s)parameter 'steps'.*Actual value: 0.*steps: .*is_at_least_1"):
         lm.generate(torch.tensor([[1]]), 0)
 
 
@@ -839,3 +845,7 @@ def test_teacher_forced_loss_is_the_mean_negative_log_probability_of_the_unpadde
     assert teacher_forced_loss(model.train(), data) == loss  # deterministic: no dropout while measuring
     with pytest.raises(TypeError, match=r"(?s)parameter 'data'.*Actual value: \(i64\[6,4\].*SequencePairs"):
         teacher_forced_loss(model, (data.src, data.tgt_in))
+    with pytest.raises(ValueError, match=r"data.tgt_out must hold target ids in \[0, \d+\) besides pad = 0; found only pad"):
+        teacher_forced_loss(model, dataclasses.replace(data, tgt_out=torch.zeros_like(data.tgt_out)))  # was NaN
+    with pytest.raises(ValueError, match=r"data.tgt_out must hold target ids in \[0, \d+\) besides pad = 0; found 1..99"):
+        teacher_forced_loss(model, dataclasses.replace(data, tgt_out=data.tgt_out.clamp(min=1).index_fill(1, torch.tensor([0]), 99)))
