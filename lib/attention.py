@@ -9,10 +9,11 @@ and :class:`MultiHeadAttention` are the Transformer's blocks [4], tested against
 torch's.
 
 Tensors are batch-first: ``B`` batch, ``T`` queries, ``S`` keys and values, ``H``
-heads. :func:`attention`, :func:`hard_attention`, :func:`scaled_dot_product_attention`
-and :class:`MultiHeadAttention` return the weights with the output; ``need_weights=False``
-(torch's name) skips them and lets torch's fused kernel attend (FlashAttention [5] for
-``(B, H, T, D)`` inputs whose values have the key size), which never stores them.
+heads. :func:`attention`, :func:`hard_attention`,
+:func:`scaled_dot_product_attention` and :class:`MultiHeadAttention` return the weights
+with the output; ``need_weights=False`` (torch's name) skips them and lets torch's fused
+kernel attend (FlashAttention [5] for ``(B, H, T, D)`` inputs whose values have the key
+size), which never stores them.
 
 References
 ----------

@@ -94,8 +94,9 @@ Reduction = Literal["mean", "sum", "none"]
 
 
 def each(hint: object) -> object:
-    """A sequence every item of which is a ``hint``, as in ``seeds: each(NonNegativeInt)``
-    (beartype alone looks at one item, drawn at random, of a long sequence)."""
+    """A sequence every item of which is a ``hint``, as in
+    ``seeds: each(NonNegativeInt)`` (beartype alone looks at one item, drawn at random,
+    of a long sequence)."""
     return Annotated[
         Sequence[hint], Is[lambda items: all(is_bearable(item, hint) for item in items)]
     ]

@@ -206,7 +206,8 @@ class _Decoder(nn.Module):
         """:meth:`forward`, plus the state after every step."""
         if not tgt_in.numel():
             raise ValueError(
-                f"tgt_in must hold at least one token; found shape {tuple(tgt_in.shape)}"
+                "tgt_in must hold at least one token; "
+                f"found shape {tuple(tgt_in.shape)}"
             )
         if tgt_in.min() < 0 or tgt_in.max() >= self.vocab_size:
             raise ValueError(
