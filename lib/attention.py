@@ -69,6 +69,22 @@ ValidLens = IntegerDtype[Tensor, "B"] | IntegerDtype[Tensor, "B Q"]
 # ---------------------------------------------------------------------------
 
 
+@no_type_check  # the scores' forward checked the ranks; a decoder scores every step
+def _check_sizes(score: nn.Module, queries: Tensor, keys: Tensor) -> None:
+    """Refuse feature sizes other than the module's. They are read from the module here:
+    "{self.query_dim}" in a signature would cost 40 µs a call."""
+    if queries.shape[-1] != score.query_dim:
+        raise ValueError(
+            f"queries must have shape (B, T, Dq) with Dq = query_dim = "
+            f"{score.query_dim}; found {tuple(queries.shape)}"
+        )
+    if keys.shape[-1] != score.key_dim:
+        raise ValueError(
+            f"keys must have shape (B, S, Dk) with Dk = key_dim = {score.key_dim}; "
+            f"found {tuple(keys.shape)}"
+        )
+
+
 class AdditiveScore(nn.Module):
     r"""Additive score of Bahdanau et al. (2015), :math:`v^\top \tanh(W_q q + W_k k)`,
     without biases; queries and keys may have different sizes."""
@@ -88,18 +104,7 @@ class AdditiveScore(nn.Module):
         queries: Float[Tensor, "B T Dq"],
         keys: Float[Tensor, "B S Dk"],
     ) -> Float[Tensor, "B T S"]:
-        # Sizes read from the module, checked here: "{self.query_dim}" in the signature
-        # would cost 40 µs a call, and a decoder calls this at every step.
-        if queries.shape[-1] != self.query_dim:
-            raise ValueError(
-                f"queries must have shape (B, T, Dq) with Dq = query_dim = "
-                f"{self.query_dim}; found {tuple(queries.shape)}"
-            )
-        if keys.shape[-1] != self.key_dim:
-            raise ValueError(
-                f"keys must have shape (B, S, Dk) with Dk = key_dim = {self.key_dim}; "
-                f"found {tuple(keys.shape)}"
-            )
+        _check_sizes(self, queries, keys)
         same_dtype(parameters=self.score_proj.weight, queries=queries, keys=keys)
         # Broadcasting pairs every query with every key without a Python loop.
         projected_queries = self.query_proj(queries).unsqueeze(2)  # (B, T, 1, hidden)
@@ -171,18 +176,7 @@ class BilinearScore(nn.Module):
         queries: Float[Tensor, "B T Dq"],
         keys: Float[Tensor, "B S Dk"],
     ) -> Float[Tensor, "B T S"]:
-        # Sizes read from the module, checked here: "{self.query_dim}" in the signature
-        # would cost 40 µs a call, and a decoder calls this at every step.
-        if queries.shape[-1] != self.query_dim:
-            raise ValueError(
-                f"queries must have shape (B, T, Dq) with Dq = query_dim = "
-                f"{self.query_dim}; found {tuple(queries.shape)}"
-            )
-        if keys.shape[-1] != self.key_dim:
-            raise ValueError(
-                f"keys must have shape (B, S, Dk) with Dk = key_dim = {self.key_dim}; "
-                f"found {tuple(keys.shape)}"
-            )
+        _check_sizes(self, queries, keys)
         same_dtype(parameters=next(self.parameters()), queries=queries, keys=keys)
         if self.rank is None:
             return (queries @ self.weight) @ keys.transpose(1, 2)  # (B, T, S)
