@@ -207,7 +207,7 @@ class RNNCell(_Cell):
 
     @no_type_check  # per time step in a layer's loop; the layer checked the shapes
     def step(
-        self, x_part: Float[Tensor, "B H"], h: Float[Tensor, "B H"]
+        self, x_part: Float[Tensor, "B GH"], h: Float[Tensor, "B H"]
     ) -> Float[Tensor, "B H"]:
         """The step from ``x_part = project(x)``, computed beforehand."""
         f = _ACTIVATION[self.nonlinearity]

@@ -141,7 +141,7 @@ class LayerNorm(nn.Module):
         if not z.is_floating_point() or z.dim() == 0 or z.shape[-1] != self.d_model:
             raise ValueError(
                 f"z must be a float tensor of shape (..., D) with D = {self.d_model}; "
-                f"found {tuple(z.shape)}"
+                f"found {z.dtype} of shape {tuple(z.shape)}"
             )
         mean = z.mean(dim=-1, keepdim=True)  # (..., 1)
         variance = ((z - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased
