@@ -755,7 +755,10 @@ def _quadratic(w: Float[Tensor, "*batch 2"]) -> Float[Tensor, "*batch"]:
     return 0.5 * (w[..., 0] ** 2 + 20.0 * w[..., 1] ** 2)  # curvatures 1 and 20
 
 
+@no_type_check  # hot: once per step of a trajectory; checks w's last size itself
 def _quadratic_grad(w: Float[Tensor, "*batch 2"]) -> Float[Tensor, "*batch 2"]:
+    if w.shape[-1:] != (2,):
+        raise ValueError(f"w must have shape (..., 2); found {tuple(w.shape)}")
     return torch.stack([w[..., 0], 20.0 * w[..., 1]], dim=-1)
 
 
@@ -764,7 +767,10 @@ def _rosenbrock(w: Float[Tensor, "*batch 2"]) -> Float[Tensor, "*batch"]:
     return (1 - x) ** 2 + 100.0 * (y - x**2) ** 2
 
 
+@no_type_check  # hot: once per step of a trajectory; checks w's last size itself
 def _rosenbrock_grad(w: Float[Tensor, "*batch 2"]) -> Float[Tensor, "*batch 2"]:
+    if w.shape[-1:] != (2,):
+        raise ValueError(f"w must have shape (..., 2); found {tuple(w.shape)}")
     x, y = w[..., 0], w[..., 1]
     dx = -2 * (1 - x) - 400.0 * x * (y - x**2)
     return torch.stack([dx, 200.0 * (y - x**2)], dim=-1)

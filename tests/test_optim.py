@@ -633,3 +633,11 @@ def test_integer_parameters_and_empty_data_are_refused_by_name():
     with pytest.raises(TypeError, match=r"(?s)parameter 'targets'.*Actual value: i64\[3\].*N=4"):
         fit(model, SGD(model.parameters(), lr=0.1), torch.zeros(4, 2), torch.zeros(3, dtype=torch.long),
             torch.nn.functional.cross_entropy, steps=2)
+
+
+def test_surface_gradients_refuse_points_that_are_not_pairs():
+    for surface in SURFACES.values():
+        with pytest.raises(ValueError, match=r"w must have shape \(\.\.\., 2\); found \(3,\)"):
+            surface.grad(torch.zeros(3))
+        with pytest.raises(TypeError, match=r"(?s)parameter 'w'.*Actual value: f32\[3\]"):
+            surface.f(torch.zeros(3))
