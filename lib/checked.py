@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from numbers import Integral, Real
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union
 
 import torch
 from beartype import beartype
@@ -43,6 +43,8 @@ CHECKED_MODULES = (
     "lib.seq2seq",
     "lib.transformer_blocks",
     "lib.transformer",
+    "lib.optim",
+    "lib.schedules",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -144,3 +146,28 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.optim ---
+
+
+def is_a_fraction(value: Real) -> bool:
+    return is_finite(value) and 0 <= value <= 1
+
+
+Fraction = Annotated[Real, Is[is_a_fraction]]  # a factor in [0, 1], e.g. a schedule's
+DecayRate = Annotated[Real, Is[is_a_rate]]  # an average's decay β, 0 <= β < 1
+
+
+def or_scalar_tensor(hint: object) -> object:
+    """``hint``, or a one-element float tensor holding one (``torch.optim`` takes ``lr``
+    and ``betas`` so, and reads them once, as numbers)."""
+
+    def holds_one(tensor: Tensor) -> bool:
+        return (
+            tensor.numel() == 1
+            and tensor.is_floating_point()
+            and is_bearable(tensor.item(), hint)
+        )
+
+    return Union[hint, Annotated[Tensor, Is[holds_one]]]

@@ -55,58 +55,69 @@ References
 .. [8] T. Dozat. "Incorporating Nesterov Momentum into Adam". ICLR Workshop 2016.
 .. [9] I. Loshchilov, F. Hutter. "Decoupled Weight Decay Regularization". ICLR 2019.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Literal, Optional, Union, get_args, no_type_check
 
 import torch
+from jaxtyping import Float, Int, Shaped
 from torch import Tensor
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
-from lib.validation import (
-    require_callable, require_choice, require_float_tensor, require_instance, require_int, require_number,
+from lib.checked import (
+    DecayRate,
+    Finite,
+    Fraction,
+    NonNegative,
+    NonNegativeInt,
+    PositiveInt,
+    each,
+    or_scalar_tensor,
 )
 
 __all__ = [
-    "SGD", "Adagrad", "RMSprop", "Adadelta", "Adam", "AdamW", "NAdam", "OPTIMIZERS",
-    "NADAM_SCHEDULES", "nadam_momentum",
-    "Moment", "MomentOptimizer", "template", "TEMPLATE_NAMES", "lookahead_momentum",
-    "Surface", "SURFACES", "trajectory", "reddi_problem", "spirals", "fit",
+    "SGD",
+    "Adagrad",
+    "RMSprop",
+    "Adadelta",
+    "Adam",
+    "AdamW",
+    "NAdam",
+    "OPTIMIZERS",
+    "NADAM_SCHEDULES",
+    "nadam_momentum",
+    "Moment",
+    "MomentOptimizer",
+    "template",
+    "TEMPLATE_NAMES",
+    "lookahead_momentum",
+    "Surface",
+    "SURFACES",
+    "trajectory",
+    "reddi_problem",
+    "spirals",
+    "fit",
 ]
 
-
-# ---------------------------------------------------------------------------
-# Input checks: the messages name what was expected and what was found.
-# ---------------------------------------------------------------------------
-
-
-def _number(name: str, value: object, high: float = math.inf) -> float:
-    """``value`` as a float, checked to be finite and in ``[0, high]``; a one-element tensor
-    is read as its value, as ``torch.optim`` accepts ``lr`` and ``betas`` as tensors."""
-    if isinstance(value, Tensor) and value.numel() == 1 and value.is_floating_point():
-        value = value.item()
-    require_number(name, value, 0.0, high)
-    return float(value)
+Params = Iterable[Union[Tensor, dict]]  # tensors, or parameter groups (dicts)
+Hyper = or_scalar_tensor(NonNegative)  # lr, eps, ...: a finite number >= 0
+Beta = or_scalar_tensor(DecayRate)  # the decay of an average, in [0, 1)
+NadamSchedule = Literal["warmup", "constant"]
+NADAM_SCHEDULES = get_args(NadamSchedule)
+Feature = Literal["g", "g²", "1"]
+TemplateName = Literal["SGD", "momentum", "AdaGrad", "RMSProp", "Adam", "NAdam"]
+TEMPLATE_NAMES = get_args(TemplateName)
+MAX_CLASSES = 1000  # spirals: more arms than this would not be a picture
 
 
-def _beta(name: str, value: object) -> float:
-    beta = _number(name, value, 1.0)
-    if beta == 1:
-        raise ValueError(f"{name} must lie in [0, 1); found {beta!r}")
-    return beta
-
-
-def _hyperparameters(betas: Optional[object] = None, **values: object) -> dict:
-    """The hyper-parameters as checked floats (each finite and >= 0, ``betas`` a pair in [0, 1))."""
-    plain = {name: _number(name, value) for name, value in values.items()}
-    if betas is not None:
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise TypeError(f"betas must be a pair (beta1, beta2); found {betas!r}")
-        plain["betas"] = (_beta("beta1", betas[0]), _beta("beta2", betas[1]))
-    return plain
+def _floats(**values: Union[float, Tensor]) -> dict[str, float]:
+    """The hyper-parameters as floats; a one-element tensor is read as its value."""
+    return {name: float(value) for name, value in values.items()}
 
 
 # ---------------------------------------------------------------------------
@@ -122,10 +133,12 @@ class _Optimizer(Optimizer):
     the number of this step, 1 on the first.
     """
 
-    def __init__(self, params, defaults: dict):
-        if params is None or isinstance(params, (str, Tensor)):
-            raise TypeError("params must be an iterable of tensors or of parameter groups "
-                            f"(e.g. model.parameters()); found {type(params).__name__}")
+    def __init__(self, params: Params, defaults: dict):
+        if isinstance(params, (str, Tensor)):
+            raise TypeError(
+                "params must be an iterable of tensors or of parameter groups "
+                f"(e.g. model.parameters()); found {type(params).__name__}"
+            )
         super().__init__(params, defaults)
 
     @torch.no_grad()
@@ -139,21 +152,36 @@ class _Optimizer(Optimizer):
             for param in group["params"]:
                 if param.grad is None:
                     continue  # as in torch.optim: parameters without gradients stay put
-                if param.grad.is_sparse or param.is_complex():
-                    raise TypeError(f"{type(self).__name__} supports dense real tensors; found a "
-                                    f"{'sparse' if param.grad.is_sparse else 'complex'} one")
+                # _update is not checked at the call (it runs once per parameter per
+                # step); torch keeps grad to param's shape and dtype, and this keeps
+                # both dense and real.
+                if param.grad.is_sparse or not param.is_floating_point():
+                    kind = "sparse" if param.grad.is_sparse else str(param.dtype)
+                    raise TypeError(
+                        f"{type(self).__name__} supports dense real tensors; "
+                        f"found a {kind} one"
+                    )
                 grad = -param.grad if group["maximize"] else param.grad
                 state = self.state[param]
                 state["step"] = state.get("step", 0) + 1
                 self._update(param, grad, state, group)
         return loss
 
-    def _update(self, param: Tensor, grad: Tensor, state: dict, group: dict) -> None:
+    def _update(
+        self,
+        param: Float[Tensor, "*shape"],
+        grad: Float[Tensor, "*shape"],
+        state: dict,
+        group: dict,
+    ) -> None:
         raise NotImplementedError
 
 
-def _l2(grad: Tensor, param: Tensor, weight_decay: float) -> Tensor:
-    """``g + λ w``: the gradient of the loss plus ``(λ/2) ‖w‖²`` (coupled weight decay)."""
+@no_type_check  # called by _update, once per parameter per step
+def _l2(
+    grad: Float[Tensor, "*shape"], param: Float[Tensor, "*shape"], weight_decay: float
+) -> Float[Tensor, "*shape"]:
+    """``g + λ w``: the gradient of the loss plus ``(λ/2) ‖w‖²`` (coupled decay)."""
     return grad.add(param, alpha=weight_decay) if weight_decay != 0 else grad
 
 
@@ -167,28 +195,48 @@ class SGD(_Optimizer):
         w_t = w_{t-1} - lr d_t
 
     As ``torch.optim.SGD``. The notes' momentum ``m_t = β m_{t-1} + (1 - β) g_t`` is
-    ``b_t`` times ``1 - β`` (with ``dampening = 0``): use ``lr = α (1 - β)``. The
-    Nesterov form is the look-ahead method of :func:`lookahead_momentum` with the
-    parameters stored at the look-ahead point.
+    ``b_t`` times ``1 - β`` (with ``dampening = 0``): use ``lr = α (1 - β)``.
     """
 
-    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
-                 foreach: Optional[bool] = None):
-        hyper = _hyperparameters(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError(f"nesterov needs momentum > 0 and dampening = 0; found momentum={momentum}, "
-                             f"dampening={dampening}")
+    def __init__(
+        self,
+        params: Params,
+        lr: Hyper = 1e-3,
+        momentum: Hyper = 0.0,
+        dampening: Hyper = 0.0,
+        weight_decay: Hyper = 0.0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: Optional[bool] = None,
+    ):
+        hyper = _floats(
+            lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay
+        )
+        if nesterov and (hyper["momentum"] <= 0 or hyper["dampening"] != 0):
+            raise ValueError(
+                "nesterov needs momentum > 0 and dampening = 0; "
+                f"found momentum={momentum}, dampening={dampening}"
+            )
         super().__init__(params, dict(hyper, nesterov=nesterov, maximize=maximize))
 
-    def _update(self, param, grad, state, group):
+    @no_type_check  # hot: once per parameter per step; step() checked the tensors
+    def _update(
+        self,
+        param: Float[Tensor, "*shape"],
+        grad: Float[Tensor, "*shape"],
+        state: dict,
+        group: dict,
+    ) -> None:
         grad = _l2(grad, param, group["weight_decay"])
         mu = group["momentum"]
         if mu != 0:
             if "momentum_buffer" not in state:
-                state["momentum_buffer"] = grad.clone()  # b_1 = g_1: no dampening on step 1
+                # b_1 = g_1: no dampening on step 1
+                state["momentum_buffer"] = grad.clone()
             else:
-                state["momentum_buffer"].mul_(mu).add_(grad, alpha=1 - group["dampening"])
+                dampening = group["dampening"]
+                state["momentum_buffer"].mul_(mu).add_(grad, alpha=1 - dampening)
             buffer = state["momentum_buffer"]
             grad = grad.add(buffer, alpha=mu) if group["nesterov"] else buffer
         param.add_(grad, alpha=-group["lr"])
@@ -205,14 +253,35 @@ class Adagrad(_Optimizer):
     As ``torch.optim.Adagrad`` (Duchi et al., 2011).
     """
 
-    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
-                 initial_accumulator_value: float = 0.0, eps: float = 1e-10, *, maximize: bool = False,
-                 foreach: Optional[bool] = None):
-        hyper = _hyperparameters(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                                 initial_accumulator_value=initial_accumulator_value, eps=eps)
+    def __init__(
+        self,
+        params: Params,
+        lr: Hyper = 1e-2,
+        lr_decay: Hyper = 0.0,
+        weight_decay: Hyper = 0.0,
+        initial_accumulator_value: Hyper = 0.0,
+        eps: Hyper = 1e-10,
+        *,
+        maximize: bool = False,
+        foreach: Optional[bool] = None,
+    ):
+        hyper = _floats(
+            lr=lr,
+            lr_decay=lr_decay,
+            weight_decay=weight_decay,
+            initial_accumulator_value=initial_accumulator_value,
+            eps=eps,
+        )
         super().__init__(params, dict(hyper, maximize=maximize))
 
-    def _update(self, param, grad, state, group):
+    @no_type_check  # hot: once per parameter per step; step() checked the tensors
+    def _update(
+        self,
+        param: Float[Tensor, "*shape"],
+        grad: Float[Tensor, "*shape"],
+        state: dict,
+        group: dict,
+    ) -> None:
         grad = _l2(grad, param, group["weight_decay"])
         if "sum" not in state:
             state["sum"] = torch.full_like(param, group["initial_accumulator_value"])
@@ -235,30 +304,52 @@ class RMSprop(_Optimizer):
     As ``torch.optim.RMSprop`` (Tieleman & Hinton, 2012; centred: Graves, 2013).
     """
 
-    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
-                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False, *,
-                 maximize: bool = False, foreach: Optional[bool] = None):
-        hyper = _hyperparameters(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
+    def __init__(
+        self,
+        params: Params,
+        lr: Hyper = 1e-2,
+        alpha: Hyper = 0.99,
+        eps: Hyper = 1e-8,
+        weight_decay: Hyper = 0.0,
+        momentum: Hyper = 0.0,
+        centered: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: Optional[bool] = None,
+    ):
+        hyper = _floats(
+            lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum
+        )
         super().__init__(params, dict(hyper, centered=centered, maximize=maximize))
 
-    def _update(self, param, grad, state, group):
+    @no_type_check  # hot: once per parameter per step; step() checked the tensors
+    def _update(
+        self,
+        param: Float[Tensor, "*shape"],
+        grad: Float[Tensor, "*shape"],
+        state: dict,
+        group: dict,
+    ) -> None:
         grad = _l2(grad, param, group["weight_decay"])
         alpha = group["alpha"]
         if "square_avg" not in state:
             state["square_avg"] = torch.zeros_like(param)
-        square_avg = state["square_avg"].mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+        square_avg = state["square_avg"].mul_(alpha)
+        square_avg.addcmul_(grad, grad, value=1 - alpha)
         if group["centered"]:
             if "grad_avg" not in state:
                 state["grad_avg"] = torch.zeros_like(param)
             grad_avg = state["grad_avg"].mul_(alpha).add_(grad, alpha=1 - alpha)
-            root = (square_avg - grad_avg * grad_avg).sqrt()  # a standard deviation, not an RMS
+            # a standard deviation, not an RMS
+            root = (square_avg - grad_avg * grad_avg).sqrt()
         else:
             root = square_avg.sqrt()
         direction = grad / root.add_(group["eps"])
         if group["momentum"] > 0:
             if "momentum_buffer" not in state:
                 state["momentum_buffer"] = torch.zeros_like(param)
-            direction = state["momentum_buffer"].mul_(group["momentum"]).add_(direction)
+            buffer = state["momentum_buffer"].mul_(group["momentum"])
+            direction = buffer.add_(direction)
         param.add_(direction, alpha=-group["lr"])
 
 
@@ -272,23 +363,39 @@ class Adadelta(_Optimizer):
         u_t = ρ u_{t-1} + (1 - ρ) Δ_t²
         w_t = w_{t-1} - lr Δ_t
 
-    Zeiler (2012) has no ``lr``: the ratio of RMS values carries the units of
-    ``w``. ``torch.optim.Adadelta``, followed here, multiplies by ``lr``
-    (default 1.0, which is Zeiler's method).
+    Zeiler (2012) has no ``lr``; ``torch.optim.Adadelta``, followed here, multiplies
+    by ``lr`` (default 1.0, which is Zeiler's method).
     """
 
-    def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
-                 weight_decay: float = 0.0, *, maximize: bool = False, foreach: Optional[bool] = None):
-        hyper = dict(_hyperparameters(lr=lr, eps=eps, weight_decay=weight_decay), rho=_number("rho", rho, 1.0))
+    def __init__(
+        self,
+        params: Params,
+        lr: Hyper = 1.0,
+        rho: or_scalar_tensor(Fraction) = 0.9,
+        eps: Hyper = 1e-6,
+        weight_decay: Hyper = 0.0,
+        *,
+        maximize: bool = False,
+        foreach: Optional[bool] = None,
+    ):
+        hyper = _floats(lr=lr, eps=eps, weight_decay=weight_decay, rho=rho)
         super().__init__(params, dict(hyper, maximize=maximize))
 
-    def _update(self, param, grad, state, group):
+    @no_type_check  # hot: once per parameter per step; step() checked the tensors
+    def _update(
+        self,
+        param: Float[Tensor, "*shape"],
+        grad: Float[Tensor, "*shape"],
+        state: dict,
+        group: dict,
+    ) -> None:
         grad = _l2(grad, param, group["weight_decay"])
         rho, eps = group["rho"], group["eps"]
         if "square_avg" not in state:
             state["square_avg"] = torch.zeros_like(param)
             state["acc_delta"] = torch.zeros_like(param)
-        square_avg = state["square_avg"].mul_(rho).addcmul_(grad, grad, value=1 - rho)
+        square_avg = state["square_avg"].mul_(rho)
+        square_avg.addcmul_(grad, grad, value=1 - rho)
         delta = (state["acc_delta"] + eps).sqrt() / (square_avg + eps).sqrt() * grad
         state["acc_delta"].mul_(rho).addcmul_(delta, delta, value=1 - rho)
         param.add_(delta, alpha=-group["lr"])
@@ -310,17 +417,43 @@ class Adam(_Optimizer):
     et al., 2018, with PyTorch's maximum of the uncorrected ``v``).
     """
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
-                 maximize: bool = False, decoupled_weight_decay: bool = False, foreach: Optional[bool] = None):
-        hyper = _hyperparameters(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
-        super().__init__(params, dict(hyper, amsgrad=amsgrad, maximize=maximize,
-                                      decoupled_weight_decay=decoupled_weight_decay))
+    def __init__(
+        self,
+        params: Params,
+        lr: Hyper = 1e-3,
+        betas: each(Beta) = (0.9, 0.999),
+        eps: Hyper = 1e-8,
+        weight_decay: Hyper = 0.0,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        decoupled_weight_decay: bool = False,
+        foreach: Optional[bool] = None,
+    ):
+        if len(betas) != 2:
+            raise ValueError(f"betas must be a pair (beta1, beta2); found {betas!r}")
+        hyper = _floats(lr=lr, eps=eps, weight_decay=weight_decay)
+        defaults = dict(
+            hyper,
+            betas=(float(betas[0]), float(betas[1])),
+            amsgrad=amsgrad,
+            maximize=maximize,
+            decoupled_weight_decay=decoupled_weight_decay,
+        )
+        super().__init__(params, defaults)
 
-    def _update(self, param, grad, state, group):
+    @no_type_check  # hot: once per parameter per step; step() checked the tensors
+    def _update(
+        self,
+        param: Float[Tensor, "*shape"],
+        grad: Float[Tensor, "*shape"],
+        state: dict,
+        group: dict,
+    ) -> None:
         lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
         if group["decoupled_weight_decay"]:
-            param.mul_(1 - lr * group["weight_decay"])  # decay w itself, outside the adaptive step
+            # decay w itself, outside the adaptive step
+            param.mul_(1 - lr * group["weight_decay"])
         else:
             grad = _l2(grad, param, group["weight_decay"])
         if "exp_avg" not in state:
@@ -331,7 +464,8 @@ class Adam(_Optimizer):
         m = state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
         v = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         if group["amsgrad"]:
-            v = torch.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
+            v_max = state["max_exp_avg_sq"]
+            v = torch.maximum(v_max, v, out=v_max)
         # m and v start at 0, so early averages are too small by 1 - β^t: undo that.
         m_hat = m / (1 - beta1**t)
         v_hat = v / (1 - beta2**t)
@@ -347,18 +481,37 @@ class AdamW(Adam):
     multiplies it by the schedule multiplier ``η_t`` only.
     """
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False, foreach: Optional[bool] = None):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
-                         decoupled_weight_decay=True, foreach=foreach)
+    def __init__(
+        self,
+        params: Params,
+        lr: Hyper = 1e-3,
+        betas: each(Beta) = (0.9, 0.999),
+        eps: Hyper = 1e-8,
+        weight_decay: Hyper = 1e-2,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: Optional[bool] = None,
+    ):
+        super().__init__(
+            params,
+            lr,
+            betas,
+            eps,
+            weight_decay,
+            amsgrad,
+            maximize=maximize,
+            decoupled_weight_decay=True,
+            foreach=foreach,
+        )
 
 
-NADAM_SCHEDULES = ("warmup", "constant")
-MAX_CLASSES = 1000  # spirals: more arms than this would not be a picture
-
-
-def nadam_momentum(step: int, beta1: float, momentum_decay: float, schedule: str = "warmup") -> float:
+def nadam_momentum(
+    step: NonNegativeInt,
+    beta1: DecayRate,
+    momentum_decay: NonNegative,
+    schedule: NadamSchedule = "warmup",
+) -> DecayRate:
     """NAdam's momentum coefficient ``μ_t``.
 
     ``"warmup"`` (PyTorch, Dozat 2016): ``β₁ (1 - ½ · 0.96^{t ψ})`` with
@@ -366,8 +519,6 @@ def nadam_momentum(step: int, beta1: float, momentum_decay: float, schedule: str
     thousands of steps (with ``ψ = 0.004``, ``0.96^{tψ} = ½`` at ``t ≈ 4200``).
     ``"constant"``: ``β₁``.
     """
-    require_int("step", step, 0), _beta("beta1", beta1), _number("momentum_decay", momentum_decay)
-    require_choice("schedule", schedule, NADAM_SCHEDULES)
     if schedule == "constant":
         return beta1
     return beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
@@ -388,16 +539,41 @@ class NAdam(_Optimizer):
     gives the textbook form ``(1 - β₁) g_t / (1 - β₁^t) + β₁ m_t / (1 - β₁^{t+1})``.
     """
 
-    def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, momentum_decay: float = 4e-3,
-                 decoupled_weight_decay: bool = False, *, maximize: bool = False,
-                 momentum_schedule: str = "warmup", foreach: Optional[bool] = None):
-        hyper = _hyperparameters(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay)
-        require_choice("momentum_schedule", momentum_schedule, NADAM_SCHEDULES)
-        super().__init__(params, dict(hyper, decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
-                                      momentum_schedule=momentum_schedule))
+    def __init__(
+        self,
+        params: Params,
+        lr: Hyper = 2e-3,
+        betas: each(Beta) = (0.9, 0.999),
+        eps: Hyper = 1e-8,
+        weight_decay: Hyper = 0.0,
+        momentum_decay: Hyper = 4e-3,
+        decoupled_weight_decay: bool = False,
+        *,
+        maximize: bool = False,
+        momentum_schedule: NadamSchedule = "warmup",
+        foreach: Optional[bool] = None,
+    ):
+        if len(betas) != 2:
+            raise ValueError(f"betas must be a pair (beta1, beta2); found {betas!r}")
+        hyper = _floats(lr=lr, eps=eps, weight_decay=weight_decay)
+        defaults = dict(
+            hyper,
+            betas=(float(betas[0]), float(betas[1])),
+            momentum_decay=float(momentum_decay),
+            decoupled_weight_decay=decoupled_weight_decay,
+            maximize=maximize,
+            momentum_schedule=momentum_schedule,
+        )
+        super().__init__(params, defaults)
 
-    def _update(self, param, grad, state, group):
+    @no_type_check  # hot: once per parameter per step; step() checked the tensors
+    def _update(
+        self,
+        param: Float[Tensor, "*shape"],
+        grad: Float[Tensor, "*shape"],
+        state: dict,
+        group: dict,
+    ) -> None:
         lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
         if group["decoupled_weight_decay"]:
             param.mul_(1 - lr * group["weight_decay"])
@@ -407,19 +583,26 @@ class NAdam(_Optimizer):
             state["exp_avg"] = torch.zeros_like(param)
             state["exp_avg_sq"] = torch.zeros_like(param)
             state["mu_product"] = 1.0
-        mu = nadam_momentum(t, beta1, group["momentum_decay"], group["momentum_schedule"])
-        mu_next = nadam_momentum(t + 1, beta1, group["momentum_decay"], group["momentum_schedule"])
+        decay, schedule = group["momentum_decay"], group["momentum_schedule"]
+        mu = nadam_momentum(t, beta1, decay, schedule)
+        mu_next = nadam_momentum(t + 1, beta1, decay, schedule)
         state["mu_product"] *= mu  # Π_{i<=t} μ_i
         m = state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
         v = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         denominator = (v / (1 - beta2**t)).sqrt().add_(group["eps"])
-        param.addcdiv_(grad, denominator, value=-lr * (1 - mu) / (1 - state["mu_product"]))
-        param.addcdiv_(m, denominator, value=-lr * mu_next / (1 - state["mu_product"] * mu_next))
+        product, product_next = state["mu_product"], state["mu_product"] * mu_next
+        param.addcdiv_(grad, denominator, value=-lr * (1 - mu) / (1 - product))
+        param.addcdiv_(m, denominator, value=-lr * mu_next / (1 - product_next))
 
 
 OPTIMIZERS: dict[str, type[Optimizer]] = {
-    "SGD": SGD, "Adagrad": Adagrad, "RMSprop": RMSprop, "Adadelta": Adadelta,
-    "Adam": Adam, "AdamW": AdamW, "NAdam": NAdam,
+    "SGD": SGD,
+    "Adagrad": Adagrad,
+    "RMSprop": RMSprop,
+    "Adadelta": Adadelta,
+    "Adam": Adam,
+    "AdamW": AdamW,
+    "NAdam": NAdam,
 }
 
 
@@ -442,58 +625,59 @@ class Moment:
     is ``s_t``, or ``s_t / (1 - decay^t)`` with ``bias_correction``. With
     ``nesterov`` (first moments only) it is NAdam's look-ahead mix
     ``decay · s_t / (1 - decay^{t+1}) + (1 - decay) g_t / (1 - decay^t)``.
-
-    Attributes
-    ----------
-    feature : {"g", "g²", "1"}
-    decay, weight : float
-        ``decay = 1, weight = 1`` is a running sum; ``decay = β, weight = 1 - β``
-        an exponential moving average; ``decay = 0, weight = 1`` the latest value.
+    ``decay = 1, weight = 1`` is a running sum; ``decay = β, weight = 1 - β`` an
+    exponential moving average; ``decay = 0, weight = 1`` the latest value.
     """
 
-    feature: str
-    decay: float = 0.0
-    weight: float = 1.0
+    feature: Feature
+    decay: Finite = 0.0
+    weight: Finite = 1.0
     bias_correction: bool = False
     nesterov: bool = False
 
     def __post_init__(self):
-        if self.feature not in _FEATURES:
-            raise ValueError(f"feature must be one of {tuple(_FEATURES)}; found {self.feature!r}")
-        if self.nesterov and not (self.feature == "g" and self.bias_correction and self.decay < 1):
-            raise ValueError("nesterov needs feature 'g', bias_correction=True and decay < 1")
+        look_ahead = self.feature == "g" and self.bias_correction and self.decay < 1
+        if self.nesterov and not look_ahead:
+            raise ValueError(
+                "nesterov needs feature 'g', bias_correction=True and decay < 1; "
+                f"found {self!r}"
+            )
 
-    def update(self, buffer: Tensor, grad: Tensor, step: int) -> Tensor:
+    def update(
+        self,
+        buffer: Float[Tensor, "*shape"],
+        grad: Float[Tensor, "*shape"],
+        step: PositiveInt,
+    ) -> Float[Tensor, "*shape"]:
         """Advance ``buffer`` (in place) by one gradient and return the estimate."""
         buffer.mul_(self.decay).add_(_FEATURES[self.feature](grad), alpha=self.weight)
         if self.nesterov:
-            return (self.decay * buffer / (1 - self.decay ** (step + 1))
-                    + (1 - self.decay) * grad / (1 - self.decay**step))
+            ahead = self.decay * buffer / (1 - self.decay ** (step + 1))
+            return ahead + (1 - self.decay) * grad / (1 - self.decay**step)
         return buffer / (1 - self.decay**step) if self.bias_correction else buffer
 
 
 class MomentOptimizer(_Optimizer):
-    """The general template: ``w ← w - lr m_t / (√V_t + ε)``, ``m = φ(g..)``, ``V = ψ(g..)``.
+    """The template ``w ← w - lr m_t / (√V_t + ε)``, ``m = φ(g..)``, ``V = ψ(g..)``.
 
-    Parameters
-    ----------
-    params
-        As for any ``torch.optim`` optimiser.
-    lr : float
-    phi, psi : Moment
-        The first and the second moment (see :func:`template`).
-    eps : float
-        Added to ``√V_t``; use 0 when ``ψ = 1`` so that SGD is exactly SGD.
+    ``phi`` and ``psi`` are the two :class:`Moment` (see :func:`template`); use
+    ``eps = 0`` when ``ψ = 1``, so that SGD is exactly SGD.
     """
 
-    def __init__(self, params, lr: float, phi: Moment, psi: Moment, eps: float = 1e-8):
-        hyper = _hyperparameters(lr=lr, eps=eps)
-        for name, moment in (("phi", phi), ("psi", psi)):
-            if not isinstance(moment, Moment):
-                raise TypeError(f"{name} must be a Moment; found {type(moment).__name__}")
+    def __init__(
+        self, params: Params, lr: Hyper, phi: Moment, psi: Moment, eps: Hyper = 1e-8
+    ):
+        hyper = _floats(lr=lr, eps=eps)
         super().__init__(params, dict(hyper, phi=phi, psi=psi, maximize=False))
 
-    def _update(self, param, grad, state, group):
+    @no_type_check  # hot: once per parameter per step; step() checked the tensors
+    def _update(
+        self,
+        param: Float[Tensor, "*shape"],
+        grad: Float[Tensor, "*shape"],
+        state: dict,
+        group: dict,
+    ) -> None:
         if "first" not in state:
             state["first"] = torch.zeros_like(param)
             state["second"] = torch.zeros_like(param)
@@ -502,78 +686,43 @@ class MomentOptimizer(_Optimizer):
         param.addcdiv_(m, v.sqrt().add_(group["eps"]), value=-group["lr"])
 
 
-TEMPLATE_NAMES = ("SGD", "momentum", "AdaGrad", "RMSProp", "Adam", "NAdam")
-
-
-def template(name: str, beta1: float = 0.9, beta2: float = 0.999) -> tuple[Moment, Moment]:
-    """The (φ, ψ) of one classic optimiser.
-
-    ============  ===========================================  ==========================================
-    name          first moment φ                               second moment ψ
-    ============  ===========================================  ==========================================
-    SGD           ``g_t``                                      1
-    momentum      ``β₁ m_{t-1} + (1 - β₁) g_t``                1
-    AdaGrad       ``g_t``                                      ``Σ_τ g_τ²``
-    RMSProp       ``g_t``                                      ``β₂ v_{t-1} + (1 - β₂) g_t²``
-    Adam          the momentum average, bias-corrected         the RMSProp average, bias-corrected
-    NAdam         Adam's, mixed with ``g_t`` one step ahead    as Adam
-    ============  ===========================================  ==========================================
-    """
-    beta1, beta2 = _beta("beta1", beta1), _beta("beta2", beta2)
+def template(
+    name: TemplateName, beta1: Beta = 0.9, beta2: Beta = 0.999
+) -> tuple[Moment, Moment]:
+    """The (φ, ψ) of one classic optimiser: SGD ``(g_t, 1)``; momentum (the average of
+    ``g``, 1); AdaGrad ``(g_t, Σ g²)``; RMSProp ``(g_t``, the average of ``g²)``; Adam
+    (both averages, bias-corrected); NAdam (Adam's, with the first one ahead)."""
+    beta1, beta2 = float(beta1), float(beta2)
     latest, one = Moment("g"), Moment("1")
     ema_g, ema_g2 = Moment("g", beta1, 1 - beta1), Moment("g²", beta2, 1 - beta2)
+    adam_g2 = Moment("g²", beta2, 1 - beta2, True)
     table = {
         "SGD": (latest, one),
         "momentum": (ema_g, one),
         "AdaGrad": (latest, Moment("g²", 1.0, 1.0)),
         "RMSProp": (latest, ema_g2),
-        "Adam": (Moment("g", beta1, 1 - beta1, True), Moment("g²", beta2, 1 - beta2, True)),
-        "NAdam": (Moment("g", beta1, 1 - beta1, True, nesterov=True), Moment("g²", beta2, 1 - beta2, True)),
+        "Adam": (Moment("g", beta1, 1 - beta1, True), adam_g2),
+        "NAdam": (Moment("g", beta1, 1 - beta1, True, nesterov=True), adam_g2),
     }
-    if name not in table:
-        raise ValueError(f"name must be one of {TEMPLATE_NAMES}; found {name!r}")
     return table[name]
 
 
-def _check_lookahead(grad_fn: Callable, start: Tensor, lr: float, beta: float, steps: int) -> None:
-    require_callable("grad_fn", grad_fn), require_float_tensor("start", start), require_int("steps", steps, 0)
-    _number("lr", lr), _beta("beta", beta)
-
-
-def lookahead_momentum(grad_fn: Callable[[Tensor], Tensor], start: Tensor, lr: float, beta: float,
-                       steps: int) -> Tensor:
+def lookahead_momentum(
+    grad_fn: Callable[[Tensor], Tensor],
+    start: Float[Tensor, "D"],
+    lr: NonNegative,
+    beta: DecayRate,
+    steps: NonNegativeInt,
+) -> Float[Tensor, "path D"]:
     """Nesterov momentum in the look-ahead form, in the notes' notation.
 
-    ::
-
-        g_t = ∇f(w_{t-1} - lr β m_{t-1})          (the gradient where momentum is taking us)
-        m_t = β m_{t-1} + (1 - β) g_t,   w_t = w_{t-1} - lr m_t
-
-    The look-ahead point is where the momentum part ``lr β m_{t-1}`` of the next
-    step alone would move ``w``. ``SGD(nesterov=True, lr=lr·(1-β), momentum=β)``
-    produces exactly these look-ahead points ``w_t - lr β m_t`` as its parameters.
-
-    Parameters
-    ----------
-    grad_fn : callable
-        ``w -> ∇f(w)``, shapes ``(D,) -> (D,)``.
-    start : Tensor
-        ``w_0``, shape ``(D,)``.
-
-    Returns
-    -------
-    Tensor
-        ``w_0, ..., w_steps``, shape ``(steps + 1, D)``.
-
-    Shapes
-    ------
-    start ``(D,)`` -> path ``(steps + 1, D)``
+    ``SGD(nesterov=True, lr=lr·(1-β), momentum=β)`` visits the look-ahead points
+    ``w_t - lr β m_t`` of this path; returns ``w_0, ..., w_steps``.
     """
-    _check_lookahead(grad_fn, start, lr, beta, steps)
     w, m = start.clone(), torch.zeros_like(start)
     path = [w.clone()]
     for _ in range(steps):
-        g = grad_fn(w - lr * beta * m)
+        g = grad_fn(w - lr * beta * m)  # the gradient where momentum is taking us
         m = beta * m + (1 - beta) * g
         w = w - lr * m
         path.append(w.clone())
@@ -602,59 +751,62 @@ class Surface:
     ylim: tuple[float, float]
 
 
-def _quadratic(w: Tensor) -> Tensor:
+def _quadratic(w: Float[Tensor, "*batch 2"]) -> Float[Tensor, "*batch"]:
     return 0.5 * (w[..., 0] ** 2 + 20.0 * w[..., 1] ** 2)  # curvatures 1 and 20
 
 
-def _quadratic_grad(w: Tensor) -> Tensor:
+@no_type_check  # hot: once per step of a trajectory; checks w's last size itself
+def _quadratic_grad(w: Float[Tensor, "*batch 2"]) -> Float[Tensor, "*batch 2"]:
+    if w.shape[-1:] != (2,):
+        raise ValueError(f"w must have shape (..., 2); found {tuple(w.shape)}")
     return torch.stack([w[..., 0], 20.0 * w[..., 1]], dim=-1)
 
 
-def _rosenbrock(w: Tensor) -> Tensor:
+def _rosenbrock(w: Float[Tensor, "*batch 2"]) -> Float[Tensor, "*batch"]:
     x, y = w[..., 0], w[..., 1]
     return (1 - x) ** 2 + 100.0 * (y - x**2) ** 2
 
 
-def _rosenbrock_grad(w: Tensor) -> Tensor:
+@no_type_check  # hot: once per step of a trajectory; checks w's last size itself
+def _rosenbrock_grad(w: Float[Tensor, "*batch 2"]) -> Float[Tensor, "*batch 2"]:
+    if w.shape[-1:] != (2,):
+        raise ValueError(f"w must have shape (..., 2); found {tuple(w.shape)}")
     x, y = w[..., 0], w[..., 1]
-    return torch.stack([-2 * (1 - x) - 400.0 * x * (y - x**2), 200.0 * (y - x**2)], dim=-1)
+    dx = -2 * (1 - x) - 400.0 * x * (y - x**2)
+    return torch.stack([dx, 200.0 * (y - x**2)], dim=-1)
 
 
 SURFACES: dict[str, Surface] = {
-    "quadratic": Surface("quadratic", _quadratic, _quadratic_grad, (-4.5, 1.0), (0.0, 0.0),
-                         (-5.0, 1.5), (-1.5, 1.5)),
-    "rosenbrock": Surface("rosenbrock", _rosenbrock, _rosenbrock_grad, (-1.2, 1.0), (1.0, 1.0),
-                          (-1.8, 1.8), (-0.8, 2.2)),
+    "quadratic": Surface(
+        "quadratic",
+        _quadratic,
+        _quadratic_grad,
+        start=(-4.5, 1.0),
+        minimum=(0.0, 0.0),
+        xlim=(-5.0, 1.5),
+        ylim=(-1.5, 1.5),
+    ),
+    "rosenbrock": Surface(
+        "rosenbrock",
+        _rosenbrock,
+        _rosenbrock_grad,
+        start=(-1.2, 1.0),
+        minimum=(1.0, 1.0),
+        xlim=(-1.8, 1.8),
+        ylim=(-0.8, 2.2),
+    ),
 }
 
 
-def trajectory(optimizer: Callable[..., Optimizer], surface: Surface, steps: int,
-               start: Optional[Sequence[float]] = None, **hyper) -> Tensor:
-    """The points an optimiser visits on a surface, from ``start`` (by default ``surface.start``).
-
-    Parameters
-    ----------
-    optimizer : class
-        Any ``torch.optim``-style optimiser class (ours or PyTorch's).
-    surface : Surface
-    steps : int
-    start : pair of float or tensor of shape (2,), optional
-        Where to start instead of ``surface.start`` (e.g. to repeat a run from nearby points).
-    **hyper
-        Constructor arguments, e.g. ``lr=0.1, momentum=0.9``.
-
-    Returns
-    -------
-    Tensor
-        Float64, shape ``(steps + 1, 2)``; a diverging run is cut at the first
-        non-finite point (its rows are fewer).
-
-    Shapes
-    ------
-    one point ``(2,)`` per step -> path ``(<= steps + 1, 2)``
-    """
-    require_callable("optimizer", optimizer), require_instance("surface", surface, Surface)
-    require_int("steps", steps, 0)
+def trajectory(
+    optimizer: Callable[..., Optimizer],
+    surface: Surface,
+    steps: NonNegativeInt,
+    start: Optional[Union[each(Finite), Shaped[Tensor, "2"]]] = None,
+    **hyper,
+) -> Float[Tensor, "path 2"]:
+    """The points ``optimizer(**hyper)`` visits on ``surface``, from ``start`` (by
+    default ``surface.start``); a diverging run is cut at its first non-finite point."""
     if start is None:
         start = surface.start
     w = torch.as_tensor(start, dtype=torch.float64).clone()  # (2,)
@@ -671,20 +823,17 @@ def trajectory(optimizer: Callable[..., Optimizer], surface: Surface, steps: int
     return torch.stack(path)  # (<= steps + 1, 2)
 
 
-def reddi_problem(c: float = 3.0) -> Callable[[int, Tensor], Tensor]:
+def reddi_problem(c: Finite = 3.0) -> Callable[[int, Tensor], Tensor]:
     """The online problem of Reddi et al. (2018, section 3) on which Adam fails.
 
-    On ``x ∈ [-1, 1]`` the loss at step ``t`` (from 1) is ``f_t(x) = c x`` when
-    ``t mod 3 = 1`` and ``-x`` otherwise. Over three steps the total is
-    ``(c - 2) x``, so for ``c > 2`` the best point is ``x = -1``. Returns the
-    gradient ``(t, x) -> f_t'(x)``.
-
-    Shapes
-    ------
-    the returned gradient maps ``x`` of any shape to a tensor of the same shape
+    On ``x ∈ [-1, 1]`` the loss at step ``t`` (from 1) is ``c x`` when
+    ``t mod 3 = 1`` and ``-x`` otherwise; for ``c > 2`` the best point is ``x = -1``.
+    Returns the gradient ``(t, x) -> f_t'(x)``, of the shape of ``x``.
     """
-    if not _number("c", c) > 2:
-        raise ValueError(f"c must be > 2 (otherwise -1 is not the optimum); found {c!r}")
+    if not c > 2:
+        raise ValueError(
+            f"c must be > 2 (otherwise -1 is not the optimum); found {c!r}"
+        )
 
     def grad(t: int, x: Tensor) -> Tensor:
         return torch.full_like(x, c if t % 3 == 1 else -1.0)
@@ -692,76 +841,71 @@ def reddi_problem(c: float = 3.0) -> Callable[[int, Tensor], Tensor]:
     return grad
 
 
-def spirals(n_per_class: int = 200, classes: int = 3, noise: float = 0.2,
-            generator: Optional[torch.Generator] = None) -> tuple[Tensor, Tensor]:
+def spirals(
+    n_per_class: PositiveInt = 200,
+    classes: PositiveInt = 3,
+    noise: NonNegative = 0.2,
+    generator: Optional[torch.Generator] = None,
+) -> tuple[Float[Tensor, "N 2"], Int[Tensor, "N"]]:
     """Interleaved 2-D spirals, one per class: a small set a linear model cannot fit.
 
-    Returns
-    -------
-    inputs : Tensor
-        Shape ``(classes · n_per_class, 2)``.
-    labels : Tensor
-        Integer classes, shape ``(classes · n_per_class,)``.
-
-    Shapes
-    ------
-    ``-> (classes · n_per_class, 2), (classes · n_per_class,)``
+    Returns ``classes · n_per_class`` points and their integer classes.
     """
-    require_int("n_per_class", n_per_class, 1), require_int("classes", classes, 1, MAX_CLASSES)
-    noise = _number("noise", noise)
+    if classes > MAX_CLASSES:
+        raise ValueError(f"classes must be an int <= {MAX_CLASSES}; found {classes}")
     radius = torch.linspace(0.05, 1.0, n_per_class)  # (n,)
     inputs, labels = [], []
     for c in range(classes):
-        angle = 4.0 * radius + 2 * math.pi * c / classes + noise * torch.randn(n_per_class, generator=generator)
-        inputs.append(torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)], dim=1))  # (n, 2)
+        jitter = noise * torch.randn(n_per_class, generator=generator)
+        angle = 4.0 * radius + 2 * math.pi * c / classes + jitter  # (n,)
+        xy = [radius * torch.cos(angle), radius * torch.sin(angle)]
+        inputs.append(torch.stack(xy, dim=1))  # (n, 2)
         labels.append(torch.full((n_per_class,), c))
     return torch.cat(inputs), torch.cat(labels)
 
 
-def _check_fit(model: torch.nn.Module, optimizer: Optimizer, loss_fn: Callable, steps: int, loss_every: int,
-               scheduler: Optional[LRScheduler]) -> None:
-    require_instance("model", model, torch.nn.Module), require_instance("optimizer", optimizer, Optimizer)
-    require_callable("loss_fn", loss_fn), require_int("loss_every", loss_every, 1)
-    if scheduler is not None:
-        require_instance("scheduler", scheduler, LRScheduler)
-        if scheduler.optimizer is not optimizer:
-            raise ValueError("scheduler must drive the optimizer passed to fit; found one built on another optimizer")
-    if steps % loss_every:
-        raise ValueError(f"loss_every must divide steps; found steps={steps}, loss_every={loss_every}")
+def fit(
+    model: torch.nn.Module,
+    optimizer: Optimizer,
+    inputs: Shaped[Tensor, "N *input"],
+    targets: Shaped[Tensor, "N *target"],
+    loss_fn: Callable[[Tensor, Tensor], Tensor],
+    steps: NonNegativeInt,
+    batch_size: Optional[PositiveInt] = None,
+    generator: Optional[torch.Generator] = None,
+    loss_every: PositiveInt = 1,
+    scheduler: Optional[LRScheduler] = None,
+) -> list[float]:
+    """Train for ``steps`` updates; return the loss on the whole set before training and
+    after every ``loss_every``-th step (``loss_every`` divides ``steps``).
 
-
-def fit(model: torch.nn.Module, optimizer: Optimizer, inputs: Tensor, targets: Tensor,
-        loss_fn: Callable[[Tensor, Tensor], Tensor], steps: int, batch_size: Optional[int] = None,
-        generator: Optional[torch.Generator] = None, loss_every: int = 1,
-        scheduler: Optional[LRScheduler] = None) -> list[float]:
-    """Train for ``steps`` updates and return the loss on the whole set after each.
-
-    ``batch_size=None`` is batch gradient descent (every example every step);
-    otherwise each step uses a fresh random mini-batch (1 is plain SGD).
-    ``loss_every=k`` computes the full-data loss only every ``k`` steps, which saves
-    time and leaves the training itself unchanged; ``k`` must divide ``steps``.
-    A ``scheduler`` (any ``torch.optim.lr_scheduler`` built on ``optimizer``) steps
-    after every update, so update ``t`` (from 0) uses its learning rate at ``t``.
-
-    Returns
-    -------
-    list of float
-        Length ``steps // loss_every + 1``: the full-data loss before training and
-        after every ``loss_every``-th step (the last one included).
-
-    Shapes
-    ------
-    inputs ``(N, ...)`` and targets ``(N, ...)``; a mini-batch takes ``batch_size`` rows of each
+    ``batch_size=None`` is batch gradient descent, otherwise each step draws a random
+    mini-batch. A ``scheduler`` built on ``optimizer`` steps after every update.
     """
-    _check_fit(model, optimizer, loss_fn, steps, loss_every, scheduler)
+    if steps % loss_every:
+        raise ValueError(
+            "loss_every must divide steps; "
+            f"found steps={steps}, loss_every={loss_every}"
+        )
+    if scheduler is not None and scheduler.optimizer is not optimizer:
+        raise ValueError(
+            "scheduler must drive the optimizer passed to fit; "
+            "found one built on another optimizer"
+        )
+    n = inputs.shape[0]
+    if n == 0:
+        raise ValueError("inputs must hold at least one example; found N = 0")
+
     def full_loss() -> float:
         with torch.no_grad():
             return float(loss_fn(model(inputs), targets))
 
-    n = inputs.shape[0]
     losses = [full_loss()]
     for step in range(1, steps + 1):
-        rows = slice(None) if batch_size is None else torch.randint(n, (batch_size,), generator=generator)
+        if batch_size is None:
+            rows = slice(None)
+        else:
+            rows = torch.randint(n, (batch_size,), generator=generator)
         optimizer.zero_grad()
         loss_fn(model(inputs[rows]), targets[rows]).backward()
         optimizer.step()

@@ -1,4 +1,4 @@
-"""Learning-rate schedules: the factor that multiplies the base learning rate at step ``t``.
+"""Learning-rate schedules: the factor of the base learning rate at step ``t``.
 
 A schedule is a function of the step number ``t`` (0 for the first update) that returns
 a multiplier of the optimiser's base learning rate ``α``; the step then uses
@@ -11,12 +11,12 @@ with :func:`functools.partial`):
 * :func:`cosine` — ``CosineAnnealingLR`` (Loshchilov & Hutter's SGDR without restarts):
   half a cosine from 1 down to ``min_factor`` over ``total`` steps;
 * :func:`warmup_then_decay` — ``SequentialLR`` of a ``LinearLR`` warm-up and a linear
-  (``LinearLR``) or cosine (``CosineAnnealingLR``) decay, as in Goyal et al.'s large-batch
-  training and most Transformer recipes.
+  (``LinearLR``) or cosine (``CosineAnnealingLR``) decay, as in Goyal et al.'s
+  large-batch training and most Transformer recipes.
 
-After ``total`` steps :func:`cosine` and :func:`warmup_then_decay` stay at ``min_factor``;
-``CosineAnnealingLR`` would follow the cosine back up (the tests check the two up to
-``total`` only).
+After ``total`` steps :func:`cosine` and :func:`warmup_then_decay` stay at
+``min_factor``; ``CosineAnnealingLR`` would follow the cosine back up (the tests check
+the two up to ``total`` only).
 
 References
 ----------
@@ -26,131 +26,73 @@ References
    A. Tulloch, Y. Jia, K. He. "Accurate, Large Minibatch SGD: Training ImageNet in
    1 Hour". arXiv:1706.02677, 2017.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
+from lib.checked import Finite, Fraction, NonNegative, NonNegativeInt, PositiveInt, each
 from lib.optim import SGD, fit
-from lib.validation import require_callable, require_choice, require_int, require_number
 
-__all__ = ["step_decay", "cosine", "warmup_then_decay", "DECAYS", "excess_loss_by_schedule"]
+__all__ = [
+    "step_decay",
+    "cosine",
+    "warmup_then_decay",
+    "DECAYS",
+    "excess_loss_by_schedule",
+]
 
-DECAYS = ("linear", "cosine")
+Decay = Literal["linear", "cosine"]
+DECAYS = get_args(Decay)
 
 
-def step_decay(t: int, step_size: int, gamma: float = 0.1) -> float:
-    """``γ^⌊t / step_size⌋``: the factor drops by ``γ`` every ``step_size`` steps.
-
-    As ``torch.optim.lr_scheduler.StepLR(optimizer, step_size, gamma)`` after ``t``
-    calls of its ``step()``.
-
-    Parameters
-    ----------
-    t : int
-        The step, 0 for the first update.
-    step_size : int
-        Steps between two drops.
-    gamma : float
-        The factor of each drop, in ``[0, 1]``.
-
-    Returns
-    -------
-    float
-        The multiplier of the base learning rate.
-
-    Shapes
-    ------
-    scalars in, a scalar out
-    """
-    require_int("t", t, 0), require_int("step_size", step_size), require_number("gamma", gamma, 0.0, 1.0)
+def step_decay(
+    t: NonNegativeInt, step_size: PositiveInt, gamma: Fraction = 0.1
+) -> Finite:
+    """``γ^⌊t / step_size⌋``: the factor drops by ``γ`` every ``step_size`` steps, as
+    ``StepLR(optimizer, step_size, gamma)`` after ``t`` calls of its ``step()``."""
     return gamma ** (t // step_size)
 
 
-def cosine(t: int, total: int, min_factor: float = 0.0) -> float:
+def cosine(t: NonNegativeInt, total: PositiveInt, min_factor: Fraction = 0.0) -> Finite:
     """``m + (1 - m)(1 + cos(π t / T)) / 2``: from 1 at ``t = 0`` to ``m`` at ``t = T``.
 
-    As ``torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total,
-    eta_min=min_factor * lr)`` for ``t <= total``; afterwards the factor stays at
-    ``min_factor`` (PyTorch's would rise again).
-
-    Parameters
-    ----------
-    t : int
-        The step, 0 for the first update.
-    total : int
-        ``T``, the step at which the factor reaches ``min_factor``.
-    min_factor : float
-        ``m``, the final factor, in ``[0, 1]``.
-
-    Returns
-    -------
-    float
-        The multiplier of the base learning rate.
-
-    Shapes
-    ------
-    scalars in, a scalar out
+    As ``CosineAnnealingLR(optimizer, T_max=total, eta_min=min_factor * lr)`` for
+    ``t <= total``; afterwards the factor stays at ``min_factor`` (PyTorch's rises).
     """
-    require_int("t", t, 0), require_int("total", total), require_number("min_factor", min_factor, 0.0, 1.0)
-    return min_factor + (1 - min_factor) * (1 + math.cos(math.pi * min(t, total) / total)) / 2
+    t = min(t, total)  # after total steps, stay at min_factor
+    return min_factor + (1 - min_factor) * (1 + math.cos(math.pi * t / total)) / 2
 
 
-def _check_warmup(t: int, warmup: int, total: int, start_factor: float, decay: str, min_factor: float) -> None:
-    require_int("t", t, 0), require_int("warmup", warmup), require_int("total", total, warmup + 1)
-    require_number("start_factor", start_factor, 0.0, 1.0), require_choice("decay", decay, DECAYS)
-    require_number("min_factor", min_factor, 0.0, 1.0)
+def warmup_then_decay(
+    t: NonNegativeInt,
+    warmup: PositiveInt,
+    total: PositiveInt,
+    start_factor: Fraction = 0.1,
+    decay: Decay = "cosine",
+    min_factor: Fraction = 0.0,
+) -> Finite:
+    """A linear warm-up from ``start_factor`` to 1 over ``warmup`` steps, then a linear
+    or cosine decay to ``min_factor`` at step ``total``, where it stays.
+
+    As ``SequentialLR`` of ``LinearLR(start_factor, total_iters=warmup)`` and, from
+    step ``warmup``, ``LinearLR(1, min_factor)`` or ``CosineAnnealingLR``.
+    """
+    if total <= warmup:
+        raise ValueError(
+            f"total must be an int >= {warmup + 1} (warmup + 1); found {total}"
+        )
     if start_factor == 0:
-        raise ValueError("start_factor must be > 0 (a first step of size 0 is wasted); found 0")
-
-
-def warmup_then_decay(t: int, warmup: int, total: int, start_factor: float = 0.1, decay: str = "cosine",
-                      min_factor: float = 0.0) -> float:
-    """A linear warm-up from ``start_factor`` to 1 over ``warmup`` steps, then a decay to
-    ``min_factor`` at step ``total``.
-
-    With ``W = warmup``, ``T = total``, ``s = start_factor``, ``m = min_factor`` and
-    ``p = (t - W) / (T - W)``::
-
-        factor(t) = s + (1 - s) t / W                 for t < W
-                  = 1 - (1 - m) p                     for W <= t <= T, decay="linear"
-                  = m + (1 - m)(1 + cos(π p)) / 2     for W <= t <= T, decay="cosine"
-                  = m                                 for t > T
-
-    As ``SequentialLR`` of ``LinearLR(start_factor=s, total_iters=W)`` and, from step
-    ``W``, ``LinearLR(1, m, total_iters=T - W)`` or ``CosineAnnealingLR(T_max=T - W,
-    eta_min=m · lr)``.
-
-    Parameters
-    ----------
-    t : int
-        The step, 0 for the first update.
-    warmup : int
-        ``W``, the length of the warm-up.
-    total : int
-        ``T > W``, the step at which the decay ends.
-    start_factor : float
-        ``s``, the factor of the first step, in ``(0, 1]``.
-    decay : {"linear", "cosine"}
-        The shape of the decay.
-    min_factor : float
-        ``m``, the final factor, in ``[0, 1]``.
-
-    Returns
-    -------
-    float
-        The multiplier of the base learning rate.
-
-    Shapes
-    ------
-    scalars in, a scalar out
-    """
-    _check_warmup(t, warmup, total, start_factor, decay, min_factor)
+        raise ValueError(
+            "start_factor must be > 0 (a first step of size 0 is wasted); found 0"
+        )
     if t < warmup:
         return start_factor + (1 - start_factor) * t / warmup
     if decay == "cosine":
@@ -158,56 +100,37 @@ def warmup_then_decay(t: int, warmup: int, total: int, start_factor: float = 0.1
     return 1 - (1 - min_factor) * min(t - warmup, total - warmup) / (total - warmup)
 
 
-def excess_loss_by_schedule(schedules: Mapping[str, Callable[[int], float]], seeds: Sequence[int], steps: int,
-                            lr: float = 0.1, batch_size: int = 8, loss_every: int = 10, n: int = 512,
-                            dim: int = 10, noise: float = 0.5) -> dict[tuple[str, int], list[float]]:
-    """Chapter 2's schedule experiment: mini-batch SGD on noisy linear data, excess loss per schedule.
+def excess_loss_by_schedule(
+    schedules: Mapping[str, Callable[[int], float]],
+    seeds: each(NonNegativeInt),
+    steps: PositiveInt,
+    lr: NonNegative = 0.1,
+    batch_size: PositiveInt = 8,
+    loss_every: PositiveInt = 10,
+    n: PositiveInt = 512,
+    dim: PositiveInt = 10,
+    noise: NonNegative = 0.5,
+) -> dict[tuple[str, int], list[float]]:
+    """Chapter 2's experiment: the excess loss of mini-batch SGD under each schedule.
 
-    For each seed, draw ``n`` inputs ``x`` with ``dim`` standard-normal features, a
-    standard-normal weight vector ``w`` and ``y = x w + noise · ε``, and find the
-    least-squares optimum of the mean squared error with ``torch.linalg.lstsq``. Then, for
-    each schedule, fit a bias-free ``nn.Linear(dim, 1)`` (initialised after
-    ``torch.manual_seed(seed)``) with :class:`lib.optim.SGD` at base rate ``lr`` times
-    the schedule (``LambdaLR``) by :func:`lib.optim.fit`, mini-batches drawn by a
-    generator seeded with ``seed + 10``. Every schedule of a seed sees the same data,
-    initial weights and batches.
-
-    Parameters
-    ----------
-    schedules : mapping of str to callable
-        Name -> multiplier ``λ(t)`` of the base rate (a ``LambdaLR`` ``lr_lambda``).
-    seeds : sequence of int
-        Each seeds the data, the initial weights and (plus 10) the batches.
-    steps : int
-        SGD updates per run; ``loss_every`` must divide it.
-    lr : float
-        The base learning rate.
-    batch_size, loss_every, n, dim : int
-    noise : float
-        Standard deviation of the noise added to the targets.
-
-    Returns
-    -------
-    dict
-        ``(name, seed) -> excess losses``: the full-data loss minus the least-squares
-        optimum before training and after every ``loss_every``-th step
-        (``steps // loss_every + 1`` floats).
-
-    Shapes
-    ------
-    x : (n, dim), y : (n, 1) for each seed
+    For each seed: ``n`` points ``x`` (``dim`` normal features), ``y = x w + noise ε``
+    and the least-squares optimum; then for each schedule (a ``LambdaLR`` multiplier)
+    a bias-free ``nn.Linear(dim, 1)`` seeded by ``seed``, trained by :func:`fit` with
+    :class:`SGD` at rate ``lr`` on batches seeded by ``seed + 10``. Returns
+    ``(name, seed) -> `` the loss minus the optimum every ``loss_every`` steps.
     """
-    if not isinstance(schedules, Mapping) or not schedules:
-        raise TypeError(f"schedules must be a non-empty mapping of name -> lr_lambda; found {schedules!r}")
-    for name, schedule in schedules.items():
-        require_callable(f"schedules[{name!r}]", schedule)
-    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
-        raise TypeError(f"seeds must be a non-empty sequence of ints; found {seeds!r}")
-    for seed in seeds:
-        require_int("seed", seed, 0)
-    require_int("steps", steps), require_int("batch_size", batch_size), require_int("loss_every", loss_every)
-    require_int("n", n, 2), require_int("dim", dim)
-    require_number("lr", lr, 0.0), require_number("noise", noise, 0.0)
+    if not schedules or not seeds:
+        raise ValueError(
+            "schedules and seeds must not be empty; "
+            f"found {len(schedules)} schedules, {len(seeds)} seeds"
+        )
+    for name, schedule in schedules.items():  # beartype looks at one item only
+        if not callable(schedule):
+            raise TypeError(
+                f"schedules[{name!r}] must be callable; found {type(schedule).__name__}"
+            )
+    if n < 2:
+        raise ValueError(f"n must be an int >= 2; found {n}")
     excess = {}
     for seed in seeds:
         generator = torch.Generator().manual_seed(seed)
@@ -219,8 +142,17 @@ def excess_loss_by_schedule(schedules: Mapping[str, Callable[[int], float]], see
             torch.manual_seed(seed)
             model = nn.Linear(dim, 1, bias=False)
             optimizer = SGD(model.parameters(), lr=lr)
-            losses = fit(model, optimizer, x, y, F.mse_loss, steps=steps, batch_size=batch_size,
-                         generator=torch.Generator().manual_seed(seed + 10), loss_every=loss_every,
-                         scheduler=LambdaLR(optimizer, schedule))
+            losses = fit(
+                model,
+                optimizer,
+                x,
+                y,
+                F.mse_loss,
+                steps=steps,
+                batch_size=batch_size,
+                generator=torch.Generator().manual_seed(seed + 10),
+                loss_every=loss_every,
+                scheduler=LambdaLR(optimizer, schedule),
+            )
             excess[name, seed] = [loss - best for loss in losses]
     return excess
