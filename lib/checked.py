@@ -43,6 +43,7 @@ CHECKED_MODULES = (
     "lib.seq2seq",
     "lib.transformer_blocks",
     "lib.transformer",
+    "lib.memory.turing",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
