@@ -30,7 +30,7 @@ import torch
 from beartype import beartype
 from beartype.door import is_bearable
 from beartype.vale import Is
-from jaxtyping import AbstractDtype
+from jaxtyping import AbstractDtype, Float
 from torch import Tensor
 
 # The modules whose calls are checked against their signatures (the others still check
@@ -43,6 +43,7 @@ CHECKED_MODULES = (
     "lib.seq2seq",
     "lib.transformer_blocks",
     "lib.transformer",
+    "lib.memory.hopfield",
     "lib.memory.turing",
 )
 
@@ -145,3 +146,33 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.memory ---
+
+
+def is_a_share(value: Real) -> bool:
+    return is_finite(value) and 0 <= value <= 1
+
+
+Share = Annotated[Real, Is[is_a_share]]  # a fraction of a whole, 0 <= p <= 1
+
+
+def holds_only_plus_or_minus_1(tensor: Tensor) -> bool:
+    return bool(((tensor == 1) | (tensor == -1)).all())
+
+
+def spins(shape: str) -> object:
+    """A float tensor of ``+1`` and ``-1`` with the jaxtyping ``shape``, as in
+    ``patterns: spins("P N")`` (a Hopfield network's states)."""
+    return Annotated[Float[Tensor, shape], Is[holds_only_plus_or_minus_1]]
+
+
+def positive_int_at_most(bound: int) -> object:
+    """An int from 1 to ``bound``, as in ``n_units: positive_int_at_most(4096)``."""
+
+    def is_at_most(value: Integral) -> bool:
+        return value <= bound
+
+    is_at_most.__name__ = is_at_most.__qualname__ = f"is_at_most_{bound}"
+    return Annotated[Integral, Is[is_at_least_1], Is[is_at_most]]
