@@ -44,6 +44,7 @@ CHECKED_MODULES = (
     "lib.transformer_blocks",
     "lib.transformer",
     "lib.memory.hopfield",
+    "lib.memory.memn2n",
     "lib.memory.turing",
 )
 
