@@ -45,6 +45,7 @@ CHECKED_MODULES = (
     "lib.transformer",
     "lib.memory.hopfield",
     "lib.memory.memn2n",
+    "lib.memory.ntm",
     "lib.memory.turing",
 )
 

@@ -253,3 +253,14 @@ def test_word_ids_outside_the_vocabulary_are_named():
         model(story, question, lengths)
     with pytest.raises(ValueError, match="question must hold word ids in"):
         model(torch.zeros(1, 3, 2, dtype=torch.long), question - 1, lengths)
+
+
+def test_every_seed_is_checked_and_empty_stories_are_named():
+    config = MemN2NConfig(len(VOCABULARY), embed_dim=4, hops=1)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'seeds'.*is_at_least_0"):
+        train_over_seeds(config, some_stories(), some_stories(), [0, 1, 2, 3, 4, 5, 6, 7, -1], epochs=1)
+    empty = some_stories()[torch.tensor([], dtype=torch.long)]
+    with pytest.raises(ValueError, match="data must hold at least one story; found 0"):
+        accuracy(MemN2N(config), empty)  # was a NaN
+    with pytest.raises(ValueError, match="data must hold at least one story; found 0"):
+        train_memn2n(MemN2N(config), empty, epochs=1)  # was a ZeroDivisionError
