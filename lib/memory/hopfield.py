@@ -44,7 +44,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, no_type_check
 
 import torch
 from jaxtyping import Float
@@ -114,6 +114,7 @@ def _tie_tolerance(weights: Float[Tensor, "N N"]) -> Float[Tensor, "N"]:
     return weights.shape[0] * torch.finfo(weights.dtype).eps * weights.abs().sum(0)
 
 
+@no_type_check  # once per unit update: update_sync and update_async checked the states
 def _sign_or_keep(
     fields: Float[Tensor, "*shape"],
     states: Float[Tensor, "*shape"],

@@ -48,7 +48,7 @@ from jaxtyping import Float, Int64
 from torch import Tensor, nn
 
 from lib.attention import DotScore, attention
-from lib.checked import NonNegativeInt, Positive, PositiveInt, each
+from lib.checked import NonNegativeInt, Positive, PositiveInt, Share, each
 from lib.rnn import clip_grad_norm
 from lib.tasks.babi import Stories
 from lib.training import TrainingLog
@@ -231,7 +231,7 @@ def train_memn2n(
 
 
 @torch.no_grad()
-def accuracy(model: MemN2N, data: Stories) -> float:
+def accuracy(model: MemN2N, data: Stories) -> Share:
     """The share of stories whose most likely answer word is right."""
     if len(data) == 0:
         raise ValueError("data must hold at least one story; found 0")
