@@ -30,7 +30,7 @@ import torch
 from beartype import beartype
 from beartype.door import is_bearable
 from beartype.vale import Is
-from jaxtyping import AbstractDtype
+from jaxtyping import AbstractDtype, Float
 from torch import Tensor
 
 # The modules whose calls are checked against their signatures (the others still check
@@ -45,6 +45,10 @@ CHECKED_MODULES = (
     "lib.transformer",
     "lib.optim",
     "lib.schedules",
+    "lib.memory.hopfield",
+    "lib.memory.memn2n",
+    "lib.memory.ntm",
+    "lib.memory.turing",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -83,6 +87,10 @@ def is_a_rate(value: Real) -> bool:
     return is_finite(value) and 0 <= value < 1
 
 
+def is_a_fraction(value: Real) -> bool:
+    return is_finite(value) and 0 <= value <= 1
+
+
 Axis = Annotated[Integral, Is[is_a_number]]  # an axis; negative counts from the end
 NonNegativeInt = Annotated[Integral, Is[is_at_least_0]]
 PositiveInt = Annotated[Integral, Is[is_at_least_1]]
@@ -92,6 +100,8 @@ Positive = Annotated[Real, Is[is_above_0]]
 NonNegativeOrInf = Annotated[Real, Is[is_at_least_0_or_inf]]  # a norm's bound
 PositiveOrInf = Annotated[Real, Is[is_above_0_or_inf]]  # a norm's order q, inf included
 DropoutRate = Annotated[Real, Is[is_a_rate]]  # a probability of dropping, 0 <= p < 1
+Fraction = Annotated[Real, Is[is_a_fraction]]  # in [0, 1]: a schedule's factor, a share
+DecayRate = Annotated[Real, Is[is_a_rate]]  # an average's decay β, 0 <= β < 1
 Reduction = Literal["mean", "sum", "none"]
 
 
@@ -102,6 +112,40 @@ def each(hint: object) -> object:
     return Annotated[
         Sequence[hint], Is[lambda items: all(is_bearable(item, hint) for item in items)]
     ]
+
+
+def or_scalar_tensor(hint: object) -> object:
+    """``hint``, or a one-element float tensor holding one (``torch.optim`` takes ``lr``
+    and ``betas`` so, and reads them once, as numbers)."""
+
+    def holds_one(tensor: Tensor) -> bool:
+        return (
+            tensor.numel() == 1
+            and tensor.is_floating_point()
+            and is_bearable(tensor.item(), hint)
+        )
+
+    return Union[hint, Annotated[Tensor, Is[holds_one]]]
+
+
+def holds_only_plus_or_minus_1(tensor: Tensor) -> bool:
+    return bool(((tensor == 1) | (tensor == -1)).all())
+
+
+def spins(shape: str) -> object:
+    """A float tensor of ``+1`` and ``-1`` with the jaxtyping ``shape``, as in
+    ``patterns: spins("P N")`` (a Hopfield network's states)."""
+    return Annotated[Float[Tensor, shape], Is[holds_only_plus_or_minus_1]]
+
+
+def positive_int_at_most(bound: int) -> object:
+    """An int from 1 to ``bound``, as in ``n_units: positive_int_at_most(4096)``."""
+
+    def is_at_most(value: Integral) -> bool:
+        return value <= bound
+
+    is_at_most.__name__ = is_at_most.__qualname__ = f"is_at_most_{bound}"
+    return Annotated[Integral, Is[is_at_least_1], Is[is_at_most]]
 
 
 def is_a_float_dtype(dtype: torch.dtype) -> bool:
@@ -146,28 +190,3 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
-
-
-# --- rules for lib.optim ---
-
-
-def is_a_fraction(value: Real) -> bool:
-    return is_finite(value) and 0 <= value <= 1
-
-
-Fraction = Annotated[Real, Is[is_a_fraction]]  # a factor in [0, 1], e.g. a schedule's
-DecayRate = Annotated[Real, Is[is_a_rate]]  # an average's decay β, 0 <= β < 1
-
-
-def or_scalar_tensor(hint: object) -> object:
-    """``hint``, or a one-element float tensor holding one (``torch.optim`` takes ``lr``
-    and ``betas`` so, and reads them once, as numbers)."""
-
-    def holds_one(tensor: Tensor) -> bool:
-        return (
-            tensor.numel() == 1
-            and tensor.is_floating_point()
-            and is_bearable(tensor.item(), hint)
-        )
-
-    return Union[hint, Annotated[Tensor, Is[holds_one]]]

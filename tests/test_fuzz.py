@@ -109,7 +109,8 @@ def public_callables():
             if not getattr(obj, "__module__", "").startswith("lib"):
                 continue  # re-exported torch or typing objects
             if dataclasses.is_dataclass(obj) and not hasattr(obj, "__post_init__"):
-                continue  # a plain record
+                if not name.endswith("Config"):  # a config's annotations are its rules
+                    continue  # a plain record
             seen.add(id(obj))
             found[f"{info.name}.{name}"] = obj
     return found

@@ -153,7 +153,7 @@ def test_train_over_seeds_repeats_a_seed_exactly_and_differs_between_seeds():
     first, other, again = (torch.cat([p.flatten() for p in m.parameters()]) for m in models)
     assert torch.equal(first, again) and not torch.equal(first, other)
     assert accuracies[0] == accuracies[2] == accuracy(models[0], test)
-    with pytest.raises(ValueError, match="seeds"):
+    with pytest.raises(ValueError, match="seeds must hold at least one seed; found none"):
         train_over_seeds(config, train, test, [], epochs=1)
     with pytest.raises(TypeError, match="seeds instead"):
         train_over_seeds(config, train, test, [0], epochs=1, seed=3)
@@ -234,11 +234,11 @@ def test_bad_input_is_rejected_with_a_message():
     with pytest.raises(ValueError, match="at most max_sentences = 4 sentences; found"):
         Stories.from_stories(generate("single", 5, min_sentences=6, max_sentences=6), max_sentences=4)
     model, data = small_model(), some_stories()
-    with pytest.raises(TypeError, match="story must be a torch.long tensor"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'story'.*Actual value: f64\[5,4,5\].*Int64\[Tensor, 'B N J'\]"):
         model(data.story.double(), data.question, data.lengths)
     with pytest.raises(ValueError, match=r"lengths must be in \[1, N = 4\]"):
         model(data.story, data.question, torch.zeros(5, dtype=torch.long))
-    with pytest.raises(ValueError, match="MemN2NConfig.tying must be one of"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'tying'.*Actual value: 'global'.*Literal\['adjacent', 'layerwise'\]"):
         MemN2NConfig(30, tying="global")
     with pytest.raises(ValueError, match="linear_epochs must be in"):
         train_memn2n(model, data, epochs=2, linear_epochs=3)
@@ -253,3 +253,14 @@ def test_word_ids_outside_the_vocabulary_are_named():
         model(story, question, lengths)
     with pytest.raises(ValueError, match="question must hold word ids in"):
         model(torch.zeros(1, 3, 2, dtype=torch.long), question - 1, lengths)
+
+
+def test_every_seed_is_checked_and_empty_stories_are_named():
+    config = MemN2NConfig(len(VOCABULARY), embed_dim=4, hops=1)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'seeds'.*is_at_least_0"):
+        train_over_seeds(config, some_stories(), some_stories(), [0, 1, 2, 3, 4, 5, 6, 7, -1], epochs=1)
+    empty = some_stories()[torch.tensor([], dtype=torch.long)]
+    with pytest.raises(ValueError, match="data must hold at least one story; found 0"):
+        accuracy(MemN2N(config), empty)  # was a NaN
+    with pytest.raises(ValueError, match="data must hold at least one story; found 0"):
+        train_memn2n(MemN2N(config), empty, epochs=1)  # was a ZeroDivisionError

@@ -2,6 +2,7 @@
 
 See :func:`lib.memory.ntm.main` for the options.
 """
+
 from lib.memory.ntm import main
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The end-to-end memory network (MemN2N): several rounds of attention over a read-only memory.
+"""The end-to-end memory network (MemN2N): rounds of attention over a read-only memory.
 
 Syllabus MEM3. Sukhbaatar et al. (2015) store each sentence of a story twice: as
 an *addressing* memory ``m_i`` (embedding ``A``) and an *output* memory ``c_i``
@@ -35,219 +35,180 @@ References
 .. [2] J. Weston, S. Chopra, A. Bordes. "Memory Networks". ICLR 2015.
    arXiv:1410.3916.
 """
+
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
+from jaxtyping import Float, Int64
 from torch import Tensor, nn
 
 from lib.attention import DotScore, attention
+from lib.checked import Fraction, NonNegativeInt, Positive, PositiveInt, each
 from lib.rnn import clip_grad_norm
 from lib.tasks.babi import Stories
 from lib.training import TrainingLog
-from lib.validation import require_instance
 
 __all__ = [
-    "MemN2N", "MemN2NConfig", "TYING", "accuracy", "position_encoding", "support_weights", "train_memn2n",
+    "MemN2N",
+    "MemN2NConfig",
+    "TYING",
+    "accuracy",
+    "position_encoding",
+    "support_weights",
+    "train_memn2n",
     "train_over_seeds",
 ]
 
 TYING = ("adjacent", "layerwise")
 
 
-def position_encoding(sentence_length: int, embed_dim: int) -> Tensor:
-    r"""The position encoding of Sukhbaatar et al. (2015, section 4.1).
+def position_encoding(
+    sentence_length: PositiveInt, embed_dim: PositiveInt
+) -> Float[Tensor, "J d"]:
+    r"""The position encoding of Sukhbaatar et al. (2015, section 4.1),
+    :math:`l_{kj} = (1 - j/J) - (k/d)(1 - 2j/J)`; row ``j - 1`` weighs word ``j``.
 
-    .. math:: l_{kj} = (1 - j/J) - (k/d)(1 - 2j/J), \qquad j = 1..J,\ k = 1..d
-
-    A sentence is embedded as :math:`\sum_j \mathbf{l}_j \odot \mathbf{A} x_j`:
-    each word's vector is scaled, dimension by dimension, by a weight that depends
-    on where the word stands. With all :math:`l_{kj} = 1` it would be a bag of
-    words, blind to word order. (The paper's ``J`` is each sentence's length; here
-    it is the padded width, the same for every sentence.)
-
-    Returns
-    -------
-    Tensor
-        ``l``, with row ``j - 1`` the weights of word ``j``.
-
-    Shapes
-    ------
-    output : (J, d)
+    A sentence is embedded as :math:`\sum_j \mathbf{l}_j \odot \mathbf{A} x_j`; with
+    every :math:`l_{kj} = 1` it would be a bag of words, blind to word order. (The
+    paper's ``J`` is each sentence's length; here it is the padded width.)
     """
-    for name, value in (("sentence_length", sentence_length), ("embed_dim", embed_dim)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int; found {value!r}")
-    j = torch.arange(1, sentence_length + 1, dtype=torch.float32)[:, None] / sentence_length  # (J, 1): j/J
-    k = torch.arange(1, embed_dim + 1, dtype=torch.float32)[None, :] / embed_dim  # (1, d): k/d
+    j = torch.arange(1, sentence_length + 1, dtype=torch.float32)[:, None]  # (J, 1)
+    k = torch.arange(1, embed_dim + 1, dtype=torch.float32)[None, :]  # (1, d)
+    j, k = j / sentence_length, k / embed_dim  # j/J and k/d
     return (1 - j) - k * (1 - 2 * j)  # (J, d)
 
 
 @dataclass
 class MemN2NConfig:
-    """Sizes and options of a :class:`MemN2N`."""
+    """Sizes and options of a :class:`MemN2N`; its annotations are its rules."""
 
-    vocab_size: int
-    embed_dim: int = 32
-    hops: int = 3
-    max_sentences: int = 10  # memory slots (and temporal-encoding rows)
-    sentence_length: int = Stories.WIDTH
-    tying: str = "adjacent"
-
-    def __post_init__(self):
-        for name, value in asdict(self).items():
-            if name != "tying" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"MemN2NConfig.{name} must be a positive int; found {value!r}")
-        if self.tying not in TYING:
-            raise ValueError(f"MemN2NConfig.tying must be one of {TYING}; found {self.tying!r}")
+    vocab_size: PositiveInt
+    embed_dim: PositiveInt = 32
+    hops: PositiveInt = 3
+    max_sentences: PositiveInt = 10  # memory slots (and temporal-encoding rows)
+    sentence_length: PositiveInt = Stories.WIDTH
+    tying: Literal["adjacent", "layerwise"] = "adjacent"
 
 
 class MemN2N(nn.Module):
-    """End-to-end memory network with ``K`` hops over a story of up to ``N`` sentences.
-
-    Parameters
-    ----------
-    config : MemN2NConfig
-
-    Shapes
-    ------
-    story : (B, N, J) word ids, 0 = padding
-    question : (B, J)
-    lengths : (B,) number of real sentences (the rest of the memory is masked)
-    logits : (B, V) answer scores over the vocabulary
-    weights : (B, K, N) each hop's attention over the sentences
-    """
+    """End-to-end memory network: ``K`` hops over a story of up to ``N`` sentences
+    of ``J`` word ids (0 = padding), the first ``lengths`` of them real."""
 
     def __init__(self, config: MemN2NConfig):
         super().__init__()
-        require_instance("config", config, MemN2NConfig)
-        self.config = config
-        hops, dim = config.hops, config.embed_dim
+        self.config, hops, dim = config, config.hops, config.embed_dim
 
-        def words() -> nn.Embedding:  # padding embeds to the zero vector and gets no gradient
+        def words() -> nn.Embedding:  # padding embeds to 0 and gets no gradient
             table = nn.Embedding(config.vocab_size, dim, padding_idx=0)
             nn.init.normal_(table.weight[1:], std=0.1)
             return table
 
-        def times() -> nn.Parameter:  # temporal encoding: one vector per "sentences ago"
+        def times() -> nn.Parameter:  # temporal encoding: a vector per "sentences ago"
             return nn.Parameter(0.1 * torch.randn(config.max_sentences, dim))
 
         if config.tying == "adjacent":
-            # Tables 0..K and time tables 0..K: hop k addresses with table k-1 and outputs with table k.
+            # Tables 0..K: hop k addresses with table k-1 and outputs with table k.
             self.word_tables = nn.ModuleList(words() for _ in range(hops + 1))
             self.time_tables = nn.ParameterList(times() for _ in range(hops + 1))
-            self.A = [self.word_tables[k] for k in range(hops)]
-            self.C = [self.word_tables[k + 1] for k in range(hops)]
-            self.T_A = [self.time_tables[k] for k in range(hops)]
-            self.T_C = [self.time_tables[k + 1] for k in range(hops)]
+            self.A, self.C = list(self.word_tables)[:-1], list(self.word_tables)[1:]
+            self.T_A, self.T_C = list(self.time_tables)[:-1], list(self.time_tables)[1:]
             self.B = self.word_tables[0]  # B = A^1
         else:
             self.word_tables = nn.ModuleList(words() for _ in range(3))  # A, C, B
             self.time_tables = nn.ParameterList(times() for _ in range(2))  # T_A, T_C
+            # One A, C, T_A and T_C, shared by every hop.
             self.A, self.C = [self.word_tables[0]] * hops, [self.word_tables[1]] * hops
-            self.T_A, self.T_C = [self.time_tables[0]] * hops, [self.time_tables[1]] * hops
+            self.T_A, self.T_C = ([table] * hops for table in self.time_tables)
             self.B = self.word_tables[2]
             self.H = nn.Linear(dim, dim, bias=False)
             self.W = nn.Linear(dim, config.vocab_size, bias=False)
-        self.register_buffer("encoding", position_encoding(config.sentence_length, dim), persistent=False)
+        encoding = position_encoding(config.sentence_length, dim)  # (J, d)
+        self.register_buffer("encoding", encoding, persistent=False)
 
-    def embed(self, table: nn.Embedding, words: Tensor) -> Tensor:
-        """Position-encoded sum of word vectors: ``(..., J)`` ids -> ``(..., d)``."""
-        return (table(words) * self.encoding).sum(dim=-2)  # (..., J, d) -> (..., d)
+    def embed(
+        self, table: nn.Embedding, words: Int64[Tensor, "*batch J"]
+    ) -> Float[Tensor, "*batch d"]:
+        """The position-encoded sum of the word vectors of each sentence."""
+        # (*batch, J, d) -> (*batch, d)
+        return (table(words) * self.encoding).sum(dim=-2)
 
-    def answer_logits(self, u: Tensor) -> Tensor:
-        """``W u`` with ``W^T = C^K`` (adjacent) or its own matrix (layer-wise): ``(B, d)`` -> ``(B, V)``."""
+    def answer_logits(self, u: Float[Tensor, "B d"]) -> Float[Tensor, "B V"]:
+        """``W u``, with ``W^T = C^K`` (adjacent) or a matrix of its own (layerwise)."""
         if self.config.tying == "adjacent":
             return u @ self.C[-1].weight.T  # (B, d) @ (d, V)
         return self.W(u)
 
-    def forward(self, story: Tensor, question: Tensor, lengths: Tensor, linear: bool = False) -> tuple[Tensor, Tensor]:
-        """Answer scores and each hop's attention.
-
-        Parameters
-        ----------
-        story, question, lengths : Tensor
-            Word ids and story lengths (see the class docstring).
-        linear : bool
-            Skip the softmax: a hop's weights are the raw scores ``u^T m_i`` (zero on
-            padding). This is the paper's *linear start*, used early in training.
-
-        Returns
-        -------
-        logits : Tensor
-            ``(B, V)``.
-        weights : Tensor
-            ``(B, K, N)``; with ``linear=False`` each row sums to 1.
-        """
-        self._check(story, question, lengths)
-        slots = story.shape[1]
-        # Sentence i of a story of n sentences was said n - 1 - i sentences ago; padding rows are masked anyway.
+    def forward(
+        self,
+        story: Int64[Tensor, "B N J"],
+        question: Int64[Tensor, "B J"],
+        lengths: Int64[Tensor, "B"],
+        linear: bool = False,
+    ) -> tuple[Float[Tensor, "B V"], Float[Tensor, "B K N"]]:
+        """The answer scores and each hop's attention over the sentences (rows sum to 1;
+        ``linear=True``, the paper's *linear start*, skips the softmax)."""
+        config, (_, slots, width) = self.config, story.shape
+        if slots > config.max_sentences or width != config.sentence_length:
+            raise ValueError(
+                f"story must have shape (B, N, J) with N <= {config.max_sentences} and "
+                f"J = {config.sentence_length}; found {tuple(story.shape)}"
+            )
+        if bool(((lengths < 1) | (lengths > slots)).any()):
+            raise ValueError(
+                f"lengths must be in [1, N = {slots}]; found {lengths.tolist()}"
+            )
+        for name, ids in (("story", story), ("question", question)):
+            low, high = (int(ids.min()), int(ids.max())) if ids.numel() else (0, 0)
+            if low < 0 or high >= config.vocab_size:
+                raise ValueError(
+                    f"{name} must hold word ids in [0, vocab_size = "
+                    f"{config.vocab_size}); found ids from {low} to {high}"
+                )
+        # Sentence i of n was said n - 1 - i sentences ago; padding rows are masked.
         ago = (lengths[:, None] - 1 - torch.arange(slots)).clamp(min=0)  # (B, N)
-        embedded = {id(table): self.embed(table, story) for table in self.word_tables}  # each table once: (B, N, d)
+        # Each table embeds the story once: (B, N, d).
+        embedded = {id(table): self.embed(table, story) for table in self.word_tables}
         u = self.embed(self.B, question)  # (B, d): the query u^1
         score, weights = DotScore(), []
-        for k in range(self.config.hops):
-            m = embedded[id(self.A[k])] + self.T_A[k][ago]  # (B, N, d): addressing memory
-            c = embedded[id(self.C[k])] + self.T_C[k][ago]  # (B, N, d): output memory
+        for k in range(config.hops):
+            m = embedded[id(self.A[k])] + self.T_A[k][ago]  # (B, N, d): addressing
+            c = embedded[id(self.C[k])] + self.T_C[k][ago]  # (B, N, d): output
             if linear:
                 real = torch.arange(slots) < lengths[:, None, None]  # (B, 1, N)
-                p = score(u.unsqueeze(1), m) * real  # (B, 1, N): raw scores, no softmax
+                p = score(u.unsqueeze(1), m) * real  # (B, 1, N): raw scores
                 o = p @ c  # (B, 1, d)
-            else:
-                o, p = attention(u.unsqueeze(1), m, c, score, valid_lens=lengths)  # (B, 1, d), (B, 1, N)
-            u = (self.H(u) if self.config.tying == "layerwise" else u) + o.squeeze(1)  # u^{k+1}
+            else:  # (B, 1, d), (B, 1, N)
+                o, p = attention(u.unsqueeze(1), m, c, score, valid_lens=lengths)
+            u = (self.H(u) if config.tying == "layerwise" else u) + o.squeeze(1)
             weights.append(p.squeeze(1))
         return self.answer_logits(u), torch.stack(weights, dim=1)  # (B, V), (B, K, N)
 
-    def _check(self, story: object, question: object, lengths: object) -> None:
-        config = self.config
-        for name, value, layout, dim in (("story", story, "(B, N, J)", 3), ("question", question, "(B, J)", 2),
-                                         ("lengths", lengths, "(B,)", 1)):
-            if not isinstance(value, Tensor) or value.dtype != torch.long:
-                found = value.dtype if isinstance(value, Tensor) else type(value).__name__
-                raise TypeError(f"{name} must be a torch.long tensor; found {found}")
-            if value.dim() != dim or value.shape[0] != story.shape[0]:
-                raise ValueError(
-                    f"{name} must have shape {layout} with B = {story.shape[0]}; found {tuple(value.shape)}"
-                )
-        if story.shape[1] > config.max_sentences or story.shape[2] != config.sentence_length:
-            raise ValueError(
-                f"story must have shape (B, N, J) with N <= {config.max_sentences} and J = {config.sentence_length}; "
-                f"found {tuple(story.shape)}"
-            )
-        if question.shape[1] != config.sentence_length:
-            raise ValueError(
-                f"question must have shape (B, J) with J = {config.sentence_length}; found {tuple(question.shape)}"
-            )
-        if bool(((lengths < 1) | (lengths > story.shape[1])).any()):
-            raise ValueError(f"lengths must be in [1, N = {story.shape[1]}]; found {lengths.tolist()}")
-        for name, ids in (("story", story), ("question", question)):
-            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= config.vocab_size):
-                raise ValueError(f"{name} must hold word ids in [0, vocab_size = {config.vocab_size}); "
-                                 f"found ids from {int(ids.min())} to {int(ids.max())}")
 
-
-def train_memn2n(model: MemN2N, data: Stories, epochs: int, linear_epochs: int = 0, batch_size: int = 50,
-                 lr: float = 0.02, seed: int = 0) -> TrainingLog:
-    """Train with Adam on the cross-entropy of the answers.
-
-    The first ``linear_epochs`` epochs run without the softmax in the hops (the
-    paper's *linear start*, which keeps multi-hop models from getting stuck early);
-    the remaining ones run the model as it is used. The gradient norm is clipped
-    at 40, as in the paper. The batches are shuffled with ``seed``, so a seeded
-    model and the same data give the same run.
-
-    Returns
-    -------
-    TrainingLog
-        The mean loss and the wall time of each epoch.
-    """
-    require_instance("model", model, MemN2N), require_instance("data", data, Stories)
-    if not 0 <= linear_epochs <= epochs:
-        raise ValueError(f"linear_epochs must be in [0, epochs = {epochs}]; found {linear_epochs}")
+def train_memn2n(
+    model: MemN2N,
+    data: Stories,
+    epochs: NonNegativeInt,
+    linear_epochs: NonNegativeInt = 0,
+    batch_size: PositiveInt = 50,
+    lr: Positive = 0.02,
+    seed: NonNegativeInt = 0,
+) -> TrainingLog:
+    """Train with Adam on the cross-entropy of the answers, the gradient norm clipped
+    at 40 as in the paper; the first ``linear_epochs`` epochs run without the softmax
+    in the hops (the paper's *linear start*, which keeps multi-hop models from getting
+    stuck early). ``seed`` shuffles the batches. Returns each epoch's mean loss and
+    wall time."""
+    if linear_epochs > epochs:
+        raise ValueError(
+            f"linear_epochs must be in [0, epochs = {epochs}]; found {linear_epochs}"
+        )
+    if len(data) == 0:
+        raise ValueError("data must hold at least one story; found 0")
     generator = torch.Generator().manual_seed(seed)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     log = TrainingLog()
@@ -256,7 +217,8 @@ def train_memn2n(model: MemN2N, data: Stories, epochs: int, linear_epochs: int =
         start, total = time.perf_counter(), 0.0
         for index in torch.randperm(len(data), generator=generator).split(batch_size):
             batch = data[index]
-            logits, _ = model(batch.story, batch.question, batch.lengths, linear=epoch < linear_epochs)
+            linear = epoch < linear_epochs
+            logits, _ = model(batch.story, batch.question, batch.lengths, linear=linear)
             loss = F.cross_entropy(logits, batch.answer)
             optimiser.zero_grad()
             loss.backward()
@@ -269,42 +231,32 @@ def train_memn2n(model: MemN2N, data: Stories, epochs: int, linear_epochs: int =
 
 
 @torch.no_grad()
-def accuracy(model: MemN2N, data: Stories) -> float:
-    """Share of stories whose most likely answer word is right."""
-    require_instance("model", model, MemN2N), require_instance("data", data, Stories)
+def accuracy(model: MemN2N, data: Stories) -> Fraction:
+    """The share of stories whose most likely answer word is right."""
+    if len(data) == 0:
+        raise ValueError("data must hold at least one story; found 0")
     model.eval()
     logits, _ = model(data.story, data.question, data.lengths)
     return float((logits.argmax(dim=-1) == data.answer).float().mean())
 
 
-def train_over_seeds(config: MemN2NConfig, train: Stories, test: Stories, seeds, **training) -> tuple[list[MemN2N], list[float]]:
-    """Train one model per seed and score each on held-out stories: how much a result owes to luck.
-
-    Seed ``s`` draws the initial weights (``torch.manual_seed(s)``) and the order of the
-    batches (``train_memn2n(..., seed=s)``); the stories are the same for every seed.
-
-    Parameters
-    ----------
-    config : MemN2NConfig
-    train, test : Stories
-    seeds : iterable of int
-    **training
-        Passed to :func:`train_memn2n` (``epochs``, ``linear_epochs``, ``batch_size``, ``lr``).
-
-    Returns
-    -------
-    models : list of MemN2N
-        The trained models, in the order of ``seeds``.
-    accuracies : list of float
-        Their :func:`accuracy` on ``test``.
-    """
-    require_instance("config", config, MemN2NConfig), require_instance("train", train, Stories)
-    require_instance("test", test, Stories)
-    seeds = list(seeds)
-    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
-        raise ValueError(f"seeds must be a non-empty sequence of ints; found {seeds!r}")
+def train_over_seeds(
+    config: MemN2NConfig,
+    train: Stories,
+    test: Stories,
+    seeds: each(NonNegativeInt),
+    **training,
+) -> tuple[list[MemN2N], list[float]]:
+    """Train a model per seed (``torch.manual_seed(s)`` draws its weights, and
+    ``train_memn2n(..., seed=s)`` its batches; ``training`` holds the other arguments)
+    and return the models and their :func:`accuracy` on ``test``: how much a result
+    owes to luck."""
+    if len(seeds) == 0:
+        raise ValueError("seeds must hold at least one seed; found none")
     if "seed" in training:
-        raise TypeError("train_over_seeds sets train_memn2n's seed itself; pass seeds instead")
+        raise TypeError(
+            "train_over_seeds sets train_memn2n's seed itself; pass seeds instead"
+        )
     models, accuracies = [], []
     for seed in seeds:
         torch.manual_seed(seed)
@@ -316,26 +268,14 @@ def train_over_seeds(config: MemN2NConfig, train: Stories, test: Stories, seeds,
 
 
 @torch.no_grad()
-def support_weights(model: MemN2N, data: Stories) -> Tensor:
-    """Each hop's mean attention weight on each supporting sentence, over the stories in ``data``.
-
-    Column ``f`` is supporting fact ``f`` (for the "two" task: 0 = the pick-up,
-    1 = the person's last move); stories without such a fact are left out of that column.
-
-    Returns
-    -------
-    Tensor
-        ``(K, F)`` mean weights, ``F = data.supporting.shape[1]``; NaN in a column no story has.
-
-    Shapes
-    ------
-    output : (K, F)
-    """
-    require_instance("model", model, MemN2N), require_instance("data", data, Stories)
+def support_weights(model: MemN2N, data: Stories) -> Float[Tensor, "K F"]:
+    """Each hop's mean attention on each supporting sentence (column ``f`` is fact
+    ``f``; for the "two" task, 0 = the pick-up, 1 = the person's last move). Stories
+    without such a fact are left out of its column, NaN if no story has it."""
     model.eval()
     _, weights = model(data.story, data.question, data.lengths)  # (B, K, N)
     columns = []
-    for fact in data.supporting.T:  # (B,) sentence indices, -1 where the story has no such fact
+    for fact in data.supporting.T:  # (B,) sentence indices, -1 where there is none
         has = fact >= 0
         picked = weights[has.nonzero().squeeze(1), :, fact[has]]  # (B', K)
         columns.append(picked.mean(dim=0))

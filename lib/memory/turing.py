@@ -24,12 +24,14 @@ References
 .. [2] P. Linz. "An Introduction to Formal Languages and Automata". Jones &
    Bartlett, chapter 9 (Turing machines).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Optional
 
-from lib.validation import require_int
+from lib.checked import NonNegativeInt
 
 __all__ = ["MOVES", "Configuration", "Run", "TuringMachine", "notes_example"]
 
@@ -56,25 +58,33 @@ class Configuration:
         return self.tape[index] if 0 <= index < len(self.tape) else self.blank
 
     def window(self) -> range:
-        """Positions from the leftmost non-blank cell (or the head) to the rightmost one (or the head)."""
-        written = [self.first + i for i, symbol in enumerate(self.tape) if symbol != self.blank]
+        """From the leftmost non-blank cell (or the head) to the rightmost one (or the
+        head)."""
+        written = [self.first + i for i, s in enumerate(self.tape) if s != self.blank]
         return range(min(written + [self.head]), max(written + [self.head]) + 1)
 
     def __str__(self) -> str:
-        """Linz's notation: the symbols left of the head, the state, then the head's symbol onwards."""
+        """Linz's notation: the symbols left of the head, the state, then the head's
+        symbol onwards."""
         left = [self.cell(p) for p in self.window() if p < self.head]
         right = [self.cell(p) for p in self.window() if p >= self.head]
         return " ".join(left + [self.state] + right)
 
-    def tape_line(self, positions: Iterable[int] | None = None) -> str:
-        """The cells at ``positions`` (default :meth:`window`), the head's cell in brackets: ``b [a] □``."""
+    def tape_line(self, positions: Optional[Iterable[int]] = None) -> str:
+        """The cells at ``positions`` (default :meth:`window`), the head's cell in
+        brackets: ``b [a] □``."""
         positions = self.window() if positions is None else positions
-        return "".join(f"[{self.cell(p)}]" if p == self.head else f" {self.cell(p)} " for p in positions).rstrip()
+        cells = (
+            f"[{self.cell(p)}]" if p == self.head else f" {self.cell(p)} "
+            for p in positions
+        )
+        return "".join(cells).rstrip()
 
 
 @dataclass(frozen=True)
 class Run:
-    """What :meth:`TuringMachine.run` returns: every configuration, and how the run ended."""
+    """What :meth:`TuringMachine.run` returns: every configuration, and how the run
+    ended."""
 
     configurations: list[Configuration]
     halted: bool  # no move was defined for the last configuration
@@ -87,9 +97,11 @@ class Run:
         return "".join(symbol for symbol in last.tape if symbol != last.blank)
 
     def trace(self) -> str:
-        """One line per move: step, state, the tape (head in brackets) and the description."""
+        """One line per move: step, state, the tape (head in brackets) and the
+        description."""
         windows = [c.window() for c in self.configurations]
-        positions = range(min(w.start for w in windows), max(w.stop for w in windows))  # shared, so columns align
+        # One range of positions for every line, so that the columns align.
+        positions = range(min(w.start for w in windows), max(w.stop for w in windows))
         width = 3 * len(positions)
         return "\n".join(
             f"{step:>2}  {c.state:<3} {c.tape_line(positions):<{width}}   {c}"
@@ -100,112 +112,99 @@ class Run:
 class TuringMachine:
     """A deterministic Turing machine ``(Q, Sigma, Gamma, delta, q0, blank, F)``.
 
-    Parameters
-    ----------
-    states : iterable of str
-        ``Q``.
-    input_alphabet : iterable of str
-        ``Sigma``; a subset of ``Gamma`` without the blank.
-    tape_alphabet : iterable of str
-        ``Gamma``; contains the blank.
-    rules : iterable of 5-tuples
-        ``delta`` as rules ``(q, X, p, Y, D)`` meaning ``delta(q, X) = (p, Y, D)``:
-        in state ``q`` reading ``X``, write ``Y``, move ``D`` (``"L"`` or ``"R"``)
-        and go to state ``p``. At most one rule per ``(q, X)``: ``delta`` is a
-        function, and the machine halts where it is undefined.
-    start : str
-        ``q0``, one of ``states``.
-    blank : str
-        The blank symbol, one of ``tape_alphabet``.
-    finals : iterable of str
-        ``F``, a subset of ``states``.
-
-    Raises
-    ------
-    ValueError
-        If the tuple does not satisfy the definition (the message says which part).
-    TypeError
-        If a set is given as a single string.
+    ``rules`` are 5-tuples ``(q, X, p, Y, D)``, ``delta(q, X) = (p, Y, D)``: in state
+    ``q`` reading ``X``, write ``Y``, move ``D`` (``"L"`` or ``"R"``) and go to state
+    ``p``. At most one rule per ``(q, X)``: the machine halts where ``delta`` is
+    undefined. A tuple that breaks the definition raises a ``ValueError`` naming the
+    part; a set given as one string, a ``TypeError``.
     """
 
-    def __init__(self, states: Iterable[str], input_alphabet: Iterable[str], tape_alphabet: Iterable[str],
-                 rules: Iterable[Rule], start: str, blank: str, finals: Iterable[str]):
-        for name, value in (("states", states), ("input_alphabet", input_alphabet),
-                            ("tape_alphabet", tape_alphabet), ("finals", finals), ("rules", rules)):
-            if isinstance(value, str) or not isinstance(value, Iterable):
-                found = f"the string {value!r}" if isinstance(value, str) else type(value).__name__
-                raise TypeError(f"{name} must be a collection (e.g. a set); found {found}")
+    def __init__(
+        self,
+        states: Iterable[str],
+        input_alphabet: Iterable[str],
+        tape_alphabet: Iterable[str],
+        rules: Iterable[Sequence[str]],  # 5-tuples, checked below
+        start: str,
+        blank: str,
+        finals: Iterable[str],
+    ):
+        sets = dict(
+            states=states,
+            input_alphabet=input_alphabet,
+            tape_alphabet=tape_alphabet,
+            finals=finals,
+            rules=rules,
+        )
+        for name, value in sets.items():
+            if isinstance(value, str):  # an Iterable[str], but a set of characters
+                raise TypeError(
+                    f"{name} must be a collection (e.g. a set); "
+                    f"found the string {value!r}"
+                )
         self.states, self.finals = frozenset(states), frozenset(finals)
-        self.input_alphabet, self.tape_alphabet = frozenset(input_alphabet), frozenset(tape_alphabet)
+        self.input_alphabet = frozenset(input_alphabet)
+        self.tape_alphabet = frozenset(tape_alphabet)
         self.rules: tuple[Rule, ...] = tuple(tuple(rule) for rule in rules)
         self.start, self.blank = start, blank
-        self.delta = self._check()  # (q, X) -> (p, Y, D)
-
-    def _check(self) -> dict[tuple[str, str], tuple[str, str, str]]:
-        if self.start not in self.states:
-            raise ValueError(f"the start state must be one of Q = {sorted(self.states)}; found {self.start!r}")
+        Q, Gamma = sorted(self.states), sorted(self.tape_alphabet)
+        if start not in self.states:
+            raise ValueError(f"the start state must be one of Q = {Q}; found {start!r}")
         if not self.finals <= self.states:
-            raise ValueError(f"F must be a subset of Q = {sorted(self.states)}; found {sorted(self.finals)}")
-        if self.blank not in self.tape_alphabet:
             raise ValueError(
-                f"the blank must be in the tape alphabet {sorted(self.tape_alphabet)}; found {self.blank!r}"
+                f"F must be a subset of Q = {Q}; found {sorted(self.finals)}"
             )
-        if self.blank in self.input_alphabet:
-            raise ValueError(f"the blank {self.blank!r} must not be an input symbol; found it in Sigma")
+        if blank not in self.tape_alphabet:
+            raise ValueError(
+                f"the blank must be in the tape alphabet {Gamma}; found {blank!r}"
+            )
+        if blank in self.input_alphabet:
+            raise ValueError(
+                f"the blank {blank!r} must not be an input symbol; found it in Sigma"
+            )
         if not self.input_alphabet <= self.tape_alphabet:
-            extra = sorted(self.input_alphabet - self.tape_alphabet)
-            raise ValueError(f"Sigma must be a subset of Gamma; found input symbols {extra} not in Gamma")
+            raise ValueError(
+                "Sigma must be a subset of Gamma; found input symbols "
+                f"{sorted(self.input_alphabet - self.tape_alphabet)} not in Gamma"
+            )
+        self.delta = self._transition_function()  # (q, X) -> (p, Y, D)
+
+    def _transition_function(self) -> dict[tuple[str, str], tuple[str, str, str]]:
+        """``delta`` as a dict, each rule checked against Q, Gamma and the moves."""
         delta: dict[tuple[str, str], tuple[str, str, str]] = {}
+        Q, Gamma = sorted(self.states), sorted(self.tape_alphabet)
         for rule in self.rules:
             if len(rule) != 5:
-                raise ValueError(f"a rule must be a 5-tuple (q, X, p, Y, move); found {rule!r}")
+                raise ValueError(
+                    f"a rule must be a 5-tuple (q, X, p, Y, move); found {rule!r}"
+                )
             state, read, target, write, move = rule
             if state not in self.states or target not in self.states:
-                raise ValueError(f"rule {rule!r} uses a state outside Q = {sorted(self.states)}")
+                raise ValueError(f"rule {rule!r} uses a state outside Q = {Q}")
             if read not in self.tape_alphabet or write not in self.tape_alphabet:
-                raise ValueError(f"rule {rule!r} uses a symbol outside Gamma = {sorted(self.tape_alphabet)}")
+                raise ValueError(f"rule {rule!r} uses a symbol outside Gamma = {Gamma}")
             if move not in MOVES:
                 raise ValueError(f"rule {rule!r} must move 'L' or 'R'; found {move!r}")
             if (state, read) in delta:
                 raise ValueError(
-                    f"delta is a function: at most one move per (state, symbol); found two for "
-                    f"({state}, {read}): {(state, read, *delta[state, read])} and {rule!r}"
+                    "delta is a function: at most one move per (state, symbol); found "
+                    f"two for ({state}, {read}): {(state, read, *delta[state, read])} "
+                    f"and {rule!r}"
                 )
             delta[state, read] = (target, write, move)
         return delta
 
-    def _check_input(self, word: object, max_steps: object) -> None:
-        if not isinstance(word, (str, list, tuple)):
-            raise TypeError(f"word must be a string, list or tuple of symbols; found {type(word).__name__}")
+    def run(
+        self, word: str | list[str] | tuple[str, ...], max_steps: NonNegativeInt = 1000
+    ) -> Run:
+        """Run the machine on ``word``, head on its first symbol, until it halts or
+        ``max_steps`` moves are made (``Run.halted`` is then False)."""
         unknown = sorted(set(word) - self.input_alphabet)
         if unknown:
-            raise ValueError(f"the input must use Sigma = {sorted(self.input_alphabet)}; found {unknown}")
-        require_int("max_steps", max_steps, minimum=0)
-
-    def run(self, word: str | Sequence[str], max_steps: int = 1000) -> Run:
-        """Run the machine on ``word``, head on its first symbol, until it halts.
-
-        Parameters
-        ----------
-        word : str, or list or tuple of str
-            The input; each character (or item) must be in ``Sigma``.
-        max_steps : int
-            Stop after this many moves even if the machine has not halted
-            (``Run.halted`` is then False).
-
-        Returns
-        -------
-        Run
-            ``configurations[0]`` is the start; one configuration per move follows.
-
-        Raises
-        ------
-        ValueError
-            If ``word`` uses a symbol outside ``Sigma`` or ``max_steps`` is negative.
-        TypeError
-            If ``word`` is not a string, list or tuple, or ``max_steps`` is not an int.
-        """
-        self._check_input(word, max_steps)
+            raise ValueError(
+                f"the input must use Sigma = {sorted(self.input_alphabet)}; "
+                f"found {unknown}"
+            )
         tape = dict(enumerate(word))  # position -> symbol; missing cells are blank
         state, head = self.start, 0
         configurations = [self._configuration(state, tape, head)]
@@ -217,25 +216,30 @@ class TuringMachine:
             head += 1 if direction == "R" else -1
             configurations.append(self._configuration(state, tape, head))
         halted = (state, tape.get(head, self.blank)) not in self.delta
-        return Run(configurations, halted=halted, accepted=halted and state in self.finals)
+        accepted = halted and state in self.finals
+        return Run(configurations, halted=halted, accepted=accepted)
 
-    def _configuration(self, state: str, tape: dict[int, str], head: int) -> Configuration:
+    def _configuration(
+        self, state: str, tape: dict[int, str], head: int
+    ) -> Configuration:
         first, last = min([*tape, head]), max([*tape, head])
         cells = tuple(tape.get(p, self.blank) for p in range(first, last + 1))
         return Configuration(state, cells, first, head, self.blank)
 
 
 def notes_example() -> TuringMachine:
-    """The machine of the lecture notes (Linz's example): it turns every ``a`` into ``b``.
-
-    ``delta(q0, a) = (q0, b, R)``, ``delta(q0, b) = (q0, b, R)``,
-    ``delta(q0, □) = (q1, □, L)``, with ``F = {q1}``.
-    """
+    """The machine of the lecture notes (Linz's example): it turns every ``a`` into
+    ``b``: ``delta(q0, a) = (q0, b, R)``, ``delta(q0, b) = (q0, b, R)``,
+    ``delta(q0, □) = (q1, □, L)``, with ``F = {q1}``."""
     return TuringMachine(
         states={"q0", "q1"},
         input_alphabet={"a", "b"},
         tape_alphabet={"a", "b", "□"},
-        rules=[("q0", "a", "q0", "b", "R"), ("q0", "b", "q0", "b", "R"), ("q0", "□", "q1", "□", "L")],
+        rules=[
+            ("q0", "a", "q0", "b", "R"),
+            ("q0", "b", "q0", "b", "R"),
+            ("q0", "□", "q1", "□", "L"),
+        ],
         start="q0",
         blank="□",
         finals={"q1"},
