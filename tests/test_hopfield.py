@@ -163,6 +163,8 @@ def test_recall_from_a_noisy_cue_returns_the_pattern_at_low_load():
     network = HopfieldNetwork(patterns)
     cues = flip_bits(patterns, 0.2, generator)
     assert torch.equal(overlap(cues, patterns), torch.full((5,), 0.6, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"states and patterns must broadcast; found \(2, 8\) and \(3, 8\)"):
+        overlap(torch.ones(2, 8), torch.ones(3, 8))  # torch's "size of tensor a" before
     recall = network.recall(cues, generator=generator)
     assert recall.converged and torch.equal(recall.states, patterns)
     assert bool((network.energy(recall.states) < network.energy(cues)).all())

@@ -252,10 +252,12 @@ def test_bad_input_is_rejected_with_a_message():
         read(memory, distribution(2, 5))
     with pytest.raises(TypeError, match=r"(?s)parameter 'erase'.*Actual value: f64\[2,4\].*Float\[Tensor, 'B D'\].*D=3"):
         write(memory, distribution(2, 4), torch.rand(2, 4, dtype=torch.float64), randn(2, 3))
-    with pytest.raises(ValueError, match="strength must be >= 0"):
-        content_weights(memory, randn(2, 3), f64(1.0, -1.0))
-    with pytest.raises(ValueError, match="gamma must be >= 1"):
-        sharpen(distribution(2, 4), f64(0.5, 2.0))
+    for bad, shown in ((-1.0, "-1"), (float("nan"), "nan"), (float("inf"), "inf")):  # NaN passed before
+        with pytest.raises(ValueError, match=rf"strength must be >= 0 and finite; found {shown}$"):
+            content_weights(memory, randn(2, 3), f64(1.0, bad))
+    for bad, shown in ((0.5, "0.5"), (float("nan"), "nan"), (float("inf"), "inf")):
+        with pytest.raises(ValueError, match=rf"gamma must be >= 1 and finite; found {shown}$"):
+            sharpen(distribution(2, 4), f64(2.0, bad))
     with pytest.raises(ValueError, match="an odd number of offsets"):
         circular_shift(distribution(2, 4), distribution(2, 2))
     with pytest.raises(TypeError, match=r"(?s)parameter 'weights'.*Actual value: i64\[2,4\].*Float\[Tensor, 'B N'\]"):

@@ -229,6 +229,13 @@ def overlap(
 ) -> Float[Tensor, "..."]:
     r"""The overlap :math:`m = \frac1N \boldsymbol{\xi}^\top \mathbf{s}` (1 for a
     perfect recall, -1 for the inverse) of broadcastable states and patterns."""
+    try:
+        torch.broadcast_shapes(states.shape, patterns.shape)
+    except RuntimeError:
+        raise ValueError(
+            f"states and patterns must broadcast; found {tuple(states.shape)} and "
+            f"{tuple(patterns.shape)}"
+        ) from None
     return (states * patterns).mean(-1)
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F
@@ -64,7 +64,8 @@ __all__ = [
     "train_over_seeds",
 ]
 
-TYING = ("adjacent", "layerwise")
+Tying = Literal["adjacent", "layerwise"]
+TYING = get_args(Tying)
 
 
 def position_encoding(
@@ -92,7 +93,7 @@ class MemN2NConfig:
     hops: PositiveInt = 3
     max_sentences: PositiveInt = 10  # memory slots (and temporal-encoding rows)
     sentence_length: PositiveInt = Stories.WIDTH
-    tying: Literal["adjacent", "layerwise"] = "adjacent"
+    tying: Tying = "adjacent"
 
 
 class MemN2N(nn.Module):

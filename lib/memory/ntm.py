@@ -118,8 +118,11 @@ def content_weights(
     K(\mathbf{k}, \mathbf{M}_i))`: a key strength ``beta`` near 0 weighs every slot
     alike, a large one concentrates the weight on the most similar slot."""
     same_dtype(memory=memory, key=key, strength=strength)
-    if bool((strength < 0).any()):
-        raise ValueError(f"strength must be >= 0; found {strength.min().item():.4g}")
+    wrong = ~(strength.isfinite() & (strength >= 0))  # (B,); NaN is wrong too
+    if bool(wrong.any()):
+        raise ValueError(
+            f"strength must be >= 0 and finite; found {strength[wrong][0].item():.4g}"
+        )
     similarity = CosineScore()(key.unsqueeze(1), memory)  # (B, 1, N)
     return masked_softmax(strength[:, None, None] * similarity).squeeze(1)  # (B, N)
 
@@ -163,8 +166,11 @@ def sharpen(
     r"""Sharpening (eq. 9), :math:`w_i = \tilde w_i^{\gamma} / \sum_j \tilde
     w_j^{\gamma}` with :math:`\gamma \ge 1`; 1 leaves the weights unchanged."""
     same_dtype(weights=weights, gamma=gamma)
-    if bool((gamma < 1).any()):
-        raise ValueError(f"gamma must be >= 1; found {gamma.min().item():.4g}")
+    wrong = ~(gamma.isfinite() & (gamma >= 1))  # (B,); NaN is wrong too
+    if bool(wrong.any()):
+        raise ValueError(
+            f"gamma must be >= 1 and finite; found {gamma[wrong][0].item():.4g}"
+        )
     # Clamping at the smallest positive float keeps d(w^gamma)/d(gamma) = w^gamma log w
     # finite at w = 0.
     tiny = torch.finfo(weights.dtype).tiny
