@@ -40,6 +40,7 @@ MIN_LENGTH = 25  # shorter lines ("return weights", "import torch") are common t
 # Lines a solution shares with the chapter's own code that give nothing away.
 NOT_AN_ANSWER = {
     "generator = torch.Generator().manual_seed(seed)",  # ex-act-revive: how every experiment of ch 1 seeds
+    "for t in range(x.shape[1]):",  # a loop over time steps: ch 3's whole listings (no start=) hold it
 }
 
 
