@@ -134,7 +134,7 @@ class _Optimizer(Optimizer):
     """
 
     def __init__(self, params: Params, defaults: dict):
-        if isinstance(params, (str, Tensor)):
+        if isinstance(params, Tensor):
             raise TypeError(
                 "params must be an iterable of tensors or of parameter groups "
                 f"(e.g. model.parameters()); found {type(params).__name__}"
@@ -308,7 +308,7 @@ class RMSprop(_Optimizer):
         self,
         params: Params,
         lr: Hyper = 1e-2,
-        alpha: Hyper = 0.99,
+        alpha: or_scalar_tensor(Fraction) = 0.99,
         eps: Hyper = 1e-8,
         weight_decay: Hyper = 0.0,
         momentum: Hyper = 0.0,
@@ -519,6 +519,11 @@ def nadam_momentum(
     thousands of steps (with ``ψ = 0.004``, ``0.96^{tψ} = ½`` at ``t ≈ 4200``).
     ``"constant"``: ``β₁``.
     """
+    return _momentum(step, beta1, momentum_decay, schedule)
+
+
+@no_type_check  # NAdam._update calls it twice per parameter per step
+def _momentum(step, beta1, momentum_decay, schedule):
     if schedule == "constant":
         return beta1
     return beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
@@ -584,8 +589,8 @@ class NAdam(_Optimizer):
             state["exp_avg_sq"] = torch.zeros_like(param)
             state["mu_product"] = 1.0
         decay, schedule = group["momentum_decay"], group["momentum_schedule"]
-        mu = nadam_momentum(t, beta1, decay, schedule)
-        mu_next = nadam_momentum(t + 1, beta1, decay, schedule)
+        mu = _momentum(t, beta1, decay, schedule)  # nadam_momentum, unchecked
+        mu_next = _momentum(t + 1, beta1, decay, schedule)
         state["mu_product"] *= mu  # Π_{i<=t} μ_i
         m = state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
         v = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
@@ -636,6 +641,12 @@ class Moment:
     nesterov: bool = False
 
     def __post_init__(self):
+        if (
+            self.bias_correction and not 0 <= self.decay < 1
+        ):  # it divides by 1 - decay^t
+            raise ValueError(
+                f"bias_correction needs a decay in [0, 1); found decay={self.decay}"
+            )
         look_ahead = self.feature == "g" and self.bias_correction and self.decay < 1
         if self.nesterov and not look_ahead:
             raise ValueError(
@@ -643,6 +654,7 @@ class Moment:
                 f"found {self!r}"
             )
 
+    @no_type_check  # once per parameter per step, inside an unchecked _update
     def update(
         self,
         buffer: Float[Tensor, "*shape"],
@@ -723,6 +735,11 @@ def lookahead_momentum(
     path = [w.clone()]
     for _ in range(steps):
         g = grad_fn(w - lr * beta * m)  # the gradient where momentum is taking us
+        if g.shape != w.shape:  # it would broadcast silently
+            raise ValueError(
+                f"grad_fn must return a gradient of w's shape {tuple(w.shape)}; "
+                f"found {tuple(g.shape)}"
+            )
         m = beta * m + (1 - beta) * g
         w = w - lr * m
         path.append(w.clone())

@@ -117,7 +117,8 @@ def excess_loss_by_schedule(
     and the least-squares optimum; then for each schedule (a ``LambdaLR`` multiplier)
     a bias-free ``nn.Linear(dim, 1)`` seeded by ``seed``, trained by :func:`fit` with
     :class:`SGD` at rate ``lr`` on batches seeded by ``seed + 10``. Returns
-    ``(name, seed) -> `` the loss minus the optimum every ``loss_every`` steps.
+    ``(name, seed) ->`` the loss minus the optimum before training and after every
+    ``loss_every``-th step (``steps // loss_every + 1`` values).
     """
     if not schedules or not seeds:
         raise ValueError(

@@ -557,6 +557,13 @@ def test_bad_moments_and_templates_are_rejected():
         Moment("g³")
     with pytest.raises(ValueError, match="nesterov needs feature 'g'"):
         Moment("g", 0.9, 0.1, nesterov=True)
+    for decay in (1.0, -0.5):  # 1 divided by 1 - 1^t = 0 (inf, then weights that never moved)
+        with pytest.raises(ValueError, match=rf"bias_correction needs a decay in \[0, 1\); found decay={decay}"):
+            Moment("g²", decay, 1.0, True)
+    with pytest.raises(ValueError, match=r"grad_fn must return a gradient of w's shape \(2,\); found \(1,\)"):
+        lookahead_momentum(lambda w: w[:1], torch.ones(2), 0.1, 0.9, 3)  # broadcast before
+    with pytest.raises(TypeError, match=r"(?s)parameter 'alpha'.*Actual value: 1.5.*is_a_fraction"):
+        RMSprop([torch.zeros(2, requires_grad=True)], alpha=1.5)  # NaN weights before
     with pytest.raises(TypeError, match=r"(?s)parameter 'name'.*Actual value: 'Adamax'.*Literal\['SGD'"):
         template("Adamax")
     with pytest.raises(ValueError, match="c must be > 2"):
