@@ -49,6 +49,13 @@ CHECKED_MODULES = (
     "lib.memory.memn2n",
     "lib.memory.ntm",
     "lib.memory.turing",
+    "lib.training",
+    "lib.corpus",
+    "lib.tasks.babi",
+    "lib.tasks.dates",
+    "lib.tasks.recall",
+    "lib.tasks.reversal",
+    "lib.tasks.sorting",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -92,6 +99,8 @@ def is_a_fraction(value: Real) -> bool:
 
 
 Axis = Annotated[Integral, Is[is_a_number]]  # an axis; negative counts from the end
+Integer = Annotated[Integral, Is[is_a_number]]  # any int, as torch's ignore_index=-100
+Number = Annotated[Real, Is[is_a_number]]  # any real, NaN and inf too: a diverged loss
 NonNegativeInt = Annotated[Integral, Is[is_at_least_0]]
 PositiveInt = Annotated[Integral, Is[is_at_least_1]]
 Finite = Annotated[Real, Is[is_finite]]
@@ -112,6 +121,14 @@ def each(hint: object) -> object:
     return Annotated[
         Sequence[hint], Is[lambda items: all(is_bearable(item, hint) for item in items)]
     ]
+
+
+def is_not_a_str(value: object) -> bool:
+    return not isinstance(value, str)
+
+
+# Tokens: a list (or tuple) of strs, but not one str, which is a sequence of strs too.
+Words = Annotated[each(str), Is[is_not_a_str]]
 
 
 def or_scalar_tensor(hint: object) -> object:

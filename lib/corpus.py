@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional, Sequence, Union
+from typing import Optional, no_type_check
 
-from lib.validation import require_int, require_words
+from lib.checked import NonNegativeInt, PositiveInt, Words, each
 
 __all__ = ["gensim_data", "tokenize", "read_sentences", "Vocabulary"]
 
@@ -39,20 +40,8 @@ _WORD = re.compile(r"[a-z]+(?:'[a-z]+)*")
 
 
 def gensim_data(name: str) -> Path:
-    """The path of a data file shipped inside gensim's wheel (no download).
-
-    Parameters
-    ----------
-    name : str
-        A file name in ``gensim/test/test_data``, e.g. ``"lee_background.cor"``,
-        ``"head500.noblanks.cor"``, ``"questions-words.txt"``, ``"wordsim353.tsv"``.
-
-    Returns
-    -------
-    pathlib.Path
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str; found {type(name).__name__}")
+    """The path of a data file shipped inside gensim's wheel (no download), e.g.
+    ``"lee_background.cor"``, ``"questions-words.txt"``, ``"wordsim353.tsv"``."""
     from gensim.test.utils import datapath
 
     path = Path(datapath(name))
@@ -66,94 +55,54 @@ def gensim_data(name: str) -> Path:
 
 
 def tokenize(line: str) -> list[str]:
-    """Lower-case words of a line: runs of letters with inner apostrophes.
+    """Lower-case words of a line: runs of letters with inner apostrophes; digits and
+    punctuation separate words and are dropped.
 
-    Digits and punctuation separate words and are dropped.
-
-    Examples
-    --------
     >>> tokenize("Don't panic: 42 towels, O'Brien!")
     ["don't", 'panic', 'towels', "o'brien"]
     """
-    if not isinstance(line, str):
-        raise TypeError(f"line must be a str; found {type(line).__name__}")
     return _WORD.findall(line.lower())
 
 
 def read_sentences(
-    path: Optional[Union[str, Path]] = None,
-    max_sentences: Optional[int] = None,
-    chunk: int = 10_000,
+    path: Optional[str | Path] = None,
+    max_sentences: Optional[PositiveInt] = None,
+    chunk: PositiveInt = 10_000,
 ) -> list[list[str]]:
-    """Read a plain-text corpus, one sentence per line.
-
-    Parameters
-    ----------
-    path : str or Path, optional
-        A UTF-8 text file. Default: gensim's Lee background corpus (300 news
-        stories, about 60,000 words).
-    max_sentences : int, optional
-        Stop after this many non-empty sentences.
-    chunk : int
-        Lines longer than this many words are cut into pieces of ``chunk``
-        words (text8, for instance, is a single line of 17 million words; gensim's
-        ``Text8Corpus`` cuts it the same way).
-
-    Returns
-    -------
-    list of list of str
-        Lines without any word are skipped.
-    """
-    if path is None:
-        path = gensim_data("lee_background.cor")
-    if not isinstance(path, (str, Path)):
-        raise TypeError(f"path must be a str or pathlib.Path; found {type(path).__name__}")
-    require_int("chunk", chunk, 1)
-    if max_sentences is not None:
-        require_int("max_sentences", max_sentences, 1)
-    path = Path(path)
+    """The sentences (one a line, lines without a word skipped) of a UTF-8 text file,
+    by default gensim's Lee corpus (300 news stories, about 60,000 words). Lines longer
+    than ``chunk`` words are cut into pieces, as gensim's ``Text8Corpus`` cuts text8's
+    single line of 17 million words."""
+    path = gensim_data("lee_background.cor") if path is None else Path(path)
     if not path.is_file():
         raise ValueError(f"path must name an existing text file; found {str(path)!r}")
-
     sentences: list[list[str]] = []
     with path.open(encoding="utf-8", errors="replace") as lines:
         for line in lines:
             words = tokenize(line)
             for start in range(0, len(words), chunk):
-                sentences.append(words[start:start + chunk])
-                if max_sentences is not None and len(sentences) == max_sentences:
+                sentences.append(words[start : start + chunk])
+                if len(sentences) == max_sentences:
                     return sentences
     return sentences
 
 
 @dataclass
 class Vocabulary:
-    """Words numbered by falling count; rare words can be left out.
+    """Words numbered by falling count (ties alphabetically, so the numbering does not
+    depend on the corpus's order), after special tokens such as ``"<unk>"`` with count
+    0: ``words[i]`` has id ``i`` and occurs ``counts[i]`` times. Build one with
+    :meth:`from_sentences`."""
 
-    Build one with :meth:`from_sentences`. Special tokens (``"<unk>"``,
-    ``"<s>"``, ...) take the first ids, with count 0; then the words follow by
-    falling count, ties in alphabetical order, so the numbering does not depend
-    on the order of the corpus.
-
-    Attributes
-    ----------
-    words : list of str
-        ``words[i]`` is the word with id ``i``.
-    counts : list of int
-        ``counts[i]`` is how often ``words[i]`` occurs in the corpus.
-    """
-
-    words: list[str]
-    counts: list[int]
+    words: Words
+    counts: each(NonNegativeInt)
     _ids: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        require_words("words", self.words)
-        if not isinstance(self.counts, (list, tuple)):
-            raise TypeError(f"counts must be a list of ints; found {type(self.counts).__name__}")
         if len(self.words) != len(self.counts):
             raise ValueError(
-                f"words and counts must have the same length; found {len(self.words)} and {len(self.counts)}"
+                "words and counts must have the same length; "
+                f"found {len(self.words)} and {len(self.counts)}"
             )
         self._ids = {word: i for i, word in enumerate(self.words)}
         if len(self._ids) != len(self.words):
@@ -161,63 +110,58 @@ class Vocabulary:
 
     @classmethod
     def from_sentences(
-        cls, sentences: Iterable[Sequence[str]], min_count: int = 1, specials: Sequence[str] = ()
-    ) -> "Vocabulary":
-        """Count the words of a corpus and keep those seen at least ``min_count`` times.
-
-        Parameters
-        ----------
-        sentences : iterable of sequences of str
-        min_count : int
-            Words seen fewer times are left out (gensim's ``min_count``).
-        specials : sequence of str
-            Extra tokens placed first, e.g. ``("<unk>",)``.
-        """
-        require_int("min_count", min_count, 1)
-        if isinstance(specials, str):
-            raise TypeError(f"specials must be a sequence of str, not one str; found {specials!r}")
+        cls,
+        sentences: Iterable[Sequence[str]],
+        min_count: PositiveInt = 1,
+        specials: Words = (),
+    ) -> Vocabulary:
+        """Count the words of a corpus and keep those seen at least ``min_count`` times
+        (gensim's ``min_count``), after the ``specials``."""
         counter: Counter = Counter()
         for sentence in sentences:
             if isinstance(sentence, str):
                 raise TypeError(
-                    "sentences must be lists of words; found a str (split it, e.g. with lib.corpus.tokenize)"
+                    "sentences must be lists of words; found a str "
+                    "(split it, e.g. with lib.corpus.tokenize)"
                 )
             counter.update(sentence)
         clash = [token for token in specials if token in counter]
         if clash:
-            raise ValueError(f"special tokens must not occur in the corpus; found {clash}")
-        kept = sorted((item for item in counter.items() if item[1] >= min_count), key=lambda item: (-item[1], item[0]))
+            raise ValueError(
+                f"special tokens must not occur in the corpus; found {clash}"
+            )
+        kept = sorted(
+            (item for item in counter.items() if item[1] >= min_count),
+            key=lambda item: (-item[1], item[0]),
+        )
         return cls(
             words=list(specials) + [word for word, _ in kept],
             counts=[0] * len(specials) + [count for _, count in kept],
         )
 
+    # Called once a word in the chapters' loops, with nothing to check: unchecked, as
+    # the checks would cost 50 times the lookup.
+    @no_type_check
     def __len__(self) -> int:
         return len(self.words)
 
+    @no_type_check
     def __contains__(self, word: object) -> bool:
         return word in self._ids
 
     def index(self, word: str) -> int:
-        """The id of ``word``; a ``KeyError`` that says so if it is not in the vocabulary."""
+        """The id of ``word`` (a ``KeyError`` that says so if it has none)."""
         try:
             return self._ids[word]
         except KeyError:
-            raise KeyError(f"{word!r} is not in the vocabulary ({len(self)} words)") from None
+            raise KeyError(
+                f"{word!r} is not in the vocabulary ({len(self)} words)"
+            ) from None
 
-    def encode(self, tokens: Sequence[str], unknown: Optional[str] = None) -> list[int]:
-        """Ids of ``tokens``.
-
-        Parameters
-        ----------
-        tokens : sequence of str
-        unknown : str, optional
-            ``None`` drops out-of-vocabulary words (what word2vec does with words
-            below ``min_count``); otherwise they map to this token's id, which must
-            be in the vocabulary (e.g. ``"<unk>"``).
-        """
-        if isinstance(tokens, str):
-            raise TypeError(f"tokens must be a sequence of words, not one str; found {tokens!r}")
+    def encode(self, tokens: Words, unknown: Optional[str] = None) -> list[int]:
+        """Ids of ``tokens``. Words outside the vocabulary are dropped
+        (``unknown=None``, as word2vec drops words below ``min_count``) or map to the id
+        of ``unknown``, e.g. ``"<unk>"``."""
         if unknown is None:
             return [self._ids[token] for token in tokens if token in self._ids]
         fallback = self.index(unknown)

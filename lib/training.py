@@ -1,4 +1,5 @@
-"""Training machinery shared by several chapters: padded sequence pairs, a log, one training loop.
+"""Training machinery shared by several chapters: padded sequence pairs, a log, one
+training loop.
 
 Nothing here belongs to one model. :class:`SequencePairs` holds the padded
 source and target sequences of any sequence-to-sequence task (the tasks of
@@ -26,40 +27,40 @@ References
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from jaxtyping import Float, Int, Int64, Shaped
 from torch import Tensor, nn
 
-from lib.validation import require_callable, require_float_tensor, require_instance, require_int
+from lib.checked import Integer, NonNegativeInt, Number, Positive, PositiveInt
 
 __all__ = ["SequencePairs", "TrainingLog", "train_seq2seq", "train_step"]
 
 
 @dataclass(frozen=True)
 class SequencePairs:
-    """Padded source and target sequences of a sequence-to-sequence task.
+    """Padded source and target sequences of a sequence-to-sequence task: ``tgt_in`` is
+    ``bos`` then the target (teacher forcing), ``tgt_out`` the target then ``eos``."""
 
-    Shapes
-    ------
-    src : (N, S) source tokens, padded with ``pad``
-    src_lens : (N,) number of real source tokens
-    tgt_in : (N, T) decoder input: ``bos`` then the target (teacher forcing)
-    tgt_out : (N, T) what the decoder must predict: the target then ``eos``
-    """
-
-    src: Tensor
-    src_lens: Tensor
-    tgt_in: Tensor
-    tgt_out: Tensor
+    src: Shaped[Tensor, "N S"]  # token ids, or numbers (the sorting task's)
+    src_lens: Int[Tensor, "N"]
+    tgt_in: Int[Tensor, "N T"]
+    tgt_out: Int[Tensor, "N T"]
 
     def __len__(self) -> int:
         return self.src.shape[0]
 
-    def __getitem__(self, index) -> "SequencePairs":
-        return SequencePairs(self.src[index], self.src_lens[index], self.tgt_in[index], self.tgt_out[index])
+    def __getitem__(self, index: int | slice | Int[Tensor, "M"]) -> SequencePairs:
+        return SequencePairs(
+            self.src[index],
+            self.src_lens[index],
+            self.tgt_in[index],
+            self.tgt_out[index],
+        )
 
 
 @dataclass
@@ -73,42 +74,15 @@ class TrainingLog:
 def train_seq2seq(
     model: nn.Module,
     data: SequencePairs,
-    epochs: int,
-    batch_size: int = 64,
-    lr: float = 3e-3,
-    pad: int = 0,
-    seed: int = 0,
+    epochs: PositiveInt,
+    batch_size: PositiveInt = 64,
+    lr: Positive = 3e-3,
+    pad: NonNegativeInt = 0,
+    seed: NonNegativeInt = 0,
 ) -> TrainingLog:
-    """Train a sequence-to-sequence model with teacher forcing, Adam and cross-entropy.
-
-    Each epoch visits the training pairs once in a seeded random order. The
-    loss ignores padded target positions.
-
-    Parameters
-    ----------
-    model : nn.Module
-        ``model(src, tgt_in, src_lens)`` returns logits ``(B, T, V)``, as
-        :class:`lib.seq2seq.Seq2Seq` and :class:`lib.transformer.Seq2SeqTransformer` do.
-    data : SequencePairs
-    epochs : int
-    batch_size : int, default 64
-    lr : float, default 3e-3
-    pad : int, default 0
-        Padding id of the targets.
-    seed : int, default 0
-        Seed of the order of the examples.
-
-    Returns
-    -------
-    TrainingLog
-        Mean loss per epoch and seconds per epoch.
-
-    Shapes
-    ------
-    data.src : (N, S); data.tgt_in, data.tgt_out : (N, T)
-    """
-    require_instance("model", model, nn.Module), require_instance("data", data, SequencePairs), require_int(
-        "epochs", epochs), require_int("batch_size", batch_size)
+    """Train ``model(src, tgt_in, src_lens) -> logits (B, T, V)`` with teacher forcing,
+    Adam and cross-entropy that ignores padded targets; each epoch visits the pairs
+    once in a seeded random order."""
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     log = TrainingLog()
@@ -119,7 +93,9 @@ def train_seq2seq(
         for first in range(0, len(data), batch_size):
             batch = data[order[first : first + batch_size]]
             logits = model(batch.src, batch.tgt_in, batch.src_lens)  # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad)
+            loss = F.cross_entropy(
+                logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad
+            )
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
@@ -130,53 +106,19 @@ def train_seq2seq(
     return log
 
 
-def _check_step(optimizer: object, logits: object, targets: object, ignore_index: object, clip: object) -> None:
-    require_instance("optimizer", optimizer, torch.optim.Optimizer), require_float_tensor("logits", logits)
-    if logits.dim() < 2:
-        raise ValueError(f"logits must have shape (..., V) with at least 2 axes; found shape {tuple(logits.shape)}")
-    if not isinstance(targets, Tensor) or targets.dtype != torch.long or targets.shape != logits.shape[:-1]:
-        found = (f"{targets.dtype} of shape {tuple(targets.shape)}" if isinstance(targets, Tensor)
-                 else type(targets).__name__)
-        raise TypeError(f"targets must be a LongTensor of shape {tuple(logits.shape[:-1])} (logits without "
-                        f"their last axis); found {found}")
-    require_int("ignore_index", ignore_index, minimum=-(2**63))
-    if clip is not None:
-        require_callable("clip", clip)
-
-
-def train_step(optimizer: torch.optim.Optimizer, logits: Tensor, targets: Tensor, ignore_index: int = -100,
-               clip: Optional[Callable[[list[Tensor]], object]] = None) -> float:
-    """One optimiser step on the mean next-token cross-entropy: the inner step of a language-model trainer.
-
-    Takes the mean cross-entropy over every position whose target is not
-    ``ignore_index``, clears the old gradients, back-propagates, lets ``clip``
-    rescale the gradients of the optimiser's parameters (chapter 3 passes
-    :func:`lib.rnn.clip_grad_norm` with its threshold) and takes one step.
-
-    Parameters
-    ----------
-    optimizer : torch.optim.Optimizer
-        Updates the parameters that ``logits`` depend on.
-    logits : Tensor
-        The model's scores, still attached to its graph.
-    targets : LongTensor
-    ignore_index : int, default -100
-        Target value of positions that are not scored (padding).
-    clip : callable, optional
-        Called with the list of the optimiser's parameters after the backward pass.
-
-    Returns
-    -------
-    float
-        The loss (nats per scored token) before the step.
-
-    Shapes
-    ------
-    logits : (..., V)
-    targets : (...) , the shape of ``logits`` without its last axis
-    """
-    _check_step(optimizer, logits, targets, ignore_index, clip)
-    loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=ignore_index)
+def train_step(
+    optimizer: torch.optim.Optimizer,
+    logits: Float[Tensor, "B *positions V"],
+    targets: Int64[Tensor, "B *positions"],
+    ignore_index: Integer = -100,
+    clip: Optional[Callable[[list[Tensor]], object]] = None,
+) -> Number:
+    """One optimiser step on the mean cross-entropy of the targets that are not
+    ``ignore_index``; ``clip`` may rescale the gradients first (chapter 3 passes
+    :func:`lib.rnn.clip_grad_norm`). Returns the loss before the step."""
+    loss = F.cross_entropy(
+        logits.flatten(0, -2), targets.flatten(), ignore_index=ignore_index
+    )
     optimizer.zero_grad()
     loss.backward()
     if clip is not None:

@@ -22,7 +22,7 @@ def test_memory_task_batch_layout():
     assert (x[:, 0, 4] == 1).all() and (x[:, 1:, 4] == 0).all(), "store flag on the first step only"
     assert (x[:, -1, 5] == 1).all() and (x[:, :-1, 5] == 0).all(), "recall flag on the last step only"
     assert (x[:, 1:4, :4].sum(-1) == 1).all() and (x[:, -1, :4] == 0).all()
-    with pytest.raises(ValueError, match="length must be an int >= 0; found -1"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'length'.*Actual value: -1.*is_at_least_0"):
         MemoryTask(-1)
 
 

@@ -229,8 +229,12 @@ def test_excluded_stories_never_come_back():
 
 
 def test_bad_input_is_rejected_with_a_message():
-    with pytest.raises(ValueError, match="task must be one of"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'task'.*Actual value: 'three'.*Literal\['single', 'two'\]"):
         generate("three", 3)
+    with pytest.raises(ValueError, match="max_sentences must be an int >= min_sentences = 4; found 3"):
+        generate("single", 3, min_sentences=4, max_sentences=3)
+    with pytest.raises(ValueError, match="stories must hold at least one story; found 0"):
+        Stories.from_stories([])
     with pytest.raises(ValueError, match="at most max_sentences = 4 sentences; found"):
         Stories.from_stories(generate("single", 5, min_sentences=6, max_sentences=6), max_sentences=4)
     model, data = small_model(), some_stories()

@@ -350,7 +350,8 @@ def test_fast_greedy_equals_lib_decoding_and_teacher_forcing_its_output(name):
     for b, output in enumerate(outputs):
         torch.testing.assert_close(weights[b, : len(output)], forced[b, : len(output)])
         assert (weights[b, len(output):] == 0).all()
-    aligned_outputs, aligned = alignments(model, SequencePairs(SRC, LENS, TGT, torch.full((3, 5), 2)), 1, 2)
+    aligned_outputs, aligned = alignments(
+        model, SequencePairs(SRC, LENS, torch.ones(3, 5, dtype=torch.long), torch.full((3, 5), 2)), 1, 2)
     assert aligned_outputs == outputs and torch.equal(aligned, weights)
 
 

@@ -97,15 +97,19 @@ def test_date_task_errors_name_expected_and_found():
     task = DateTask()
     with pytest.raises(ValueError, match=r"text may use only the characters .*; found \['#'\]"):
         task.encode_source("3#4")
-    with pytest.raises(ValueError, match="fmt must be one of .*; found 'yyyy'"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'fmt'.*Actual value: 'yyyy'.*Literal\['d.m.yyyy'"):
         task.write(datetime.date(2000, 1, 1), "yyyy")
-    with pytest.raises(ValueError, match="last_year must be an int >= 2000; found 1999"):
+    with pytest.raises(ValueError, match=r"last_year must be an int >= 2000 and <= 9999 \(first_year = 2000\); found 1999"):
         DateTask(first_year=2000, last_year=1999)
     with pytest.raises(ValueError, match="n must be at most the 366 available dates; found n = 400"):
         DateTask(2000, 2000).sample(400)
-    with pytest.raises(ValueError, match="pad, bos, eos must be distinct .*; found pad = 0, bos = 0, eos = 2"):
+    with pytest.raises(ValueError, match="pad, bos and eos must be 0, 1 and 2 .*; found pad = 0, bos = 0, eos = 2"):
         DateTask(bos=0)  # ids from 3 on are characters, so the three specials must be 0, 1, 2
-    with pytest.raises(TypeError, match="eos must be an int; found NoneType"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'eos'.*Actual value: None.*is_at_least_0"):
         DateTask(eos=None)
     with pytest.raises(ValueError, match="target_chars must be distinct characters including '-0123456789'"):
         DateTask(target_chars="0123456789")
+    with pytest.raises(ValueError, match="tokens must be ids below tgt_vocab_size = 14; found 99"):
+        task.target_text([4, 99])
+    with pytest.raises(ValueError, match="tokens must be ids below src_vocab_size = .*; found 999"):
+        task.source_text([999])

@@ -1,7 +1,7 @@
 """Generated bAbI-style stories: "where is Mary?" and "where is the football?".
 
-Chapter 12 (syllabus MEM3). The bAbI tasks (Weston et al., 2015) test whether a model can
-answer a question from facts stated in a short story. This module generates
+Chapter 12 (syllabus MEM3). The bAbI tasks (Weston et al., 2015) test whether a model
+can answer a question from facts stated in a short story. This module generates
 stories in a small world of people, places and objects, in the style of two of
 the tasks, so that the book needs no download:
 
@@ -21,35 +21,57 @@ References
    A. Joulin, T. Mikolov. "Towards AI-Complete Question Answering: A Set of
    Prerequisite Toy Tasks". arXiv:1502.05698, 2015.
 """
+
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Literal, get_args
 
 import torch
+from jaxtyping import Int64
 from torch import Tensor
 
-from lib.validation import require_choice, require_int
+from lib.checked import NonNegativeInt, PositiveInt, each
 
-__all__ = ["PEOPLE", "PLACES", "OBJECTS", "TASKS", "VOCABULARY", "Story", "Stories", "generate"]
+__all__ = [
+    "PEOPLE",
+    "PLACES",
+    "OBJECTS",
+    "TASKS",
+    "VOCABULARY",
+    "Story",
+    "Stories",
+    "generate",
+]
 
 PEOPLE = ("mary", "john", "sandra", "daniel")
 PLACES = ("bathroom", "hallway", "garden", "office", "bedroom", "kitchen")
 OBJECTS = ("football", "apple", "milk")
 MOVES = ("went to", "moved to", "journeyed to", "travelled to")
 TAKES = ("picked up", "got", "grabbed")
-TASKS = ("single", "two")
+Task = Literal["single", "two"]
+TASKS = get_args(Task)
 PAD = "<pad>"
 # Every word the stories use; id 0 is padding, so a padded word embeds to zero.
-VOCABULARY = (PAD, *sorted({*PEOPLE, *PLACES, *OBJECTS, "the", "where", "is",
-                            *" ".join(MOVES).split(), *" ".join(TAKES).split()}))
+WORDS = {
+    *PEOPLE,
+    *PLACES,
+    *OBJECTS,
+    "the",
+    "where",
+    "is",
+    *" ".join(MOVES + TAKES).split(),
+}
+VOCABULARY = (PAD, *sorted(WORDS))
 WORD_ID = {word: i for i, word in enumerate(VOCABULARY)}
 
 
 @dataclass(frozen=True)
 class Story:
-    """One story in words: its sentences, the question, the answer and the supporting sentences."""
+    """One story in words: its sentences, the question, the answer and the supporting
+    sentences."""
 
     sentences: tuple[str, ...]
     question: str
@@ -74,7 +96,8 @@ def _single(rng: random.Random, length: int) -> Story:
 def _two(rng: random.Random, length: int) -> Story:
     while True:
         where: dict[str, tuple[str, int]] = {}
-        holder: dict[str, tuple[str, int]] = {}  # object -> (person, index of the sentence)
+        # object -> (person, index of the sentence)
+        holder: dict[str, tuple[str, int]] = {}
         sentences = []
         for i in range(length):
             person = rng.choice(PEOPLE)
@@ -97,30 +120,23 @@ def _two(rng: random.Random, length: int) -> Story:
     return Story(tuple(sentences), f"where is the {thing}", place, (taken, moved))
 
 
-def generate(task: str, n: int, seed: int = 0, min_sentences: int = 2, max_sentences: int = 10,
-             exclude: Iterable[Story] = ()) -> list[Story]:
-    """Generate ``n`` stories of a task, each of ``min_sentences`` to ``max_sentences`` sentences.
-
-    Parameters
-    ----------
-    task : {"single", "two"}
-        One or two supporting facts (see the module docstring).
-    n : int
-        Number of stories.
-    seed : int
-        The same seed gives the same stories.
-    min_sentences, max_sentences : int
-        Range of story lengths (uniform).
-    exclude : iterable of Story
-        Stories never to return, such as a training set: held-out stories are
-        then new ones (short stories would otherwise repeat now and then).
-
-    Returns
-    -------
-    list of Story
-    """
-    require_choice("task", task, TASKS), require_int("n", n, 0), require_int(
-        "min_sentences", min_sentences), require_int("max_sentences", max_sentences, min_sentences)
+def generate(
+    task: Task,
+    n: NonNegativeInt,
+    seed: NonNegativeInt = 0,
+    min_sentences: PositiveInt = 2,
+    max_sentences: PositiveInt = 10,
+    exclude: Iterable[Story] = (),
+) -> list[Story]:
+    """``n`` stories of a task (one or two supporting facts), each of ``min_sentences``
+    to ``max_sentences`` sentences (uniform); none is in ``exclude``, such as a training
+    set, so held-out stories are new ones (short stories would otherwise repeat now and
+    then). The same seed gives the same stories."""
+    if max_sentences < min_sentences:
+        raise ValueError(
+            f"max_sentences must be an int >= min_sentences = {min_sentences}; "
+            f"found {max_sentences}"
+        )
     rng = random.Random(seed)
     make = _single if task == "single" else _two
     excluded, stories = set(exclude), []
@@ -138,46 +154,54 @@ def _encode(sentence: str, width: int) -> list[int]:
 
 @dataclass
 class Stories:
-    """A batch of stories as padded word ids.
+    """A batch of stories as padded word ids (0 = padding): sentence ``i`` of story
+    ``b`` is ``story[b, i]``; ``answer`` is the answer's word id, ``lengths`` the number
+    of sentences, ``supporting`` the supporting sentences (-1 where there is none)."""
 
-    Shapes
-    ------
-    story : (B, N, J) word ids, sentence ``i`` of story ``b`` in ``story[b, i]``; 0 = padding
-    question : (B, J)
-    answer : (B,) word id of the answer
-    lengths : (B,) number of sentences of each story
-    supporting : (B, 2) indices of the supporting sentences, -1 where there is none
-    """
-
-    story: Tensor
-    question: Tensor
-    answer: Tensor
-    lengths: Tensor
-    supporting: Tensor
+    story: Int64[Tensor, "B N J"]
+    question: Int64[Tensor, "B J"]
+    answer: Int64[Tensor, "B"]
+    lengths: Int64[Tensor, "B"]
+    supporting: Int64[Tensor, "B 2"]
 
     WIDTH = 5  # words in the longest sentence ("mary picked up the apple")
 
     @classmethod
-    def from_stories(cls, stories: list[Story], max_sentences: int = 10) -> "Stories":
-        """Encode and pad ``stories`` (each with at most ``max_sentences`` sentences)."""
+    def from_stories(
+        cls, stories: each(Story), max_sentences: PositiveInt = 10
+    ) -> Stories:
+        """Encode and pad ``stories`` (each of at most ``max_sentences`` sentences)."""
+        if not stories:
+            raise ValueError("stories must hold at least one story; found 0")
         longest = max(len(s.sentences) for s in stories)
         if longest > max_sentences:
-            raise ValueError(f"stories must have at most max_sentences = {max_sentences} sentences; found {longest}")
+            raise ValueError(
+                f"stories must have at most max_sentences = {max_sentences} sentences; "
+                f"found {longest}"
+            )
         story = torch.zeros(len(stories), max_sentences, cls.WIDTH, dtype=torch.long)
         for b, s in enumerate(stories):
             for i, sentence in enumerate(s.sentences):
                 story[b, i] = torch.tensor(_encode(sentence, cls.WIDTH))
+        supporting = [
+            list(s.supporting) + [-1] * (2 - len(s.supporting)) for s in stories
+        ]
         return cls(
             story=story,
             question=torch.tensor([_encode(s.question, cls.WIDTH) for s in stories]),
             answer=torch.tensor([WORD_ID[s.answer] for s in stories]),
             lengths=torch.tensor([len(s.sentences) for s in stories]),
-            supporting=torch.tensor([list(s.supporting) + [-1] * (2 - len(s.supporting)) for s in stories]),
+            supporting=torch.tensor(supporting),
         )
 
     def __len__(self) -> int:
         return self.story.shape[0]
 
-    def __getitem__(self, index) -> "Stories":
-        return Stories(self.story[index], self.question[index], self.answer[index],
-                       self.lengths[index], self.supporting[index])
+    def __getitem__(self, index: int | slice | Int64[Tensor, "M"]) -> Stories:
+        return Stories(
+            self.story[index],
+            self.question[index],
+            self.answer[index],
+            self.lengths[index],
+            self.supporting[index],
+        )

@@ -1,4 +1,5 @@
-"""Dates written in human formats, to be normalised to ISO 8601: chapter 10's translation task.
+"""Dates written in human formats, to be normalised to ISO 8601: chapter 10's
+translation task.
 
 A source is a date written in one of eleven formats (``"Sat, Apr 3, 2021"``,
 ``"03.04.2021"``, ``"3rd of April 2021"``, ...), one token per character; the
@@ -18,26 +19,49 @@ from __future__ import annotations
 
 import datetime
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Literal, Optional
 
 import torch
 
+from lib.checked import NonNegativeInt, PositiveInt, each
 from lib.training import SequencePairs
-from lib.validation import require_choice, require_instance, require_int, require_special_ids
 
 __all__ = ["DATE_FORMATS", "MONTHS", "WEEKDAYS", "DateTask"]
 
 
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-          "September", "October", "November", "December")
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August",
+    "September", "October", "November", "December",
+)  # fmt: skip
+WEEKDAYS = (
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+)
 
 
 def _ordinal(day: int) -> str:
     """1 -> "1st", 2 -> "2nd", 11 -> "11th", 23 -> "23rd"."""
-    suffix = "th" if 10 <= day % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    suffix = (
+        "th"
+        if 10 <= day % 100 <= 20
+        else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    )
     return f"{day}{suffix}"
+
+
+def _month(d: datetime.date) -> str:
+    return MONTHS[d.month - 1]
+
+
+def _weekday(d: datetime.date) -> str:
+    return WEEKDAYS[d.weekday()]
 
 
 # Each format writes a date one way. The numeric ones are unambiguous because the
@@ -46,63 +70,78 @@ DATE_FORMATS: dict[str, Callable[[datetime.date], str]] = {
     "d.m.yyyy": lambda d: f"{d.day}.{d.month}.{d.year}",
     "dd.mm.yyyy": lambda d: f"{d.day:02d}.{d.month:02d}.{d.year}",
     "mm/dd/yyyy": lambda d: f"{d.month:02d}/{d.day:02d}/{d.year}",
-    "d Mon yyyy": lambda d: f"{d.day} {MONTHS[d.month - 1][:3]} {d.year}",
-    "d Month yyyy": lambda d: f"{d.day} {MONTHS[d.month - 1]} {d.year}",
-    "Month d, yyyy": lambda d: f"{MONTHS[d.month - 1]} {d.day}, {d.year}",
-    "MON d yyyy": lambda d: f"{MONTHS[d.month - 1][:3].upper()} {d.day} {d.year}",
-    "Day, Mon d, yyyy": lambda d: f"{WEEKDAYS[d.weekday()][:3]}, {MONTHS[d.month - 1][:3]} {d.day}, {d.year}",
-    "dth of Month yyyy": lambda d: f"{_ordinal(d.day)} of {MONTHS[d.month - 1]} {d.year}",
-    "Weekday, d Month yyyy": lambda d: f"{WEEKDAYS[d.weekday()]}, {d.day} {MONTHS[d.month - 1]} {d.year}",
+    "d Mon yyyy": lambda d: f"{d.day} {_month(d)[:3]} {d.year}",
+    "d Month yyyy": lambda d: f"{d.day} {_month(d)} {d.year}",
+    "Month d, yyyy": lambda d: f"{_month(d)} {d.day}, {d.year}",
+    "MON d yyyy": lambda d: f"{_month(d)[:3].upper()} {d.day} {d.year}",
+    "Day, Mon d, yyyy": lambda d: (
+        f"{_weekday(d)[:3]}, {_month(d)[:3]} {d.day}, {d.year}"
+    ),
+    "dth of Month yyyy": lambda d: f"{_ordinal(d.day)} of {_month(d)} {d.year}",
+    "Weekday, d Month yyyy": lambda d: f"{_weekday(d)}, {d.day} {_month(d)} {d.year}",
     "Weekday, Month dth, yyyy": lambda d: (
-        f"{WEEKDAYS[d.weekday()]}, {MONTHS[d.month - 1]} {_ordinal(d.day)}, {d.year}"
+        f"{_weekday(d)}, {_month(d)} {_ordinal(d.day)}, {d.year}"
     ),
 }
+DateFormat = Literal[tuple(DATE_FORMATS)]
 
 
 # Every character of an ISO date: the target vocabulary.
 ISO_CHARS = "-0123456789"
-# Every character the formats can write: digits, separators, and the letters of the names.
-SOURCE_CHARS = "".join(sorted(set(" ,./0123456789" + "".join(MONTHS + WEEKDAYS) + "".join(MONTHS).upper()
-                                  + "stndrdth of")))
-
-
-def _check_task(task: DateTask) -> None:
-    require_int("first_year", task.first_year), require_int("last_year", task.last_year, task.first_year, 9999)
-    require_special_ids(pad=task.pad, bos=task.bos, eos=task.eos)
-    for name, chars, needed in (("source_chars", task.source_chars, ""),
-                                ("target_chars", task.target_chars, ISO_CHARS)):
-        require_instance(name, chars, str)
-        if not chars or len(set(chars)) != len(chars) or not set(needed) <= set(chars):
-            raise ValueError(f"{name} must be distinct characters{' including ' + repr(needed) if needed else ''}; "
-                             f"found {chars!r}")
+# Every character the formats can write: digits, separators, the letters of the names.
+SOURCE_CHARS = "".join(
+    sorted(
+        set(" ,./0123456789" + "".join(MONTHS + WEEKDAYS) + "".join(MONTHS).upper())
+        | set("stndrdth of")
+    )
+)
 
 
 @dataclass(frozen=True)
 class DateTask:
     """Normalise dates written in human formats to ISO ``YYYY-MM-DD``.
 
-    A source is a string of characters (one token each), written in one of the
-    :data:`DATE_FORMATS`; the target is the ten characters of the ISO date.
-    Both vocabularies start with ``pad = 0``, ``bos = 1``, ``eos = 2``.
-    Dates are drawn uniformly between 1 January ``first_year`` and
-    31 December ``last_year``, formats uniformly.
-
-    Shapes
-    ------
-    :meth:`pairs` returns :class:`lib.training.SequencePairs` with
-    src (N, S), tgt_in and tgt_out (N, 11).
+    A source is a string of characters (one token each) in one of the
+    :data:`DATE_FORMATS`; the target is the ten characters of the ISO date. Both
+    vocabularies start with ``pad``, ``bos`` and ``eos`` (0, 1 and 2 in some order).
+    Dates are drawn uniformly between 1 January ``first_year`` and 31 December
+    ``last_year``, formats uniformly. :meth:`pairs` gives src (N, S), tgt_in and
+    tgt_out (N, 11).
     """
 
-    first_year: int = 1900
-    last_year: int = 2099
-    pad: int = 0
-    bos: int = 1
-    eos: int = 2
+    first_year: PositiveInt = 1900
+    last_year: PositiveInt = 2099
+    pad: NonNegativeInt = 0
+    bos: NonNegativeInt = 1
+    eos: NonNegativeInt = 2
     source_chars: str = SOURCE_CHARS
     target_chars: str = ISO_CHARS
 
     def __post_init__(self):
-        _check_task(self)
+        if not self.first_year <= self.last_year <= 9999:
+            raise ValueError(
+                f"last_year must be an int >= {self.first_year} and <= 9999 "
+                f"(first_year = {self.first_year}); found {self.last_year}"
+            )
+        if sorted((self.pad, self.bos, self.eos)) != [0, 1, 2]:
+            raise ValueError(
+                "pad, bos and eos must be 0, 1 and 2 in some order (the characters "
+                f"start at 3); found pad = {self.pad}, bos = {self.bos}, "
+                f"eos = {self.eos}"
+            )
+        for name, chars, needed in (
+            ("source_chars", self.source_chars, ""),
+            ("target_chars", self.target_chars, ISO_CHARS),
+        ):
+            if (
+                not chars
+                or len(set(chars)) != len(chars)
+                or not set(needed) <= set(chars)
+            ):
+                including = f" including {needed!r}" if needed else ""
+                raise ValueError(
+                    f"{name} must be distinct characters{including}; found {chars!r}"
+                )
 
     @property
     def src_vocab_size(self) -> int:
@@ -112,117 +151,123 @@ class DateTask:
     def tgt_vocab_size(self) -> int:
         return 3 + len(self.target_chars)
 
-    def write(self, date: datetime.date, fmt: str) -> str:
-        """The date as a human would write it in format ``fmt`` (a key of :data:`DATE_FORMATS`)."""
-        require_choice("fmt", fmt, tuple(DATE_FORMATS))
+    def write(self, date: datetime.date, fmt: DateFormat) -> str:
+        """The date as a human would write it in format ``fmt``."""
         return DATE_FORMATS[fmt](date)
 
     def encode_source(self, text: str) -> list[int]:
         """Characters to source ids."""
         unknown = sorted(set(text) - set(self.source_chars))
         if unknown:
-            raise ValueError(f"text may use only the characters {self.source_chars!r}; found {unknown}")
+            raise ValueError(
+                f"text may use only the characters {self.source_chars!r}; "
+                f"found {unknown}"
+            )
         return [3 + self.source_chars.index(c) for c in text]
 
-    def source_text(self, tokens: Sequence[int]) -> str:
+    def source_text(self, tokens: each(NonNegativeInt)) -> str:
         """Source ids to characters (special tokens are dropped)."""
+        if max(tokens, default=0) >= self.src_vocab_size:
+            raise ValueError(
+                f"tokens must be ids below src_vocab_size = {self.src_vocab_size}; "
+                f"found {max(tokens)}"
+            )
         return "".join(self.source_chars[t - 3] for t in tokens if t >= 3)
 
-    def target_text(self, tokens: Sequence[int]) -> str:
-        """Target ids to characters, up to the first ``eos`` (special tokens are dropped)."""
+    def target_text(self, tokens: each(NonNegativeInt)) -> str:
+        """Target ids to characters, up to the first ``eos`` (specials dropped)."""
+        if max(tokens, default=0) >= self.tgt_vocab_size:
+            raise ValueError(
+                f"tokens must be ids below tgt_vocab_size = {self.tgt_vocab_size}; "
+                f"found {max(tokens)}"
+            )
         tokens = list(tokens)
         if self.eos in tokens:
             tokens = tokens[: tokens.index(self.eos)]
         return "".join(self.target_chars[t - 3] for t in tokens if t >= 3)
 
     def format_of(self, text: str, date: datetime.date) -> str:
-        """The name of a format that writes ``date`` as ``text`` (the first, if several do)."""
+        """The name of a format that writes ``date`` as ``text`` (the first, if several
+        do)."""
         for name, write in DATE_FORMATS.items():
             if write(date) == text:
                 return name
         raise ValueError(f"no format writes {date.isoformat()} as {text!r}")
 
     def month_span(self, text: str) -> Optional[tuple[int, int]]:
-        """Where the month is written as a word: ``(start, end)`` character positions, or None.
-
-        Positions count from 0 and ``end`` is exclusive; numeric dates give None.
-        """
+        """Where the month is written as a word, ``(start, end)`` with ``end``
+        exclusive; None for numeric dates."""
         for month in MONTHS:
-            for form in (month, month[:3], month[:3].upper()):  # the full name first: "March" before "Mar"
+            # the full name first: "March" before "Mar"
+            for form in (month, month[:3], month[:3].upper()):
                 start = text.find(form)
                 if start >= 0:
                     return start, start + len(form)
         return None
 
-    def pairs(self, texts: Sequence[str], dates: Sequence[datetime.date]) -> SequencePairs:
-        """Pad the sources and build the ISO targets (``bos`` + target, target + ``eos``).
-
-        Shapes
-        ------
-        output.src : (N, S), S = the longest text; output.src_lens : (N,)
-        output.tgt_in, output.tgt_out : (N, 11)
-        """
+    def pairs(self, texts: each(str), dates: each(datetime.date)) -> SequencePairs:
+        """Pad the sources and build the ISO targets (``bos`` + target, target +
+        ``eos``)."""
         if len(texts) != len(dates):
-            raise ValueError(f"texts and dates must have the same length; found {len(texts)} and {len(dates)}")
+            raise ValueError(
+                "texts and dates must have the same length; "
+                f"found {len(texts)} and {len(dates)}"
+            )
         sources = [self.encode_source(text) for text in texts]
-        targets = [[3 + self.target_chars.index(c) for c in date.isoformat()] for date in dates]
+        targets = [
+            [3 + self.target_chars.index(c) for c in d.isoformat()] for d in dates
+        ]
         width = max((len(s) for s in sources), default=1)
-        src = torch.full((len(texts), width), self.pad)
+        src = torch.full((len(texts), width), self.pad)  # (N, S)
         for i, tokens in enumerate(sources):
             src[i, : len(tokens)] = torch.tensor(tokens)
         lens = torch.tensor([len(tokens) for tokens in sources], dtype=torch.long)
         tgt = torch.tensor(targets, dtype=torch.long).reshape(len(texts), 10)  # (N, 10)
-        tgt_in = torch.cat((torch.full((len(texts), 1), self.bos), tgt), dim=1)  # (N, 11)
-        tgt_out = torch.cat((tgt, torch.full((len(texts), 1), self.eos)), dim=1)  # (N, 11)
+        bos = torch.full((len(texts), 1), self.bos)
+        eos = torch.full((len(texts), 1), self.eos)
+        tgt_in = torch.cat((bos, tgt), dim=1)  # (N, 11)
+        tgt_out = torch.cat((tgt, eos), dim=1)  # (N, 11)
         return SequencePairs(src, lens, tgt_in, tgt_out)
 
-    def sample(self, n: int, seed: int = 0, exclude: frozenset = frozenset()) -> tuple[list[str], list[datetime.date]]:
-        """``n`` random (text, date) pairs with distinct dates, none of them in ``exclude``.
-
-        Each date is drawn with its format, so the first ``k`` pairs of a
-        larger sample are the sample of size ``k`` with the same seed.
-
-        Returns
-        -------
-        texts : list of str
-        dates : list of datetime.date
-        """
-        require_int("n", n)
+    def sample(
+        self, n: PositiveInt, seed: NonNegativeInt = 0, exclude: frozenset = frozenset()
+    ) -> tuple[list[str], list[datetime.date]]:
+        """``n`` random (text, date) pairs with distinct dates, none in ``exclude``.
+        Each date is drawn with its format, so the first ``k`` pairs of a larger sample
+        are the sample of size ``k`` with the same seed."""
         first = datetime.date(self.first_year, 1, 1).toordinal()
         last = datetime.date(self.last_year, 12, 31).toordinal()
-        if n > last - first + 1 - len(exclude):
+        available = last - first + 1 - len(exclude)
+        if n > available:
             raise ValueError(
-                f"n must be at most the {last - first + 1 - len(exclude)} available dates; found n = {n}"
+                f"n must be at most the {available} available dates; found n = {n}"
             )
         rng, formats = random.Random(seed), list(DATE_FORMATS)
         texts: list[str] = []
         dates: list[datetime.date] = []
         seen = set(exclude)
         while len(dates) < n:
-            date, fmt = datetime.date.fromordinal(rng.randint(first, last)), rng.choice(formats)
+            date = datetime.date.fromordinal(rng.randint(first, last))
+            fmt = rng.choice(formats)
             if date not in seen:
                 seen.add(date)
-                texts.append(self.write(date, fmt))
+                texts.append(DATE_FORMATS[fmt](date))
                 dates.append(date)
         return texts, dates
 
-    def split(self, n_train: int, n_test: int, seed: int = 0) -> tuple[SequencePairs, SequencePairs, list[str]]:
-        """Training and held-out sets; no held-out *date* occurs in training, in any format.
-
-        The held-out set depends on ``n_test`` and ``seed`` only, and a smaller
-        training set is the beginning of a larger one.
-
-        Returns
-        -------
-        train, test : SequencePairs
-        test_texts : list of str
-            The held-out sources as text.
-        """
+    def split(
+        self, n_train: PositiveInt, n_test: PositiveInt, seed: NonNegativeInt = 0
+    ) -> tuple[SequencePairs, SequencePairs, list[str]]:
+        """Training and held-out sets, and the held-out sources as text; no held-out
+        *date* occurs in training, in any format. The held-out set depends on
+        ``n_test`` and ``seed`` only, and a smaller training set is the beginning of a
+        larger one."""
         test_texts, test_dates = self.sample(n_test, seed)
-        train_texts, train_dates = self.sample(n_train, seed + 1, exclude=frozenset(test_dates))
-        return self.pairs(train_texts, train_dates), self.pairs(test_texts, test_dates), test_texts
-
-
-# ---------------------------------------------------------------------------
-# The encoder.
-# ---------------------------------------------------------------------------
+        train_texts, train_dates = self.sample(
+            n_train, seed + 1, exclude=frozenset(test_dates)
+        )
+        return (
+            self.pairs(train_texts, train_dates),
+            self.pairs(test_texts, test_dates),
+            test_texts,
+        )

@@ -1,4 +1,5 @@
-"""Recall the first symbol of a sequence after many distractors: chapter 4's long-range memory task.
+"""Recall the first symbol of a sequence after many distractors: chapter 4's
+long-range memory task.
 
 The answer is given at the first step and asked for at the last, so the
 gradient that teaches a network to keep it must flow back through every step in
@@ -21,9 +22,10 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from jaxtyping import Float, Int64
 from torch import Tensor
 
-from lib.validation import require_int
+from lib.checked import NonNegativeInt, PositiveInt
 
 __all__ = ["MemoryTask"]
 
@@ -32,49 +34,34 @@ __all__ = ["MemoryTask"]
 class MemoryTask:
     """Remember the first symbol of a sequence across ``length`` distractors.
 
-    A sequence has ``length + 2`` steps: a symbol ``y`` out of ``symbols``
-    (marked by a "store" flag), ``length`` random symbols of the same alphabet
-    (distractors, unmarked), then an empty step marked "recall", at which the
-    model must output ``y``. Guessing is right with probability ``1 / symbols``.
-
-    Each step is a vector of ``symbols + 2`` numbers: a one-hot symbol (zeros at
-    the recall step), then the two flags.
-
-    Parameters
-    ----------
-    length : int
-        ``T``, the number of distractors, >= 0.
-    symbols : int
-        ``K`` >= 2.
+    A sequence has ``length + 2`` steps: a symbol ``y`` out of ``symbols`` (marked by a
+    "store" flag), ``length`` random symbols of the same alphabet (distractors,
+    unmarked), then an empty step marked "recall", at which the model must output
+    ``y``. Guessing is right with probability ``1 / symbols``. Each step is a one-hot
+    symbol (zeros at the recall step) followed by the two flags.
     """
 
-    length: int
-    symbols: int = 4
+    length: NonNegativeInt  # T
+    symbols: PositiveInt = 4  # K
 
     def __post_init__(self):
-        require_int("length", self.length, 0), require_int("symbols", self.symbols, 2)
+        if self.symbols < 2:
+            raise ValueError(f"symbols must be an int >= 2; found {self.symbols}")
 
     @property
     def input_size(self) -> int:
         return self.symbols + 2
 
-    def batch(self, batch_size: int, generator: Optional[torch.Generator] = None) -> tuple[Tensor, Tensor]:
-        """A batch of fresh sequences and their answers.
-
-        Returns
-        -------
-        x : Tensor
-        y : LongTensor
-            The first symbol of each sequence.
-
-        Shapes
-        ------
-        x : (B, T + 2, K + 2)
-        y : (B,)
-        """
-        require_int("batch_size", batch_size)
+    def batch(
+        self, batch_size: PositiveInt, generator: Optional[torch.Generator] = None
+    ) -> tuple[Float[Tensor, "B steps width"], Int64[Tensor, "B"]]:
+        """A batch of fresh sequences ``x``, (B, T + 2, K + 2), and their answers ``y``,
+        the first symbols."""
         K, T = self.symbols, self.length
-        symbols = torch.randint(0, K, (batch_size, T + 1), generator=generator)  # (B, T + 1): y, then distractors
+        # y, then the distractors
+        symbols = torch.randint(
+            0, K, (batch_size, T + 1), generator=generator
+        )  # (B, T + 1)
         x = torch.zeros(batch_size, T + 2, K + 2)  # (B, T + 2, K + 2)
         x[:, : T + 1, :K] = F.one_hot(symbols, K).float()
         x[:, 0, K] = 1.0  # store
