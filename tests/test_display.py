@@ -1,5 +1,4 @@
 """The chapters' printing helpers."""
-import ast
 import importlib
 import inspect
 import textwrap
@@ -9,22 +8,22 @@ import pytest
 import torch
 
 from lib.display import code_of, fmt
-from lib.validation import require_int, require_words
-
-
-def _check_something(n):
-    return n
 
 
 def sample(x, y):
-    """A docstring that must not be shown.
+    """A docstring, shown with the code.
 
     Over two lines.
     """
     if x < 0:
         raise ValueError("x must be >= 0")
-    total = x + y  # the line the chapter wants to show
+    total = x + y  # the line the chapter explains
     return total
+
+
+class Sample:
+    def method(self, n):
+        return n + 1
 
 
 def test_fmt_rounds_and_flattens():
@@ -32,22 +31,16 @@ def test_fmt_rounds_and_flattens():
     assert fmt(torch.tensor([1.26]), 1) == "[1.3]"
 
 
-def test_code_of_drops_docstrings():
-    code = code_of(sample)
-    assert "docstring" not in code and "Over two lines" not in code
-    assert code.splitlines()[0] == "def sample(x, y):"
-    assert "raise ValueError" in code and "return total" in code
-
-
-def test_code_of_can_skip_to_the_interesting_part():
-    assert code_of(sample, start="total =").splitlines() == [
+def test_code_of_prints_the_file_exactly():
+    assert code_of(sample) == textwrap.dedent(inspect.getsource(sample)).rstrip("\n")
+    assert code_of(sample).splitlines()[:2] == [
         "def sample(x, y):",
-        "    ...",
-        "    total = x + y  # the line the chapter wants to show",
-        "    return total",
+        '    """A docstring, shown with the code.',
     ]
-    with pytest.raises(ValueError, match="no line of sample contains 'nowhere'"):
-        code_of(sample, start="nowhere")
+    assert code_of(Sample.method).splitlines() == [
+        "def method(self, n):",
+        "    return n + 1",
+    ]
 
 
 def test_spread_reports_median_and_range():
@@ -96,59 +89,6 @@ def test_glue_writes_what_myst_nb_glue_writes(monkeypatch):
         glue(3, 1.0)
 
 
-def checked(tokens, n):
-    """Opens with argument checks, which a chapter does not show."""
-    require_words("tokens", tokens), require_int("n", n, 1)
-    _check_something(n)
-    counts = len(tokens) - n + 1  # the code the chapter explains
-    return max(counts, 0)
-
-
-def only_checks(n):
-    require_int("n", n, 1)
-
-
-def test_code_of_drops_the_argument_checks_that_open_a_function():
-    assert code_of(checked).splitlines() == [
-        "def checked(tokens, n):",
-        "    counts = len(tokens) - n + 1  # the code the chapter explains",
-        "    return max(counts, 0)",
-    ]
-    assert code_of(only_checks).splitlines()[-1] == '    require_int("n", n, 1)'
-    assert "if x < 0:" in code_of(sample)  # an if-raise block is code, not a call of a check
-
-
-def wide(queries: torch.Tensor, keys: torch.Tensor, scale: float = 1.0, mask: torch.Tensor | None = None) -> tuple:
-    """A function whose lines are too long to show at 88 characters."""
-    scores = torch.matmul(queries, keys.transpose(-2, -1)) / scale  # (B, T, S): every query against every key
-    if mask is not None and mask.shape != scores.shape and mask.shape != scores.shape[-2:]:
-        raise ValueError(f"mask must have the shape of the scores, {tuple(scores.shape)}; found {tuple(mask.shape)}")
-    return scores, torch.softmax(scores.masked_fill(mask, float("-inf")) if mask is not None else scores, -1)
-
-
-def test_code_of_breaks_long_lines_inside_brackets():
-    assert code_of(wide).splitlines() == [
-        "def wide(",
-        "    queries: torch.Tensor, keys: torch.Tensor, scale: float = 1.0,",
-        "    mask: torch.Tensor | None = None",
-        ") -> tuple:",
-        "    # (B, T, S): every query against every key",
-        "    scores = torch.matmul(queries, keys.transpose(-2, -1)) / scale",
-        "    if (",
-        "        mask is not None",
-        "        and mask.shape != scores.shape",
-        "        and mask.shape != scores.shape[-2:]",
-        "    ):",
-        "        raise ValueError(",
-        '            f"mask must have the shape of the scores, {tuple(scores.shape)}; found "',
-        '            f"{tuple(mask.shape)}"',
-        "        )",
-        "    return scores, torch.softmax(",
-        '        scores.masked_fill(mask, float("-inf")) if mask is not None else scores, -1',
-        "    )",
-    ]
-
-
 def chapter_objects():
     """Every function, class and method defined in the chapters' lib modules."""
     import importlib
@@ -172,24 +112,20 @@ def chapter_objects():
                     yield f"{name}.{item.__qualname__}", item
 
 
-def test_code_of_shows_the_chapters_code_within_88_characters_a_line_and_unchanged(monkeypatch):
-    """No shown line is longer than 88 characters (a code block at 1024 px holds 88), and the
-    rewrapped code parses to the same syntax tree as the code before rewrapping."""
-    from lib import display
+def test_every_module_a_chapter_teaches_is_checked_at_the_signature():
+    """The book lists a module's code as its file holds it, so each module it teaches
+    states its checks in its signatures (lib.checked) instead of opening its functions
+    with them."""
+    from lib.checked import CHECKED_MODULES
 
-    shown = {name: code_of(item) for name, item in chapter_objects()}
-    assert len(shown) > 400
-    assert [name for name, code in shown.items() if max(map(len, code.splitlines())) > 88] == []
-    monkeypatch.setattr(display, "_fit", lambda source: source)
-    changed = [name for name, item in chapter_objects() if ast.dump(ast.parse(shown[name]))
-               != ast.dump(ast.parse(code_of(item)))]
-    assert changed == []
+    taught = {item.__module__ for _, item in chapter_objects()}
+    assert len(taught) > 25
+    assert sorted(taught - set(CHECKED_MODULES)) == []
 
 
 def test_modules_checked_at_the_signature_are_listed_as_their_files_hold_them():
     """The book prints their functions exactly as the files hold them, so the files are in
-    black's format with lines of at most 88 characters (a code block at 1024 px), and
-    ``code_of`` neither shortens nor rewraps them."""
+    black's format with lines of at most 88 characters (a code block at 1024 px)."""
     import black
 
     from lib.checked import CHECKED_MODULES
@@ -200,6 +136,3 @@ def test_modules_checked_at_the_signature_are_listed_as_their_files_hold_them():
         assert black.format_str(source, mode=black.Mode(line_length=88)) == source, (
             f"{name}: run black -l 88 on it")
         assert max(len(line) for line in source.splitlines()) <= 88, name
-        for obj in vars(module).values():
-            if inspect.isfunction(obj) and obj.__module__ == name:
-                assert code_of(obj) == textwrap.dedent(inspect.getsource(obj)).rstrip("\n")
