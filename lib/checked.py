@@ -49,6 +49,8 @@ CHECKED_MODULES = (
     "lib.memory.memn2n",
     "lib.memory.ntm",
     "lib.memory.turing",
+    "lib.embeddings",
+    "lib.tree_softmax",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -190,3 +192,14 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.embeddings ---
+
+
+def is_a_list_of_words(words: Sequence[str]) -> bool:
+    # One str is a Sequence of str too: "king" would be the words k, i, n, g.
+    return not isinstance(words, str) and all(isinstance(w, str) for w in words)
+
+
+Words = Annotated[Sequence[str], Is[is_a_list_of_words]]  # ["king", "woman"]
