@@ -56,6 +56,8 @@ CHECKED_MODULES = (
     "lib.tasks.recall",
     "lib.tasks.reversal",
     "lib.tasks.sorting",
+    "lib.embeddings",
+    "lib.tree_softmax",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -123,12 +125,12 @@ def each(hint: object) -> object:
     ]
 
 
-def is_not_a_str(value: object) -> bool:
-    return not isinstance(value, str)
+def is_a_list_of_words(words: Sequence[str]) -> bool:
+    # One str is a Sequence of str too: "king" would be the words k, i, n, g.
+    return not isinstance(words, str) and all(isinstance(w, str) for w in words)
 
 
-# Tokens: a list (or tuple) of strs, but not one str, which is a sequence of strs too.
-Words = Annotated[each(str), Is[is_not_a_str]]
+Words = Annotated[Sequence[str], Is[is_a_list_of_words]]  # ["king", "woman"]
 
 
 def or_scalar_tensor(hint: object) -> object:

@@ -69,9 +69,9 @@ def test_bad_input_is_rejected_with_the_reason(tmp_path):
     vocab = Vocabulary.from_sentences([["a"]])
     with pytest.raises(KeyError, match="'z' is not in the vocabulary"):
         vocab.index("z")
-    with pytest.raises(TypeError, match=r"(?s)parameter 'tokens'.*Actual value: 'a'.*is_not_a_str"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'tokens'.*Actual value: 'a'.*is_a_list_of_words"):
         vocab.encode("a")
-    with pytest.raises(TypeError, match=r"(?s)parameter 'specials'.*Actual value: '<unk>'.*is_not_a_str"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'specials'.*Actual value: '<unk>'.*is_a_list_of_words"):
         Vocabulary.from_sentences([["a"]], specials="<unk>")
     with pytest.raises(TypeError, match=r"(?s)parameter 'words'.*Actual value: \['a', 3\].*Sequence\[str\]"):
         Vocabulary(words=["a", 3], counts=[1, 2])
