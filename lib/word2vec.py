@@ -388,23 +388,22 @@ def logistic_sgd_step(
     The rows are updated in place; ``hidden`` is left for the caller to update.
     """
     same_dtype(hidden=hidden, output_vectors=output_vectors, labels=labels, mask=mask)
-    if targets.numel() and not 0 <= targets.min() <= targets.max() < len(
-        output_vectors
-    ):
+    n_rows = len(output_vectors)  # R
+    if targets.numel() and not 0 <= targets.min() <= targets.max() < n_rows:
         raise ValueError(
-            f"targets must be rows of output_vectors, 0 to {len(output_vectors) - 1}; "
+            f"targets must be rows of output_vectors, 0 to {n_rows - 1}; "
             f"found {targets.min().item()} to {targets.max().item()}"
         )
     batch, slots = targets.shape
+    flat = targets.flatten()  # (B M,)
     # index_select on the flattened ids is about twice as fast as fancy indexing.
-    rows = output_vectors.index_select(0, targets.flatten()).view(batch, slots, -1)
-    # rows: (B, M, D)
+    rows = output_vectors.index_select(0, flat).view(batch, slots, -1)  # (B, M, D)
     logits = torch.bmm(rows, hidden.unsqueeze(2)).squeeze(2)  # (B, M)
     error = (torch.sigmoid(logits) - labels) * mask  # (B, M): dloss / dlogit
     grad_hidden = (error.unsqueeze(2) * rows).sum(dim=1)  # (B, D); faster than a bmm
     # Scale the small (B, M) error rather than pass alpha= to index_add_ (3x slower).
     steps = (-lr * error).unsqueeze(2) * hidden.unsqueeze(1)  # (B, M, D)
-    output_vectors.index_add_(0, targets.flatten(), steps.flatten(0, 1))  # (B M, D)
+    output_vectors.index_add_(0, flat, steps.flatten(0, 1))  # (B M, D)
     # y log σ(x) + (1 - y) log σ(-x) = log σ(±x): one logsigmoid per slot.
     loss = -(F.logsigmoid(torch.where(labels > 0.5, logits, -logits)) * mask).sum()
     return loss, grad_hidden
@@ -512,16 +511,14 @@ class Word2Vec:
             context = vectors.index_select(0, inputs.flatten())
             context = context.view(batch, slots, -1)  # (B, C, D)
             counts = weights.sum(dim=1, keepdim=True)  # (B, 1)
-            hidden = (
-                torch.bmm(weights.unsqueeze(1), context).squeeze(1) / counts
-            )  # (B, D)
+            summed = torch.bmm(weights.unsqueeze(1), context).squeeze(1)  # (B, D)
+            hidden = summed / counts
             loss, grad_hidden = logistic_sgd_step(
                 hidden, outputs, targets, labels, mask, lr
             )
             # Padding slots add zero rows: cheaper than selecting the real slots first.
-            rows = weights.unsqueeze(2) * grad_hidden.mul_(-lr).unsqueeze(
-                1
-            )  # (B, C, D)
+            step = grad_hidden.mul_(-lr)  # (B, D)
+            rows = weights.unsqueeze(2) * step.unsqueeze(1)  # (B, C, D)
             vectors.index_add_(0, inputs.flatten(), rows.flatten(0, 1))  # (B C, D)
         return float(loss)
 
