@@ -58,6 +58,7 @@ CHECKED_MODULES = (
     "lib.tasks.sorting",
     "lib.embeddings",
     "lib.tree_softmax",
+    "lib.word2vec",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -209,3 +210,13 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.word2vec ---
+
+
+def is_at_most_10_in_size(value: Real) -> bool:
+    return is_finite(value) and -10 <= value <= 10  # count ** 10 is finite below 1e30
+
+
+NoiseExponent = Annotated[Real, Is[is_at_most_10_in_size]]  # word2vec's ns_exponent

@@ -427,23 +427,73 @@ def test_time_objective_step_runs_each_objective():
 # ---------------------------------------------------------------------------
 
 
+def two_words():
+    return Vocabulary(words=list("ab"), counts=[1, 1])
+
+
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda: Word2VecConfig(architecture="sg"), ValueError, "architecture must be one of"),
-        (lambda: Word2VecConfig(window=0), ValueError, "window must be an int >= 1; found 0"),
-        (lambda: Word2VecConfig(sample=2.0), ValueError, r"sample must be a finite number in \[0.0, 1.0\]; found 2.0"),
-        (lambda: Word2VecConfig(alpha=0.01, min_alpha=0.1), ValueError, "min_alpha must be a finite number in"),
-        (lambda: keep_probabilities([3, 0], 1e-3), ValueError, "counts must be positive; found 0"),
-        (lambda: keep_probabilities([3], 1e-3, formula="gensim"), ValueError, "formula must be one of"),
-        (lambda: keep_probabilities("abc", 1e-3), TypeError, "counts must be a sequence of ints"),
+        (lambda: Word2VecConfig(architecture="sg"), TypeError,
+         r"(?s)parameter 'architecture'.*Actual value: 'sg'.*Literal\['skip-gram', 'cbow'\]"),
+        (lambda: Word2VecConfig(window=0), TypeError, r"(?s)parameter 'window'.*Actual value: 0.*is_at_least_1"),
+        (lambda: Word2VecConfig(sample=2.0), TypeError, r"(?s)parameter 'sample'.*Actual value: 2.0.*is_a_fraction"),
+        (lambda: Word2VecConfig(ns_exponent=800.0), TypeError,
+         r"(?s)parameter 'ns_exponent'.*Actual value: 800.0.*is_at_most_10_in_size"),
+        (lambda: Word2VecConfig(alpha=0.01, min_alpha=0.1), ValueError,
+         r"min_alpha must be at most alpha \(0.01\); found 0.1"),
+        (lambda: keep_probabilities([3, 0], 1e-3), TypeError, r"(?s)parameter 'counts'.*Actual value: \[3, 0\].*is_at_least_1"),
+        (lambda: keep_probabilities(torch.tensor([3, 0]), 1e-3), ValueError, "counts must be positive and non-empty"),
+        (lambda: noise_distribution([]), ValueError, "counts must be positive and non-empty"),
+        (lambda: keep_probabilities([3], 1e-3, formula="gensim"), TypeError,
+         r"(?s)parameter 'formula'.*Actual value: 'gensim'.*Literal\['word2vec', 'paper'\]"),
+        (lambda: keep_probabilities("abc", 1e-3), TypeError, r"(?s)parameter 'counts'.*Actual value: 'abc'"),
         (lambda: skipgram_pairs(EncodedCorpus(torch.tensor([1, 2]), torch.tensor([0, 0])), torch.tensor([1])),
-         TypeError, r"windows must be a LongTensor of shape \(2,\)"),
-        (lambda: train_word2vec([["a"]], Vocabulary(words=["a"], counts=[1])), ValueError, "at least 2 words"),
-        (lambda: Word2Vec(Vocabulary(words=list("ab"), counts=[1, 1]), Word2VecConfig()).sgd_step(
-            torch.tensor([[0]]), torch.tensor([1]), 0.1), ValueError, r"negatives of shape \(B, K\) = \(1, 5\)"),
+         ValueError, r"windows must have shape \(2,\), one per position of corpus; found \(1,\)"),
+        (lambda: cbow_contexts(EncodedCorpus(torch.tensor([1, 2]), torch.tensor([0, 0])), torch.tensor([1, 0]), 2),
+         ValueError, "windows must be >= 1; found 0"),
+        (lambda: subsample(EncodedCorpus(torch.tensor([1, 5]), torch.tensor([0, 0])), torch.ones(3)),
+         ValueError, r"keep must hold a probability for every word id of corpus \(up to 5\); found 3"),
+        (lambda: softmax_loss(torch.ones(2), torch.ones(3, 2), 3), ValueError,
+         "target must be a row of output_vectors, below 3; found 3"),
+        (lambda: softmax_loss(torch.ones(2), torch.ones(3, 2).double(), 0), TypeError,
+         r"output_vectors must have the dtype of hidden \(torch.float32\); found torch.float64"),
+        (lambda: negative_sampling_loss(torch.ones(2), torch.ones(3), torch.ones(4, 2)), TypeError,
+         r"(?s)parameter 'target_vector'.*Actual value: f32\[3\]"),
+        (lambda: hierarchical_softmax_loss(None, torch.ones(1, 2), huffman_tree([1, 1]), 0), TypeError,
+         r"(?s)parameter 'hidden'.*Actual value: None"),
+        (lambda: unigram_table(torch.zeros(0)), ValueError, "probabilities must hold one probability per word"),
+        (lambda: draw_negatives(None, (2,)), TypeError, r"(?s)parameter 'table'.*Actual value: None"),
+        (lambda: draw_negatives(torch.zeros(0, dtype=torch.long), (2,)), ValueError, "table must hold at least one slot"),
+        (lambda: draw_negatives(torch.zeros(3, dtype=torch.long), (2, -1)), TypeError,
+         r"(?s)parameter 'shape'.*Actual value: \(2, -1\)"),
+        (lambda: logistic_sgd_step(torch.ones(1, 2), torch.zeros(3, 2), torch.tensor([[0, 3]]), torch.ones(1, 2),
+                                   torch.ones(1, 2), 0.1), ValueError,
+         "targets must be rows of output_vectors, 0 to 2; found 0 to 3"),
+        (lambda: logistic_sgd_step(torch.ones(1, 2), torch.zeros(3, 2), torch.tensor([[0, 1]]), torch.ones(1, 2),
+                                   torch.ones(1, 2), -0.1), TypeError, r"(?s)parameter 'lr'.*Actual value: -0.1.*is_at_least_0"),
+        (lambda: logistic_sgd_step(torch.ones(1, 2), torch.zeros(3, 2), torch.tensor([[0, 1]]), torch.ones(1, 2).double(),
+                                   torch.ones(1, 2), 0.1), TypeError, "labels must have the dtype of hidden"),
+        (lambda: train_word2vec([["a"]], Vocabulary(words=["a"], counts=[1])), ValueError,
+         "vocab must hold at least 2 words; found 1"),
+        (lambda: Word2Vec(two_words(), Word2VecConfig(vector_size=10**12)), ValueError,
+         r"vocab size times vector_size must be at most 2147483648; found 2 \* 1000000000000"),
+        (lambda: Word2Vec(two_words(), Word2VecConfig()).sgd_step(torch.tensor([[0]]), torch.tensor([1]), 0.1),
+         ValueError, r"negatives of shape \(B, K\) = \(1, 5\)"),
+        (lambda: Word2Vec(two_words(), Word2VecConfig()).sgd_step(
+            torch.tensor([[0, 1]]), torch.tensor([1]), 0.1, negatives=torch.zeros(1, 5, dtype=torch.long)),
+         ValueError, r"inputs must be \(B, 1\) centre words without an input_mask \(skip-gram\); found \(1, 2\)"),
+        (lambda: Word2Vec(two_words(), Word2VecConfig()).sgd_step(
+            torch.tensor([[0]]), torch.tensor([1, 0]), 0.1, negatives=torch.zeros(1, 5, dtype=torch.long)),
+         TypeError, r"(?s)parameter 'predict'.*Actual value: i64\[2\]"),
     ],
 )
 def test_bad_input_is_rejected_with_the_reason(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_huge_windows_do_not_loop_past_the_corpus():
+    corpus = EncodedCorpus(ids=torch.tensor([0, 1, 2]), sentence=torch.zeros(3, dtype=torch.long))
+    centres, contexts = skipgram_pairs(corpus, torch.full((3,), 10**12))
+    assert len(centres) == 6 and len(contexts) == 6
