@@ -37,7 +37,7 @@ def _frequencies(d_model: PositiveInt, dtype: FloatDtype) -> Float[Tensor, "pair
 def positional_encoding(
     max_len: PositiveInt, d_model: PositiveInt, dtype: FloatDtype = torch.float32
 ) -> Float[Tensor, "T D"]:
-    r"""The encodings ``P[t, 2i] = sin(t w_i)``, ``P[t, 2i+1] = cos(t w_i)`` of the
+    """The encodings ``P[t, 2i] = sin(t w_i)``, ``P[t, 2i+1] = cos(t w_i)`` of the
     positions ``t = 0 .. max_len - 1``: the sine and cosine of one frequency side by
     side, at wavelengths from ``2 pi`` to ``10000 * 2 pi``."""
     positions = torch.arange(max_len, dtype=dtype)[:, None]  # (T, 1)

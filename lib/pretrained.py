@@ -57,7 +57,7 @@ def bert_input(
     ``<cls> first <sep> second <sep>``, whose second text and its ``<sep>`` are segment
     1; returns the tokens and their segment ids. Classifiers read the output at
     ``<cls>``."""
-    if not first or second is not None and not second:
+    if not first or (second is not None and not second):
         raise ValueError(
             "first and second must each hold at least one token id; "
             f"found first={first!r}, second={second!r}"
