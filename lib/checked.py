@@ -59,6 +59,10 @@ CHECKED_MODULES = (
     "lib.embeddings",
     "lib.tree_softmax",
     "lib.word2vec",
+    "lib.positional",
+    "lib.transformer_recipe",
+    "lib.pretrained",
+    "lib.pretraining",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -102,7 +106,6 @@ def is_a_fraction(value: Real) -> bool:
 
 
 Axis = Annotated[Integral, Is[is_a_number]]  # an axis; negative counts from the end
-Integer = Annotated[Integral, Is[is_a_number]]  # any int, as torch's ignore_index=-100
 Number = Annotated[Real, Is[is_a_number]]  # any real, NaN and inf too: a diverged loss
 NonNegativeInt = Annotated[Integral, Is[is_at_least_0]]
 PositiveInt = Annotated[Integral, Is[is_at_least_1]]
@@ -220,3 +223,49 @@ def is_at_most_10_in_size(value: Real) -> bool:
 
 
 NoiseExponent = Annotated[Real, Is[is_at_most_10_in_size]]  # word2vec's ns_exponent
+# --- rules for lib.positional, lib.pretrained and lib.pretraining ---
+
+
+def fits_in_a_long(value: Integral) -> bool:
+    return is_a_number(value) and -(2**63) <= value < 2**63
+
+
+AnyInt = Annotated[Integral, Is[fits_in_a_long]]  # any int a LongTensor can hold
+
+
+def is_a_token_id(value: Integral) -> bool:
+    return is_at_least_0(value) and fits_in_a_long(value)
+
+
+TokenId = Annotated[Integral, Is[is_a_token_id]]  # an id >= 0 a LongTensor can hold
+
+
+class IdDtype(AbstractDtype):
+    """int32 or int64, as in ``IdDtype[Tensor, "B T"]``: the ids that ``nn.Embedding``
+    looks up."""
+
+    dtypes = ["int32", "int64"]
+
+
+def int_from(low: int, high: float = math.inf) -> object:
+    """An int from ``low`` to ``high``, as in ``length: int_from(2, 1000)``."""
+
+    def is_at_least(value: Integral) -> bool:
+        return is_a_number(value) and value >= low
+
+    def is_at_most(value: Integral) -> bool:
+        return value <= high
+
+    is_at_least.__name__ = is_at_least.__qualname__ = f"is_at_least_{low}"
+    is_at_most.__name__ = is_at_most.__qualname__ = f"is_at_most_{high}"
+    return Annotated[Integral, Is[is_at_least], Is[is_at_most]]
+
+
+def distinct_each(hint: object) -> object:
+    """A non-empty sequence of distinct items, every one a ``hint``, as in
+    ``steps: distinct_each(int_from(1, 9))``."""
+
+    def are_distinct(items: Sequence) -> bool:
+        return 0 < len(items) == len(set(items))
+
+    return Annotated[each(hint), Is[are_distinct]]

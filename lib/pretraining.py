@@ -1,4 +1,4 @@
-"""Pretraining in miniature: a masked LM on unlabelled sequences, then a classifier with few labels.
+"""Pretraining in miniature: a masked LM on unlabelled strings, then few labels.
 
 Chapter 11 ends with BERT (Devlin et al. [1]_) and GPT (Radford et al. [2]_):
 a Transformer is first trained on plenty of unlabelled text with a
@@ -29,8 +29,9 @@ module runs that recipe at a size that trains in seconds, top to bottom:
    :func:`train_classifier`, which trains it on the few labelled sequences
    and logs held-out accuracy.
 
-Conventions: batch-first tensors. ``B`` batch, ``T`` positions (``<cls>``
-included), ``D`` the model size, ``V`` the vocabulary size, ``C`` the classes.
+Conventions: batch-first tensors. ``B`` (or ``N``, ``M``) strings, ``T`` positions
+(``<cls>`` included), ``D`` the model size, ``V`` the vocabulary size, ``C`` the
+classes.
 
 References
 ----------
@@ -48,18 +49,43 @@ from itertools import combinations
 
 import torch
 import torch.nn.functional as F
+from jaxtyping import Float, Int, Int64
 from torch import Tensor, nn
 
+from lib.checked import (
+    AnyInt,
+    Fraction,
+    NonNegativeInt,
+    Positive,
+    PositiveInt,
+    distinct_each,
+    int_from,
+)
 from lib.pretrained import mask_tokens
 from lib.training import train_step
 from lib.transformer import TransformerConfig, TransformerStack, embedding
-from lib.validation import require_instance, require_int, require_number, require_tokens
 
 __all__ = [
-    "DIGITS", "MASK", "CLS", "VOCAB_SIZE", "STEPS", "WOBBLE", "walks", "walk_space_size", "distinct_walks",
-    "shared_strings", "best_possible_accuracy", "MaskedLM", "masked_lm_loss",
-    "PretrainLog", "pretrain_masked_lm", "SequenceClassifier", "ClassifierLog", "train_classifier",
-    "pretraining_splits", "compare_with_and_without_pretraining",
+    "DIGITS",
+    "MASK",
+    "CLS",
+    "VOCAB_SIZE",
+    "STEPS",
+    "WOBBLE",
+    "walks",
+    "walk_space_size",
+    "distinct_walks",
+    "shared_strings",
+    "best_possible_accuracy",
+    "MaskedLM",
+    "masked_lm_loss",
+    "PretrainLog",
+    "pretrain_masked_lm",
+    "SequenceClassifier",
+    "ClassifierLog",
+    "train_classifier",
+    "pretraining_splits",
+    "compare_with_and_without_pretraining",
 ]
 
 DIGITS = 10  # tokens 0 .. 9 are the digits
@@ -70,81 +96,53 @@ VOCAB_SIZE = 12
 STEPS = (1, 2, 3, 4)  # the steps k of the chapter's task, one class each
 WOBBLE = (-1, 0, 1)  # the wobble e_t added to each move, uniform
 
-
-MAX_LENGTH = 1000  # digits per string; :func:`walk_space_size` raises a number to the power length - 1
-
-
-def _check_walks(count: object, length: object, steps: object, seed: object) -> None:
-    require_int("count", count), require_int("length", length, 2, MAX_LENGTH), require_int("seed", seed, 0)
-    if not isinstance(steps, (list, tuple)) or not steps or len(set(steps)) != len(steps) or not all(
-        isinstance(k, int) and not isinstance(k, bool) and 1 <= k < DIGITS for k in steps
-    ):
-        raise ValueError(f"steps must be a non-empty list of distinct ints in 1 .. {DIGITS - 1}; found {steps!r}")
+# Digits per string: :func:`walk_space_size` raises a number to the power length - 1.
+MAX_LENGTH = 1000
+Length = int_from(2, MAX_LENGTH)  # a string has at least one move
+Steps = distinct_each(int_from(1, DIGITS - 1))  # a step of 0 or 10 would not move
 
 
-def _draw(count: int, length: int, steps: tuple, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+def _draw(
+    count: PositiveInt, length: Length, steps: Steps, generator: torch.Generator
+) -> tuple[Int64[Tensor, "B T"], Int64[Tensor, "B"]]:
     labels = torch.randint(len(steps), (count,), generator=generator)  # (B,)
     start = torch.randint(DIGITS, (count, 1), generator=generator)  # (B, 1)
-    wobble = torch.tensor(WOBBLE)[torch.randint(len(WOBBLE), (count, length - 1), generator=generator)]
+    draws = torch.randint(len(WOBBLE), (count, length - 1), generator=generator)
+    wobble = torch.tensor(WOBBLE)[draws]  # (B, L - 1)
     moves = torch.tensor(steps)[labels][:, None] + wobble  # (B, L - 1): k + e_t
     digits = torch.cat([start, start + moves.cumsum(dim=1)], dim=1) % DIGITS  # (B, L)
-    return torch.cat([torch.full((count, 1), CLS), digits], dim=1), labels  # (B, L + 1), (B,)
+    tokens = torch.cat([torch.full((count, 1), CLS), digits], dim=1)  # (B, L + 1)
+    return tokens, labels
 
 
-def walks(count: int, length: int = 8, steps: tuple = STEPS, seed: int = 0) -> tuple[Tensor, Tensor]:
-    """Sequences ``<cls> x_0 .. x_{L-1}`` with ``x_t = (x_{t-1} + k + e_t) mod 10``, and the class of each ``k``.
+def walks(
+    count: PositiveInt,
+    length: Length = 8,
+    steps: Steps = STEPS,
+    seed: NonNegativeInt = 0,
+) -> tuple[Int64[Tensor, "B T"], Int64[Tensor, "B"]]:
+    """``count`` strings ``<cls> x_0 .. x_{L-1}``, ``x_t = (x_{t-1} + k + e_t) mod 10``,
+    and the index of each one's ``k`` in ``steps``.
 
-    ``x_0`` is uniform over the digits, ``k`` uniform over ``steps`` (one per
-    sequence) and each wobble ``e_t`` uniform over {-1, 0, 1} (one per move);
-    the label is the index of ``k`` in ``steps``. The same ``seed`` gives the
-    same sequences. Draws are independent, so a string can occur twice; use
+    ``x_0`` is uniform over the digits, ``k`` over ``steps`` (one per string) and the
+    wobble ``e_t`` over {-1, 0, 1} (one per move). A string can occur twice; use
     :func:`distinct_walks` for sets that must not overlap.
-
-    Parameters
-    ----------
-    count : int
-        Number of sequences ``B``.
-    length : int, default 8
-        Digits per sequence ``L``.
-    steps : tuple of int, default (1, 2, 3, 4)
-        The possible steps, distinct, each in 1 .. 9.
-    seed : int, default 0
-
-    Returns
-    -------
-    tokens : LongTensor
-        ``CLS`` then the digits.
-    labels : LongTensor
-        Index of each sequence's step in ``steps``.
-
-    Shapes
-    ------
-    tokens : (B, L + 1)
-    labels : (B,)
     """
-    _check_walks(count, length, steps, seed)
     return _draw(count, length, tuple(steps), torch.Generator().manual_seed(seed))
 
 
-def _moves_of(k: int) -> frozenset:
+def _moves_of(k: int_from(1, DIGITS - 1)) -> frozenset:
     return frozenset((k + e) % DIGITS for e in WOBBLE)
 
 
-def walk_space_size(length: int = 8, steps: tuple = STEPS) -> int:
+def walk_space_size(length: Length = 8, steps: Steps = STEPS) -> PositiveInt:
     """How many different strings :func:`walks` can produce.
 
-    A string is its first digit and its ``L - 1`` moves ``(x_t - x_{t-1}) mod 10``;
-    the moves of step ``k`` lie in ``S_k = {k - 1, k, k + 1}``, so the strings
-    are 10 times the size of the union of the cubes ``S_k^(L-1)``, counted by
-    inclusion and exclusion (the intersection of cubes is the cube of the
-    intersection).
-
-    Examples
-    --------
-    >>> walk_space_size(2, (1,))  # 10 first digits, 3 moves
-    30
+    A string is its first digit and its ``L - 1`` moves, those of step ``k`` in
+    ``S_k = {k - 1, k, k + 1}``: 10 times the size of the union of the cubes
+    ``S_k^(L-1)``, by inclusion and exclusion (cubes meet in the cube of the
+    intersection). E.g. ``walk_space_size(2, (1,))`` is 30.
     """
-    _check_walks(1, length, steps, 0)
     union = 0
     for size in range(1, len(steps) + 1):
         for chosen in combinations(steps, size):
@@ -153,35 +151,24 @@ def walk_space_size(length: int = 8, steps: tuple = STEPS) -> int:
     return DIGITS * union
 
 
-def distinct_walks(count: int, length: int = 8, steps: tuple = STEPS, seed: int = 0) -> tuple[Tensor, Tensor]:
-    """The first ``count`` distinct strings of a stream of :func:`walks`: no string occurs twice.
+def distinct_walks(
+    count: PositiveInt,
+    length: Length = 8,
+    steps: Steps = STEPS,
+    seed: NonNegativeInt = 0,
+) -> tuple[Int64[Tensor, "B T"], Int64[Tensor, "B"]]:
+    """The first ``count`` distinct strings of a stream of :func:`walks`.
 
-    The stream is drawn in fixed chunks from one generator, so the first
-    ``n`` strings do not depend on ``count``: splitting one call's output
-    into consecutive parts gives sets that share no string, and asking for
-    more strings only adds strings at the end.
-
-    Parameters
-    ----------
-    count : int
-        At most half of :func:`walk_space_size`, so the stream ends quickly.
-    length, steps, seed
-        As in :func:`walks`.
-
-    Returns
-    -------
-    tokens : LongTensor
-    labels : LongTensor
-
-    Shapes
-    ------
-    tokens : (count, L + 1)
-    labels : (count,)
+    The stream is drawn in fixed chunks from one generator, so the first ``n`` strings
+    do not depend on ``count``: consecutive parts of one call's output share no
+    string. ``count`` may be at most half of :func:`walk_space_size`, so the stream
+    ends quickly.
     """
-    _check_walks(count, length, steps, seed)
     space = walk_space_size(length, steps)
     if count > space // 2:
-        raise ValueError(f"count must be at most half of the {space} possible strings; found {count}")
+        raise ValueError(
+            f"count must be at most half of the {space} possible strings; found {count}"
+        )
     generator = torch.Generator().manual_seed(seed)
     seen, rows, labels = set(), [], []
     while len(rows) < count:
@@ -194,125 +181,76 @@ def distinct_walks(count: int, length: int = 8, steps: tuple = STEPS, seed: int 
     return torch.tensor(rows), torch.tensor(labels)
 
 
-def shared_strings(first: Tensor, second: Tensor) -> int:
-    """How many distinct rows of ``first`` also occur in ``second``.
-
-    Shapes
-    ------
-    first : (N, T)
-    second : (M, T)
-    """
-    require_tokens("first", first, VOCAB_SIZE), require_tokens("second", second, VOCAB_SIZE)
+def shared_strings(
+    first: Int[Tensor, "N T"], second: Int[Tensor, "M T"]
+) -> NonNegativeInt:
+    """How many distinct rows of ``first`` also occur in ``second``."""
     return len(set(map(tuple, first.tolist())) & set(map(tuple, second.tolist())))
 
 
-def best_possible_accuracy(tokens: Tensor, labels: Tensor, steps: tuple = STEPS) -> float:
-    """The expected accuracy of the best classifier of the step: the Bayes rule of :func:`walks`.
+def best_possible_accuracy(
+    tokens: Int[Tensor, "B T"], labels: Int64[Tensor, "B"], steps: Steps = STEPS
+) -> Fraction:
+    """The expected accuracy of the best classifier of the step (the Bayes rule).
 
-    Every string whose moves all lie in ``S_k = {k - 1, k, k + 1}`` has the same
-    probability, ``(1/10) (1/3)^(L-1)``, under each such step ``k``, so the
-    best any classifier can do is to pick one of the ``n`` consistent steps,
-    and it is right with probability ``1/n``. The mean of ``1/n`` over the
-    strings is that rule's expected accuracy (the true step is always
-    consistent, which this function checks).
-
-    Parameters
-    ----------
-    tokens : LongTensor
-        ``CLS`` then the digits, as from :func:`walks`.
-    labels : LongTensor
-        Index of each string's step in ``steps``.
-    steps : tuple of int
-
-    Shapes
-    ------
-    tokens : (B, L + 1)
-    labels : (B,)
+    A string whose moves all lie in ``S_k = {k - 1, k, k + 1}`` has the same
+    probability, ``(1/10) (1/3)^(L-1)``, under each such step ``k``; the best a
+    classifier can do is pick one of the ``n`` consistent steps, right with
+    probability ``1/n``. Returns the mean of ``1/n`` over the strings, after checking
+    that each string fits its own step.
     """
-    require_tokens("tokens", tokens, VOCAB_SIZE)
-    _check_walks(1, 2, steps, 0)
-    if tokens.shape[1] < 2 or (tokens[:, 1:] >= DIGITS).any():
-        raise ValueError(f"tokens must be <cls> followed by at least one digit; found shape {tuple(tokens.shape)} "
-                         f"with ids up to {int(tokens.max()) if tokens.numel() else None}")
-    if not isinstance(labels, Tensor) or labels.dtype != torch.long or labels.shape != tokens.shape[:1]:
-        found = f"shape {tuple(labels.shape)}, {labels.dtype}" if isinstance(labels, Tensor) else type(labels).__name__
-        raise TypeError(f"labels must be a LongTensor of shape ({len(tokens)},); found {found}")
-    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= len(steps)):
-        raise ValueError(f"labels must be indices into steps, 0 .. {len(steps) - 1}; found {labels.tolist()!r:.60}")
-    moves = (tokens[:, 2:] - tokens[:, 1:-1]) % DIGITS  # (B, L - 1)
-    # (B, C): does every move of the string lie in S_k?
-    fits = torch.stack([torch.isin(moves, torch.tensor(sorted(_moves_of(k)))).all(dim=1) for k in steps], dim=1)
+    digits = tokens[:, 1:]  # (B, L)
+    if not digits.numel() or digits.min() < 0 or digits.max() >= DIGITS:
+        raise ValueError(
+            "tokens must be <cls> followed by at least one digit, in at least one "
+            f"row; found shape {tuple(tokens.shape)}"
+        )
+    if labels.min() < 0 or labels.max() >= len(steps):
+        raise ValueError(
+            f"labels must be indices into steps, 0 .. {len(steps) - 1}; "
+            f"found {labels.tolist()!r:.60}"
+        )
+    moves = (digits[:, 1:] - digits[:, :-1]) % DIGITS  # (B, L - 1)
+    fits = [torch.isin(moves, torch.tensor(sorted(_moves_of(k)))) for k in steps]
+    fits = torch.stack([fit.all(dim=1) for fit in fits], dim=1)  # (B, C): moves in S_k?
     if not fits[torch.arange(len(labels)), labels].all():
-        raise ValueError("labels must be the steps the strings were drawn with; some string does not fit its step")
+        raise ValueError(
+            "labels must be the steps the strings were drawn with; "
+            "some string does not fit its step"
+        )
     return (1.0 / fits.sum(dim=1).double()).mean().item()
 
 
 class MaskedLM(nn.Module):
-    """An encoder with a linear layer that scores, at every position, which token belongs there.
+    """An encoder (every position attends to every other, as in BERT) and a linear
+    layer that scores, at every position, which token belongs there."""
 
-    Parameters
-    ----------
-    encoder : TransformerStack
-        An encoder stack (every position attends to every other, as in BERT).
-    vocab_size : int
-
-    Shapes
-    ------
-    tokens : (B, T)
-    output : (B, T, V)
-    """
-
-    def __init__(self, encoder: TransformerStack, vocab_size: int):
+    def __init__(self, encoder: TransformerStack, vocab_size: PositiveInt):
         super().__init__()
-        require_instance("encoder", encoder, TransformerStack), require_int("vocab_size", vocab_size)
         self.encoder = encoder
         self.output = nn.Linear(encoder.config.d_model, vocab_size)
 
-    def forward(self, tokens: Tensor) -> Tensor:
+    def forward(self, tokens: Int[Tensor, "B T"]) -> Float[Tensor, "B T V"]:
         return self.output(self.encoder(tokens)[0])  # (B, T, V)
 
 
-def _check_loss(logits: object, labels: object, ignore_index: object) -> None:
-    if not isinstance(logits, Tensor) or not logits.is_floating_point() or logits.dim() < 2:
-        raise TypeError(f"logits must be a float tensor of shape (..., V); found {logits!r:.60}")
-    if not isinstance(labels, Tensor) or labels.dtype != torch.long or labels.shape != logits.shape[:-1]:
-        found = f"shape {tuple(labels.shape)}, {labels.dtype}" if isinstance(labels, Tensor) else type(labels).__name__
-        raise TypeError(f"labels must be a LongTensor of shape {tuple(logits.shape[:-1])}; found {found}")
-    require_int("ignore_index", ignore_index, minimum=-(2**63))
-
-
-def masked_lm_loss(logits: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor:
-    r"""The masked-LM loss: mean negative log-probability of the original token at the corrupted positions.
-
-    .. math:: \mathcal{L} = -\frac{1}{|M|} \sum_{t \in M} \log p_\theta(x_t \mid \tilde{\mathbf{x}})
-
-    ``M`` is the set of positions whose label is not ``ignore_index`` (the
-    ones :func:`lib.pretrained.mask_tokens` selected); the rest do not count.
-    Equal to ``F.cross_entropy(logits, labels, ignore_index=ignore_index)``
-    over the flattened positions.
-
-    Parameters
-    ----------
-    logits : Tensor
-        Scores of every token at every position.
-    labels : LongTensor
-        The original token where selected, ``ignore_index`` elsewhere.
-    ignore_index : int, default -100
-
-    Returns
-    -------
-    Tensor
-        A scalar (NaN when no position is selected).
-
-    Shapes
-    ------
-    logits : (B, T, V)
-    labels : (B, T)
-    """
-    _check_loss(logits, labels, ignore_index)
-    selected = labels != ignore_index  # (B, T)
-    log_probs = F.log_softmax(logits[selected], dim=-1)  # (|M|, V)
-    return -log_probs.gather(1, labels[selected][:, None]).mean()
+def masked_lm_loss(
+    logits: Float[Tensor, "*batch V"],
+    labels: Int64[Tensor, "*batch"],
+    ignore_index: AnyInt = -100,
+) -> Float[Tensor, ""]:
+    """The mean of ``-log p(x_t)`` over the positions ``t`` whose label is not
+    ``ignore_index`` (those :func:`lib.pretrained.mask_tokens` selected); NaN if none.
+    Equal to ``F.cross_entropy`` with that ``ignore_index``."""
+    selected = labels != ignore_index  # (*batch)
+    targets = labels[selected]  # (M,)
+    if targets.numel() and (targets.min() < 0 or targets.max() >= logits.shape[-1]):
+        raise ValueError(
+            f"labels must be ids in [0, {logits.shape[-1]}) or ignore_index; "
+            f"found ids from {int(targets.min())} to {int(targets.max())}"
+        )
+    log_probs = F.log_softmax(logits[selected], dim=-1)  # (M, V)
+    return -log_probs.gather(1, targets[:, None]).mean()
 
 
 @dataclass
@@ -322,41 +260,20 @@ class PretrainLog:
     losses: list[float] = field(default_factory=list)
 
 
-def _check_training(model: object, expected: type, tokens: object, epochs: object, batch_size: object,
-                    lr: object, seed: object) -> None:
-    require_instance("model", model, expected)
-    require_tokens("tokens", tokens, VOCAB_SIZE)
-    require_int("epochs", epochs), require_int("batch_size", batch_size), require_int("seed", seed, 0)
-    require_number("lr", lr, 1e-8, 1.0)
-
-
-def pretrain_masked_lm(model: MaskedLM, tokens: Tensor, epochs: int = 10, batch_size: int = 64, lr: float = 3e-3,
-                       seed: int = 0) -> PretrainLog:
-    """Train ``model`` to restore the tokens that BERT's corruption changed, with Adam.
-
-    Each batch is corrupted afresh by :func:`lib.pretrained.mask_tokens`
-    (15 % selected; of those 80 % masked, 10 % random, 10 % kept; ``<cls>``
-    never selected), and the step minimises :func:`masked_lm_loss`.
-
-    Parameters
-    ----------
-    model : MaskedLM
-    tokens : LongTensor
-        The unlabelled corpus (e.g. from :func:`distinct_walks`).
-    epochs, batch_size : int
-    lr : float, default 3e-3
-    seed : int, default 0
-        Seeds the shuffling and the corruption.
-
-    Returns
-    -------
-    PretrainLog
-
-    Shapes
-    ------
-    tokens : (N, T)
-    """
-    _check_training(model, MaskedLM, tokens, epochs, batch_size, lr, seed)
+def pretrain_masked_lm(
+    model: MaskedLM,
+    tokens: Int64[Tensor, "N T"],
+    epochs: PositiveInt = 10,
+    batch_size: PositiveInt = 64,
+    lr: Positive = 3e-3,
+    seed: NonNegativeInt = 0,
+) -> PretrainLog:
+    """Train ``model`` with Adam to restore the tokens that BERT's corruption
+    (:func:`lib.pretrained.mask_tokens`, afresh for every batch; ``<cls>`` never
+    selected) changed, minimising :func:`masked_lm_loss`. ``seed`` seeds the shuffling
+    and the corruption."""
+    if not len(tokens):
+        raise ValueError("tokens must hold at least one string; found 0")
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     log = PretrainLog()
@@ -364,7 +281,9 @@ def pretrain_masked_lm(model: MaskedLM, tokens: Tensor, epochs: int = 10, batch_
     for _ in range(epochs):
         total, batches = 0.0, 0
         for index in torch.randperm(len(tokens), generator=generator).split(batch_size):
-            corrupted, labels = mask_tokens(tokens[index], MASK, DIGITS, special_ids=(CLS,), generator=generator)
+            corrupted, labels = mask_tokens(
+                tokens[index], MASK, DIGITS, special_ids=(CLS,), generator=generator
+            )
             if (labels == -100).all():
                 continue  # nothing selected in this batch: no loss to take
             loss = masked_lm_loss(model(corrupted), labels)
@@ -377,43 +296,32 @@ def pretrain_masked_lm(model: MaskedLM, tokens: Tensor, epochs: int = 10, batch_
 
 
 class SequenceClassifier(nn.Module):
-    """A linear layer on the mean of the encoder's outputs; with ``freeze`` the encoder is not trained.
+    """A linear layer on the mean of the encoder's outputs; with ``freeze`` the encoder
+    is not trained.
 
-    BERT classifies from the output at ``<cls>``; here the masked LM never
-    scores that position's output (it is never selected), so the mean over all
-    positions is the summary, as in many sentence encoders. Frozen, the encoder is a fixed feature extractor (its parameters get no
-    gradient and it stays in eval mode) and only the head learns, as with
-    ELMo's features. Fine-tuned, every parameter learns, as with BERT and GPT.
-
-    Parameters
-    ----------
-    encoder : TransformerStack
-        An encoder stack (every position attends to every other, as in BERT).
-    num_classes : int
-    freeze : bool
-
-    Shapes
-    ------
-    tokens : (B, T), position 0 holds ``<cls>``
-    output : (B, C) logits
+    BERT classifies from the output at ``<cls>``; here the masked LM never scores that
+    position, so the mean over all positions is the summary. Frozen, the encoder is a
+    fixed feature extractor (no gradient, always in eval mode), as with ELMo's
+    features; fine-tuned, every parameter learns, as with BERT and GPT.
     """
 
-    def __init__(self, encoder: TransformerStack, num_classes: int, freeze: bool):
+    def __init__(
+        self, encoder: TransformerStack, num_classes: int_from(2), freeze: bool
+    ):
         super().__init__()
-        require_instance("encoder", encoder, TransformerStack), require_int("num_classes", num_classes, 2)
-        require_instance("freeze", freeze, bool)
         self.encoder, self.freeze = encoder, freeze
         self.head = nn.Linear(encoder.config.d_model, num_classes)
         encoder.requires_grad_(not freeze)
 
-    def train(self, mode: bool = True) -> "SequenceClassifier":
+    def train(self, mode: bool = True) -> SequenceClassifier:
         super().train(mode)
         if self.freeze:
             self.encoder.eval()  # frozen features: no dropout in the encoder either
         return self
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        return self.head(self.encoder(tokens)[0].mean(dim=1))  # (B, T, D) -> mean (B, D) -> (B, C)
+    def forward(self, tokens: Int[Tensor, "B T"]) -> Float[Tensor, "B C"]:
+        outputs = self.encoder(tokens)[0]  # (B, T, D)
+        return self.head(outputs.mean(dim=1))  # (B, D) -> (B, C)
 
 
 @dataclass
@@ -425,158 +333,127 @@ class ClassifierLog:
 
 
 @torch.no_grad()
-def _accuracy(model: SequenceClassifier, tokens: Tensor, labels: Tensor) -> float:
+def _accuracy(
+    model: SequenceClassifier, tokens: Int[Tensor, "B T"], labels: Int64[Tensor, "B"]
+) -> Fraction:
     model.eval()
     accuracy = (model(tokens).argmax(-1) == labels).double().mean().item()
     model.train()
     return accuracy
 
 
-def train_classifier(model: SequenceClassifier, tokens: Tensor, labels: Tensor, test_tokens: Tensor,
-                     test_labels: Tensor, epochs: int = 30, batch_size: int = 16, lr: float = 3e-3,
-                     seed: int = 0) -> ClassifierLog:
-    """Train ``model`` (head, or everything if not frozen) with Adam on the labelled sequences.
-
-    Parameters
-    ----------
-    model : SequenceClassifier
-    tokens, labels : LongTensor
-        The few labelled training sequences and their classes.
-    test_tokens, test_labels : LongTensor
-        Held-out sequences, scored after every epoch.
-    epochs, batch_size : int
-    lr : float, default 3e-3
-    seed : int, default 0
-        Seeds the shuffling.
-
-    Returns
-    -------
-    ClassifierLog
-
-    Shapes
-    ------
-    tokens : (N, T)
-    labels : (N,)
-    test_tokens : (M, T)
-    test_labels : (M,)
-    """
-    _check_training(model, SequenceClassifier, tokens, epochs, batch_size, lr, seed)
-    require_tokens("test_tokens", test_tokens, VOCAB_SIZE)
-    for name, x, y in (("labels", tokens, labels), ("test_labels", test_tokens, test_labels)):
-        if not isinstance(y, Tensor) or y.dtype != torch.long or y.shape != x.shape[:1]:
-            raise TypeError(f"{name} must be a LongTensor of shape ({len(x)},); found {y!r:.60}")
+def train_classifier(
+    model: SequenceClassifier,
+    tokens: Int[Tensor, "N T"],
+    labels: Int64[Tensor, "N"],
+    test_tokens: Int[Tensor, "M T"],
+    test_labels: Int64[Tensor, "M"],
+    epochs: PositiveInt = 30,
+    batch_size: PositiveInt = 16,
+    lr: Positive = 3e-3,
+    seed: NonNegativeInt = 0,
+) -> ClassifierLog:
+    """Train ``model`` (its head, or everything if not frozen) with Adam on the
+    labelled strings, in an order ``seed`` shuffles, and score it on the held-out
+    strings after every epoch."""
+    classes = model.head.out_features
+    for name, y in (("labels", labels), ("test_labels", test_labels)):
+        if not len(y) or y.min() < 0 or y.max() >= classes:
+            raise ValueError(
+                f"{name} must be at least one class in [0, {classes}); "
+                f"found {y.tolist()!r:.60}"
+            )
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(trained, lr=lr)
     log = ClassifierLog()
     model.train()
     for _ in range(epochs):
-        losses = [train_step(optimizer, model(tokens[index]), labels[index])
-                  for index in torch.randperm(len(tokens), generator=generator).split(batch_size)]
+        order = torch.randperm(len(tokens), generator=generator)  # (N,)
+        losses = [
+            train_step(optimizer, model(tokens[index]), labels[index])
+            for index in order.split(batch_size)
+        ]
         log.losses.append(sum(losses) / len(losses))
         log.accuracies.append(_accuracy(model, test_tokens, test_labels))
     return log
 
 
 def pretraining_splits(
-    num_labels: int = 32, corpus_size: int = 1000, test_size: int = 250, seed: int = 0,
-) -> tuple[Tensor, tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
-    """The chapter's three sets of strings, which share none: unlabelled corpus, labelled set, held-out set.
+    num_labels: PositiveInt = 32,
+    corpus_size: PositiveInt = 1000,
+    test_size: PositiveInt = 250,
+    seed: NonNegativeInt = 0,
+) -> tuple[
+    Int64[Tensor, "N T"],
+    tuple[Int64[Tensor, "L T"], Int64[Tensor, "L"]],
+    tuple[Int64[Tensor, "M T"], Int64[Tensor, "M"]],
+]:
+    """The chapter's three sets of strings, which share none: the unlabelled corpus,
+    the labelled set and the held-out set, each labelled one as (tokens, labels).
 
-    They are consecutive parts of one stream of :func:`distinct_walks`: first
-    the corpus, then the held-out strings, then the labelled ones, so for a
-    given ``seed`` the corpus and the held-out set do not depend on
-    ``num_labels``, and a larger labelled set contains the smaller ones.
-    Every pair of sets is checked to share no string.
-
-    Parameters
-    ----------
-    num_labels, corpus_size, test_size : int
-    seed : int, default 0
-
-    Returns
-    -------
-    corpus : LongTensor
-    labelled : (tokens, labels)
-    held_out : (tokens, labels)
-
-    Raises
-    ------
-    AssertionError
-        If two of the sets share a string (they cannot, by construction).
-
-    Shapes
-    ------
-    corpus : (corpus_size, 9)
-    labelled : (num_labels, 9), (num_labels,)
-    held_out : (test_size, 9), (test_size,)
+    They are consecutive parts of one stream of :func:`distinct_walks` (corpus,
+    held-out, labelled), so for a given ``seed`` the corpus and the held-out set do not
+    depend on ``num_labels``, and a larger labelled set contains the smaller ones.
     """
-    for name, value in (("num_labels", num_labels), ("corpus_size", corpus_size), ("test_size", test_size)):
-        require_int(name, value)
-    require_int("seed", seed, 0)
     total, space = corpus_size + test_size + num_labels, walk_space_size()
     if total > space // 2:
-        raise ValueError(f"num_labels + corpus_size + test_size must be at most half of the {space} possible "
-                         f"strings; found {total}")
+        raise ValueError(
+            "num_labels + corpus_size + test_size must be at most half of the "
+            f"{space} possible strings; found {total}"
+        )
     tokens, labels = distinct_walks(total, seed=seed)
     corpus = tokens[:corpus_size]
-    held_out = tokens[corpus_size:corpus_size + test_size], labels[corpus_size:corpus_size + test_size]
-    labelled = tokens[corpus_size + test_size:], labels[corpus_size + test_size:]
+    held = slice(corpus_size, corpus_size + test_size)
+    held_out = tokens[held], labels[held]
+    labelled = tokens[corpus_size + test_size :], labels[corpus_size + test_size :]
     sets = {"unlabelled": corpus, "labelled": labelled[0], "held-out": held_out[0]}
     for (first, a), (second, b) in combinations(sets.items(), 2):
-        if shared := shared_strings(a, b):  # not `assert`: it must hold under python -O too
-            raise AssertionError(f"the {first} and {second} strings share {shared}; they must be disjoint")
+        if shared := shared_strings(a, b):  # not `assert`: it must hold under python -O
+            raise AssertionError(
+                f"the {first} and {second} strings share {shared}; "
+                "they must be disjoint"
+            )
     return corpus, labelled, held_out
 
 
 def compare_with_and_without_pretraining(
-    config: TransformerConfig, num_labels: int = 32, corpus_size: int = 1000, test_size: int = 250,
-    pretrain_epochs: int = 30, epochs: int = 40, seed: int = 0,
+    config: TransformerConfig,
+    num_labels: PositiveInt = 32,
+    corpus_size: PositiveInt = 1000,
+    test_size: PositiveInt = 250,
+    pretrain_epochs: PositiveInt = 30,
+    epochs: PositiveInt = 40,
+    seed: NonNegativeInt = 0,
 ) -> tuple[PretrainLog, dict[str, ClassifierLog]]:
-    """The chapter's experiment for one seed: pretrain a masked LM, then train three classifiers of the step.
-
-    The unlabelled corpus, the labelled training set and the held-out set are
-    :func:`pretraining_splits`, which share no string. The three classifiers
-    share the architecture, the labelled data and the number of epochs:
-    ``"scratch"`` (a fresh encoder, all trained), ``"frozen"`` (the pretrained
-    encoder fixed, a linear head trained) and ``"fine-tuned"`` (the pretrained
-    encoder and the head trained).
-
-    Parameters
-    ----------
-    config : TransformerConfig
-        The encoder's sizes (``max_len`` >= 9).
-    num_labels : int, default 32
-        Labelled training sequences.
-    corpus_size, test_size : int
-        Unlabelled and held-out sequences.
-    pretrain_epochs, epochs : int
-        Epochs of pretraining and of each classifier's training.
-    seed : int, default 0
-        Seeds the strings, the initialisation, the shuffling and the corruption.
-
-    Returns
-    -------
-    pretrain_log : PretrainLog
-    logs : dict
-        ``"scratch"``, ``"frozen"``, ``"fine-tuned"`` to their :class:`ClassifierLog`.
-
-    Shapes
-    ------
-    Sequences are ``<cls>`` and 8 digits: (N, 9).
-    """
-    require_instance("config", config, TransformerConfig), require_int("seed", seed, 0)
-    corpus, (train_tokens, train_labels), (test_tokens, test_labels) = pretraining_splits(
-        num_labels, corpus_size, test_size, seed)
+    """The chapter's experiment for one seed: pretrain a masked LM of ``config``'s size
+    on the unlabelled corpus of :func:`pretraining_splits`, then train three
+    classifiers of the step on the same labelled strings for ``epochs`` each:
+    ``"scratch"`` (a fresh encoder, all trained), ``"frozen"`` (the pretrained encoder
+    fixed, the head trained) and ``"fine-tuned"`` (both trained). ``seed`` seeds the
+    strings, the initialisation, the shuffling and the corruption."""
+    corpus, (train_tokens, train_labels), (test_tokens, test_labels) = (
+        pretraining_splits(num_labels, corpus_size, test_size, seed)
+    )
     torch.manual_seed(seed)
-    model = MaskedLM(TransformerStack(embedding(VOCAB_SIZE, config), config), VOCAB_SIZE)
+    model = MaskedLM(
+        TransformerStack(embedding(VOCAB_SIZE, config), config), VOCAB_SIZE
+    )
     pretrain_log = pretrain_masked_lm(model, corpus, epochs=pretrain_epochs, seed=seed)
     logs = {}
     for name in ("scratch", "frozen", "fine-tuned"):
         torch.manual_seed(seed)
-        encoder = TransformerStack(embedding(VOCAB_SIZE, config), config)  # a fresh encoder ...
+        encoder = TransformerStack(embedding(VOCAB_SIZE, config), config)  # fresh ...
         if name != "scratch":
-            encoder.load_state_dict(model.encoder.state_dict())  # ... or a copy of the pretrained one
+            encoder.load_state_dict(model.encoder.state_dict())  # ... or pretrained
         classifier = SequenceClassifier(encoder, len(STEPS), freeze=name == "frozen")
-        logs[name] = train_classifier(classifier, train_tokens, train_labels, test_tokens, test_labels,
-                                      epochs=epochs, seed=seed)
+        logs[name] = train_classifier(
+            classifier,
+            train_tokens,
+            train_labels,
+            test_tokens,
+            test_labels,
+            epochs=epochs,
+            seed=seed,
+        )
     return pretrain_log, logs

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int, Int64, Shaped
 from torch import Tensor, nn
 
-from lib.checked import Integer, NonNegativeInt, Number, Positive, PositiveInt
+from lib.checked import AnyInt, NonNegativeInt, Number, Positive, PositiveInt
 
 __all__ = ["SequencePairs", "TrainingLog", "train_seq2seq", "train_step"]
 
@@ -110,7 +110,7 @@ def train_step(
     optimizer: torch.optim.Optimizer,
     logits: Float[Tensor, "B *positions V"],
     targets: Int64[Tensor, "B *positions"],
-    ignore_index: Integer = -100,
+    ignore_index: AnyInt = -100,
     clip: Optional[Callable[[list[Tensor]], object]] = None,
 ) -> Number:
     """One optimiser step on the mean cross-entropy of the targets that are not

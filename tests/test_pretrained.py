@@ -25,8 +25,12 @@ def test_bert_input_for_one_text_and_for_a_pair():
     tokens, segments = bert_input([7, 8], [5, 6, 4], cls_id=1, sep_id=2)
     assert tokens.tolist() == [1, 7, 8, 2, 5, 6, 4, 2]
     assert segments.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
-    with pytest.raises(TypeError, match="second must be a non-empty list of token ids"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'second'.*Actual value: 'ab'.*is_a_token_id"):
         bert_input([1], "ab")
+    with pytest.raises(TypeError, match=r"(?s)parameter 'first'.*Actual value: \[1, -2\].*is_a_token_id"):
+        bert_input([1, -2])
+    with pytest.raises(ValueError, match=r"first and second must each hold at least one token id; found first=\[1\], second=\[\]"):
+        bert_input([1], [])
 
 
 def test_bert_embedding_is_the_sum_of_token_segment_and_position_embeddings():
@@ -39,7 +43,7 @@ def test_bert_embedding_is_the_sum_of_token_segment_and_position_embeddings():
         torch.testing.assert_close(output[position], expected)
     with pytest.raises(ValueError, match=r"segments must hold ids in \[0, 2\)"):
         embed(tokens[None], torch.full_like(tokens, 2)[None])
-    with pytest.raises(ValueError, match="segments must have the shape of tokens"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'segments'.*Actual value: i64\[1,3\].*IdDtype\[Tensor, 'B L'\].*L=6"):
         embed(tokens[None], segments[None, :3])
 
 
@@ -78,7 +82,7 @@ def test_mask_tokens_is_reproducible_with_a_seeded_generator_and_checks_its_inpu
     assert all(torch.equal(a, b) for a, b in zip(first, second))
     everything, targets = mask_tokens(tokens, 3, 30, select_prob=1.0, mask_prob=1.0, random_prob=0.0)
     assert (everything == 3).all() and torch.equal(targets, tokens)
-    with pytest.raises(TypeError, match="tokens must be an integer torch.Tensor; found torch.float32"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'tokens'.*Actual value: f32\[5,40\].*IntegerDtype\[Tensor, '\*shape'\]"):
         mask_tokens(tokens.float(), 3, 30)
     with pytest.raises(ValueError, match="mask_prob \\+ random_prob must be <= 1; found 0.8 \\+ 0.3"):
         mask_tokens(tokens, 3, 30, random_prob=0.3)
@@ -87,6 +91,10 @@ def test_mask_tokens_is_reproducible_with_a_seeded_generator_and_checks_its_inpu
     with pytest.raises(ValueError, match=r"= \[0, 30\); found 2..30$"):
         mask_tokens(torch.tensor([[30, 2]]), 3, 30)
     mask_tokens(torch.tensor([[30, 2]]), 3, 30, special_ids=(30,))  # a special id may lie outside
+    with pytest.raises(TypeError, match=r"(?s)parameter 'special_ids'.*Actual value: \(30, -1\).*is_a_token_id"):
+        mask_tokens(tokens, 3, 30, special_ids=(30, -1))  # every item is checked
+    with pytest.raises(TypeError, match=r"(?s)parameter 'select_prob'.*Actual value: 1.5.*is_a_fraction"):
+        mask_tokens(tokens, 3, 30, select_prob=1.5)
 
 
 # ---------------------------------------------------------------------------

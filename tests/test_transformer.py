@@ -72,13 +72,15 @@ def test_positional_encoding_hand_computed_rows():
 def test_positional_encoding_errors_name_expected_and_found():
     with pytest.raises(ValueError, match="d_model must be even .*found 5"):
         positional_encoding(10, 5)
-    with pytest.raises(ValueError, match="max_len must be an int >= 1; found 0"):
+    with pytest.raises(TypeError, match="(?s)parameter 'max_len'.*Actual value: 0.*is_at_least_1"):
         positional_encoding(0, 4)
-    with pytest.raises(TypeError, match="d_model must be an int; found float"):
+    with pytest.raises(TypeError, match="(?s)parameter 'd_model'.*Actual value: 4.0.*Integral"):
         positional_encoding(3, 4.0)
+    with pytest.raises(TypeError, match="(?s)parameter 'dtype'.*Actual value: torch.int64.*is_a_float_dtype"):
+        positional_encoding(3, 4, dtype=torch.long)
     with pytest.raises(ValueError, match="d_model must be even"):
         offset_rotation(2, 7)
-    with pytest.raises(TypeError, match="offset must be an int; found float"):
+    with pytest.raises(TypeError, match="(?s)parameter 'offset'.*Actual value: 1.5.*Integral"):
         offset_rotation(1.5, 4)
 
 
