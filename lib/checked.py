@@ -49,6 +49,8 @@ CHECKED_MODULES = (
     "lib.memory.memn2n",
     "lib.memory.ntm",
     "lib.memory.turing",
+    "lib.softmax_approx",
+    "lib.reinforce",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -190,3 +192,20 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.reinforce ---
+
+from collections.abc import Mapping  # noqa: E402 - kept in this block for merges
+
+
+def each_entry(key: object, value: object) -> object:
+    """A mapping whose every key is a ``key`` and every value a ``value``, as in
+    ``models: each_entry(NonNegativeInt, nn.Module)`` (beartype alone looks at one)."""
+
+    def holds_them(mapping: Mapping) -> bool:
+        return all(
+            is_bearable(k, key) and is_bearable(v, value) for k, v in mapping.items()
+        )
+
+    return Annotated[Mapping[key, value], Is[holds_them]]
