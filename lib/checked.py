@@ -22,7 +22,7 @@ beartype (https://beartype.readthedocs.io).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from numbers import Integral, Real
 from typing import Annotated, Literal, Union
 
@@ -63,6 +63,8 @@ CHECKED_MODULES = (
     "lib.transformer_recipe",
     "lib.pretrained",
     "lib.pretraining",
+    "lib.softmax_approx",
+    "lib.reinforce",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -269,3 +271,18 @@ def distinct_each(hint: object) -> object:
         return 0 < len(items) == len(set(items))
 
     return Annotated[each(hint), Is[are_distinct]]
+
+
+# --- rules for lib.reinforce ---
+
+
+def each_entry(key: object, value: object) -> object:
+    """A mapping whose every key is a ``key`` and every value a ``value``, as in
+    ``models: each_entry(NonNegativeInt, nn.Module)`` (beartype alone looks at one)."""
+
+    def holds_them(mapping: Mapping) -> bool:
+        return all(
+            is_bearable(k, key) and is_bearable(v, value) for k, v in mapping.items()
+        )
+
+    return Annotated[Mapping[key, value], Is[holds_them]]

@@ -226,19 +226,22 @@ REWARDS = torch.tensor([1.0, 0.0])
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    (dict(log_probs=[[-0.5]]), TypeError, "log_probs must be a floating-point"),
-    (dict(log_probs=torch.zeros(2, 2, 2)), ValueError, r"log_probs must have shape \(B,\) or \(B, T\)"),
-    (dict(log_probs=torch.tensor([[0.5, 0.25], [0.5, 0.5]])), ValueError, r"log_probs must be log-probabilities"),
-    (dict(log_probs=torch.tensor([[math.nan, -1.0], [-1.0, -1.0]])), ValueError, "log_probs .* NaN"),
-    (dict(rewards=torch.tensor([1.0, 0.0, 1.0])), ValueError, r"rewards must be B = 2 .* found shape \(3,\)"),
-    (dict(rewards=torch.tensor([1.0, math.nan])), ValueError, "rewards .* NaN or inf"),
-    (dict(rewards=torch.tensor([1, 0])), TypeError, "rewards must be a floating-point"),
-    (dict(baseline="mean"), ValueError, "baseline must be None, a number, a .* found 'mean'"),
-    (dict(baseline=torch.zeros(3)), ValueError, r"baseline must be a float tensor of B = 2"),
-    (dict(baseline=math.nan), ValueError, "baseline must be a finite number"),
-    (dict(baseline=True), TypeError, "baseline must be None, a number"),
-    (dict(mask=torch.ones(2, 3, dtype=torch.bool)), ValueError, r"mask must have the shape \(B, T\)"),
-    (dict(mask=torch.ones(2, 2)), TypeError, "mask must be a bool"),
+    (dict(log_probs=[[-0.5]]), TypeError, r"(?s)parameter 'log_probs'.*Actual value: \[\[-0.5\]\].*Float\[Tensor, 'B T'\]"),
+    (dict(log_probs=torch.zeros(2, 2, 2)), TypeError, r"(?s)parameter 'log_probs'.*Actual value: f32\[2,2,2\].*Float\[Tensor, 'B'\]"),
+    (dict(log_probs=torch.zeros(0, 2), rewards=torch.zeros(0)), ValueError, "log_probs must hold B >= 1 sequences; found none"),
+    (dict(log_probs=torch.tensor([[0.5, 0.25], [0.5, 0.5]])), ValueError, r"log_probs must be log-probabilities .* found 0.5"),
+    (dict(log_probs=torch.tensor([[math.nan, -1.0], [-1.0, -1.0]])), ValueError, "log_probs must be log-probabilities .* found NaN"),
+    (dict(rewards=torch.tensor([1.0, 0.0, 1.0])), TypeError, r"(?s)parameter 'rewards'.*Actual value: f32\[3\].*B=2"),
+    (dict(rewards=torch.tensor([1.0, math.nan])), ValueError, "rewards must be B = 2 finite numbers; found NaN or inf"),
+    (dict(rewards=torch.tensor([1, 0])), TypeError, r"(?s)parameter 'rewards'.*Actual value: i64\[2\].*Float\[Tensor, 'B'\]"),
+    (dict(baseline="mean"), TypeError, r"(?s)parameter 'baseline'.*Actual value: 'mean'.*Literal\['leave-one-out'\]"),
+    (dict(baseline=torch.zeros(3)), TypeError, r"(?s)parameter 'baseline'.*Actual value: f32\[3\].*B=2"),
+    (dict(baseline=torch.tensor([0.0, math.inf])), ValueError, "baseline must be B = 2 finite numbers; found NaN or inf"),
+    (dict(baseline=math.nan), TypeError, r"(?s)parameter 'baseline'.*Actual value: nan.*is_finite"),
+    (dict(baseline=True), TypeError, r"(?s)parameter 'baseline'.*Actual value: True.*is_finite"),
+    (dict(mask=torch.ones(2, 3, dtype=torch.bool)), TypeError, r"(?s)parameter 'mask'.*Actual value: bool\[2,3\].*T=2"),
+    (dict(log_probs=GOOD[:, 0], mask=torch.ones(2, 3, dtype=torch.bool)), ValueError, r"mask must have the shape \(B, T\) of log_probs \(2,\); found \(2, 3\)"),
+    (dict(mask=torch.ones(2, 2)), TypeError, r"(?s)parameter 'mask'.*Actual value: f32\[2,2\].*Bool\[Tensor, 'B T'\]"),
 ])
 def test_bad_input_is_named(kwargs, error, match):
     arguments = dict(log_probs=GOOD, rewards=REWARDS) | kwargs
@@ -254,17 +257,19 @@ def test_leave_one_out_needs_two_sequences():
 def test_fine_tune_bad_input_is_named():
     model = NeuralLM(4, context=1, embedding_dim=4, hidden_size=4)
     references = torch.tensor([[1, 2, 3]])
-    with pytest.raises(TypeError, match="model must be a Module"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'model'.*Actual value: 'model'.*Module"):
         reinforce_fine_tune("model", references, max, 1, 4)
-    with pytest.raises(TypeError, match="references must be a LongTensor"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'references'.*Actual value: f64\[1,3\].*Int64\[Tensor, 'N L'\]"):
         reinforce_fine_tune(model, references.double(), max, 1, 4)
-    with pytest.raises(TypeError, match="reward must be callable"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'reward'.*Actual value: None.*Callable"):
         reinforce_fine_tune(model, references, None, 1, 4)
-    with pytest.raises(ValueError, match="prompt must be an int <= 2"):
+    with pytest.raises(ValueError, match=r"references must hold N >= 1 sequences longer than prompt = 3; found shape \(1, 3\)"):
         reinforce_fine_tune(model, references, max, 3, 4)
-    with pytest.raises(TypeError, match="baseline must be None, a number or 'leave-one-out'"):
+    with pytest.raises(ValueError, match="batch_size must be at least 2; found 1"):
+        reinforce_fine_tune(model, references, max, 1, 4, batch_size=1)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'baseline'.*Actual value: f32\[64\].*Literal\['leave-one-out'\]"):
         reinforce_fine_tune(model, references, max, 1, 4, baseline=torch.zeros(64))
-    with pytest.raises(ValueError, match="baseline must be None, a number, a .* found 'greedy'"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'baseline'.*Actual value: 'greedy'.*Literal\['leave-one-out'\]"):
         reinforce_fine_tune(model, references, max, 1, 4, baseline="greedy")
 
 
@@ -284,7 +289,7 @@ def test_bigram_precision_by_hand_and_as_chapter_6_once_coded_it():
     reference = references[:, :-1] * 12 + references[:, 1:]  # (50, 15)
     coded = (generated[:, :, None] == reference[:, None, :]).any(-1).double().mean(1)
     assert torch.equal(bigram_precision(samples, references, prompt=3), coded)
-    with pytest.raises(ValueError, match="prompt"):
+    with pytest.raises(ValueError, match="prompt must be less than the samples' length L = 16; found 16"):
         bigram_precision(samples, references, prompt=16)
 
 
@@ -328,5 +333,9 @@ def test_fine_tune_and_judge_judges_fine_tunes_a_copy_and_judges_again():
                             batch_size=8, lr=0.05, seed=seed)
         assert after[seed] == judge_clock_model(tuned, language, test_sentences, 5, 3, seed)
     assert after[0] != before[0]
-    with pytest.raises(TypeError, match="models must be a non-empty mapping"):
+    with pytest.raises(ValueError, match=r"models must map at least one seed to a model.*found seeds \[\]"):
         fine_tune_and_judge({}, language, sentences, test_sentences, bos=5, prompt=3)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'models'.*Actual value: \{0: .*, 1: 'model'\}.*each_entry"):
+        fine_tune_and_judge({0: models[0], 1: "model"}, language, sentences, test_sentences, bos=5, prompt=3)
+    with pytest.raises(ValueError, match=r"curves \(if given\) every seed of models; found seeds \[0, 1\] and curves \[0\]"):
+        fine_tune_and_judge(models, language, sentences, test_sentences, bos=5, prompt=3, curves={0: (torch.zeros(2), torch.zeros(2))})
