@@ -49,6 +49,8 @@ CHECKED_MODULES = (
     "lib.memory.memn2n",
     "lib.memory.ntm",
     "lib.memory.turing",
+    "lib.ngram",
+    "lib.lm",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -190,3 +192,37 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.ngram and lib.lm ---
+
+
+def is_words(value: Sequence) -> bool:
+    # One str is a sequence of one-character strs: a sentence must be split first.
+    return not isinstance(value, str) and all(isinstance(word, str) for word in value)
+
+
+def is_sentences(value: Sequence) -> bool:
+    return not isinstance(value, str) and all(is_words(sentence) for sentence in value)
+
+
+def is_above_1(value: Real) -> bool:
+    return is_finite(value) and value > 1
+
+
+def is_at_least_2(value: Integral) -> bool:
+    return is_a_number(value) and value >= 2
+
+
+def is_a_typo_rate(value: Real) -> bool:
+    return is_finite(value) and 1e-12 <= value <= 1  # log(typo) stays finite
+
+
+Words = Annotated[
+    Sequence[str], Is[is_words]
+]  # a sentence as tokens, as in ["the", "cat"]
+Sentences = Annotated[Sequence[Sequence[str]], Is[is_sentences]]  # a list of Words
+LogBase = Annotated[Real, Is[is_above_1]]  # the base b of a logarithm, b > 1
+AtLeast2Int = Annotated[Integral, Is[is_at_least_2]]  # a clock's hours, a length
+Int = Annotated[Integral, Is[is_a_number]]  # any int, negative included, not a bool
+TypoRate = Annotated[Real, Is[is_a_typo_rate]]  # a probability of a typo, in [1e-12, 1]
