@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal, Optional, get_args
+from typing import Literal, Optional, get_args, no_type_check
 
 import torch
 import torch.nn.functional as F
@@ -138,11 +138,11 @@ class NeuralLM(NextTokenLM, nn.Module):
         else:
             embedded = self.embedding(tokens)  # (N, t, E)
             counts = torch.arange(1, tokens.shape[1] + 1, device=tokens.device)  # (t,)
-            f = (
-                embedded.cumsum(dim=1) / counts[None, :, None]
-            )  # (N, t, E): running means
+            # The running means of the embeddings of bos and the tokens so far.
+            f = embedded.cumsum(dim=1) / counts[None, :, None]  # (N, t, E)
         return torch.tanh(self.hidden(f))  # (N, t, H)
 
+    @no_type_check  # features checks tokens; a sampler calls this once per token
     def forward(self, tokens: Int64[Tensor, "N t"]) -> Float[Tensor, "N t V"]:
         return self.output(self.features(tokens))  # (N, t, V)
 

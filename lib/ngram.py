@@ -31,7 +31,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Optional, no_type_check
 
 import torch
 from jaxtyping import Float, Float64, Int64, Real
@@ -241,6 +241,7 @@ class NGramModel:
         return replace(self, delta=delta)
 
     # ---- words and ids ------------------------------------------------------------
+    @no_type_check  # once per n-gram: its callers checked the words, or built them
     def lookup(self, words: Sequence[str]) -> tuple[str, ...]:
         """``words`` with every unknown word replaced by ``unk`` (``<s>`` is known)."""
         out = []
