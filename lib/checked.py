@@ -65,6 +65,8 @@ CHECKED_MODULES = (
     "lib.pretraining",
     "lib.softmax_approx",
     "lib.reinforce",
+    "lib.ngram",
+    "lib.lm",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -286,3 +288,26 @@ def each_entry(key: object, value: object) -> object:
         )
 
     return Annotated[Mapping[key, value], Is[holds_them]]
+
+
+# --- rules for lib.ngram and lib.lm ---
+
+
+def is_sentences(value: Sequence) -> bool:
+    return not isinstance(value, str) and all(
+        is_a_list_of_words(sentence) for sentence in value
+    )
+
+
+def is_above_1(value: Real) -> bool:
+    return is_finite(value) and value > 1
+
+
+def is_a_typo_rate(value: Real) -> bool:
+    return is_finite(value) and 1e-12 <= value <= 1  # log(typo) stays finite
+
+
+Sentences = Annotated[Sequence[Sequence[str]], Is[is_sentences]]  # a list of Words
+LogBase = Annotated[Real, Is[is_above_1]]  # the base b of a logarithm, b > 1
+AtLeast2Int = int_from(2)  # a clock's hours, a length
+TypoRate = Annotated[Real, Is[is_a_typo_rate]]  # a probability of a typo, in [1e-12, 1]

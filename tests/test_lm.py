@@ -67,10 +67,16 @@ def test_neural_lm_is_causal(feature):
 
 
 def test_neural_lm_errors():
-    with pytest.raises(ValueError, match="feature must be one of"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'feature'.*Actual value: 'rnn'.*Literal\['window'"):
         NeuralLM(5, feature="rnn")
-    with pytest.raises(TypeError, match="LongTensor of shape \\(N, t\\)"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'vocab_size'.*Actual value: 0.*is_at_least_1"):
+        NeuralLM(0)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'tokens'.*Actual value: f32\[2,3\].*Int64\[Tensor, 'N t'\]"):
         NeuralLM(5)(torch.zeros(2, 3))
+    with pytest.raises(TypeError, match=r"(?s)parameter 'tokens'.*Actual value: i64\[3\].*Int64\[Tensor, 'N t'\]"):
+        NeuralLM(5)(torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"tokens must hold at least one position \(bos\); found shape \(2, 0\)"):
+        NeuralLM(5)(torch.zeros(2, 0, dtype=torch.long))
     with pytest.raises(ValueError, match="ids in \\[0, 5\\]"):
         NeuralLM(5)(torch.tensor([[5, 6]]))
 
@@ -101,12 +107,18 @@ def test_epsilon_schedules_by_hand():
 
 
 def test_epsilon_schedule_errors():
-    with pytest.raises(ValueError, match="kind must be one of"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'kind'.*Actual value: 'cosine'.*Literal\['constant'"):
         EpsilonSchedule("cosine")
-    with pytest.raises(ValueError, match="k must be a finite number in \\[1.0"):
+    with pytest.raises(ValueError, match=r"k must be a finite number in \[1.0, inf\] for kind 'inverse_sigmoid'; found 0.5"):
         EpsilonSchedule("inverse_sigmoid", k=0.5)
-    with pytest.raises(ValueError, match="k must be a finite number in \\[0.0, 1.0\\]"):
+    with pytest.raises(ValueError, match=r"k must be a finite number in \[0.0, 1.0\] for kind 'exponential'; found 1.5"):
         EpsilonSchedule("exponential", k=1.5)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'k'.*Actual value: nan.*is_finite"):
+        EpsilonSchedule("linear", k=math.nan)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'minimum'.*Actual value: 1.5.*is_a_fraction"):
+        EpsilonSchedule("linear", k=1.0, minimum=1.5)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'step'.*Actual value: -1.*is_at_least_0"):
+        EpsilonSchedule()(-1)
 
 
 class ConstantModel(torch.nn.Module):
@@ -180,10 +192,14 @@ def test_train_lm_teacher_forcing_fits_and_is_reproducible():
 
 def test_train_lm_errors():
     inputs, targets = teacher_forcing_batch([[1, 0]], bos=2)
-    with pytest.raises(ValueError, match="same shape"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'targets'.*Actual value: i64\[1,1\].*Int64\[Tensor, 'N L'\].*L=2"):
         train_lm(NeuralLM(2), inputs, targets[:, :1], steps=1)
-    with pytest.raises(TypeError, match="EpsilonSchedule or None"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'schedule'.*Actual value: 0.5.*EpsilonSchedule"):
         train_lm(NeuralLM(2), inputs, targets, steps=1, schedule=0.5)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'lr'.*Actual value: nan.*is_at_least_0"):
+        train_lm(NeuralLM(2), inputs, targets, steps=1, lr=math.nan)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'epsilon'.*Actual value: 1.5.*is_a_fraction"):
+        scheduled_sampling_inputs(NeuralLM(2), inputs, targets, 1.5)
 
 
 # ---- the counting language and the drift measurement -------------------------------------------------
@@ -249,5 +265,18 @@ def test_rollout_keeps_the_prompt_and_continues_with_samples():
     prompts = torch.tensor([[1, 2], [3, 4]])
     out = rollout(ConstantModel(6, 5), prompts, 5, bos=6, generator=torch.Generator().manual_seed(0))
     assert out.tolist() == [[1, 2, 5, 5, 5], [3, 4, 5, 5, 5]]
-    with pytest.raises(ValueError, match="length must be an int >= 2"):
+    with pytest.raises(ValueError, match=r"length must be an int >= 2 \(the prompts' length\); found 1"):
         rollout(ConstantModel(6, 5), prompts, 1, bos=6)
+
+
+def test_counting_language_errors():
+    with pytest.raises(TypeError, match=r"(?s)parameter 'hours'.*Actual value: 1.*is_at_least_2"):
+        CountingLanguage(hours=1)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'typo'.*Actual value: 0.*is_a_typo_rate"):
+        CountingLanguage(typo=0)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'steps'.*Actual value: \(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1.5\)"):
+        CountingLanguage(steps=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1.5))  # every step is read
+    with pytest.raises(ValueError, match="steps must hold at least one step; found none"):
+        CountingLanguage(steps=())
+    with pytest.raises(ValueError, match=r"prefixes must be shorter than the sentences \(16\); found length 16"):
+        CountingLanguage().next_probs(torch.zeros(1, 16, dtype=torch.long))

@@ -47,12 +47,16 @@ def test_our_padding_predicts_one_end_symbol_where_nltk_predicts_n_minus_1():
 
 
 def test_padding_and_ngram_errors():
-    with pytest.raises(TypeError, match="sentence must be a list of token strings; found a str"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'sentence'.*Actual value: 'the cat'.*is_a_list_of_words"):
         pad("the cat", 2)
-    with pytest.raises(ValueError, match="order must be an int >= 1"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'order'.*Actual value: 0.*is_at_least_1"):
         pad(["a"], 0)
-    with pytest.raises(TypeError, match="order must be an int"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'order'.*Actual value: 101.*is_at_most_100"):
+        pad(["a"], 101)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'order'.*Actual value: 2.0.*Integral"):
         ngrams(["a"], 2.0)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'tokens'.*Actual value: \['a', 3\].*is_a_list_of_words"):
+        ngrams(["a", 3], 1)
 
 
 # ---- agreement with nltk ---------------------------------------------------------------------
@@ -188,20 +192,32 @@ def test_step_refuses_ids_outside_the_vocabulary_and_bos(bad):
 def test_ngram_model_errors():
     with pytest.raises(ValueError, match="unk must be one of the vocabulary"):
         NGramModel(2, ("a", EOS), unk="<unk>")
-    with pytest.raises(ValueError, match="not in the vocabulary and the model has no unknown-word token"):
+    with pytest.raises(ValueError, match="words must be in the vocabulary, as the model has no unknown-word token; found 'zebra'"):
         NGramModel.fit(TOY, 2, unk=None).prob("zebra", ["the"])
-    with pytest.raises(ValueError, match="delta must be a finite number"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'delta'.*Actual value: -1.0.*is_at_least_0"):
         NGramModel.fit(TOY, 2, delta=-1.0)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'delta'.*Actual value: nan.*is_at_least_0"):
+        NGramModel(2, ("a", EOS), delta=math.nan, unk=None)
+    with pytest.raises(ValueError, match=r"vocabulary must be a non-empty sequence of distinct words; found 2 words, 1 distinct"):
+        NGramModel(2, ("a", "a"), unk=None)
+    with pytest.raises(ValueError, match=r"ids must be below the vocabulary's size 2; found 2"):
+        NGramModel(2, ("a", EOS), unk=None).decode([0, 2])
     with pytest.raises(ValueError, match="context must hold 2 words"):
         NGramModel.fit(TOY, 3).prob("cat", ["the"])
     with pytest.raises(ValueError, match="n-grams of one length"):
         NGramModel.from_ngrams([("a", "b"), ("a",)], ["a", "b"])
-    with pytest.raises(ValueError, match="every n-gram must have 2 words"):
+    with pytest.raises(ValueError, match="grams must each have 2 words; found \\('a', 'b', 'c'\\)"):
         NGramModel.fit(TOY, 2).ngram_log_probs([("a", "b", "c")])
-    with pytest.raises(TypeError, match="list of sentences, each a list of token strings"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'sentences'.*Actual value: 'the cat'.*is_sentences"):
         NGramModel.fit("the cat", 2)
-    with pytest.raises(ValueError, match="counts must satisfy"):
+    with pytest.raises(ValueError, match="counts must satisfy 0 <= pair_counts <= context_counts"):
         add_delta_log_prob(torch.tensor([3.0]), torch.tensor([2.0]), 1.0, 4)
+    with pytest.raises(ValueError, match=r"context_counts must broadcast against pair_counts \(3,\); found \(2,\)"):
+        add_delta_log_prob(torch.ones(3), torch.ones(2), 1.0, 4)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'pair_counts'.*Actual value: bool\[3\]"):
+        add_delta_log_prob(torch.ones(3, dtype=torch.bool), torch.ones(3), 1.0, 4)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'vocab_size'.*Actual value: 0.*is_at_least_1"):
+        add_delta_log_prob(torch.ones(3), torch.ones(3), 1.0, 0)
 
 
 def test_unseen_fraction_by_hand_and_growing_with_order(lee):
@@ -240,13 +256,15 @@ def test_perplexity_is_inverse_geometric_mean(probs):
 
 
 def test_perplexity_errors():
-    with pytest.raises(TypeError, match="floating-point torch.Tensor"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'log_probs'.*Actual value: \[0.5\].*Float\[Tensor"):
         perplexity([0.5])
+    with pytest.raises(TypeError, match=r"(?s)parameter 'log_probs'.*Actual value: i64\[1\].*Float\[Tensor"):
+        perplexity(torch.tensor([-1]))
     with pytest.raises(ValueError, match="at least one token"):
         perplexity(torch.tensor([]))
     with pytest.raises(ValueError, match="found NaN or \\+inf"):
         perplexity(torch.tensor([math.nan]))
-    with pytest.raises(ValueError, match="base must be a finite number"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'base'.*Actual value: 1.*is_above_1"):
         perplexity(torch.tensor([-1.0]), base=1)
 
 
@@ -264,12 +282,16 @@ def test_perplexity_beyond_the_largest_float_is_inf_not_an_overflow_error():
 
 def test_a_string_where_words_are_expected_is_a_type_error():
     model = NGramModel.fit(TOY, 2)
-    with pytest.raises(TypeError, match="context must be a list of token strings; found a str"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'context'.*Actual value: 'the'.*is_a_list_of_words"):
         model.prob("cat", "the")  # would be read as the characters t, h, e
-    with pytest.raises(TypeError, match=r"sentences\[0\] must be a list of token strings; found a str"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'sentences'.*Actual value: \['the cat', 'a dog'\].*is_sentences"):
         NGramModel.fit(["the cat", "a dog"], 2)  # would train a character model
-    with pytest.raises(TypeError, match="sentences must be a list of sentences"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'sentences'.*Actual value: 'the cat'.*is_sentences"):
         NGramModel.fit("the cat", 2)
-    with pytest.raises(TypeError, match=r"test\[1\] must be a list of token strings; found a list of int"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'test'.*Actual value: \[\['the'\], \[1, 2\]\].*is_sentences"):
         unseen_fraction(TOY, [["the"], [1, 2]], 2)
+    # beartype alone would look at one sentence, drawn at random: every one is read.
+    many = [["the", "cat"]] * 50 + [["a", 7]]
+    with pytest.raises(TypeError, match=r"(?s)parameter 'sentences'.*is_sentences"):
+        NGramModel.fit(many, 2)
     assert model.prob("cat", ("the",)) == model.prob("cat", ["the"])
