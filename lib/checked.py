@@ -49,6 +49,7 @@ CHECKED_MODULES = (
     "lib.memory.memn2n",
     "lib.memory.ntm",
     "lib.memory.turing",
+    "lib.gating",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
