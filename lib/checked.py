@@ -50,6 +50,7 @@ CHECKED_MODULES = (
     "lib.memory.ntm",
     "lib.memory.turing",
     "lib.gating",
+    "lib.char_lm",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
