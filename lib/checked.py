@@ -67,6 +67,8 @@ CHECKED_MODULES = (
     "lib.reinforce",
     "lib.ngram",
     "lib.lm",
+    "lib.gating",
+    "lib.char_lm",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks

@@ -35,6 +35,24 @@ def test_memory_classifier_keep_bias_and_lib_layer():
     torch.testing.assert_close(layer(x)[0][:, -1], model.recurrent(x)[0][:, -1], atol=1e-6, rtol=0)
     with pytest.raises(ValueError, match="a plain RNN has no gate"):
         MemoryClassifier("rnn", 6, 3, 4, keep_bias=1.0)
+    with pytest.raises(ValueError, match=r"x must hold T >= 1 steps of D = 6 features; found shape \(2, 7, 5\)"):
+        model(x[..., :5])
+    with pytest.raises(ValueError, match=r"x must hold T >= 1 steps of D = 6 features; found shape \(2, 0, 6\)"):
+        model(x[:, :0])
+    with pytest.raises(TypeError, match=r"x must be torch.float32, as the weights; found torch.float64"):
+        model(x.double())
+    with pytest.raises(TypeError, match=r"(?s)parameter 'x'.*Actual value: i64\[2,7\]"):
+        model(torch.zeros(2, 7, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"(?s)parameter 'kind'.*Actual value: 'cnn'.*Literal\['rnn'"):
+        MemoryClassifier("cnn", 6, 3, 4)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'hidden_size'.*Actual value: 0.*is_at_least_1"):
+        MemoryClassifier("gru", 6, 0, 4)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'keep_bias'.*Actual value: nan.*is_finite"):
+        MemoryClassifier("gru", 6, 3, 4, keep_bias=float("nan"))
+    with pytest.raises(ValueError, match=r"MemoryClassifier of input_size=6, hidden_size=1000000, classes=4 would hold 4e\+12"):
+        MemoryClassifier("lstm", 6, 10**6, 4)
+    with pytest.raises(ValueError, match=r"x must have D = symbols \+ 2 = 6 features; found shape \(2, 7, 5\)"):
+        sequence_symbols(x[..., :5], 4)
 
 
 def test_train_memory_task_solves_a_short_gap_and_is_reproducible():
@@ -75,3 +93,9 @@ def test_a_task_too_small_for_a_disjoint_test_set_is_refused():
     # 2 distractors: 4^3 = 64 sequences, all drawn in training
     with pytest.raises(ValueError, match=r"only 0 sequences outside the 64 seen.*4\^3"):
         train_memory_task("lstm", length=2, steps=120, hidden_size=16, keep_bias=1.0, lr=1e-2)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'length'.*Actual value: -1.*is_at_least_0"):
+        train_memory_task("lstm", length=-1)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'steps'.*Actual value: 0.*is_at_least_1"):
+        train_memory_task("lstm", length=2, steps=0)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'seen'.*Actual value: \[\]"):
+        unseen_batch(MemoryTask(2), 4, torch.Generator(), [])
