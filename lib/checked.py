@@ -49,6 +49,7 @@ CHECKED_MODULES = (
     "lib.memory.memn2n",
     "lib.memory.ntm",
     "lib.memory.turing",
+    "lib.decoding",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -190,3 +191,23 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.decoding ---
+
+
+def is_a_log_prob(value: Real) -> bool:
+    return is_a_number(value) and not math.isnan(value) and value != math.inf
+
+
+LogProb = Annotated[Real, Is[is_a_log_prob]]  # finite or -inf (probability 0)
+
+
+def non_negative_at_most(bound: float) -> object:
+    """A finite number from 0 to ``bound``, as in ``non_negative_at_most(50.0)``."""
+
+    def is_at_most(value: Real) -> bool:
+        return value <= bound
+
+    is_at_most.__name__ = is_at_most.__qualname__ = f"is_at_most_{bound:g}"
+    return Annotated[Real, Is[is_at_least_0], Is[is_at_most]]
