@@ -163,9 +163,9 @@ def expand_and_prune(
     beam_scores: Float[Tensor, "K"],
     log_probs: Float[Tensor, "K V"],
     beam_size: PositiveInt,
-) -> tuple[Int[Tensor, "k"], Int[Tensor, "k"], Float[Tensor, "k"]]:
+) -> tuple[Tensor, Tensor, Tensor]:
     """One beam-search step: extend each of the ``K`` hypotheses by every token and keep
-    the ``beam_size`` best candidates, as (parents, tokens, scores), best first.
+    the ``beam_size`` best candidates: their parents, tokens and scores, best first.
 
     All ``K * V`` candidates have the same length, so ranking them by log-probability
     ranks them by any length-normalised score too. Candidates of probability 0 are never
@@ -181,6 +181,7 @@ def expand_and_prune(
     # A stable sort makes ties deterministic and agree with greedy's argmax.
     order = torch.sort(candidates, descending=True, stable=True).indices[:beam_size]
     order = order[candidates[order] > -math.inf]  # (k,)
+    # Three (k,) tensors; declaring them would add a ~15 us check to every step.
     return order // vocab_size, order % vocab_size, candidates[order]
 
 
