@@ -69,6 +69,7 @@ CHECKED_MODULES = (
     "lib.lm",
     "lib.gating",
     "lib.char_lm",
+    "lib.decoding",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -313,3 +314,21 @@ Sentences = Annotated[Sequence[Sequence[str]], Is[is_sentences]]  # a list of Wo
 LogBase = Annotated[Real, Is[is_above_1]]  # the base b of a logarithm, b > 1
 AtLeast2Int = int_from(2)  # a clock's hours, a length
 TypoRate = Annotated[Real, Is[is_a_typo_rate]]  # a probability of a typo, in [1e-12, 1]
+# --- rules for lib.decoding ---
+
+
+def is_a_log_prob(value: Real) -> bool:
+    return is_a_number(value) and not math.isnan(value) and value != math.inf
+
+
+LogProb = Annotated[Real, Is[is_a_log_prob]]  # finite or -inf (probability 0)
+
+
+def non_negative_at_most(bound: float) -> object:
+    """A finite number from 0 to ``bound``, as in ``non_negative_at_most(50.0)``."""
+
+    def is_at_most(value: Real) -> bool:
+        return value <= bound
+
+    is_at_most.__name__ = is_at_most.__qualname__ = f"is_at_most_{bound:g}"
+    return Annotated[Real, Is[is_at_least_0], Is[is_at_most]]

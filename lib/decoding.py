@@ -45,14 +45,22 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Literal, Optional
 
 import torch
+from jaxtyping import Float, Int
 from torch import Tensor
 
-from lib.validation import (
-    require_callable, require_float_tensor, require_ids, require_int, require_log_prob, require_number,
+from lib.checked import (
+    LogProb,
+    NonNegativeInt,
+    Positive,
+    PositiveInt,
+    each,
+    non_negative_at_most,
+    positive_int_at_most,
 )
 
 __all__ = [
@@ -73,131 +81,71 @@ __all__ = [
     "MAX_ALPHA",
 ]
 
-StepFn = Callable[[Tensor], Tensor]
-BatchStepFn = Callable[[Tensor, Tensor], Tensor]
+StepFn = Callable[[Tensor], Tensor]  # prefixes (N, t) -> log-probabilities (N, V)
+BatchStepFn = Callable[[Tensor, Tensor], Tensor]  # prefixes (N, t), sources (N,)
 
 # A row of log-probabilities must log-sum-exp to 0; float32 models are off by ~1e-7.
 _NORMALISATION_TOLERANCE = 1e-3
 # At most this many hypotheses x steps (beam_size or num_samples times max_len): more
 # would run for hours, which is never what a reader meant.
 MAX_EXPANSIONS = 10**6
-# Largest length-penalty exponent: usual values lie in [0, 1], and length**alpha must stay
-# a float for lengths up to MAX_EXPANSIONS (10**6 ** 50 = 1e300).
+# Largest length-penalty exponent: usual values lie in [0, 1], and length**alpha must
+# stay a float for lengths up to MAX_EXPANSIONS (10**6 ** 50 = 1e300).
 MAX_ALPHA = 50.0
 
-
-# ---------------------------------------------------------------------------
-# Input checks. Each error message names what was expected and what was found.
-# ---------------------------------------------------------------------------
-
-
-def _check_beam(beam_scores: object, log_probs: object) -> None:
-    require_float_tensor("beam_scores", beam_scores), require_float_tensor("log_probs", log_probs)
-    if beam_scores.dim() != 1 or log_probs.dim() != 2 or log_probs.shape[0] != beam_scores.shape[0]:
-        raise ValueError(
-            f"beam_scores must have shape (K,) and log_probs (K, V); found {tuple(beam_scores.shape)} "
-            f"and {tuple(log_probs.shape)}"
-        )
-    if bool(beam_scores.isnan().any()) or bool(log_probs.isnan().any()):
-        raise ValueError("beam_scores and log_probs must not contain NaN: a NaN candidate cannot be ranked "
-                         "(it would be dropped without a word); found NaN")
-
-
-def _check_sampling(log_probs: object, temperature: object) -> None:
-    if not isinstance(log_probs, Tensor) or not log_probs.is_floating_point() or log_probs.dim() == 0:
-        found = log_probs.dtype if isinstance(log_probs, Tensor) else type(log_probs).__name__
-        raise TypeError(f"log_probs must be a floating-point torch.Tensor of shape (..., V); found {found}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
-            or not 0 < temperature < math.inf:
-        raise ValueError(f"temperature must be a finite number > 0; found {temperature!r}")
-
-
-def _require_search_size(name: str, count: object, max_len: int) -> None:
-    require_int(name, count, 1)
-    if count * max_len > MAX_EXPANSIONS:
-        raise ValueError(f"{name} * max_len must be at most {MAX_EXPANSIONS:,}; found {count} * {max_len}")
+MaxLen = positive_int_at_most(MAX_EXPANSIONS)
+Alpha = non_negative_at_most(MAX_ALPHA)  # the length-normalisation exponent
 
 
 def _checked_log_probs(output: object, rows: int, eos: Optional[int] = None) -> Tensor:
-    """Validate what a step function returned for ``rows`` prefixes; return it as float64."""
+    """What a step function returned for ``rows`` prefixes, as float64, once it is known
+    to be ``rows`` rows of log-probabilities (a signature cannot say what a reader's
+    function returns)."""
     if not isinstance(output, Tensor) or not output.is_floating_point():
         found = output.dtype if isinstance(output, Tensor) else type(output).__name__
-        raise TypeError(f"step_fn must return a floating-point torch.Tensor of log-probabilities; found {found}")
+        raise TypeError(
+            "step_fn must return a floating-point torch.Tensor of log-probabilities; "
+            f"found {found}"
+        )
     if output.dim() != 2 or output.shape[0] != rows:
         raise ValueError(
-            f"step_fn must return log-probabilities of shape (N, V) = ({rows}, V) for {rows} prefixes; "
-            f"found {tuple(output.shape)}"
+            f"step_fn must return log-probabilities of shape (N, V) = ({rows}, V) for "
+            f"{rows} prefixes; found {tuple(output.shape)}"
         )
     if eos is not None and eos >= output.shape[1]:
-        raise ValueError(f"eos must be a token of the vocabulary, < V = {output.shape[1]}; found {eos}")
+        raise ValueError(
+            f"eos must be a token of the vocabulary, < V = {output.shape[1]}; "
+            f"found {eos}"
+        )
     output = output.detach().double()
     if bool((torch.isnan(output) | (output == math.inf)).any()):
-        raise ValueError("step_fn must return finite log-probabilities (or -inf); found NaN or +inf")
+        raise ValueError(
+            "step_fn must return finite log-probabilities (or -inf); found NaN or +inf"
+        )
     totals = torch.logsumexp(output, dim=1)  # (N,); 0 for normalised rows
     worst = int(totals.abs().argmax())
     if not abs(float(totals[worst])) <= _NORMALISATION_TOLERANCE:
         raise ValueError(
-            "step_fn must return log-probabilities (each row's logsumexp is 0; apply log_softmax "
-            f"to logits); found logsumexp {float(totals[worst]):.4g} in row {worst}"
+            "step_fn must return log-probabilities (each row's logsumexp is 0; apply "
+            f"log_softmax to logits); found logsumexp {float(totals[worst]):.4g} in "
+            f"row {worst}"
         )
     return output
 
 
-def normalised_score(log_prob: float, length: int, alpha: float = 0.0) -> float:
-    """The beam-search score of a hypothesis: ``log_prob / length ** alpha``.
-
-    Parameters
-    ----------
-    log_prob : float
-        Log-probability of the hypothesis, a sum of per-token log-probabilities.
-    length : int
-        Number of tokens, counting ``eos`` and not ``bos``.
-    alpha : float
-        0 ranks by probability; 1 by the average log-probability per token.
-
-    Returns
-    -------
-    float
-
-    Shapes
-    ------
-    Scalars in and out.
-    """
-    require_log_prob("log_prob", log_prob), require_int("length", length, 1), require_number("alpha", alpha, 0.0, MAX_ALPHA)
+def normalised_score(
+    log_prob: LogProb, length: PositiveInt, alpha: Alpha = 0.0
+) -> LogProb:
+    """The beam-search score of a hypothesis of ``length`` tokens (``eos`` counted,
+    ``bos`` not): 0 ranks by probability, 1 by log-probability per token."""
     return log_prob / length**alpha
 
 
-# ---------------------------------------------------------------------------
-# Greedy search: the plain reference path.
-# ---------------------------------------------------------------------------
-
-
-def greedy_search(step_fn: StepFn, bos: int, eos: int, max_len: int) -> tuple[list[int], float]:
-    """Emit the most probable next token until ``eos`` or ``max_len`` tokens.
-
-    Parameters
-    ----------
-    step_fn : callable
-        ``step_fn(prefixes)`` maps a ``LongTensor (N, t)`` of prefixes (each
-        starting with ``bos``) to log-probabilities ``(N, V)``.
-    bos, eos : int
-        Begin- and end-of-sequence tokens.
-    max_len : int
-        Largest number of output tokens.
-
-    Returns
-    -------
-    tokens : list of int
-        The output, without ``bos``, ending with ``eos`` if it was emitted.
-    log_prob : float
-        Sum of the log-probabilities of the chosen tokens.
-
-    Shapes
-    ------
-    prefixes passed to step_fn : (1, t)
-    step_fn output : (1, V)
-    """
-    _check_search_args(step_fn, bos, eos, max_len)
+def greedy_search(
+    step_fn: StepFn, bos: NonNegativeInt, eos: NonNegativeInt, max_len: MaxLen
+) -> tuple[list[int], float]:
+    """Emit the most probable next token until ``eos`` or ``max_len`` tokens; return the
+    tokens (without ``bos``) and the sum of their log-probabilities."""
     tokens: list[int] = []
     log_prob = 0.0
     while len(tokens) < max_len:
@@ -211,73 +159,41 @@ def greedy_search(step_fn: StepFn, bos: int, eos: int, max_len: int) -> tuple[li
     return tokens, log_prob
 
 
-def _check_search_args(step_fn: object, bos: int, eos: int, max_len: int) -> None:
-    require_callable("step_fn", step_fn)
-    require_int("bos", bos, 0)
-    require_int("eos", eos, 0)
-    require_int("max_len", max_len, 1, MAX_EXPANSIONS)
+def expand_and_prune(
+    beam_scores: Float[Tensor, "K"],
+    log_probs: Float[Tensor, "K V"],
+    beam_size: PositiveInt,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One beam-search step: extend each of the ``K`` hypotheses by every token and keep
+    the ``beam_size`` best candidates: their parents, tokens and scores, best first.
 
-
-# ---------------------------------------------------------------------------
-# Beam search.
-# ---------------------------------------------------------------------------
-
-
-def expand_and_prune(beam_scores: Tensor, log_probs: Tensor, beam_size: int) -> tuple[Tensor, Tensor, Tensor]:
-    """One beam-search step: extend every hypothesis by every token, keep the best.
-
-    Candidate ``(k, v)`` extends hypothesis ``k`` by token ``v`` and scores
-    ``beam_scores[k] + log_probs[k, v]``. All ``K * V`` candidates have the same
-    length, so ranking them by log-probability is ranking them by any
-    length-normalised score too. Candidates of probability 0 (score ``-inf``)
-    are never kept.
-
-    Parameters
-    ----------
-    beam_scores : Tensor
-        Log-probabilities of the ``K`` current hypotheses.
-    log_probs : Tensor
-        Next-token log-probabilities after each hypothesis.
-    beam_size : int
-        How many candidates to keep.
-
-    Returns
-    -------
-    parents, tokens : LongTensor
-        Which hypothesis each kept candidate extends, and by which token.
-    scores : Tensor
-        The kept candidates' log-probabilities, best first (ties keep the
-        order of the flattened ``(K, V)`` table: lower parent, then lower token).
-
-    Shapes
-    ------
-    beam_scores : (K,)
-    log_probs : (K, V)
-    parents, tokens, scores : (k,) with k = min(beam_size, number of finite candidates)
+    All ``K * V`` candidates have the same length, so ranking them by log-probability
+    ranks them by any length-normalised score too. Candidates of probability 0 are never
+    kept; ties keep the lower parent, then the lower token.
     """
-    require_int("beam_size", beam_size, 1), _check_beam(beam_scores, log_probs)
+    if bool(beam_scores.isnan().any()) or bool(log_probs.isnan().any()):
+        raise ValueError(
+            "beam_scores and log_probs must not contain NaN: a NaN candidate cannot be "
+            "ranked (it would be dropped without a word); found NaN"
+        )
     vocab_size = log_probs.shape[1]
     candidates = (beam_scores[:, None] + log_probs).flatten()  # (K, V) -> (K * V,)
     # A stable sort makes ties deterministic and agree with greedy's argmax.
-    order = torch.sort(candidates, descending=True, stable=True).indices[:beam_size]  # (k,)
-    order = order[candidates[order] > -math.inf]
+    order = torch.sort(candidates, descending=True, stable=True).indices[:beam_size]
+    order = order[candidates[order] > -math.inf]  # (k,)
+    # Three (k,) tensors; declaring them would add a ~15 us check to every step.
     return order // vocab_size, order % vocab_size, candidates[order]
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One candidate of a beam-search step, as recorded in a trace.
-
-    ``parent`` indexes the previous step's kept (still open) hypotheses, in the
-    order that step lists them; ``status`` is ``"kept"`` (stays in the beam),
-    ``"finished"`` (kept, and ends with ``eos`` or reached ``max_len``) or
-    ``"pruned"``.
-    """
+    """One candidate of a beam-search step, as a trace records it. ``parent`` indexes
+    the previous step's open hypotheses, in the order that step lists them."""
 
     tokens: tuple[int, ...]
     log_prob: float
     parent: int
-    status: str
+    status: Literal["kept", "finished", "pruned"]  # finished: kept, and ends
 
 
 @dataclass(frozen=True)
@@ -289,7 +205,16 @@ class TraceStep:
     candidates: tuple[Candidate, ...]
 
 
-def _trace_step(source, step, alive, log_probs, parents, tokens, eos, max_len) -> TraceStep:
+def _trace_step(
+    source: int,
+    step: int,
+    alive: list[tuple[tuple[int, ...], float]],
+    log_probs: Float[Tensor, "K V"],
+    parents: Int[Tensor, "k"],
+    tokens: Int[Tensor, "k"],
+    eos: int,
+    max_len: int,
+) -> TraceStep:
     """Record all candidates of a step, marking the kept ones (does not search)."""
     kept = set(zip(parents.tolist(), tokens.tolist()))
     recorded = []
@@ -298,237 +223,130 @@ def _trace_step(source, step, alive, log_probs, parents, tokens, eos, max_len) -
             if token_log_prob == -math.inf:
                 continue  # impossible sequences are not candidates
             ends = token == eos or len(prefix) + 1 == max_len
-            status = ("finished" if ends else "kept") if (parent, token) in kept else "pruned"
-            recorded.append(Candidate((*prefix, token), score + token_log_prob, parent, status))
+            status = "pruned"
+            if (parent, token) in kept:
+                status = "finished" if ends else "kept"
+            recorded.append(
+                Candidate((*prefix, token), score + token_log_prob, parent, status)
+            )
     recorded.sort(key=lambda c: -c.log_prob)
     return TraceStep(source, step, tuple(recorded))
 
 
 def beam_search_batch(
     step_fn: BatchStepFn,
-    num_sources: int,
-    bos: int,
-    eos: int,
-    beam_size: int,
-    max_len: int,
-    alpha: float = 0.0,
-    trace: Optional[list] = None,
+    num_sources: PositiveInt,
+    bos: NonNegativeInt,
+    eos: NonNegativeInt,
+    beam_size: PositiveInt,
+    max_len: MaxLen,
+    alpha: Alpha = 0.0,
+    trace: Optional[list[TraceStep]] = None,
 ) -> list[list[tuple[list[int], float]]]:
-    """Beam search for several source sentences at once, one model call per step.
+    """Beam search for ``num_sources`` source sentences at once, one call of
+    ``step_fn(prefixes, sources)`` per step; ``sources`` says which sentence each row
+    continues. For each source, its finished hypotheses as (tokens, score), best first.
 
-    Each source has its own beam of ``beam_size`` slots. Every step extends the
-    open hypotheses of all sources together (one call of ``step_fn``), then,
-    source by source, keeps the best candidates (:func:`expand_and_prune`). A
-    kept candidate that ends with ``eos`` or has ``max_len`` tokens is finished
-    and keeps its slot, so the beam of a source narrows as hypotheses finish and
-    the search ends when no hypothesis is open. Each source therefore gets
-    ``beam_size`` finished hypotheses (fewer if the model allows fewer).
-
-    Parameters
-    ----------
-    step_fn : callable
-        ``step_fn(prefixes, sources)``: prefixes ``LongTensor (N, t)`` starting
-        with ``bos``, and ``sources`` ``LongTensor (N,)``, the index in
-        ``range(num_sources)`` of the sentence each row continues. Returns
-        log-probabilities ``(N, V)``. An encoder-decoder model encodes its batch
-        once and indexes the encoder states with ``sources``.
-    num_sources : int
-        Number of source sentences.
-    bos, eos : int
-        Begin- and end-of-sequence tokens.
-    beam_size : int
-        ``K``, the number of hypotheses kept per source.
-    max_len : int
-        Largest number of output tokens.
-    alpha : float
-        Length-normalisation exponent of the final ranking:
-        score = log-probability / ``len(tokens) ** alpha``.
-    trace : list, optional
-        If given, one :class:`TraceStep` per source and step is appended.
-
-    Returns
-    -------
-    list of lists of (tokens, score)
-        For each source, its finished hypotheses sorted best first.
-
-    Shapes
-    ------
-    prefixes passed to step_fn : (N, t), N = open hypotheses of all sources
-    sources passed to step_fn : (N,)
-    step_fn output : (N, V)
+    A kept candidate that ends with ``eos`` or has ``max_len`` tokens is finished and
+    keeps its slot, so a source's beam narrows as hypotheses finish. The final ranking
+    divides log-probabilities by ``len(tokens) ** alpha``. A ``trace`` list receives
+    one :class:`TraceStep` per source and step.
     """
-    require_int("num_sources", num_sources, 1)
-    _check_search_args(step_fn, bos, eos, max_len)
-    _require_search_size("beam_size", beam_size, max_len)
-    require_number("alpha", alpha, 0.0, MAX_ALPHA)
+    if num_sources * beam_size * max_len > MAX_EXPANSIONS:
+        raise ValueError(
+            f"num_sources * beam_size * max_len must be at most {MAX_EXPANSIONS:,}; "
+            f"found {num_sources} * {beam_size} * {max_len}"
+        )
     # Open hypotheses per source as (tokens, log-probability); finished ones likewise.
-    alive: list[list[tuple[tuple[int, ...], float]]] = [[((), 0.0)] for _ in range(num_sources)]
-    finished: list[list[tuple[tuple[int, ...], float]]] = [[] for _ in range(num_sources)]
+    alive = [[((), 0.0)] for _ in range(num_sources)]
+    finished: list[list[tuple[tuple[int, ...], float]]] = [[] for _ in alive]
     for step in range(1, max_len + 1):
         rows = [(s, tokens) for s in range(num_sources) for tokens, _ in alive[s]]
         if not rows:
             break
         prefixes = torch.tensor([[bos, *tokens] for _, tokens in rows])  # (N, step)
         sources = torch.tensor([s for s, _ in rows])  # (N,)
-        log_probs = _checked_log_probs(step_fn(prefixes, sources), len(rows), eos)  # (N, V)
+        log_probs = step_fn(prefixes, sources)
+        log_probs = _checked_log_probs(log_probs, len(rows), eos)  # (N, V)
         start = 0
         for s in range(num_sources):
             beam, stop = alive[s], start + len(alive[s])
             if not beam:
                 continue
-            scores = torch.tensor([score for _, score in beam], dtype=torch.float64)  # (K,)
+            scores = torch.tensor([score for _, score in beam], dtype=torch.float64)
             slots = beam_size - len(finished[s])
-            parents, tokens, new_scores = expand_and_prune(scores, log_probs[start:stop], slots)
+            own = log_probs[start:stop]  # (K, V): this source's rows
+            parents, tokens, new_scores = expand_and_prune(scores, own, slots)
             if trace is not None:
-                trace.append(_trace_step(s, step, beam, log_probs[start:stop], parents, tokens, eos, max_len))
+                record = _trace_step(s, step, beam, own, parents, tokens, eos, max_len)
+                trace.append(record)
             alive[s] = []
-            for parent, token, score in zip(parents.tolist(), tokens.tolist(), new_scores.tolist()):
+            kept = zip(parents.tolist(), tokens.tolist(), new_scores.tolist())
+            for parent, token, score in kept:
                 hypothesis = ((*beam[parent][0], token), score)
                 done = token == eos or step == max_len
                 (finished[s] if done else alive[s]).append(hypothesis)
             start = stop
-    return [
-        sorted(
-            ((list(tokens), normalised_score(log_prob, len(tokens), alpha)) for tokens, log_prob in hyps),
-            key=lambda hypothesis: -hypothesis[1],
-        )
-        for hyps in finished
-    ]
+    ranked = []
+    for hypotheses in finished:
+        scored = [
+            (list(t), normalised_score(lp, len(t), alpha)) for t, lp in hypotheses
+        ]
+        ranked.append(sorted(scored, key=lambda hypothesis: -hypothesis[1]))
+    return ranked
 
 
 def beam_search(
     step_fn: StepFn,
-    bos: int,
-    eos: int,
-    beam_size: int,
-    max_len: int,
-    alpha: float = 0.0,
-    trace: Optional[list] = None,
+    bos: NonNegativeInt,
+    eos: NonNegativeInt,
+    beam_size: PositiveInt,
+    max_len: MaxLen,
+    alpha: Alpha = 0.0,
+    trace: Optional[list[TraceStep]] = None,
 ) -> list[tuple[list[int], float]]:
-    """Beam search for one source: :func:`beam_search_batch` with a single sentence.
-
-    Parameters
-    ----------
-    step_fn : callable
-        ``step_fn(prefixes)`` maps a ``LongTensor (N, t)`` of prefixes (each
-        starting with ``bos``) to log-probabilities ``(N, V)``.
-    bos, eos : int
-        Begin- and end-of-sequence tokens.
-    beam_size : int
-        ``K``, the number of hypotheses kept.
-    max_len : int
-        Largest number of output tokens.
-    alpha : float
-        Length-normalisation exponent: score = log-probability / ``len ** alpha``.
-    trace : list, optional
-        If given, one :class:`TraceStep` per step is appended (``source`` 0).
-
-    Returns
-    -------
-    list of (tokens, score)
-        The finished hypotheses, best first. ``tokens`` excludes ``bos`` and
-        ends with ``eos`` unless the hypothesis reached ``max_len`` tokens.
-
-    Shapes
-    ------
-    prefixes passed to step_fn : (N, t), N <= beam_size
-    step_fn output : (N, V)
-    """
-    require_callable("step_fn", step_fn)  # checked here too: the lambda below would hide it
-    return beam_search_batch(
-        lambda prefixes, sources: step_fn(prefixes), 1, bos, eos, beam_size, max_len, alpha, trace
-    )[0]
+    """Beam search for one source: :func:`beam_search_batch` with a single sentence."""
+    one_source = lambda prefixes, sources: step_fn(prefixes)  # noqa: E731
+    search = beam_search_batch(
+        one_source, 1, bos, eos, beam_size, max_len, alpha, trace
+    )
+    return search[0]
 
 
-# ---------------------------------------------------------------------------
-# Sampling.
-# ---------------------------------------------------------------------------
-
-
-def sampling_distribution(log_probs: Tensor, temperature: float = 1.0, top_k: Optional[int] = None) -> Tensor:
-    """The distribution a sampler draws the next token from.
-
-    :math:`\\operatorname{softmax}(\\log p / T)`, restricted to the ``top_k`` most
-    probable tokens and renormalised. Exactly ``k`` tokens are kept: ties at the
-    ``k``-th place go to the lower token id (smoothed tables have many ties).
-    ``T < 1`` sharpens the distribution, ``T > 1`` flattens it.
-
-    Parameters
-    ----------
-    log_probs : Tensor
-        Next-token log-probabilities (or logits: the softmax normalises).
-    temperature : float
-        ``T > 0``.
-    top_k : int, optional
-        Keep only the ``k`` most probable tokens; None keeps all.
-
-    Returns
-    -------
-    Tensor
-        Probabilities, zero outside the kept tokens.
-
-    Shapes
-    ------
-    log_probs : (..., V)
-    output : (..., V)
-    """
-    _check_sampling(log_probs, temperature)
+def sampling_distribution(
+    log_probs: Float[Tensor, "*batch V"],
+    temperature: Positive = 1.0,
+    top_k: Optional[PositiveInt] = None,
+) -> Float[Tensor, "*batch V"]:
+    """The distribution a sampler draws the next token from: softmax(log p / T), kept to
+    the ``top_k`` most probable tokens (ties go to the lower id) and renormalised."""
     scaled = log_probs / temperature
-    if top_k is not None:
-        require_int("top_k", top_k, 1)
-        if top_k < scaled.shape[-1]:
-            # A stable sort breaks ties by token id, so exactly k tokens survive.
-            best = torch.sort(scaled, dim=-1, descending=True, stable=True).indices[..., :top_k]  # (..., k)
-            keep = torch.zeros_like(scaled, dtype=torch.bool).scatter(-1, best, True)  # (..., V)
-            scaled = scaled.masked_fill(~keep, -math.inf)
+    if top_k is not None and top_k < scaled.shape[-1]:
+        # A stable sort breaks ties by token id, so exactly k tokens survive.
+        order = torch.sort(scaled, dim=-1, descending=True, stable=True).indices
+        best = order[..., :top_k]  # (..., k)
+        keep = torch.zeros_like(scaled, dtype=torch.bool).scatter(-1, best, True)
+        scaled = scaled.masked_fill(~keep, -math.inf)
     return torch.softmax(scaled, dim=-1)
 
 
 def sample(
     step_fn: StepFn,
-    bos: int,
-    eos: int,
-    max_len: int,
-    num_samples: int = 1,
-    temperature: float = 1.0,
-    top_k: Optional[int] = None,
+    bos: NonNegativeInt,
+    eos: NonNegativeInt,
+    max_len: MaxLen,
+    num_samples: PositiveInt = 1,
+    temperature: Positive = 1.0,
+    top_k: Optional[PositiveInt] = None,
     generator: Optional[torch.Generator] = None,
 ) -> list[tuple[list[int], float]]:
-    """Draw sequences token by token from :func:`sampling_distribution`.
-
-    All samples are drawn in parallel: each step calls ``step_fn`` once on the
-    samples that have not finished.
-
-    Parameters
-    ----------
-    step_fn : callable
-        ``step_fn(prefixes)`` maps a ``LongTensor (N, t)`` to log-probabilities ``(N, V)``.
-    bos, eos : int
-        Begin- and end-of-sequence tokens.
-    max_len : int
-        Largest number of output tokens.
-    num_samples : int
-        How many sequences to draw.
-    temperature : float
-        Sampling temperature ``T > 0``.
-    top_k : int, optional
-        Sample only among the ``k`` most probable tokens.
-    generator : torch.Generator, optional
-        Source of randomness (seed it for reproducible samples).
-
-    Returns
-    -------
-    list of (tokens, log_prob)
-        One per sample, in order. ``log_prob`` is the *model's* log-probability
-        of the tokens (untempered, unrestricted), as for the searches.
-
-    Shapes
-    ------
-    prefixes passed to step_fn : (N, t), N <= num_samples
-    step_fn output : (N, V)
-    """
-    _check_search_args(step_fn, bos, eos, max_len)
-    _require_search_size("num_samples", num_samples, max_len)
+    """Draw ``num_samples`` sequences in parallel from :func:`sampling_distribution`;
+    return each with the *model's* log-probability (untempered, unrestricted)."""
+    if num_samples * max_len > MAX_EXPANSIONS:
+        raise ValueError(
+            f"num_samples * max_len must be at most {MAX_EXPANSIONS:,}; "
+            f"found {num_samples} * {max_len}"
+        )
     samples: list[list[int]] = [[] for _ in range(num_samples)]
     log_prob = [0.0] * num_samples
     open_rows = list(range(num_samples))
@@ -536,11 +354,13 @@ def sample(
         if not open_rows:
             break
         prefixes = torch.tensor([[bos, *samples[i]] for i in open_rows])  # (N, t)
-        log_probs = _checked_log_probs(step_fn(prefixes), len(open_rows), eos)  # (N, V)
+        log_probs = _checked_log_probs(step_fn(prefixes), len(open_rows), eos)
         probs = sampling_distribution(log_probs, temperature, top_k)  # (N, V)
         drawn = torch.multinomial(probs, 1, generator=generator)  # (N, 1)
-        step_log_probs = log_probs.gather(1, drawn)[:, 0].tolist()  # (N,): each drawn token's log-probability
-        for i, token, token_log_prob in zip(list(open_rows), drawn[:, 0].tolist(), step_log_probs):
+        drawn_log_probs = log_probs.gather(1, drawn)[:, 0].tolist()  # (N,)
+        for i, token, token_log_prob in zip(
+            list(open_rows), drawn[:, 0].tolist(), drawn_log_probs
+        ):
             samples[i].append(token)
             log_prob[i] += token_log_prob
             if token == eos:
@@ -548,102 +368,61 @@ def sample(
     return list(zip(samples, log_prob))
 
 
-# ---------------------------------------------------------------------------
-# Error analysis: is it the search or the model?
-# ---------------------------------------------------------------------------
-
-
-def sequence_score(step_fn: StepFn, bos: int, tokens: list[int], alpha: float = 0.0) -> float:
-    """The model's score of a given output: log-probability / ``len(tokens) ** alpha``.
-
-    This is the quantity beam search maximises, so it is what error analysis
-    must compare (with ``alpha = 0`` it is the log-probability).
-
-    Parameters
-    ----------
-    step_fn : callable
-        ``step_fn(prefixes)`` maps a ``LongTensor (N, t)`` to log-probabilities ``(N, V)``.
-    bos : int
-        Begin-of-sequence token.
-    tokens : list of int
-        The output, without ``bos``, with ``eos`` if it has one.
-    alpha : float
-        Length-normalisation exponent.
-
-    Returns
-    -------
-    float
-
-    Shapes
-    ------
-    prefixes passed to step_fn : (1, t) for t = 1 .. len(tokens)
-    """
-    require_callable("step_fn", step_fn), require_int("bos", bos, 0), require_ids("tokens", tokens)
+def sequence_score(
+    step_fn: StepFn,
+    bos: NonNegativeInt,
+    tokens: each(NonNegativeInt),
+    alpha: Alpha = 0.0,
+) -> LogProb:
+    """The score beam search maximises, for a given output ``tokens`` (without ``bos``):
+    log-probability / ``len(tokens) ** alpha``."""
+    if not tokens:
+        raise ValueError("tokens must hold at least one token id; found []")
     log_prob = 0.0
     for t, token in enumerate(tokens):
         prefix = torch.tensor([[bos, *tokens[:t]]])  # (1, t + 1)
-        log_prob += float(_checked_log_probs(step_fn(prefix), rows=1)[0, token])
+        log_probs = _checked_log_probs(step_fn(prefix), rows=1)[0]  # (V,)
+        if token >= len(log_probs):
+            raise ValueError(
+                f"tokens must be ids < V = {len(log_probs)}; found {token} at {t}"
+            )
+        log_prob += float(log_probs[token])
     return normalised_score(log_prob, len(tokens), alpha)
 
 
-def blame(step_fn: StepFn, bos: int, reference: list[int], output: list[int], alpha: float = 0.0) -> str:
-    """Who is to blame for a wrong output: ``"search"`` or ``"model"``?
-
-    If the model scores the reference ``y*`` higher than the output ``ŷ`` the
-    search missed a better sequence: a *search error* (widen the beam). Otherwise
-    the model itself prefers the wrong output: a *model error* (improve the
-    model; a wider beam cannot help). Both are scored with the objective the
-    search maximises, so ``alpha`` must be the one the search used.
-
-    Parameters
-    ----------
-    step_fn : callable
-        ``step_fn(prefixes)`` maps a ``LongTensor (N, t)`` to log-probabilities ``(N, V)``.
-    bos : int
-        Begin-of-sequence token.
-    reference, output : list of int
-        The correct output and the decoder's output (without ``bos``).
-    alpha : float
-        Length-normalisation exponent the search used.
-
-    Returns
-    -------
-    str
-        ``"search"`` or ``"model"``.
-
-    Shapes
-    ------
-    As :func:`sequence_score`.
-    """
-    require_ids("reference", reference), require_ids("output", output)
+def blame(
+    step_fn: StepFn,
+    bos: NonNegativeInt,
+    reference: each(NonNegativeInt),
+    output: each(NonNegativeInt),
+    alpha: Alpha = 0.0,
+) -> Literal["search", "model"]:
+    """Who is to blame for a wrong output? The search if the model scores the reference
+    higher than the output (a wider beam may find it), the model otherwise. ``alpha``
+    must be the one the search used."""
+    if not reference or not output:
+        raise ValueError(
+            "reference and output must hold at least one token id each; "
+            f"found {len(reference)} and {len(output)} tokens"
+        )
     reference_score = sequence_score(step_fn, bos, reference, alpha)
     output_score = sequence_score(step_fn, bos, output, alpha)
     return "search" if reference_score > output_score else "model"
 
 
-# ---------------------------------------------------------------------------
-# A model to decode with: a look-up table, and the chapter's toy data.
-# ---------------------------------------------------------------------------
-
-
 @dataclass
 class TableModel:
-    """A next-token model that is a table: :math:`\\log p(y_t = v \\mid s, y_{t-1} = u)`.
+    """A next-token model that is a table, log p(y_t = v | source s, y_{t-1} = u): a
+    bigram model per source. Row ``u = V`` of ``log_probs`` (S, V + 1, V) is ``bos``."""
 
-    The next token depends on the source sentence ``s`` and the previous token
-    ``u`` only (a bigram model per source). Row ``u = V`` is ``bos``.
-
-    Shapes
-    ------
-    log_probs : (S, V + 1, V)
-    """
-
-    log_probs: Tensor
+    log_probs: Float[Tensor, "S V_and_bos V"]
 
     def __post_init__(self):
-        require_float_tensor("log_probs", self.log_probs)
-        if self.log_probs.dim() != 3 or self.log_probs.shape[1] != self.log_probs.shape[2] + 1:
-            raise ValueError(f"log_probs must have shape (S, V + 1, V); found {tuple(self.log_probs.shape)}")
+        if self.log_probs.shape[1] != self.log_probs.shape[2] + 1:
+            raise ValueError(
+                "log_probs must have shape (S, V + 1, V); found "
+                f"{tuple(self.log_probs.shape)}"
+            )
 
     @property
     def vocab_size(self) -> int:
@@ -654,67 +433,64 @@ class TableModel:
         return self.vocab_size
 
     @classmethod
-    def fit(cls, pairs: list[tuple[int, list[int]]], num_sources: int, vocab_size: int,
-            delta: float = 0.1) -> "TableModel":
-        """Train by counting: add-``delta`` maximum likelihood, as for n-gram models.
-
-        Parameters
-        ----------
-        pairs : list of (source, tokens)
-            Training examples; ``tokens`` end with ``eos`` and exclude ``bos``.
-        num_sources, vocab_size : int
-            ``S`` and ``V``.
-        delta : float
-            Pseudo-count added to every table entry (> 0, so no sequence has
-            probability 0).
-
-        Returns
-        -------
-        TableModel
-
-        Shapes
-        ------
-        log_probs of the result : (S, V + 1, V)
-        """
-        require_int("num_sources", num_sources, 1)
-        require_int("vocab_size", vocab_size, 1)
-        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not delta > 0:
-            raise ValueError(f"delta must be a number > 0; found {delta!r}")
-        counts = torch.full((num_sources, vocab_size + 1, vocab_size), float(delta), dtype=torch.float64)
+    def fit(
+        cls,
+        pairs: each(tuple[NonNegativeInt, each(NonNegativeInt)]),
+        num_sources: PositiveInt,
+        vocab_size: PositiveInt,
+        delta: Positive = 0.1,
+    ) -> TableModel:
+        """Train by counting ``(source, tokens)`` pairs (tokens end with ``eos``): add-
+        ``delta`` maximum likelihood, so that no sequence has probability 0."""
+        shape = (num_sources, vocab_size + 1, vocab_size)
+        counts = torch.full(shape, float(delta), dtype=torch.float64)
         cells = []  # one (source, previous token, token) triple per counted token
         for source, tokens in pairs:
-            if not 0 <= source < num_sources or not tokens or not all(0 <= v < vocab_size for v in tokens):
+            if not (source < num_sources and tokens and max(tokens) < vocab_size):
                 raise ValueError(
-                    f"each pair must be (source < {num_sources}, non-empty tokens < {vocab_size}); "
-                    f"found ({source}, {tokens})"
+                    f"each pair must be (source < {num_sources}, non-empty tokens < "
+                    f"{vocab_size}); found ({source}, {tokens})"
                 )
-            previous = [vocab_size, *tokens[:-1]]  # bos, then each token before the next
+            previous = [
+                vocab_size,
+                *tokens[:-1],
+            ]  # bos, then each token before the next
             cells += [(source, u, v) for u, v in zip(previous, tokens)]
-        if cells:  # one scatter-add instead of a Python loop; adding whole numbers is exact in any order
+        if cells:  # one scatter-add, not a loop; whole numbers add exactly in any order
             index = torch.tensor(cells).T  # (3, number of tokens)
-            counts.index_put_(tuple(index), torch.ones(index.shape[1], dtype=torch.float64), accumulate=True)
+            ones = torch.ones(index.shape[1], dtype=torch.float64)
+            counts.index_put_(tuple(index), ones, accumulate=True)
         return cls(torch.log(counts / counts.sum(dim=2, keepdim=True)))
 
-    def step(self, prefixes: Tensor, sources: Tensor) -> Tensor:
-        """Batched step function: rows (source, previous token) of the table.
+    def step(
+        self, prefixes: Int[Tensor, "N t"], sources: Int[Tensor, "N"]
+    ) -> Float[Tensor, "N V"]:
+        """The batched step function: the table's rows (source, previous token)."""
+        return self.log_probs[sources, prefixes[:, -1]]
 
-        Shapes
-        ------
-        prefixes : (N, t)
-        sources : (N,)
-        output : (N, V)
-        """
-        return self.log_probs[sources, prefixes[:, -1]]  # (N, V)
-
-    def for_source(self, source: int) -> StepFn:
+    def for_source(self, source: NonNegativeInt) -> StepFn:
         """The single-sentence step function of one source."""
-        require_int("source", source, 0)
         if source >= self.log_probs.shape[0]:
-            raise ValueError(f"source must be < S = {self.log_probs.shape[0]}; found {source}")
+            raise ValueError(
+                f"source must be < S = {self.log_probs.shape[0]}; found {source}"
+            )
         return lambda prefixes: self.log_probs[source, prefixes[:, -1]]  # (N, V)
 
 
-_HOURS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+_HOURS = (
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+)
 
 
 def _clock_phrases(time: str) -> list[str]:
@@ -723,84 +499,101 @@ def _clock_phrases(time: str) -> list[str]:
     h, next_h = _HOURS[hour - 1], _HOURS[hour % 12]
     return {
         0: [f"{h} o'clock", h],
-        15: [f"quarter past {h}", f"a quarter past {h}", f"quarter after {h}", f"a quarter after {h}",
-             f"{h} fifteen"],
+        15: [
+            f"quarter past {h}",
+            f"a quarter past {h}",
+            f"quarter after {h}",
+            f"a quarter after {h}",
+            f"{h} fifteen",
+        ],
         30: [f"half past {h}", f"{h} thirty"],
-        45: [f"quarter to {next_h}", f"a quarter to {next_h}", f"quarter of {next_h}", f"{h} forty five"],
+        45: [
+            f"quarter to {next_h}",
+            f"a quarter to {next_h}",
+            f"quarter of {next_h}",
+            f"{h} forty five",
+        ],
     }[minute]
 
 
 class ClockTask:
-    """Toy "translation" data: read a time such as 8:45 aloud, in one of several ways.
+    """Toy "translation" data: read one of the 48 times ``h:mm`` (``mm`` in 00, 15, 30,
+    45) aloud, in one of its two to five phrasings.
 
-    The sources are the 48 times ``h:mm`` with ``mm`` in {00, 15, 30, 45}. Each
-    has two to five phrasings ("quarter to nine", "a quarter to nine", "quarter
-    of nine", "eight forty five"), with probabilities drawn once per time from a
-    uniform Dirichlet distribution, so every time has its own favourite. The
-    true distribution is known exactly, so the most probable phrasing, the
-    reference ``y*`` of error analysis, is known too.
-
-    Parameters
-    ----------
-    seed : int
-        Seed of the phrasing probabilities. 38, the chapter's, shows in one
-        model every effect the chapter discusses (greedy search errors, the
-        short outputs of wide beams, length normalisation changing the
-        answer); the chapter's sweep repeats the experiment with other seeds.
-
-    Attributes
-    ----------
-    times : list of str
-        The sources, ``"1:00"`` to ``"12:45"``.
-    vocab : list of str
-        ``"<eos>"`` (token ``eos = 0``), then the words in alphabetical order.
-    phrasings : list of list of list of int
-        For each time, its phrasings as token lists ending with ``eos``.
-    probabilities : list of list of float
-        For each time, the probability of each phrasing.
+    The phrasings' probabilities are drawn once per time from a uniform Dirichlet
+    distribution (``seed``; 38, the chapter's, shows every effect the chapter
+    discusses), so the most probable phrasing, the reference of error analysis, is
+    known exactly. ``vocab`` is ``"<eos>"`` (``eos = 0``), then the words in
+    alphabetical order; ``phrasings[time]`` are token lists ending with ``eos``.
     """
 
-    def __init__(self, seed: int = 38):
+    def __init__(self, seed: NonNegativeInt = 38):
         self.times = [f"{h}:{m:02d}" for h in range(1, 13) for m in (0, 15, 30, 45)]
         phrases = [_clock_phrases(time) for time in self.times]
-        words = sorted({word for options in phrases for text in options for word in text.split()})
+        words = sorted(
+            {w for options in phrases for text in options for w in text.split()}
+        )
         self.vocab = ["<eos>", *words]
         self.eos = 0
-        self.phrasings = [[self.encode(text) for text in options] for options in phrases]
-        require_int("seed", seed, 0)
+        self.phrasings = [
+            [self.encode(text) for text in options] for options in phrases
+        ]
         generator = torch.Generator().manual_seed(seed)
         self.probabilities = []
         for options in phrases:
-            # Normalised Exp(1) draws are a draw from the uniform Dirichlet distribution.
-            draws = -torch.log(torch.rand(len(options), generator=generator, dtype=torch.float64))
+            # Normalised Exp(1) draws: a draw from the uniform Dirichlet distribution.
+            uniform = torch.rand(len(options), generator=generator, dtype=torch.float64)
+            draws = -torch.log(uniform)
             self.probabilities.append((draws / draws.sum()).tolist())
 
     def encode(self, text: str) -> list[int]:
         """Words to tokens, with ``eos`` appended."""
         unknown = [word for word in text.split() if word not in self.vocab[1:]]
         if unknown:
-            raise ValueError(f"text must use the task's words {self.vocab[1:]}; found {unknown}")
+            raise ValueError(
+                f"text must use the task's words {self.vocab[1:]}; found {unknown}"
+            )
         return [self.vocab.index(word) for word in text.split()] + [self.eos]
 
-    def decode(self, tokens: list[int], keep_eos: bool = False) -> str:
+    def decode(self, tokens: each(NonNegativeInt), keep_eos: bool = False) -> str:
         """Tokens to words; ``eos`` is dropped unless ``keep_eos``."""
-        return " ".join(self.vocab[token] for token in tokens if keep_eos or token != self.eos)
+        if any(token >= len(self.vocab) for token in tokens):
+            raise ValueError(
+                f"tokens must be ids < {len(self.vocab)}, the vocabulary's size; "
+                f"found {list(tokens)}"
+            )
+        words = [self.vocab[t] for t in tokens if keep_eos or t != self.eos]
+        return " ".join(words)
 
-    def best(self, time: int) -> list[int]:
+    def best(self, time: NonNegativeInt) -> list[int]:
         """The most probable phrasing of source ``time`` (an index into ``times``)."""
+        if time >= len(self.times):
+            raise ValueError(f"time must be < {len(self.times)}; found {time}")
         probabilities = self.probabilities[time]
         return self.phrasings[time][probabilities.index(max(probabilities))]
 
-    def fit_model(self, per_time: int = 200, delta: float = 1.0, seed: int = 38) -> TableModel:
-        """Draw ``per_time`` training phrasings per time and count them into a :class:`TableModel`."""
+    def fit_model(
+        self,
+        per_time: PositiveInt = 200,
+        delta: Positive = 1.0,
+        seed: NonNegativeInt = 38,
+    ) -> TableModel:
+        """Draw ``per_time`` training phrasings per time and count them into a
+        :class:`TableModel`."""
         pairs = self.sample(per_time, torch.Generator().manual_seed(seed))
         return TableModel.fit(pairs, len(self.times), len(self.vocab), delta)
 
-    def sample(self, per_time: int, generator: Optional[torch.Generator] = None) -> list[tuple[int, list[int]]]:
-        """Training pairs ``(time, tokens)``: ``per_time`` phrasings drawn for every time."""
-        require_int("per_time", per_time, 1)
+    def sample(
+        self, per_time: PositiveInt, generator: Optional[torch.Generator] = None
+    ) -> list[tuple[int, list[int]]]:
+        """Training pairs ``(time, tokens)``: ``per_time`` phrasings drawn per time."""
         pairs = []
         for time, probabilities in enumerate(self.probabilities):
-            drawn = torch.multinomial(torch.tensor(probabilities), per_time, replacement=True, generator=generator)
+            drawn = torch.multinomial(
+                torch.tensor(probabilities),
+                per_time,
+                replacement=True,
+                generator=generator,
+            )
             pairs += [(time, self.phrasings[time][i]) for i in drawn.tolist()]
         return pairs

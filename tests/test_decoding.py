@@ -448,23 +448,23 @@ def test_the_chapters_clock_model_shows_greedys_garden_path():
 
 def test_bad_arguments_name_what_was_expected_and_found():
     step_fn = prefix_model(3, seed=0)
-    with pytest.raises(ValueError, match="beam_size must be an int >= 1; found 0"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'beam_size'.*Actual value: 0.*is_at_least_1"):
         beam_search(step_fn, BOS, EOS, 0, 3)
-    with pytest.raises(ValueError, match="max_len must be an int >= 1; found 0"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'max_len'.*Actual value: 0.*is_at_least_1"):
         beam_search(step_fn, BOS, EOS, 2, 0)
-    with pytest.raises(TypeError, match="beam_size must be an int; found float"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'beam_size'.*Actual value: 2.0.*Integral"):
         beam_search(step_fn, BOS, EOS, 2.0, 3)
-    with pytest.raises(ValueError, match=r"alpha must be a finite number in \[0.0, 50.0\]; found -0.5"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'alpha'.*Actual value: -0.5.*is_at_least_0"):
         beam_search(step_fn, BOS, EOS, 2, 3, alpha=-0.5)
-    with pytest.raises(TypeError, match="bos must be an int; found str"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'bos'.*Actual value: '<s>'.*Integral"):
         greedy_search(step_fn, "<s>", EOS, 3)
     with pytest.raises(ValueError, match="eos must be a token of the vocabulary, < V = 3; found 5"):
         greedy_search(step_fn, BOS, 5, 3)
-    with pytest.raises(TypeError, match="step_fn must be callable; found int"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'step_fn'.*Actual value: 3.*Callable"):
         beam_search(3, BOS, EOS, 2, 3)
-    with pytest.raises(ValueError, match="num_sources must be an int >= 1; found 0"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'num_sources'.*Actual value: 0.*is_at_least_1"):
         beam_search_batch(lambda p, s: step_fn(p), 0, BOS, EOS, 2, 3)
-    with pytest.raises(ValueError, match=r"length must be an int >= 1; found 0"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'length'.*Actual value: 0.*is_at_least_1"):
         normalised_score(-1.0, 0, 0.5)
 
 
@@ -482,15 +482,15 @@ def test_a_step_function_that_misbehaves_is_caught():
 
 def test_bad_sampling_and_model_arguments():
     log_probs = torch.log_softmax(torch.randn(4), 0)
-    with pytest.raises(ValueError, match="temperature must be a finite number > 0; found 0"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'temperature'.*Actual value: 0.*is_above_0"):
         sampling_distribution(log_probs, temperature=0)
-    with pytest.raises(ValueError, match="top_k must be an int >= 1; found 0"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'top_k'.*Actual value: 0.*is_at_least_1"):
         sampling_distribution(log_probs, top_k=0)
-    with pytest.raises(TypeError, match="floating-point torch.Tensor of shape \\(..., V\\); found torch.int64"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'log_probs'.*Actual value: i64\[2\].*Float"):
         sampling_distribution(torch.tensor([1, 2]))
     with pytest.raises(ValueError, match=r"shape \(S, V \+ 1, V\); found \(2, 3, 3\)"):
         TableModel(torch.zeros(2, 3, 3))
-    with pytest.raises(ValueError, match="delta must be a number > 0; found 0"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'delta'.*Actual value: 0.*is_above_0"):
         TableModel.fit([], 1, 2, delta=0)
     with pytest.raises(ValueError, match=r"each pair must be \(source < 1, non-empty tokens < 2\); found \(0, \[5\]\)"):
         TableModel.fit([(0, [5])], 1, 2)
@@ -498,7 +498,7 @@ def test_bad_sampling_and_model_arguments():
         ClockTask().fit_model().for_source(48)
     with pytest.raises(ValueError, match=r"text must use the task's words .*found \['noon'\]"):
         ClockTask().encode("noon")
-    with pytest.raises(ValueError, match=r"tokens must be a non-empty list of token ids \(ints >= 0\); found \[\]"):
+    with pytest.raises(ValueError, match=r"tokens must hold at least one token id; found \[\]"):
         sequence_score(prefix_model(3, 0), BOS, [])
 
 
@@ -541,11 +541,11 @@ def test_pruning_does_not_drop_nan_candidates_silently():
     scores = torch.tensor([0.0, -1.0])
     log_probs = torch.log(torch.tensor([[0.5, 0.5], [0.9, 0.1]]))
     log_probs[1, 0] = float("nan")
-    with pytest.raises(ValueError, match="log_probs must not contain NaN"):
+    with pytest.raises(ValueError, match="beam_scores and log_probs must not contain NaN"):
         expand_and_prune(scores, log_probs, 2)
     with pytest.raises(ValueError, match="beam_scores and log_probs must not contain NaN"):
         expand_and_prune(torch.tensor([float("nan"), 0.0]), torch.zeros(2, 2), 2)
-    with pytest.raises(TypeError, match="log_probs must be a torch.Tensor; found list"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'log_probs'.*Actual value: \[\[0.0\]\].*Float"):
         expand_and_prune(scores, [[0.0]], 2)
     # -inf (probability 0) is still pruned, as documented
     parents, tokens, kept = expand_and_prune(torch.tensor([0.0]), torch.tensor([[0.0, -math.inf]]), 2)
@@ -554,15 +554,38 @@ def test_pruning_does_not_drop_nan_candidates_silently():
 
 def test_search_sizes_are_bounded_with_a_clear_error():
     model = TableModel(torch.log_softmax(torch.zeros(1, 4, 3), dim=-1))
-    with pytest.raises(ValueError, match=r"beam_size \* max_len must be at most 1,000,000; found 10000 \* 1000"):
+    with pytest.raises(ValueError, match=r"num_sources \* beam_size \* max_len must be at most 1,000,000; found 1 \* 10000 \* 1000"):
         beam_search(model.for_source(0), model.bos, 0, beam_size=10_000, max_len=1000)
     with pytest.raises(ValueError, match=r"num_samples \* max_len must be at most"):
         sample(model.for_source(0), model.bos, 0, max_len=10**3, num_samples=10**4)
-    with pytest.raises(ValueError, match="max_len must be an int <= 1000000"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'max_len'.*Actual value: 1000000000.*is_at_most_1000000"):
         greedy_search(model.for_source(0), model.bos, 0, max_len=10**9)
 
 
 @pytest.mark.parametrize("temperature", [math.inf, math.nan, -1.0, True])
 def test_temperature_must_be_finite_and_positive(temperature):
-    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'temperature'.*is_above_0"):
         sampling_distribution(torch.log_softmax(torch.zeros(3), dim=-1), temperature=temperature)
+
+
+def test_every_item_and_size_is_checked_by_name():
+    task, model = ClockTask(), TableModel(torch.log_softmax(torch.zeros(1, 4, 3), dim=-1))
+    step_fn = model.for_source(0)
+    with pytest.raises(ValueError, match=r"tokens must be ids < V = 3; found 7 at 1"):
+        sequence_score(step_fn, model.bos, [0, 7])
+    with pytest.raises(ValueError, match="reference and output must hold at least one"):
+        blame(step_fn, model.bos, [], [0])
+    with pytest.raises(TypeError, match=r"(?s)parameter 'output'.*Actual value: \[0, 1, -2\]"):
+        blame(step_fn, model.bos, [0], [0, 1, -2])  # the last item too, not one drawn
+    with pytest.raises(TypeError, match=r"(?s)parameter 'pairs'.*Actual value"):
+        TableModel.fit([(0, [1, 0])] * 50 + [(0, [1, 2.5])], 1, 3)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'log_probs'.*Actual value: f32\[2,3\]"):
+        TableModel(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match=r"tokens must be ids < 2\d, the vocabulary's size"):
+        task.decode([1, 99])
+    with pytest.raises(ValueError, match="time must be < 48; found 48"):
+        task.best(48)
+    with pytest.raises(ValueError, match=r"num_sources \* beam_size \* max_len must be at most"):
+        beam_search_batch(model.step, 10**12, model.bos, 0, 1, 3)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'prefixes'.*Actual value: f32\[1,1\]"):
+        model.step(torch.zeros(1, 1), torch.zeros(1, dtype=torch.long))
