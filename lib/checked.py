@@ -49,6 +49,8 @@ CHECKED_MODULES = (
     "lib.memory.memn2n",
     "lib.memory.ntm",
     "lib.memory.turing",
+    "lib.metrics",
+    "lib.pointer",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -190,3 +192,14 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.metrics ---
+
+
+def is_not_a_str(value: object) -> bool:
+    return not isinstance(value, str)
+
+
+# A sentence as a list of token strings (one str would be read as its characters).
+Words = Annotated[each(str), Is[is_not_a_str]]
