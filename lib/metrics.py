@@ -44,7 +44,14 @@ from dataclasses import dataclass
 from numbers import Integral
 from typing import Literal, Optional
 
-from lib.checked import NonNegative, NonNegativeInt, Words, each, positive_int_at_most
+from lib.checked import (
+    Fraction,
+    NonNegative,
+    NonNegativeInt,
+    Words,
+    each,
+    positive_int_at_most,
+)
 
 __all__ = [
     "SMOOTHING",
@@ -80,16 +87,17 @@ Order = positive_int_at_most(MAX_ORDER)  # an n-gram order n, or the highest one
 def ngram_counts(tokens: Words, n: Order) -> Counter:
     """How often each n-gram (a tuple of ``n`` tokens) occurs in ``tokens``:
     ``{("the", "cat"): 2, ...}``, from the ``max(L - n + 1, 0)`` n-grams of L tokens."""
-    # zip of n shifted copies yields the windows tokens[i:i + n] without index arithmetic.
+    # zip of n shifted copies yields the windows tokens[i:i + n], no index arithmetic
     return Counter(zip(*(tokens[i:] for i in range(n))))
 
 
 def clipped_counts(
     hypothesis: Words, references: each(Words), n: Order
-) -> tuple[int, int]:
-    """BLEU's modified n-gram precision as ``(clipped matches, total)``: an n-gram of the
-    hypothesis counts ``min(c_w(hyp), max_k c_w(ref_k))`` times, never more often than
-    it occurs in any *single* reference; ``total`` counts the hypothesis's n-grams."""
+) -> tuple[NonNegativeInt, NonNegativeInt]:
+    """BLEU's modified n-gram precision as ``(clipped matches, total)``: an n-gram of
+    the hypothesis counts ``min(c_w(hyp), max_k c_w(ref_k))`` times, never more often
+    than it occurs in any *single* reference; ``total`` counts the hypothesis's
+    n-grams."""
     if not references:
         raise ValueError(
             "references must be a non-empty list of references (token lists); "
@@ -106,18 +114,19 @@ def clipped_counts(
 
 def closest_reference_length(
     hyp_len: NonNegativeInt, ref_lens: each(NonNegativeInt)
-) -> int:
+) -> NonNegativeInt:
     """The reference length closest to ``hyp_len``, the shorter one on a tie: Papineni
     et al.'s "best match length", as in sacreBLEU and NLTK (note 000 uses the
     *shortest* reference instead; see the errata)."""
     if not ref_lens:
         raise ValueError(
-            f"ref_lens must be a non-empty list of reference lengths; found {ref_lens!r}"
+            "ref_lens must be a non-empty list of reference lengths; "
+            f"found {ref_lens!r}"
         )
     return min(ref_lens, key=lambda length: (abs(length - hyp_len), length))
 
 
-def brevity_penalty(hyp_len: NonNegativeInt, ref_len: NonNegativeInt) -> float:
+def brevity_penalty(hyp_len: NonNegativeInt, ref_len: NonNegativeInt) -> Fraction:
     """``BP = 1`` if ``c >= r``, else ``exp(1 - r / c)``; 0 for an empty hypothesis
     (``c = hyp_len`` and ``r = ref_len`` are summed over a corpus)."""
     if hyp_len >= ref_len:
@@ -350,7 +359,7 @@ def corpus_bleu(
     )
 
 
-def rouge_n(hypothesis: Words, references: each(Words), n: Order = 1) -> float:
+def rouge_n(hypothesis: Words, references: each(Words), n: Order = 1) -> Fraction:
     """ROUGE-N recall, pooled over references (Lin 2004): the sum over references of
     ``sum_w min(c_w(hyp), c_w(ref_k))`` over the sum of ``sum_w c_w(ref_k)``, ``w``
     running over the n-grams of the references; 0 when they have none (rouge_score's

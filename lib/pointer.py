@@ -67,7 +67,7 @@ class PointerNetwork(nn.Module):
     def _inputs(
         self, values: Values, lens: Optional[Lens]
     ) -> tuple[Float[Tensor, "B n Din"], Lens]:
-        """``values`` as (B, n, input_dim), and ``lens`` (n for every row by default)."""
+        """``values`` as (B, n, input_dim), and ``lens`` (n in every row by default)."""
         if values.dim() == 2 and self.input_dim == 1:
             values = values[..., None]  # (B, n, 1)
         if values.dim() != 3 or values.shape[-1] != self.input_dim:
