@@ -70,6 +70,8 @@ CHECKED_MODULES = (
     "lib.gating",
     "lib.char_lm",
     "lib.decoding",
+    "lib.metrics",
+    "lib.pointer",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks

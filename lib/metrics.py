@@ -38,12 +38,20 @@ References
 from __future__ import annotations
 
 import math
-import numbers
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from numbers import Integral
+from typing import Literal, Optional
 
-from lib.validation import require_int, require_number, require_words
+from lib.checked import (
+    Fraction,
+    NonNegative,
+    NonNegativeInt,
+    Words,
+    each,
+    positive_int_at_most,
+)
 
 __all__ = [
     "SMOOTHING",
@@ -60,120 +68,41 @@ __all__ = [
     "rouge_n_scores",
 ]
 
+Smoothing = Literal["none", "floor", "add-k", "exp"]
 # Smoothing method -> default value (sacreBLEU's, from Chen and Cherry 2014): the count
 # given to a zero match ("floor"), or added to matches and totals of n >= 2 ("add-k").
-SMOOTHING: dict[str, Optional[float]] = {"none": None, "floor": 0.1, "add-k": 1.0, "exp": None}
-
-Tokens = Sequence[str]
+SMOOTHING: dict[str, Optional[float]] = {
+    "none": None,
+    "floor": 0.1,
+    "add-k": 1.0,
+    "exp": None,
+}
 
 # Highest n-gram order accepted: BLEU uses 4, and a typo such as max_n = 10**6 would
 # otherwise run for hours instead of failing.
 MAX_ORDER = 100
+Order = positive_int_at_most(MAX_ORDER)  # an n-gram order n, or the highest one N
 
 
-# ---------------------------------------------------------------------------
-# Input checks. Each error message names what was expected and what was found.
-# ---------------------------------------------------------------------------
-
-
-def _check_references(name: str, references: object) -> None:
-    if isinstance(references, (list, tuple)) and references and isinstance(references[0], str):
-        raise TypeError(
-            f"{name} must be a list of references, each a list of token strings; found a list of str "
-            "(wrap a single reference in a list: [reference])"
-        )
-    if not isinstance(references, (list, tuple)) or not references:
-        found = "an empty list" if isinstance(references, (list, tuple)) else type(references).__name__
-        raise ValueError(f"{name} must be a non-empty list of references (token lists); found {found}")
-    for reference in references:
-        require_words(f"each of {name}", reference)
-
-
-def _check_weights(weights: Optional[Sequence[float]], max_n: int) -> tuple[float, ...]:
-    if weights is None:
-        return (1.0 / max_n,) * max_n
-    if isinstance(weights, str) or not all(
-            isinstance(w, numbers.Real) and not isinstance(w, bool) for w in weights):
-        raise TypeError(f"weights must be a sequence of {max_n} numbers; found {weights!r}")
-    weights = tuple(float(w) for w in weights)
-    if len(weights) != max_n or not all(0 <= w < math.inf for w in weights) or abs(sum(weights) - 1.0) > 1e-9:
-        raise ValueError(
-            f"weights must be {max_n} numbers >= 0 (one per n-gram order) that sum to 1; found {weights}"
-        )
-    return weights
-
-
-def _check_lengths(hyp_len: object, ref_lens: object) -> None:
-    require_int("hyp_len", hyp_len, 0)
-    if not isinstance(ref_lens, (list, tuple)) or not ref_lens:
-        raise ValueError(f"ref_lens must be a non-empty list of reference lengths; found {ref_lens!r}")
-    for length in ref_lens:
-        require_int("each of ref_lens", length, 0)
-
-
-def _smoothing_value(smooth: str, smooth_value: Optional[float]) -> Optional[float]:
-    if smooth not in SMOOTHING:
-        raise ValueError(f"smooth must be one of {', '.join(map(repr, SMOOTHING))}; found {smooth!r}")
-    if smooth_value is None:
-        return SMOOTHING[smooth]
-    if SMOOTHING[smooth] is None:
-        raise ValueError(f"smooth_value is used by 'floor' and 'add-k' only; found {smooth_value!r} with {smooth!r}")
-    require_number("smooth_value", smooth_value, 0.0)  # 0 is allowed, as in sacreBLEU: p_n = 0, BLEU 0
-    return float(smooth_value)
-
-
-# ---------------------------------------------------------------------------
-# The pieces of BLEU.
-# ---------------------------------------------------------------------------
-
-
-def ngram_counts(tokens: Tokens, n: int) -> Counter:
-    """How often each n-gram (a tuple of ``n`` tokens) occurs in ``tokens``.
-
-    Parameters
-    ----------
-    tokens : list of str
-    n : int
-
-    Returns
-    -------
-    Counter
-        ``{("the", "cat"): 2, ...}``; empty when ``len(tokens) < n``.
-
-    Shapes
-    ------
-    A sentence of ``L`` tokens has ``max(L - n + 1, 0)`` n-grams.
-    """
-    require_words("tokens", tokens), require_int("n", n, 1, MAX_ORDER)
-    # zip of n shifted copies yields the windows tokens[i:i + n] without index arithmetic.
+def ngram_counts(tokens: Words, n: Order) -> Counter:
+    """How often each n-gram (a tuple of ``n`` tokens) occurs in ``tokens``:
+    ``{("the", "cat"): 2, ...}``, from the ``max(L - n + 1, 0)`` n-grams of L tokens."""
+    # zip of n shifted copies yields the windows tokens[i:i + n], no index arithmetic
     return Counter(zip(*(tokens[i:] for i in range(n))))
 
 
-def clipped_counts(hypothesis: Tokens, references: Sequence[Tokens], n: int) -> tuple[int, int]:
-    """BLEU's modified n-gram precision as a fraction: ``(clipped matches, total)``.
-
-    Each n-gram ``w`` of the hypothesis counts ``min(c_w(hyp), max_k c_w(ref_k))``
-    times: never more often than it occurs in any *single* reference. ``total``
-    is the number of n-grams of the hypothesis.
-
-    Parameters
-    ----------
-    hypothesis : list of str
-    references : list of list of str
-    n : int
-
-    Returns
-    -------
-    tuple of int
-        ``(matches, total)``; the precision is ``matches / total`` when ``total > 0``.
-
-    Shapes
-    ------
-    Scalars out; sentences of any length in.
-    """
-    require_words("hypothesis", hypothesis)
-    _check_references("references", references)
-    require_int("n", n, 1, MAX_ORDER)
+def clipped_counts(
+    hypothesis: Words, references: each(Words), n: Order
+) -> tuple[NonNegativeInt, NonNegativeInt]:
+    """BLEU's modified n-gram precision as ``(clipped matches, total)``: an n-gram of
+    the hypothesis counts ``min(c_w(hyp), max_k c_w(ref_k))`` times, never more often
+    than it occurs in any *single* reference; ``total`` counts the hypothesis's
+    n-grams."""
+    if not references:
+        raise ValueError(
+            "references must be a non-empty list of references (token lists); "
+            "found an empty list"
+        )
     hypothesis_counts = ngram_counts(hypothesis, n)
     reference_counts = [ngram_counts(reference, n) for reference in references]
     matches = sum(
@@ -183,41 +112,23 @@ def clipped_counts(hypothesis: Tokens, references: Sequence[Tokens], n: int) -> 
     return matches, sum(hypothesis_counts.values())
 
 
-def closest_reference_length(hyp_len: int, ref_lens: Sequence[int]) -> int:
-    """The reference length closest to ``hyp_len``; the shorter one on a tie.
-
-    This is Papineni et al.'s "best match length", used by sacreBLEU and NLTK
-    (note 000 uses the *shortest* reference instead; see the errata).
-
-    Parameters
-    ----------
-    hyp_len : int
-    ref_lens : list of int
-
-    Returns
-    -------
-    int
-    """
-    _check_lengths(hyp_len, ref_lens)
+def closest_reference_length(
+    hyp_len: NonNegativeInt, ref_lens: each(NonNegativeInt)
+) -> NonNegativeInt:
+    """The reference length closest to ``hyp_len``, the shorter one on a tie: Papineni
+    et al.'s "best match length", as in sacreBLEU and NLTK (note 000 uses the
+    *shortest* reference instead; see the errata)."""
+    if not ref_lens:
+        raise ValueError(
+            "ref_lens must be a non-empty list of reference lengths; "
+            f"found {ref_lens!r}"
+        )
     return min(ref_lens, key=lambda length: (abs(length - hyp_len), length))
 
 
-def brevity_penalty(hyp_len: int, ref_len: int) -> float:
-    """``BP = 1`` if ``c >= r``, else ``exp(1 - r / c)``; 0 for an empty hypothesis.
-
-    Parameters
-    ----------
-    hyp_len : int
-        ``c``, the hypothesis length (summed over a corpus).
-    ref_len : int
-        ``r``, the closest reference length (summed over a corpus).
-
-    Returns
-    -------
-    float
-        In [0, 1].
-    """
-    require_int("hyp_len", hyp_len, 0), require_int("ref_len", ref_len, 0)
+def brevity_penalty(hyp_len: NonNegativeInt, ref_len: NonNegativeInt) -> Fraction:
+    """``BP = 1`` if ``c >= r``, else ``exp(1 - r / c)``; 0 for an empty hypothesis
+    (``c = hyp_len`` and ``r = ref_len`` are summed over a corpus)."""
     if hyp_len >= ref_len:
         return 1.0
     return math.exp(1.0 - ref_len / hyp_len) if hyp_len > 0 else 0.0
@@ -225,22 +136,10 @@ def brevity_penalty(hyp_len: int, ref_len: int) -> float:
 
 @dataclass(frozen=True)
 class BleuStats:
-    """BLEU and every piece it is made of.
-
-    Attributes
-    ----------
-    matches, totals : tuple of int
-        Clipped n-gram matches and hypothesis n-grams for n = 1..N (summed over a corpus).
-    hyp_len, ref_len : int
-        ``c`` and ``r``: hypothesis length and closest reference length (summed).
-    precisions : tuple of float
-        ``p_n`` after smoothing; 0 where the order has no n-grams.
-    weights : tuple of float
-        ``w_n`` actually used (sentence BLEU drops orders the hypothesis is too short for).
-    brevity_penalty : float
-    score : float
-        ``BP * exp(sum_n w_n log p_n)``, in [0, 1].
-    """
+    """BLEU (``score``, in [0, 1]) and every piece it is made of, for n = 1..N: the
+    clipped matches and hypothesis n-grams, ``c`` and ``r``, the precisions ``p_n``
+    after smoothing (0 where an order has no n-grams), the weights ``w_n`` used (the
+    effective order drops some) and the brevity penalty."""
 
     matches: tuple[int, ...]
     totals: tuple[int, ...]
@@ -252,22 +151,16 @@ class BleuStats:
     score: float
 
 
-def _check_counts(matches: object, totals: object) -> None:
-    for name, counts in (("matches", matches), ("totals", totals)):
-        if not isinstance(counts, (list, tuple)) or not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
-            raise TypeError(f"{name} must be a list of ints (one per n-gram order); found {counts!r}")
-    require_int("the number of n-gram orders", len(matches), 1, MAX_ORDER)
-    if len(totals) != len(matches) or any(not 0 <= m <= t for m, t in zip(matches, totals)):
-        raise ValueError(
-            f"matches and totals must be two lists of the same length with 0 <= match <= total; "
-            f"found {list(matches)} and {list(totals)}"
-        )
-
-
-def _smoothed_precisions(matches: Sequence[int], totals: Sequence[int], smooth: str, value: Optional[float],
-                         effective_order: bool) -> tuple[list[float], int]:
-    """The precisions ``p_n`` after smoothing (see :func:`bleu_from_counts`), and the number
-    of orders that count: fewer with ``effective_order`` if the hypothesis is shorter than ``N``."""
+def _smoothed_precisions(
+    matches: Sequence[Integral],
+    totals: Sequence[Integral],
+    smooth: Smoothing,
+    value: Optional[float],
+    effective_order: bool,
+) -> tuple[list[float], int]:
+    """The precisions ``p_n`` after smoothing (see :func:`bleu_from_counts`), and the
+    number of orders that count: fewer with ``effective_order`` if the hypothesis is
+    shorter than ``N``."""
     max_n = len(matches)
     precisions = [0.0] * max_n
     orders, zero_orders = max_n, 0
@@ -289,84 +182,88 @@ def _smoothed_precisions(matches: Sequence[int], totals: Sequence[int], smooth: 
 
 
 def bleu_from_counts(
-    matches: Sequence[int],
-    totals: Sequence[int],
-    hyp_len: int,
-    ref_len: int,
-    weights: Optional[Sequence[float]] = None,
-    smooth: str = "none",
-    smooth_value: Optional[float] = None,
+    matches: each(NonNegativeInt),
+    totals: each(NonNegativeInt),
+    hyp_len: NonNegativeInt,
+    ref_len: NonNegativeInt,
+    weights: Optional[each(NonNegative)] = None,
+    smooth: Smoothing = "none",
+    smooth_value: Optional[NonNegative] = None,
     effective_order: bool = False,
 ) -> BleuStats:
     """Combine n-gram counts and lengths into BLEU: ``BP * exp(sum_n w_n log p_n)``.
 
-    Smoothing (Chen and Cherry 2014) decides what a zero count becomes:
-
-    - ``"none"``: ``p_n = 0``, so BLEU is 0;
-    - ``"floor"``: a zero match count becomes ``smooth_value`` (default 0.1);
-    - ``"add-k"``: ``smooth_value`` (default 1) is added to the matches and the
-      totals of every order ``n >= 2``;
-    - ``"exp"``: the ``i``-th order with zero matches gets ``p_n = 1 / (2**i * total)``.
-
-    If no n-gram of any order matches, BLEU is 0 whatever the smoothing.
-    Orders with no n-grams at all (a hypothesis shorter than ``n``) have
-    ``p_n = 0``; with ``effective_order`` they are left out and the remaining
-    weights rescaled to sum to 1 (what sentence BLEU does). These are
-    sacreBLEU's rules, so the results agree with it.
-
-    Parameters
-    ----------
-    matches, totals : list of int
-        Clipped matches and hypothesis n-grams for n = 1..N.
-    hyp_len, ref_len : int
-        ``c`` and ``r`` of the brevity penalty.
-    weights : list of float, optional
-        ``w_1..w_N``, >= 0, summing to 1; uniform by default.
-    smooth : {"none", "floor", "add-k", "exp"}
-        ``"none"`` by default: Papineni et al.'s BLEU, which the chapter teaches.
-        sacreBLEU's default is ``"exp"``.
-    smooth_value : float, optional
-        For ``"floor"`` and ``"add-k"``; sacreBLEU's defaults when None. 0 is allowed,
-        as in sacreBLEU (a zero match then stays 0, and so does BLEU).
-    effective_order : bool
-        Leave out the orders the hypothesis has no n-grams of.
-
-    Returns
-    -------
-    BleuStats
-
-    Shapes
-    ------
-    matches, totals : (N,)
+    Smoothing (Chen and Cherry 2014) decides what a zero count becomes: ``"none"``,
+    ``p_n = 0`` and BLEU 0; ``"floor"``, a zero match count becomes ``smooth_value``
+    (0.1); ``"add-k"``, ``smooth_value`` (1) is added to the matches and totals of the
+    orders ``n >= 2``; ``"exp"``, the ``i``-th order without a match gets
+    ``p_n = 1 / (2**i * total)``. No match at all gives 0 whatever the smoothing. An
+    order without n-grams has ``p_n = 0``; ``effective_order`` leaves it out and
+    rescales the other weights (uniform by default) to sum to 1. These are sacreBLEU's
+    rules (its default smoothing is ``"exp"``).
     """
-    _check_counts(matches, totals)
-    if not isinstance(effective_order, bool):
-        raise TypeError(f"effective_order must be True or False; found {effective_order!r}")
+    if not 1 <= len(matches) <= MAX_ORDER:
+        raise ValueError(
+            f"matches must hold 1 to {MAX_ORDER} counts (one per n-gram order); "
+            f"found {len(matches)}"
+        )
+    if len(totals) != len(matches) or any(m > t for m, t in zip(matches, totals)):
+        raise ValueError(
+            "matches and totals must be two lists of the same length with "
+            f"0 <= match <= total; found {list(matches)} and {list(totals)}"
+        )
     max_n = len(matches)
-    weights, value = _check_weights(weights, max_n), _smoothing_value(smooth, smooth_value)
+    if weights is None:
+        weights = (1.0 / max_n,) * max_n
+    weights = tuple(float(w) for w in weights)
+    if len(weights) != max_n or abs(sum(weights) - 1.0) > 1e-9:
+        raise ValueError(
+            f"weights must be {max_n} numbers >= 0 (one per n-gram order) that sum to "
+            f"1; found {weights}"
+        )
+    if smooth_value is not None and SMOOTHING[smooth] is None:
+        raise ValueError(
+            "smooth_value is used by 'floor' and 'add-k' only; "
+            f"found {smooth_value!r} with {smooth!r}"
+        )
+    # 0 is allowed, as in sacreBLEU: a zero match then stays 0, and so does BLEU.
+    value = SMOOTHING[smooth] if smooth_value is None else float(smooth_value)
     bp = brevity_penalty(hyp_len, ref_len)
-    pieces = dict(matches=tuple(matches), totals=tuple(totals), hyp_len=hyp_len, ref_len=ref_len,
-                  brevity_penalty=bp)
+    pieces = dict(  # as Python ints, whichever integers came in (NumPy's...)
+        matches=tuple(map(int, matches)),
+        totals=tuple(map(int, totals)),
+        hyp_len=int(hyp_len),
+        ref_len=int(ref_len),
+        brevity_penalty=bp,
+    )
     if not any(matches):
-        return BleuStats(precisions=(0.0,) * max_n, weights=weights, score=0.0, **pieces)
-    precisions, orders = _smoothed_precisions(matches, totals, smooth, value, effective_order)
+        zeros = (0.0,) * max_n
+        return BleuStats(precisions=zeros, weights=weights, score=0.0, **pieces)
+    precisions, orders = _smoothed_precisions(
+        matches, totals, smooth, value, effective_order
+    )
     used = weights[:orders]
     if sum(used) == 0:  # every order that carries weight is missing
-        return BleuStats(precisions=tuple(precisions), weights=(0.0,) * max_n, score=0.0, **pieces)
+        zeros = (0.0,) * max_n
+        return BleuStats(
+            precisions=tuple(precisions), weights=zeros, score=0.0, **pieces
+        )
     used = [w / sum(used) for w in used] + [0.0] * (max_n - orders)
     if any(w > 0 and p == 0 for w, p in zip(used, precisions)):
         score = 0.0  # log 0 = -inf: one zero precision zeroes the geometric mean
     else:
-        score = bp * math.exp(sum(w * math.log(p) for w, p in zip(used, precisions) if w > 0))
-    return BleuStats(precisions=tuple(precisions), weights=tuple(used), score=score, **pieces)
+        logs = sum(w * math.log(p) for w, p in zip(used, precisions) if w > 0)
+        score = bp * math.exp(logs)
+    return BleuStats(
+        precisions=tuple(precisions), weights=tuple(used), score=score, **pieces
+    )
 
 
-def _sentence_counts(hypothesis: Tokens, references: Sequence[Tokens], max_n: int) -> tuple[list, list, int, int]:
-    """Matches and totals of every order, plus (c, r), for one sentence: the fast path.
-
-    Equal to calling :func:`clipped_counts` for each order, but the references'
-    counts are merged (a max over references) once per order.
-    """
+def _sentence_counts(
+    hypothesis: Words, references: each(Words), max_n: Order
+) -> tuple[list, list, int, int]:
+    """Matches and totals of every order, and ``(c, r)``, for one sentence: what
+    :func:`clipped_counts` gives, with the references merged once per order."""
     matches, totals = [0] * max_n, [0] * max_n
     for n in range(1, max_n + 1):
         hypothesis_counts = ngram_counts(hypothesis, n)
@@ -374,156 +271,112 @@ def _sentence_counts(hypothesis: Tokens, references: Sequence[Tokens], max_n: in
             break  # shorter than n: no n-grams of this or any higher order
         best = ngram_counts(references[0], n)
         for reference in references[1:]:
-            best |= ngram_counts(reference, n)  # Counter | Counter keeps the larger count
-        matches[n - 1] = sum(min(count, best[gram]) for gram, count in hypothesis_counts.items() if gram in best)
+            best |= ngram_counts(
+                reference, n
+            )  # Counter | Counter keeps the larger count
+        matches[n - 1] = sum(
+            min(count, best[gram])
+            for gram, count in hypothesis_counts.items()
+            if gram in best
+        )
         totals[n - 1] = len(hypothesis) - n + 1
-    ref_len = closest_reference_length(len(hypothesis), [len(reference) for reference in references])
+    ref_lens = [len(reference) for reference in references]
+    ref_len = closest_reference_length(len(hypothesis), ref_lens)
     return matches, totals, len(hypothesis), ref_len
 
 
 def sentence_bleu(
-    hypothesis: Tokens,
-    references: Sequence[Tokens],
-    max_n: int = 4,
-    weights: Optional[Sequence[float]] = None,
-    smooth: str = "none",
-    smooth_value: Optional[float] = None,
+    hypothesis: Words,
+    references: each(Words),
+    max_n: Order = 4,
+    weights: Optional[each(NonNegative)] = None,
+    smooth: Smoothing = "none",
+    smooth_value: Optional[NonNegative] = None,
     effective_order: bool = True,
 ) -> BleuStats:
-    """BLEU of one hypothesis against its references.
+    """BLEU of one hypothesis against its references (see :func:`bleu_from_counts`).
 
-    By default the orders the hypothesis is too short for are left out
-    (``effective_order=True``), so a three-word hypothesis gets BLEU-3. sacreBLEU's
-    ``BLEU()`` does not do this unless told (its ``effective_order=False``: the
-    missing order has precision 0, so the score is 0 unless add-k fills it); its function
-    ``sacrebleu.sentence_bleu`` does. To get ``BLEU().sentence_score``'s numbers,
-    pass ``smooth="exp", effective_order=False``.
-
-    Parameters
-    ----------
-    hypothesis : list of str
-    references : list of list of str
-        One or more references for this hypothesis.
-    max_n : int
-        Highest n-gram order ``N``.
-    weights : list of float, optional
-        ``w_1..w_N``; uniform by default.
-    smooth : {"none", "floor", "add-k", "exp"}
-        ``"none"`` by default: Papineni et al.'s BLEU, which the chapter teaches.
-        sacreBLEU's default is ``"exp"``.
-    smooth_value : float, optional
-    effective_order : bool
-        Leave out the orders the hypothesis has no n-grams of (True by default).
-
-    Returns
-    -------
-    BleuStats
-        ``.score`` in [0, 1] and its pieces.
-
-    Shapes
-    ------
-    BleuStats.matches, .totals, .precisions, .weights : (N,)
+    By default the orders the hypothesis is too short for are left out, so a
+    three-word hypothesis gets BLEU-3, as ``sacrebleu.sentence_bleu`` does. To get
+    sacreBLEU's ``BLEU().sentence_score``, pass ``smooth="exp", effective_order=False``.
     """
-    require_words("hypothesis", hypothesis)
-    _check_references("references", references)
-    require_int("max_n", max_n, 1, MAX_ORDER)
-    matches, totals, hyp_len, ref_len = _sentence_counts(hypothesis, references, max_n)
-    return bleu_from_counts(matches, totals, hyp_len, ref_len, weights, smooth, smooth_value,
-                            effective_order=effective_order)
+    if not references:
+        raise ValueError(
+            "references must be a non-empty list of references (token lists); "
+            "found an empty list"
+        )
+    counts = _sentence_counts(hypothesis, references, max_n)
+    return bleu_from_counts(
+        *counts, weights, smooth, smooth_value, effective_order=effective_order
+    )
 
 
 def corpus_bleu(
-    hypotheses: Sequence[Tokens],
-    references: Sequence[Sequence[Tokens]],
-    max_n: int = 4,
-    weights: Optional[Sequence[float]] = None,
-    smooth: str = "none",
-    smooth_value: Optional[float] = None,
+    hypotheses: each(Words),
+    references: each(each(Words)),
+    max_n: Order = 4,
+    weights: Optional[each(NonNegative)] = None,
+    smooth: Smoothing = "none",
+    smooth_value: Optional[NonNegative] = None,
     effective_order: bool = False,
 ) -> BleuStats:
     """BLEU of a corpus: counts and lengths are summed over sentences, then combined.
 
-    This is not the average of sentence BLEU scores: a sentence with many
-    n-grams weighs more, and a zero count in one sentence does not zero the corpus.
-
-    Parameters
-    ----------
-    hypotheses : list of list of str
-        One hypothesis per sentence.
-    references : list of list of list of str
-        For each sentence, its list of references (the number may vary).
-    max_n : int
-    weights : list of float, optional
-    smooth : {"none", "floor", "add-k", "exp"}
-        ``"none"`` by default: Papineni et al.'s BLEU, which the chapter teaches.
-        sacreBLEU's default is ``"exp"``; pass ``smooth="exp"`` to get ``BLEU().corpus_score``'s
-        numbers.
-    smooth_value : float, optional
-    effective_order : bool
-        Leave out the orders that no hypothesis of the corpus has n-grams of (False by
-        default, as in sacreBLEU).
-
-    Returns
-    -------
-    BleuStats
-
-    Shapes
-    ------
-    hypotheses : (M,) sentences; references : (M,) lists of references
+    Not the average of sentence BLEU: a sentence with many n-grams weighs more, and a
+    zero count in one sentence does not zero the corpus. ``references`` holds a list of
+    references for each hypothesis. Pass ``smooth="exp"`` to get sacreBLEU's
+    ``BLEU().corpus_score``.
     """
-    if isinstance(hypotheses, str) or not isinstance(hypotheses, (list, tuple)) or not hypotheses:
-        raise ValueError(f"hypotheses must be a non-empty list of token lists; found {hypotheses!r:.60}")
-    if not isinstance(references, (list, tuple)) or len(references) != len(hypotheses):
-        found = len(references) if isinstance(references, (list, tuple)) else type(references).__name__
+    if not hypotheses:
         raise ValueError(
-            f"references must hold one list of references per hypothesis ({len(hypotheses)}); found {found}"
+            "hypotheses must be a non-empty list of token lists; found an empty list"
         )
-    require_int("max_n", max_n, 1, MAX_ORDER)
+    if len(references) != len(hypotheses):
+        raise ValueError(
+            "references must hold one list of references per hypothesis "
+            f"({len(hypotheses)}); found {len(references)}"
+        )
     matches, totals, hyp_len, ref_len = [0] * max_n, [0] * max_n, 0, 0
     for i, (hypothesis, sentence_references) in enumerate(zip(hypotheses, references)):
-        require_words(f"hypotheses[{i}]", hypothesis)
-        _check_references(f"references[{i}]", sentence_references)
+        if not sentence_references:
+            raise ValueError(
+                f"references[{i}] must be a non-empty list of references (token "
+                "lists); found an empty list"
+            )
         sentence = _sentence_counts(hypothesis, sentence_references, max_n)
         matches = [a + b for a, b in zip(matches, sentence[0])]
         totals = [a + b for a, b in zip(totals, sentence[1])]
         hyp_len, ref_len = hyp_len + sentence[2], ref_len + sentence[3]
-    return bleu_from_counts(matches, totals, hyp_len, ref_len, weights, smooth, smooth_value,
-                            effective_order=effective_order)
+    return bleu_from_counts(
+        matches,
+        totals,
+        hyp_len,
+        ref_len,
+        weights,
+        smooth,
+        smooth_value,
+        effective_order=effective_order,
+    )
 
 
-# ---------------------------------------------------------------------------
-# ROUGE-N.
-# ---------------------------------------------------------------------------
-
-
-def rouge_n(hypothesis: Tokens, references: Sequence[Tokens], n: int = 1) -> float:
-    """ROUGE-N recall, pooled over references (Lin 2004).
-
-    .. math::
-        \\frac{\\sum_k \\sum_{w} \\min(c_w(\\text{hyp}), c_w(\\text{ref}_k))}{\\sum_k \\sum_{w} c_w(\\text{ref}_k)}
-
-    where ``w`` runs over the n-grams of the references. It is 0 when the
-    references have no n-grams (rouge_score's convention).
-
-    Parameters
-    ----------
-    hypothesis : list of str
-    references : list of list of str
-    n : int
-
-    Returns
-    -------
-    float
-        In [0, 1].
-    """
-    require_words("hypothesis", hypothesis)
-    _check_references("references", references)
-    require_int("n", n, 1, MAX_ORDER)
+def rouge_n(hypothesis: Words, references: each(Words), n: Order = 1) -> Fraction:
+    """ROUGE-N recall, pooled over references (Lin 2004): the sum over references of
+    ``sum_w min(c_w(hyp), c_w(ref_k))`` over the sum of ``sum_w c_w(ref_k)``, ``w``
+    running over the n-grams of the references; 0 when they have none (rouge_score's
+    convention)."""
+    if not references:
+        raise ValueError(
+            "references must be a non-empty list of references (token lists); "
+            "found an empty list"
+        )
     hypothesis_counts = ngram_counts(hypothesis, n)
     overlap = total = 0
     for reference in references:
         reference_counts = ngram_counts(reference, n)
-        overlap += sum(min(count, hypothesis_counts[gram]) for gram, count in reference_counts.items())
+        overlap += sum(
+            min(count, hypothesis_counts[gram])
+            for gram, count in reference_counts.items()
+        )
         total += sum(reference_counts.values())
     return overlap / total if total else 0.0
 
@@ -537,28 +390,19 @@ class RougeScore:
     fmeasure: float
 
 
-def rouge_n_scores(hypothesis: Tokens, reference: Tokens, n: int = 1) -> RougeScore:
-    """ROUGE-N precision, recall and F against one reference.
-
-    ``overlap = sum_w min(c_w(hyp), c_w(ref))``; precision divides it by the
-    hypothesis's n-grams, recall by the reference's (each 0 when there are none),
-    and F is their harmonic mean. These are the numbers ``rouge_score`` reports.
-
-    Parameters
-    ----------
-    hypothesis, reference : list of str
-    n : int
-
-    Returns
-    -------
-    RougeScore
-    """
-    require_words("hypothesis", hypothesis)
-    require_words("reference", reference)
-    require_int("n", n, 1, MAX_ORDER)
-    hypothesis_counts, reference_counts = ngram_counts(hypothesis, n), ngram_counts(reference, n)
-    overlap = sum((hypothesis_counts & reference_counts).values())  # & keeps the smaller count
+def rouge_n_scores(hypothesis: Words, reference: Words, n: Order = 1) -> RougeScore:
+    """ROUGE-N precision, recall and F against one reference, as ``rouge_score``
+    reports them: the overlap ``sum_w min(c_w(hyp), c_w(ref))`` over the hypothesis's
+    n-grams, over the reference's (each 0 when there are none), and their harmonic
+    mean."""
+    hypothesis_counts = ngram_counts(hypothesis, n)
+    reference_counts = ngram_counts(reference, n)
+    # & keeps the smaller count of each n-gram
+    overlap = sum((hypothesis_counts & reference_counts).values())
     precision = overlap / max(sum(hypothesis_counts.values()), 1)
     recall = overlap / max(sum(reference_counts.values()), 1)
-    fmeasure = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    if precision + recall > 0:
+        fmeasure = 2 * precision * recall / (precision + recall)
+    else:
+        fmeasure = 0.0
     return RougeScore(precision, recall, fmeasure)

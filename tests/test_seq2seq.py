@@ -581,8 +581,22 @@ def test_pointer_network_errors_name_expected_and_found():
     net = PointerNetwork(input_dim=2, hidden_dim=4, attention_dim=4)
     with pytest.raises(ValueError, match=r"values must have shape \(B, n, 2\) .*; found \(3, 5\)"):
         net.greedy(torch.rand(3, 5))
-    with pytest.raises(TypeError, match="values must be a floating-point torch.Tensor; found torch.int64"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'values'.*Actual value: i64\[3,5,2\].*Float\[Tensor, 'B n \*D'\]"):
         net.greedy(torch.ones(3, 5, 2, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"(?s)parameter 'lens'.*Actual value: i64\[2\].*B=3"):
+        net.greedy(torch.rand(3, 5, 2), torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match=r"lens must lie in \[1, n\] = \[1, 5\]; found values from 0 to 5"):
+        net.greedy(torch.rand(2, 5, 2), torch.tensor([0, 5]))
+    with pytest.raises(ValueError, match=r"values must hold at least one row of at least one position; found shape \(3, 0, 2\)"):
+        net.greedy(torch.rand(3, 0, 2))
+    with pytest.raises(TypeError, match=r"(?s)parameter 'steps'.*Actual value: 0.*is_at_least_1"):
+        net.greedy(torch.rand(3, 5, 2), steps=0)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'pointers_in'.*Actual value: f32\[1,2\]"):
+        net(torch.rand(1, 5, 2), torch.tensor([[-1.0, 2.0]]))
+    with pytest.raises(ValueError, match=r"pointers_in must hold at least one step; found m = 0"):
+        net(torch.rand(1, 5, 2), torch.zeros(1, 0, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"(?s)parameter 'hidden_dim'.*Actual value: 0.*is_at_least_1"):
+        PointerNetwork(hidden_dim=0)
     with pytest.raises(TypeError, match="values must have the dtype of the module's parameters"):
         net.greedy(torch.rand(3, 5, 2, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"pointers_in must hold positions in \[0, 5\) or -1 \(start\); found -1 to 5"):
