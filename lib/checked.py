@@ -33,8 +33,8 @@ from beartype.vale import Is
 from jaxtyping import AbstractDtype, Float
 from torch import Tensor
 
-# The modules whose calls are checked against their signatures (the others still check
-# their arguments in their bodies, with lib.validation, until they are rewritten so).
+# The modules whose calls are checked against their signatures: every module a chapter
+# teaches, and the foundations they share (tests/test_display.py holds the book to it).
 CHECKED_MODULES = (
     "lib.activations",
     "lib.losses",

@@ -61,7 +61,7 @@ from lib.checked import CHECKED_MODULES
 # ignored"; the limit fires again right after (see time_limit), so the warning says nothing.
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
-NOT_READER_FACING = ("lib.widgets", "lib.validation")
+NOT_READER_FACING = ("lib.widgets",)
 # Callables that read or write files, download, measure time or train for long: their
 # arguments are checked by their own tests.
 SKIPPED = {

@@ -76,8 +76,8 @@ def copy_of_the_book(tmp_path_factory) -> Path:
     ("lib/attention.py", "from lib.widgets.core import Visual\n", "lib is layered",
      "lib.attention is not allowed to import lib.widgets"),
     # lib importing courseware; courseware importing upwards.
-    ("lib/validation.py", "from courseware.checks import CHECKS\n", "lib never imports courseware",
-     "lib.validation -> courseware.checks"),
+    ("lib/display.py", "from courseware.checks import CHECKS\n", "lib never imports courseware",
+     "lib.display -> courseware.checks"),
     ("courseware/checks/core.py", "from courseware.grading.grader import grade_all\n", "courseware imports",
      "courseware.checks is not allowed to import courseware.grading"),
     # A module nobody placed.
