@@ -717,7 +717,7 @@ def parameter_count(
     directions = 2 if bidirectional else 1
     biases = 2 * hidden_size if bias else 0
 
-    def per_cell(reads: int) -> int:
+    def per_cell(reads: PositiveInt) -> PositiveInt:
         return GATES[kind] * (hidden_size * reads + hidden_size**2 + biases)
 
     upper = per_cell(hidden_size * directions)  # a layer above the first
