@@ -133,9 +133,11 @@ def each(hint: object) -> object:
     """A sequence every item of which is a ``hint``, as in
     ``seeds: each(NonNegativeInt)`` (beartype alone looks at one item, drawn at random,
     of a long sequence)."""
-    return Annotated[
-        Sequence[hint], Is[lambda items: all(is_bearable(item, hint) for item in items)]
-    ]
+
+    def every_item_matches(items: Sequence) -> bool:
+        return all(is_bearable(item, hint) for item in items)
+
+    return Annotated[Sequence[hint], Is[every_item_matches]]
 
 
 def is_a_list_of_words(words: Sequence[str]) -> bool:
