@@ -374,7 +374,7 @@ class NGramModel:
         if prefixes.shape[1] == 0 or bool((prefixes[:, 0] != self.bos_id).any()):
             raise ValueError(
                 f"prefixes must each start with bos_id {self.bos_id}; found shape "
-                f"{tuple(prefixes.shape)}, first ids {prefixes[:, :1].unique().tolist()}"
+                f"{tuple(prefixes.shape)}, first ids {prefixes[:, 0].unique().tolist()}"
             )
         later = (prefixes[:, 1:] == self.bos_id).any(dim=1)  # (N,)
         if bool(later.any()):
