@@ -131,7 +131,7 @@ class NeuralLM(NextTokenLM, nn.Module):
                 f"found {tokens.min()}..{tokens.max()}"
             )
         if self.feature == "window":
-            # Left-pad with bos so that every position has a full window.
+            # Left-pad with bos: every position gets a full window (context = n - 1).
             padded = F.pad(tokens, (self.context - 1, 0), value=self.bos)  # (N, t+n-2)
             windows = padded.unfold(1, self.context, 1)  # (N, t, n - 1)
             f = self.embedding(windows).flatten(2)  # (N, t, (n - 1) * E)
@@ -207,12 +207,27 @@ def scheduled_sampling_inputs(
     (target -100) and the first ``prompt`` tokens are never swapped; ``model(tokens)``
     returns ``(N, t, V)`` logits.
     """
+    if prompt > inputs.shape[1]:
+        raise ValueError(
+            f"prompt must be at most the rows' length {inputs.shape[1]}; found {prompt}"
+        )
+    real = targets[targets != -100]  # (M,) the targets that count
+    if real.numel() and real.min() < 0:
+        raise ValueError(
+            f"targets must be ids in [0, V) or -100 (padding); found {real.min()}"
+        )
+    highest = int(real.max()) if real.numel() else -1
     mixed = inputs.clone()
     if epsilon == 1.0:
         return mixed
     with torch.no_grad():
         for t in range(prompt + 1, inputs.shape[1]):
             logits = model(mixed[:, :t])[:, -1]  # (N, V): the model's guess for input t
+            if highest >= logits.shape[-1]:
+                raise ValueError(
+                    f"targets must be ids in [0, {logits.shape[-1]}) or -100; "
+                    f"found {highest}"
+                )
             probs = torch.softmax(logits.double(), dim=-1)  # (N, V)
             drawn = torch.multinomial(probs, 1, generator=generator)[:, 0]  # (N,)
             keep = torch.rand(len(mixed), generator=generator) < epsilon  # (N,)
@@ -242,6 +257,17 @@ def train_lm(
     (:func:`scheduled_sampling_inputs` with ``epsilon = schedule(step)``; without a
     schedule this is teacher forcing), and clips the gradients to norm ``max_norm``.
     """
+    if len(targets) == 0 or prompt > targets.shape[1]:
+        raise ValueError(
+            f"inputs must hold at least one row, and prompt at most its length; "
+            f"found shape {tuple(targets.shape)}, prompt {prompt}"
+        )
+    real = targets[targets != -100]  # (M,) the targets that count
+    if real.numel() and real.min() < 0:
+        raise ValueError(
+            f"targets must be ids in [0, V) or -100 (padding); found {real.min()}"
+        )
+    highest = int(real.max()) if real.numel() else -1
     lengths = (targets != -100).sum(dim=1)  # (N,)
     by_length = torch.sort(lengths, stable=True).indices
     batches = list(torch.split(by_length, batch_size))
@@ -258,8 +284,16 @@ def train_lm(
             x, y = inputs[rows, :length], targets[rows, :length]  # (B, L')
             if schedule is not None:
                 epsilon = schedule(len(losses))
-                x = scheduled_sampling_inputs(model, x, y, epsilon, generator, prompt)
-            losses.append(train_step(optimizer, model(x), y, clip=clip))
+                # A batch shorter than the prompt has nothing to swap.
+                cut = min(prompt, length)
+                x = scheduled_sampling_inputs(model, x, y, epsilon, generator, cut)
+            logits = model(x)  # (B, L', V)
+            if highest >= logits.shape[-1]:
+                raise ValueError(
+                    f"targets must be ids in [0, {logits.shape[-1]}) or -100; "
+                    f"found {highest}"
+                )
+            losses.append(train_step(optimizer, logits, y, clip=clip))
     return losses
 
 
@@ -273,12 +307,25 @@ def token_log_probs(
     Rows are scored one at a time, cut to their real length, so that memory stays at
     one row's ``(L, V)`` scores.
     """
+    if len(targets) == 0:
+        raise ValueError("inputs must hold at least one row; found none")
+    real = targets[targets != -100]  # (M,) the targets that count
+    if real.numel() and real.min() < 0:
+        raise ValueError(
+            f"targets must be ids in [0, V) or -100 (padding); found {real.min()}"
+        )
+    highest = int(real.max()) if real.numel() else -1
     scored = []
     for tokens, target in zip(inputs, targets):
         length = int((target != -100).sum())  # real targets come first in each row
         logits = model(tokens[None, :length])[0]  # (length, V)
+        if highest >= logits.shape[-1]:
+            raise ValueError(
+                f"targets must be ids in [0, {logits.shape[-1]}) or -100; "
+                f"found {highest}"
+            )
         log_probs = F.log_softmax(logits.double(), dim=-1)  # (length, V)
-        scored.append(log_probs.gather(1, target[:length, None])[:, 0])
+        scored.append(log_probs.gather(1, target[:length, None])[:, 0])  # (length,)
     return torch.cat(scored)
 
 
@@ -340,6 +387,11 @@ class CountingLanguage:
                 f"prefixes must be shorter than the sentences ({self.length}); "
                 f"found length {t}"
             )
+        if prefixes.numel() and (prefixes.min() < 0 or prefixes.max() >= self.hours):
+            raise ValueError(
+                f"prefixes must hold hours in [0, {self.hours}); "
+                f"found {prefixes.min()}..{prefixes.max()}"
+            )
         hit = math.log(1 - self.typo + self.typo / self.hours)
         match = torch.tensor(hit, dtype=torch.float64)
         mismatch = torch.tensor(math.log(self.typo / self.hours), dtype=torch.float64)
@@ -366,6 +418,8 @@ def rollout(
             f"length must be an int >= {prompts.shape[1]} (the prompts' length); "
             f"found {length}"
         )
+    if getattr(model, "bos", bos) != bos:  # a model that names its bos must agree
+        raise ValueError(f"bos must be the model's bos {model.bos}; found {bos}")
     tokens = torch.cat([torch.full((len(prompts), 1), bos), prompts], dim=1)  # (N, 1+P)
     while tokens.shape[1] < length + 1:
         probs = torch.softmax(model(tokens)[:, -1].double(), dim=-1)  # (N, V)
@@ -392,12 +446,22 @@ def drift(
     either real ``sentences`` (what teacher forcing trains on) or the model's own
     continuations of their first ``prompt`` tokens (what it reads when it generates).
     """
+    if sentences.shape[1] != language.length or prompt >= language.length:
+        raise ValueError(
+            f"sentences must have the language's length {language.length}, and prompt "
+            f"be shorter; found width {sentences.shape[1]}, prompt {prompt}"
+        )
     own = rollout(model, sentences[:, :prompt], language.length, bos, generator)
     curves = []
     for prefixes in (sentences, own):  # (N, T) each
         first = torch.full((len(prefixes), 1), bos)  # (N, 1)
         inputs = torch.cat([first, prefixes[:, :-1]], dim=1)  # (N, T)
         log_q = torch.log_softmax(model(inputs).double(), dim=-1)  # (N, T, V)
+        if log_q.shape[-1] != language.hours:
+            raise ValueError(
+                f"language must have as many hours as the model has outputs "
+                f"({log_q.shape[-1]}); found {language.hours}"
+            )
         kl = []
         for t in range(prompt, language.length):
             p = language.next_probs(prefixes[:, :t])  # (N, V)

@@ -47,6 +47,7 @@ from lib.checked import (
     Sentences,
     Words,
     each,
+    is_words,
     positive_int_at_most,
 )
 from lib.corpus import Vocabulary
@@ -140,10 +141,12 @@ def add_delta_log_prob(
             f"context_counts must broadcast against pair_counts "
             f"{tuple(pair_counts.shape)}; found {tuple(context_counts.shape)}"
         ) from None
-    if bool((pair_counts < 0).any()) or bool((context_counts < pair_counts).any()):
+    # False for NaN too: NaN counts are refused.
+    if not bool(((0 <= pair_counts) & (pair_counts <= context_counts)).all()):
         raise ValueError(
             "counts must satisfy 0 <= pair_counts <= context_counts; found "
-            f"pair_counts {pair_counts.min()}..{pair_counts.max()}"
+            f"pair_counts {pair_counts.min()}..{pair_counts.max()}, "
+            f"context_counts {context_counts.min()}..{context_counts.max()}"
         )
     pair = pair_counts.double()
     context = context_counts.double()
@@ -223,6 +226,12 @@ class NGramModel:
         unk: Optional[str] = UNK,
     ) -> NGramModel:
         """Count given n-grams (all of one length, the order); no padding is added."""
+        grams = list(grams)
+        for gram in grams:  # beartype does not look inside an Iterable
+            if not is_words(gram):
+                raise TypeError(
+                    f"grams must each be a sequence of str words; found {gram!r}"
+                )
         grams = [tuple(g) for g in grams]
         if not grams or len({len(g) for g in grams}) != 1:
             raise ValueError(
@@ -285,6 +294,10 @@ class NGramModel:
         """
         context = self._last_context(context)
         (word,) = self.lookup([word])
+        if word not in self._ids:  # <s> begins contexts, but is never predicted
+            raise ValueError(
+                f"word must be in the vocabulary (or be read as unk); found {word!r}"
+            )
         if len(context) != self.order - 1:
             raise ValueError(
                 f"context must hold {self.order - 1} words; found {context}"
@@ -300,7 +313,7 @@ class NGramModel:
         return math.log(p) if p > 0 else -math.inf
 
     # ---- probabilities: fast path -------------------------------------------------
-    def ngram_log_probs(self, grams: Sequence[Sequence[str]]) -> Float64[Tensor, "M"]:
+    def ngram_log_probs(self, grams: each(Words)) -> Float64[Tensor, "M"]:
         """``log p(last word | the words before it)`` of each of M n-grams."""
         pair_counts, context_counts = self.pair_counts(grams)
         return add_delta_log_prob(
@@ -308,7 +321,7 @@ class NGramModel:
         )
 
     def pair_counts(
-        self, grams: Sequence[Sequence[str]]
+        self, grams: each(Words)
     ) -> tuple[Float64[Tensor, "M"], Float64[Tensor, "M"]]:
         """``m(h, w)`` and ``m(h)`` of each of M n-grams: all that add-delta needs."""
         pairs, contexts = [], []
@@ -351,11 +364,23 @@ class NGramModel:
     def step(self, prefixes: Int64[Tensor, "N t"]) -> Float64[Tensor, "N V"]:
         """Next-word log-probabilities of id prefixes, each starting with ``bos_id``
         (= V, ``<s>``): the step function of :mod:`lib.decoding`."""
-        # An id outside [0, V] would index the words from the end, silently.
+        # A negative id would index the words from the end, silently.
         if prefixes.numel() and (prefixes.min() < 0 or prefixes.max() > self.bos_id):
             raise ValueError(
                 f"prefixes must hold ids in [0, {self.bos_id}]; "
                 f"found {prefixes.min()}..{prefixes.max()}"
+            )
+        # The first id is skipped as bos: any other would be dropped silently.
+        if prefixes.shape[1] == 0 or bool((prefixes[:, 0] != self.bos_id).any()):
+            raise ValueError(
+                f"prefixes must each start with bos_id {self.bos_id}; found shape "
+                f"{tuple(prefixes.shape)}, first ids {prefixes[:, 0].unique().tolist()}"
+            )
+        later = (prefixes[:, 1:] == self.bos_id).any(dim=1)  # (N,)
+        if bool(later.any()):
+            raise ValueError(
+                f"prefixes must hold bos_id {self.bos_id} first only; "
+                f"found it later in {int(later.sum())} of {len(prefixes)} rows"
             )
         words = self.vocabulary + (BOS,)
         rows = []
@@ -416,7 +441,13 @@ def perplexity(
         raise ValueError(
             "log_probs must be log-probabilities (finite or -inf); found NaN or +inf"
         )
-    cross_entropy = -float(log_probs.double().mean())  # in units of log_base
+    # A probability above 1 is no probability; 1e-4 forgives float noise around 0.
+    if bool((log_probs > 1e-4).any()):
+        raise ValueError(
+            "log_probs must be log-probabilities (<= 0); "
+            f"found values up to {float(log_probs.max())}"
+        )
+    cross_entropy = -float(log_probs.double().mean())  # in units of log base `base`
     # b^H overflows a float for H ln b above ~709.8: the perplexity is inf.
     if cross_entropy * math.log(base) < _LOG_FLOAT_MAX:
         return base**cross_entropy

@@ -6,6 +6,7 @@ divergences.
 """
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -216,7 +217,7 @@ def brute_force_next(language, prefix):
     return torch.tensor([joint(prefix + [v]) for v in range(language.hours)], dtype=torch.float64) / joint(prefix)
 
 
-@pytest.mark.parametrize("prefix", [[], [3], [3, 5], [3, 5, 7, 9], [3, 5, 0, 9], [1, 1, 1]])
+@pytest.mark.parametrize("prefix", [[], [3], [3, 5], [3, 5, 1, 3], [3, 5, 0, 3], [1, 1, 1]])
 def test_counting_language_next_probs_is_bayes_rule(prefix):
     language = CountingLanguage(hours=6, steps=(1, 2), length=6, typo=0.05)
     found = language.next_probs(torch.tensor([prefix], dtype=torch.long).reshape(1, len(prefix)))[0]
@@ -280,3 +281,40 @@ def test_counting_language_errors():
         CountingLanguage(steps=())
     with pytest.raises(ValueError, match=r"prefixes must be shorter than the sentences \(16\); found length 16"):
         CountingLanguage().next_probs(torch.zeros(1, 16, dtype=torch.long))
+
+
+def test_referee_round_refusals():
+    language = CountingLanguage(hours=5, length=6)
+    model = NeuralLM(5, context=2)
+    sentences = language.sample(4, torch.Generator().manual_seed(0))  # (4, 6)
+    inputs = torch.cat([torch.full((4, 1), 5), sentences[:, :-1]], dim=1)
+    too_high, negative = sentences.clone(), sentences.clone()
+    too_high[0, 0], negative[0, 0] = 9, -5
+    for hour in (9, -1):
+        with pytest.raises(ValueError, match=rf"prefixes must hold hours in \[0, 5\); found .*{hour}"):
+            language.next_probs(torch.tensor([[0, hour]]))
+    with pytest.raises(ValueError, match=r"sentences must have the language's length 6, .*found width 4, prompt 2"):
+        drift(model, language, sentences[:, :4], bos=5)
+    with pytest.raises(ValueError, match=r"and prompt be shorter; found width 6, prompt 10"):
+        drift(model, language, sentences, bos=5, prompt=10)
+    with pytest.raises(ValueError, match=r"language must have as many hours as the model has outputs \(5\); found 7"):
+        drift(model, CountingLanguage(hours=7, length=6), sentences, bos=5)
+    with pytest.raises(ValueError, match=r"bos must be the model's bos 5; found 3"):
+        drift(model, language, sentences, bos=3)
+    with pytest.raises(ValueError, match=r"bos must be the model's bos 5; found 3"):
+        rollout(model, sentences[:, :2], 6, bos=3)
+    for call in (token_log_probs, partial(train_lm, steps=1)):
+        with pytest.raises(ValueError, match=r"targets must be ids in \[0, 5\) or -100; found 9"):
+            call(model, inputs, too_high)
+        with pytest.raises(ValueError, match=r"targets must be ids in \[0, V\) or -100 \(padding\); found -5"):
+            call(model, inputs, negative)
+        with pytest.raises(ValueError, match=r"inputs must hold at least one row"):
+            call(model, inputs[:0], sentences[:0])
+    with pytest.raises(ValueError, match=r"targets must be ids in \[0, 5\) or -100; found 9"):
+        scheduled_sampling_inputs(model, inputs, too_high, 0.5)
+    with pytest.raises(ValueError, match=r"targets must be ids in \[0, V\) or -100 \(padding\); found -5"):
+        scheduled_sampling_inputs(model, inputs, negative, 0.5)
+    with pytest.raises(ValueError, match=r"prompt must be at most the rows' length 6; found 99"):
+        scheduled_sampling_inputs(model, inputs, sentences, 0.5, prompt=99)
+    with pytest.raises(ValueError, match=r"prompt at most its length; found shape \(4, 6\), prompt 7"):
+        train_lm(model, inputs, sentences, steps=1, prompt=7)

@@ -295,3 +295,33 @@ def test_a_string_where_words_are_expected_is_a_type_error():
     with pytest.raises(TypeError, match=r"(?s)parameter 'sentences'.*is_sentences"):
         NGramModel.fit(many, 2)
     assert model.prob("cat", ("the",)) == model.prob("cat", ["the"])
+
+
+def test_referee_round_refusals():
+    model = NGramModel.fit(TOY, order=2, delta=0.1)
+    # One bad n-gram among many: beartype alone samples one item, each(Words) reads all.
+    for _ in range(20):
+        with pytest.raises(TypeError, match=r"(?s)parameter 'grams'.*is_words"):
+            model.ngram_log_probs([("the", "cat")] * 20 + [(1, 2)])
+        with pytest.raises(TypeError, match=r"(?s)parameter 'grams'.*is_words"):
+            model.pair_counts([("the", "cat")] * 20 + [(1, 2)])
+    with pytest.raises(TypeError, match=r"grams must each be a sequence of str words; found \(1, 2\)"):
+        NGramModel.from_ngrams(iter([("a", "b"), (1, 2)]), ["a", "b", EOS, UNK])
+    with pytest.raises(ValueError, match=r"log_probs must be log-probabilities \(<= 0\); found values up to 0.5"):
+        perplexity(torch.tensor([-1.0, 0.5]))
+    assert perplexity(torch.tensor([1e-7])) == pytest.approx(1.0)  # float noise passes
+    with pytest.raises(ValueError, match=r"pair_counts nan..nan, context_counts 3.0..3.0"):
+        add_delta_log_prob(torch.tensor([math.nan]), torch.tensor([3.0]), 1.0, 4)
+    with pytest.raises(ValueError, match=r"pair_counts 1.0..1.0, context_counts nan..nan"):
+        add_delta_log_prob(torch.tensor([1.0]), torch.tensor([math.nan]), 1.0, 4)
+    with pytest.raises(ValueError, match=r"pair_counts 3.0..3.0, context_counts 2.0..2.0"):
+        add_delta_log_prob(torch.tensor([3.0]), torch.tensor([2.0]), 1.0, 4)
+    bos = model.bos_id
+    with pytest.raises(ValueError, match=rf"prefixes must each start with bos_id {bos}; found shape \(1, 2\), first ids \[0\]"):
+        model.step(torch.tensor([[0, 1]]))
+    with pytest.raises(ValueError, match=rf"prefixes must each start with bos_id {bos}; found shape \(2, 0\)"):
+        model.step(torch.zeros(2, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match=rf"prefixes must hold bos_id {bos} first only; found it later in 1 of 2 rows"):
+        model.step(torch.tensor([[bos, 0, 1], [bos, bos, bos]]))
+    with pytest.raises(ValueError, match=r"word must be in the vocabulary \(or be read as unk\); found '<s>'"):
+        model.prob(BOS, ["the"])
