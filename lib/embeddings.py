@@ -95,6 +95,10 @@ class WordVectors:
                 f"vectors must have shape (V, D) with V = {len(self.vocab)}; "
                 f"found {tuple(self.vectors.shape)}"
             )
+        if self.vectors.shape[1] == 0:
+            raise ValueError("vectors must have D >= 1 columns; found D = 0")
+        if not torch.isfinite(self.vectors).all():
+            raise ValueError("vectors must be finite; found NaN or inf")
 
     @cached_property
     def unit(self) -> Float[Tensor, "V D"]:
@@ -106,6 +110,7 @@ class WordVectors:
         return self.unit[self.vocab.index(word)]
 
     def similarity(self, first: str, second: str) -> Finite:
+        """The cosine similarity of two words of the vocabulary."""
         return float(self.vector(first) @ self.vector(second))
 
     def most_similar(
@@ -121,9 +126,23 @@ class WordVectors:
             query += self.vector(word)
         for word in negative:
             query -= self.vector(word)
+        # Words that cancel (["man"] - ["man"]) leave float32 rounding, ~1e-7 a word:
+        # no direction to look in.
+        named = len(positive) + len(negative)
+        if query.norm() < 1e-4 * named:
+            raise ValueError(
+                f"positive and negative must not cancel; found "
+                f"|Σ positive - Σ negative| = {float(query.norm()):.2g}"
+            )
         scores = self.unit @ F.normalize(query, dim=0)  # (V,)
         scores[[self.vocab.index(w) for w in (*positive, *negative)]] = -math.inf
-        k = min(k, len(self.vocab) - len(set(positive) | set(negative)))
+        others = len(self.vocab) - len(set(positive) | set(negative))
+        if others == 0:
+            raise ValueError(
+                f"positive and negative must leave a word to return; "
+                f"found all {len(self.vocab)} words named"
+            )
+        k = min(k, others)
         top = torch.topk(scores, k)
         words = [self.vocab.words[i] for i in top.indices.tolist()]
         return [(word, float(score)) for word, score in zip(words, top.values)]
@@ -131,7 +150,7 @@ class WordVectors:
     def analogy(
         self, a: str, b: str, c: str, k: PositiveInt = 1
     ) -> list[tuple[str, float]]:
-        """ "``a`` is to ``b`` as ``c`` is to ?" by 3CosAdd: the words nearest to
+        """By 3CosAdd, "``a`` is to ``b`` as ``c`` is to ?": the words nearest to
         ``b - a + c``."""
         return self.most_similar(positive=[b, c], negative=[a], k=k)
 
@@ -208,13 +227,17 @@ def read_word_pairs(
         if not line or line.startswith("#"):
             continue
         fields = line.split("\t")
-        if len(fields) != 3:
+        try:
+            score = float(fields[2])
+        except (IndexError, ValueError):
+            score = math.nan  # refused below, with the line
+        if len(fields) != 3 or not math.isfinite(score):
             raise ValueError(
                 f"path: line {number} of {Path(path).name} must be "
-                f"'word <tab> word <tab> score'; found {line!r}"
+                f"'word <tab> word <tab> score' with a finite score; found {line!r}"
             )
         first, second = normalise(fields[0].lower()), normalise(fields[1].lower())
-        pairs.append(WordPair(first, second, float(fields[2])))
+        pairs.append(WordPair(first, second, score))
     return pairs
 
 
@@ -258,6 +281,12 @@ def spearman(x: Real[Tensor, "n"], y: Real[Tensor, "n"]) -> Finite:
     """Spearman's rank correlation: Pearson's correlation of the tie-averaged ranks."""
     if x.numel() < 2:
         raise ValueError(f"x and y must hold at least 2 values; found {x.numel()}")
+    if not torch.isfinite(x).all():
+        bad = int((~torch.isfinite(x)).sum())
+        raise ValueError(f"x must be finite; found {bad} NaN or inf values")
+    if not torch.isfinite(y).all():
+        bad = int((~torch.isfinite(y)).sum())
+        raise ValueError(f"y must be finite; found {bad} NaN or inf values")
     rx, ry = _average_ranks(x.double()), _average_ranks(y.double())
     rx, ry = rx - rx.mean(), ry - ry.mean()
     denominator = (rx.norm() * ry.norm()).item()
@@ -282,6 +311,12 @@ class AnalogyScore:
     correct: NonNegativeInt
     used: NonNegativeInt
     skipped: NonNegativeInt
+
+    def __post_init__(self):
+        if self.correct > self.used:
+            raise ValueError(
+                f"correct must be at most used = {self.used}; found {self.correct}"
+            )
 
     @property
     def accuracy(self) -> Fraction:

@@ -76,6 +76,19 @@ class BinaryTree:
     codes: list[tuple[int, ...]]
     nodes: list[tuple[int, ...]]
 
+    def __post_init__(self):
+        if len(self.codes) < 2 or len(self.nodes) != len(self.codes):
+            raise ValueError(
+                f"codes and nodes must hold one path for each of 2 words or more; "
+                f"found {len(self.codes)} codes and {len(self.nodes)} paths"
+            )
+        for word, (code, path) in enumerate(zip(self.codes, self.nodes)):
+            if len(code) != len(path):
+                raise ValueError(
+                    f"nodes[{word}] must hold one node for each bit of codes[{word}] "
+                    f"({len(code)}); found {len(path)}"
+                )
+
     @property
     def vocab_size(self) -> int:
         return len(self.codes)
@@ -139,6 +152,8 @@ def huffman_tree(counts: each(PositiveInt)) -> BinaryTree:
     # the lighter on the left, under a new node weighing their sum, until one is left.
     heap = [(int(count), word) for word, count in enumerate(counts)]
     heapq.heapify(heap)
+    # Ids below vocab_size are words, vocab_size + j the node merge j made;
+    # _tree_from_merges turns the merges into codes and paths.
     merges: list[tuple[int, int]] = []
     while len(heap) > 1:
         left_weight, left = heapq.heappop(heap)
@@ -156,8 +171,12 @@ def balanced_tree(vocab_size: positive_int_at_most(MAX_VOCAB)) -> BinaryTree:
             f"vocab_size must be at least 2 (a tree needs two leaves); "
             f"found {vocab_size}"
         )
+    vocab_size = int(vocab_size)  # node ids are ints, numpy's int64 too
     merges: list[tuple[int, int]] = []
 
+    # Unchecked: the import hook would check each of its 2V - 1 calls, whose
+    # arguments balanced_tree built from the vocab_size it has checked.
+    @no_type_check
     def subtree(first: int, stop: int) -> int:
         if stop - first == 1:
             return first
@@ -193,11 +212,9 @@ def path_log_prob(
             f"found {words.min()}..{words.max()}"
         )
     nodes, codes, mask = (t.to(hidden.device) for t in tree.padded())  # (V, L) each
-    path_nodes, path_codes, path_mask = (
-        nodes[words],
-        codes[words],
-        mask[words],
-    )  # (B, L)
+    path_nodes = nodes[words]  # (B, L)
+    path_codes = codes[words]  # (B, L)
+    path_mask = mask[words]  # (B, L)
     # (B, L, D): the rows on the paths, looked up as nn.Embedding does.
     path_vectors = F.embedding(path_nodes, node_vectors, sparse=sparse)
     logits = torch.einsum("bd,bld->bl", hidden, path_vectors)  # (B, L)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lib.corpus import Vocabulary, gensim_data
-from lib.embeddings import WordPair, WordVectors, read_analogies, read_word_pairs, require_vocabulary, spearman
+from lib.embeddings import AnalogyScore, WordPair, WordVectors, read_analogies, read_word_pairs, require_vocabulary, spearman
 
 FAST = settings(max_examples=30, deadline=None, database=None)
 
@@ -114,6 +114,10 @@ def test_read_word_pairs_normalises_words_and_rejects_bad_lines(tmp_path):
     path.write_text("cat dog 7.5\n")
     with pytest.raises(ValueError, match="word <tab> word <tab> score"):
         read_word_pairs(path)
+    for line, score in (("a\tb\tx", "x"), ("a\tb\tnan", "nan"), ("a\tb\t-inf", "-inf")):
+        path.write_text(f"# comment\nCats\tDogs\t7.5\n{line}\n")
+        with pytest.raises(ValueError, match=rf"path: line 3 of pairs.tsv must be .* with a finite score; found 'a\\tb\\t{score}'"):
+            read_word_pairs(path)
 
 
 @pytest.mark.parametrize(
@@ -148,6 +152,21 @@ def test_read_word_pairs_normalises_words_and_rejects_bad_lines(tmp_path):
          "vocab must hold at least 2 words; found 1"),
         (lambda: WordVectors(torch.zeros(1, 2), Vocabulary(words=["a"], counts=[1])), ValueError,
          "vocab must hold at least 2 words; found 1"),
+        (lambda: WordVectors(torch.zeros(2, 0), Vocabulary(words=["a", "b"], counts=[1, 1])), ValueError,
+         "vectors must have D >= 1 columns; found D = 0"),
+        (lambda: WordVectors(torch.tensor([[1.0, float("nan")], [0.0, 1.0]]), Vocabulary(words=["a", "b"], counts=[1, 1])),
+         ValueError, "vectors must be finite; found NaN or inf"),
+        (lambda: plane_vectors().most_similar(["man"], negative=["man"]), ValueError,
+         r"positive and negative must not cancel; found \|Σ positive - Σ negative\| = 0"),
+        (lambda: plane_vectors().most_similar(["man", "king"], negative=["king", "man"]), ValueError,
+         "positive and negative must not cancel"),
+        (lambda: plane_vectors().most_similar(["man", "woman", "king", "queen", "apple"]), ValueError,
+         "positive and negative must leave a word to return; found all 5 words named"),
+        (lambda: spearman(torch.tensor([1.0, float("nan"), 3.0]), torch.tensor([1.0, 2.0, 3.0])), ValueError,
+         "x must be finite; found 1 NaN or inf values"),
+        (lambda: spearman(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([float("inf"), 2.0, 3.0])), ValueError,
+         "y must be finite; found 1 NaN or inf values"),
+        (lambda: AnalogyScore(correct=5, used=1, skipped=0), ValueError, "correct must be at most used = 1; found 5"),
     ],
 )
 def test_bad_input_is_rejected_with_the_reason(call, error, message):

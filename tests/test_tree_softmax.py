@@ -7,6 +7,7 @@ own Huffman tree (same optimal weighted code length), the word-by-word formula
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -82,6 +83,12 @@ def test_balanced_tree_depths(vocab_size):
     depths = balanced_tree(vocab_size).depths
     assert max(depths) == math.ceil(math.log2(vocab_size))
     assert min(depths) >= math.floor(math.log2(vocab_size))
+
+
+def test_balanced_tree_takes_numpys_ints():
+    # The signature takes any Integral; the nested helper once re-checked it as an int.
+    tree = balanced_tree(np.int64(5))
+    assert tree == balanced_tree(5) and all(type(n) is int for path in tree.nodes for n in path)
 
 
 @FAST
@@ -160,6 +167,8 @@ def test_bad_input_is_rejected_with_the_reason():
         huffman_tree(5)
     with pytest.raises(TypeError, match=r"(?s)parameter 'vocab_size'.*Actual value: 4.0.*Integral"):
         balanced_tree(4.0)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'vocab_size'.*Actual value: 0.*is_at_least_1"):
+        balanced_tree(0)
     with pytest.raises(ValueError, match="vocab_size must be at least 2 .*; found 1"):
         balanced_tree(1)
     with pytest.raises(TypeError, match=r"(?s)parameter 'vocab_size'.*Actual value: 10000001.*is_at_most_10000000"):
@@ -183,5 +192,11 @@ def test_bad_input_is_rejected_with_the_reason():
         all_log_probs(torch.ones(2, 4, dtype=torch.long), randn(2, 4), tree)
     with pytest.raises(ValueError, match=r"node_vectors must have V - 1 = 2 rows"):
         all_log_probs(randn(2, 4), randn(5, 4), tree)
+    with pytest.raises(ValueError, match=r"codes and nodes must hold one path for each of 2 words or more; found 0 codes and 0"):
+        BinaryTree(codes=[], nodes=[])
+    with pytest.raises(ValueError, match=r"codes and nodes must .*; found 2 codes and 3 paths"):
+        BinaryTree(codes=[(0,), (1,)], nodes=[(0,), (0,), (0,)])
+    with pytest.raises(ValueError, match=r"nodes\[1\] must hold one node for each bit of codes\[1\] \(1\); found 2"):
+        BinaryTree(codes=[(0,), (1,)], nodes=[(0,), (0, 1)])
     assert path_log_prob(randn(0, 4), randn(2, 4), tree, torch.zeros(0, dtype=torch.long)).shape == (0,)
     assert isinstance(tree, BinaryTree)
