@@ -50,6 +50,8 @@ def test_neighbours_normalise_the_query_and_explain_unknown_words(models):
     assert unknown["message"] == "not in the vocabulary: unicorn"
     assert unknown["words"] == ["", "", ""] and (unknown["scores"] == 0).all()
     assert visual.compute(query="", model="random")["message"].startswith("type a word")
+    cancelled = visual.compute(query="war - war", model="random")  # lib refuses a zero query
+    assert cancelled["message"] and cancelled["words"] == ["", "", ""]
 
 
 def test_projection_is_the_pca_of_the_groups_words(models):

@@ -134,7 +134,10 @@ class NeighbourExplorer(Visual):
         missing = [w for w in positive + negative if w not in vectors.vocab]
         if missing:
             return {**empty, "message": f"not in the vocabulary: {', '.join(missing)}"}
-        neighbours = vectors.most_similar(positive, negative, k=self.k)
+        try:
+            neighbours = vectors.most_similar(positive, negative, k=self.k)
+        except ValueError as refusal:  # words that cancel, or a query naming every word
+            return {**empty, "message": str(refusal)}
         words = [w for w, _ in neighbours] + [""] * (self.k - len(neighbours))
         scores = np.array([s for _, s in neighbours] + [0.0] * (self.k - len(neighbours)))
         return {"words": words, "scores": scores, "expression": expression, "message": ""}
