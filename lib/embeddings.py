@@ -48,7 +48,6 @@ from lib.checked import Finite, Fraction, NonNegativeInt, PositiveInt, Words, ea
 from lib.corpus import Vocabulary
 
 __all__ = [
-    "require_vocabulary",
     "WordVectors",
     "WordPair",
     "read_word_pairs",
@@ -60,12 +59,6 @@ __all__ = [
 ]
 
 Question = tuple[str, str, str, str]  # an analogy "a : b :: c : d"
-
-
-def require_vocabulary(vocab: Vocabulary) -> None:
-    """A ValueError unless ``vocab`` has 2 words or more (lib.word2vec's check)."""
-    if len(vocab) < 2:
-        raise ValueError(f"vocab must hold at least 2 words; found {len(vocab)}")
 
 
 @dataclass(frozen=True)

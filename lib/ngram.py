@@ -47,7 +47,7 @@ from lib.checked import (
     Sentences,
     Words,
     each,
-    is_words,
+    is_a_list_of_words,
     positive_int_at_most,
 )
 from lib.corpus import Vocabulary
@@ -68,38 +68,6 @@ _LOG_FLOAT_MAX = math.log(sys.float_info.max)  # about 709.78
 MAX_ORDER = 100  # higher orders are never meant: a padded sentence would be mostly <s>
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
-
-
-def _require_token_tensor(
-    name: str, value: object, dims: int, ids_below: Optional[int] = None
-) -> None:
-    # Kept for lib.reinforce, which still imports it; this module no longer calls it.
-    if (
-        not isinstance(value, Tensor)
-        or value.dtype != torch.long
-        or value.dim() != dims
-    ):
-        found = (
-            f"{value.dtype} of shape {tuple(value.shape)}"
-            if isinstance(value, Tensor)
-            else type(value).__name__
-        )
-        layout = "(N, t)" if dims == 2 else "(N,)"
-        raise TypeError(f"{name} must be a LongTensor of shape {layout}; found {found}")
-    if (
-        ids_below is not None
-        and value.numel()
-        and (value.min() < 0 or value.max() >= ids_below)
-    ):
-        raise ValueError(
-            f"{name} must hold ids in [0, {ids_below - 1}]; "
-            f"found {value.min()}..{value.max()}"
-        )
-
-
-# ---------------------------------------------------------------------------
-# n-gram models.
-# ---------------------------------------------------------------------------
 
 
 def pad(sentence: Words, order: positive_int_at_most(MAX_ORDER)) -> list[str]:
@@ -228,7 +196,7 @@ class NGramModel:
         """Count given n-grams (all of one length, the order); no padding is added."""
         grams = list(grams)
         for gram in grams:  # beartype does not look inside an Iterable
-            if not is_words(gram):
+            if not is_a_list_of_words(gram):
                 raise TypeError(
                     f"grams must each be a sequence of str words; found {gram!r}"
                 )
@@ -371,10 +339,14 @@ class NGramModel:
                 f"found {prefixes.min()}..{prefixes.max()}"
             )
         # The first id is skipped as bos: any other would be dropped silently.
-        if prefixes.shape[1] == 0 or bool((prefixes[:, 0] != self.bos_id).any()):
+        if prefixes.shape[1] == 0:
             raise ValueError(
-                f"prefixes must each start with bos_id {self.bos_id}; found shape "
-                f"{tuple(prefixes.shape)}, first ids {prefixes[:, 0].unique().tolist()}"
+                f"prefixes must each start with bos_id {self.bos_id}; found width 0"
+            )
+        if bool((prefixes[:, 0] != self.bos_id).any()):
+            raise ValueError(
+                f"prefixes must each start with bos_id {self.bos_id}; "
+                f"found first ids {prefixes[:, 0].unique().tolist()}"
             )
         later = (prefixes[:, 1:] == self.bos_id).any(dim=1)  # (N,)
         if bool(later.any()):

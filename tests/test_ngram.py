@@ -301,9 +301,9 @@ def test_referee_round_refusals():
     model = NGramModel.fit(TOY, order=2, delta=0.1)
     # One bad n-gram among many: beartype alone samples one item, each(Words) reads all.
     for _ in range(20):
-        with pytest.raises(TypeError, match=r"(?s)parameter 'grams'.*is_words"):
+        with pytest.raises(TypeError, match=r"(?s)parameter 'grams'.*is_a_list_of_words"):
             model.ngram_log_probs([("the", "cat")] * 20 + [(1, 2)])
-        with pytest.raises(TypeError, match=r"(?s)parameter 'grams'.*is_words"):
+        with pytest.raises(TypeError, match=r"(?s)parameter 'grams'.*is_a_list_of_words"):
             model.pair_counts([("the", "cat")] * 20 + [(1, 2)])
     with pytest.raises(TypeError, match=r"grams must each be a sequence of str words; found \(1, 2\)"):
         NGramModel.from_ngrams(iter([("a", "b"), (1, 2)]), ["a", "b", EOS, UNK])
@@ -317,9 +317,9 @@ def test_referee_round_refusals():
     with pytest.raises(ValueError, match=r"pair_counts 3.0..3.0, context_counts 2.0..2.0"):
         add_delta_log_prob(torch.tensor([3.0]), torch.tensor([2.0]), 1.0, 4)
     bos = model.bos_id
-    with pytest.raises(ValueError, match=rf"prefixes must each start with bos_id {bos}; found shape \(1, 2\), first ids \[0\]"):
+    with pytest.raises(ValueError, match=rf"prefixes must each start with bos_id {bos}; found first ids \[0\]"):
         model.step(torch.tensor([[0, 1]]))
-    with pytest.raises(ValueError, match=rf"prefixes must each start with bos_id {bos}; found shape \(2, 0\)"):
+    with pytest.raises(ValueError, match=rf"prefixes must each start with bos_id {bos}; found width 0"):
         model.step(torch.zeros(2, 0, dtype=torch.long))
     with pytest.raises(ValueError, match=rf"prefixes must hold bos_id {bos} first only; found it later in 1 of 2 rows"):
         model.step(torch.tensor([[bos, 0, 1], [bos, bos, bos]]))
