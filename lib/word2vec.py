@@ -49,7 +49,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Optional, Union, get_args
+from typing import Literal, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -97,9 +97,6 @@ __all__ = [
 Architecture = Literal["skip-gram", "cbow"]
 Objective = Literal["negative", "hierarchical"]
 SubsamplingFormula = Literal["word2vec", "paper"]
-ARCHITECTURES = get_args(Architecture)
-OBJECTIVES = get_args(Objective)
-SUBSAMPLING_FORMULAS = get_args(SubsamplingFormula)
 # How often each word occurs: a list of ints >= 1, or a tensor (checked in the body).
 Counts = Union[each(PositiveInt), Real[Tensor, "V"]]
 MAX_PARAMETERS = 2**31  # 8 GiB of float32 input vectors: more than a laptop holds
@@ -538,11 +535,7 @@ def _epoch_examples(
     windows = draw_windows(len(kept), config.window, config.shrink_windows, generator)
     if config.architecture == "skip-gram":
         centres, contexts = skipgram_pairs(kept, windows)
-        inputs, input_mask, predict = (
-            centres[:, None],
-            None,
-            contexts,
-        )  # (E, 1), -, (E,)
+        inputs, input_mask, predict = centres[:, None], None, contexts  # (E, 1), -, (E,)
     else:
         predict, inputs, input_mask = cbow_contexts(kept, windows, config.window)
     order = torch.randperm(predict.numel(), generator=generator)
