@@ -28,6 +28,10 @@ The module follows the order of chapter 5:
 Conventions: ``V`` is the vocabulary size, ``D`` the vector size, ``B`` a batch
 of training examples, ``K`` the number of noise words, ``C`` the context slots of
 a CBOW window (``2 * window``), ``L`` the depth of the deepest word in a tree.
+``N`` counts the positions of a corpus, ``P`` its skip-gram pairs and ``E`` the
+examples of an epoch; ``R`` the rows of ``output_vectors`` (``V`` words, or
+``V - 1`` inner nodes), ``M`` the rows one example touches (``K + 1``, or ``L``);
+``S`` the slots of a unigram table.
 Word ids come from :class:`lib.corpus.Vocabulary` (frequent words first).
 
 References
@@ -516,6 +520,8 @@ class Word2Vec:
         of each. CBOW: ``inputs`` are the context words (True in ``input_mask``),
         ``predict`` the centre word; like word2vec.c and gensim, CBOW adds the *whole*
         gradient of ``h`` to every context word, not ``1 / C`` of it.
+        :meth:`output_side` gives the rows, labels and mask of
+        :func:`logistic_sgd_step`.
         """
         if input_mask is None and inputs.shape[1] != 1:
             raise ValueError(
