@@ -28,6 +28,10 @@ The module follows the order of chapter 5:
 Conventions: ``V`` is the vocabulary size, ``D`` the vector size, ``B`` a batch
 of training examples, ``K`` the number of noise words, ``C`` the context slots of
 a CBOW window (``2 * window``), ``L`` the depth of the deepest word in a tree.
+``N`` counts the positions of a corpus, ``P`` its skip-gram pairs and ``E`` the
+examples of an epoch; ``R`` the rows of ``output_vectors`` (``V`` words, or
+``V - 1`` inner nodes), ``M`` the rows one example touches (``K + 1``, or ``L``);
+``S`` the slots of a unigram table.
 Word ids come from :class:`lib.corpus.Vocabulary` (frequent words first).
 
 References
@@ -49,7 +53,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Optional, Union, get_args
+from typing import Literal, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -97,9 +101,6 @@ __all__ = [
 Architecture = Literal["skip-gram", "cbow"]
 Objective = Literal["negative", "hierarchical"]
 SubsamplingFormula = Literal["word2vec", "paper"]
-ARCHITECTURES = get_args(Architecture)
-OBJECTIVES = get_args(Objective)
-SUBSAMPLING_FORMULAS = get_args(SubsamplingFormula)
 # How often each word occurs: a list of ints >= 1, or a tensor (checked in the body).
 Counts = Union[each(PositiveInt), Real[Tensor, "V"]]
 MAX_PARAMETERS = 2**31  # 8 GiB of float32 input vectors: more than a laptop holds
@@ -153,8 +154,11 @@ def keep_probabilities(
     both at most 1, and ``sample = 0`` keeps every word.
     """
     counts = torch.as_tensor(counts, dtype=torch.float64)  # (V,)
-    if counts.numel() == 0 or not bool((counts > 0).all()):
-        raise ValueError(f"counts must be positive and non-empty; found {counts}")
+    if counts.numel() == 0:
+        raise ValueError("counts must be positive and non-empty; found none")
+    if not bool(((counts > 0) & counts.isfinite()).all()):
+        low, high = counts.min().item(), counts.max().item()
+        raise ValueError(f"counts must be positive and finite; found {low} to {high}")
     if sample == 0:
         return torch.ones_like(counts)
     ratio = sample / (counts / counts.sum())  # s / f(w)
@@ -171,8 +175,11 @@ def noise_distribution(
     (Mikolov et al., 2013b) draws rare words more often than their frequency would.
     """
     counts = torch.as_tensor(counts, dtype=torch.float64)  # (V,)
-    if counts.numel() == 0 or not bool((counts > 0).all()):
-        raise ValueError(f"counts must be positive and non-empty; found {counts}")
+    if counts.numel() == 0:
+        raise ValueError("counts must be positive and non-empty; found none")
+    if not bool(((counts > 0) & counts.isfinite()).all()):
+        low, high = counts.min().item(), counts.max().item()
+        raise ValueError(f"counts must be positive and finite; found {low} to {high}")
     weights = counts**exponent
     return weights / weights.sum()
 
@@ -203,6 +210,8 @@ def encode(sentences: Sequence[Sequence[str]], vocab: Vocabulary) -> EncodedCorp
     Dropping a word before the windows are cut brings its neighbours closer together,
     exactly as in word2vec.c and gensim.
     """
+    if isinstance(sentences, str):  # a str is a Sequence of one-letter "sentences"
+        raise TypeError("sentences must be a list of lists of words; found str")
     encoded = [vocab.encode(sentence) for sentence in sentences]
     ids = torch.tensor([i for sentence in encoded for i in sentence], dtype=torch.long)
     lengths = torch.tensor([len(sentence) for sentence in encoded], dtype=torch.long)
@@ -221,6 +230,11 @@ def subsample(
             f"keep must hold a probability for every word id of corpus (up to "
             f"{int(corpus.ids.max())}); found {keep.numel()}"
         )
+    if len(corpus) and corpus.ids.min() < 0:
+        raise ValueError(f"corpus.ids must be >= 0; found {corpus.ids.min().item()}")
+    if keep.numel() and not 0 <= keep.min() <= keep.max() <= 1:  # NaN fails too
+        low, high = keep.min().item(), keep.max().item()
+        raise ValueError(f"keep must be probabilities in [0, 1]; found {low} to {high}")
     draws = torch.rand(len(corpus), generator=generator, dtype=torch.float64)  # (N,)
     kept = draws < keep[corpus.ids]
     return EncodedCorpus(ids=corpus.ids[kept], sentence=corpus.sentence[kept])
@@ -288,9 +302,15 @@ def cbow_contexts(
             f"windows must have shape ({len(corpus)},), one per position of corpus; "
             f"found {tuple(windows.shape)}"
         )
-    if windows.numel() and windows.min() < 1:
-        raise ValueError(f"windows must be >= 1; found {windows.min().item()}")
+    if windows.numel() and not 1 <= windows.min() <= windows.max() <= window:
+        low, high = windows.min().item(), windows.max().item()
+        raise ValueError(f"windows must be 1 to window={window}; found {low} to {high}")
     n = len(corpus)
+    if n * 2 * window > MAX_PARAMETERS:  # the (N, C) slots torch would allocate
+        raise ValueError(
+            f"len(corpus) * 2 * window must be at most {MAX_PARAMETERS}; "
+            f"found {n} * 2 * {window}"
+        )
     offsets = torch.cat([torch.arange(-window, 0), torch.arange(1, window + 1)])  # (C,)
     positions = torch.arange(n)[:, None] + offsets  # (N, C)
     inside = (positions >= 0) & (positions < n)
@@ -355,6 +375,13 @@ def unigram_table(
     """
     if probabilities.numel() == 0:
         raise ValueError("probabilities must hold one probability per word; found none")
+    total = probabilities.double().sum()
+    if not (probabilities.isfinite().all() and probabilities.min() >= 0 and total > 0):
+        raise ValueError(
+            "probabilities must be finite, non-negative, with a positive sum; found "
+            f"{probabilities.min().item()} to {probabilities.max().item()}, "
+            f"sum {total.item()}"
+        )
     cdf = probabilities.double().cumsum(0)  # (V,)
     slots = (torch.arange(size, dtype=torch.float64) + 0.5) / size * cdf[-1]  # (size,)
     words = torch.searchsorted(cdf, slots, right=True)
@@ -369,7 +396,11 @@ def draw_negatives(
     """Noise words: uniformly random slots of a :func:`unigram_table`."""
     if table.numel() == 0:
         raise ValueError("table must hold at least one slot; found an empty table")
-    return table[torch.randint(table.numel(), tuple(shape), generator=generator)]
+    words = table[torch.randint(table.numel(), tuple(shape), generator=generator)]
+    # The drawn words, not the whole table: one cheap min per batch.
+    if words.numel() and words.min() < 0:
+        raise ValueError(f"table must hold word ids >= 0; found {words.min().item()}")
+    return words
 
 
 def logistic_sgd_step(
@@ -489,12 +520,24 @@ class Word2Vec:
         of each. CBOW: ``inputs`` are the context words (True in ``input_mask``),
         ``predict`` the centre word; like word2vec.c and gensim, CBOW adds the *whole*
         gradient of ``h`` to every context word, not ``1 / C`` of it.
+        :meth:`output_side` gives the rows, labels and mask of
+        :func:`logistic_sgd_step`.
         """
         if input_mask is None and inputs.shape[1] != 1:
             raise ValueError(
                 "inputs must be (B, 1) centre words without an input_mask (skip-gram); "
                 f"found {tuple(inputs.shape)}"
             )
+        words = len(self.input_vectors)  # V
+        ids = {"inputs": inputs, "predict": predict, "negatives": negatives}
+        for name, given in ids.items():
+            if given is None or given.numel() == 0:
+                continue
+            low, high = given.min().item(), given.max().item()
+            if not 0 <= low <= high < words:
+                raise ValueError(
+                    f"{name} must be word ids, 0 to {words - 1}; found {low} to {high}"
+                )
         targets, labels, mask = self.output_side(predict, negatives)
         vectors = self.input_vectors
         outputs = self.output_vectors
@@ -511,6 +554,11 @@ class Word2Vec:
             context = vectors.index_select(0, inputs.flatten())
             context = context.view(batch, slots, -1)  # (B, C, D)
             counts = weights.sum(dim=1, keepdim=True)  # (B, 1)
+            if counts.numel() and counts.min() == 0:  # h would be 0 / 0
+                row = int((counts[:, 0] == 0).nonzero()[0])
+                raise ValueError(
+                    f"input_mask must hold a True in every row; row {row} has none"
+                )
             summed = torch.bmm(weights.unsqueeze(1), context).squeeze(1)  # (B, D)
             hidden = summed / counts
             loss, grad_hidden = logistic_sgd_step(
@@ -682,12 +730,21 @@ def dot_products_per_step(
     the depth of the word in the Huffman tree, weighted by the words' frequencies.
     """
     counts = torch.as_tensor(counts, dtype=torch.float64)  # (V,)
-    if counts.numel() == 0 or not bool((counts > 0).all()):
-        raise ValueError(f"counts must be positive and non-empty; found {counts}")
+    if counts.numel() == 0:
+        raise ValueError("counts must be positive and non-empty; found none")
+    if not bool(((counts > 0) & counts.isfinite()).all()):
+        low, high = counts.min().item(), counts.max().item()
+        raise ValueError(f"counts must be positive and finite; found {low} to {high}")
     if objective == "softmax":
         return float(counts.numel())
     if objective == "negative":
         return float(negative + 1)
+    fractional = counts[counts != counts.round()]  # int() would truncate them
+    if len(fractional):
+        raise ValueError(
+            "counts must be whole numbers for the Huffman tree; "
+            f"found {fractional[0].item()}"
+        )
     tree = huffman_tree([int(c) for c in counts])
     depths = torch.tensor(tree.depths, dtype=torch.float64)  # (V,)
     return float((depths * counts).sum() / counts.sum())
