@@ -339,12 +339,22 @@ def importance_sampled_loss(
     vocab_size = len(weight)
     if len(targets) == 0:
         raise ValueError("targets must hold B >= 1 words; found none")
-    if bool((proposal < 0).any()) or abs(float(proposal.sum()) - 1) > 1e-6:
+    if targets.min() < 0 or targets.max() >= vocab_size:
+        raise ValueError(
+            f"targets must be word ids in [0, {vocab_size}); "
+            f"found {int(targets.min())}..{int(targets.max())}"
+        )
+    # Asked as ">= 0 and finite", which NaN (false in every comparison) fails.
+    valid = bool(((proposal >= 0) & proposal.isfinite()).all())
+    total = float(proposal.sum())
+    if not valid or abs(total - 1) > 1e-6:
+        low, high = float(proposal.min()), float(proposal.max())
+        found = f"values from {low:.6g} to {high:.6g} summing to {total:.6g}"
         raise ValueError(
             f"proposal must be a probability distribution over the {vocab_size} words; "
-            f"found values summing to {float(proposal.sum()):.6g}"
+            f"found {'NaN' if bool(proposal.isnan().any()) else found}"
         )
-    # (B K,): every row's K words, drawn at once
+    # (B * K,): every row's K words, drawn at once
     draws = torch.multinomial(
         proposal, len(targets) * num_samples, replacement=True, generator=generator
     )

@@ -261,8 +261,21 @@ def test_importance_sampled_loss_gradient_reaches_the_output_layer():
 
 def test_importance_sampling_errors():
     hidden, weight, bias = output_layer()
-    with pytest.raises(ValueError, match="probability distribution over the 6 words; found values summing to 6"):
+    with pytest.raises(ValueError, match="probability distribution over the 6 words; found values from 1 to 1 summing to 6"):
         importance_sampled_loss(hidden, weight, bias, torch.tensor([0]), torch.ones(6, dtype=torch.float64), 2)
+    # A negative value in a proposal that sums to 1 shows in the message.
+    negative = torch.tensor([-0.2, 0.4, 0.2, 0.2, 0.2, 0.2], dtype=torch.float64)
+    with pytest.raises(ValueError, match="over the 6 words; found values from -0.2 to 0.4 summing to 1"):
+        importance_sampled_loss(hidden, weight, bias, torch.tensor([0]), negative, 2)
+    # NaN fails every comparison: it must not pass as "not negative" (torch: invalid multinomial distribution).
+    with_nan = torch.tensor([math.nan, 0.2, 0.2, 0.2, 0.2, 0.2], dtype=torch.float64)
+    with pytest.raises(ValueError, match="proposal must be a probability distribution over the 6 words; found NaN"):
+        importance_sampled_loss(hidden, weight, bias, torch.tensor([0]), with_nan, 2)
+    # An out-of-range target is named as importance_sampled_loss's targets, not output_scores' words.
+    uniform = torch.full((6,), 1 / 6, dtype=torch.float64)
+    for targets, found in (([0, 6], "0..6"), ([0, -1], "-1..0")):
+        with pytest.raises(ValueError, match=rf"targets must be word ids in \[0, 6\); found {found}"):
+            importance_sampled_loss(hidden.expand(2, -1), weight, bias, torch.tensor(targets), uniform, 2)
     with pytest.raises(TypeError, match=r"(?s)parameter 'targets'.*Actual value: f32\[1\].*Int64\[Tensor, 'B'\]"):
         importance_sampled_loss(hidden, weight, bias, torch.tensor([0.0]), torch.ones(6) / 6, 2)
     with pytest.raises(TypeError, match=r"(?s)parameter 'weight'.*Actual value: f64\[6,2\].*D=3"):
