@@ -117,9 +117,10 @@ def frequency_classes(
             f"found {len(counts)}"
         )
     if not bool(((counts > 0) & counts.isfinite()).all()):
+        found = f"values from {float(counts.min()):g} to {float(counts.max()):g}"
         raise ValueError(
-            "counts must be positive finite numbers; found values from "
-            f"{float(counts.min()):g} to {float(counts.max()):g}"
+            "counts must be positive finite numbers; "
+            f"found {'NaN' if bool(counts.isnan().any()) else found}"
         )
     order = torch.sort(counts, descending=True, stable=True).indices  # (V,)
     sorted_counts = counts[order]  # (V,)
@@ -311,7 +312,16 @@ def importance_weights(
     :math:`\omega_k = r_k / \sum_j r_j` with :math:`r_k = \exp s(v_k, h) / q(v_k)`:
     cheap, biased for small ``K``, consistent as ``K`` grows.
     """
-    log_ratio = sample_scores.detach() - sample_log_q  # (B, K): log r_k = s - log q
+    same_dtype(sample_scores=sample_scores, sample_log_q=sample_log_q)
+    if log_partition is not None:
+        same_dtype(sample_scores=sample_scores, log_partition=log_partition)
+    if sample_scores.shape[1] == 0:
+        raise ValueError(
+            "sample_scores must hold K >= 1 samples per row; "
+            f"found shape {tuple(sample_scores.shape)}"
+        )
+    # No gradient flows through the weights: they are held fixed.
+    log_ratio = (sample_scores - sample_log_q).detach()  # (B, K): log r_k = s - log q
     if log_partition is None:
         return torch.softmax(log_ratio, dim=1)  # r_k / sum_j r_j
     log_p = log_ratio - log_partition.detach()[:, None]  # (B, K): log p - log q
@@ -398,6 +408,12 @@ def nce_loss(
     probability is :math:`\exp s(w, h)` itself: at the optimum it is normalised and
     equals the data distribution, though no sum over the vocabulary is computed.
     """
+    same_dtype(
+        data_scores=data_scores,
+        noise_scores=noise_scores,
+        data_log_noise=data_log_noise,
+        noise_log_noise=noise_log_noise,
+    )
     if noise_scores.numel() == 0:
         raise ValueError(
             "noise_scores must hold B >= 1 rows of K >= 1 noise words; "
