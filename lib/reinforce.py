@@ -72,7 +72,7 @@ __all__ = [
 
 # The baseline reinforce_loss computes; a number or a (B,) tensor may be given too.
 BASELINES = ("leave-one-out",)
-Baseline = Union[None, Finite, Literal["leave-one-out"]]
+Baseline = Union[None, Finite, Literal[BASELINES]]
 Curves = tuple[
     Float[Tensor, "..."], Float[Tensor, "..."]
 ]  # lib.lm.drift's (on_data, on_own)
@@ -162,10 +162,12 @@ def reinforce_fine_tune(
     ``(N, t, V)`` and reads ``bos`` first (:class:`lib.lm.NeuralLM`).
     """
     length = references.shape[1]
-    if len(references) == 0 or prompt >= length:
+    if len(references) == 0:
+        raise ValueError("references must hold N >= 1 sequences; found none")
+    if prompt >= length:
         raise ValueError(
-            f"references must hold N >= 1 sequences longer than prompt = {prompt}; "
-            f"found shape {tuple(references.shape)}"
+            f"prompt must be less than the references' length L = {length}; "
+            f"found {prompt}"
         )
     if batch_size < 2:
         raise ValueError(f"batch_size must be at least 2; found {batch_size}")

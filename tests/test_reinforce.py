@@ -263,8 +263,10 @@ def test_fine_tune_bad_input_is_named():
         reinforce_fine_tune(model, references.double(), max, 1, 4)
     with pytest.raises(TypeError, match=r"(?s)parameter 'reward'.*Actual value: None.*Callable"):
         reinforce_fine_tune(model, references, None, 1, 4)
-    with pytest.raises(ValueError, match=r"references must hold N >= 1 sequences longer than prompt = 3; found shape \(1, 3\)"):
+    with pytest.raises(ValueError, match=r"prompt must be less than the references' length L = 3; found 3"):
         reinforce_fine_tune(model, references, max, 3, 4)
+    with pytest.raises(ValueError, match="references must hold N >= 1 sequences; found none"):
+        reinforce_fine_tune(model, references[:0], max, 1, 4)
     with pytest.raises(ValueError, match="batch_size must be at least 2; found 1"):
         reinforce_fine_tune(model, references, max, 1, 4, batch_size=1)
     with pytest.raises(TypeError, match=r"(?s)parameter 'baseline'.*Actual value: f32\[64\].*Literal\['leave-one-out'\]"):
