@@ -105,12 +105,19 @@ def reinforce_loss(
             f"mask must have the shape (B, T) of log_probs {tuple(log_probs.shape)}; "
             f"found {tuple(mask.shape)}"
         )
+    if log_probs.dim() == 2 and log_probs.shape[1] == 0:
+        raise ValueError("log_probs must hold T >= 1 tokens per sequence; found none")
     used = log_probs.detach() if mask is None else log_probs.detach()[mask]
     if bool(used.isnan().any()) or (used.numel() and float(used.max()) > 0):
         found = "NaN" if bool(used.isnan().any()) else f"{float(used.max()):.4g}"
         raise ValueError(
             "log_probs must be log-probabilities (<= 0), e.g. from torch.log_softmax; "
             f"found {found} (probabilities or logits instead of their logarithms?)"
+        )
+    if bool(used.isneginf().any()):
+        raise ValueError(
+            "log_probs must be finite (where mask is True): -inf makes the loss "
+            "infinite; found -inf (a token of probability 0, or unmasked padding?)"
         )
     if not bool(rewards.isfinite().all()):
         raise ValueError(
@@ -202,6 +209,14 @@ def bigram_precision(
             f"prompt must be less than the samples' length L = {samples.shape[1]}; "
             f"found {prompt}"
         )
+    if references.shape[1] < 2:
+        raise ValueError(
+            "references must hold R >= 2 tokens (a bigram); "
+            f"found shape {tuple(references.shape)}"
+        )
+    if bool((samples < 0).any()) or bool((references < 0).any()):
+        low = min(int(samples.min()), int(references.min()))
+        raise ValueError(f"samples and references must be token ids >= 0; found {low}")
     pairs = (samples[:, prompt - 1 : -1], samples[:, prompt:])
     generated = torch.stack(pairs, dim=-1)  # (B, L - prompt, 2)
     pairs = (references[:, :-1], references[:, 1:])
