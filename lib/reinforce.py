@@ -72,7 +72,7 @@ __all__ = [
 
 # The baseline reinforce_loss computes; a number or a (B,) tensor may be given too.
 BASELINES = ("leave-one-out",)
-Baseline = Union[None, Finite, Literal["leave-one-out"]]
+Baseline = Union[None, Finite, Literal[BASELINES]]
 Curves = tuple[
     Float[Tensor, "..."], Float[Tensor, "..."]
 ]  # lib.lm.drift's (on_data, on_own)
@@ -105,12 +105,19 @@ def reinforce_loss(
             f"mask must have the shape (B, T) of log_probs {tuple(log_probs.shape)}; "
             f"found {tuple(mask.shape)}"
         )
+    if log_probs.dim() == 2 and log_probs.shape[1] == 0:
+        raise ValueError("log_probs must hold T >= 1 tokens per sequence; found none")
     used = log_probs.detach() if mask is None else log_probs.detach()[mask]
     if bool(used.isnan().any()) or (used.numel() and float(used.max()) > 0):
         found = "NaN" if bool(used.isnan().any()) else f"{float(used.max()):.4g}"
         raise ValueError(
             "log_probs must be log-probabilities (<= 0), e.g. from torch.log_softmax; "
             f"found {found} (probabilities or logits instead of their logarithms?)"
+        )
+    if bool(used.isneginf().any()):
+        raise ValueError(
+            "log_probs must be finite (where mask is True): -inf makes the loss "
+            "infinite; found -inf (a token of probability 0, or unmasked padding?)"
         )
     if not bool(rewards.isfinite().all()):
         raise ValueError(
@@ -162,10 +169,12 @@ def reinforce_fine_tune(
     ``(N, t, V)`` and reads ``bos`` first (:class:`lib.lm.NeuralLM`).
     """
     length = references.shape[1]
-    if len(references) == 0 or prompt >= length:
+    if len(references) == 0:
+        raise ValueError("references must hold N >= 1 sequences; found none")
+    if prompt >= length:
         raise ValueError(
-            f"references must hold N >= 1 sequences longer than prompt = {prompt}; "
-            f"found shape {tuple(references.shape)}"
+            f"prompt must be less than the references' length L = {length}; "
+            f"found {prompt}"
         )
     if batch_size < 2:
         raise ValueError(f"batch_size must be at least 2; found {batch_size}")
@@ -200,6 +209,14 @@ def bigram_precision(
             f"prompt must be less than the samples' length L = {samples.shape[1]}; "
             f"found {prompt}"
         )
+    if references.shape[1] < 2:
+        raise ValueError(
+            "references must hold R >= 2 tokens (a bigram); "
+            f"found shape {tuple(references.shape)}"
+        )
+    if bool((samples < 0).any()) or bool((references < 0).any()):
+        low = min(int(samples.min()), int(references.min()))
+        raise ValueError(f"samples and references must be token ids >= 0; found {low}")
     pairs = (samples[:, prompt - 1 : -1], samples[:, prompt:])
     generated = torch.stack(pairs, dim=-1)  # (B, L - prompt, 2)
     pairs = (references[:, :-1], references[:, 1:])

@@ -117,9 +117,10 @@ def frequency_classes(
             f"found {len(counts)}"
         )
     if not bool(((counts > 0) & counts.isfinite()).all()):
+        found = f"values from {float(counts.min()):g} to {float(counts.max()):g}"
         raise ValueError(
-            "counts must be positive finite numbers; found values from "
-            f"{float(counts.min()):g} to {float(counts.max()):g}"
+            "counts must be positive finite numbers; "
+            f"found {'NaN' if bool(counts.isnan().any()) else found}"
         )
     order = torch.sort(counts, descending=True, stable=True).indices  # (V,)
     sorted_counts = counts[order]  # (V,)
@@ -311,7 +312,16 @@ def importance_weights(
     :math:`\omega_k = r_k / \sum_j r_j` with :math:`r_k = \exp s(v_k, h) / q(v_k)`:
     cheap, biased for small ``K``, consistent as ``K`` grows.
     """
-    log_ratio = sample_scores.detach() - sample_log_q  # (B, K): log r_k = s - log q
+    same_dtype(sample_scores=sample_scores, sample_log_q=sample_log_q)
+    if log_partition is not None:
+        same_dtype(sample_scores=sample_scores, log_partition=log_partition)
+    if sample_scores.shape[1] == 0:
+        raise ValueError(
+            "sample_scores must hold K >= 1 samples per row; "
+            f"found shape {tuple(sample_scores.shape)}"
+        )
+    # No gradient flows through the weights: they are held fixed.
+    log_ratio = (sample_scores - sample_log_q).detach()  # (B, K): log r_k = s - log q
     if log_partition is None:
         return torch.softmax(log_ratio, dim=1)  # r_k / sum_j r_j
     log_p = log_ratio - log_partition.detach()[:, None]  # (B, K): log p - log q
@@ -339,12 +349,22 @@ def importance_sampled_loss(
     vocab_size = len(weight)
     if len(targets) == 0:
         raise ValueError("targets must hold B >= 1 words; found none")
-    if bool((proposal < 0).any()) or abs(float(proposal.sum()) - 1) > 1e-6:
+    if targets.min() < 0 or targets.max() >= vocab_size:
+        raise ValueError(
+            f"targets must be word ids in [0, {vocab_size}); "
+            f"found {int(targets.min())}..{int(targets.max())}"
+        )
+    # Asked as ">= 0 and finite", which NaN (false in every comparison) fails.
+    valid = bool(((proposal >= 0) & proposal.isfinite()).all())
+    total = float(proposal.sum())
+    if not valid or abs(total - 1) > 1e-6:
+        low, high = float(proposal.min()), float(proposal.max())
+        found = f"values from {low:.6g} to {high:.6g} summing to {total:.6g}"
         raise ValueError(
             f"proposal must be a probability distribution over the {vocab_size} words; "
-            f"found values summing to {float(proposal.sum()):.6g}"
+            f"found {'NaN' if bool(proposal.isnan().any()) else found}"
         )
-    # (B K,): every row's K words, drawn at once
+    # (B * K,): every row's K words, drawn at once
     draws = torch.multinomial(
         proposal, len(targets) * num_samples, replacement=True, generator=generator
     )
@@ -388,6 +408,12 @@ def nce_loss(
     probability is :math:`\exp s(w, h)` itself: at the optimum it is normalised and
     equals the data distribution, though no sum over the vocabulary is computed.
     """
+    same_dtype(
+        data_scores=data_scores,
+        noise_scores=noise_scores,
+        data_log_noise=data_log_noise,
+        noise_log_noise=noise_log_noise,
+    )
     if noise_scores.numel() == 0:
         raise ValueError(
             "noise_scores must hold B >= 1 rows of K >= 1 noise words; "

@@ -231,6 +231,8 @@ REWARDS = torch.tensor([1.0, 0.0])
     (dict(log_probs=torch.zeros(0, 2), rewards=torch.zeros(0)), ValueError, "log_probs must hold B >= 1 sequences; found none"),
     (dict(log_probs=torch.tensor([[0.5, 0.25], [0.5, 0.5]])), ValueError, r"log_probs must be log-probabilities .* found 0.5"),
     (dict(log_probs=torch.tensor([[math.nan, -1.0], [-1.0, -1.0]])), ValueError, "log_probs must be log-probabilities .* found NaN"),
+    (dict(log_probs=torch.tensor([[-math.inf, -1.0], [-1.0, -1.0]])), ValueError, r"log_probs must be finite \(where mask is True\).* found -inf"),
+    (dict(log_probs=torch.zeros(2, 0)), ValueError, "log_probs must hold T >= 1 tokens per sequence; found none"),
     (dict(rewards=torch.tensor([1.0, 0.0, 1.0])), TypeError, r"(?s)parameter 'rewards'.*Actual value: f32\[3\].*B=2"),
     (dict(rewards=torch.tensor([1.0, math.nan])), ValueError, "rewards must be B = 2 finite numbers; found NaN or inf"),
     (dict(rewards=torch.tensor([1, 0])), TypeError, r"(?s)parameter 'rewards'.*Actual value: i64\[2\].*Float\[Tensor, 'B'\]"),
@@ -263,8 +265,10 @@ def test_fine_tune_bad_input_is_named():
         reinforce_fine_tune(model, references.double(), max, 1, 4)
     with pytest.raises(TypeError, match=r"(?s)parameter 'reward'.*Actual value: None.*Callable"):
         reinforce_fine_tune(model, references, None, 1, 4)
-    with pytest.raises(ValueError, match=r"references must hold N >= 1 sequences longer than prompt = 3; found shape \(1, 3\)"):
+    with pytest.raises(ValueError, match=r"prompt must be less than the references' length L = 3; found 3"):
         reinforce_fine_tune(model, references, max, 3, 4)
+    with pytest.raises(ValueError, match="references must hold N >= 1 sequences; found none"):
+        reinforce_fine_tune(model, references[:0], max, 1, 4)
     with pytest.raises(ValueError, match="batch_size must be at least 2; found 1"):
         reinforce_fine_tune(model, references, max, 1, 4, batch_size=1)
     with pytest.raises(TypeError, match=r"(?s)parameter 'baseline'.*Actual value: f32\[64\].*Literal\['leave-one-out'\]"):
@@ -291,6 +295,10 @@ def test_bigram_precision_by_hand_and_as_chapter_6_once_coded_it():
     assert torch.equal(bigram_precision(samples, references, prompt=3), coded)
     with pytest.raises(ValueError, match="prompt must be less than the samples' length L = 16; found 16"):
         bigram_precision(samples, references, prompt=16)
+    with pytest.raises(ValueError, match=r"references must hold R >= 2 tokens \(a bigram\); found shape \(50, 1\)"):
+        bigram_precision(samples, references[:, :1], prompt=3)
+    with pytest.raises(ValueError, match="samples and references must be token ids >= 0; found -1"):
+        bigram_precision(samples, references - 1, prompt=3)
 
 
 def _clock_setting():
@@ -339,3 +347,12 @@ def test_fine_tune_and_judge_judges_fine_tunes_a_copy_and_judges_again():
         fine_tune_and_judge({0: models[0], 1: "model"}, language, sentences, test_sentences, bos=5, prompt=3)
     with pytest.raises(ValueError, match=r"curves \(if given\) every seed of models; found seeds \[0, 1\] and curves \[0\]"):
         fine_tune_and_judge(models, language, sentences, test_sentences, bos=5, prompt=3, curves={0: (torch.zeros(2), torch.zeros(2))})
+
+
+def test_minus_infinity_is_refused_only_where_it_counts():
+    # -inf at padding (mask False) is not summed: the loss stays finite.
+    log_probs = torch.tensor([[-1.0, -math.inf], [-1.0, -1.0]])
+    mask = torch.tensor([[True, False], [True, True]])
+    assert reinforce_loss(log_probs, REWARDS, mask=mask).item() == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="log_probs must be finite"):
+        reinforce_loss(log_probs, REWARDS)

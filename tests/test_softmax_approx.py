@@ -69,6 +69,8 @@ def test_frequency_classes_errors():
         frequency_classes([3, 0, 1], 2)
     with pytest.raises(ValueError, match="counts must be positive finite numbers; found values from 0 to 3"):
         frequency_classes(torch.tensor([3, 0, 1]), 2)
+    with pytest.raises(ValueError, match="counts must be positive finite numbers; found NaN$"):
+        frequency_classes(torch.tensor([3.0, math.nan, 1.0]), 2)
     with pytest.raises(ValueError, match="counts must hold V >= num_classes = 4 numbers; found 3"):
         frequency_classes([3, 2, 1], 4)
     with pytest.raises(ValueError, match="vocab_size must be at least num_classes = 4; found 3"):
@@ -230,6 +232,23 @@ def test_importance_weights_by_hand():
                                torch.tensor([[0.25, 1.0]], dtype=torch.float64))
 
 
+def test_importance_weights_carry_no_gradient():
+    scores = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    log_q = torch.zeros(2, 3, dtype=torch.float64, requires_grad=True)
+    assert not importance_weights(scores, log_q).requires_grad
+    assert not importance_weights(scores, log_q, torch.zeros(2, dtype=torch.float64)).requires_grad
+
+
+def test_importance_weights_errors():
+    scores = torch.zeros(2, 3)
+    with pytest.raises(TypeError, match=r"sample_log_q must have the dtype of sample_scores \(torch.float32\); found torch.float64"):
+        importance_weights(scores, scores.double())
+    with pytest.raises(TypeError, match=r"log_partition must have the dtype of sample_scores \(torch.float32\); found torch.float64"):
+        importance_weights(scores, scores, torch.zeros(2, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"sample_scores must hold K >= 1 samples per row; found shape \(2, 0\)"):
+        importance_weights(torch.zeros(2, 0), torch.zeros(2, 0))
+
+
 def test_self_normalised_importance_sampling_is_biased_but_consistent():
     hidden, weight, bias = output_layer(seed=3)
     proposal = torch.full((6,), 1 / 6, dtype=torch.float64)
@@ -261,8 +280,21 @@ def test_importance_sampled_loss_gradient_reaches_the_output_layer():
 
 def test_importance_sampling_errors():
     hidden, weight, bias = output_layer()
-    with pytest.raises(ValueError, match="probability distribution over the 6 words; found values summing to 6"):
+    with pytest.raises(ValueError, match="probability distribution over the 6 words; found values from 1 to 1 summing to 6"):
         importance_sampled_loss(hidden, weight, bias, torch.tensor([0]), torch.ones(6, dtype=torch.float64), 2)
+    # A negative value in a proposal that sums to 1 shows in the message.
+    negative = torch.tensor([-0.2, 0.4, 0.2, 0.2, 0.2, 0.2], dtype=torch.float64)
+    with pytest.raises(ValueError, match="over the 6 words; found values from -0.2 to 0.4 summing to 1"):
+        importance_sampled_loss(hidden, weight, bias, torch.tensor([0]), negative, 2)
+    # NaN fails every comparison: it must not pass as "not negative" (torch: invalid multinomial distribution).
+    with_nan = torch.tensor([math.nan, 0.2, 0.2, 0.2, 0.2, 0.2], dtype=torch.float64)
+    with pytest.raises(ValueError, match="proposal must be a probability distribution over the 6 words; found NaN"):
+        importance_sampled_loss(hidden, weight, bias, torch.tensor([0]), with_nan, 2)
+    # An out-of-range target is named as importance_sampled_loss's targets, not output_scores' words.
+    uniform = torch.full((6,), 1 / 6, dtype=torch.float64)
+    for targets, found in (([0, 6], "0..6"), ([0, -1], "-1..0")):
+        with pytest.raises(ValueError, match=rf"targets must be word ids in \[0, 6\); found {found}"):
+            importance_sampled_loss(hidden.expand(2, -1), weight, bias, torch.tensor(targets), uniform, 2)
     with pytest.raises(TypeError, match=r"(?s)parameter 'targets'.*Actual value: f32\[1\].*Int64\[Tensor, 'B'\]"):
         importance_sampled_loss(hidden, weight, bias, torch.tensor([0.0]), torch.ones(6) / 6, 2)
     with pytest.raises(TypeError, match=r"(?s)parameter 'weight'.*Actual value: f64\[6,2\].*D=3"):
@@ -343,6 +375,10 @@ def test_nce_errors():
         nce_loss(torch.zeros(3), torch.zeros(2, 4), torch.zeros(3), torch.zeros(2, 4))
     with pytest.raises(ValueError, match=r"noise_scores must hold B >= 1 rows of K >= 1 noise words; found shape \(2, 0\)"):
         nce_loss(torch.zeros(2), torch.zeros(2, 0), torch.zeros(2), torch.zeros(2, 0))
+    with pytest.raises(TypeError, match=r"noise_scores must have the dtype of data_scores \(torch.float16\); found torch.float32"):
+        nce_loss(torch.zeros(2, dtype=torch.float16), torch.zeros(2, 4), torch.zeros(2), torch.zeros(2, 4))
+    with pytest.raises(TypeError, match=r"noise_log_noise must have the dtype of data_scores \(torch.float32\); found torch.float64"):
+        nce_loss(torch.zeros(2), torch.zeros(2, 4), torch.zeros(2), torch.zeros(2, 4, dtype=torch.float64))
     with pytest.raises(TypeError, match=r"(?s)parameter 'num_noise'.*Actual value: 0.*is_at_least_1"):
         nce_logits(torch.zeros(1), torch.zeros(1), 0)
     with pytest.raises(TypeError, match=r"(?s)parameter 'log_noise'.*Actual value: f32\[2\]"):
