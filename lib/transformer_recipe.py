@@ -1,12 +1,10 @@
 """The Transformer paper's training recipe (chapter 11, after Rush's *The Annotated
-Transformer*, 2018): :func:`label_smoothed_cross_entropy` (Szegedy et al. [2]_; Vaswani
-et al. [1]_ use ``epsilon = 0.1``), and :func:`warmup_rate` and :func:`warmup_lambda`,
-a linear warm-up then an inverse-square-root decay. The third item, embeddings scaled
-by ``sqrt(D)``, is an option of :class:`lib.transformer.TransformerEmbedding`.
-``N`` counts positions, ``V`` the vocabulary.
+Transformer*, 2018): :func:`label_smoothed_cross_entropy` over ``N`` positions and
+``V`` tokens (Szegedy et al. [2]_; Vaswani et al. [1]_ use ``epsilon = 0.1``), and
+:func:`warmup_rate` and :func:`warmup_lambda`, a linear warm-up then an
+inverse-square-root decay. The third item, embeddings scaled by ``sqrt(D)``, is an
+option of :class:`lib.transformer.TransformerEmbedding`.
 
-References
-----------
 .. [1] A. Vaswani et al. "Attention Is All You Need". NeurIPS 2017. arXiv:1706.03762.
 .. [2] C. Szegedy, V. Vanhoucke, S. Ioffe, J. Shlens, Z. Wojna. "Rethinking the
    Inception Architecture for Computer Vision". CVPR 2016.
