@@ -1,13 +1,9 @@
 """Sinusoidal positional encodings and the rotation that shifts them (chapter 11).
 
-Self-attention treats its input as a set; Vaswani et al. (2017) add to each token
-embedding a vector that depends on its position ``t``: the sines and cosines of ``t``
-at ``D / 2`` geometrically spaced frequencies (:func:`positional_encoding`). Shifting
-every position by ``delta`` is then one fixed block rotation (:func:`offset_rotation`),
-the same for every ``t``, which is why a linear layer can learn to attend a fixed
-distance away. :class:`lib.transformer.TransformerEmbedding` adds them to the tokens.
-
-Conventions: rows are positions, ``T`` of them; ``D`` is the model size (even).
+Self-attention treats its input as a set, so Vaswani et al. (2017) add to each token
+embedding the sines and cosines of its position; a shift is one fixed rotation, so a
+linear layer can learn to attend a fixed distance away. ``T`` positions (rows), ``D``
+the model size (even).
 
 References: A. Vaswani et al. "Attention Is All You Need". NeurIPS 2017.
 arXiv:1706.03762.
@@ -39,7 +35,7 @@ def positional_encoding(
 ) -> Float[Tensor, "T D"]:
     """The encodings ``P[t, 2i] = sin(t w_i)``, ``P[t, 2i+1] = cos(t w_i)`` of the
     positions ``t = 0 .. max_len - 1``: the sine and cosine of one frequency side by
-    side, at wavelengths from ``2 pi`` to ``10000 * 2 pi``."""
+    side, at wavelengths from ``2 pi`` to below ``10000 * 2 pi``."""
     positions = torch.arange(max_len, dtype=dtype)[:, None]  # (T, 1)
     angles = positions * _frequencies(d_model, dtype)  # (T, D/2): t * w_i
     # Stacking on a last axis of size 2 and flattening interleaves sin and cos.

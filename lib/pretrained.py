@@ -12,8 +12,9 @@ bottom:
    model whose every layer's states are kept, and :class:`ScalarMix`, their learned,
    softmax-weighted and scaled combination.
 
-Conventions: batch-first tensors. ``B`` batch, ``T`` (or ``L``) positions, ``D`` the
-model size, ``V`` the vocabulary size; a biLM has ``layers = L + 1`` representations.
+Conventions: batch-first tensors. ``B`` batch, ``T`` positions, ``D`` the model size,
+``V`` the vocabulary size; a biLM of ``L`` LSTM layers (``num_layers``) has
+``layers = L + 1`` representations, each of size ``D2 = 2 dim``.
 
 References
 ----------
@@ -52,7 +53,7 @@ def bert_input(
     second: Optional[each(TokenId)] = None,
     cls_id: TokenId = 0,
     sep_id: TokenId = 1,
-) -> tuple[Int64[Tensor, "L"], Int64[Tensor, "L"]]:
+) -> tuple[Int64[Tensor, "T"], Int64[Tensor, "T"]]:
     """BERT's input ``<cls> first <sep>`` (segment 0), or for a pair
     ``<cls> first <sep> second <sep>``, whose second text and its ``<sep>`` are segment
     1; returns the tokens and their segment ids. Classifiers read the output at
@@ -92,8 +93,8 @@ class BertEmbedding(nn.Module):
         self.position = nn.Embedding(max_len, d_model)
 
     def forward(
-        self, tokens: IdDtype[Tensor, "B L"], segments: IdDtype[Tensor, "B L"]
-    ) -> Float[Tensor, "B L D"]:
+        self, tokens: IdDtype[Tensor, "B T"], segments: IdDtype[Tensor, "B T"]
+    ) -> Float[Tensor, "B T D"]:
         if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
             raise ValueError(
                 f"tokens must hold ids in [0, {self.vocab_size}); "
@@ -111,9 +112,9 @@ class BertEmbedding(nn.Module):
                 f"tokens may have at most max_len = {self.max_len} positions; "
                 f"found {tokens.shape[1]}"
             )
-        positions = torch.arange(tokens.shape[1], device=tokens.device)  # (L,)
-        embedded = self.token(tokens) + self.segment(segments)  # (B, L, D)
-        return embedded + self.position(positions)  # (B, L, D)
+        positions = torch.arange(tokens.shape[1], device=tokens.device)  # (T,)
+        embedded = self.token(tokens) + self.segment(segments)  # (B, T, D)
+        return embedded + self.position(positions)  # (B, T, D)
 
 
 def mask_tokens(
@@ -141,7 +142,8 @@ def mask_tokens(
         )
     special = torch.tensor(list(special_ids), dtype=tokens.dtype)
     selectable = ~torch.isin(tokens, special)  # (*shape)
-    # Special ids may lie outside the vocabulary (a <pad> of -1); the others may not.
+    # Special ids may lie at or above vocab_size (a <pad> after the vocabulary); the
+    # others may not.
     ordinary = tokens[selectable]
     if ordinary.numel() and (ordinary.min() < 0 or ordinary.max() >= vocab_size):
         raise ValueError(

@@ -29,9 +29,9 @@ module runs that recipe at a size that trains in seconds, top to bottom:
    :func:`train_classifier`, which trains it on the few labelled sequences
    and logs held-out accuracy.
 
-Conventions: batch-first tensors. ``B`` (or ``N``, ``M``) strings, ``T`` positions
-(``<cls>`` included), ``D`` the model size, ``V`` the vocabulary size, ``C`` the
-classes.
+Conventions: batch-first tensors. ``B`` (or ``N``, ``M``) strings, ``T`` (or ``S``)
+positions (``<cls>`` included), ``D`` the model size, ``V`` the vocabulary size, ``C``
+the classes.
 
 References
 ----------
@@ -182,9 +182,16 @@ def distinct_walks(
 
 
 def shared_strings(
-    first: Int[Tensor, "N T"], second: Int[Tensor, "M T"]
+    first: Int[Tensor, "N T"], second: Int[Tensor, "M S"]
 ) -> NonNegativeInt:
-    """How many distinct rows of ``first`` also occur in ``second``."""
+    """How many distinct rows of ``first`` also occur in ``second``; strings of other
+    lengths (``S != T``) share none."""
+    for name, x in (("first", first), ("second", second)):
+        if x.numel() and (x.min() < 0 or x.max() >= VOCAB_SIZE):
+            raise ValueError(
+                f"{name} must hold ids in [0, {VOCAB_SIZE}); "
+                f"found ids from {int(x.min())} to {int(x.max())}"
+            )
     return len(set(map(tuple, first.tolist())) & set(map(tuple, second.tolist())))
 
 
@@ -200,10 +207,19 @@ def best_possible_accuracy(
     that each string fits its own step.
     """
     digits = tokens[:, 1:]  # (B, L)
-    if not digits.numel() or digits.min() < 0 or digits.max() >= DIGITS:
+    if not digits.numel():
         raise ValueError(
             "tokens must be <cls> followed by at least one digit, in at least one "
             f"row; found shape {tuple(tokens.shape)}"
+        )
+    if (tokens[:, 0] != CLS).any():
+        raise ValueError(
+            f"tokens[:, 0] must be CLS = {CLS}; found {tokens[:, 0].tolist()!r:.60}"
+        )
+    if digits.min() < 0 or digits.max() >= DIGITS:
+        raise ValueError(
+            f"tokens[:, 1:] must be digits in [0, {DIGITS}); "
+            f"found ids from {int(digits.min())} to {int(digits.max())}"
         )
     if labels.min() < 0 or labels.max() >= len(steps):
         raise ValueError(
@@ -346,7 +362,7 @@ def train_classifier(
     model: SequenceClassifier,
     tokens: Int[Tensor, "N T"],
     labels: Int64[Tensor, "N"],
-    test_tokens: Int[Tensor, "M T"],
+    test_tokens: Int[Tensor, "M S"],
     test_labels: Int64[Tensor, "M"],
     epochs: PositiveInt = 30,
     batch_size: PositiveInt = 16,
@@ -356,6 +372,12 @@ def train_classifier(
     """Train ``model`` (its head, or everything if not frozen) with Adam on the
     labelled strings, in an order ``seed`` shuffles, and score it on the held-out
     strings after every epoch."""
+    for name, x in (("tokens", tokens), ("test_tokens", test_tokens)):
+        if x.numel() and (x.min() < 0 or x.max() >= VOCAB_SIZE):
+            raise ValueError(
+                f"{name} must hold ids in [0, {VOCAB_SIZE}); "
+                f"found ids from {int(x.min())} to {int(x.max())}"
+            )
     classes = model.head.out_features
     for name, y in (("labels", labels), ("test_labels", test_labels)):
         if not len(y) or y.min() < 0 or y.max() >= classes:

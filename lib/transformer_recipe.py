@@ -1,21 +1,10 @@
-"""The Transformer paper's training recipe: label smoothing and the warm-up schedule.
+"""The Transformer paper's training recipe (chapter 11, after Rush's *The Annotated
+Transformer*, 2018): :func:`label_smoothed_cross_entropy` over ``N`` positions and
+``V`` tokens (Szegedy et al. [2]_; Vaswani et al. [1]_ use ``epsilon = 0.1``), and
+:func:`warmup_rate` and :func:`warmup_lambda`, a linear warm-up then an
+inverse-square-root decay. The third item, embeddings scaled by ``sqrt(D)``, is an
+option of :class:`lib.transformer.TransformerEmbedding`.
 
-Chapter 11 (its section on the training recipe, after *The Annotated Transformer* of
-Rush, 2018):
-
-1. :func:`label_smoothed_cross_entropy`: cross-entropy against a target that keeps
-   ``1 - epsilon`` on the label and spreads ``epsilon`` evenly (Szegedy et al. [2]_;
-   Vaswani et al. [1]_ use ``epsilon = 0.1``).
-2. :func:`warmup_rate`: the paper's learning rate, a linear warm-up followed by an
-   inverse-square-root decay, and :func:`warmup_lambda`, the same as a factor for
-   ``torch.optim.lr_scheduler.LambdaLR``.
-
-The third item of the recipe, the ``sqrt(D)`` scaling of the embeddings, is an option
-of :class:`lib.transformer.TransformerEmbedding`. ``N`` counts positions, ``V`` the
-vocabulary.
-
-References
-----------
 .. [1] A. Vaswani et al. "Attention Is All You Need". NeurIPS 2017. arXiv:1706.03762.
 .. [2] C. Szegedy, V. Vanhoucke, S. Ioffe, J. Shlens, Z. Wojna. "Rethinking the
    Inception Architecture for Computer Vision". CVPR 2016.
@@ -28,17 +17,17 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from jaxtyping import Float, Int64
+from jaxtyping import Float
 from torch import Tensor
 
-from lib.checked import Fraction, NonNegativeInt, Positive, PositiveInt
+from lib.checked import Fraction, IdDtype, NonNegativeInt, Positive, PositiveInt
 
 __all__ = ["label_smoothed_cross_entropy", "warmup_rate", "warmup_lambda"]
 
 
 def label_smoothed_cross_entropy(
     logits: Float[Tensor, "N V"],
-    targets: Int64[Tensor, "N"],
+    targets: IdDtype[Tensor, "N"],
     epsilon: Fraction,
     ignore_index: Optional[NonNegativeInt] = None,
 ) -> Float[Tensor, ""]:

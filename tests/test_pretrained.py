@@ -43,7 +43,7 @@ def test_bert_embedding_is_the_sum_of_token_segment_and_position_embeddings():
         torch.testing.assert_close(output[position], expected)
     with pytest.raises(ValueError, match=r"segments must hold ids in \[0, 2\)"):
         embed(tokens[None], torch.full_like(tokens, 2)[None])
-    with pytest.raises(TypeError, match=r"(?s)parameter 'segments'.*Actual value: i64\[1,3\].*IdDtype\[Tensor, 'B L'\].*L=6"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'segments'.*Actual value: i64\[1,3\].*IdDtype\[Tensor, 'B T'\].*T=6"):
         embed(tokens[None], segments[None, :3])
 
 

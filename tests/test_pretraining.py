@@ -118,6 +118,11 @@ def test_shared_strings_counts_distinct_common_rows():
     a = torch.tensor([[CLS, 1, 2], [CLS, 1, 2], [CLS, 3, 4]])
     b = torch.tensor([[CLS, 1, 2], [CLS, 5, 6]])
     assert shared_strings(a, b) == 1 and shared_strings(b, b) == 2 and shared_strings(a, b[1:]) == 0
+    assert shared_strings(a, a[:, :2]) == 0  # strings of another length share none, as on main
+    with pytest.raises(ValueError, match=r"first must hold ids in \[0, 12\); found ids from -49 to -39"):
+        shared_strings(a - 50, b)
+    with pytest.raises(ValueError, match=r"second must hold ids in \[0, 12\); found ids from 13 to 23"):
+        shared_strings(a, b + 12)
 
 
 def test_best_possible_accuracy_is_the_bayes_rule_counted_by_brute_force():
@@ -141,10 +146,20 @@ def test_the_new_functions_name_what_is_wrong_with_their_input():
         best_possible_accuracy(tokens, labels[:3])
     with pytest.raises(ValueError, match="labels must be indices into steps, 0 .. 3"):
         best_possible_accuracy(tokens, labels + 4)
-    with pytest.raises(ValueError, match="tokens must be <cls> followed by at least one digit"):
+    with pytest.raises(ValueError, match=r"tokens\[:, 1:\] must be digits in \[0, 10\); found ids from 11 to 11"):
         best_possible_accuracy(torch.full((2, 3), CLS), torch.zeros(2, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"tokens must be <cls> followed by at least one digit.*found shape \(2, 1\)"):
+        best_possible_accuracy(torch.full((2, 1), CLS), torch.zeros(2, dtype=torch.long))
     with pytest.raises(ValueError, match=r"in at least one row; found shape \(0, 9\)"):
         best_possible_accuracy(tokens[:0], labels[:0])  # the mean of nothing would be NaN
+    digits_out = tokens.clone()
+    digits_out[:, 1:] += 20
+    with pytest.raises(ValueError, match=r"tokens\[:, 1:\] must be digits in \[0, 10\); found ids from 20 to 29"):
+        best_possible_accuracy(digits_out, labels)
+    no_cls = tokens.clone()
+    no_cls[:, 0] = -7
+    with pytest.raises(ValueError, match=r"tokens\[:, 0\] must be CLS = 11; found \[-7, -7, -7, -7\]"):
+        best_possible_accuracy(no_cls, labels)  # was a silent 0.975
     with pytest.raises(ValueError, match="num_labels \\+ corpus_size \\+ test_size must be at most half of the 83640"):
         pretraining_splits(41000, 1000, 250)
     with pytest.raises(TypeError, match=r"(?s)parameter 'length'.*Actual value: 1000000000000.*is_at_most_1000"):
@@ -204,6 +219,15 @@ def test_a_frozen_encoder_stays_in_eval_mode_so_its_dropout_is_off():
     torch.testing.assert_close(classifier(tokens), classifier(tokens), rtol=0, atol=0)
 
 
+def test_the_held_out_strings_may_have_another_length_as_on_main():
+    torch.manual_seed(3)
+    classifier = SequenceClassifier(TransformerStack(embedding(VOCAB_SIZE, CONFIG), CONFIG), 4, freeze=False)
+    tokens, labels = walks(8, seed=0)
+    test_tokens, test_labels = walks(6, length=5, seed=1)  # (6, 6) against (8, 9): mean-pooled
+    log = train_classifier(classifier, tokens, labels, test_tokens, test_labels, epochs=1)
+    assert len(log.accuracies) == 1 and 0 <= log.accuracies[0] <= 1
+
+
 def test_the_classifier_reads_the_mean_of_the_encoder_outputs():
     torch.manual_seed(2)
     classifier = SequenceClassifier(TransformerStack(embedding(VOCAB_SIZE, CONFIG), CONFIG), 3, freeze=False).eval()
@@ -221,6 +245,10 @@ def test_training_functions_reject_bad_inputs():
         train_classifier(classifier, tokens, labels[:5], tokens, labels)
     with pytest.raises(ValueError, match=r"test_labels must be at least one class in \[0, 4\); found \[4, "):
         train_classifier(classifier, tokens, labels, tokens, labels + 4)
+    with pytest.raises(ValueError, match=r"^test_tokens must hold ids in \[0, 12\); found ids from 12 to 23"):
+        train_classifier(classifier, tokens, labels, tokens + 12, labels)  # at the call, not after an epoch
+    with pytest.raises(ValueError, match=r"^tokens must hold ids in \[0, 12\); found ids from -1 to 10"):
+        train_classifier(classifier, tokens - 1, labels, tokens, labels)
     with pytest.raises(ValueError, match=r"labels must be at least one class in \[0, 4\); found \[\]"):
         train_classifier(classifier, tokens[:0], labels[:0], tokens, labels)  # 0 batches
     with pytest.raises(ValueError, match="tokens must hold at least one string; found 0"):

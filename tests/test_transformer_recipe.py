@@ -44,6 +44,13 @@ def test_label_smoothing_is_the_cross_entropy_against_the_smoothed_distribution(
     assert 0 < int(torch.stack(losses).argmin()) < len(gaps) - 1
 
 
+def test_label_smoothing_takes_int32_targets_as_main_did():
+    logits, targets = randn(9, 6, seed=11), torch.tensor([0, 1, 2, 3, 4, 5, 0, 2, 2])
+    for ignore_index in (None, 2):
+        expected = label_smoothed_cross_entropy(logits, targets, 0.1, ignore_index)
+        assert torch.equal(label_smoothed_cross_entropy(logits, targets.int(), 0.1, ignore_index), expected)
+
+
 def test_label_smoothing_errors():
     with pytest.raises(TypeError, match=r"(?s)parameter 'epsilon'.*Actual value: 1.5.*is_a_fraction"):
         label_smoothed_cross_entropy(randn(2, 3), torch.tensor([0, 1]), 1.5)
@@ -51,8 +58,10 @@ def test_label_smoothing_errors():
         label_smoothed_cross_entropy(randn(3), torch.tensor([0, 1]), 0.1)
     with pytest.raises(ValueError, match="logits and targets must hold at least one position; found 0"):
         label_smoothed_cross_entropy(randn(2, 3)[:0], torch.tensor([0, 1])[:0], 0.1)
-    with pytest.raises(TypeError, match=r"(?s)parameter 'targets'.*Actual value: i64\[3\].*Int64\[Tensor, 'N'\].*N=2"):
+    with pytest.raises(TypeError, match=r"(?s)parameter 'targets'.*Actual value: i64\[3\].*IdDtype\[Tensor, 'N'\].*N=2"):
         label_smoothed_cross_entropy(randn(2, 3), torch.tensor([0, 1, 2]), 0.1)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'targets'.*Actual value: i16\[2\].*IdDtype\[Tensor, 'N'\]"):
+        label_smoothed_cross_entropy(randn(2, 3), torch.tensor([0, 1], dtype=torch.int16), 0.1)  # gather's error
     with pytest.raises(ValueError, match=r"targets must hold ids in \[0, 3\)"):
         label_smoothed_cross_entropy(randn(2, 3), torch.tensor([0, 3]), 0.1)
 
