@@ -77,6 +77,9 @@ CHECKED_MODULES = (
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
 
 
+# --- numbers --------------------------------------------------------------------------
+
+
 def is_a_number(value: object) -> bool:
     # True is an int to Python, not a number to a reader.
     return not isinstance(value, bool)
@@ -92,6 +95,10 @@ def is_at_least_0(value: Real) -> bool:
 
 def is_above_0(value: Real) -> bool:
     return is_finite(value) and value > 0
+
+
+def is_above_1(value: Real) -> bool:
+    return is_finite(value) and value > 1
 
 
 def is_at_least_1(value: Integral) -> bool:
@@ -114,10 +121,32 @@ def is_a_fraction(value: Real) -> bool:
     return is_finite(value) and 0 <= value <= 1
 
 
+def is_a_typo_rate(value: Real) -> bool:
+    return is_finite(value) and 1e-12 <= value <= 1  # log(typo) stays finite
+
+
+def is_at_most_10_in_size(value: Real) -> bool:
+    return is_finite(value) and -10 <= value <= 10  # count ** 10 is finite below 1e30
+
+
+def is_a_log_prob(value: Real) -> bool:
+    return is_a_number(value) and not math.isnan(value) and value != math.inf
+
+
+def fits_in_a_long(value: Integral) -> bool:
+    return is_a_number(value) and -(2**63) <= value < 2**63
+
+
+def is_a_token_id(value: Integral) -> bool:
+    return is_at_least_0(value) and fits_in_a_long(value)
+
+
 Axis = Annotated[Integral, Is[is_a_number]]  # an axis; negative counts from the end
-Number = Annotated[Real, Is[is_a_number]]  # any real, NaN and inf too: a diverged loss
+AnyInt = Annotated[Integral, Is[fits_in_a_long]]  # any int a LongTensor can hold
+TokenId = Annotated[Integral, Is[is_a_token_id]]  # an id >= 0 a LongTensor can hold
 NonNegativeInt = Annotated[Integral, Is[is_at_least_0]]
 PositiveInt = Annotated[Integral, Is[is_at_least_1]]
+Number = Annotated[Real, Is[is_a_number]]  # any real, NaN and inf too: a diverged loss
 Finite = Annotated[Real, Is[is_finite]]
 NonNegative = Annotated[Real, Is[is_at_least_0]]
 Positive = Annotated[Real, Is[is_above_0]]
@@ -126,26 +155,46 @@ PositiveOrInf = Annotated[Real, Is[is_above_0_or_inf]]  # a norm's order q, inf 
 DropoutRate = Annotated[Real, Is[is_a_rate]]  # a probability of dropping, 0 <= p < 1
 Fraction = Annotated[Real, Is[is_a_fraction]]  # in [0, 1]: a schedule's factor, a share
 DecayRate = Annotated[Real, Is[is_a_rate]]  # an average's decay β, 0 <= β < 1
+TypoRate = Annotated[Real, Is[is_a_typo_rate]]  # a probability of a typo, in [1e-12, 1]
+LogBase = Annotated[Real, Is[is_above_1]]  # the base b of a logarithm, b > 1
+LogProb = Annotated[Real, Is[is_a_log_prob]]  # finite or -inf (probability 0)
+NoiseExponent = Annotated[Real, Is[is_at_most_10_in_size]]  # word2vec's ns_exponent
 Reduction = Literal["mean", "sum", "none"]
 
 
-def each(hint: object) -> object:
-    """A sequence every item of which is a ``hint``, as in
-    ``seeds: each(NonNegativeInt)`` (beartype alone looks at one item, drawn at random,
-    of a long sequence)."""
-
-    def every_item_matches(items: Sequence) -> bool:
-        return all(is_bearable(item, hint) for item in items)
-
-    return Annotated[Sequence[hint], Is[every_item_matches]]
+# --- rules built from a bound ---------------------------------------------------------
 
 
-def is_a_list_of_words(words: Sequence[str]) -> bool:
-    # One str is a Sequence of str too: "king" would be the words k, i, n, g.
-    return not isinstance(words, str) and all(isinstance(w, str) for w in words)
+def int_from(low: int, high: float = math.inf) -> object:
+    """An int from ``low`` to ``high``, as in ``length: int_from(2, 1000)``."""
+
+    def is_at_least(value: Integral) -> bool:
+        return is_a_number(value) and value >= low
+
+    def is_at_most(value: Integral) -> bool:
+        return value <= high
+
+    is_at_least.__name__ = is_at_least.__qualname__ = f"is_at_least_{low}"
+    is_at_most.__name__ = is_at_most.__qualname__ = f"is_at_most_{high}"
+    return Annotated[Integral, Is[is_at_least], Is[is_at_most]]
 
 
-Words = Annotated[Sequence[str], Is[is_a_list_of_words]]  # ["king", "woman"]
+def positive_int_at_most(bound: int) -> object:
+    """An int from 1 to ``bound``, as in ``n_units: positive_int_at_most(4096)``."""
+    return int_from(1, bound)
+
+
+AtLeast2Int = int_from(2)  # a clock's hours, a length
+
+
+def non_negative_at_most(bound: float) -> object:
+    """A finite number from 0 to ``bound``, as in ``non_negative_at_most(50.0)``."""
+
+    def is_at_most(value: Real) -> bool:
+        return value <= bound
+
+    is_at_most.__name__ = is_at_most.__qualname__ = f"is_at_most_{bound:g}"
+    return Annotated[Real, Is[is_at_least_0], Is[is_at_most]]
 
 
 def or_scalar_tensor(hint: object) -> object:
@@ -172,14 +221,57 @@ def spins(shape: str) -> object:
     return Annotated[Float[Tensor, shape], Is[holds_only_plus_or_minus_1]]
 
 
-def positive_int_at_most(bound: int) -> object:
-    """An int from 1 to ``bound``, as in ``n_units: positive_int_at_most(4096)``."""
+# --- sequences and mappings: beartype alone looks at one item, drawn at random --------
 
-    def is_at_most(value: Integral) -> bool:
-        return value <= bound
 
-    is_at_most.__name__ = is_at_most.__qualname__ = f"is_at_most_{bound}"
-    return Annotated[Integral, Is[is_at_least_1], Is[is_at_most]]
+def each(hint: object) -> object:
+    """A sequence every item of which is a ``hint``, as in
+    ``seeds: each(NonNegativeInt)``."""
+
+    def every_item_matches(items: Sequence) -> bool:
+        return all(is_bearable(item, hint) for item in items)
+
+    return Annotated[Sequence[hint], Is[every_item_matches]]
+
+
+def distinct_each(hint: object) -> object:
+    """A non-empty sequence of distinct items, every one a ``hint``, as in
+    ``steps: distinct_each(int_from(1, 9))``."""
+
+    def are_distinct(items: Sequence) -> bool:
+        return 0 < len(items) == len(set(items))
+
+    return Annotated[each(hint), Is[are_distinct]]
+
+
+def each_entry(key: object, value: object) -> object:
+    """A mapping whose every key is a ``key`` and every value a ``value``, as in
+    ``models: each_entry(NonNegativeInt, nn.Module)``."""
+
+    def holds_them(mapping: Mapping) -> bool:
+        return all(
+            is_bearable(k, key) and is_bearable(v, value) for k, v in mapping.items()
+        )
+
+    return Annotated[Mapping[key, value], Is[holds_them]]
+
+
+def is_a_list_of_words(words: Sequence[str]) -> bool:
+    # One str is a Sequence of str too: "king" would be the words k, i, n, g.
+    return not isinstance(words, str) and all(isinstance(w, str) for w in words)
+
+
+def is_sentences(value: Sequence) -> bool:
+    return not isinstance(value, str) and all(
+        is_a_list_of_words(sentence) for sentence in value
+    )
+
+
+Words = Annotated[Sequence[str], Is[is_a_list_of_words]]  # ["king", "woman"]
+Sentences = Annotated[Sequence[Sequence[str]], Is[is_sentences]]  # a list of Words
+
+
+# --- dtypes and devices ---------------------------------------------------------------
 
 
 def is_a_float_dtype(dtype: torch.dtype) -> bool:
@@ -214,6 +306,13 @@ class IntegerDtype(AbstractDtype):
     dtypes = ["uint8", "int8", "int16", "int32", "int64"]
 
 
+class IdDtype(AbstractDtype):
+    """int32 or int64, as in ``IdDtype[Tensor, "B T"]``: the ids that ``nn.Embedding``
+    looks up."""
+
+    dtypes = ["int32", "int64"]
+
+
 def same_dtype(**tensors: Tensor) -> None:
     """Raise a ``TypeError`` naming the first of ``tensors`` whose dtype is not the
     first one's."""
@@ -224,115 +323,3 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
-
-
-# --- rules for lib.word2vec ---
-
-
-def is_at_most_10_in_size(value: Real) -> bool:
-    return is_finite(value) and -10 <= value <= 10  # count ** 10 is finite below 1e30
-
-
-NoiseExponent = Annotated[Real, Is[is_at_most_10_in_size]]  # word2vec's ns_exponent
-# --- rules for lib.positional, lib.pretrained and lib.pretraining ---
-
-
-def fits_in_a_long(value: Integral) -> bool:
-    return is_a_number(value) and -(2**63) <= value < 2**63
-
-
-AnyInt = Annotated[Integral, Is[fits_in_a_long]]  # any int a LongTensor can hold
-
-
-def is_a_token_id(value: Integral) -> bool:
-    return is_at_least_0(value) and fits_in_a_long(value)
-
-
-TokenId = Annotated[Integral, Is[is_a_token_id]]  # an id >= 0 a LongTensor can hold
-
-
-class IdDtype(AbstractDtype):
-    """int32 or int64, as in ``IdDtype[Tensor, "B T"]``: the ids that ``nn.Embedding``
-    looks up."""
-
-    dtypes = ["int32", "int64"]
-
-
-def int_from(low: int, high: float = math.inf) -> object:
-    """An int from ``low`` to ``high``, as in ``length: int_from(2, 1000)``."""
-
-    def is_at_least(value: Integral) -> bool:
-        return is_a_number(value) and value >= low
-
-    def is_at_most(value: Integral) -> bool:
-        return value <= high
-
-    is_at_least.__name__ = is_at_least.__qualname__ = f"is_at_least_{low}"
-    is_at_most.__name__ = is_at_most.__qualname__ = f"is_at_most_{high}"
-    return Annotated[Integral, Is[is_at_least], Is[is_at_most]]
-
-
-def distinct_each(hint: object) -> object:
-    """A non-empty sequence of distinct items, every one a ``hint``, as in
-    ``steps: distinct_each(int_from(1, 9))``."""
-
-    def are_distinct(items: Sequence) -> bool:
-        return 0 < len(items) == len(set(items))
-
-    return Annotated[each(hint), Is[are_distinct]]
-
-
-# --- rules for lib.reinforce ---
-
-
-def each_entry(key: object, value: object) -> object:
-    """A mapping whose every key is a ``key`` and every value a ``value``, as in
-    ``models: each_entry(NonNegativeInt, nn.Module)`` (beartype alone looks at one)."""
-
-    def holds_them(mapping: Mapping) -> bool:
-        return all(
-            is_bearable(k, key) and is_bearable(v, value) for k, v in mapping.items()
-        )
-
-    return Annotated[Mapping[key, value], Is[holds_them]]
-
-
-# --- rules for lib.ngram and lib.lm ---
-
-
-def is_sentences(value: Sequence) -> bool:
-    return not isinstance(value, str) and all(
-        is_a_list_of_words(sentence) for sentence in value
-    )
-
-
-def is_above_1(value: Real) -> bool:
-    return is_finite(value) and value > 1
-
-
-def is_a_typo_rate(value: Real) -> bool:
-    return is_finite(value) and 1e-12 <= value <= 1  # log(typo) stays finite
-
-
-Sentences = Annotated[Sequence[Sequence[str]], Is[is_sentences]]  # a list of Words
-LogBase = Annotated[Real, Is[is_above_1]]  # the base b of a logarithm, b > 1
-AtLeast2Int = int_from(2)  # a clock's hours, a length
-TypoRate = Annotated[Real, Is[is_a_typo_rate]]  # a probability of a typo, in [1e-12, 1]
-# --- rules for lib.decoding ---
-
-
-def is_a_log_prob(value: Real) -> bool:
-    return is_a_number(value) and not math.isnan(value) and value != math.inf
-
-
-LogProb = Annotated[Real, Is[is_a_log_prob]]  # finite or -inf (probability 0)
-
-
-def non_negative_at_most(bound: float) -> object:
-    """A finite number from 0 to ``bound``, as in ``non_negative_at_most(50.0)``."""
-
-    def is_at_most(value: Real) -> bool:
-        return value <= bound
-
-    is_at_most.__name__ = is_at_most.__qualname__ = f"is_at_most_{bound:g}"
-    return Annotated[Real, Is[is_at_least_0], Is[is_at_most]]
