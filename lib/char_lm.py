@@ -43,14 +43,15 @@ import codecs
 import contextlib
 import io
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal, Optional
+from numbers import Integral
+from typing import Literal, Optional, Union
 
 import torch
 import torch.nn.functional as F
-from jaxtyping import Float, Int, Int64
+from jaxtyping import Float, Int64
 from torch import Tensor, nn
 
 from lib.checked import (
@@ -59,8 +60,9 @@ from lib.checked import (
     PositiveInt,
     PositiveOrInf,
     each,
+    is_a_token_id,
 )
-from lib.rnn import MAX_PARAMETERS, Kind, LayerState, clip_grad_norm, parameter_count
+from lib.rnn import LSTM, MAX_PARAMETERS, Kind, clip_grad_norm, parameter_count
 from lib.training import train_step
 
 __all__ = [
@@ -132,16 +134,18 @@ class CharVocabulary:
             )
         return [index[c] for c in line] + [self.eos]
 
-    def decode(self, tokens: each(NonNegativeInt)) -> str:
+    def decode(self, tokens: Sequence[Integral]) -> str:
         """Tokens back to text; ``eos`` (and anything after it) is dropped."""
+        size, eos = self.size, self.eos  # read once: each read is a checked call
         out = []
-        for token in tokens:
-            if token == self.eos:
-                break
-            if token >= self.size:
+        for n, token in enumerate(tokens):
+            if not (is_a_token_id(token) and token < size):
                 raise ValueError(
-                    f"tokens must be output ids < V = {self.size}; found {token}"
+                    f"tokens must be output ids 0 .. V - 1 = {size - 1}; "
+                    f"found tokens[{n}] = {token!r}"
                 )
+            if token == eos:
+                break
             out.append(self.chars[token])
         return "".join(out)
 
@@ -151,13 +155,15 @@ def language_model_batch(
 ) -> tuple[Int64[Tensor, "N L"], Int64[Tensor, "N L"]]:
     """Teacher-forcing inputs and targets for a batch of lines, as
     :func:`teacher_forcing_batch` pads them (``L`` = longest line + 1)."""
+    if isinstance(lines, str):  # a str is a sequence of one-character lines
+        raise TypeError(f"lines must be a list of str, not one str; found {lines!r}")
     return teacher_forcing_batch(
         [vocabulary.encode(line) for line in lines], vocabulary.bos
     )
 
 
 def teacher_forcing_batch(
-    sequences: each(each(NonNegativeInt)), bos: NonNegativeInt
+    sequences: Sequence[Sequence[Integral]], bos: NonNegativeInt
 ) -> tuple[Int64[Tensor, "N L"], Int64[Tensor, "N L"]]:
     """Inputs and targets for teacher forcing: the input at step ``t`` is token
     ``t - 1`` (``bos`` first), the target token ``t``; each sequence ends with its eos.
@@ -169,7 +175,16 @@ def teacher_forcing_batch(
         raise ValueError("sequences must hold at least one sequence; found []")
     for n, tokens in enumerate(sequences):
         if not tokens:
-            raise ValueError(f"sequences[{n}] must be a non-empty list of token ids")
+            raise ValueError(
+                f"sequences[{n}] must be a non-empty list of token ids; found []"
+            )
+        # every token, where beartype alone looks at one drawn at random
+        bad = next((i for i, t in enumerate(tokens) if not is_a_token_id(t)), None)
+        if bad is not None:
+            raise ValueError(
+                f"sequences[{n}] must hold token ids (ints >= 0); "
+                f"found sequences[{n}][{bad}] = {tokens[bad]!r}"
+            )
     length = max(len(tokens) for tokens in sequences)
     inputs = torch.full((len(sequences), length), bos)  # (N, L)
     targets = torch.full((len(sequences), length), -100)  # (N, L)
@@ -177,6 +192,11 @@ def teacher_forcing_batch(
         inputs[n, : len(tokens)] = torch.tensor([bos, *tokens[:-1]])
         targets[n, : len(tokens)] = torch.tensor(tokens)
     return inputs, targets
+
+
+# The recurrent layer's state: h of shape (1, N, H), or an LSTM's pair (h, c).
+Hidden = Float[Tensor, "1 N H"]
+State = Union[Hidden, tuple[Hidden, Hidden]]
 
 
 class NextTokenLM:
@@ -189,7 +209,7 @@ class NextTokenLM:
 
     @torch.no_grad()
     def next_token_log_probs(
-        self, prefixes: Int[Tensor, "N t"]
+        self, prefixes: Int64[Tensor, "N t"]
     ) -> Float[Tensor, "N V"]:
         """Log-probabilities of the next token after each prefix (``bos`` first)."""
         return F.log_softmax(self(prefixes)[:, -1], dim=-1)  # (N, V)
@@ -212,8 +232,12 @@ class CharLM(NextTokenLM, nn.Module):
         embedding_dim: PositiveInt = 16,
         kind: Kind = "gru",
     ):
+        # numpy ints too, as PositiveInt allows: torch's layers take only int
+        vocab_size, hidden_size = int(vocab_size), int(hidden_size)
+        embedding_dim = int(embedding_dim)
         recurrent = parameter_count(kind, embedding_dim, hidden_size)
-        size = (vocab_size + 1) * embedding_dim + recurrent + hidden_size * vocab_size
+        output = (hidden_size + 1) * vocab_size  # weights and biases
+        size = (vocab_size + 1) * embedding_dim + recurrent + output
         if size > MAX_PARAMETERS:  # torch would try to allocate them, or loop for hours
             raise ValueError(
                 f"CharLM of vocab_size={vocab_size}, hidden_size={hidden_size}, "
@@ -230,8 +254,8 @@ class CharLM(NextTokenLM, nn.Module):
         return self.run(tokens)[0]
 
     def run(
-        self, tokens: Int64[Tensor, "N t"], state: Optional[LayerState] = None
-    ) -> tuple[Float[Tensor, "N t V"], LayerState]:
+        self, tokens: Int64[Tensor, "N t"], state: Optional[State] = None
+    ) -> tuple[Float[Tensor, "N t V"], State]:
         """The logits and the final state ``(1, N, H)`` (a pair for an LSTM), starting
         from ``state`` (zeros if None)."""
         bos = self.output.out_features  # the embedding's last row
@@ -239,6 +263,18 @@ class CharLM(NextTokenLM, nn.Module):
             raise ValueError(
                 f"tokens must hold N, t >= 1 ids from 0 to bos = {bos}; found shape "
                 f"{tuple(tokens.shape)}, ids {tokens.unique().tolist()[:8]}"
+            )
+        lstm = isinstance(self.recurrent, (nn.LSTM, LSTM))  # torch's or lib's
+        parts = state if isinstance(state, tuple) else (state,)
+        h, dtype = self.output.in_features, self.output.weight.dtype
+        if state is not None and (
+            len(parts) != 1 + lstm or parts[0].shape[2] != h or parts[0].dtype != dtype
+        ):
+            expected = "a pair (h, c) of" if lstm else "one"
+            raise TypeError(
+                f"state must be {expected} {dtype} (1, N, H = {h}) for this "
+                f"{type(self.recurrent).__name__}; found "
+                f"{[(p.dtype, tuple(p.shape)) for p in parts]}"
             )
         hidden, state = self.recurrent(self.embedding(tokens), state)  # (N, t, H)
         return self.output(hidden), state  # (N, t, V)
@@ -254,6 +290,12 @@ def _mean_loss(
     logits: Float[Tensor, "*batch V"], targets: Int64[Tensor, "*batch"]
 ) -> Float[Tensor, ""]:
     """Cross-entropy per scored token; padding (-100) is ignored."""
+    scored, v = targets[targets != -100], logits.shape[-1]  # padding aside
+    if scored.numel() == 0 or scored.min() < 0 or scored.max() >= v:
+        raise ValueError(
+            f"targets must hold ids 0 .. V - 1 = {v - 1} or -100 (padding), at least "
+            f"one not padding; found {targets.unique().tolist()[:8]}"
+        )
     return F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=-100)
 
 
@@ -274,6 +316,10 @@ def train_char_lm(
     last, ``steps + 1`` floats; ``"held_out"`` (only with ``held_out``, lines never
     trained on) the loss on those lines at the same points, with the same weights.
     """
+    with (
+        torch.no_grad()
+    ):  # train_step's loss would say only 'Target 7 is out of bounds'
+        _mean_loss(model(inputs), targets)
     step_rule = OPTIMIZERS[optimizer](model.parameters(), lr=lr)
     clip = (
         partial(clip_grad_norm, max_norm=max_norm) if math.isfinite(max_norm) else None
@@ -336,7 +382,7 @@ def train_at_clip_thresholds(
 
 
 def stream_batch(
-    tokens: each(NonNegativeInt), rows: PositiveInt
+    tokens: Sequence[Integral], rows: PositiveInt
 ) -> tuple[Int64[Tensor, "N L"], Int64[Tensor, "N L"]]:
     """Cut one stream of ``n`` tokens into ``rows`` parallel streams of
     ``L = (n - 1) // rows`` steps (the last few tokens dropped), for truncated BPTT.
@@ -345,6 +391,14 @@ def stream_batch(
     row ``r`` reads positions ``r L .. (r + 1) L - 1``, so its state, carried along the
     row, always belongs to the text just read.
     """
+    if len(tokens) < 2:  # an input and its target
+        raise ValueError(f"tokens must hold at least 2 ids; found {tokens!r}")
+    # every token, where beartype alone looks at one drawn at random
+    bad = next((i for i, t in enumerate(tokens) if not is_a_token_id(t)), None)
+    if bad is not None:
+        raise ValueError(
+            f"tokens must be ids (ints >= 0); found tokens[{bad}] = {tokens[bad]!r}"
+        )
     if rows > len(tokens) - 1:
         raise ValueError(
             f"rows must be at most len(tokens) - 1 = {len(tokens) - 1}; found {rows}"
@@ -356,7 +410,7 @@ def stream_batch(
     return inputs, targets
 
 
-def _detached(state: LayerState) -> LayerState:
+def _detached(state: State) -> State:
     """The same state, cut from the graph (both halves of an LSTM's pair)."""
     if isinstance(state, tuple):
         return tuple(part.detach() for part in state)
@@ -369,6 +423,10 @@ def _chunks(
     """The logits of each chunk of ``k`` steps (the last one possibly shorter), the
     state carried from chunk to chunk detached; chunk ``j`` is computed when it is
     asked for, with the parameters of that moment."""
+    if inputs.shape[1] == 0:  # no chunk at all: nothing to score or train
+        raise ValueError(
+            f"inputs must hold L >= 1 steps; found shape {tuple(inputs.shape)}"
+        )
     state = None  # zeros
     for start in range(0, inputs.shape[1], k):
         logits, state = model.run(inputs[:, start : start + k], state)  # (N, k, V)
@@ -405,6 +463,13 @@ def train_truncated_bptt(
     (detached), so the model *sees* the whole past, while each step's gradient reaches
     back at most ``k`` steps.
     """
+    scored = targets[targets != -100]  # padding aside
+    vocab_size = model.output.out_features
+    if scored.numel() and (scored.min() < 0 or scored.max() >= vocab_size):
+        raise ValueError(  # train_step would say only 'Target 7 is out of bounds'
+            f"targets must hold ids 0 .. V - 1 = {vocab_size - 1} or -100 (padding); "
+            f"found {scored.min()} .. {scored.max()}"
+        )
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     clip = partial(clip_grad_norm, max_norm=max_norm)
     losses = []

@@ -323,3 +323,12 @@ def same_dtype(**tensors: Tensor) -> None:
                 f"{name} must have the dtype of {first} ({reference.dtype}); "
                 f"found {tensor.dtype}"
             )
+
+
+# --- rules for lib.char_lm ---
+
+
+def is_a_token_id(value: object) -> bool:
+    """An int >= 0, not a bool: the rule of ``each(NonNegativeInt)``, for a body that
+    checks long token lists item by item (``each`` costs ~2 us an item)."""
+    return isinstance(value, Integral) and not isinstance(value, bool) and value >= 0

@@ -70,7 +70,11 @@ class MemoryClassifier(nn.Module):
             raise ValueError(
                 f"a plain RNN has no gate: expected keep_bias = 0; found {keep_bias}"
             )
-        size = parameter_count(kind, input_size, hidden_size) + hidden_size * classes
+        # numpy ints too, as PositiveInt allows: torch's layers take only int
+        input_size, hidden_size = int(input_size), int(hidden_size)
+        classes = int(classes)
+        recurrent = parameter_count(kind, input_size, hidden_size)
+        size = recurrent + (hidden_size + 1) * classes  # output weights and biases
         if size > MAX_PARAMETERS:  # torch would try to allocate them, or loop for hours
             raise ValueError(
                 f"MemoryClassifier of input_size={input_size}, hidden_size="
@@ -135,9 +139,9 @@ def sequence_symbols(
 ) -> Int8[Tensor, "B T-1"]:
     """The symbols of a batch of :class:`MemoryTask` sequences, without the recall step
     (``D = symbols + 2``)."""
-    if x.shape[-1] != symbols + 2:
+    if x.shape[1] == 0 or x.shape[-1] != symbols + 2:
         raise ValueError(
-            f"x must have D = symbols + 2 = {symbols + 2} features; "
+            f"x must have T >= 1 steps and D = symbols + 2 = {symbols + 2} features; "
             f"found shape {tuple(x.shape)}"
         )
     return x[:, :-1, :symbols].argmax(dim=-1).to(torch.int8)
@@ -207,9 +211,8 @@ def train_memory_task(
     generator = torch.Generator().manual_seed(seed + 1)
     losses, trained_on = [], []
     for _ in range(steps):
-        x, y = task.batch(
-            batch_size, generator
-        )  # (batch_size, length + 2, symbols + 2)
+        # x: (batch_size, length + 2, symbols + 2)
+        x, y = task.batch(batch_size, generator)
         trained_on.append(sequence_symbols(x, symbols))
         loss = F.cross_entropy(model(x), y)
         optimizer.zero_grad()

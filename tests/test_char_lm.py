@@ -4,6 +4,7 @@ curve, and truncated BPTT against full BPTT and a truncated graph built by hand 
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -34,16 +35,24 @@ def test_vocabulary_round_trip_and_batch_by_hand():
         vocabulary.encode("abc")
     with pytest.raises(ValueError, match="without a newline"):
         vocabulary.encode("a\nb")
-    with pytest.raises(ValueError, match="tokens must be output ids < V = 3; found 3"):
+    with pytest.raises(ValueError, match=r"tokens must be output ids 0 .. V - 1 = 2; found tokens\[1\] = 3"):
         vocabulary.decode([1, 3, 0])
-    with pytest.raises(TypeError, match=r"(?s)parameter 'tokens'.*Actual value: \[1, -1\].*is_at_least_0"):
+    with pytest.raises(ValueError, match=r"tokens must be output ids 0 .. V - 1 = 2; found tokens\[1\] = -1"):
         vocabulary.decode([1, -1])
+    with pytest.raises(ValueError, match=r"tokens must be output ids 0 .. V - 1 = 2; found tokens\[1\] = True"):
+        vocabulary.decode([1, True, 0])  # beartype passes a bool as an Integral
+    with pytest.raises(TypeError, match=r"lines must be a list of str, not one str; found 'ab'"):
+        language_model_batch("ab", vocabulary)
     with pytest.raises(TypeError, match=r"(?s)parameter 'vocabulary'.*Actual value: 'ab'.*CharVocabulary"):
         language_model_batch(["ab"], "ab")
     with pytest.raises(TypeError, match=r"(?s)parameter 'sequences'.*Actual value: 'ab'.*Sequence"):
         teacher_forcing_batch("ab", 3)
-    with pytest.raises(ValueError, match=r"sequences\[1\] must be a non-empty list of token ids"):
+    with pytest.raises(ValueError, match=r"sequences\[1\] must be a non-empty list of token ids; found \[\]"):
         teacher_forcing_batch([[1, 0], []], 3)
+    with pytest.raises(ValueError, match=r"sequences\[1\] must hold token ids \(ints >= 0\); found sequences\[1\]\[2\] = -1"):
+        teacher_forcing_batch([[1, 0], [1, 1, -1, 1, 1, 1, 1, 1, 0]], 3)
+    with pytest.raises(ValueError, match=r"sequences\[0\] must hold token ids \(ints >= 0\); found sequences\[0\]\[1\] = True"):
+        teacher_forcing_batch([[1, True, 0]], 3)
     with pytest.raises(ValueError, match=r"sequences must hold at least one sequence; found \[\]"):
         teacher_forcing_batch([], 3)
 
@@ -61,6 +70,23 @@ def test_char_lm_runs_the_same_with_a_lib_layer_and_feeds_lib_decoding():
     assert len(samples) == 3 and all(1 <= len(tokens) <= 8 for tokens, _ in samples)
     with pytest.raises(TypeError, match=r"(?s)parameter 'tokens'.*Actual value: f32\[2,3\]"):
         model(torch.zeros(2, 3))
+    with pytest.raises(TypeError, match=r"(?s)parameter 'prefixes'.*Actual value: i32\[2,3\].*Int64"):
+        model.next_token_log_probs(prefixes.int())
+    h = torch.zeros(1, 2, 6)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'state'.*Actual value: \(f32\[1,3,6\].*'1 N H'.*N=2"):
+        model.run(prefixes, (torch.zeros(1, 3, 6), torch.zeros(1, 3, 6)))
+    assert model.run(prefixes, (h, h))[1][0].shape == (1, 2, 6)  # the lib LSTM's pair
+    model = CharLM(vocab_size=5, hidden_size=6, embedding_dim=3, kind="lstm")
+    with pytest.raises(TypeError, match=r"state must be a pair \(h, c\) of torch.float32 \(1, N, H = 6\) for this LSTM; found \[\(torch.float32, \(1, 2, 6\)\)\]"):
+        model.run(prefixes, h)
+    with pytest.raises(TypeError, match=r"state must be a pair \(h, c\) of torch.float32 \(1, N, H = 6\) for this LSTM; found \[\(torch.float64"):
+        model.run(prefixes, (h.double(), h.double()))
+    with pytest.raises(TypeError, match=r"state must be a pair \(h, c\) of torch.float32 \(1, N, H = 6\) for this LSTM; found \[\(torch.float32, \(1, 2, 7\)\)"):
+        model.run(prefixes, (torch.zeros(1, 2, 7), torch.zeros(1, 2, 7)))
+    gru = CharLM(vocab_size=5, hidden_size=np.int64(6), embedding_dim=3)  # numpy sizes too
+    with pytest.raises(TypeError, match=r"state must be one torch.float32 \(1, N, H = 6\) for this GRU; found \[\(torch.float32, \(1, 2, 6\)\), \(torch"):
+        gru.run(prefixes, (h, h))
+    assert gru.run(prefixes, h)[1].shape == (1, 2, 6)
     with pytest.raises(ValueError, match=r"tokens must hold N, t >= 1 ids from 0 to bos = 5; found shape \(1, 2\), ids \[1, 6\]"):
         model(torch.tensor([[1, 6]]))
     with pytest.raises(ValueError, match=r"tokens must hold N, t >= 1 ids from 0 to bos = 5; found shape \(2, 0\)"):
@@ -123,8 +149,14 @@ def test_stream_batch_by_hand():
         stream_batch([1, 2, 3], rows=3)
     with pytest.raises(TypeError, match=r"(?s)parameter 'tokens'.*Actual value: 'abc'"):
         stream_batch("abc", rows=1)
-    with pytest.raises(ValueError, match=r"rows must be at most len\(tokens\) - 1 = 0; found 1"):
+    with pytest.raises(ValueError, match=r"tokens must hold at least 2 ids; found \[1\]"):
         stream_batch([1], rows=1)
+    with pytest.raises(ValueError, match=r"tokens must hold at least 2 ids; found \[\]"):
+        stream_batch([], rows=1)
+    with pytest.raises(ValueError, match=r"tokens must be ids \(ints >= 0\); found tokens\[3\] = -3"):
+        stream_batch([1, 2, 3, -3, 1, 1, 1, 1, 1], rows=1)
+    inputs, _ = stream_batch([1, 2, np.int64(3)], rows=1)  # numpy ids, as before
+    assert inputs.tolist() == [[1, 2]]
 
 
 def _stream_model(kind, seed=0, vocab=5):
@@ -218,6 +250,20 @@ def test_truncated_bptt_errors():
         train_truncated_bptt(torch.nn.Linear(2, 2), inputs, targets, 3, epochs=1)
     with pytest.raises(TypeError, match=r"(?s)parameter 'epochs'.*Actual value: 0.*is_at_least_1"):
         train_truncated_bptt(model, inputs, targets, 3, epochs=0)
+    with pytest.raises(ValueError, match=r"inputs must hold L >= 1 steps; found shape \(2, 0\)"):
+        truncated_bptt_loss(model, inputs[:, :0], targets[:, :0], 3)
+    with pytest.raises(ValueError, match=r"inputs must hold L >= 1 steps; found shape \(2, 0\)"):
+        train_truncated_bptt(model, inputs[:, :0], targets[:, :0], 3, epochs=1)
+    bad = targets.clone()
+    bad[1, 4] = 7
+    with pytest.raises(ValueError, match=r"targets must hold ids 0 .. V - 1 = 4 or -100 \(padding\), at least one not padding; found \[.*7\]"):
+        truncated_bptt_loss(model, inputs, bad, 3)
+    with pytest.raises(ValueError, match=r"targets must hold ids 0 .. V - 1 = 4 or -100 \(padding\); found 0 .. 7"):
+        train_truncated_bptt(model, inputs, bad, 3, epochs=1)
+    with pytest.raises(ValueError, match=r"targets must hold ids 0 .. V - 1 = 4 or -100 \(padding\), at least one not padding; found \[7\]"):
+        train_char_lm(model, inputs, torch.full_like(targets, 7), steps=1)
+    with pytest.raises(ValueError, match=r"targets must hold ids 0 .. V - 1 = 4 or -100 \(padding\), at least one not padding; found \[-100\]"):
+        train_char_lm(model, inputs, torch.full_like(targets, -100), steps=1)
 
 
 def test_train_char_lm_sgd_without_clipping_is_plain_gradient_descent():

@@ -2,6 +2,7 @@
 the lib layer that computes the same function, a short gap that an LSTM learns reproducibly, and a
 test set that never repeats a training sequence."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -51,8 +52,12 @@ def test_memory_classifier_keep_bias_and_lib_layer():
         MemoryClassifier("gru", 6, 3, 4, keep_bias=float("nan"))
     with pytest.raises(ValueError, match=r"MemoryClassifier of input_size=6, hidden_size=1000000, classes=4 would hold 4e\+12"):
         MemoryClassifier("lstm", 6, 10**6, 4)
-    with pytest.raises(ValueError, match=r"x must have D = symbols \+ 2 = 6 features; found shape \(2, 7, 5\)"):
+    with pytest.raises(ValueError, match=r"x must have T >= 1 steps and D = symbols \+ 2 = 6 features; found shape \(2, 7, 5\)"):
         sequence_symbols(x[..., :5], 4)
+    with pytest.raises(ValueError, match=r"x must have T >= 1 steps and D = symbols \+ 2 = 6 features; found shape \(2, 0, 6\)"):
+        sequence_symbols(x[:, :0], 4)
+    # numpy sizes are ints too (the parameter count and torch's layers took only int)
+    assert MemoryClassifier("gru", 6, np.int64(3), 4).recurrent.hidden_size == 3
 
 
 def test_train_memory_task_solves_a_short_gap_and_is_reproducible():
