@@ -125,6 +125,9 @@ class Vocabulary:
                     "(split it, e.g. with lib.corpus.tokenize)"
                 )
             counter.update(sentence)
+        word = next((word for word in counter if not isinstance(word, str)), None)
+        if word is not None:
+            raise TypeError(f"sentences must be lists of str words; found {word!r}")
         clash = [token for token in specials if token in counter]
         if clash:
             raise ValueError(

@@ -54,7 +54,16 @@ class SequencePairs:
     def __len__(self) -> int:
         return self.src.shape[0]
 
-    def __getitem__(self, index: int | slice | Int[Tensor, "M"]) -> SequencePairs:
+    def __post_init__(self):
+        if len(self.src_lens) and not (
+            0 <= self.src_lens.min() <= self.src_lens.max() <= self.src.shape[1]
+        ):
+            raise ValueError(
+                f"src_lens must lie in [0, S = {self.src.shape[1]}]; "
+                f"found {self.src_lens.min()} to {self.src_lens.max()}"
+            )
+
+    def __getitem__(self, index: slice | Int[Tensor, "M"]) -> SequencePairs:
         return SequencePairs(
             self.src[index],
             self.src_lens[index],
@@ -77,12 +86,14 @@ def train_seq2seq(
     epochs: PositiveInt,
     batch_size: PositiveInt = 64,
     lr: Positive = 3e-3,
-    pad: NonNegativeInt = 0,
+    pad: AnyInt = 0,
     seed: NonNegativeInt = 0,
 ) -> TrainingLog:
     """Train ``model(src, tgt_in, src_lens) -> logits (B, T, V)`` with teacher forcing,
     Adam and cross-entropy that ignores padded targets; each epoch visits the pairs
-    once in a seeded random order."""
+    once in a seeded random order (``pad=-1`` when every id is a real target)."""
+    if len(data) == 0:
+        raise ValueError("data must hold at least one pair; found 0")
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     log = TrainingLog()

@@ -81,3 +81,8 @@ def test_bad_input_is_rejected_with_the_reason(tmp_path):
         read_sentences(3)
     with pytest.raises(ValueError, match="same length"):
         Vocabulary(words=["a"], counts=[1, 2])
+
+
+def test_a_word_that_is_not_a_str_is_named():
+    with pytest.raises(TypeError, match="sentences must be lists of str words; found 3"):
+        Vocabulary.from_sentences([["a"] * 300 + [3]])

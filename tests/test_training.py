@@ -145,3 +145,32 @@ def test_train_step_equals_the_steps_written_out_with_torch():
         train_step(optimizer, model(tokens)[0, 0], targets[0, 0])
     with pytest.raises(TypeError, match=r"(?s)parameter 'clip'.*Actual value: 1.0.*Callable"):
         train_step(optimizer, model(tokens), targets, clip=1.0)
+
+
+def test_sequence_pairs_refuse_what_their_shapes_cannot_say():
+    src, tgt = torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"src_lens must lie in \[0, S = 4\]; found -1 to 9"):
+        SequencePairs(src, torch.tensor([-1, 9]), tgt, tgt)
+    pairs = SequencePairs(src, torch.tensor([4, 0]), tgt, tgt)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'index'.*Actual value: 0"):
+        pairs[0]  # an int would drop the batch axis
+    assert len(pairs[torch.tensor([1])]) == 1 and len(pairs[:1]) == 1
+    empty = ReversalTask().pairs([])
+    assert len(empty) == 0 and empty.src_lens.dtype == torch.long
+    with pytest.raises(ValueError, match="sources must hold ids below vocab_size = 13; found 99"):
+        ReversalTask().pairs([[3, 4, 5, 99]])
+    model = torch.nn.Linear(1, 1)
+    with pytest.raises(ValueError, match="data must hold at least one pair; found 0"):
+        train_seq2seq(model, empty, epochs=1)
+
+
+def test_a_pad_of_minus_one_scores_every_target():
+    """The sorting task's targets use every id from 0, so chapter 10 trains with pad=-1."""
+    from lib.pointer import PointerNetwork
+    from lib.tasks import SortingTask
+
+    data = SortingTask(length=4).sample(16, seed=0)
+    torch.manual_seed(0)
+    net = PointerNetwork(input_dim=1, hidden_dim=8, attention_dim=8)
+    log = train_seq2seq(net, data, epochs=1, batch_size=8, pad=-1)
+    assert len(log.losses) == 1 and log.losses[0] > 0

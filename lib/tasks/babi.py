@@ -197,7 +197,7 @@ class Stories:
     def __len__(self) -> int:
         return self.story.shape[0]
 
-    def __getitem__(self, index: int | slice | Int64[Tensor, "M"]) -> Stories:
+    def __getitem__(self, index: slice | Int64[Tensor, "M"]) -> Stories:
         return Stories(
             self.story[index],
             self.question[index],

@@ -35,9 +35,7 @@ class ReversalTask:
     """Reverse a string of ``min_len`` to ``max_len`` digits: ``3 1 4`` -> ``4 1 3``.
 
     Source and target share a vocabulary: ``pad``, ``bos`` and ``eos`` are 0, 1 and 2
-    (in some order), then the digits 0-9 are ids 3-12. To reverse, output position
-    ``t`` must read source position ``n - 1 - t``: attention can look there directly, a
-    recurrent encoder must carry the whole string in one vector.
+    (in some order), then the digits 0-9 are ids 3-12.
     """
 
     min_len: PositiveInt = 4
@@ -95,11 +93,16 @@ class ReversalTask:
                     f"sources must have {self.min_len} to {self.max_len} tokens; "
                     f"found {len(tokens)}"
                 )
+            if max(tokens) >= self.vocab_size:
+                raise ValueError(
+                    f"sources must hold ids below vocab_size = {self.vocab_size}; "
+                    f"found {max(tokens)}"
+                )
             target = self._target(list(tokens))
             src[i, : len(tokens)] = torch.tensor(tokens)
             tgt_in[i, : len(tokens) + 1] = torch.tensor([self.bos, *target])
             tgt_out[i, : len(tokens) + 1] = torch.tensor([*target, self.eos])
-        lens = torch.tensor([len(tokens) for tokens in sources])
+        lens = torch.tensor([len(tokens) for tokens in sources], dtype=torch.long)
         return SequencePairs(src, lens, tgt_in, tgt_out)
 
     def split(

@@ -43,9 +43,9 @@ class SortingTask:
     def sample(self, n: PositiveInt, seed: NonNegativeInt = 0) -> SequencePairs:
         """``n`` random lists and their sorting permutations."""
         generator = torch.Generator().manual_seed(seed)
-        values = torch.rand(n, self.length, generator=generator)  # (N, n)
+        values = torch.rand(n, self.length, generator=generator)  # (n, length)
         # c_1 .. c_n, the position of the i-th smallest
-        order = values.argsort(dim=1)  # (N, n)
+        order = values.argsort(dim=1)  # (n, length)
         start = torch.full((n, 1), -1)
         lens = torch.full((n,), self.length)
         return SequencePairs(values, lens, torch.cat((start, order[:, :-1]), 1), order)
