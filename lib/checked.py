@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from numbers import Integral, Real
 from typing import Annotated, Literal, Union
 
+import numpy as np
 import torch
 from beartype import beartype
 from beartype.door import is_bearable
@@ -203,3 +204,14 @@ def is_not_a_str(value: object) -> bool:
 
 # A sentence as a list of token strings (one str would be read as its characters).
 Words = Annotated[each(str), Is[is_not_a_str]]
+# A list of references, each a sentence. A str among them passes here so that the body
+# can say how to mend the likeliest slip: one reference given where a list is expected.
+References = Annotated[each(Union[Words, str]), Is[is_not_a_str]]
+
+
+def is_a_vector_of_weights(array: np.ndarray) -> bool:
+    return array.ndim == 1 and is_bearable(array.tolist(), each(NonNegative))
+
+
+# Weights w_n >= 0: a sequence of numbers, or a 1-D NumPy array of them.
+Weights = Union[each(NonNegative), Annotated[np.ndarray, Is[is_a_vector_of_weights]]]
