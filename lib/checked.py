@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from numbers import Integral, Real
 from typing import Annotated, Literal, Union
 
+import numpy as np
 import torch
 from beartype import beartype
 from beartype.door import is_bearable
@@ -269,8 +270,21 @@ def is_sentences(value: Sequence) -> bool:
     )
 
 
+def is_not_a_str(value: object) -> bool:
+    return not isinstance(value, str)
+
+
+def is_a_vector_of_weights(array: np.ndarray) -> bool:
+    return array.ndim == 1 and is_bearable(array.tolist(), each(NonNegative))
+
+
 Words = Annotated[Sequence[str], Is[is_a_list_of_words]]  # ["king", "woman"]
 Sentences = Annotated[Sequence[Sequence[str]], Is[is_sentences]]  # a list of Words
+# A list of references, each a sentence. A str among them passes here so that the body
+# can say how to mend the likeliest slip: one reference given where a list is expected.
+References = Annotated[each(Union[Words, str]), Is[is_not_a_str]]
+# Weights w_n >= 0: a sequence of numbers, or a 1-D NumPy array of them.
+Weights = Union[each(NonNegative), Annotated[np.ndarray, Is[is_a_vector_of_weights]]]
 
 
 # --- dtypes and devices ---------------------------------------------------------------

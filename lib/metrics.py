@@ -48,6 +48,8 @@ from lib.checked import (
     Fraction,
     NonNegative,
     NonNegativeInt,
+    References,
+    Weights,
     Words,
     each,
     positive_int_at_most,
@@ -92,7 +94,7 @@ def ngram_counts(tokens: Words, n: Order) -> Counter:
 
 
 def clipped_counts(
-    hypothesis: Words, references: each(Words), n: Order
+    hypothesis: Words, references: References, n: Order
 ) -> tuple[NonNegativeInt, NonNegativeInt]:
     """BLEU's modified n-gram precision as ``(clipped matches, total)``: an n-gram of
     the hypothesis counts ``min(c_w(hyp), max_k c_w(ref_k))`` times, never more often
@@ -102,6 +104,12 @@ def clipped_counts(
         raise ValueError(
             "references must be a non-empty list of references (token lists); "
             "found an empty list"
+        )
+    strs = [i for i, reference in enumerate(references) if isinstance(reference, str)]
+    if strs:
+        raise TypeError(
+            f"references[{strs[0]}] must be a list of token strings; found "
+            f"{references[strs[0]]!r} (wrap a single reference in a list: [reference])"
         )
     hypothesis_counts = ngram_counts(hypothesis, n)
     reference_counts = [ngram_counts(reference, n) for reference in references]
@@ -186,7 +194,7 @@ def bleu_from_counts(
     totals: each(NonNegativeInt),
     hyp_len: NonNegativeInt,
     ref_len: NonNegativeInt,
-    weights: Optional[each(NonNegative)] = None,
+    weights: Optional[Weights] = None,
     smooth: Smoothing = "none",
     smooth_value: Optional[NonNegative] = None,
     effective_order: bool = False,
@@ -211,6 +219,11 @@ def bleu_from_counts(
         raise ValueError(
             "matches and totals must be two lists of the same length with "
             f"0 <= match <= total; found {list(matches)} and {list(totals)}"
+        )
+    if totals[0] > hyp_len:  # c tokens hold c unigrams
+        raise ValueError(
+            f"totals[0], the unigrams, must be at most hyp_len = {hyp_len}; "
+            f"found {totals[0]}"
         )
     max_n = len(matches)
     if weights is None:
@@ -271,9 +284,8 @@ def _sentence_counts(
             break  # shorter than n: no n-grams of this or any higher order
         best = ngram_counts(references[0], n)
         for reference in references[1:]:
-            best |= ngram_counts(
-                reference, n
-            )  # Counter | Counter keeps the larger count
+            # Counter | Counter keeps the larger count
+            best |= ngram_counts(reference, n)
         matches[n - 1] = sum(
             min(count, best[gram])
             for gram, count in hypothesis_counts.items()
@@ -287,9 +299,9 @@ def _sentence_counts(
 
 def sentence_bleu(
     hypothesis: Words,
-    references: each(Words),
+    references: References,
     max_n: Order = 4,
-    weights: Optional[each(NonNegative)] = None,
+    weights: Optional[Weights] = None,
     smooth: Smoothing = "none",
     smooth_value: Optional[NonNegative] = None,
     effective_order: bool = True,
@@ -305,6 +317,12 @@ def sentence_bleu(
             "references must be a non-empty list of references (token lists); "
             "found an empty list"
         )
+    strs = [i for i, reference in enumerate(references) if isinstance(reference, str)]
+    if strs:
+        raise TypeError(
+            f"references[{strs[0]}] must be a list of token strings; found "
+            f"{references[strs[0]]!r} (wrap a single reference in a list: [reference])"
+        )
     counts = _sentence_counts(hypothesis, references, max_n)
     return bleu_from_counts(
         *counts, weights, smooth, smooth_value, effective_order=effective_order
@@ -313,9 +331,9 @@ def sentence_bleu(
 
 def corpus_bleu(
     hypotheses: each(Words),
-    references: each(each(Words)),
+    references: each(References),
     max_n: Order = 4,
-    weights: Optional[each(NonNegative)] = None,
+    weights: Optional[Weights] = None,
     smooth: Smoothing = "none",
     smooth_value: Optional[NonNegative] = None,
     effective_order: bool = False,
@@ -343,6 +361,12 @@ def corpus_bleu(
                 f"references[{i}] must be a non-empty list of references (token "
                 "lists); found an empty list"
             )
+        strs = [j for j, ref in enumerate(sentence_references) if isinstance(ref, str)]
+        if strs:
+            raise TypeError(
+                f"references[{i}][{strs[0]}] must be a list of token strings; found "
+                f"{sentence_references[strs[0]]!r} (wrap a single reference in a list)"
+            )
         sentence = _sentence_counts(hypothesis, sentence_references, max_n)
         matches = [a + b for a, b in zip(matches, sentence[0])]
         totals = [a + b for a, b in zip(totals, sentence[1])]
@@ -359,7 +383,7 @@ def corpus_bleu(
     )
 
 
-def rouge_n(hypothesis: Words, references: each(Words), n: Order = 1) -> Fraction:
+def rouge_n(hypothesis: Words, references: References, n: Order = 1) -> Fraction:
     """ROUGE-N recall, pooled over references (Lin 2004): the sum over references of
     ``sum_w min(c_w(hyp), c_w(ref_k))`` over the sum of ``sum_w c_w(ref_k)``, ``w``
     running over the n-grams of the references; 0 when they have none (rouge_score's
@@ -368,6 +392,12 @@ def rouge_n(hypothesis: Words, references: each(Words), n: Order = 1) -> Fractio
         raise ValueError(
             "references must be a non-empty list of references (token lists); "
             "found an empty list"
+        )
+    strs = [i for i, reference in enumerate(references) if isinstance(reference, str)]
+    if strs:
+        raise TypeError(
+            f"references[{strs[0]}] must be a list of token strings; found "
+            f"{references[strs[0]]!r} (wrap a single reference in a list: [reference])"
         )
     hypothesis_counts = ngram_counts(hypothesis, n)
     overlap = total = 0

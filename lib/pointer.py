@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -40,14 +40,13 @@ __all__ = ["PointerNetwork"]
 
 # (B, n) numbers or (B, n, input_dim) vectors, and the number of real ones in each row
 Values = Float[Tensor, "B n *D"]
-Lens = IntegerDtype[Tensor, "B"]
+Lens = Int[Tensor, "B"]  # as lib.seq2seq.Memory holds them
 
 
 class PointerNetwork(nn.Module):
     r"""A pointer network (Vinyals et al., 2015): the softmax over the input positions
-    of :math:`u^i_j = v^\top \tanh(W_1 e_j + W_2 d_i)` is the output of step
-    :math:`i`; :math:`d_i` reads the input pointed at last (a learned vector at first).
-    """
+    of :math:`u^i_j = v^\top \tanh(W_1 e_j + W_2 d_i)` is the output of step :math:`i`;
+    :math:`d_i` reads the input pointed at last (a learned vector at first)."""
 
     def __init__(
         self,
@@ -64,37 +63,9 @@ class PointerNetwork(nn.Module):
         # u_j = v^T tanh(W_1 e_j + W_2 d_i)
         self.pointer = AdditiveScore(hidden_dim, hidden_dim, attention_dim)
 
-    def _inputs(
-        self, values: Values, lens: Optional[Lens]
-    ) -> tuple[Float[Tensor, "B n Din"], Lens]:
-        """``values`` as (B, n, input_dim), and ``lens`` (n in every row by default)."""
-        if values.dim() == 2 and self.input_dim == 1:
-            values = values[..., None]  # (B, n, 1)
-        if values.dim() != 3 or values.shape[-1] != self.input_dim:
-            raise ValueError(
-                f"values must have shape (B, n, {self.input_dim}) (or (B, n) when "
-                f"input_dim = 1); found {tuple(values.shape)}"
-            )
-        batch, width = values.shape[:2]
-        if not batch or not width:
-            raise ValueError(
-                "values must hold at least one row of at least one position; "
-                f"found shape {tuple(values.shape)}"
-            )
-        same_dtype(**{"the module's parameters": self.start_input, "values": values})
-        if lens is None:
-            return values, torch.full((batch,), width)
-        if lens.min() < 1 or lens.max() > width:
-            raise ValueError(
-                f"lens must lie in [1, n] = [1, {width}]; "
-                f"found values from {int(lens.min())} to {int(lens.max())}"
-            )
-        return values, lens
-
     def encode(self, values: Values, lens: Optional[Lens] = None) -> Memory:
-        """The encoder states :math:`e_j` (B, n, H) and the last one, which starts the
-        decoder."""
-        values, lens = self._inputs(values, lens)
+        """The encoder states :math:`e_j` (B, n, H); the last one starts the decoder."""
+        values, lens = _inputs(values, lens, self)
         embedded = self.embed(values)  # (B, n, H)
         packed = pack_padded_sequence(
             embedded, lens.cpu(), batch_first=True, enforce_sorted=False
@@ -130,16 +101,16 @@ class PointerNetwork(nn.Module):
         pointers_in: IntegerDtype[Tensor, "B m"],
         lens: Optional[Lens] = None,
     ) -> Float[Tensor, "B m n"]:
-        """The scores of teacher forcing (``-inf`` at padded positions), from the
-        previous pointers ``pointers_in`` (-1 at the start)."""
-        values, lens = self._inputs(values, lens)
-        width = values.shape[1]
+        """Teacher forcing's scores (-inf at padding); pointers_in is -1 at first."""
+        values, lens = _inputs(values, lens, self)
         if not pointers_in.shape[1]:
             raise ValueError("pointers_in must hold at least one step; found m = 0")
-        if pointers_in.min() < -1 or pointers_in.max() >= width:
+        # a pointer into a row's padding would feed the decoder a padded value
+        if pointers_in.min() < -1 or (pointers_in >= lens[:, None]).any():
             raise ValueError(
-                f"pointers_in must hold positions in [0, {width}) or -1 (start); found "
-                f"{int(pointers_in.min())} to {int(pointers_in.max())}"
+                "pointers_in must be -1 (start) or below their row's length in lens; "
+                f"found {int(pointers_in.min())} to {int(pointers_in.max())} with lens "
+                f"{lens.tolist()}"
             )
         memory, embedded = self.encode(values, lens), self.embed(values)  # (B, n, H)
         state, all_scores = memory.summary, []
@@ -155,14 +126,13 @@ class PointerNetwork(nn.Module):
         lens: Optional[Lens] = None,
         steps: Optional[PositiveInt] = None,
     ) -> tuple[IntegerDtype[Tensor, "B m"], Float[Tensor, "B m n"]]:
-        """Point at the most probable position at every step (``steps``, n by default),
-        feeding each choice back in: the positions chosen, and the output distributions
-        (the attention weights) of every step."""
-        values, lens = self._inputs(values, lens)
+        """Point at the likeliest position ``steps`` times (n by default), feeding each
+        choice back in: the positions chosen, and every step's distribution over them.
+        """
+        values, lens = _inputs(values, lens, self)
         steps = values.shape[1] if steps is None else steps
         memory, embedded = self.encode(values, lens), self.embed(values)
-        state = memory.summary
-        previous = torch.full((values.shape[0],), -1)
+        state, previous = memory.summary, torch.full((values.shape[0],), -1)
         pointers, weights = [], []
         for _ in range(steps):
             scores, state = self._step(previous, state, embedded, memory)
@@ -171,3 +141,34 @@ class PointerNetwork(nn.Module):
             weights.append(masked_softmax(scores, memory.lens))
         # pointers (B, m), weights (B, m, n)
         return torch.stack(pointers, dim=1), torch.stack(weights, dim=1)
+
+
+def _inputs(
+    values: Values, lens: Optional[Lens], net: PointerNetwork
+) -> tuple[Float[Tensor, "B n D"], Lens]:
+    """``values`` as (B, n, input_dim) for ``net``, and ``lens`` (n in every row by
+    default)."""
+    if values.dim() == 2 and net.input_dim == 1:
+        values = values[..., None]  # (B, n, 1)
+    if values.dim() != 3 or values.shape[-1] != net.input_dim:
+        raise ValueError(
+            f"values must have shape (B, n, {net.input_dim}) (or (B, n) when "
+            f"input_dim = 1); found {tuple(values.shape)}"
+        )
+    batch, width = values.shape[:2]
+    if not batch or not width:
+        raise ValueError(
+            "values must hold at least one row of at least one position; "
+            f"found shape {tuple(values.shape)}"
+        )
+    if not torch.isfinite(values).all():  # a NaN would come out as NaN scores
+        raise ValueError("values must be finite; found NaN or inf")
+    same_dtype(**{"the module's parameters": net.start_input, "values": values})
+    if lens is None:
+        return values, torch.full((batch,), width)
+    if lens.min() < 1 or lens.max() > width:
+        raise ValueError(
+            f"lens must lie in [1, n] = [1, {width}]; "
+            f"found values from {int(lens.min())} to {int(lens.max())}"
+        )
+    return values, lens

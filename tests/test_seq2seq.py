@@ -599,8 +599,17 @@ def test_pointer_network_errors_name_expected_and_found():
         PointerNetwork(hidden_dim=0)
     with pytest.raises(TypeError, match="values must have the dtype of the module's parameters"):
         net.greedy(torch.rand(3, 5, 2, dtype=torch.float64))
-    with pytest.raises(ValueError, match=r"pointers_in must hold positions in \[0, 5\) or -1 \(start\); found -1 to 5"):
+    with pytest.raises(ValueError, match=r"pointers_in must be -1 \(start\) or below their row's length in lens; found -1 to 5 with lens \[5\]"):
         net(torch.rand(1, 5, 2), torch.tensor([[-1, 5]]))
+    # a pointer into a row's padding (row 0 has 2 positions) used to feed the decoder a padded value
+    with pytest.raises(ValueError, match=r"below their row's length in lens; found 0 to 4 with lens \[2, 5, 5\]"):
+        net(torch.rand(3, 5, 2), torch.tensor([[4], [0], [0]]), lens=torch.tensor([2, 5, 5]))
+    for bad in (float("nan"), float("inf")):  # used to come out as NaN scores
+        with pytest.raises(ValueError, match="values must be finite; found NaN or inf"):
+            net(torch.full((3, 5, 2), bad), torch.zeros(3, 1, dtype=torch.long))
+    # Memory holds int lengths: a uint8 lens is refused at PointerNetwork's own signature
+    with pytest.raises(TypeError, match=r"(?s)PointerNetwork.greedy.*parameter 'lens'.*Actual value: u8\[3\].*Int\[Tensor, 'B'\]"):
+        net.greedy(torch.rand(3, 5, 2), torch.tensor([5, 3, 1], dtype=torch.uint8))
     with pytest.raises(ValueError, match="length must be an int >= 2; found 1"):
         SortingTask(1)
 
