@@ -53,11 +53,12 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 import torch
 import torch.nn.functional as F
 from jaxtyping import Bool, Float, Float64, Int, Int64, Real
+from beartype.vale import Is
 from torch import Tensor
 
 from lib.checked import (
@@ -101,8 +102,16 @@ __all__ = [
 Architecture = Literal["skip-gram", "cbow"]
 Objective = Literal["negative", "hierarchical"]
 SubsamplingFormula = Literal["word2vec", "paper"]
-# How often each word occurs: a list of ints >= 1, or a tensor (checked in the body).
-Counts = Union[each(PositiveInt), Real[Tensor, "V"]]
+
+
+def are_positive_counts(counts: Sequence | Tensor) -> bool:
+    counts = torch.as_tensor(counts, dtype=torch.float64)
+    return counts.numel() > 0 and bool(((counts > 0) & counts.isfinite()).all())
+
+
+# How often each word occurs: a non-empty list of ints >= 1, or a tensor of positive,
+# finite counts.
+Counts = Annotated[Union[each(PositiveInt), Real[Tensor, "V"]], Is[are_positive_counts]]
 MAX_PARAMETERS = 2**31  # 8 GiB of float32 input vectors: more than a laptop holds
 
 
@@ -154,11 +163,6 @@ def keep_probabilities(
     both at most 1, and ``sample = 0`` keeps every word.
     """
     counts = torch.as_tensor(counts, dtype=torch.float64)  # (V,)
-    if counts.numel() == 0:
-        raise ValueError("counts must be positive and non-empty; found none")
-    if not bool(((counts > 0) & counts.isfinite()).all()):
-        low, high = counts.min().item(), counts.max().item()
-        raise ValueError(f"counts must be positive and finite; found {low} to {high}")
     if sample == 0:
         return torch.ones_like(counts)
     ratio = sample / (counts / counts.sum())  # s / f(w)
@@ -175,11 +179,6 @@ def noise_distribution(
     (Mikolov et al., 2013b) draws rare words more often than their frequency would.
     """
     counts = torch.as_tensor(counts, dtype=torch.float64)  # (V,)
-    if counts.numel() == 0:
-        raise ValueError("counts must be positive and non-empty; found none")
-    if not bool(((counts > 0) & counts.isfinite()).all()):
-        low, high = counts.min().item(), counts.max().item()
-        raise ValueError(f"counts must be positive and finite; found {low} to {high}")
     weights = counts**exponent
     return weights / weights.sum()
 
@@ -730,11 +729,6 @@ def dot_products_per_step(
     the depth of the word in the Huffman tree, weighted by the words' frequencies.
     """
     counts = torch.as_tensor(counts, dtype=torch.float64)  # (V,)
-    if counts.numel() == 0:
-        raise ValueError("counts must be positive and non-empty; found none")
-    if not bool(((counts > 0) & counts.isfinite()).all()):
-        low, high = counts.min().item(), counts.max().item()
-        raise ValueError(f"counts must be positive and finite; found {low} to {high}")
     if objective == "softmax":
         return float(counts.numel())
     if objective == "negative":
