@@ -86,8 +86,8 @@ BatchStepFn = Callable[[Tensor, Tensor], Tensor]  # prefixes (N, t), sources (N,
 
 # A row of log-probabilities must log-sum-exp to 0; float32 models are off by ~1e-7.
 _NORMALISATION_TOLERANCE = 1e-3
-# At most this many hypotheses x steps (beam_size or num_samples times max_len): more
-# would run for hours, which is never what a reader meant.
+# At most this many hypotheses x steps, (num_sources x beam_size, or num_samples, times
+# max_len): more would run for hours, which is never what a reader meant.
 MAX_EXPANSIONS = 10**6
 # Largest length-penalty exponent: usual values lie in [0, 1], and length**alpha must
 # stay a float for lengths up to MAX_EXPANSIONS (10**6 ** 50 = 1e300).
@@ -97,7 +97,7 @@ MaxLen = positive_int_at_most(MAX_EXPANSIONS)
 Alpha = non_negative_at_most(MAX_ALPHA)  # the length-normalisation exponent
 
 
-def _checked_log_probs(output: object, rows: int, eos: Optional[int] = None) -> Tensor:
+def _as_log_probs(output: object, rows: int, eos: Optional[int] = None) -> Tensor:
     """What a step function returned for ``rows`` prefixes, as float64, once it is known
     to be ``rows`` rows of log-probabilities (a signature cannot say what a reader's
     function returns)."""
@@ -137,7 +137,8 @@ def normalised_score(
     log_prob: LogProb, length: PositiveInt, alpha: Alpha = 0.0
 ) -> LogProb:
     """The beam-search score of a hypothesis of ``length`` tokens (``eos`` counted,
-    ``bos`` not): 0 ranks by probability, 1 by log-probability per token."""
+    ``bos`` not): ``alpha = 0`` ranks by probability, ``alpha = 1`` by log-probability
+    per token."""
     return log_prob / length**alpha
 
 
@@ -150,7 +151,7 @@ def greedy_search(
     log_prob = 0.0
     while len(tokens) < max_len:
         prefix = torch.tensor([[bos, *tokens]])  # (1, t)
-        log_probs = _checked_log_probs(step_fn(prefix), rows=1, eos=eos)[0]  # (V,)
+        log_probs = _as_log_probs(step_fn(prefix), rows=1, eos=eos)[0]  # (V,)
         token = int(log_probs.argmax())  # the first maximum on ties
         tokens.append(token)
         log_prob += float(log_probs[token])
@@ -267,7 +268,7 @@ def beam_search_batch(
         prefixes = torch.tensor([[bos, *tokens] for _, tokens in rows])  # (N, step)
         sources = torch.tensor([s for s, _ in rows])  # (N,)
         log_probs = step_fn(prefixes, sources)
-        log_probs = _checked_log_probs(log_probs, len(rows), eos)  # (N, V)
+        log_probs = _as_log_probs(log_probs, len(rows), eos)  # (N, V)
         start = 0
         for s in range(num_sources):
             beam, stop = alive[s], start + len(alive[s])
@@ -354,7 +355,7 @@ def sample(
         if not open_rows:
             break
         prefixes = torch.tensor([[bos, *samples[i]] for i in open_rows])  # (N, t)
-        log_probs = _checked_log_probs(step_fn(prefixes), len(open_rows), eos)
+        log_probs = _as_log_probs(step_fn(prefixes), len(open_rows), eos)
         probs = sampling_distribution(log_probs, temperature, top_k)  # (N, V)
         drawn = torch.multinomial(probs, 1, generator=generator)  # (N, 1)
         drawn_log_probs = log_probs.gather(1, drawn)[:, 0].tolist()  # (N,)
@@ -381,7 +382,7 @@ def sequence_score(
     log_prob = 0.0
     for t, token in enumerate(tokens):
         prefix = torch.tensor([[bos, *tokens[:t]]])  # (1, t + 1)
-        log_probs = _checked_log_probs(step_fn(prefix), rows=1)[0]  # (V,)
+        log_probs = _as_log_probs(step_fn(prefix), rows=1)[0]  # (V,)
         if token >= len(log_probs):
             raise ValueError(
                 f"tokens must be ids < V = {len(log_probs)}; found {token} at {t}"
@@ -400,11 +401,10 @@ def blame(
     """Who is to blame for a wrong output? The search if the model scores the reference
     higher than the output (a wider beam may find it), the model otherwise. ``alpha``
     must be the one the search used."""
-    if not reference or not output:
-        raise ValueError(
-            "reference and output must hold at least one token id each; "
-            f"found {len(reference)} and {len(output)} tokens"
-        )
+    if not reference:
+        raise ValueError("reference must hold at least one token id; found []")
+    if not output:
+        raise ValueError("output must hold at least one token id; found []")
     reference_score = sequence_score(step_fn, bos, reference, alpha)
     output_score = sequence_score(step_fn, bos, output, alpha)
     return "search" if reference_score > output_score else "model"
@@ -451,10 +451,8 @@ class TableModel:
                     f"each pair must be (source < {num_sources}, non-empty tokens < "
                     f"{vocab_size}); found ({source}, {tokens})"
                 )
-            previous = [
-                vocab_size,
-                *tokens[:-1],
-            ]  # bos, then each token before the next
+            # bos, then each token before the next
+            previous = [vocab_size, *tokens[:-1]]
             cells += [(source, u, v) for u, v in zip(previous, tokens)]
         if cells:  # one scatter-add, not a loop; whole numbers add exactly in any order
             index = torch.tensor(cells).T  # (3, number of tokens)

@@ -573,8 +573,10 @@ def test_every_item_and_size_is_checked_by_name():
     step_fn = model.for_source(0)
     with pytest.raises(ValueError, match=r"tokens must be ids < V = 3; found 7 at 1"):
         sequence_score(step_fn, model.bos, [0, 7])
-    with pytest.raises(ValueError, match="reference and output must hold at least one"):
+    with pytest.raises(ValueError, match=r"reference must hold at least one token id; found \[\]"):
         blame(step_fn, model.bos, [], [0])
+    with pytest.raises(ValueError, match=r"output must hold at least one token id; found \[\]"):
+        blame(step_fn, model.bos, [0], [])
     with pytest.raises(TypeError, match=r"(?s)parameter 'output'.*Actual value: \[0, 1, -2\]"):
         blame(step_fn, model.bos, [0], [0, 1, -2])  # the last item too, not one drawn
     with pytest.raises(TypeError, match=r"(?s)parameter 'pairs'.*Actual value"):
