@@ -45,9 +45,10 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from numbers import Integral
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, no_type_check
 
 import torch
 from jaxtyping import Float, Int
@@ -186,6 +187,7 @@ def expand_and_prune(
     return order // vocab_size, order % vocab_size, candidates[order]
 
 
+@no_type_check  # made only by _trace_step, tens of thousands per traced search
 @dataclass(frozen=True)
 class Candidate:
     """One candidate of a beam-search step, as a trace records it. ``parent`` indexes
@@ -206,6 +208,7 @@ class TraceStep:
     candidates: tuple[Candidate, ...]
 
 
+@no_type_check  # per source and step: beam_search_batch, checked, made the arguments
 def _trace_step(
     source: int,
     step: int,
@@ -435,7 +438,7 @@ class TableModel:
     @classmethod
     def fit(
         cls,
-        pairs: each(tuple[NonNegativeInt, each(NonNegativeInt)]),
+        pairs: Sequence[tuple[int, Sequence[int]]],
         num_sources: PositiveInt,
         vocab_size: PositiveInt,
         delta: Positive = 0.1,
@@ -445,11 +448,24 @@ class TableModel:
         shape = (num_sources, vocab_size + 1, vocab_size)
         counts = torch.full(shape, float(delta), dtype=torch.float64)
         cells = []  # one (source, previous token, token) triple per counted token
-        for source, tokens in pairs:
-            if not (source < num_sources and tokens and max(tokens) < vocab_size):
+        # The signature looks at one pair drawn at random; every pair is read here, and
+        # an error quotes the bad pair, not all of them.
+        for n, (source, tokens) in enumerate(pairs):
+            ids = (source, *tokens)
+            # type() first: isinstance(i, Integral) alone is an ABC check, 20 us a pair
+            if not all(
+                type(i) is int or isinstance(i, Integral) and type(i) is not bool
+                for i in ids
+            ):
+                raise TypeError(
+                    f"pairs must hold (source, tokens) of int ids; found pairs[{n}] = "
+                    f"({source!r}, {tokens!r})"
+                )
+            in_range = tokens and 0 <= min(tokens) and max(tokens) < vocab_size
+            if not (0 <= source < num_sources and in_range):
                 raise ValueError(
                     f"each pair must be (source < {num_sources}, non-empty tokens < "
-                    f"{vocab_size}); found ({source}, {tokens})"
+                    f"{vocab_size}); found pairs[{n}] = ({source}, {tokens})"
                 )
             # bos, then each token before the next
             previous = [vocab_size, *tokens[:-1]]

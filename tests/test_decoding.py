@@ -492,7 +492,7 @@ def test_bad_sampling_and_model_arguments():
         TableModel(torch.zeros(2, 3, 3))
     with pytest.raises(TypeError, match=r"(?s)parameter 'delta'.*Actual value: 0.*is_above_0"):
         TableModel.fit([], 1, 2, delta=0)
-    with pytest.raises(ValueError, match=r"each pair must be \(source < 1, non-empty tokens < 2\); found \(0, \[5\]\)"):
+    with pytest.raises(ValueError, match=r"each pair must be \(source < 1, non-empty tokens < 2\); found pairs\[0\] = \(0, \[5\]\)"):
         TableModel.fit([(0, [5])], 1, 2)
     with pytest.raises(ValueError, match="source must be < S = 48; found 48"):
         ClockTask().fit_model().for_source(48)
@@ -579,8 +579,16 @@ def test_every_item_and_size_is_checked_by_name():
         blame(step_fn, model.bos, [0], [])
     with pytest.raises(TypeError, match=r"(?s)parameter 'output'.*Actual value: \[0, 1, -2\]"):
         blame(step_fn, model.bos, [0], [0, 1, -2])  # the last item too, not one drawn
-    with pytest.raises(TypeError, match=r"(?s)parameter 'pairs'.*Actual value"):
+    with pytest.raises(TypeError, match=r"pairs must hold \(source, tokens\) of int ids; found pairs\[50\] = \(0, \[1, 2.5\]\)$"):
         TableModel.fit([(0, [1, 0])] * 50 + [(0, [1, 2.5])], 1, 3)
+    with pytest.raises(TypeError, match=r"found pairs\[1\] = \(True, \[1\]\)$"):
+        TableModel.fit([(0, [1, 0]), (True, [1])], 1, 3)
+    # one bad pair among a chapter's 9,600 is quoted alone, not with all the others
+    pairs = ClockTask().sample(200) + [(0, [1, -2])]
+    with pytest.raises(ValueError, match=r"non-empty tokens < 24\); found pairs\[9600\] = \(0, \[1, -2\]\)$"):
+        TableModel.fit(pairs, 48, 24)
+    with pytest.raises(ValueError, match=r"found pairs\[1\] = \(-1, \[1\]\)$"):
+        TableModel.fit([(0, [1, 0]), (-1, [1])], 1, 3)
     with pytest.raises(TypeError, match=r"(?s)parameter 'log_probs'.*Actual value: f32\[2,3\]"):
         TableModel(torch.zeros(2, 3))
     with pytest.raises(ValueError, match=r"tokens must be ids < 2\d, the vocabulary's size"):
