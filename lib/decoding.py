@@ -173,13 +173,19 @@ def expand_and_prune(
     ranks them by any length-normalised score too. Candidates of probability 0 are never
     kept; ties keep the lower parent, then the lower token.
     """
-    if bool(beam_scores.isnan().any()) or bool(log_probs.isnan().any()):
+    if log_probs.numel() == 0:
         raise ValueError(
-            "beam_scores and log_probs must not contain NaN: a NaN candidate cannot be "
-            "ranked (it would be dropped without a word); found NaN"
+            "log_probs must hold at least one hypothesis and one token (K, V >= 1); "
+            f"found shape {tuple(log_probs.shape)}"
         )
     vocab_size = log_probs.shape[1]
     candidates = (beam_scores[:, None] + log_probs).flatten()  # (K, V) -> (K * V,)
+    # A NaN or +inf in either argument makes a NaN or +inf candidate.
+    if bool((candidates.isnan() | (candidates == math.inf)).any()):
+        raise ValueError(
+            "beam_scores and log_probs must not contain NaN or +inf: such a candidate "
+            "cannot be ranked; found NaN or +inf"
+        )
     # A stable sort makes ties deterministic and agree with greedy's argmax.
     order = torch.sort(candidates, descending=True, stable=True).indices[:beam_size]
     order = order[candidates[order] > -math.inf]  # (k,)
@@ -324,7 +330,19 @@ def sampling_distribution(
 ) -> Float[Tensor, "*batch V"]:
     """The distribution a sampler draws the next token from: softmax(log p / T), kept to
     the ``top_k`` most probable tokens (ties go to the lower id) and renormalised."""
+    if log_probs.shape[-1] == 0:
+        raise ValueError(
+            f"log_probs must hold at least one token (V >= 1); found shape "
+            f"{tuple(log_probs.shape)}"
+        )
+    if bool((log_probs.isnan() | (log_probs == math.inf)).any()):
+        raise ValueError("log_probs must be finite or -inf; found NaN or +inf")
     scaled = log_probs / temperature
+    if bool((scaled == -math.inf).all(dim=-1).any()):
+        raise ValueError(
+            "log_probs / temperature must leave each row a token of probability > 0; "
+            f"found a row of -inf (temperature {temperature})"
+        )
     if top_k is not None and top_k < scaled.shape[-1]:
         # A stable sort breaks ties by token id, so exactly k tokens survive.
         order = torch.sort(scaled, dim=-1, descending=True, stable=True).indices
@@ -426,6 +444,8 @@ class TableModel:
                 "log_probs must have shape (S, V + 1, V); found "
                 f"{tuple(self.log_probs.shape)}"
             )
+        if bool((self.log_probs.isnan() | (self.log_probs == math.inf)).any()):
+            raise ValueError("log_probs must be finite or -inf; found NaN or +inf")
 
     @property
     def vocab_size(self) -> int:
@@ -480,7 +500,21 @@ class TableModel:
         self, prefixes: Int[Tensor, "N t"], sources: Int[Tensor, "N"]
     ) -> Float[Tensor, "N V"]:
         """The batched step function: the table's rows (source, previous token)."""
-        return self.log_probs[sources, prefixes[:, -1]]
+        num_sources, bos = self.log_probs.shape[0], self.bos
+        if prefixes.shape[1] == 0:
+            raise ValueError("prefixes must start with bos; found shape (N, 0)")
+        previous = prefixes[:, -1]  # (N,)
+        if len(sources) and not 0 <= sources.min() <= sources.max() < num_sources:
+            raise ValueError(
+                f"sources must be ids < S = {num_sources}; found ids from "
+                f"{int(sources.min())} to {int(sources.max())}"
+            )
+        if len(previous) and not 0 <= previous.min() <= previous.max() <= bos:
+            raise ValueError(
+                f"prefixes must hold ids <= bos = {bos}; found last ids from "
+                f"{int(previous.min())} to {int(previous.max())}"
+            )
+        return self.log_probs[sources, previous]
 
     def for_source(self, source: NonNegativeInt) -> StepFn:
         """The single-sentence step function of one source."""

@@ -599,3 +599,44 @@ def test_every_item_and_size_is_checked_by_name():
         beam_search_batch(model.step, 10**12, model.bos, 0, 1, 3)
     with pytest.raises(TypeError, match=r"(?s)parameter 'prefixes'.*Actual value: f32\[1,1\]"):
         model.step(torch.zeros(1, 1), torch.zeros(1, dtype=torch.long))
+
+
+def test_inputs_that_gave_a_silent_answer_are_refused_by_name():
+    scores, inf = torch.tensor([0.0, -1.0]), math.inf
+    with pytest.raises(ValueError, match=r"must not contain NaN or \+inf: .*found NaN or \+inf"):
+        expand_and_prune(scores, torch.full((2, 3), inf), 2)  # ranked first before
+    with pytest.raises(ValueError, match=r"must not contain NaN or \+inf"):
+        expand_and_prune(torch.tensor([inf, 0.0]), torch.zeros(2, 3), 2)
+    with pytest.raises(ValueError, match=r"log_probs must hold at least one hypothesis .*found shape \(2, 0\)"):
+        expand_and_prune(scores, torch.zeros(2, 0), 2)
+    with pytest.raises(ValueError, match=r"log_probs must hold at least one hypothesis .*found shape \(0, 3\)"):
+        expand_and_prune(torch.zeros(0), torch.zeros(0, 3), 2)
+    with pytest.raises(ValueError, match=r"log_probs must be finite or -inf; found NaN or \+inf"):
+        sampling_distribution(torch.tensor([math.nan, 0.0]))
+    with pytest.raises(ValueError, match=r"log_probs must be finite or -inf; found NaN or \+inf"):
+        sampling_distribution(torch.tensor([inf, 0.0]))
+    with pytest.raises(ValueError, match=r"each row a token of probability > 0; found a row of -inf"):
+        sampling_distribution(torch.tensor([[0.0, -1.0], [-inf, -inf]]))
+    with pytest.raises(ValueError, match=r"log_probs must hold at least one token \(V >= 1\); found shape \(0,\)"):
+        sampling_distribution(torch.zeros(0))
+    with pytest.raises(TypeError, match=r"(?s)parameter 'log_prob'.*Actual value: 1.0.*is_a_log_prob"):
+        normalised_score(1.0, 2)
+    assert normalised_score(-math.inf, 2) == -math.inf  # probability 0 is a log-probability
+    with pytest.raises(ValueError, match=r"log_probs must be finite or -inf; found NaN or \+inf"):
+        TableModel(torch.full((1, 3, 2), math.nan))
+
+
+def test_table_model_step_names_ids_out_of_range():
+    model = TableModel(torch.log_softmax(torch.zeros(2, 4, 3), dim=-1))
+    bos, one = torch.tensor([[model.bos]]), torch.tensor([1])
+    with pytest.raises(ValueError, match=r"sources must be ids < S = 2; found ids from 0 to 5"):
+        model.step(torch.tensor([[3], [3]]), torch.tensor([0, 5]))
+    with pytest.raises(ValueError, match=r"sources must be ids < S = 2; found ids from -1 to -1"):
+        model.step(bos, torch.tensor([-1]))
+    with pytest.raises(ValueError, match=r"prefixes must hold ids <= bos = 3; found last ids from 9 to 9"):
+        model.step(torch.tensor([[9]]), one)
+    with pytest.raises(ValueError, match=r"prefixes must start with bos; found shape \(N, 0\)"):
+        model.step(torch.zeros(1, 0, dtype=torch.long), one)
+    with pytest.raises(ValueError, match=r"sources must be ids < S = 2; found ids from 0 to 2"):
+        beam_search_batch(model.step, 3, model.bos, 0, 2, 4)  # more sources than the model
+    assert torch.equal(model.step(bos, one), model.log_probs[1, 3][None])
