@@ -131,7 +131,7 @@ def is_at_most_10_in_size(value: Real) -> bool:
 
 
 def is_a_log_prob(value: Real) -> bool:
-    return is_a_number(value) and not math.isnan(value) and value != math.inf
+    return is_a_number(value) and value <= 0  # NaN fails, -inf passes
 
 
 def fits_in_a_long(value: Integral) -> bool:
@@ -160,7 +160,7 @@ Fraction = Annotated[Real, Is[is_a_fraction]]  # in [0, 1]: a schedule's factor,
 DecayRate = Annotated[Real, Is[is_a_rate]]  # an average's decay β, 0 <= β < 1
 TypoRate = Annotated[Real, Is[is_a_typo_rate]]  # a probability of a typo, in [1e-12, 1]
 LogBase = Annotated[Real, Is[is_above_1]]  # the base b of a logarithm, b > 1
-LogProb = Annotated[Real, Is[is_a_log_prob]]  # finite or -inf (probability 0)
+LogProb = Annotated[Real, Is[is_a_log_prob]]  # <= 0, -inf included (probability 0)
 NoiseExponent = Annotated[Real, Is[is_at_most_10_in_size]]  # word2vec's ns_exponent
 Reduction = Literal["mean", "sum", "none"]
 

@@ -45,9 +45,10 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from numbers import Integral
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, no_type_check
 
 import torch
 from jaxtyping import Float, Int
@@ -86,8 +87,8 @@ BatchStepFn = Callable[[Tensor, Tensor], Tensor]  # prefixes (N, t), sources (N,
 
 # A row of log-probabilities must log-sum-exp to 0; float32 models are off by ~1e-7.
 _NORMALISATION_TOLERANCE = 1e-3
-# At most this many hypotheses x steps (beam_size or num_samples times max_len): more
-# would run for hours, which is never what a reader meant.
+# At most this many hypotheses x steps, (num_sources x beam_size, or num_samples, times
+# max_len): more would run for hours, which is never what a reader meant.
 MAX_EXPANSIONS = 10**6
 # Largest length-penalty exponent: usual values lie in [0, 1], and length**alpha must
 # stay a float for lengths up to MAX_EXPANSIONS (10**6 ** 50 = 1e300).
@@ -97,7 +98,7 @@ MaxLen = positive_int_at_most(MAX_EXPANSIONS)
 Alpha = non_negative_at_most(MAX_ALPHA)  # the length-normalisation exponent
 
 
-def _checked_log_probs(output: object, rows: int, eos: Optional[int] = None) -> Tensor:
+def _as_log_probs(output: object, rows: int, eos: Optional[int] = None) -> Tensor:
     """What a step function returned for ``rows`` prefixes, as float64, once it is known
     to be ``rows`` rows of log-probabilities (a signature cannot say what a reader's
     function returns)."""
@@ -137,7 +138,8 @@ def normalised_score(
     log_prob: LogProb, length: PositiveInt, alpha: Alpha = 0.0
 ) -> LogProb:
     """The beam-search score of a hypothesis of ``length`` tokens (``eos`` counted,
-    ``bos`` not): 0 ranks by probability, 1 by log-probability per token."""
+    ``bos`` not): ``alpha = 0`` ranks by probability, ``alpha = 1`` by log-probability
+    per token."""
     return log_prob / length**alpha
 
 
@@ -150,7 +152,7 @@ def greedy_search(
     log_prob = 0.0
     while len(tokens) < max_len:
         prefix = torch.tensor([[bos, *tokens]])  # (1, t)
-        log_probs = _checked_log_probs(step_fn(prefix), rows=1, eos=eos)[0]  # (V,)
+        log_probs = _as_log_probs(step_fn(prefix), rows=1, eos=eos)[0]  # (V,)
         token = int(log_probs.argmax())  # the first maximum on ties
         tokens.append(token)
         log_prob += float(log_probs[token])
@@ -171,13 +173,19 @@ def expand_and_prune(
     ranks them by any length-normalised score too. Candidates of probability 0 are never
     kept; ties keep the lower parent, then the lower token.
     """
-    if bool(beam_scores.isnan().any()) or bool(log_probs.isnan().any()):
+    if log_probs.numel() == 0:
         raise ValueError(
-            "beam_scores and log_probs must not contain NaN: a NaN candidate cannot be "
-            "ranked (it would be dropped without a word); found NaN"
+            "log_probs must hold at least one hypothesis and one token (K, V >= 1); "
+            f"found shape {tuple(log_probs.shape)}"
         )
     vocab_size = log_probs.shape[1]
     candidates = (beam_scores[:, None] + log_probs).flatten()  # (K, V) -> (K * V,)
+    # A NaN or +inf in either argument makes a NaN or +inf candidate.
+    if bool((candidates.isnan() | (candidates == math.inf)).any()):
+        raise ValueError(
+            "beam_scores and log_probs must not contain NaN or +inf: such a candidate "
+            "cannot be ranked; found NaN or +inf"
+        )
     # A stable sort makes ties deterministic and agree with greedy's argmax.
     order = torch.sort(candidates, descending=True, stable=True).indices[:beam_size]
     order = order[candidates[order] > -math.inf]  # (k,)
@@ -185,6 +193,7 @@ def expand_and_prune(
     return order // vocab_size, order % vocab_size, candidates[order]
 
 
+@no_type_check  # made only by _trace_step, tens of thousands per traced search
 @dataclass(frozen=True)
 class Candidate:
     """One candidate of a beam-search step, as a trace records it. ``parent`` indexes
@@ -205,6 +214,7 @@ class TraceStep:
     candidates: tuple[Candidate, ...]
 
 
+@no_type_check  # per source and step: beam_search_batch, checked, made the arguments
 def _trace_step(
     source: int,
     step: int,
@@ -267,7 +277,7 @@ def beam_search_batch(
         prefixes = torch.tensor([[bos, *tokens] for _, tokens in rows])  # (N, step)
         sources = torch.tensor([s for s, _ in rows])  # (N,)
         log_probs = step_fn(prefixes, sources)
-        log_probs = _checked_log_probs(log_probs, len(rows), eos)  # (N, V)
+        log_probs = _as_log_probs(log_probs, len(rows), eos)  # (N, V)
         start = 0
         for s in range(num_sources):
             beam, stop = alive[s], start + len(alive[s])
@@ -320,7 +330,19 @@ def sampling_distribution(
 ) -> Float[Tensor, "*batch V"]:
     """The distribution a sampler draws the next token from: softmax(log p / T), kept to
     the ``top_k`` most probable tokens (ties go to the lower id) and renormalised."""
+    if log_probs.shape[-1] == 0:
+        raise ValueError(
+            f"log_probs must hold at least one token (V >= 1); found shape "
+            f"{tuple(log_probs.shape)}"
+        )
+    if bool((log_probs.isnan() | (log_probs == math.inf)).any()):
+        raise ValueError("log_probs must be finite or -inf; found NaN or +inf")
     scaled = log_probs / temperature
+    if bool((scaled == -math.inf).all(dim=-1).any()):
+        raise ValueError(
+            "log_probs / temperature must leave each row a token of probability > 0; "
+            f"found a row of -inf (temperature {temperature})"
+        )
     if top_k is not None and top_k < scaled.shape[-1]:
         # A stable sort breaks ties by token id, so exactly k tokens survive.
         order = torch.sort(scaled, dim=-1, descending=True, stable=True).indices
@@ -354,7 +376,7 @@ def sample(
         if not open_rows:
             break
         prefixes = torch.tensor([[bos, *samples[i]] for i in open_rows])  # (N, t)
-        log_probs = _checked_log_probs(step_fn(prefixes), len(open_rows), eos)
+        log_probs = _as_log_probs(step_fn(prefixes), len(open_rows), eos)
         probs = sampling_distribution(log_probs, temperature, top_k)  # (N, V)
         drawn = torch.multinomial(probs, 1, generator=generator)  # (N, 1)
         drawn_log_probs = log_probs.gather(1, drawn)[:, 0].tolist()  # (N,)
@@ -381,7 +403,7 @@ def sequence_score(
     log_prob = 0.0
     for t, token in enumerate(tokens):
         prefix = torch.tensor([[bos, *tokens[:t]]])  # (1, t + 1)
-        log_probs = _checked_log_probs(step_fn(prefix), rows=1)[0]  # (V,)
+        log_probs = _as_log_probs(step_fn(prefix), rows=1)[0]  # (V,)
         if token >= len(log_probs):
             raise ValueError(
                 f"tokens must be ids < V = {len(log_probs)}; found {token} at {t}"
@@ -400,11 +422,10 @@ def blame(
     """Who is to blame for a wrong output? The search if the model scores the reference
     higher than the output (a wider beam may find it), the model otherwise. ``alpha``
     must be the one the search used."""
-    if not reference or not output:
-        raise ValueError(
-            "reference and output must hold at least one token id each; "
-            f"found {len(reference)} and {len(output)} tokens"
-        )
+    if not reference:
+        raise ValueError("reference must hold at least one token id; found []")
+    if not output:
+        raise ValueError("output must hold at least one token id; found []")
     reference_score = sequence_score(step_fn, bos, reference, alpha)
     output_score = sequence_score(step_fn, bos, output, alpha)
     return "search" if reference_score > output_score else "model"
@@ -423,6 +444,8 @@ class TableModel:
                 "log_probs must have shape (S, V + 1, V); found "
                 f"{tuple(self.log_probs.shape)}"
             )
+        if bool((self.log_probs.isnan() | (self.log_probs == math.inf)).any()):
+            raise ValueError("log_probs must be finite or -inf; found NaN or +inf")
 
     @property
     def vocab_size(self) -> int:
@@ -435,7 +458,7 @@ class TableModel:
     @classmethod
     def fit(
         cls,
-        pairs: each(tuple[NonNegativeInt, each(NonNegativeInt)]),
+        pairs: Sequence[tuple[int, Sequence[int]]],
         num_sources: PositiveInt,
         vocab_size: PositiveInt,
         delta: Positive = 0.1,
@@ -445,16 +468,27 @@ class TableModel:
         shape = (num_sources, vocab_size + 1, vocab_size)
         counts = torch.full(shape, float(delta), dtype=torch.float64)
         cells = []  # one (source, previous token, token) triple per counted token
-        for source, tokens in pairs:
-            if not (source < num_sources and tokens and max(tokens) < vocab_size):
+        # The signature looks at one pair drawn at random; every pair is read here, and
+        # an error quotes the bad pair, not all of them.
+        for n, (source, tokens) in enumerate(pairs):
+            ids = (source, *tokens)
+            # type() first: isinstance(i, Integral) alone is an ABC check, 20 us a pair
+            if not all(
+                type(i) is int or isinstance(i, Integral) and type(i) is not bool
+                for i in ids
+            ):
+                raise TypeError(
+                    f"pairs must hold (source, tokens) of int ids; found pairs[{n}] = "
+                    f"({source!r}, {tokens!r})"
+                )
+            in_range = tokens and 0 <= min(tokens) and max(tokens) < vocab_size
+            if not (0 <= source < num_sources and in_range):
                 raise ValueError(
                     f"each pair must be (source < {num_sources}, non-empty tokens < "
-                    f"{vocab_size}); found ({source}, {tokens})"
+                    f"{vocab_size}); found pairs[{n}] = ({source}, {tokens})"
                 )
-            previous = [
-                vocab_size,
-                *tokens[:-1],
-            ]  # bos, then each token before the next
+            # bos, then each token before the next
+            previous = [vocab_size, *tokens[:-1]]
             cells += [(source, u, v) for u, v in zip(previous, tokens)]
         if cells:  # one scatter-add, not a loop; whole numbers add exactly in any order
             index = torch.tensor(cells).T  # (3, number of tokens)
@@ -466,7 +500,21 @@ class TableModel:
         self, prefixes: Int[Tensor, "N t"], sources: Int[Tensor, "N"]
     ) -> Float[Tensor, "N V"]:
         """The batched step function: the table's rows (source, previous token)."""
-        return self.log_probs[sources, prefixes[:, -1]]
+        num_sources, bos = self.log_probs.shape[0], self.bos
+        if prefixes.shape[1] == 0:
+            raise ValueError("prefixes must start with bos; found shape (N, 0)")
+        previous = prefixes[:, -1]  # (N,)
+        if len(sources) and not 0 <= sources.min() <= sources.max() < num_sources:
+            raise ValueError(
+                f"sources must be ids < S = {num_sources}; found ids from "
+                f"{int(sources.min())} to {int(sources.max())}"
+            )
+        if len(previous) and not 0 <= previous.min() <= previous.max() <= bos:
+            raise ValueError(
+                f"prefixes must hold ids <= bos = {bos}; found last ids from "
+                f"{int(previous.min())} to {int(previous.max())}"
+            )
+        return self.log_probs[sources, previous]
 
     def for_source(self, source: NonNegativeInt) -> StepFn:
         """The single-sentence step function of one source."""

@@ -492,7 +492,7 @@ def test_bad_sampling_and_model_arguments():
         TableModel(torch.zeros(2, 3, 3))
     with pytest.raises(TypeError, match=r"(?s)parameter 'delta'.*Actual value: 0.*is_above_0"):
         TableModel.fit([], 1, 2, delta=0)
-    with pytest.raises(ValueError, match=r"each pair must be \(source < 1, non-empty tokens < 2\); found \(0, \[5\]\)"):
+    with pytest.raises(ValueError, match=r"each pair must be \(source < 1, non-empty tokens < 2\); found pairs\[0\] = \(0, \[5\]\)"):
         TableModel.fit([(0, [5])], 1, 2)
     with pytest.raises(ValueError, match="source must be < S = 48; found 48"):
         ClockTask().fit_model().for_source(48)
@@ -573,12 +573,22 @@ def test_every_item_and_size_is_checked_by_name():
     step_fn = model.for_source(0)
     with pytest.raises(ValueError, match=r"tokens must be ids < V = 3; found 7 at 1"):
         sequence_score(step_fn, model.bos, [0, 7])
-    with pytest.raises(ValueError, match="reference and output must hold at least one"):
+    with pytest.raises(ValueError, match=r"reference must hold at least one token id; found \[\]"):
         blame(step_fn, model.bos, [], [0])
+    with pytest.raises(ValueError, match=r"output must hold at least one token id; found \[\]"):
+        blame(step_fn, model.bos, [0], [])
     with pytest.raises(TypeError, match=r"(?s)parameter 'output'.*Actual value: \[0, 1, -2\]"):
         blame(step_fn, model.bos, [0], [0, 1, -2])  # the last item too, not one drawn
-    with pytest.raises(TypeError, match=r"(?s)parameter 'pairs'.*Actual value"):
+    with pytest.raises(TypeError, match=r"pairs must hold \(source, tokens\) of int ids; found pairs\[50\] = \(0, \[1, 2.5\]\)$"):
         TableModel.fit([(0, [1, 0])] * 50 + [(0, [1, 2.5])], 1, 3)
+    with pytest.raises(TypeError, match=r"found pairs\[1\] = \(True, \[1\]\)$"):
+        TableModel.fit([(0, [1, 0]), (True, [1])], 1, 3)
+    # one bad pair among a chapter's 9,600 is quoted alone, not with all the others
+    pairs = ClockTask().sample(200) + [(0, [1, -2])]
+    with pytest.raises(ValueError, match=r"non-empty tokens < 24\); found pairs\[9600\] = \(0, \[1, -2\]\)$"):
+        TableModel.fit(pairs, 48, 24)
+    with pytest.raises(ValueError, match=r"found pairs\[1\] = \(-1, \[1\]\)$"):
+        TableModel.fit([(0, [1, 0]), (-1, [1])], 1, 3)
     with pytest.raises(TypeError, match=r"(?s)parameter 'log_probs'.*Actual value: f32\[2,3\]"):
         TableModel(torch.zeros(2, 3))
     with pytest.raises(ValueError, match=r"tokens must be ids < 2\d, the vocabulary's size"):
@@ -589,3 +599,44 @@ def test_every_item_and_size_is_checked_by_name():
         beam_search_batch(model.step, 10**12, model.bos, 0, 1, 3)
     with pytest.raises(TypeError, match=r"(?s)parameter 'prefixes'.*Actual value: f32\[1,1\]"):
         model.step(torch.zeros(1, 1), torch.zeros(1, dtype=torch.long))
+
+
+def test_inputs_that_gave_a_silent_answer_are_refused_by_name():
+    scores, inf = torch.tensor([0.0, -1.0]), math.inf
+    with pytest.raises(ValueError, match=r"must not contain NaN or \+inf: .*found NaN or \+inf"):
+        expand_and_prune(scores, torch.full((2, 3), inf), 2)  # ranked first before
+    with pytest.raises(ValueError, match=r"must not contain NaN or \+inf"):
+        expand_and_prune(torch.tensor([inf, 0.0]), torch.zeros(2, 3), 2)
+    with pytest.raises(ValueError, match=r"log_probs must hold at least one hypothesis .*found shape \(2, 0\)"):
+        expand_and_prune(scores, torch.zeros(2, 0), 2)
+    with pytest.raises(ValueError, match=r"log_probs must hold at least one hypothesis .*found shape \(0, 3\)"):
+        expand_and_prune(torch.zeros(0), torch.zeros(0, 3), 2)
+    with pytest.raises(ValueError, match=r"log_probs must be finite or -inf; found NaN or \+inf"):
+        sampling_distribution(torch.tensor([math.nan, 0.0]))
+    with pytest.raises(ValueError, match=r"log_probs must be finite or -inf; found NaN or \+inf"):
+        sampling_distribution(torch.tensor([inf, 0.0]))
+    with pytest.raises(ValueError, match=r"each row a token of probability > 0; found a row of -inf"):
+        sampling_distribution(torch.tensor([[0.0, -1.0], [-inf, -inf]]))
+    with pytest.raises(ValueError, match=r"log_probs must hold at least one token \(V >= 1\); found shape \(0,\)"):
+        sampling_distribution(torch.zeros(0))
+    with pytest.raises(TypeError, match=r"(?s)parameter 'log_prob'.*Actual value: 1.0.*is_a_log_prob"):
+        normalised_score(1.0, 2)
+    assert normalised_score(-math.inf, 2) == -math.inf  # probability 0 is a log-probability
+    with pytest.raises(ValueError, match=r"log_probs must be finite or -inf; found NaN or \+inf"):
+        TableModel(torch.full((1, 3, 2), math.nan))
+
+
+def test_table_model_step_names_ids_out_of_range():
+    model = TableModel(torch.log_softmax(torch.zeros(2, 4, 3), dim=-1))
+    bos, one = torch.tensor([[model.bos]]), torch.tensor([1])
+    with pytest.raises(ValueError, match=r"sources must be ids < S = 2; found ids from 0 to 5"):
+        model.step(torch.tensor([[3], [3]]), torch.tensor([0, 5]))
+    with pytest.raises(ValueError, match=r"sources must be ids < S = 2; found ids from -1 to -1"):
+        model.step(bos, torch.tensor([-1]))
+    with pytest.raises(ValueError, match=r"prefixes must hold ids <= bos = 3; found last ids from 9 to 9"):
+        model.step(torch.tensor([[9]]), one)
+    with pytest.raises(ValueError, match=r"prefixes must start with bos; found shape \(N, 0\)"):
+        model.step(torch.zeros(1, 0, dtype=torch.long), one)
+    with pytest.raises(ValueError, match=r"sources must be ids < S = 2; found ids from 0 to 2"):
+        beam_search_batch(model.step, 3, model.bos, 0, 2, 4)  # more sources than the model
+    assert torch.equal(model.step(bos, one), model.log_probs[1, 3][None])
