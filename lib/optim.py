@@ -654,7 +654,6 @@ class Moment:
                 f"found {self!r}"
             )
 
-    @no_type_check  # once per parameter per step, inside an unchecked _update
     def update(
         self,
         buffer: Float[Tensor, "*shape"],
@@ -662,6 +661,10 @@ class Moment:
         step: PositiveInt,
     ) -> Float[Tensor, "*shape"]:
         """Advance ``buffer`` (in place) by one gradient and return the estimate."""
+        return self._advance(buffer, grad, step)
+
+    @no_type_check  # hot: MomentOptimizer._update's; step() checked the tensors
+    def _advance(self, buffer, grad, step):
         buffer.mul_(self.decay).add_(_FEATURES[self.feature](grad), alpha=self.weight)
         if self.nesterov:
             ahead = self.decay * buffer / (1 - self.decay ** (step + 1))
@@ -693,8 +696,8 @@ class MomentOptimizer(_Optimizer):
         if "first" not in state:
             state["first"] = torch.zeros_like(param)
             state["second"] = torch.zeros_like(param)
-        m = group["phi"].update(state["first"], grad, state["step"])
-        v = group["psi"].update(state["second"], grad, state["step"])
+        m = group["phi"]._advance(state["first"], grad, state["step"])  # .update's body
+        v = group["psi"]._advance(state["second"], grad, state["step"])
         param.addcdiv_(m, v.sqrt().add_(group["eps"]), value=-group["lr"])
 
 

@@ -354,6 +354,16 @@ def test_moment_running_statistics_by_hand():
     assert means == pytest.approx([2.0, 0.0, 2.0 / 0.875])
 
 
+def test_moment_update_checks_its_arguments():
+    # update is the public entry and is checked; MomentOptimizer calls the unchecked
+    # body (_advance) after step() has checked every parameter and gradient
+    average = Moment("g", 0.9, 0.1, True)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'step'.*Actual value: 0.*is_at_least_1"):
+        average.update(torch.zeros(2), torch.ones(2), 0)  # 1 - 0.9^0 = 0: inf before
+    with pytest.raises(TypeError, match=r"(?s)parameter 'grad'.*Actual value: f32\[1\]"):
+        Moment("g", 0.9, 0.1).update(torch.zeros(2), torch.ones(1), 1)  # broadcast before
+
+
 # ---------------------------------------------------------------------------
 # Adam's numbers in the chapter.
 # ---------------------------------------------------------------------------
