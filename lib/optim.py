@@ -308,7 +308,7 @@ class RMSprop(_Optimizer):
         self,
         params: Params,
         lr: Hyper = 1e-2,
-        alpha: or_scalar_tensor(Fraction) = 0.99,
+        alpha: Beta = 0.99,  # [0, 1): at 1 the square average stays 0 (divide by eps)
         eps: Hyper = 1e-8,
         weight_decay: Hyper = 0.0,
         momentum: Hyper = 0.0,
