@@ -177,7 +177,7 @@ class _Optimizer(Optimizer):
         raise NotImplementedError
 
 
-@no_type_check  # called by _update, once per parameter per step
+@no_type_check  # in each _update: step() checked every parameter and gradient
 def _l2(
     grad: Float[Tensor, "*shape"], param: Float[Tensor, "*shape"], weight_decay: float
 ) -> Float[Tensor, "*shape"]:
@@ -522,7 +522,10 @@ def nadam_momentum(
     return _momentum(step, beta1, momentum_decay, schedule)
 
 
-@no_type_check  # NAdam._update calls it twice per parameter per step
+# nadam_momentum (checked) is the public entry; NAdam._update calls this twice per
+# parameter per step, with t >= 1 counted by step() and beta1, momentum_decay and
+# schedule checked by NAdam() (Beta, Hyper, NadamSchedule).
+@no_type_check  # in NAdam._update: NAdam() checked the hypers, step() counts t
 def _momentum(step, beta1, momentum_decay, schedule):
     if schedule == "constant":
         return beta1
