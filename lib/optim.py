@@ -177,7 +177,7 @@ class _Optimizer(Optimizer):
         raise NotImplementedError
 
 
-@no_type_check  # called by _update, once per parameter per step
+@no_type_check  # in each _update: step() checked every parameter and gradient
 def _l2(
     grad: Float[Tensor, "*shape"], param: Float[Tensor, "*shape"], weight_decay: float
 ) -> Float[Tensor, "*shape"]:
@@ -308,7 +308,7 @@ class RMSprop(_Optimizer):
         self,
         params: Params,
         lr: Hyper = 1e-2,
-        alpha: or_scalar_tensor(Fraction) = 0.99,
+        alpha: Beta = 0.99,  # [0, 1): at 1 the square average stays 0 (divide by eps)
         eps: Hyper = 1e-8,
         weight_decay: Hyper = 0.0,
         momentum: Hyper = 0.0,
@@ -522,7 +522,10 @@ def nadam_momentum(
     return _momentum(step, beta1, momentum_decay, schedule)
 
 
-@no_type_check  # NAdam._update calls it twice per parameter per step
+# nadam_momentum (checked) is the public entry; NAdam._update calls this twice per
+# parameter per step, with t >= 1 counted by step() and beta1, momentum_decay and
+# schedule checked by NAdam() (Beta, Hyper, NadamSchedule).
+@no_type_check  # in NAdam._update: NAdam() checked the hypers, step() counts t
 def _momentum(step, beta1, momentum_decay, schedule):
     if schedule == "constant":
         return beta1
@@ -654,7 +657,6 @@ class Moment:
                 f"found {self!r}"
             )
 
-    @no_type_check  # once per parameter per step, inside an unchecked _update
     def update(
         self,
         buffer: Float[Tensor, "*shape"],
@@ -662,6 +664,10 @@ class Moment:
         step: PositiveInt,
     ) -> Float[Tensor, "*shape"]:
         """Advance ``buffer`` (in place) by one gradient and return the estimate."""
+        return self._advance(buffer, grad, step)
+
+    @no_type_check  # hot: MomentOptimizer._update's; step() checked the tensors
+    def _advance(self, buffer, grad, step):
         buffer.mul_(self.decay).add_(_FEATURES[self.feature](grad), alpha=self.weight)
         if self.nesterov:
             ahead = self.decay * buffer / (1 - self.decay ** (step + 1))
@@ -693,8 +699,8 @@ class MomentOptimizer(_Optimizer):
         if "first" not in state:
             state["first"] = torch.zeros_like(param)
             state["second"] = torch.zeros_like(param)
-        m = group["phi"].update(state["first"], grad, state["step"])
-        v = group["psi"].update(state["second"], grad, state["step"])
+        m = group["phi"]._advance(state["first"], grad, state["step"])  # .update's body
+        v = group["psi"]._advance(state["second"], grad, state["step"])
         param.addcdiv_(m, v.sqrt().add_(group["eps"]), value=-group["lr"])
 
 

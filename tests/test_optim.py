@@ -354,6 +354,16 @@ def test_moment_running_statistics_by_hand():
     assert means == pytest.approx([2.0, 0.0, 2.0 / 0.875])
 
 
+def test_moment_update_checks_its_arguments():
+    # update is the public entry and is checked; MomentOptimizer calls the unchecked
+    # body (_advance) after step() has checked every parameter and gradient
+    average = Moment("g", 0.9, 0.1, True)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'step'.*Actual value: 0.*is_at_least_1"):
+        average.update(torch.zeros(2), torch.ones(2), 0)  # 1 - 0.9^0 = 0: inf before
+    with pytest.raises(TypeError, match=r"(?s)parameter 'grad'.*Actual value: f32\[1\]"):
+        Moment("g", 0.9, 0.1).update(torch.zeros(2), torch.ones(1), 1)  # broadcast before
+
+
 # ---------------------------------------------------------------------------
 # Adam's numbers in the chapter.
 # ---------------------------------------------------------------------------
@@ -562,8 +572,9 @@ def test_bad_moments_and_templates_are_rejected():
             Moment("g²", decay, 1.0, True)
     with pytest.raises(ValueError, match=r"grad_fn must return a gradient of w's shape \(2,\); found \(1,\)"):
         lookahead_momentum(lambda w: w[:1], torch.ones(2), 0.1, 0.9, 3)  # broadcast before
-    with pytest.raises(TypeError, match=r"(?s)parameter 'alpha'.*Actual value: 1.5.*is_a_fraction"):
-        RMSprop([torch.zeros(2, requires_grad=True)], alpha=1.5)  # NaN weights before
+    for alpha in (1.5, 1.0):  # 1.5: NaN weights before; 1.0: v stays 0, steps of g / eps
+        with pytest.raises(TypeError, match=rf"(?s)parameter 'alpha'.*Actual value: {alpha}.*is_a_rate"):
+            RMSprop([torch.zeros(2, requires_grad=True)], alpha=alpha)
     with pytest.raises(TypeError, match=r"(?s)parameter 'name'.*Actual value: 'Adamax'.*Literal\['SGD'"):
         template("Adamax")
     with pytest.raises(ValueError, match="c must be > 2"):

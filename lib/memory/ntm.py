@@ -44,6 +44,7 @@ References
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -118,8 +119,8 @@ def content_weights(
     K(\mathbf{k}, \mathbf{M}_i))`: a key strength ``beta`` near 0 weighs every slot
     alike, a large one concentrates the weight on the most similar slot."""
     same_dtype(memory=memory, key=key, strength=strength)
-    wrong = ~(strength.isfinite() & (strength >= 0))  # (B,); NaN is wrong too
-    if bool(wrong.any()):
+    if not bool(((strength >= 0) & (strength < math.inf)).all()):  # NaN fails >= 0
+        wrong = ~(strength.isfinite() & (strength >= 0))  # (B,)
         raise ValueError(
             f"strength must be >= 0 and finite; found {strength[wrong][0].item():.4g}"
         )
@@ -166,8 +167,8 @@ def sharpen(
     r"""Sharpening (eq. 9), :math:`w_i = \tilde w_i^{\gamma} / \sum_j \tilde
     w_j^{\gamma}` with :math:`\gamma \ge 1`; 1 leaves the weights unchanged."""
     same_dtype(weights=weights, gamma=gamma)
-    wrong = ~(gamma.isfinite() & (gamma >= 1))  # (B,); NaN is wrong too
-    if bool(wrong.any()):
+    if not bool(((gamma >= 1) & (gamma < math.inf)).all()):  # NaN fails >= 1
+        wrong = ~(gamma.isfinite() & (gamma >= 1))  # (B,)
         raise ValueError(
             f"gamma must be >= 1 and finite; found {gamma[wrong][0].item():.4g}"
         )
