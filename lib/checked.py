@@ -141,7 +141,11 @@ def fits_in_a_long(value: Integral) -> bool:
 def is_a_token_id(value: object) -> bool:
     # Any object: lib.char_lm also calls it on each item of a long list in a body, where
     # each(TokenId) would cost ~2 µs an item.
-    return isinstance(value, Integral) and is_at_least_0(value) and value < 2**63
+    return (
+        isinstance(value, Integral)
+        and not isinstance(value, bool)
+        and 0 <= value < 2**63
+    )
 
 
 Axis = Annotated[Integral, Is[is_a_number]]  # an axis; negative counts from the end

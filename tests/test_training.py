@@ -157,8 +157,10 @@ def test_sequence_pairs_refuse_what_their_shapes_cannot_say():
     assert len(pairs[torch.tensor([1])]) == 1 and len(pairs[:1]) == 1
     empty = ReversalTask().pairs([])
     assert len(empty) == 0 and empty.src_lens.dtype == torch.long
-    with pytest.raises(ValueError, match="sources must hold ids below vocab_size = 13; found 99"):
+    with pytest.raises(ValueError, match="sources must hold digit ids, 3 to 12; found 3 to 99"):
         ReversalTask().pairs([[3, 4, 5, 99]])
+    with pytest.raises(ValueError, match="sources must hold digit ids, 3 to 12; found 0 to 5"):
+        ReversalTask().pairs([[3, 4, 5, 0]])  # a pad inside a source
     model = torch.nn.Linear(1, 1)
     with pytest.raises(ValueError, match="data must hold at least one pair; found 0"):
         train_seq2seq(model, empty, epochs=1)

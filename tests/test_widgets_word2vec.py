@@ -51,7 +51,10 @@ def test_neighbours_normalise_the_query_and_explain_unknown_words(models):
     assert unknown["words"] == ["", "", ""] and (unknown["scores"] == 0).all()
     assert visual.compute(query="", model="random")["message"].startswith("type a word")
     cancelled = visual.compute(query="war - war", model="random")  # lib refuses a zero query
-    assert cancelled["message"] and cancelled["words"] == ["", "", ""]
+    assert "cancel" in cancelled["message"] and cancelled["words"] == ["", "", ""]
+    plain = NeighbourExplorer(models, ["war"], k=3)  # no normalising: every word as it is
+    everything = plain.compute(query=" + ".join(WORDS), model="random")
+    assert "must leave a word to return" in everything["message"]
 
 
 def test_projection_is_the_pca_of_the_groups_words(models):

@@ -93,10 +93,10 @@ class ReversalTask:
                     f"sources must have {self.min_len} to {self.max_len} tokens; "
                     f"found {len(tokens)}"
                 )
-            if max(tokens) >= self.vocab_size:
+            if not 3 <= min(tokens) <= max(tokens) < self.vocab_size:
                 raise ValueError(
-                    f"sources must hold ids below vocab_size = {self.vocab_size}; "
-                    f"found {max(tokens)}"
+                    f"sources must hold digit ids, 3 to {self.vocab_size - 1}; "
+                    f"found {min(tokens)} to {max(tokens)}"
                 )
             target = self._target(list(tokens))
             src[i, : len(tokens)] = torch.tensor(tokens)
