@@ -108,7 +108,7 @@ def test_a_chapter_runs_from_the_package_alone_in_a_fresh_venv(tmp_path, monkeyp
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
     source.mkdir()
     shutil.copy(ROOT / "pyproject.toml", source / "pyproject.toml")
-    for package in ("lib", "courseware", "benchmarks"):
+    for package in ("lib", "courseware", "experiments", "benchmarks"):
         shutil.copytree(ROOT / package, source / package, ignore=ignore)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)

@@ -1,0 +1,1 @@
+"""Chapter 11's experiments (being moved here from the chapter and lib)."""

@@ -1,0 +1,1 @@
+"""Chapter 12's experiments (being moved here from the chapter and lib)."""

@@ -1,0 +1,49 @@
+"""experiments.findings: a result checks the findings its class declares, prints each with its
+verdict, and fails naming the ones that do not hold (and the cells whose prose they back)."""
+from dataclasses import dataclass
+
+import pytest
+
+from experiments.findings import Finding, Measured
+
+
+@dataclass
+class Accuracy(Measured):
+    per_seed: list[float]
+
+    FINDINGS = (
+        Finding("every seed reaches 90%", backs=("lstm-text",), holds=lambda r: min(r.per_seed) >= 0.9),
+        Finding("the seeds lie within 5 points of each other, which is a sentence long enough to be "
+                "wrapped at the book's line width", backs=("lstm-text", "summary"),
+                holds=lambda r: max(r.per_seed) - min(r.per_seed) <= 0.05),
+    )
+
+
+def test_a_run_that_shows_every_finding_prints_them_ticked(capsys):
+    Accuracy([0.93, 0.95]).check()
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "✓ every seed reaches 90%"
+    assert printed[1].startswith("✓ the seeds lie") and printed[2].startswith("  ")
+    assert max(map(len, printed)) <= 88
+
+
+def test_a_finding_that_does_not_hold_fails_with_its_sentence_and_cells(capsys):
+    with pytest.raises(AssertionError, match=r"every seed reaches 90% \(cells lstm-text\)$"):
+        Accuracy([0.85, 0.88]).check()
+    assert capsys.readouterr().out.startswith("✗ every seed reaches 90%\n✓ the seeds")
+
+
+def test_a_result_without_findings_cannot_be_checked():
+    with pytest.raises(TypeError, match="Measured declares no FINDINGS"):
+        Measured().check()
+
+
+@pytest.mark.parametrize("says, backs, holds, message", [
+    ("", ("text",), bool, "says must be a sentence"),
+    ("x", "text", bool, "backs must be a tuple of markdown cell ids; found 'text'"),
+    ("x", (), bool, "backs must be a tuple"),
+    ("x", ("text",), True, "holds must be a function of the result; found True"),
+])
+def test_a_finding_is_declared_with_a_sentence_cells_and_a_test(says, backs, holds, message):
+    with pytest.raises(TypeError, match=message):
+        Finding(says, backs=backs, holds=holds)
