@@ -30,23 +30,15 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 from typing import Literal, get_args
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-from torch.optim.lr_scheduler import LambdaLR
-
-from lib.checked import Finite, Fraction, NonNegative, NonNegativeInt, PositiveInt, each
-from lib.optim import SGD, fit
+from lib.checked import Finite, Fraction, NonNegativeInt, PositiveInt
 
 __all__ = [
     "step_decay",
     "cosine",
     "warmup_then_decay",
     "DECAYS",
-    "excess_loss_by_schedule",
 ]
 
 Decay = Literal["linear", "cosine"]
@@ -98,62 +90,3 @@ def warmup_then_decay(
     if decay == "cosine":
         return cosine(t - warmup, total - warmup, min_factor)
     return 1 - (1 - min_factor) * min(t - warmup, total - warmup) / (total - warmup)
-
-
-def excess_loss_by_schedule(
-    schedules: Mapping[str, Callable[[int], float]],
-    seeds: each(NonNegativeInt),
-    steps: PositiveInt,
-    lr: NonNegative = 0.1,
-    batch_size: PositiveInt = 8,
-    loss_every: PositiveInt = 10,
-    n: PositiveInt = 512,
-    dim: PositiveInt = 10,
-    noise: NonNegative = 0.5,
-) -> dict[tuple[str, int], list[float]]:
-    """Chapter 2's experiment: the excess loss of mini-batch SGD under each schedule.
-
-    For each seed: ``n`` points ``x`` (``dim`` normal features), ``y = x w + noise ε``
-    and the least-squares optimum; then for each schedule (a ``LambdaLR`` multiplier)
-    a bias-free ``nn.Linear(dim, 1)`` seeded by ``seed``, trained by :func:`fit` with
-    :class:`SGD` at rate ``lr`` on batches seeded by ``seed + 10``. Returns
-    ``(name, seed) ->`` the loss minus the optimum before training and after every
-    ``loss_every``-th step (``steps // loss_every + 1`` values).
-    """
-    if not schedules or not seeds:
-        raise ValueError(
-            "schedules and seeds must not be empty; "
-            f"found {len(schedules)} schedules, {len(seeds)} seeds"
-        )
-    for name, schedule in schedules.items():  # beartype looks at one item only
-        if not callable(schedule):
-            raise TypeError(
-                f"schedules[{name!r}] must be callable; found {type(schedule).__name__}"
-            )
-    if n < 2:
-        raise ValueError(f"n must be an int >= 2; found {n}")
-    excess = {}
-    for seed in seeds:
-        generator = torch.Generator().manual_seed(seed)
-        x = torch.randn(n, dim, generator=generator)  # (n, dim)
-        y = x @ torch.randn(dim, 1, generator=generator)  # (n, 1)
-        y += noise * torch.randn(n, 1, generator=generator)
-        best = F.mse_loss(x @ torch.linalg.lstsq(x, y).solution, y).item()
-        for name, schedule in schedules.items():
-            torch.manual_seed(seed)
-            model = nn.Linear(dim, 1, bias=False)
-            optimizer = SGD(model.parameters(), lr=lr)
-            losses = fit(
-                model,
-                optimizer,
-                x,
-                y,
-                F.mse_loss,
-                steps=steps,
-                batch_size=batch_size,
-                generator=torch.Generator().manual_seed(seed + 10),
-                loss_every=loss_every,
-                scheduler=LambdaLR(optimizer, schedule),
-            )
-            excess[name, seed] = [loss - best for loss in losses]
-    return excess

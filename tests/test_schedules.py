@@ -6,10 +6,7 @@ import pytest
 import torch
 from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR, LinearLR, SequentialLR, StepLR
 
-import torch.nn.functional as F
-from torch import nn
-
-from lib.schedules import cosine, excess_loss_by_schedule, step_decay, warmup_then_decay
+from lib.schedules import cosine, step_decay, warmup_then_decay
 
 BASE_LR = 0.4
 
@@ -103,59 +100,3 @@ def test_bad_arguments_are_named(call, error, message):
     with pytest.raises(error, match=message):
         call()
 
-
-def _excess_by_hand(schedules, seed, steps):
-    """The experiment written out with torch.optim.SGD, as chapter 2's cell once did."""
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(64, 3, generator=generator)  # (64, 3)
-    y = x @ torch.randn(3, 1, generator=generator) + 0.5 * torch.randn(64, 1, generator=generator)  # (64, 1)
-    best = float(((x @ torch.linalg.lstsq(x, y).solution - y) ** 2).mean())
-    curves = {}
-    for name, schedule in schedules.items():
-        torch.manual_seed(seed)
-        model = nn.Linear(3, 1, bias=False)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        scheduler = LambdaLR(optimizer, schedule)
-        batches = torch.Generator().manual_seed(seed + 10)
-        curve = [float(F.mse_loss(model(x), y).detach()) - best]
-        for step in range(1, steps + 1):
-            rows = torch.randint(64, (4,), generator=batches)
-            optimizer.zero_grad()
-            F.mse_loss(model(x[rows]), y[rows]).backward()
-            optimizer.step()
-            scheduler.step()
-            if step % 5 == 0:
-                curve.append(float(F.mse_loss(model(x), y).detach()) - best)
-        curves[name] = curve
-    return curves
-
-
-def test_excess_loss_by_schedule_is_the_experiment_written_out_and_repeats_per_seed():
-    schedules = {"constant": lambda t: 1.0, "cosine": partial(cosine, total=20)}
-    kwargs = dict(steps=20, batch_size=4, loss_every=5, n=64, dim=3)
-    excess = excess_loss_by_schedule(schedules, (0, 1), **kwargs)
-    assert set(excess) == {(name, seed) for name in schedules for seed in (0, 1)}
-    for seed in (0, 1):
-        for name, curve in _excess_by_hand(schedules, seed, 20).items():
-            assert len(excess[name, seed]) == 5
-            assert excess[name, seed] == pytest.approx(curve, rel=1e-5, abs=1e-7)
-    again = excess_loss_by_schedule(schedules, (1,), **kwargs)[("cosine", 1)]  # lstsq may round differently
-    assert again == pytest.approx(excess["cosine", 1], rel=1e-6)
-    assert excess["cosine", 0] != excess["cosine", 1]
-    assert min(min(curve) for curve in excess.values()) > -1e-6  # lstsq is the optimum
-
-
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(schedules={}), ValueError, "schedules and seeds must not be empty; found 0 schedules, 1 seeds"),
-    (dict(schedules={"c": 1.0}), TypeError, r"(?s)parameter 'schedules'.*Actual value: \{'c': 1\.0\}.*Callable"),
-    (dict(schedules={"a": lambda t: 1.0, "c": 1.0}), TypeError, r"schedules\['c'\] must be callable; found float"),
-    (dict(seeds=()), ValueError, "schedules and seeds must not be empty; found 1 schedules, 0 seeds"),
-    (dict(seeds=(0, 1, -1)), TypeError, r"(?s)parameter 'seeds'.*Actual value: \(0, 1, -1\).*is_at_least_0"),
-    (dict(n=1), ValueError, "n must be an int >= 2; found 1"),
-    (dict(steps=10, loss_every=3), ValueError, "loss_every must divide steps"),
-    (dict(lr=-0.1), TypeError, r"(?s)parameter 'lr'.*Actual value: -0\.1.*is_at_least_0"),
-])
-def test_excess_loss_by_schedule_names_bad_arguments(kwargs, error, message):
-    call = dict(schedules={"constant": lambda t: 1.0}, seeds=(0,), steps=10, loss_every=5, n=16, dim=2)
-    with pytest.raises(error, match=message):
-        excess_loss_by_schedule(**{**call, **kwargs})
