@@ -1,5 +1,5 @@
-"""Chapter 3's experiment: a character-level recurrent language model of the Zen of
-Python.
+"""A character-level recurrent language model, and the loops that train it: on a batch
+of lines, or on one long text by truncated backpropagation through time.
 
 The model reads ``bos, y_1, ..., y_{t-1}`` one character at a time and predicts
 ``y_t`` with a softmax over the characters (Elman, 1990; Sutskever et al., 2011;
@@ -20,6 +20,8 @@ Karpathy, 2015). Top to bottom:
    :func:`truncated_bptt_loss` is the loss whose gradient is the truncated one
    (the state is carried from chunk to chunk of ``k`` steps, detached from the
    graph), and :func:`train_truncated_bptt` takes one step per chunk.
+
+Chapter 3's runs, with its text, sizes and seeds, are :mod:`experiments.ch03_rnn`.
 
 References
 ----------
@@ -73,7 +75,6 @@ __all__ = [
     "teacher_forcing_batch",
     "CharLM",
     "train_char_lm",
-    "train_at_clip_thresholds",
     "stream_batch",
     "truncated_bptt_loss",
     "train_truncated_bptt",
@@ -280,8 +281,8 @@ class CharLM(NextTokenLM, nn.Module):
         return self.output(hidden), state  # (N, t, V)
 
 
-# The optimisers train_char_lm offers: chapter 2's Adam, and plain SGD (no momentum)
-# for the clipping experiment.
+# The optimisers train_char_lm offers: chapter 2's Adam, and plain SGD (no momentum),
+# which a step too large can throw off course (chapter 3 clips it).
 OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 Optimizer = Literal["adam", "sgd"]
 
@@ -339,43 +340,6 @@ def train_char_lm(
             loss = _mean_loss(model(held_out[0]), held_out[1])
             curves["held_out"].append(loss.item())
     return curves
-
-
-def train_at_clip_thresholds(
-    vocab_size: PositiveInt,
-    inputs: Int64[Tensor, "N L"],
-    targets: Int64[Tensor, "N L"],
-    max_norms: each(PositiveOrInf),
-    seeds: each(NonNegativeInt),
-    steps: PositiveInt,
-    lr: NonNegative,
-    hidden_size: PositiveInt = 64,
-    embedding_dim: PositiveInt = 16,
-    kind: Kind = "rnn",
-    optimizer: Optimizer = "sgd",
-) -> dict[float, list[list[float]]]:
-    """The training-loss curve (:func:`train_char_lm`) of a fresh :class:`CharLM` per
-    clipping threshold and seed, as ``{max_norm: [curve of each seed]}``.
-
-    ``torch.manual_seed(seed)`` initialises each model, so the runs of a seed start from
-    the same weights and differ only in clipping (``nan`` or ``inf`` once diverged).
-    """
-    if not max_norms or not seeds:
-        raise ValueError(
-            "max_norms and seeds must each hold at least one value; "
-            f"found {max_norms!r} and {seeds!r}"
-        )
-    runs: dict[float, list[list[float]]] = {}
-    for max_norm in max_norms:
-        runs[max_norm] = []
-        for seed in seeds:
-            torch.manual_seed(seed)
-            model = CharLM(vocab_size, hidden_size, embedding_dim, kind)
-            curves = train_char_lm(
-                model, inputs, targets, steps, lr, max_norm, optimizer=optimizer
-            )
-            runs[max_norm].append(curves["train"])
-    return runs
 
 
 # Truncated backpropagation through time, on one long stream of text.

@@ -10,8 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from lib.char_lm import (CharLM, CharVocabulary, language_model_batch, stream_batch, teacher_forcing_batch,
-                         train_at_clip_thresholds, train_char_lm, train_truncated_bptt, truncated_bptt_loss,
-                         zen_of_python)
+                         train_char_lm, train_truncated_bptt, truncated_bptt_loss, zen_of_python)
 from lib.decoding import sample
 from lib.rnn import LSTM
 
@@ -286,24 +285,3 @@ def test_train_char_lm_sgd_without_clipping_is_plain_gradient_descent():
         torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
     with pytest.raises(TypeError, match=r"(?s)parameter 'optimizer'.*Actual value: 'rmsprop'.*Literal\['adam'"):
         train_char_lm(model, inputs, targets, steps=1, optimizer="rmsprop")
-
-
-def test_train_at_clip_thresholds_is_one_seeded_run_per_threshold_and_seed():
-    lines = ["abcab", "bcabc", "cabca"]
-    vocabulary = CharVocabulary.from_text("\n".join(lines))
-    inputs, targets = language_model_batch(lines, vocabulary)
-    kwargs = dict(steps=4, lr=8.0, hidden_size=8, embedding_dim=4)
-    runs = train_at_clip_thresholds(vocabulary.size, inputs, targets, (math.inf, 0.25), (0, 1), **kwargs)
-    assert list(runs) == [math.inf, 0.25] and all(len(curves) == 2 for curves in runs.values())
-    for max_norm in (math.inf, 0.25):
-        for seed, curve in zip((0, 1), runs[max_norm]):
-            torch.manual_seed(seed)
-            model = CharLM(vocabulary.size, hidden_size=8, embedding_dim=4, kind="rnn")
-            want = train_char_lm(model, inputs, targets, steps=4, lr=8.0, max_norm=max_norm, optimizer="sgd")
-            assert curve == want["train"]
-    assert runs[math.inf][0][0] == runs[0.25][0][0] != runs[0.25][1][0]  # a seed's runs start alike
-    assert runs[math.inf][0][1:] != runs[0.25][0][1:]  # and clipping changes the steps
-    with pytest.raises(ValueError, match=r"max_norms and seeds must each hold at least one value; found \[\] and \(0,\)"):
-        train_at_clip_thresholds(vocabulary.size, inputs, targets, [], (0,), **kwargs)
-    with pytest.raises(TypeError, match=r"(?s)parameter 'seeds'.*Actual value: 0"):
-        train_at_clip_thresholds(vocabulary.size, inputs, targets, (1.0,), 0, **kwargs)

@@ -1,13 +1,15 @@
 """Tests for lib/tasks/recall.py and lib/gating.py: the task's layout by hand, the keep-gate bias and
-the lib layer that computes the same function, a short gap that an LSTM learns reproducibly, and a
-test set that never repeats a training sequence."""
+the lib layer that computes the same function, and test draws that never repeat a seen sequence
+(the training runs are tests/test_experiments_ch04.py's)."""
+
+import itertools
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from lib.gating import MemoryClassifier, sequence_symbols, train_memory_task, unseen_batch
+from lib.gating import MemoryClassifier, sequence_symbols, unseen_batch
 from lib.tasks import MemoryTask
 
 
@@ -60,27 +62,6 @@ def test_memory_classifier_keep_bias_and_lib_layer():
     assert MemoryClassifier("gru", 6, np.int64(3), 4).recurrent.hidden_size == 3
 
 
-def test_train_memory_task_solves_a_short_gap_and_is_reproducible():
-    first = train_memory_task("lstm", length=6, steps=120, hidden_size=16, keep_bias=1.0, lr=1e-2)
-    again = train_memory_task("lstm", length=6, steps=120, hidden_size=16, keep_bias=1.0, lr=1e-2)
-    assert first.accuracy > 0.95
-    assert first.losses == again.losses and first.accuracy == again.accuracy
-
-
-def test_the_test_sequences_never_occur_in_training():
-    """With 6 distractors there are only 4^7 = 16,384 sequences and training draws 7,680: hundreds of
-    test draws repeat a training sequence, and every one of them is replaced."""
-    run = train_memory_task("lstm", length=6, steps=120, hidden_size=16, keep_bias=1.0, lr=1e-2)
-    train = set(map(tuple, run.train_symbols.tolist()))
-    test = list(map(tuple, run.test_symbols.tolist()))
-    assert run.train_symbols.shape == (120 * 64, 7) and run.test_symbols.shape == (1000, 7)
-    assert train.isdisjoint(test) and run.replaced > 100
-    # the training sequences are the ones the training generator drew
-    task, generator = MemoryTask(6), torch.Generator().manual_seed(1)
-    drawn = torch.cat([sequence_symbols(task.batch(64, generator)[0], 4) for _ in range(120)])
-    assert torch.equal(drawn, run.train_symbols)
-
-
 def test_unseen_batch_keeps_the_fresh_draws_in_order_and_counts_the_replaced_ones():
     task = MemoryTask(3)
     x, y = task.batch(6, torch.Generator().manual_seed(0))
@@ -94,13 +75,12 @@ def test_unseen_batch_keeps_the_fresh_draws_in_order_and_counts_the_replaced_one
     assert torch.equal(same, x) and none == 0
 
 
-def test_a_task_too_small_for_a_disjoint_test_set_is_refused():
-    # 2 distractors: 4^3 = 64 sequences, all drawn in training
-    with pytest.raises(ValueError, match=r"only 0 sequences outside the 64 seen.*4\^3"):
-        train_memory_task("lstm", length=2, steps=120, hidden_size=16, keep_bias=1.0, lr=1e-2)
-    with pytest.raises(TypeError, match=r"(?s)parameter 'length'.*Actual value: -1.*is_at_least_0"):
-        train_memory_task("lstm", length=-1)
-    with pytest.raises(TypeError, match=r"(?s)parameter 'steps'.*Actual value: 0.*is_at_least_1"):
-        train_memory_task("lstm", length=2, steps=0)
+def test_unseen_batch_refuses_a_seen_collection_that_is_not_a_set():
     with pytest.raises(TypeError, match=r"(?s)parameter 'seen'.*Actual value: \[\]"):
         unseen_batch(MemoryTask(2), 4, torch.Generator(), [])
+
+
+def test_a_task_too_small_for_an_unseen_batch_is_refused():
+    seen = set(itertools.product(range(4), repeat=3))  # all 4^3 sequences of 2 distractors
+    with pytest.raises(ValueError, match=r"only 0 sequences outside the 64 seen.*4\^3"):
+        unseen_batch(MemoryTask(2), 4, torch.Generator().manual_seed(0), seen)
