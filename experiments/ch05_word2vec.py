@@ -1,1 +1,610 @@
-"""Chapter 05's experiments (being moved here from the chapter and lib)."""
+"""Chapter 5's experiments: what one step of each word2vec objective costs, the training
+runs of skip-gram and CBOW against gensim, and the evaluation of the vectors they learn.
+
+* :func:`step_times`: CPU time of one SGD step with the full softmax, negative sampling
+  and the hierarchical softmax on a Huffman tree, on growing Zipfian vocabularies: why
+  Mikolov et al. (2013b) replaced the softmax.
+* :func:`train_runs`: skip-gram (seed 1) and CBOW (seeds 1 to 3), ours
+  (:func:`lib.word2vec.train_word2vec`) and gensim's (Řehůřek and Sojka 2010), on
+  gensim's stemmed sample of Wikipedia with word2vec.c's defaults (Mikolov et al. 2013a,
+  2013b); :attr:`Training.times` compares their CPU times.
+* :func:`nearest_neighbours`, :func:`analogies`, :func:`analogy_accuracy` and
+  :func:`section_accuracy`: neighbours and 3CosAdd analogies (Levy and Goldberg 2014) on
+  word2vec's ``questions-words.txt`` (Mikolov et al. 2013a).
+* :func:`word_similarity`: Spearman's ρ with WordSim-353 (Finkelstein et al. 2002) and
+  SimLex-999 (Hill et al. 2015); :func:`vector_lengths`: frequent words' longer
+  vectors.
+* :func:`polysemy`: the neighbours of words with several senses.
+
+Every result declares the findings chapter 5 draws from it
+(:mod:`experiments.findings`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+import torch
+
+from experiments.findings import Finding, Measured
+from lib.corpus import Vocabulary
+from lib.embeddings import AnalogyScore, Question, WordPair, WordVectors, spearman
+from lib.tree_softmax import huffman_tree
+from lib.word2vec import (
+    Word2VecConfig,
+    draw_negatives,
+    logistic_sgd_step,
+    train_gensim,
+    train_word2vec,
+    unigram_table,
+)
+
+OBJECTIVES = ("softmax", "negative", "hierarchical")
+Run = tuple[str, str, int]  # (architecture, "ours" or "gensim", seed)
+
+
+# ---------------------------------------------------------------------------
+# The cost of one step.
+# ---------------------------------------------------------------------------
+
+
+def _time_objective_step(
+    objective: str,
+    vocab_size: int,
+    dim: int = 100,
+    batch_size: int = 256,
+    negative: int = 5,
+    repeats: int = 5,
+) -> float:
+    """CPU seconds of one SGD step on the output side, for a Zipfian vocabulary: the
+    fastest of ``repeats`` runs after one warm-up run (``time.process_time``, which a
+    busy machine does not inflate as it does wall time).
+
+    The full softmax computes all ``V`` logits, their softmax and a dense gradient;
+    the others call :func:`lib.word2vec.logistic_sgd_step` on ``K + 1`` rows or on
+    each word's Huffman path. Word counts are proportional to ``1 / rank`` (Zipf).
+    """
+    generator = torch.Generator().manual_seed(0)
+    ranks = torch.arange(1, vocab_size + 1, dtype=torch.float64)  # (V,)
+    counts = (1e7 / ranks).round().clamp(min=1)
+    table = unigram_table(counts / counts.sum())
+    words = draw_negatives(table, (batch_size,), generator)  # (B,) drawn by frequency
+    hidden = torch.randn(batch_size, dim, generator=generator) / dim  # (B, D)
+    tree = (
+        huffman_tree([int(c) for c in counts]) if objective == "hierarchical" else None
+    )
+    rows = vocab_size - (tree is not None)  # R: one per word, or per inner node
+    outputs = torch.randn(rows, dim, generator=generator) / dim  # (R, D)
+
+    def step() -> None:
+        if objective == "softmax":
+            probs = torch.softmax(hidden @ outputs.T, dim=1)  # (B, V)
+            probs[torch.arange(batch_size), words] -= 1.0  # dloss / dlogits
+            _ = probs @ outputs  # gradient with respect to h, (B, D)
+            outputs.sub_(0.01 * probs.T @ hidden)  # every row changes, (V, D)
+        elif objective == "negative":
+            noise = draw_negatives(table, (batch_size, negative), generator)  # (B, K)
+            targets = torch.cat([words[:, None], noise], 1)  # (B, 1 + K)
+            labels = torch.zeros(1, negative + 1)
+            labels[0, 0] = 1.0
+            logistic_sgd_step(hidden, outputs, targets, labels, torch.ones(1, 1), 0.01)
+        else:
+            nodes, codes, mask = tree.padded()  # (V, L) each
+            labels = 1.0 - codes[words]  # (B, L)
+            logistic_sgd_step(
+                hidden, outputs, nodes[words], labels, mask[words].float(), 0.01
+            )
+
+    times = []
+    for _ in range(repeats + 1):  # the first run warms up
+        start = time.process_time()
+        step()
+        times.append(time.process_time() - start)
+    return min(times[1:])
+
+
+@dataclass
+class StepTimes(Measured):
+    sizes: list[int]  # vocabulary sizes, growing
+    milliseconds: dict[str, list[float]]  # objective -> one step time per size
+
+    @property
+    def growth(self) -> dict[str, float]:
+        """How many times longer a step takes at the largest size than the smallest."""
+        return {name: ms[-1] / ms[0] for name, ms in self.milliseconds.items()}
+
+    FINDINGS = (
+        Finding(
+            "the full softmax's step time grows at least 5-fold from 1,000 to 30,000 "
+            "words",
+            backs=("cost-note",),
+            holds=lambda r: r.growth["softmax"] >= 5,
+        ),
+        Finding(
+            "negative sampling's and the hierarchical softmax's grow less than a fifth "
+            "as much",
+            backs=("cost-note",),
+            holds=lambda r: max(r.growth["negative"], r.growth["hierarchical"])
+            < r.growth["softmax"] / 5,
+        ),
+        Finding(
+            "at 1,000 words the full softmax is slower than negative sampling",
+            backs=("cost-note",),
+            holds=lambda r: r.milliseconds["softmax"][0]
+            > r.milliseconds["negative"][0],
+        ),
+        Finding(
+            "at 30,000 words the full softmax is the slowest",
+            backs=("cost-note",),
+            holds=lambda r: r.milliseconds["softmax"][-1]
+            > max(r.milliseconds["negative"][-1], r.milliseconds["hierarchical"][-1]),
+        ),
+        Finding(
+            "at 1,000 words the full softmax is less than 50 times slower than "
+            "negative sampling (the dot products differ 1,000 to 6)",
+            backs=("cost-note",),
+            holds=lambda r: r.milliseconds["softmax"][0]
+            < 50 * r.milliseconds["negative"][0],
+        ),
+    )
+
+
+def step_times(sizes: Sequence[int], repeats: int = 3) -> StepTimes:
+    """One SGD step on a batch of 256 predictions, d = 100, for each objective."""
+    milliseconds = {
+        objective: [
+            1e3 * _time_objective_step(objective, size, repeats=repeats)
+            for size in sizes
+        ]
+        for objective in OBJECTIVES
+    }
+    return StepTimes(list(sizes), milliseconds)
+
+
+# ---------------------------------------------------------------------------
+# Training, ours against gensim's.
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class TrainingTimes(Measured):
+    seconds: dict[Run, float]  # CPU seconds of each run
+    seeds: dict[str, tuple[int, ...]]  # architecture -> its seeds
+
+    @property
+    def ratios(self) -> dict[str, list[float]]:
+        """Architecture -> our time over gensim's, one per seed."""
+        return {
+            name: [
+                self.seconds[name, "ours", s] / self.seconds[name, "gensim", s]
+                for s in seeds
+            ]
+            for name, seeds in self.seeds.items()
+        }
+
+    @property
+    def cbow_median(self) -> float:
+        """Our CBOW's CPU seconds, the median over its seeds."""
+        return median(self.seconds["CBOW", "ours", s] for s in self.seeds["CBOW"])
+
+    FINDINGS = (
+        Finding(
+            "gensim trains faster than ours in every run",
+            backs=("times-note",),
+            holds=lambda r: min(min(ratios) for ratios in r.ratios.values()) > 1,
+        ),
+        Finding(
+            "our skip-gram takes at least twice as long as our CBOW",
+            backs=("cbow-gradient", "skip-gram"),
+            holds=lambda r: r.seconds["skip-gram", "ours", 1] > 2 * r.cbow_median,
+        ),
+    )
+
+
+@dataclass
+class Training(Measured):
+    runs: dict[Run, WordVectors]
+    seconds: dict[Run, float]  # CPU seconds of each run
+    losses: dict[tuple[str, int], list[float]]  # (architecture, seed) -> ours, by epoch
+    seeds: dict[str, tuple[int, ...]]  # architecture -> its seeds
+
+    @property
+    def models(self) -> dict[str, WordVectors]:
+        """The four models of seed 1, named like "CBOW (gensim)"."""
+        return {
+            f"{name} ({who})": self.runs[name, who, 1]
+            for name in self.seeds
+            for who in ("ours", "gensim")
+        }
+
+    @property
+    def times(self) -> TrainingTimes:
+        return TrainingTimes(self.seconds, self.seeds)
+
+    FINDINGS = (
+        Finding(
+            "our mean loss falls from every epoch to the next, in every run",
+            backs=("times",),
+            holds=lambda r: all(
+                b < a for log in r.losses.values() for a, b in zip(log, log[1:])
+            ),
+        ),
+    )
+
+
+# word2vec.c's defaults, and its learning rate for each architecture
+BASE = dict(vector_size=50, window=5, negative=5, sample=1e-3, epochs=5)
+ALPHAS = {"skip-gram": 0.025, "CBOW": 0.05}
+
+
+def train_runs(
+    sentences: Sequence[Sequence[str]],
+    vocab: Vocabulary,
+    seeds: dict[str, tuple[int, ...]],
+    min_count: int = 5,
+) -> Training:
+    """Each architecture from each of its seeds, ours and gensim's, timed in CPU
+    seconds (which a busy machine does not inflate as it does wall time)."""
+    runs, seconds, losses = {}, {}, {}
+    for name, alpha in ALPHAS.items():
+        for seed in seeds[name]:
+            config = Word2VecConfig(
+                architecture=name.lower(), alpha=alpha, seed=seed, **BASE
+            )
+            start = time.process_time()
+            ours, log = train_word2vec(sentences, vocab, config)
+            seconds[name, "ours", seed] = time.process_time() - start
+            runs[name, "ours", seed] = ours.word_vectors()
+            start = time.process_time()
+            runs[name, "gensim", seed], _ = train_gensim(
+                sentences, vocab, config, min_count=min_count
+            )
+            seconds[name, "gensim", seed] = time.process_time() - start
+            losses[name, seed] = log.losses
+    return Training(runs, seconds, losses, dict(seeds))
+
+
+# ---------------------------------------------------------------------------
+# Evaluation.
+# ---------------------------------------------------------------------------
+
+
+def _nearest(
+    vectors: WordVectors, words: Sequence[str], k: int
+) -> dict[str, list[str]]:
+    return {
+        word: [near for near, _ in vectors.most_similar([word], k=k)] for word in words
+    }
+
+
+# stems a reader would call sensible neighbours of each word
+_SENSIBLE = {
+    "war": set("alli armi battl fight fought militari outbreak vietnam".split()),
+    "film": set("actor cann cinema director hitchcock movi tarkovski".split()),
+    "church": set("anglican cathol christian communion episcop orthodox".split()),
+    "physic": set(
+        "biolog chemistri mathemat phenomena physiolog scientif theoret".split()
+    ),
+    "comput": set("desktop hardwar macintosh os pc program softwar".split()),
+}
+
+
+@dataclass
+class Neighbours(Measured):
+    neighbours: dict[str, list[str]]  # word -> its nearest words, nearest first
+
+    FINDINGS = (
+        Finding(
+            "each word has at least two sensible neighbours among its six",
+            backs=("evaluation",),
+            holds=lambda r: all(
+                len(_SENSIBLE[word] & set(found)) >= 2
+                for word, found in r.neighbours.items()
+            ),
+        ),
+    )
+
+
+def nearest_neighbours(vectors: WordVectors, words: Sequence[str]) -> Neighbours:
+    """The six nearest words of each of ``words``."""
+    return Neighbours(_nearest(vectors, words, k=6))
+
+
+@dataclass
+class Analogies(Measured):
+    answers: dict[tuple[str, str, str], dict[str, str]]  # (a, b, c) -> model -> answer
+    queen_top8: dict[
+        str, list[str]
+    ]  # model -> its 8 best answers to man : king :: woman
+
+    FINDINGS = (
+        Finding(
+            "both skip-gram models answer german to france : french :: germany",
+            backs=("analogies",),
+            holds=lambda r: set(r.answers["france", "french", "germany"].values())
+            == {"german"},
+        ),
+        Finding(
+            "neither answers queen to man : king :: woman",
+            backs=("analogies",),
+            holds=lambda r: "queen" not in r.answers["man", "king", "woman"].values(),
+        ),
+        Finding(
+            "queen is not among our skip-gram's eight best answers",
+            backs=("analogies",),
+            holds=lambda r: "queen" not in r.queen_top8["skip-gram (ours)"],
+        ),
+        Finding(
+            "queen is not among the eight best answers of any of the four models",
+            backs=("explorers",),
+            holds=lambda r: all("queen" not in top for top in r.queen_top8.values()),
+        ),
+    )
+
+
+def analogies(
+    models: dict[str, WordVectors],
+    questions: Sequence[tuple[str, str, str]],
+    normalise: Callable[[str], str],
+) -> Analogies:
+    """The skip-gram models' best answer to each "a : b :: c : ?" (words normalised as
+    the corpus was), and every model's eight best to man : king :: woman."""
+    skipgram = ("skip-gram (ours)", "skip-gram (gensim)")
+    answers = {
+        (a, b, c): {
+            name: models[name].analogy(*map(normalise, (a, b, c)))[0][0]
+            for name in skipgram
+        }
+        for a, b, c in questions
+    }
+    queen_top8 = {
+        name: [word for word, _ in vectors.analogy("man", "king", "woman", k=8)]
+        for name, vectors in models.items()
+    }
+    return Analogies(answers, queen_top8)
+
+
+@dataclass
+class AnalogyAccuracy(Measured):
+    scores: dict[Run, AnalogyScore]
+
+    FINDINGS = (
+        Finding(
+            "at most 15% of the analogies come out right in any run",
+            backs=("analogy-accuracy",),
+            holds=lambda r: max(s.accuracy for s in r.scores.values()) <= 0.15,
+        ),
+    )
+
+
+def analogy_accuracy(
+    runs: dict[Run, WordVectors], questions: Sequence[Question]
+) -> AnalogyAccuracy:
+    """The share of ``questions`` each run answers right by 3CosAdd."""
+    return AnalogyAccuracy(
+        {key: vectors.evaluate_analogies(questions) for key, vectors in runs.items()}
+    )
+
+
+_HARD = ("gram3-comparative", "gram4-superlative")
+
+
+def _better(easier: str, harder: str) -> Callable[[SectionAccuracy], bool]:
+    """Whether every run does better on section ``easier`` than on ``harder``."""
+    return lambda r: all(
+        e > h
+        for name, who in r.columns
+        for e, h in zip(r.accuracy[easier, name, who], r.accuracy[harder, name, who])
+    )
+
+
+@dataclass
+class SectionAccuracy(Measured):
+    # (section, architecture, "ours" or "gensim") -> accuracy, one per seed
+    accuracy: dict[tuple[str, str, str], list[float]]
+
+    @property
+    def columns(self) -> list[tuple[str, str]]:
+        """Each (architecture, "ours" or "gensim"), in the order of the runs."""
+        return list(dict.fromkeys((name, who) for _, name, who in self.accuracy))
+
+    FINDINGS = (
+        Finding(
+            "every run gets at most 5% of the comparatives and of the superlatives "
+            "right",
+            backs=("analogy-sections-read",),
+            holds=lambda r: all(
+                acc <= 0.05
+                for section in _HARD
+                for name, who in r.columns
+                for acc in r.accuracy[section, name, who]
+            ),
+        ),
+        Finding(
+            "every run does better on nationality adjectives than on comparatives",
+            backs=("analogy-sections-read",),
+            holds=_better("gram6-nationality-adjective", "gram3-comparative"),
+        ),
+        Finding(
+            "every run does better on nationality adjectives than on superlatives",
+            backs=("analogy-sections-read",),
+            holds=_better("gram6-nationality-adjective", "gram4-superlative"),
+        ),
+        Finding(
+            "every run does better on the capitals of common countries than on "
+            "comparatives",
+            backs=("analogy-sections-read",),
+            holds=_better("capital-common-countries", "gram3-comparative"),
+        ),
+        Finding(
+            "every run does better on the capitals of common countries than on "
+            "superlatives",
+            backs=("analogy-sections-read",),
+            holds=_better("capital-common-countries", "gram4-superlative"),
+        ),
+    )
+
+
+def section_accuracy(
+    runs: dict[Run, WordVectors], sections: dict[str, list[Question]]
+) -> SectionAccuracy:
+    """Each run's accuracy on each section that has questions."""
+    accuracy = {}
+    for section, questions in sections.items():
+        for (name, who, seed), vectors in runs.items():
+            if questions:
+                accuracy.setdefault((section, name, who), []).append(
+                    vectors.evaluate_analogies(questions).accuracy
+                )
+    return SectionAccuracy(accuracy)
+
+
+@dataclass
+class WordSimilarity(Measured):
+    spearman: dict[Run, tuple[float, float]]  # (WordSim-353, SimLex-999) of each run
+
+    def over_seeds(self, name: str, who: str, which: int) -> list[float]:
+        """One ρ per seed of ``name`` (which = 0: WordSim-353, 1: SimLex-999)."""
+        return [
+            rho[which]
+            for (n, w, _), rho in self.spearman.items()
+            if (n, w) == (name, who)
+        ]
+
+    def cbow_gaps(self, which: int) -> list[float]:
+        """Our CBOW's ρ minus gensim's, one per seed."""
+        ours, theirs = (
+            self.over_seeds("CBOW", who, which) for who in ("ours", "gensim")
+        )
+        return [a - b for a, b in zip(ours, theirs)]
+
+    def skipgram_gap(self, which: int) -> float:
+        """Our skip-gram's ρ minus gensim's, in its one run."""
+        return (
+            self.spearman["skip-gram", "ours", 1][which]
+            - self.spearman["skip-gram", "gensim", 1][which]
+        )
+
+    FINDINGS = (
+        Finding(
+            "our CBOW beats gensim's on WordSim-353 with every seed",
+            backs=("similarity-discussion",),
+            holds=lambda r: min(r.cbow_gaps(0)) > 0,
+        ),
+        Finding(
+            "our CBOW beats gensim's on SimLex-999 with every seed",
+            backs=("similarity-discussion",),
+            holds=lambda r: min(r.cbow_gaps(1)) > 0,
+        ),
+        Finding(
+            "in its one run, our skip-gram beats gensim's on WordSim-353",
+            backs=("similarity-discussion",),
+            holds=lambda r: r.skipgram_gap(0) > 0,
+        ),
+        Finding(
+            "in its one run, our skip-gram beats gensim's on SimLex-999",
+            backs=("summary",),
+            holds=lambda r: r.skipgram_gap(1) > 0,
+        ),
+        Finding(
+            "our CBOW beats gensim's on both sets with every seed, our skip-gram in "
+            "its one run",
+            backs=("summary",),
+            holds=lambda r: min(r.cbow_gaps(0) + r.cbow_gaps(1)) > 0
+            and min(r.skipgram_gap(0), r.skipgram_gap(1)) > 0,
+        ),
+        Finding(
+            "every run correlates better with WordSim-353 than with SimLex-999, by at "
+            "least 0.15",
+            backs=("similarity-discussion",),
+            holds=lambda r: all(ws - sl >= 0.15 for ws, sl in r.spearman.values()),
+        ),
+        Finding(
+            "our skip-gram run beats every CBOW run on WordSim-353",
+            backs=("similarity-discussion",),
+            holds=lambda r: r.spearman["skip-gram", "ours", 1][0]
+            > max(r.over_seeds("CBOW", "ours", 0) + r.over_seeds("CBOW", "gensim", 0)),
+        ),
+    )
+
+
+def word_similarity(
+    runs: dict[Run, WordVectors], wordsim: list[WordPair], simlex: list[WordPair]
+) -> WordSimilarity:
+    """Spearman's ρ of each run with WordSim-353 and with SimLex-999."""
+    return WordSimilarity(
+        {
+            key: (
+                vectors.evaluate_word_pairs(wordsim).spearman,
+                vectors.evaluate_word_pairs(simlex).spearman,
+            )
+            for key, vectors in runs.items()
+        }
+    )
+
+
+@dataclass
+class VectorLengths(Measured):
+    count_rho: dict[
+        str, float
+    ]  # model -> Spearman's ρ of word counts and vector lengths
+
+    FINDINGS = (
+        Finding(
+            "in each of the four models, Spearman's ρ between a word's count and its "
+            "vector's length is above 0.8",
+            backs=("cosine",),
+            holds=lambda r: min(r.count_rho.values()) > 0.8,
+        ),
+    )
+
+
+def vector_lengths(models: dict[str, WordVectors], vocab: Vocabulary) -> VectorLengths:
+    """How closely the length of each model's word vectors follows the word's count."""
+    counts = torch.tensor(vocab.counts, dtype=torch.float64)  # (V,)
+    return VectorLengths(
+        {
+            name: spearman(vectors.vectors.double().norm(dim=1), counts)
+            for name, vectors in models.items()
+        }
+    )
+
+
+# stems of the one sense of each word that this corpus's neighbours show
+_SENSES = {
+    "plai": set(
+        "afc baselin bowl footbal game inning nfl overtim pass pitch player "
+        "quarterback score season spike team thrown touchdown trick yard".split()
+    ),
+    "record": set(
+        "album andersson band compil ep label releas singl song studio warp".split()
+    ),
+    "press": set(
+        "berkelei cambridg chicago harvard oxford princeton univers yale".split()
+    ),
+}
+
+
+@dataclass
+class Senses(Measured):
+    neighbours: dict[str, list[str]]  # word -> its nearest words, nearest first
+
+    FINDINGS = (
+        Finding(
+            "at least five of the six neighbours of each of the three words are from "
+            "one sense",
+            backs=("limits",),
+            holds=lambda r: all(
+                len(_SENSES[word] & set(found)) >= 5
+                for word, found in r.neighbours.items()
+            ),
+        ),
+    )
+
+
+def polysemy(vectors: WordVectors, words: Sequence[str]) -> Senses:
+    """The six nearest words of each of ``words``, words of several senses."""
+    return Senses(_nearest(vectors, words, k=6))

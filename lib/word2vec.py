@@ -22,8 +22,9 @@ The module follows the order of chapter 5:
 4. training (:func:`train_word2vec`) and the same run in gensim
    (:func:`train_gensim`), the reference the chapter compares with; both return
    :class:`lib.embeddings.WordVectors`, where the chapter evaluates them;
-5. the cost of one step for each objective (:func:`dot_products_per_step`,
-   :func:`time_objective_step`).
+5. the cost of one step for each objective in dot products
+   (:func:`dot_products_per_step`); chapter 5's experiments
+   (``experiments.ch05_word2vec``) time it.
 
 Conventions: ``V`` is the vocabulary size, ``D`` the vector size, ``B`` a batch
 of training examples, ``K`` the number of noise words, ``C`` the context slots of
@@ -96,7 +97,6 @@ __all__ = [
     "train_word2vec",
     "train_gensim",
     "dot_products_per_step",
-    "time_objective_step",
 ]
 
 Architecture = Literal["skip-gram", "cbow"]
@@ -742,60 +742,3 @@ def dot_products_per_step(
     tree = huffman_tree([int(c) for c in counts])
     depths = torch.tensor(tree.depths, dtype=torch.float64)  # (V,)
     return float((depths * counts).sum() / counts.sum())
-
-
-def time_objective_step(
-    objective: Literal["softmax", "negative", "hierarchical"],
-    vocab_size: PositiveInt,
-    dim: PositiveInt = 100,
-    batch_size: PositiveInt = 256,
-    negative: PositiveInt = 5,
-    repeats: PositiveInt = 5,
-) -> NonNegative:
-    """CPU seconds of one SGD step on the output side, for a Zipfian vocabulary.
-
-    The full softmax computes all ``V`` logits, their softmax and a dense gradient;
-    the others call :func:`logistic_sgd_step` on ``K + 1`` rows or on each word's
-    Huffman path. Words follow counts proportional to ``1 / rank`` (Zipf's law).
-    The time is ``time.process_time``'s, which a busy machine does not inflate as it
-    does wall time: the fastest of ``repeats`` runs after one warm-up run.
-    """
-    if vocab_size < 2:
-        raise ValueError(f"vocab_size must be at least 2; found {vocab_size}")
-    generator = torch.Generator().manual_seed(0)
-    ranks = torch.arange(1, vocab_size + 1, dtype=torch.float64)  # (V,)
-    counts = (1e7 / ranks).round().clamp(min=1)
-    table = unigram_table(counts / counts.sum())
-    words = draw_negatives(table, (batch_size,), generator)  # (B,) drawn by frequency
-    hidden = torch.randn(batch_size, dim, generator=generator) / dim  # (B, D)
-    tree = (
-        huffman_tree([int(c) for c in counts]) if objective == "hierarchical" else None
-    )
-    rows = vocab_size - (tree is not None)  # R: one per word, or per inner node
-    outputs = torch.randn(rows, dim, generator=generator) / dim  # (R, D)
-
-    def step() -> None:
-        if objective == "softmax":
-            probs = torch.softmax(hidden @ outputs.T, dim=1)  # (B, V)
-            probs[torch.arange(batch_size), words] -= 1.0  # dloss / dlogits
-            _ = probs @ outputs  # gradient with respect to h, (B, D)
-            outputs.sub_(0.01 * probs.T @ hidden)  # every row changes, (V, D)
-        elif objective == "negative":
-            noise = draw_negatives(table, (batch_size, negative), generator)  # (B, K)
-            targets = torch.cat([words[:, None], noise], 1)  # (B, 1 + K)
-            labels = torch.zeros(1, negative + 1)
-            labels[0, 0] = 1.0
-            logistic_sgd_step(hidden, outputs, targets, labels, torch.ones(1, 1), 0.01)
-        else:
-            nodes, codes, mask = tree.padded()  # (V, L) each
-            labels = 1.0 - codes[words]  # (B, L)
-            logistic_sgd_step(
-                hidden, outputs, nodes[words], labels, mask[words].float(), 0.01
-            )
-
-    times = []
-    for _ in range(repeats + 1):  # the first run warms up
-        start = time.process_time()
-        step()
-        times.append(time.process_time() - start)
-    return min(times[1:])

@@ -33,7 +33,6 @@ from lib.word2vec import (
     skipgram_pairs,
     softmax_loss,
     subsample,
-    time_objective_step,
     train_gensim,
     train_word2vec,
     unigram_table,
@@ -415,11 +414,6 @@ def test_dot_products_per_step():
     assert dot_products_per_step("softmax", counts) == 4
     assert dot_products_per_step("negative", counts, negative=5) == 6
     assert dot_products_per_step("hierarchical", counts) == pytest.approx((5 * 1 + 1 * 3 + 1 * 3 + 2 * 2) / 9)
-
-
-def test_time_objective_step_runs_each_objective():
-    for objective in ("softmax", "negative", "hierarchical"):
-        assert time_objective_step(objective, 500, dim=8, batch_size=16, repeats=1) > 0
 
 
 # ---------------------------------------------------------------------------
