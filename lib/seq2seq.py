@@ -14,9 +14,6 @@ Bahdanau's and Luong's (chapter 10, syllabus S2S1-S2S5).
    a name and a :class:`Seq2SeqConfig`; :func:`save_seq2seq` / :func:`load_seq2seq`
    store it.
 4. Evaluation: :func:`exact_matches`, :func:`accuracy_by_length`, :func:`alignments`.
-5. :func:`train_model` (a seeded initialisation, then training), :data:`WEIGHTS_DIR`
-   (the models too slow to train in the chapter; ``python -m lib.weights`` makes them)
-   and the chapter's ablation of Luong's choices, :func:`ablate_luong`.
 
 The scores, the masked softmax and the weighted average come from :mod:`lib.attention`.
 Tensors are batch-first: ``B`` batch, ``S`` source positions, ``T`` target positions
@@ -39,9 +36,8 @@ References
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Literal, Optional, Union, get_args, no_type_check
 
 import torch
@@ -57,10 +53,9 @@ from lib.attention import (
     attention,
     masked_softmax,
 )
-from lib.checked import NonNegativeInt, Positive, PositiveInt, each, same_dtype
+from lib.checked import NonNegativeInt, PositiveInt, each, same_dtype
 from lib.decoding import beam_search_batch
-from lib.tasks.reversal import ReversalTask
-from lib.training import SequencePairs, TrainingLog, train_seq2seq
+from lib.training import SequencePairs
 
 __all__ = [
     "Memory",
@@ -81,11 +76,6 @@ __all__ = [
     "exact_matches",
     "accuracy_by_length",
     "alignments",
-    "train_model",
-    "LUONG_VARIANTS",
-    "LuongAblation",
-    "ablate_luong",
-    "WEIGHTS_DIR",
 ]
 
 Cell = Literal["gru", "lstm"]
@@ -642,110 +632,3 @@ def accuracy_by_length(
         accuracy.append(correct[inside].float().mean() if inside.any() else nan)
     return labels, torch.stack(accuracy), torch.tensor(counts)
 
-
-# The models of chapter 10 that are trained by the script, not in the notebook; shipped
-# with the package, so that chapter 10 runs from a wheel.
-WEIGHTS_DIR = Path(__file__).with_name("weights")
-
-
-def train_model(
-    decoder: DecoderName,
-    src_vocab_size: PositiveInt,
-    tgt_vocab_size: PositiveInt,
-    train: SequencePairs,
-    epochs: PositiveInt,
-    lr: Positive = 1e-2,
-    batch_size: PositiveInt = 64,
-    seed: NonNegativeInt = 0,
-    config: Seq2SeqConfig = Seq2SeqConfig(),
-    **options,
-) -> tuple[Seq2Seq, TrainingLog]:
-    """A model of :func:`build_seq2seq` from a seeded initialisation, trained by
-    :func:`lib.training.train_seq2seq` (Adam, cross-entropy, teacher forcing, a seeded
-    order of the examples) and returned in evaluation mode."""
-    torch.manual_seed(seed)
-    model = build_seq2seq(decoder, src_vocab_size, tgt_vocab_size, config, **options)
-    log = train_seq2seq(
-        model, train, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed
-    )
-    return model, log
-
-
-# Chapter 10's ablation of two of Luong's choices: name -> options of build_seq2seq.
-LUONG_VARIANTS = {
-    "global": dict(mode="global"),
-    "local-m": dict(mode="local-m", window=2),
-    "global, no input feeding": dict(mode="global", input_feeding=False),
-}
-
-
-@dataclass
-class LuongAblation:
-    """What :func:`ablate_luong` measured, keyed by (task name, variant name): the
-    exact match of each seed on all test strings and on those of at least
-    ``long_from`` tokens, and the model of the first seed; ``data`` maps a task name to
-    its (train, test) pairs."""
-
-    data: dict[str, tuple[SequencePairs, SequencePairs]]
-    exact: dict[tuple[str, str], Float[Tensor, "seeds"]]
-    exact_long: dict[tuple[str, str], Float[Tensor, "seeds"]]
-    models: dict[tuple[str, str], Seq2Seq]
-
-
-def ablate_luong(
-    tasks: Mapping[str, ReversalTask],
-    runs: each(tuple[str, str]),
-    seeds: each(NonNegativeInt),
-    variants: Mapping[str, dict] = LUONG_VARIANTS,
-    n_train: PositiveInt = 1000,
-    n_test: PositiveInt = 500,
-    data_seed: NonNegativeInt = 0,
-    epochs: PositiveInt = 3,
-    settling_epochs: NonNegativeInt = 0,
-    lr: Positive = 1e-2,
-    long_from: PositiveInt = 6,
-) -> LuongAblation:
-    """Train "luong" models of several ``variants`` (options of :func:`build_seq2seq`)
-    on several digit tasks from several seeds, and score them.
-
-    Each task draws its strings with ``task.split(..., seed=data_seed)``. For each
-    (task, variant) of ``runs`` and each seed, :func:`train_model` trains ``epochs``
-    passes at ``lr``, then ``settling_epochs`` at ``lr / 10`` (a fresh Adam, as
-    ``python -m lib.weights`` settles the date models), and :func:`exact_matches`
-    decodes the test strings.
-    """
-    for name, task in tasks.items():  # the signature checks one item of a mapping
-        if not isinstance(task, ReversalTask):
-            raise TypeError(
-                f"tasks[{name!r}] must be a ReversalTask; found {type(task).__name__}"
-            )
-    for task_name, variant in runs:
-        if task_name not in tasks or variant not in variants:
-            raise ValueError(
-                f"runs must pair a task of {sorted(tasks)} with a variant of "
-                f"{sorted(variants)}; found {(task_name, variant)!r}"
-            )
-    if not seeds:
-        raise ValueError("seeds must be a non-empty sequence of ints; found none")
-    split = dict(n_train=n_train, n_test=n_test, seed=data_seed)
-    data = {name: task.split(**split) for name, task in tasks.items()}
-    result = LuongAblation(data, {}, {}, {})
-    for task_name, variant in runs:
-        task, (train, test) = tasks[task_name], data[task_name]
-        vocab, options = task.vocab_size, variants[variant]
-        correct = []
-        for seed in seeds:
-            model, _ = train_model(
-                "luong", vocab, vocab, train, epochs, lr, seed=seed, **options
-            )
-            if settling_epochs:
-                train_seq2seq(
-                    model, train, epochs=settling_epochs, lr=lr / 10, seed=seed
-                )
-            correct.append(exact_matches(model, test, task.bos, task.eos))
-            result.models.setdefault((task_name, variant), model)
-        correct = torch.stack(correct).float()  # (seeds, n_test)
-        result.exact[task_name, variant] = correct.mean(1)  # (seeds,)
-        long = test.src_lens >= long_from  # (n_test,)
-        result.exact_long[task_name, variant] = correct[:, long].mean(1)
-    return result

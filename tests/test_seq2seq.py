@@ -8,8 +8,6 @@ hypothesis properties, and :mod:`lib.decoding` (step-by-step decoding equals
 teacher forcing).
 """
 
-from dataclasses import asdict
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -21,13 +19,11 @@ from lib.decoding import beam_search_batch, greedy_search
 from lib.pointer import PointerNetwork
 from lib.rnn import GRU as ReferenceGRU
 from lib.seq2seq import (
-    WEIGHTS_DIR, BahdanauDecoder, Encoder, LuongDecoder, Memory, PlainDecoder, Seq2Seq, Seq2SeqConfig,
-    LUONG_VARIANTS, ablate_luong, accuracy_by_length, alignments, build_seq2seq, exact_matches, load_seq2seq,
-    local_weights, save_seq2seq, train_model,
+    BahdanauDecoder, Encoder, LuongDecoder, Memory, PlainDecoder, Seq2Seq, Seq2SeqConfig,
+    accuracy_by_length, alignments, build_seq2seq, exact_matches, load_seq2seq, local_weights, save_seq2seq,
 )
-from lib.tasks import CopyTask, DateTask, ReversalTask, SortingTask
-from lib.training import SequencePairs, train_seq2seq
-from lib.weights.__main__ import LUONG_RECIPES, main
+from lib.tasks import DateTask, SortingTask
+from lib.training import SequencePairs
 
 FAST = settings(max_examples=25, deadline=None, database=None)
 SMALL = Seq2SeqConfig(embed_dim=5, hidden_dim=4, attention_dim=6)
@@ -485,43 +481,6 @@ def test_build_errors_name_expected_and_found():
         BahdanauDecoder(7, 5, 8)(TGT[:2, :0], Encoder(9, 5, 4)(SRC[:2], LENS[:2]))
 
 
-def test_training_is_seeded_and_lowers_the_loss():
-    task = DateTask()
-    train, _, _ = task.split(64, 1, seed=0)
-    runs = [train_model("bahdanau", task.src_vocab_size, task.tgt_vocab_size, train, epochs=2, lr=1e-2,
-                        batch_size=32, config=SMALL)
-            for _ in range(2)]
-    assert runs[0][1].losses == runs[1][1].losses
-    assert runs[0][1].losses[1] < runs[0][1].losses[0]
-    assert not runs[0][0].training
-
-
-def test_the_weights_script_runs_and_is_deterministic(tmp_path, capsys):
-    """A shortened run of ``python -m lib.weights`` (the chapter's weights come from the full run)."""
-    arguments = ["--n-train", "48", "--n-test", "8", "--epochs", "1"]
-    main(["--out", str(tmp_path / "a"), *arguments])
-    main(["--out", str(tmp_path / "b"), *arguments])
-    printed = capsys.readouterr().out
-    assert printed.count("held-out exact match") == 2 * len(LUONG_RECIPES)
-    for name, options in LUONG_RECIPES.items():
-        a, b = (torch.load(tmp_path / run / f"{name}.pt", weights_only=True) for run in ("a", "b"))
-        assert a["options"] == options
-        for key in a["state"]:
-            assert torch.equal(a["state"][key], b["state"][key]), f"{name}: {key} differs between two runs"
-        assert isinstance(load_seq2seq(tmp_path / "a" / f"{name}.pt").decoder, LuongDecoder)
-
-
-def test_the_chapters_saved_weights_are_the_recipes_of_the_script():
-    for name, options in LUONG_RECIPES.items():
-        path = WEIGHTS_DIR / f"{name}.pt"
-        assert path.stat().st_size < 500_000, f"{path.name} should stay small"
-        saved = torch.load(path, weights_only=True)
-        assert saved["decoder"] == "luong" and saved["options"] == options
-        assert saved["config"] == asdict(Seq2SeqConfig())
-        model = load_seq2seq(path)  # the state dict fits the current code
-        assert model.decoder.mode == options["mode"]
-
-
 # ---------------------------------------------------------------------------
 # Pointer networks.
 # ---------------------------------------------------------------------------
@@ -612,80 +571,3 @@ def test_pointer_network_errors_name_expected_and_found():
         net.greedy(torch.rand(3, 5, 2), torch.tensor([5, 3, 1], dtype=torch.uint8))
     with pytest.raises(ValueError, match="length must be an int >= 2; found 1"):
         SortingTask(1)
-
-
-def test_ablate_luong_is_the_seeds_by_variants_loop_written_out():
-    tasks = {"copy": CopyTask(min_len=3, max_len=5), "reversal": ReversalTask(min_len=3, max_len=5)}
-    runs = [("copy", "local-m"), ("reversal", "global, no input feeding")]
-    config = dict(n_train=48, n_test=24, data_seed=1, epochs=1, long_from=5)
-    result = ablate_luong(tasks, runs, (0, 1), **config)
-    assert list(result.exact) == list(result.exact_long) == list(result.models) == runs
-    for task_name, variant in runs:
-        task = tasks[task_name]
-        train, test = task.split(n_train=48, n_test=24, seed=1)
-        assert torch.equal(result.data[task_name][1].src, test.src)
-        correct = []
-        for seed in (0, 1):
-            model, _ = train_model("luong", task.vocab_size, task.vocab_size, train, epochs=1, seed=seed,
-                                   **LUONG_VARIANTS[variant])
-            correct.append(exact_matches(model, test, task.bos, task.eos).float())
-            if seed == 0:  # the kept model is seed 0's: the same weights
-                for got, want in zip(result.models[task_name, variant].parameters(), model.parameters()):
-                    assert torch.equal(got, want)
-        correct = torch.stack(correct)  # (2, 24)
-        assert torch.equal(result.exact[task_name, variant], correct.mean(1))
-        assert torch.equal(result.exact_long[task_name, variant], correct[:, test.src_lens >= 5].mean(1))
-    assert torch.equal(tasks["copy"].split(48, 24, seed=1)[0].src, result.data["reversal"][0].src)
-    assert result.models["copy", "local-m"].decoder.mode == "local-m"
-
-
-def test_the_ablation_s_held_out_strings_never_occur_in_its_training_strings():
-    """Chapter 10's ablation (3,000 training and 500 held-out strings of 3 to 8 digits, data seed 0): no
-    held-out string is a training string, and they are distinct, so exact match measures generalisation."""
-    train, test = ReversalTask(min_len=3, max_len=8).split(n_train=3000, n_test=500, seed=0)
-
-    def strings(pairs):
-        return [tuple(row[:n].tolist()) for row, n in zip(pairs.src, pairs.src_lens)]
-
-    held_out = strings(test)
-    assert len(set(held_out)) == 500 and not set(held_out) & set(strings(train))
-
-
-def test_ablate_luong_settles_at_a_tenth_of_the_rate_and_takes_the_exercise_s_own_variant():
-    """settling_epochs adds passes at lr / 10 (a fresh Adam) after the ``epochs`` at ``lr``; and the call
-    of exercise ex-s2s-reach, a variant of the reader's own under the name "local-m", trains that one."""
-    tasks = {"reversal": ReversalTask(min_len=3, max_len=5)}
-    variants = {"local-m": dict(mode="local-m", window=4)}
-    result = ablate_luong(tasks, [("reversal", "local-m")], (3,), variants=variants, n_train=40, n_test=16,
-                          epochs=1, settling_epochs=1, lr=2e-2)
-    task, (train, test) = tasks["reversal"], tasks["reversal"].split(n_train=40, n_test=16, seed=0)
-    model, _ = train_model("luong", task.vocab_size, task.vocab_size, train, epochs=1, lr=2e-2, seed=3,
-                           mode="local-m", window=4)
-    train_seq2seq(model, train, epochs=1, lr=2e-3, seed=3)
-    kept = result.models["reversal", "local-m"]
-    assert kept.decoder.window == 4 and kept.decoder.mode == "local-m"
-    for got, want in zip(kept.parameters(), model.parameters()):
-        assert torch.equal(got, want)
-    assert torch.equal(result.exact["reversal", "local-m"],
-                       exact_matches(model, test, task.bos, task.eos).float().mean()[None])
-
-
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(tasks={"copy": "digits"}), TypeError, "(?s)parameter 'tasks'.*Actual value: \\{'copy': 'digits'\\}"),
-    (dict(tasks={"copy": CopyTask(min_len=3, max_len=4), "other": "digits"}), TypeError,
-     "tasks\\['other'\\] must be a ReversalTask; found str"),
-    (dict(tasks=None), TypeError, "(?s)parameter 'tasks'.*Actual value: None"),
-    (dict(runs="copy"), TypeError, "(?s)parameter 'runs'.*Actual value: 'copy'"),
-    (dict(runs=[("copy", "local-p")]), ValueError, "runs must pair a task of \\['copy'\\] with a variant"),
-    (dict(seeds=()), ValueError, "seeds must be a non-empty sequence"),
-    (dict(n_train=0), TypeError, "(?s)parameter 'n_train'.*Actual value: 0.*n_train: .*is_at_least_1"),
-    (dict(settling_epochs=-1), TypeError, "(?s)parameter 'settling_epochs'.*Actual value: -1.*settling_epochs: .*is_at_least_0"),
-    (dict(lr=0.0), TypeError, "(?s)parameter 'lr'.*Actual value: 0.0.*lr: .*is_above_0"),
-    (dict(runs=[("copy", "global"), ("copy", "global", 3)]), TypeError,
-     "(?s)parameter 'runs'.*Actual value: \\[\\('copy', 'global'\\), \\('copy', 'global', 3\\)\\]"),
-    (dict(seeds=[0, 0.5]), TypeError, "(?s)parameter 'seeds'.*Actual value: \\[0, 0.5\\]"),
-])
-def test_ablate_luong_names_bad_arguments(kwargs, error, match):
-    call = dict(tasks={"copy": CopyTask(min_len=3, max_len=4)}, runs=[("copy", "global")], seeds=(0,))
-    with pytest.raises(error, match=match):
-        ablate_luong(**{**call, **kwargs})
