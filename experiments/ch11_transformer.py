@@ -1,1 +1,760 @@
-"""Chapter 11's experiments (being moved here from the chapter and lib)."""
+"""Chapter 11's experiments: what the Transformer costs, learns and gains from pretraining.
+
+* :func:`cache_speedup` times greedy generation with and without the key–value cache.
+* :func:`attention_vs_gru_cost` times one forward pass of self-attention and of a GRU over
+  lengths from 32 to 2048, the comparison of Vaswani et al. [1]_, Table 1, measured.
+* :func:`reversal_sweep` trains the chapter's Transformer to reverse digit strings over
+  three seeds; :func:`exact_matches` decodes the held-out strings with it and
+  :func:`mirror_weights` measures where its encoder–decoder heads look.
+* :func:`gru_sweep` trains chapter 10's GRU encoder–decoder without attention (Cho et
+  al. [2]_) on the same task, and :func:`seconds_per_epoch` compares the two's training time.
+* :func:`layout_sweep` trains post-norm and pre-norm blocks at a large learning rate
+  without warm-up, where Xiong et al. [3]_ find post-norm hard to train, and
+  :func:`dropout_sweep` trains with and without dropout on few strings.
+* :func:`pretraining_sweep` pretrains a masked LM (BERT, Devlin et al. [4]_) on unlabelled
+  walks of :mod:`lib.pretraining` and compares classifiers of the walk's step trained from
+  scratch, on the frozen encoder and fine-tuned, with few labels (:func:`pretraining_splits`).
+* :func:`chunk_statistics_errors` measures how far a variance assembled from chunks' sums of
+  squares is off, against one assembled from their M2s (Chan et al. [5]_).
+
+References
+----------
+.. [1] A. Vaswani et al. "Attention Is All You Need". NeurIPS 2017. arXiv:1706.03762.
+.. [2] K. Cho et al. "Learning Phrase Representations using RNN Encoder–Decoder for
+   Statistical Machine Translation". EMNLP 2014. arXiv:1406.1078.
+.. [3] R. Xiong et al. "On Layer Normalization in the Transformer Architecture".
+   ICML 2020. arXiv:2002.04745.
+.. [4] J. Devlin, M.-W. Chang, K. Lee, K. Toutanova. "BERT: Pre-training of Deep
+   Bidirectional Transformers for Language Understanding". NAACL 2019. arXiv:1810.04805.
+.. [5] T. F. Chan, G. H. Golub, R. J. LeVeque. "Updating Formulae and a Pairwise
+   Algorithm for Computing Sample Variances". COMPSTAT 1982 (report STAN-CS-79-773, 1979).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from itertools import combinations
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from experiments.findings import Finding, Measured
+from lib.attention import MultiHeadAttention
+from lib.pretraining import (
+    STEPS,
+    VOCAB_SIZE,
+    ClassifierLog,
+    MaskedLM,
+    PretrainLog,
+    SequenceClassifier,
+    best_possible_accuracy,
+    distinct_walks,
+    pretrain_masked_lm,
+    shared_strings,
+    train_classifier,
+    walk_space_size,
+)
+from lib.seq2seq import Seq2SeqConfig, build_seq2seq, greedy_translate
+from lib.tasks import ReversalTask
+from lib.training import SequencePairs, TrainingLog, train_seq2seq
+from lib.transformer import (
+    DecoderOnlyLM,
+    Seq2SeqTransformer,
+    TransformerConfig,
+    TransformerStack,
+    embedding,
+    teacher_forced_loss,
+)
+
+SEEDS = (0, 1, 2)  # every run of the chapter is repeated from these
+
+
+def _median(values):
+    return sorted(values)[len(values) // 2]
+
+
+@dataclass
+class CacheTiming(Measured):
+    """CPU seconds to generate ``T`` tokens, medians over the timed pairs, per ``T``."""
+
+    with_cache: dict[int, float]
+    without_cache: dict[int, float]
+    speedup: dict[int, float]  # the median of the pairs' ratios
+
+    FINDINGS = (
+        Finding(
+            "With the cache, generating 32 tokens is faster than recomputing the prefix.",
+            backs=("kv-cache-time-discussion",),
+            holds=lambda r: r.speedup[32] > 1.0,
+        ),
+        Finding(
+            "With the cache, generating 256 tokens is at least 1.5 times faster.",
+            backs=("kv-cache-time-discussion",),
+            holds=lambda r: r.speedup[256] >= 1.5,
+        ),
+        Finding(
+            "The cache's advantage is larger at 256 tokens than at 32.",
+            backs=("kv-cache-time-discussion",),
+            holds=lambda r: r.speedup[256] > r.speedup[32],
+        ),
+    )
+
+
+def cache_speedup(
+    config: TransformerConfig, pairs: dict[int, int], seed: int = 7
+) -> CacheTiming:
+    """Generate ``T`` tokens from one token with a random decoder-only LM, with the cache
+    and, right after, without it, ``pairs[T]`` times (CPU time: a busy machine does not
+    inflate it)."""
+    torch.manual_seed(seed)
+    lm = DecoderOnlyLM(vocab_size=20, config=config)
+    start = torch.tensor([[1]])
+
+    def seconds(length, use_cache):
+        begin = time.process_time()
+        lm.generate(start, length - 1, use_cache=use_cache)
+        return time.process_time() - begin
+
+    result = CacheTiming({}, {}, {})
+    for length, count in pairs.items():
+        for use_cache in (True, False):
+            lm.generate(start, 4, use_cache=use_cache)  # warm-up
+        timed = [(seconds(length, True), seconds(length, False)) for _ in range(count)]
+        result.with_cache[length] = _median([w for w, _ in timed])
+        result.without_cache[length] = _median([o for _, o in timed])
+        result.speedup[length] = _median([o / w for w, o in timed])
+    return result
+
+
+@dataclass
+class CostCurves(Measured):
+    """Milliseconds of one forward pass per length, median of five, per layer."""
+
+    lengths: list[int]
+    times: dict[str, list[float]]  # layer name -> (lengths,)
+
+    def slope(self, name: str) -> float:
+        """The slope on log-log axes over the last three lengths."""
+        times, lengths = self.times[name], self.lengths
+        return math.log(times[-1] / times[-3]) / math.log(lengths[-1] / lengths[-3])
+
+    FINDINGS = (
+        Finding(
+            "Self-attention's slope over the last three lengths is at least 1.5.",
+            backs=("cost-discussion",),
+            holds=lambda r: r.slope("self-attention") >= 1.5,
+        ),
+        Finding(
+            "The GRU's slope over the last three lengths is at most 1.3.",
+            backs=("cost-discussion",),
+            holds=lambda r: r.slope("GRU") <= 1.3,
+        ),
+        Finding(
+            "Self-attention's curve is at least 0.5 steeper than the GRU's there.",
+            backs=("cost-discussion",),
+            holds=lambda r: r.slope("self-attention") >= r.slope("GRU") + 0.5,
+        ),
+        Finding(
+            "At T = 32 self-attention is faster than the GRU.",
+            backs=("cost-discussion",),
+            holds=lambda r: r.times["self-attention"][0] < r.times["GRU"][0],
+        ),
+    )
+
+
+def _median_ms(fn, repeats=5):
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()  # CPU time: other programs do not inflate it
+        fn()
+        times.append(time.process_time() - start)
+    return 1000 * _median(times)
+
+
+def attention_vs_gru_cost(
+    lengths: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048), d: int = 64
+) -> CostCurves:
+    """Time one forward pass of a four-head self-attention layer and of a GRU layer of
+    size ``d`` on one random sequence of each length."""
+    self_attention = MultiHeadAttention(d, 4)
+    recurrent = nn.GRU(d, d, batch_first=True)
+    curves = CostCurves(list(lengths), {"self-attention": [], "GRU": []})
+    with torch.no_grad():
+        for length in lengths:
+            h = torch.randn(1, length, d)
+            curves.times["self-attention"].append(
+                _median_ms(lambda: self_attention(h, h, h))
+            )
+            curves.times["GRU"].append(_median_ms(lambda: recurrent(h)))
+    return curves
+
+
+@dataclass
+class ReversalRuns(Measured):
+    """The Transformers trained to reverse strings, one per seed, and their logs."""
+
+    models: list[Seq2SeqTransformer]
+    logs: list[TrainingLog]  # .losses: the mean training loss per epoch
+
+    FINDINGS = (
+        Finding(
+            "For every seed the training loss falls in each of the first three epochs, "
+            "to under a fifth of the first epoch's.",
+            backs=("evaluate-text",),
+            holds=lambda r: all(
+                log.losses[0] > log.losses[1] > log.losses[2]
+                and log.losses[2] < log.losses[0] / 5
+                for log in r.logs
+            ),
+        ),
+    )
+
+
+def reversal_sweep(
+    task: ReversalTask,
+    train: SequencePairs,
+    config: TransformerConfig,
+    seeds: tuple[int, ...] = SEEDS,
+    epochs: int = 4,
+) -> ReversalRuns:
+    """Train a Transformer of ``config`` per seed with Adam at 0.002, batches of 64."""
+    runs = ReversalRuns([], [])
+    for seed in seeds:
+        torch.manual_seed(seed)
+        runs.models.append(Seq2SeqTransformer(task.vocab_size, task.vocab_size, config))
+        runs.logs.append(
+            train_seq2seq(
+                runs.models[-1], train, epochs=epochs, batch_size=64, lr=2e-3, seed=seed
+            )
+        )
+    return runs
+
+
+def _references(test: SequencePairs) -> list[list[int]]:
+    return [row[: n + 1].tolist() for row, n in zip(test.tgt_out, test.src_lens)]
+
+
+def _exact_match(model, task, test):
+    """The share of held-out strings decoded exactly (every digit and <eos>), and the
+    outputs."""
+    outputs = greedy_translate(
+        model, test, task.bos, task.eos, max_len=task.max_len + 1
+    )
+    right = sum(out == ref for out, ref in zip(outputs, _references(test)))
+    return right / len(test), outputs
+
+
+@dataclass
+class HeldOutAccuracy(Measured):
+    """Exact match on the held-out strings per model, and the first model's outputs."""
+
+    accuracy: list[float]  # (models,)
+    outputs: list[list[int]]  # the first model's, per held-out string
+    shown: list[int]  # the first held-out string of each length 4, 5, 7 and 8
+    shown_exact: bool  # the first model decodes all of them exactly
+
+    FINDINGS = (
+        Finding(
+            "Every Transformer decodes at least 90% of the held-out strings exactly.",
+            backs=("epoch-time-discussion", "summary"),
+            holds=lambda r: min(r.accuracy) >= 0.9,
+        ),
+        Finding(
+            "Seed 0's model decodes exactly the four strings whose heads are drawn "
+            "below.",
+            backs=("heads-text",),
+            holds=lambda r: r.shown_exact,
+        ),
+    )
+
+
+def exact_matches(
+    models: list[nn.Module], task: ReversalTask, test: SequencePairs
+) -> HeldOutAccuracy:
+    """Decode the held-out strings greedily with each model."""
+    scored = [_exact_match(model, task, test) for model in models]
+    outputs, references = scored[0][1], _references(test)
+    shown = [
+        next(i for i in range(len(test)) if test.src_lens[i] == n) for n in (4, 5, 7, 8)
+    ]
+    return HeldOutAccuracy(
+        [accuracy for accuracy, _ in scored],
+        outputs,
+        shown,
+        all(outputs[i] == references[i] for i in shown),
+    )
+
+
+def _share_of_weight(cross: Tensor, test: SequencePairs, offset: int = 0) -> Tensor:
+    """(L, H): each head's mean weight, over the held-out strings and their digits, on
+    source position n - 1 - t + offset when writing output t."""
+    L, N, H, T, S = cross.shape  # the encoder–decoder maps of all held-out strings
+    t = torch.arange(T)
+    lens = test.src_lens[:, None]  # (N, 1)
+    position = lens - 1 - t + offset  # (N, T): offset 0 is the digit output t copies
+    counted = ((t < lens) & (position < lens)).float()  # a digit, the position exists
+    index = position.clamp(0, S - 1)[None, :, None, :, None].expand(L, N, H, T, 1)
+    on_position = cross.gather(-1, index)[..., 0]  # (L, N, H, T)
+    return (on_position * counted[None, :, None]).sum(dim=(1, 3)) / counted.sum()
+
+
+@dataclass
+class MirrorWeights(Measured):
+    """Where the encoder–decoder heads look when output ``t`` of a string of ``n`` is
+    written: their mean weight on the mirrored digit ``n - 1 - t`` and on its right-hand
+    neighbour ``n - t``."""
+
+    on_mirror: Tensor  # (seeds, layers, heads)
+    on_neighbour: Tensor  # (seeds, layers, heads)
+
+    FINDINGS = (
+        Finding(
+            "Every second-layer head of every seed puts at least 40% of its weight on "
+            "the mirrored digit.",
+            backs=("heads-discussion",),
+            holds=lambda r: r.on_mirror[:, 1].min() >= 0.4,
+        ),
+        Finding(
+            "Every second-layer head puts more weight on the mirrored digit than on its "
+            "neighbour.",
+            backs=("heads-discussion",),
+            holds=lambda r: (r.on_mirror[:, 1] > r.on_neighbour[:, 1]).all(),
+        ),
+        Finding(
+            "Every first-layer head puts less weight on it than every second-layer head "
+            "of the same seed.",
+            backs=("heads-discussion",),
+            holds=lambda r: (
+                r.on_mirror[:, 0].amax(1) < r.on_mirror[:, 1].amin(1)
+            ).all(),
+        ),
+        Finding(
+            "Most of the rest of the second layer's weight goes to the right-hand "
+            "neighbour.",
+            backs=("heads-discussion",),
+            holds=lambda r: (
+                r.on_neighbour[:, 1] > 0.5 * (1 - r.on_mirror[:, 1])
+            ).all(),
+        ),
+    )
+
+
+def mirror_weights(
+    models: list[Seq2SeqTransformer], test: SequencePairs
+) -> MirrorWeights:
+    """Teacher-force every held-out string through each model and measure its heads."""
+    cross_maps = [
+        model.attention_maps(test.src, test.tgt_in, test.src_lens)["cross"]
+        for model in models
+    ]
+    return MirrorWeights(
+        torch.stack([_share_of_weight(cross, test) for cross in cross_maps]),
+        torch.stack([_share_of_weight(cross, test, offset=1) for cross in cross_maps]),
+    )
+
+
+@dataclass
+class GruRuns(Measured):
+    """The GRU encoder–decoders trained on the reversal task, one per seed."""
+
+    logs: list[TrainingLog]
+    accuracy: list[float]  # (seeds,) exact match on the held-out strings
+    transformer_accuracy: list[float]  # (seeds,) the Transformers', to compare
+
+    FINDINGS = (
+        Finding(
+            "Every GRU decodes at most 65% of the held-out strings exactly.",
+            backs=("epoch-time-discussion",),
+            holds=lambda r: max(r.accuracy) <= 0.65,
+        ),
+        Finding(
+            "Every GRU is at least 30 points behind the worst Transformer.",
+            backs=("epoch-time-discussion",),
+            holds=lambda r: max(r.accuracy) <= min(r.transformer_accuracy) - 0.3,
+        ),
+    )
+
+
+def gru_sweep(
+    task: ReversalTask,
+    train: SequencePairs,
+    test: SequencePairs,
+    config: Seq2SeqConfig,
+    transformers: HeldOutAccuracy,
+    seeds: tuple[int, ...] = SEEDS,
+) -> GruRuns:
+    """Train chapter 10's plain GRU encoder–decoder as the Transformers were trained
+    (four epochs, Adam at 0.002, batches of 64) and decode the held-out strings."""
+    runs = GruRuns([], [], transformers.accuracy)
+    for seed in seeds:
+        torch.manual_seed(seed)
+        gru = build_seq2seq("plain", task.vocab_size, task.vocab_size, config)
+        runs.logs.append(
+            train_seq2seq(gru, train, epochs=4, batch_size=64, lr=2e-3, seed=seed)
+        )
+        runs.accuracy.append(_exact_match(gru, task, test)[0])
+    return runs
+
+
+@dataclass
+class EpochTimes(Measured):
+    """The median seconds per training epoch over all epochs of all seeds."""
+
+    transformer: float
+    gru: float
+
+    FINDINGS = (
+        Finding(
+            "An epoch of the GRU takes less time than an epoch of the Transformer.",
+            backs=("epoch-time-discussion",),
+            holds=lambda r: r.gru < r.transformer,
+        ),
+    )
+
+
+def seconds_per_epoch(transformers: ReversalRuns, grus: GruRuns) -> EpochTimes:
+    """The epochs' times as the two sweeps measured them while training."""
+
+    def median_epoch(logs):
+        return _median([s for log in logs for s in log.seconds])
+
+    return EpochTimes(median_epoch(transformers.logs), median_epoch(grus.logs))
+
+
+@dataclass
+class LayoutRuns(Measured):
+    """Training losses per epoch at a large learning rate, post-norm and pre-norm."""
+
+    losses: dict[str, list[list[float]]]  # layout -> (seeds, epochs)
+    baseline_epoch2: list[float]  # (seeds,) the reversal models' second epoch at 0.002
+
+    FINDINGS = (
+        Finding(
+            "At a learning rate of 0.02, for every seed the pre-norm model ends epoch 2 "
+            "with a training loss at least 0.2 below the post-norm model's.",
+            backs=("recipe-layout-discussion", "summary"),
+            holds=lambda r: all(
+                pre[1] < post[1] - 0.2
+                for pre, post in zip(r.losses["pre-norm"], r.losses["post-norm"])
+            ),
+        ),
+        Finding(
+            "At 0.02, every post-norm model's loss after two epochs is higher than every "
+            "reversal model's after two epochs at 0.002.",
+            backs=("recipe-layout-discussion", "0211db0f"),
+            holds=lambda r: min(loss[1] for loss in r.losses["post-norm"])
+            > max(r.baseline_epoch2),
+        ),
+    )
+
+
+def layout_sweep(
+    task: ReversalTask,
+    train: SequencePairs,
+    config: TransformerConfig,
+    baseline: ReversalRuns,
+    seeds: tuple[int, ...] = SEEDS,
+) -> LayoutRuns:
+    """Train ``config``'s model post-norm and pre-norm at lr 0.02, no warm-up, for two
+    epochs per seed; ``baseline`` holds the same model trained at 0.002."""
+    runs = LayoutRuns({}, [log.losses[1] for log in baseline.logs])
+    for name, norm_first in (("post-norm", False), ("pre-norm", True)):
+        runs.losses[name] = []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            model = Seq2SeqTransformer(
+                task.vocab_size, task.vocab_size, replace(config, norm_first=norm_first)
+            )
+            log = train_seq2seq(
+                model, train, epochs=2, batch_size=64, lr=2e-2, seed=seed
+            )
+            runs.losses[name].append(log.losses)
+    return runs
+
+
+@dataclass
+class DropoutRuns(Measured):
+    """Teacher-forced losses after training on few strings, per dropout rate."""
+
+    train_loss: dict[float, list[float]]  # rate -> (seeds,) on the training strings
+    held_loss: dict[float, list[float]]  # rate -> (seeds,) on held-out strings
+
+    def pairs(self) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+        """Per seed: (training, held-out) loss without dropout, and with 0.1."""
+        return [
+            ((tr0, he0), (tr1, he1))
+            for tr0, he0, tr1, he1 in zip(
+                self.train_loss[0.0],
+                self.held_loss[0.0],
+                self.train_loss[0.1],
+                self.held_loss[0.1],
+            )
+        ]
+
+    FINDINGS = (
+        Finding(
+            "For every seed dropout 0.1 raises the training loss.",
+            backs=("recipe-dropout-discussion",),
+            holds=lambda r: all(d[0] > n[0] + 0.1 for n, d in r.pairs()),
+        ),
+        Finding(
+            "For every seed dropout 0.1 narrows the gap between held-out and training "
+            "loss.",
+            backs=("recipe-dropout-discussion",),
+            holds=lambda r: all(d[1] - d[0] < n[1] - n[0] - 0.05 for n, d in r.pairs()),
+        ),
+        Finding(
+            "For every seed dropout 0.1 does not lower the held-out loss after 20 epochs.",
+            backs=("recipe-dropout-discussion",),
+            holds=lambda r: all(d[1] > n[1] for n, d in r.pairs()),
+        ),
+    )
+
+
+def dropout_sweep(
+    task: ReversalTask,
+    few: SequencePairs,
+    held_out: SequencePairs,
+    config: TransformerConfig,
+    seeds: tuple[int, ...] = SEEDS,
+) -> DropoutRuns:
+    """Train ``config``'s model on ``few`` strings for 20 epochs with dropout 0 and 0.1,
+    per seed, and score the training objective in eval mode on both sets."""
+    runs = DropoutRuns({}, {})
+    for p in (0.0, 0.1):
+        runs.train_loss[p], runs.held_loss[p] = [], []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            model = Seq2SeqTransformer(
+                task.vocab_size, task.vocab_size, replace(config, dropout=p)
+            )
+            train_seq2seq(model, few, epochs=20, batch_size=32, lr=2e-3, seed=seed)
+            runs.train_loss[p].append(teacher_forced_loss(model, few))
+            runs.held_loss[p].append(teacher_forced_loss(model, held_out))
+    return runs
+
+
+def pretraining_splits(
+    num_labels: int = 32,
+    corpus_size: int = 1000,
+    test_size: int = 250,
+    seed: int = 0,
+) -> tuple[Tensor, tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+    """The chapter's three sets of walks, which share no string: the unlabelled corpus,
+    the labelled set and the held-out set, each labelled one as (tokens, labels).
+
+    They are consecutive parts of one stream of :func:`lib.pretraining.distinct_walks`
+    (corpus, held-out, labelled), so for a given ``seed`` the corpus and the held-out
+    set do not depend on ``num_labels``, and a larger labelled set contains the smaller
+    ones.
+    """
+    total, space = corpus_size + test_size + num_labels, walk_space_size()
+    if total > space // 2:
+        raise ValueError(
+            "num_labels + corpus_size + test_size must be at most half of the "
+            f"{space} possible strings; found {total}"
+        )
+    tokens, labels = distinct_walks(total, seed=seed)
+    corpus = tokens[:corpus_size]
+    held = slice(corpus_size, corpus_size + test_size)
+    held_out = tokens[held], labels[held]
+    labelled = tokens[corpus_size + test_size :], labels[corpus_size + test_size :]
+    sets = {"unlabelled": corpus, "labelled": labelled[0], "held-out": held_out[0]}
+    for (first, a), (second, b) in combinations(sets.items(), 2):
+        if shared := shared_strings(a, b):  # not `assert`: it must hold under python -O
+            raise AssertionError(
+                f"the {first} and {second} strings share {shared}; "
+                "they must be disjoint"
+            )
+    return corpus, labelled, held_out
+
+
+def _with_and_without_pretraining(
+    config: TransformerConfig, splits, pretrain_epochs: int, epochs: int, seed: int
+) -> tuple[PretrainLog, dict[str, ClassifierLog]]:
+    """Pretrain a masked LM of ``config``'s size on the corpus, then train three
+    classifiers of the step on the same labelled strings: ``"scratch"`` (a fresh
+    encoder, all trained), ``"frozen"`` (the pretrained encoder fixed, the head trained)
+    and ``"fine-tuned"`` (both trained). ``seed`` seeds the initialisation, the
+    shuffling and the corruption."""
+    corpus, (train_tokens, train_labels), (test_tokens, test_labels) = splits
+    torch.manual_seed(seed)
+    model = MaskedLM(
+        TransformerStack(embedding(VOCAB_SIZE, config), config), VOCAB_SIZE
+    )
+    pretrain_log = pretrain_masked_lm(model, corpus, epochs=pretrain_epochs, seed=seed)
+    logs = {}
+    for name in ("scratch", "frozen", "fine-tuned"):
+        torch.manual_seed(seed)
+        encoder = TransformerStack(embedding(VOCAB_SIZE, config), config)  # fresh ...
+        if name != "scratch":
+            encoder.load_state_dict(model.encoder.state_dict())  # ... or pretrained
+        classifier = SequenceClassifier(encoder, len(STEPS), freeze=name == "frozen")
+        logs[name] = train_classifier(
+            classifier,
+            train_tokens,
+            train_labels,
+            test_tokens,
+            test_labels,
+            epochs=epochs,
+            seed=seed,
+        )
+    return pretrain_log, logs
+
+
+@dataclass
+class PretrainingRuns(Measured):
+    """Per seed: the masked LM's loss per epoch and the classifiers' final held-out
+    accuracy, with the best possible accuracy on the same held-out strings."""
+
+    mlm_losses: list[list[float]]  # (seeds, pretraining epochs)
+    accuracy: dict[str, list[float]]  # classifier -> (seeds,)
+    best_possible: list[float]  # (seeds,)
+    vocab_size: int  # the tokens the masked LM's output layer scores
+
+    FINDINGS = (
+        Finding(
+            "For every seed the masked-LM loss ends at least 0.5 below its first epoch's.",
+            backs=("pretraining-discussion",),
+            holds=lambda r: all(loss[-1] < loss[0] - 0.5 for loss in r.mlm_losses),
+        ),
+        Finding(
+            "For every seed the masked-LM loss falls more over epochs 10 to 20 than over "
+            "epochs 1 to 10.",
+            backs=("ex-tr-few-labels-solution",),
+            holds=lambda r: all(
+                loss[9] - loss[19] > loss[0] - loss[9] for loss in r.mlm_losses
+            ),
+        ),
+        Finding(
+            "The masked LM's output layer scores the ten digits, <mask> and <cls>.",
+            backs=("pretraining-discussion",),
+            holds=lambda r: r.vocab_size == 12,
+        ),
+        Finding(
+            "For every seed the fine-tuned classifier beats the one trained from scratch "
+            "by at least 10 points.",
+            backs=("pretraining-discussion", "ex-tr-few-labels"),
+            holds=lambda r: all(
+                f > s + 0.10
+                for f, s in zip(r.accuracy["fine-tuned"], r.accuracy["scratch"])
+            ),
+        ),
+        Finding(
+            "For every seed the classifier trained from scratch is within 12 points of "
+            "chance (25%).",
+            backs=("pretraining-discussion",),
+            holds=lambda r: all(abs(s - 0.25) <= 0.12 for s in r.accuracy["scratch"]),
+        ),
+        Finding(
+            "For every seed the frozen classifier is at least 8 points below the "
+            "fine-tuned one.",
+            backs=("pretraining-discussion",),
+            holds=lambda r: all(
+                z < f - 0.08
+                for z, f in zip(r.accuracy["frozen"], r.accuracy["fine-tuned"])
+            ),
+        ),
+        Finding(
+            "For every seed every classifier is at least 20 points below the best "
+            "possible accuracy.",
+            backs=("pretraining-discussion",),
+            holds=lambda r: all(
+                max(accuracy[i] for accuracy in r.accuracy.values()) < best - 0.2
+                for i, best in enumerate(r.best_possible)
+            ),
+        ),
+    )
+
+
+def pretraining_sweep(
+    config: TransformerConfig,
+    seeds: tuple[int, ...] = SEEDS,
+    num_labels: int = 32,
+    pretrain_epochs: int = 30,
+    epochs: int = 40,
+) -> PretrainingRuns:
+    """Per seed, on its own :func:`pretraining_splits`: pretrain a masked LM for
+    ``pretrain_epochs``, then train the classifiers from scratch, frozen and fine-tuned
+    on ``num_labels`` labelled strings for ``epochs`` each."""
+    runs = PretrainingRuns([], {}, [], VOCAB_SIZE)
+    for seed in seeds:
+        splits = pretraining_splits(num_labels, seed=seed)
+        pretrain_log, logs = _with_and_without_pretraining(
+            config, splits, pretrain_epochs, epochs, seed
+        )
+        runs.mlm_losses.append(pretrain_log.losses)
+        for name, log in logs.items():
+            runs.accuracy.setdefault(name, []).append(log.accuracies[-1])
+        runs.best_possible.append(best_possible_accuracy(*splits[2]))
+    return runs
+
+
+@dataclass
+class ChunkErrors(Measured):
+    """How far from ``x.var`` the variances of rows assembled from chunks are, per row."""
+
+    by_m2s: Tensor  # (rows,) float64, from the chunks' M2s
+    by_squares: Tensor  # (rows,) float64, from the chunks' sums of squares
+    by_squares32: Tensor  # (rows,) the same in float32
+    variance32: Tensor  # (rows,) the rows' variances in float32
+
+    FINDINGS = (
+        Finding(
+            "Combining the M2s stays within 1e-11 of x.var on every row.",
+            backs=("ex-tr-layer-norm-chunks-solution-discussion",),
+            holds=lambda r: r.by_m2s.max() < 1e-11,
+        ),
+        Finding(
+            "From sums of squares the variance is off by more than 1e-9 on at least half "
+            "the rows.",
+            backs=("ex-tr-layer-norm-chunks-solution-discussion",),
+            holds=lambda r: r.by_squares.median() > 1e-9,
+        ),
+        Finding(
+            "From sums of squares it is off by more than 1e-8 on the worst row, and by "
+            "less than 1e-6.",
+            backs=("ex-tr-layer-norm-chunks-solution-discussion",),
+            holds=lambda r: 1e-8 < r.by_squares.max() < 1e-6,
+        ),
+        Finding(
+            "In float32, sums of squares put some row's variance off by more than the "
+            "variance itself.",
+            backs=("ex-tr-layer-norm-chunks-solution-discussion",),
+            holds=lambda r: bool((r.by_squares32 > r.variance32).any()),
+        ),
+    )
+
+
+def chunk_statistics_errors(
+    combine: Callable[[Tensor, Tensor, Tensor], Tensor],
+    chunk_sizes: tuple[int, ...] = (1, 7, 3, 12, 7),
+    rows: int = 1000,
+    seed: int = 11,
+) -> ChunkErrors:
+    """Rows of mean 10⁴ and spread 1, cut into chunks of unequal sizes; their variance
+    assembled by ``combine(counts, means, m2s)`` (-> (rows, 2): mean, variance) and from
+    the chunks' sums of squares, against ``x.var``."""
+    torch.manual_seed(seed)
+    x = 1e4 + torch.randn(rows, sum(chunk_sizes), dtype=torch.float64)
+    n = torch.tensor(chunk_sizes, dtype=torch.float64)
+    parts = torch.split(x, list(chunk_sizes), dim=-1)
+    means = torch.stack([part.mean(-1) for part in parts], -1)  # (rows, K)
+    m2s = torch.stack(
+        [((part - part.mean(-1, keepdim=True)) ** 2).sum(-1) for part in parts], -1
+    )  # (rows, K)
+    row_mean, by_m2s = combine(torch.tensor(chunk_sizes), means, m2s).unbind(-1)
+    squares = (m2s + n * means**2).sum(-1)  # (rows,) each row's sum of x²
+    by_squares = squares / n.sum() - row_mean**2
+    variance = x.var(-1, unbiased=False)
+    squares32 = (m2s.float() + n.float() * means.float() ** 2).sum(-1) / n.sum().float()
+    return ChunkErrors(
+        (by_m2s - variance).abs(),
+        (by_squares - variance).abs(),
+        (squares32 - row_mean.float() ** 2 - variance.float()).abs(),
+        variance.float(),
+    )

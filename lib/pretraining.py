@@ -3,15 +3,17 @@
 Chapter 11 ends with BERT (Devlin et al. [1]_) and GPT (Radford et al. [2]_):
 a Transformer is first trained on plenty of unlabelled text with a
 self-supervised objective, then reused for a task that has few labels. This
-module runs that recipe at a size that trains in seconds, top to bottom:
+module holds that recipe at a size that trains in seconds, top to bottom (the
+chapter's runs of it, with its sets, sizes and seeds, are the book's experiments,
+not part of lib):
 
 1. The data (:func:`walks`, :func:`distinct_walks`): digit strings that walk
    around a clock of ten digits, ``x_t = (x_{t-1} + k + e_t) mod 10``, with a
    step ``k`` drawn per string and a wobble ``e_t`` in {-1, 0, 1} drawn per
    move. Tens of thousands of strings are possible (:func:`walk_space_size`),
-   so :func:`pretraining_splits` draws the unlabelled corpus, the held-out set
-   and the labelled training set as one stream of distinct strings, and checks
-   that they share none (:func:`shared_strings`). The unlabelled corpus has
+   so the unlabelled corpus, the held-out set and the labelled training set can
+   be drawn as one stream of distinct strings that share none
+   (:func:`shared_strings` counts common ones). The unlabelled corpus has
    the strings only; the labelled task asks for ``k``, and
    :func:`best_possible_accuracy` is the expected accuracy of the best
    possible classifier, below 1 since some strings fit more than one step.
@@ -63,7 +65,7 @@ from lib.checked import (
 )
 from lib.pretrained import mask_tokens
 from lib.training import train_step
-from lib.transformer import TransformerConfig, TransformerStack, embedding
+from lib.transformer import TransformerStack
 
 __all__ = [
     "DIGITS",
@@ -84,8 +86,6 @@ __all__ = [
     "SequenceClassifier",
     "ClassifierLog",
     "train_classifier",
-    "pretraining_splits",
-    "compare_with_and_without_pretraining",
 ]
 
 DIGITS = 10  # tokens 0 .. 9 are the digits
@@ -399,83 +399,3 @@ def train_classifier(
         log.losses.append(sum(losses) / len(losses))
         log.accuracies.append(_accuracy(model, test_tokens, test_labels))
     return log
-
-
-def pretraining_splits(
-    num_labels: PositiveInt = 32,
-    corpus_size: PositiveInt = 1000,
-    test_size: PositiveInt = 250,
-    seed: NonNegativeInt = 0,
-) -> tuple[
-    Int64[Tensor, "N T"],
-    tuple[Int64[Tensor, "L T"], Int64[Tensor, "L"]],
-    tuple[Int64[Tensor, "M T"], Int64[Tensor, "M"]],
-]:
-    """The chapter's three sets of strings, which share none: the unlabelled corpus,
-    the labelled set and the held-out set, each labelled one as (tokens, labels).
-
-    They are consecutive parts of one stream of :func:`distinct_walks` (corpus,
-    held-out, labelled), so for a given ``seed`` the corpus and the held-out set do not
-    depend on ``num_labels``, and a larger labelled set contains the smaller ones.
-    """
-    total, space = corpus_size + test_size + num_labels, walk_space_size()
-    if total > space // 2:
-        raise ValueError(
-            "num_labels + corpus_size + test_size must be at most half of the "
-            f"{space} possible strings; found {total}"
-        )
-    tokens, labels = distinct_walks(total, seed=seed)
-    corpus = tokens[:corpus_size]
-    held = slice(corpus_size, corpus_size + test_size)
-    held_out = tokens[held], labels[held]
-    labelled = tokens[corpus_size + test_size :], labels[corpus_size + test_size :]
-    sets = {"unlabelled": corpus, "labelled": labelled[0], "held-out": held_out[0]}
-    for (first, a), (second, b) in combinations(sets.items(), 2):
-        if shared := shared_strings(a, b):  # not `assert`: it must hold under python -O
-            raise AssertionError(
-                f"the {first} and {second} strings share {shared}; "
-                "they must be disjoint"
-            )
-    return corpus, labelled, held_out
-
-
-def compare_with_and_without_pretraining(
-    config: TransformerConfig,
-    num_labels: PositiveInt = 32,
-    corpus_size: PositiveInt = 1000,
-    test_size: PositiveInt = 250,
-    pretrain_epochs: PositiveInt = 30,
-    epochs: PositiveInt = 40,
-    seed: NonNegativeInt = 0,
-) -> tuple[PretrainLog, dict[str, ClassifierLog]]:
-    """The chapter's experiment for one seed: pretrain a masked LM of ``config``'s size
-    on the unlabelled corpus of :func:`pretraining_splits`, then train three
-    classifiers of the step on the same labelled strings for ``epochs`` each:
-    ``"scratch"`` (a fresh encoder, all trained), ``"frozen"`` (the pretrained encoder
-    fixed, the head trained) and ``"fine-tuned"`` (both trained). ``seed`` seeds the
-    strings, the initialisation, the shuffling and the corruption."""
-    corpus, (train_tokens, train_labels), (test_tokens, test_labels) = (
-        pretraining_splits(num_labels, corpus_size, test_size, seed)
-    )
-    torch.manual_seed(seed)
-    model = MaskedLM(
-        TransformerStack(embedding(VOCAB_SIZE, config), config), VOCAB_SIZE
-    )
-    pretrain_log = pretrain_masked_lm(model, corpus, epochs=pretrain_epochs, seed=seed)
-    logs = {}
-    for name in ("scratch", "frozen", "fine-tuned"):
-        torch.manual_seed(seed)
-        encoder = TransformerStack(embedding(VOCAB_SIZE, config), config)  # fresh ...
-        if name != "scratch":
-            encoder.load_state_dict(model.encoder.state_dict())  # ... or pretrained
-        classifier = SequenceClassifier(encoder, len(STEPS), freeze=name == "frozen")
-        logs[name] = train_classifier(
-            classifier,
-            train_tokens,
-            train_labels,
-            test_tokens,
-            test_labels,
-            epochs=epochs,
-            seed=seed,
-        )
-    return pretrain_log, logs

@@ -12,11 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import lib.pretraining
 from lib.pretraining import (
     CLS, DIGITS, MASK, STEPS, VOCAB_SIZE, WOBBLE, MaskedLM, SequenceClassifier,
-    best_possible_accuracy, distinct_walks, masked_lm_loss, pretrain_masked_lm, pretraining_splits,
-    shared_strings, train_classifier, walk_space_size, walks,
+    best_possible_accuracy, distinct_walks, masked_lm_loss, pretrain_masked_lm, shared_strings,
+    train_classifier, walk_space_size, walks,
 )
 from lib.transformer import TransformerConfig, TransformerStack, embedding
 
@@ -93,27 +92,6 @@ def test_distinct_walks_are_distinct_and_longer_streams_extend_shorter_ones():
         distinct_walks(16, length=2, steps=(1,))
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 7])
-def test_the_chapter_s_three_sets_share_no_string(seed):
-    corpus, (train, train_labels), (test, test_labels) = pretraining_splits(32, 1000, 250, seed)
-    assert (len(corpus), len(train), len(test)) == (1000, 32, 250)
-    for a, b in ((corpus, train), (corpus, test), (train, test)):
-        assert shared_strings(a, b) == 0
-        assert not {tuple(r) for r in a.tolist()} & {tuple(r) for r in b.tolist()}  # the same, by hand
-    more_corpus, (more, more_labels), (same_test, _) = pretraining_splits(256, 1000, 250, seed)
-    assert torch.equal(more_corpus, corpus) and torch.equal(same_test, test)  # fixed as labels grow
-    assert torch.equal(more[:32], train) and torch.equal(more_labels[:32], train_labels)
-    assert shared_strings(more, corpus) == shared_strings(more, test) == 0
-
-
-def test_pretraining_splits_refuse_sets_that_share_a_string(monkeypatch):
-    tokens, labels = walks(300, seed=0)
-    repeated = torch.cat([tokens[:100], tokens[:100], tokens[:100]]), torch.cat([labels[:100]] * 3)
-    monkeypatch.setattr(lib.pretraining, "distinct_walks", lambda count, seed: repeated)
-    with pytest.raises(AssertionError, match="the unlabelled and labelled strings share 100"):
-        pretraining_splits(100, 100, 100, 0)
-
-
 def test_shared_strings_counts_distinct_common_rows():
     a = torch.tensor([[CLS, 1, 2], [CLS, 1, 2], [CLS, 3, 4]])
     b = torch.tensor([[CLS, 1, 2], [CLS, 5, 6]])
@@ -160,8 +138,6 @@ def test_the_new_functions_name_what_is_wrong_with_their_input():
     no_cls[:, 0] = -7
     with pytest.raises(ValueError, match=r"tokens\[:, 0\] must be CLS = 11; found \[-7, -7, -7, -7\]"):
         best_possible_accuracy(no_cls, labels)  # was a silent 0.975
-    with pytest.raises(ValueError, match="num_labels \\+ corpus_size \\+ test_size must be at most half of the 83640"):
-        pretraining_splits(41000, 1000, 250)
     with pytest.raises(TypeError, match=r"(?s)parameter 'length'.*Actual value: 1000000000000.*is_at_most_1000"):
         walk_space_size(10**12)
 
