@@ -26,8 +26,12 @@ class Finding:
     holds: Callable[[Any], Any]
 
     def __post_init__(self) -> None:
-        if not isinstance(self.says, str) or not self.says.strip():
-            raise TypeError(f"Finding: says must be a sentence; found {self.says!r}")
+        says = self.says
+        if not (isinstance(says, str) and says[:1].isupper() and says.endswith(".")):
+            raise TypeError(
+                "Finding: says must be a sentence, as the book prints it (a capital letter "
+                f"first, a full stop last); found {says!r}"
+            )
         backs = self.backs
         if not (isinstance(backs, tuple) and backs and all(isinstance(b, str) and b for b in backs)):
             raise TypeError(f"Finding: backs must be a tuple of markdown cell ids; found {backs!r}")

@@ -12,9 +12,9 @@ class Accuracy(Measured):
     per_seed: list[float]
 
     FINDINGS = (
-        Finding("every seed reaches 90%", backs=("lstm-text",), holds=lambda r: min(r.per_seed) >= 0.9),
-        Finding("the seeds lie within 5 points of each other, which is a sentence long enough to be "
-                "wrapped at the book's line width", backs=("lstm-text", "summary"),
+        Finding("Every seed reaches 90%.", backs=("lstm-text",), holds=lambda r: min(r.per_seed) >= 0.9),
+        Finding("The seeds lie within 5 points of each other, which is a sentence long enough to be "
+                "wrapped at the book's line width.", backs=("lstm-text", "summary"),
                 holds=lambda r: max(r.per_seed) - min(r.per_seed) <= 0.05),
     )
 
@@ -22,15 +22,15 @@ class Accuracy(Measured):
 def test_a_run_that_shows_every_finding_prints_them_ticked(capsys):
     Accuracy([0.93, 0.95]).check()
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0] == "✓ every seed reaches 90%"
-    assert printed[1].startswith("✓ the seeds lie") and printed[2].startswith("  ")
+    assert printed[0] == "✓ Every seed reaches 90%."
+    assert printed[1].startswith("✓ The seeds lie") and printed[2].startswith("  ")
     assert max(map(len, printed)) <= 88
 
 
 def test_a_finding_that_does_not_hold_fails_with_its_sentence_and_cells(capsys):
-    with pytest.raises(AssertionError, match=r"every seed reaches 90% \(cells lstm-text\)$"):
+    with pytest.raises(AssertionError, match=r"Every seed reaches 90%\. \(cells lstm-text\)$"):
         Accuracy([0.85, 0.88]).check()
-    assert capsys.readouterr().out.startswith("✗ every seed reaches 90%\n✓ the seeds")
+    assert capsys.readouterr().out.startswith("✗ Every seed reaches 90%.\n✓ The seeds")
 
 
 def test_a_result_without_findings_cannot_be_checked():
@@ -40,9 +40,11 @@ def test_a_result_without_findings_cannot_be_checked():
 
 @pytest.mark.parametrize("says, backs, holds, message", [
     ("", ("text",), bool, "says must be a sentence"),
-    ("x", "text", bool, "backs must be a tuple of markdown cell ids; found 'text'"),
-    ("x", (), bool, "backs must be a tuple"),
-    ("x", ("text",), True, "holds must be a function of the result; found True"),
+    ("every seed wins.", ("text",), bool, "a capital letter first, a full stop last"),
+    ("Every seed wins", ("text",), bool, "a capital letter first"),
+    ("X.", "text", bool, "backs must be a tuple of markdown cell ids; found 'text'"),
+    ("X.", (), bool, "backs must be a tuple"),
+    ("X.", ("text",), True, "holds must be a function of the result; found True"),
 ])
 def test_a_finding_is_declared_with_a_sentence_cells_and_a_test(says, backs, holds, message):
     with pytest.raises(TypeError, match=message):
