@@ -186,7 +186,8 @@ def write_student_versions(chapters: Path, out: Path) -> list[Path]:
 # What a student needs to run the chapters: lib (with its trained weights), the checkers their
 # check cells call (courseware), the reader's pins (requirements-runtime.txt, which Binder
 # installs) and the Binder environment.
-STUDENT_REPO_FILES = ("lib", "courseware", "pyproject.toml", "requirements-runtime.txt", "binder")
+STUDENT_REPO_FILES = ("lib", "experiments", "courseware", "pyproject.toml", "requirements-runtime.txt",
+                      "binder")
 STUDENT_REPO_README = """# Attention, Sequence Models and Memory: student repository
 
 The chapters in `chapters/` are the hand-out versions: every coding exercise's solution cell
@@ -202,8 +203,8 @@ without either.
 def write_student_repo(out: Path, root: Path = BOOK_CHAPTERS.parent) -> Path:
     """A repository to give students: the library, the environment and the student chapters.
 
-    Copies ``lib/`` (without caches, with its trained weights), ``courseware/``, ``pyproject.toml``,
-    ``requirements-runtime.txt`` and ``binder/`` from ``root`` and writes the student
+    Copies ``lib/``, ``experiments/`` (without caches, with the trained weights),
+    ``courseware/``, ``pyproject.toml``, ``requirements-runtime.txt`` and ``binder/`` from ``root`` and writes the student
     version of every chapter to ``out/chapters``, with the diagrams they show in
     ``out/figures``. The master notebooks, the instructor guide, the tests and the rest of
     the book are left out.

@@ -252,7 +252,7 @@ def main(job_dir: str, out_dir: str) -> None:
     with open(os.path.join(job_dir, "job.json")) as handle:
         job = json.load(handle)
     sys.path.extend(job["site_packages"])
-    for name in ("lib", "courseware"):
+    for name in ("lib", "courseware", "experiments"):
         book = importlib.util.find_spec(name)
         # The folder the grader hid it under stays, empty: importable only as an empty namespace.
         if book is not None and (book.origin or any(os.listdir(f) for f in book.submodule_search_locations or ())):

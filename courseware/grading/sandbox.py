@@ -14,12 +14,12 @@ job. In the sandbox (Debian's ``bwrap``, the sandbox Flatpak uses) the probe see
   the probe reads them. No folder of the host is writable, so nothing the submission
   makes (a link, a FIFO, a file of gigabytes) lands where the grader might follow it.
 
-Wherever ``lib`` or ``courseware`` is installed among the mounted packages (an ordinary
-``pip install .`` puts them in site-packages), an empty folder is mounted over it, and the
-probe refuses to run if either could still be imported.
+Wherever ``lib``, ``courseware`` or ``experiments`` is installed among the mounted packages
+(an ordinary ``pip install .`` puts them in site-packages), an empty folder is mounted over
+it, and the probe refuses to run if any of them could still be imported.
 
-Nothing else: not the book's ``lib/``, ``courseware/`` or ``chapters/``, not the other submissions,
-not the grader's files or ``/root``. It has no network, its own process, IPC and
+Nothing else: not the book's ``lib/``, ``courseware/``, ``experiments/`` or ``chapters/``,
+not the other submissions, not the grader's files or ``/root``. It has no network, its own process, IPC and
 UTS namespaces, runs as an unprivileged uid and dies with the grader; when the
 probe ends, the kernel kills every process left in its pid namespace. The probe
 itself sets memory, CPU-time, process and file-size limits.
@@ -91,11 +91,11 @@ def python_paths() -> tuple[Path, list[Path]]:
     return executable, packages
 
 
-BOOK_PACKAGES = ("lib", "courseware")  # the book's code and its checkers' answers
+BOOK_PACKAGES = ("lib", "courseware", "experiments")  # the book's code, its checkers' answers, its runs
 
 
 def hidden_book_packages(packages: list[Path]) -> list[Path]:
-    """Where the book's ``lib`` or ``courseware`` could be imported from inside the sandbox: a
+    """Where the book's ``lib``, ``courseware`` or ``experiments`` could be imported from inside the sandbox: a
     folder of that name in any of ``packages`` (an ordinary, non-editable install puts them there)."""
     return [path / name for path in packages for name in BOOK_PACKAGES if (path / name).is_dir()]
 
