@@ -1,14 +1,14 @@
 """Tests for lib/memory/hopfield.py: the Hebbian rule and the energy by hand and by loops,
 the energy never rising under asynchronous updates (hypothesis), stored patterns as fixed
-points below capacity, oscillation under synchronous updates, and the capacity curve."""
+points below capacity and oscillation under synchronous updates (the capacity curve is
+chapter 12's experiment, tested in tests/test_experiments_ch12.py)."""
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lib.memory.hopfield import (
-    CAPACITY, HopfieldNetwork, energy, flip_bits, hebbian_weights, overlap, recall_experiment, update_async,
-    update_sync,
+    CAPACITY, HopfieldNetwork, energy, flip_bits, hebbian_weights, overlap, update_async, update_sync,
 )
 
 FAST = settings(max_examples=40, deadline=None, database=None)
@@ -209,30 +209,6 @@ def test_flip_bits_flips_exactly_the_requested_share_in_different_places():
     assert torch.equal(noisy, again)
 
 
-def test_recall_collapses_above_the_capacity():
-    low = recall_experiment(200, 10, 0.0, trials=2, seed=0)  # load 0.05
-    high = recall_experiment(200, 50, 0.0, trials=2, seed=0)  # load 0.25
-    assert low == {"exact": 1.0, "overlap": 1.0, "load": 0.05}
-    assert high["overlap"] < 0.7 and high["exact"] < 0.1 and high["load"] > CAPACITY
-    assert recall_experiment(200, 50, 0.0, trials=2, seed=0) == high  # deterministic
-
-
-def test_recall_experiment_measures_what_a_loop_over_cues_measures():
-    result = recall_experiment(60, 6, 0.3, trials=2, seed=3)
-    generator = torch.Generator().manual_seed(3)  # the same draws, in the same order
-    exact, overlaps = [], []
-    for _ in range(2):
-        patterns = torch.randint(0, 2, (6, 60), generator=generator).double() * 2 - 1
-        cues = flip_bits(patterns, 0.3, generator)
-        final = HopfieldNetwork(patterns).recall(cues, max_steps=30, generator=generator).states
-        for state, pattern in zip(final, patterns):
-            exact.append(float(torch.equal(state, pattern)))
-            overlaps.append(float(overlap(state, pattern)))
-    assert result["exact"] == pytest.approx(sum(exact) / 12)
-    assert result["overlap"] == pytest.approx(sum(overlaps) / 12)
-    assert 0.0 < result["exact"] < 1.0  # the case is not trivial
-
-
 # ---------------------------------------------------------------------------
 # Bad input.
 # ---------------------------------------------------------------------------
@@ -258,16 +234,3 @@ def test_bad_input_is_rejected_with_a_message():
         flip_bits(spins(2, 4), 1.5)
     with pytest.raises(TypeError, match=r"(?s)parameter 'mode'.*Actual value: 'parallel'.*Literal\['async', 'sync'\]"):
         HopfieldNetwork(spins(2, 4)).recall(spins(4), mode="parallel")
-
-
-@pytest.mark.parametrize(
-    ("arguments", "error", "message"),
-    [
-        (dict(trials=0), TypeError, r"(?s)parameter 'trials'.*Actual value: 0.*is_at_least_1"),  # was torch.cat's 'non-empty list'
-        (dict(n_units=10**6), TypeError, r"(?s)parameter 'n_units'.*Actual value: 1000000.*is_at_most_4096"),
-        (dict(n_patterns=2.0), TypeError, r"(?s)parameter 'n_patterns'.*Actual value: 2.0.*Integral"),
-    ],
-)
-def test_recall_experiment_names_a_bad_size(arguments, error, message):
-    with pytest.raises(error, match=message):
-        recall_experiment(**{**dict(n_units=20, n_patterns=2, noise=0.1), **arguments})

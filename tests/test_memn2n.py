@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from lib.tasks.babi import OBJECTS, PEOPLE, PLACES, VOCABULARY, WORD_ID, Stories, generate
 from lib.memory.memn2n import (
-    MemN2N, MemN2NConfig, accuracy, position_encoding, support_weights, train_memn2n, train_over_seeds,
+    MemN2N, MemN2NConfig, accuracy, position_encoding, support_weights, train_memn2n,
 )
 
 FAST = settings(max_examples=25, deadline=None, database=None)
@@ -144,21 +144,6 @@ def test_training_on_one_supporting_fact_learns_the_task():
     assert accuracy(model, test) > 0.9
 
 
-def test_train_over_seeds_repeats_a_seed_exactly_and_differs_between_seeds():
-    train = Stories.from_stories(generate("single", 200, seed=1))
-    test = Stories.from_stories(generate("single", 100, seed=2))
-    config = MemN2NConfig(len(VOCABULARY), embed_dim=8, hops=1)
-    models, accuracies = train_over_seeds(config, train, test, [0, 1, 0], epochs=1, batch_size=50)
-    assert len(models) == len(accuracies) == 3 and all(0.0 <= a <= 1.0 for a in accuracies)
-    first, other, again = (torch.cat([p.flatten() for p in m.parameters()]) for m in models)
-    assert torch.equal(first, again) and not torch.equal(first, other)
-    assert accuracies[0] == accuracies[2] == accuracy(models[0], test)
-    with pytest.raises(ValueError, match="seeds must hold at least one seed; found none"):
-        train_over_seeds(config, train, test, [], epochs=1)
-    with pytest.raises(TypeError, match="seeds instead"):
-        train_over_seeds(config, train, test, [0], epochs=1, seed=3)
-
-
 def test_support_weights_average_each_hops_weight_on_each_supporting_sentence():
     data = Stories.from_stories(generate("two", 30, seed=4))
     torch.manual_seed(0)
@@ -259,10 +244,8 @@ def test_word_ids_outside_the_vocabulary_are_named():
         model(torch.zeros(1, 3, 2, dtype=torch.long), question - 1, lengths)
 
 
-def test_every_seed_is_checked_and_empty_stories_are_named():
+def test_empty_stories_are_named():
     config = MemN2NConfig(len(VOCABULARY), embed_dim=4, hops=1)
-    with pytest.raises(TypeError, match=r"(?s)parameter 'seeds'.*is_at_least_0"):
-        train_over_seeds(config, some_stories(), some_stories(), [0, 1, 2, 3, 4, 5, 6, 7, -1], epochs=1)
     empty = some_stories()[torch.tensor([], dtype=torch.long)]
     with pytest.raises(ValueError, match="data must hold at least one story; found 0"):
         accuracy(MemN2N(config), empty)  # was a NaN

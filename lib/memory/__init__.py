@@ -3,7 +3,7 @@
 * :mod:`lib.memory.memn2n`: the end-to-end memory network (Sukhbaatar et al., 2015);
 * :mod:`lib.memory.turing`: the Turing machine, its 7-tuple and a simulator;
 * :mod:`lib.memory.ntm`: the Neural Turing Machine's addressing, reading and
-  writing, and a trained copy model (Graves et al., 2014);
+  writing, and the copy task it learns (Graves et al., 2014);
 * :mod:`lib.memory.hopfield`: associative memory in a Hopfield network (Hopfield, 1982).
 
 Everything public is re-exported here, so ``from lib.memory import write`` works; so are the
@@ -18,7 +18,6 @@ from lib.memory.hopfield import (
     flip_bits,
     hebbian_weights,
     overlap,
-    recall_experiment,
     update_async,
     update_sync,
 )
@@ -29,7 +28,6 @@ from lib.memory.memn2n import (
     position_encoding,
     support_weights,
     train_memn2n,
-    train_over_seeds,
 )
 from lib.memory.ntm import (
     NTM,
@@ -42,7 +40,6 @@ from lib.memory.ntm import (
     content_weights,
     copy_batch,
     interpolate,
-    load_copy_model,
     read,
     sharpen,
     train_copy,
@@ -79,17 +76,14 @@ __all__ = [
     "generate",
     "hebbian_weights",
     "interpolate",
-    "load_copy_model",
     "notes_example",
     "overlap",
     "position_encoding",
     "read",
-    "recall_experiment",
     "sharpen",
     "support_weights",
     "train_copy",
     "train_memn2n",
-    "train_over_seeds",
     "update_async",
     "update_sync",
     "write",

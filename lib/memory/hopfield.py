@@ -23,7 +23,7 @@ changes. It is a content-addressable memory: part of the content is the address.
    guarantee and can oscillate between two states.
 4. *Capacity*: with random patterns, recall stays nearly perfect while the load
    ``P/N`` is below about 0.138 and collapses above it (Amit, Gutfreund and
-   Sompolinsky, 1985). :func:`recall_experiment` measures it.
+   Sompolinsky, 1985). Chapter 12 measures it (``experiments.ch12_memory``).
 
 Conventions: states are float tensors of ``+-1`` with the unit axis last, ``(..., N)``
 (``spins("*batch N")`` in a signature); a batch of states ``(B, N)`` is updated in
@@ -54,31 +54,25 @@ from lib.checked import (
     Fraction,
     IntegerDtype,
     NonNegative,
-    NonNegativeInt,
     PositiveInt,
-    positive_int_at_most,
     same_dtype,
     spins,
 )
 
 __all__ = [
     "CAPACITY",
-    "MAX_UNITS",
     "HopfieldNetwork",
     "Recall",
     "energy",
     "flip_bits",
     "hebbian_weights",
     "overlap",
-    "recall_experiment",
     "update_async",
     "update_sync",
 ]
 
 # The critical load P/N for random patterns (Amit, Gutfreund and Sompolinsky, 1985).
 CAPACITY = 0.138
-# recall_experiment's largest network: its (N, N) float64 weights take 128 MiB.
-MAX_UNITS = 4096
 
 
 # ---------------------------------------------------------------------------
@@ -237,34 +231,3 @@ def overlap(
             f"{tuple(patterns.shape)}"
         ) from None
     return (states * patterns).mean(-1)
-
-
-def recall_experiment(
-    n_units: positive_int_at_most(MAX_UNITS),
-    n_patterns: PositiveInt,
-    noise: Fraction,
-    trials: positive_int_at_most(MAX_UNITS) = 1,
-    seed: NonNegativeInt = 0,
-    max_steps: PositiveInt = 30,
-) -> dict[str, float]:
-    """Build ``trials`` networks of ``n_patterns`` random patterns, cue every pattern
-    with a share ``noise`` of its units flipped, recall asynchronously and return
-    ``exact`` (the share recalled without a wrong unit), ``overlap`` (the mean final
-    overlap) and ``load`` (``P / N``). ``seed`` makes the result deterministic."""
-    generator = torch.Generator().manual_seed(seed)
-    exact, overlaps = [], []
-    for _ in range(trials):
-        bits = torch.randint(0, 2, (n_patterns, n_units), generator=generator)
-        patterns = bits.double() * 2 - 1  # (P, N)
-        network = HopfieldNetwork(patterns)
-        cues = flip_bits(patterns, noise, generator)  # (P, N): every pattern cued once
-        final = network.recall(cues, max_steps=max_steps, generator=generator).states
-        exact.append((final == patterns).all(-1).double())
-        overlaps.append((final * patterns).sum(-1))  # (P,): N times the overlap
-    # Integer sums divided once: the same double on every CPU, whatever its order.
-    cues = trials * n_patterns
-    return {
-        "exact": float(torch.cat(exact).sum()) / cues,
-        "overlap": float(torch.cat(overlaps).sum()) / (cues * n_units),
-        "load": n_patterns / n_units,
-    }

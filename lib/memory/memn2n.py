@@ -48,7 +48,7 @@ from jaxtyping import Float, Int64
 from torch import Tensor, nn
 
 from lib.attention import DotScore, attention
-from lib.checked import Fraction, NonNegativeInt, Positive, PositiveInt, each
+from lib.checked import Fraction, NonNegativeInt, Positive, PositiveInt
 from lib.rnn import clip_grad_norm
 from lib.tasks.babi import Stories
 from lib.training import TrainingLog
@@ -61,7 +61,6 @@ __all__ = [
     "position_encoding",
     "support_weights",
     "train_memn2n",
-    "train_over_seeds",
 ]
 
 Tying = Literal["adjacent", "layerwise"]
@@ -239,33 +238,6 @@ def accuracy(model: MemN2N, data: Stories) -> Fraction:
     model.eval()
     logits, _ = model(data.story, data.question, data.lengths)
     return float((logits.argmax(dim=-1) == data.answer).float().mean())
-
-
-def train_over_seeds(
-    config: MemN2NConfig,
-    train: Stories,
-    test: Stories,
-    seeds: each(NonNegativeInt),
-    **training,
-) -> tuple[list[MemN2N], list[float]]:
-    """Train a model per seed (``torch.manual_seed(s)`` draws its weights, and
-    ``train_memn2n(..., seed=s)`` its batches; ``training`` holds the other arguments)
-    and return the models and their :func:`accuracy` on ``test``: how much a result
-    owes to luck."""
-    if len(seeds) == 0:
-        raise ValueError("seeds must hold at least one seed; found none")
-    if "seed" in training:
-        raise TypeError(
-            "train_over_seeds sets train_memn2n's seed itself; pass seeds instead"
-        )
-    models, accuracies = [], []
-    for seed in seeds:
-        torch.manual_seed(seed)
-        model = MemN2N(config)
-        train_memn2n(model, train, seed=seed, **training)
-        models.append(model)
-        accuracies.append(accuracy(model, test))
-    return models, accuracies
 
 
 @torch.no_grad()

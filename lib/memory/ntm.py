@@ -27,8 +27,8 @@ erase vector ``e`` in ``[0, 1]^D`` and an add vector ``a`` (:func:`write`, eqs. 
 :class:`NTM` puts the pieces together with an LSTM controller
 (:class:`lib.rnn.LSTMCell`), one write head and one read head, and
 :func:`train_copy` trains it on the copy task of the paper.
-``python -m lib.memory train-ntm`` trains the model that chapter 12 loads
-(:func:`load_copy_model`), which takes a few minutes on a CPU.
+The model chapter 12 loads is trained with it by ``python -m experiments.ch12_memory
+train-ntm``, which takes a few minutes on a CPU.
 
 Conventions: the memory is batch-first ``(B, N, D)``, one slot per row (the lecture
 notes store slots as columns, ``M in R^{D x N}``); weightings are ``(B, N)``.
@@ -43,12 +43,10 @@ References
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -66,21 +64,16 @@ __all__ = [
     "HeadParameters",
     "NTM",
     "NTMConfig",
-    "WEIGHTS_PATH",
     "address",
     "circular_shift",
     "content_weights",
     "copy_batch",
     "interpolate",
-    "load_copy_model",
     "read",
     "sharpen",
     "train_copy",
     "write",
 ]
-
-WEIGHTS_PATH = Path(__file__).with_name("ntm_copy.pt")
-
 
 # ---------------------------------------------------------------------------
 # Addressing: content, interpolation, shift, sharpening (Graves et al., eqs. 5-9).
@@ -418,46 +411,3 @@ def train_copy(
                 log(f"step {step}: {loss:.4f} bits per vector, {seconds:.0f} s")
     run.seconds = time.perf_counter() - start
     return run
-
-
-def load_copy_model(path: Path | str = WEIGHTS_PATH) -> tuple[NTM, dict]:
-    """The NTM trained by ``python -m lib.memory train-ntm``, in evaluation mode, and
-    what its training measured (``config`` as a dict, ``steps``, ``losses``,
-    ``max_length``, ``seed``)."""
-    saved = torch.load(path, weights_only=True)
-    model = NTM(NTMConfig(**saved["config"]))
-    model.load_state_dict(saved["state"])
-    return model.eval(), {key: value for key, value in saved.items() if key != "state"}
-
-
-def main(argv: Optional[list[str]] = None) -> None:
-    """``python -m lib.memory train-ntm [--steps S] [--out PATH]``: train the
-    chapter's copy model."""
-    parser = argparse.ArgumentParser(
-        prog="python -m lib.memory", description=main.__doc__
-    )
-    parser.add_argument("command", choices=["train-ntm"])
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--max-length", type=int, default=12)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=WEIGHTS_PATH)
-    args = parser.parse_args(argv)
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(1)
-    config = NTMConfig()
-    model = NTM(config)
-    run = train_copy(
-        model,
-        args.steps,
-        max_length=args.max_length,
-        batch=args.batch,
-        lr=args.lr,
-        seed=args.seed,
-        log=print,
-    )
-    saved = dict(config=asdict(config), state=model.state_dict(), steps=run.steps)
-    saved.update(losses=run.losses, max_length=args.max_length, seed=args.seed)
-    torch.save(saved, args.out)
-    print(f"saved to {args.out} after {run.seconds:.0f} s")
