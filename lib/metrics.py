@@ -93,6 +93,22 @@ def ngram_counts(tokens: Words, n: Order) -> Counter:
     return Counter(zip(*(tokens[i:] for i in range(n))))
 
 
+def _require_references(references: Sequence, name: str = "references") -> None:
+    """What ``References`` cannot word: at least one reference, and none of them a str
+    (the likeliest slip: one reference passed where a list of them is expected)."""
+    if not references:
+        raise ValueError(
+            f"{name} must be a non-empty list of references (token lists); "
+            "found an empty list"
+        )
+    strs = [i for i, reference in enumerate(references) if isinstance(reference, str)]
+    if strs:
+        raise TypeError(
+            f"{name}[{strs[0]}] must be a list of token strings; found "
+            f"{references[strs[0]]!r} (wrap a single reference in a list: [reference])"
+        )
+
+
 def clipped_counts(
     hypothesis: Words, references: References, n: Order
 ) -> tuple[NonNegativeInt, NonNegativeInt]:
@@ -100,17 +116,7 @@ def clipped_counts(
     the hypothesis counts ``min(c_w(hyp), max_k c_w(ref_k))`` times, never more often
     than it occurs in any *single* reference; ``total`` counts the hypothesis's
     n-grams."""
-    if not references:
-        raise ValueError(
-            "references must be a non-empty list of references (token lists); "
-            "found an empty list"
-        )
-    strs = [i for i, reference in enumerate(references) if isinstance(reference, str)]
-    if strs:
-        raise TypeError(
-            f"references[{strs[0]}] must be a list of token strings; found "
-            f"{references[strs[0]]!r} (wrap a single reference in a list: [reference])"
-        )
+    _require_references(references)
     hypothesis_counts = ngram_counts(hypothesis, n)
     reference_counts = [ngram_counts(reference, n) for reference in references]
     matches = sum(
@@ -312,17 +318,7 @@ def sentence_bleu(
     three-word hypothesis gets BLEU-3, as ``sacrebleu.sentence_bleu`` does. To get
     sacreBLEU's ``BLEU().sentence_score``, pass ``smooth="exp", effective_order=False``.
     """
-    if not references:
-        raise ValueError(
-            "references must be a non-empty list of references (token lists); "
-            "found an empty list"
-        )
-    strs = [i for i, reference in enumerate(references) if isinstance(reference, str)]
-    if strs:
-        raise TypeError(
-            f"references[{strs[0]}] must be a list of token strings; found "
-            f"{references[strs[0]]!r} (wrap a single reference in a list: [reference])"
-        )
+    _require_references(references)
     counts = _sentence_counts(hypothesis, references, max_n)
     return bleu_from_counts(
         *counts, weights, smooth, smooth_value, effective_order=effective_order
@@ -356,17 +352,7 @@ def corpus_bleu(
         )
     matches, totals, hyp_len, ref_len = [0] * max_n, [0] * max_n, 0, 0
     for i, (hypothesis, sentence_references) in enumerate(zip(hypotheses, references)):
-        if not sentence_references:
-            raise ValueError(
-                f"references[{i}] must be a non-empty list of references (token "
-                "lists); found an empty list"
-            )
-        strs = [j for j, ref in enumerate(sentence_references) if isinstance(ref, str)]
-        if strs:
-            raise TypeError(
-                f"references[{i}][{strs[0]}] must be a list of token strings; found "
-                f"{sentence_references[strs[0]]!r} (wrap a single reference in a list)"
-            )
+        _require_references(sentence_references, f"references[{i}]")
         sentence = _sentence_counts(hypothesis, sentence_references, max_n)
         matches = [a + b for a, b in zip(matches, sentence[0])]
         totals = [a + b for a, b in zip(totals, sentence[1])]
@@ -388,17 +374,7 @@ def rouge_n(hypothesis: Words, references: References, n: Order = 1) -> Fraction
     ``sum_w min(c_w(hyp), c_w(ref_k))`` over the sum of ``sum_w c_w(ref_k)``, ``w``
     running over the n-grams of the references; 0 when they have none (rouge_score's
     convention)."""
-    if not references:
-        raise ValueError(
-            "references must be a non-empty list of references (token lists); "
-            "found an empty list"
-        )
-    strs = [i for i, reference in enumerate(references) if isinstance(reference, str)]
-    if strs:
-        raise TypeError(
-            f"references[{strs[0]}] must be a list of token strings; found "
-            f"{references[strs[0]]!r} (wrap a single reference in a list: [reference])"
-        )
+    _require_references(references)
     hypothesis_counts = ngram_counts(hypothesis, n)
     overlap = total = 0
     for reference in references:
