@@ -16,10 +16,9 @@ expected reward is, with any baseline :math:`b` that does not depend on
 
 (Williams, 1992). :func:`reinforce_loss` is a loss whose gradient is minus the
 sample average of this estimate; :func:`reinforce_fine_tune` fine-tunes a
-language model with it. The reward is an argument; chapter 6's experiment uses
-:func:`bigram_precision`, a stand-in for BLEU (chapter 8), and
-:func:`fine_tune_and_judge` runs it: each clock model is judged by
-:func:`judge_clock_model`, fine-tuned, and judged again.
+language model with it. The reward is an argument; chapter 6's experiment
+(``experiments.ch06_language_models``) uses :func:`bigram_precision`, a stand-in
+for BLEU (chapter 8).
 
 A baseline leaves the expected gradient unchanged but can shrink its variance
 greatly. Three kinds are common: a constant (a running mean of the rewards),
@@ -46,8 +45,6 @@ References
 
 from __future__ import annotations
 
-import copy
-from functools import partial
 from collections.abc import Callable
 from typing import Literal, Optional, Union
 
@@ -56,26 +53,19 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float, Float64, Int64
 from torch import Tensor, nn
 
-from lib.char_lm import teacher_forcing_batch
-from lib.checked import Finite, NonNegative, NonNegativeInt, PositiveInt, each_entry
-from lib.lm import CountingLanguage, drift, rollout
-from lib.ngram import perplexity
+from lib.checked import Finite, NonNegative, NonNegativeInt, PositiveInt
+from lib.lm import rollout
 
 __all__ = [
     "BASELINES",
     "reinforce_loss",
     "reinforce_fine_tune",
     "bigram_precision",
-    "judge_clock_model",
-    "fine_tune_and_judge",
 ]
 
 # The baseline reinforce_loss computes; a number or a (B,) tensor may be given too.
 BASELINES = ("leave-one-out",)
 Baseline = Union[None, Finite, Literal[BASELINES]]
-Curves = tuple[
-    Float[Tensor, "..."], Float[Tensor, "..."]
-]  # lib.lm.drift's (on_data, on_own)
 
 
 def reinforce_loss(
@@ -224,97 +214,3 @@ def bigram_precision(
     # (B, L - prompt): is each generated bigram anywhere in the reference?
     found = (generated[:, :, None] == reference[:, None]).all(-1).any(-1)
     return found.double().mean(1)  # (B,)
-
-
-def judge_clock_model(
-    model: nn.Module,
-    language: CountingLanguage,
-    test_sentences: Int64[Tensor, "N L"],
-    bos: NonNegativeInt,
-    prompt: PositiveInt,
-    seed: NonNegativeInt,
-    curves: Optional[Curves] = None,
-) -> dict[str, float]:
-    """Chapter 6's four numbers for a model of a :class:`lib.lm.CountingLanguage`.
-
-    The reward (:func:`bigram_precision`) of the model's own continuations of the test
-    sentences' first ``prompt`` tokens (:func:`lib.lm.rollout`, seeded with ``seed``),
-    the test perplexity under teacher forcing, and the mean KL errors of
-    :func:`lib.lm.drift` after real and after own prefixes (its samples seeded with
-    ``5 + seed``), unless its ``curves`` are given.
-    """
-    inputs, targets = teacher_forcing_batch(test_sentences.tolist(), bos=bos)  # (N, L)
-    prompts = test_sentences[:, :prompt]  # (N, prompt)
-    own_generator = torch.Generator().manual_seed(seed)
-    own = rollout(model, prompts, test_sentences.shape[1], bos, own_generator)  # (N, L)
-    with torch.no_grad():
-        log_p = torch.log_softmax(model(inputs).double(), dim=-1)  # (N, L, V)
-    if curves is None:
-        drift_generator = torch.Generator().manual_seed(5 + seed)
-        curves = drift(
-            model,
-            language,
-            test_sentences,
-            bos=bos,
-            prompt=prompt,
-            generator=drift_generator,
-        )
-    on_data, on_own = curves
-    reward = bigram_precision(own, test_sentences, prompt)  # (N,)
-    return {
-        "reward (bigram precision)": float(reward.mean()),
-        "test perplexity": perplexity(log_p.gather(2, targets[..., None]).flatten()),
-        "KL after data": float(on_data.mean()),
-        "KL after own": float(on_own.mean()),
-    }
-
-
-def fine_tune_and_judge(
-    models: each_entry(NonNegativeInt, nn.Module),
-    language: CountingLanguage,
-    sentences: Int64[Tensor, "N L"],
-    test_sentences: Int64[Tensor, "M L"],
-    bos: NonNegativeInt,
-    prompt: PositiveInt,
-    curves: Optional[each_entry(NonNegativeInt, Curves)] = None,
-    steps: PositiveInt = 100,
-    batch_size: PositiveInt = 64,
-    lr: NonNegative = 3e-3,
-    baseline: Baseline = "leave-one-out",
-) -> tuple[dict[int, dict[str, float]], dict[int, dict[str, float]]]:
-    """For each ``seed -> model``: judge a deep copy (:func:`judge_clock_model`, the
-    original is left untouched), fine-tune it on ``sentences``
-    (:func:`reinforce_fine_tune`, :func:`bigram_precision` as reward, seeded with
-    ``seed``), and judge it again. ``curves``, if given, holds each model's
-    :func:`lib.lm.drift` curves before fine-tuning. Returns the numbers before and
-    after, by seed.
-    """
-    if not models or (curves is not None and not set(models) <= set(curves)):
-        raise ValueError(
-            "models must map at least one seed to a model, and curves (if given) "
-            f"every seed of models; found seeds {list(models)} and curves "
-            f"{None if curves is None else list(curves)}"
-        )
-    before, after = {}, {}
-    for seed, trained in models.items():
-        model = copy.deepcopy(trained)
-        known = None if curves is None else curves[seed]
-        before[seed] = judge_clock_model(
-            model, language, test_sentences, bos, prompt, seed, known
-        )
-        reinforce_fine_tune(
-            model,
-            sentences,
-            partial(bigram_precision, prompt=prompt),
-            prompt=prompt,
-            bos=bos,
-            steps=steps,
-            batch_size=batch_size,
-            lr=lr,
-            baseline=baseline,
-            seed=seed,
-        )
-        after[seed] = judge_clock_model(
-            model, language, test_sentences, bos, prompt, seed
-        )
-    return before, after

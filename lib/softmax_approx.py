@@ -19,7 +19,7 @@ teaches them (syllabus LM8):
 3. *noise-contrastive estimation* (Gutmann & Hyvärinen, 2010; Mnih & Teh,
    2012): tell data words from ``K`` noise words per example with the logistic
    classifier :math:`\\sigma(s(w, h) - \\log(K q(w)))` (:func:`nce_loss`);
-4. :func:`dot_products` and :func:`time_per_step` measure what each costs.
+4. :func:`dot_products` counts what each costs (chapter 6's experiments time them).
 
 Conventions: ``B`` examples with context vectors ``hidden (B, D)``; the output
 layer is ``weight (V, D)`` and ``bias (V,)`` as in ``torch.nn.Linear(D, V)``;
@@ -45,7 +45,6 @@ References
 from __future__ import annotations
 
 import math
-import time
 from typing import Literal, Optional, Union
 
 import torch
@@ -54,14 +53,12 @@ from jaxtyping import Float, Int, Int64
 from torch import Tensor, nn
 
 from lib.checked import (
-    NonNegative,
-    NonNegativeInt,
     Positive,
     PositiveInt,
     each,
     same_dtype,
 )
-from lib.tree_softmax import BinaryTree, balanced_tree, path_log_prob
+from lib.tree_softmax import BinaryTree, balanced_tree
 
 __all__ = [
     "equal_classes",
@@ -74,7 +71,6 @@ __all__ = [
     "nce_logits",
     "nce_loss",
     "dot_products",
-    "time_per_step",
 ]
 
 Method = Literal["full", "classes", "tree"]
@@ -462,61 +458,3 @@ def dot_products(
             f"found a tree over {tree.vocab_size}"
         )
     return sum(tree.depths) / vocab_size
-
-
-def time_per_step(
-    method: Method,
-    vocab_size: PositiveInt,
-    hidden_size: PositiveInt = 64,
-    batch_size: PositiveInt = 32,
-    repeats: PositiveInt = 5,
-    seed: NonNegativeInt = 0,
-) -> NonNegative:
-    """CPU seconds (``time.process_time``, which other programs do not inflate as they
-    do wall time) of the output layer's loss and its gradients: the fastest of
-    ``repeats`` runs, the least disturbed.
-
-    ``"full"``: ``F.cross_entropy`` over all ``|V|`` scores, with a dense gradient.
-    ``"tree"``: a balanced binary tree (:func:`lib.tree_softmax.path_log_prob`);
-    ``"classes"``: :class:`ClassSoftmax` with ``sqrt(|V|)`` equal classes; both with
-    sparse gradients holding only the rows the batch touched, as a trainer with
-    sparse updates computes them (a dense one would cost in proportion to ``|V|``).
-    """
-    generator = torch.Generator().manual_seed(seed)
-    # (B, D)
-    hidden = torch.randn(
-        batch_size, hidden_size, generator=generator, requires_grad=True
-    )
-    targets = torch.randint(vocab_size, (batch_size,), generator=generator)  # (B,)
-    if method == "full":
-        layer = nn.Linear(hidden_size, vocab_size)
-        parameters = [hidden, *layer.parameters()]
-
-        def loss_fn():
-            return F.cross_entropy(layer(hidden), targets)
-
-    elif method == "tree":
-        tree = balanced_tree(vocab_size)
-        tree.padded()  # built once, outside the timing
-        noise = torch.randn(vocab_size - 1, hidden_size, generator=generator)
-        node_vectors = (0.1 * noise).requires_grad_()  # (V - 1, D)
-        parameters = [hidden, node_vectors]
-
-        def loss_fn():
-            log_p = path_log_prob(hidden, node_vectors, tree, targets, sparse=True)
-            return -log_p.mean()
-
-    else:
-        classes = equal_classes(vocab_size, max(1, round(math.sqrt(vocab_size))))
-        layer = ClassSoftmax(hidden_size, classes, sparse=True)
-        parameters = [hidden, *layer.parameters()]
-
-        def loss_fn():
-            return -layer.log_prob(hidden, targets).mean()
-
-    seconds = []
-    for _ in range(repeats + 1):  # the first run warms up
-        start = time.process_time()
-        torch.autograd.grad(loss_fn(), parameters)  # returned, not put in .grad
-        seconds.append(time.process_time() - start)
-    return min(seconds[1:])

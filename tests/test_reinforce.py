@@ -8,18 +8,14 @@ every pair of sequences), weighted by its probability, gives the *expected* esti
 so unbiasedness is an equality to 1e-12, not a statistical statement; a Monte Carlo run checks
 the same within standard errors.
 """
-import copy
 import itertools
 import math
 
 import pytest
 import torch
 
-from lib.char_lm import teacher_forcing_batch
-from lib.lm import CountingLanguage, NeuralLM, drift, rollout
-from lib.ngram import perplexity
-from lib.reinforce import (bigram_precision, fine_tune_and_judge, judge_clock_model, reinforce_fine_tune,
-                           reinforce_loss)
+from lib.lm import NeuralLM
+from lib.reinforce import bigram_precision, reinforce_fine_tune, reinforce_loss
 
 WORDS = 3
 SEQUENCES = list(itertools.product(range(WORDS), repeat=2))  # all 9 sequences x1 x2
@@ -300,53 +296,6 @@ def test_bigram_precision_by_hand_and_as_chapter_6_once_coded_it():
     with pytest.raises(ValueError, match="samples and references must be token ids >= 0; found -1"):
         bigram_precision(samples, references - 1, prompt=3)
 
-
-def _clock_setting():
-    language = CountingLanguage(hours=5, steps=(1, 2), length=8)
-    sentences = language.sample(40, torch.Generator().manual_seed(0))
-    test_sentences = language.sample(20, torch.Generator().manual_seed(1))
-    models = {}
-    for seed in (0, 1):
-        torch.manual_seed(seed)
-        models[seed] = NeuralLM(5, context=3, embedding_dim=4, hidden_size=8)
-    return language, sentences, test_sentences, models
-
-
-def test_judge_clock_model_is_the_four_numbers_written_out():
-    language, _, test_sentences, models = _clock_setting()
-    got = judge_clock_model(models[1], language, test_sentences, bos=5, prompt=3, seed=1)
-    own = rollout(models[1], test_sentences[:, :3], 8, 5, torch.Generator().manual_seed(1))
-    inputs, targets = teacher_forcing_batch(test_sentences.tolist(), bos=5)
-    with torch.no_grad():
-        log_p = torch.log_softmax(models[1](inputs).double(), dim=-1)  # (20, 8, 5)
-    on_data, on_own = drift(models[1], language, test_sentences, bos=5, prompt=3,
-                            generator=torch.Generator().manual_seed(6))
-    assert got == {"reward (bigram precision)": float(bigram_precision(own, test_sentences, 3).mean()),
-                   "test perplexity": perplexity(log_p.gather(2, targets[..., None]).flatten()),
-                   "KL after data": float(on_data.mean()), "KL after own": float(on_own.mean())}
-    reused = judge_clock_model(models[1], language, test_sentences, 5, 3, 1, curves=(on_data * 0, on_own * 0))
-    assert reused["KL after own"] == 0 and reused["test perplexity"] == got["test perplexity"]
-
-
-def test_fine_tune_and_judge_judges_fine_tunes_a_copy_and_judges_again():
-    language, sentences, test_sentences, models = _clock_setting()
-    originals = {seed: [p.clone() for p in model.parameters()] for seed, model in models.items()}
-    before, after = fine_tune_and_judge(models, language, sentences, test_sentences, bos=5, prompt=3, steps=3,
-                                        batch_size=8, lr=0.05)
-    for seed, model in models.items():  # the originals are untouched
-        assert all(torch.equal(p, q) for p, q in zip(model.parameters(), originals[seed]))
-        assert before[seed] == judge_clock_model(model, language, test_sentences, 5, 3, seed)
-        tuned = copy.deepcopy(model)
-        reinforce_fine_tune(tuned, sentences, lambda s, r: bigram_precision(s, r, 3), prompt=3, bos=5, steps=3,
-                            batch_size=8, lr=0.05, seed=seed)
-        assert after[seed] == judge_clock_model(tuned, language, test_sentences, 5, 3, seed)
-    assert after[0] != before[0]
-    with pytest.raises(ValueError, match=r"models must map at least one seed to a model.*found seeds \[\]"):
-        fine_tune_and_judge({}, language, sentences, test_sentences, bos=5, prompt=3)
-    with pytest.raises(TypeError, match=r"(?s)parameter 'models'.*Actual value: \{0: .*, 1: 'model'\}.*each_entry"):
-        fine_tune_and_judge({0: models[0], 1: "model"}, language, sentences, test_sentences, bos=5, prompt=3)
-    with pytest.raises(ValueError, match=r"curves \(if given\) every seed of models; found seeds \[0, 1\] and curves \[0\]"):
-        fine_tune_and_judge(models, language, sentences, test_sentences, bos=5, prompt=3, curves={0: (torch.zeros(2), torch.zeros(2))})
 
 
 def test_minus_infinity_is_refused_only_where_it_counts():

@@ -26,7 +26,6 @@ from lib.softmax_approx import (
     nce_loss,
     output_scores,
     rows,
-    time_per_step,
 )
 from lib.tree_softmax import all_log_probs, balanced_tree, huffman_tree, path_log_prob
 
@@ -159,13 +158,7 @@ def test_cost_errors():
         dot_products("tree", 5, tree=balanced_tree(4))
     with pytest.raises(ValueError, match="vocab_size must be at least 2; found 1"):
         dot_products("full", 1)
-    with pytest.raises(TypeError, match=r"(?s)parameter 'method'.*Actual value: 'nce'.*Literal\['full', 'classes', 'tree'\]"):
-        time_per_step("nce", 10)
 
-
-@pytest.mark.parametrize("method", ["full", "tree", "classes"])
-def test_time_per_step_runs(method):
-    assert time_per_step(method, 50, hidden_size=8, batch_size=4, repeats=2) > 0
 
 
 # ---- importance sampling -------------------------------------------------------------------------------
