@@ -10,8 +10,9 @@ with bigram tables counted from its samples.
   effect Koehn and Knowles (2017) report for neural translation.
 * :func:`pooled_rows`: why two of the chapter model's errors are model errors, the recipe of
   error analysis from the course's lecture notes.
-* :func:`sampling_tail`: sampling and top-k sampling (Fan et al., 2018) on 8:45, and how
-  often the samples are no reading of it.
+* :func:`first_words_845` and :func:`sampling_tail`: sampling with a temperature and top-k
+  sampling (Fan et al., 2018) on 8:45, and how often the samples are no reading of it.
+* :func:`explorer_suggestions`: what the chapter's explorer shows, on the chapter's model.
 """
 
 from __future__ import annotations
@@ -466,6 +467,39 @@ def pooled_rows(task, model) -> PooledRows:
     )
 
 
+@dataclass
+class FirstWords845(Measured):
+    log_probs: torch.Tensor  # (V,) of 8:45's first word
+    order: torch.Tensor  # (V,) token ids, most probable first, ties by token id
+
+    @property
+    def shown(self) -> torch.Tensor:  # the three words that start a phrasing
+        return self.order[:3]
+
+    @property
+    def others(self) -> torch.Tensor:
+        return self.order[3:]
+
+    FINDINGS = (
+        Finding(
+            "Three words have more than the pseudo-count at 8:45's first step, and the "
+            "other tokens all have the same probability.",
+            backs=("sampling-example",),
+            holds=lambda r: bool(
+                (r.log_probs[r.shown] > r.log_probs[r.others].max()).all()
+            )
+            and bool((r.log_probs[r.others] == r.log_probs[r.others[0]]).all()),
+        ),
+    )
+
+
+def first_words_845(task, model) -> FirstWords845:
+    """The model's distribution of 8:45's first word."""
+    first = model.for_source(task.times.index("8:45"))(torch.tensor([[model.bos]]))[0]
+    # a stable sort: the order of tied tokens is their token order on every CPU
+    return FirstWords845(first, torch.sort(first, descending=True, stable=True).indices)
+
+
 READINGS_845 = {"a quarter of nine"}  # a correct reading of 8:45 the data never contain
 
 
@@ -611,3 +645,76 @@ def sampling_tail(seeds=SEEDS, num_samples=200) -> SamplingTail:
         readings,
         second_kept,
     )
+
+
+@dataclass
+class ExplorerSuggestions(Measured):
+    answers: dict[tuple[str, int, float], str]  # (time, K, α) -> the answer
+    kept_at_step_1: list[str]  # 8:00 with K = 2: what step 1 keeps, <eos> shown
+    finished_at: list[int]  # 6:15 with K = 4: the steps that finish a hypothesis
+
+    FINDINGS = (
+        Finding(
+            "With K = 1 the explorer reads 8:45 'quarter to nine', with K = 2 'eight "
+            "forty five'.",
+            backs=("explorers",),
+            holds=lambda r: r.answers["8:45", 1, 0.0] == "quarter to nine"
+            and r.answers["8:45", 2, 0.0] == "eight forty five",
+        ),
+        Finding(
+            "For 8:00 with K = 4 it answers 'eight' at α = 0.5, \"eight o'clock\" at "
+            "α = 0.7.",
+            backs=("explorers",),
+            holds=lambda r: r.answers["8:00", 4, 0.5] == "eight"
+            and r.answers["8:00", 4, 0.7] == "eight o'clock",
+        ),
+        Finding(
+            'For 8:00 with K = 2 it keeps <eos> at step 1 and never answers "eight '
+            "o'clock\".",
+            backs=("explorers",),
+            holds=lambda r: "<eos>" in r.kept_at_step_1
+            and all(
+                r.answers["8:00", 2, a] != "eight o'clock" for a in EXPLORER_ALPHAS
+            ),
+        ),
+        Finding(
+            "For 6:15 with K = 4 it finishes hypotheses at steps 1, 2, 3 and 5.",
+            backs=("explorers",),
+            holds=lambda r: r.finished_at == [1, 2, 3, 5],
+        ),
+    )
+
+
+EXPLORER_ALPHAS = (0.0, 0.5, 0.7, 1.0)  # the explorer's choices of α
+
+
+def explorer_suggestions(task, model) -> ExplorerSuggestions:
+    """The searches the explorer's text suggests, on the chapter's model (the explorer
+    uses the same one)."""
+
+    def search(time, beam_size, alpha=0.0):
+        trace = []
+        step_fn = model.for_source(task.times.index(time))
+        result = beam_search(
+            step_fn, model.bos, task.eos, beam_size, MAX_LEN, alpha, trace
+        )
+        return task.decode(result[0][0]), trace
+
+    settings = [("8:45", 1, 0.0), ("8:45", 2, 0.0), ("8:00", 4, 0.5), ("8:00", 4, 0.7)]
+    settings += [("8:00", 2, alpha) for alpha in EXPLORER_ALPHAS]
+    answers = {setting: search(*setting)[0] for setting in settings}
+    step_1 = search("8:00", 2)[1][0]
+    kept = [
+        task.decode(c.tokens, keep_eos=True)
+        for c in step_1.candidates
+        if c.status != "pruned"
+    ]
+    finished_at = sorted(
+        {
+            step.step
+            for step in search("6:15", 4)[1]
+            for c in step.candidates
+            if c.status == "finished"
+        }
+    )
+    return ExplorerSuggestions(answers, kept, finished_at)

@@ -120,3 +120,22 @@ def test_sampling_tail_findings_hold_on_agreeing_numbers_and_fail_on_others():
 def test_sampling_tail_runs_at_a_tiny_size():
     run = ch07.sampling_tail(seeds=(38,), num_samples=20)
     assert len(run.not_a_phrasing[2]) == 1 and set(run.second_kept) <= {"<eos>", "a"}
+
+
+def test_first_words_845_findings(clock):
+    run = ch07.first_words_845(*clock)
+    assert failing(run) == []
+    # a fourth word above the pseudo-count: the tail is no longer tied
+    lifted = run.log_probs.clone()
+    lifted[run.others[0]] += 0.5
+    order = torch.sort(lifted, descending=True, stable=True).indices
+    assert len(failing(ch07.FirstWords845(lifted, order))) == 1
+
+
+def test_explorer_suggestions_findings(clock):
+    run = ch07.explorer_suggestions(*clock)
+    assert failing(run) == []
+    assert len(failing(replace(run, finished_at=[1, 2, 5]))) == 1
+    assert len(failing(replace(run, kept_at_step_1=["eight", "quarter"]))) == 1
+    answers = {**run.answers, ("8:00", 4, 0.5): "eight o'clock"}
+    assert len(failing(replace(run, answers=answers))) == 1
