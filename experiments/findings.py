@@ -27,9 +27,9 @@ class Finding:
 
     def __post_init__(self) -> None:
         says = self.says
-        if not (isinstance(says, str) and says[:1].isupper() and says.endswith(".")):
+        if not (isinstance(says, str) and says.strip() and not says[0].islower() and says.endswith(".")):
             raise TypeError(
-                "Finding: says must be a sentence, as the book prints it (a capital letter "
+                "Finding: says must be a sentence, as the book prints it (not a small letter "
                 f"first, a full stop last); found {says!r}"
             )
         backs = self.backs

@@ -40,8 +40,8 @@ def test_a_result_without_findings_cannot_be_checked():
 
 @pytest.mark.parametrize("says, backs, holds, message", [
     ("", ("text",), bool, "says must be a sentence"),
-    ("every seed wins.", ("text",), bool, "a capital letter first, a full stop last"),
-    ("Every seed wins", ("text",), bool, "a capital letter first"),
+    ("every seed wins.", ("text",), bool, "not a small letter first, a full stop last"),
+    ("Every seed wins", ("text",), bool, "a full stop last"),
     ("X.", "text", bool, "backs must be a tuple of markdown cell ids; found 'text'"),
     ("X.", (), bool, "backs must be a tuple"),
     ("X.", ("text",), True, "holds must be a function of the result; found True"),
