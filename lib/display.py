@@ -1,5 +1,5 @@
 """Small printing helpers the chapters share: short rounded numbers, lib code as its file
-holds it, numbers glued into the prose, and the claims the prose draws from a run."""
+holds it, numbers glued into the prose, and a spread over seeds."""
 from __future__ import annotations
 
 import inspect
@@ -66,30 +66,6 @@ def glue(name: str, value) -> None:
 
     display({GLUE_PREFIX + "text/plain": repr(value)}, raw=True,
             metadata={"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}})
-
-
-def claim(statement: str, holds, *, backs: str | tuple[str, ...]) -> None:
-    """Check a claim that the prose draws from a measured result.
-
-    A chapter's measured outputs (training, sampling, timing) change from machine to
-    machine, so they are not compared digit by digit; each conclusion the text draws from
-    them is checked here instead, with a tolerance that holds over seeds and CPUs.
-    ``backs`` names the id of the markdown cell (or cells) whose sentence the claim
-    backs, so a reader of a failure, and ``tests/test_notebook_policy.py``, can find it.
-
-    Raises
-    ------
-    AssertionError
-        If ``holds`` is false: the text says something this run did not show.
-    TypeError
-        If ``backs`` is not a cell id or a tuple of them.
-    """
-    cells = (backs,) if isinstance(backs, str) else backs
-    if not isinstance(cells, tuple) or not cells or not all(isinstance(c, str) and c for c in cells):
-        raise TypeError(f"claim: backs must be a markdown cell id or a tuple of them; found {backs!r}")
-    if not bool(holds):
-        raise AssertionError(f"the chapter claims in cell {', '.join(cells)} that {statement}, "
-                             "but this run does not show it")
 
 
 def spread(values, spec: str = ".3g") -> str:

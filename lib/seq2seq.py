@@ -631,4 +631,3 @@ def accuracy_by_length(
         nan = torch.tensor(float("nan"))
         accuracy.append(correct[inside].float().mean() if inside.any() else nan)
     return labels, torch.stack(accuracy), torch.tensor(counts)
-

@@ -9,6 +9,8 @@ import torch
 
 from lib.display import code_of, fmt
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def sample(x, y):
     """A docstring, shown with the code.
@@ -55,20 +57,6 @@ def test_spread_counts_diverged_runs_apart():
     from lib.display import spread
     assert spread([1.0, float("nan"), 3.0], ".1f") == "2.0 (1.0–3.0; 1 of 3 not finite)"
     assert spread([float("inf"), float("nan")]) == "not finite in all 2 runs"
-
-
-def test_claim_fails_with_the_statement_and_the_cell_it_backs():
-    from lib.display import claim
-    claim("one is less than two", 1 < 2, backs="intro-text")
-    with pytest.raises(AssertionError, match="in cell lstm-text, gru-text that the LSTM reaches 95%"):
-        claim("the LSTM reaches 95%", torch.tensor(0.5) >= 0.95, backs=("lstm-text", "gru-text"))
-
-
-@pytest.mark.parametrize("backs", ["", (), ("ok", 3), ["a-list"]])
-def test_claim_names_the_cell_it_backs(backs):
-    from lib.display import claim
-    with pytest.raises(TypeError, match="backs must be a markdown cell id"):
-        claim("one is less than two", True, backs=backs)
 
 
 def test_glue_writes_what_myst_nb_glue_writes(monkeypatch):
@@ -123,14 +111,16 @@ def test_every_module_a_chapter_teaches_is_checked_at_the_signature():
     assert sorted(taught - set(CHECKED_MODULES)) == []
 
 
-def test_modules_checked_at_the_signature_are_listed_as_their_files_hold_them():
-    """The book prints their functions exactly as the files hold them, so the files are in
-    black's format with lines of at most 88 characters (a code block at 1024 px)."""
+def test_modules_the_book_lists_are_listed_as_their_files_hold_them():
+    """The book prints functions of lib's checked modules and of the chapters' experiments
+    exactly as the files hold them, so the files are in black's format with lines of at
+    most 88 characters (a code block at 1024 px)."""
     import black
 
     from lib.checked import CHECKED_MODULES
 
-    for name in CHECKED_MODULES:
+    experiments = [f"experiments.{path.stem}" for path in sorted(ROOT.glob("experiments/*.py"))]
+    for name in [*CHECKED_MODULES, *experiments]:
         module = importlib.import_module(name)
         source = Path(module.__file__).read_text(encoding="utf-8")
         assert black.format_str(source, mode=black.Mode(line_length=88)) == source, (
