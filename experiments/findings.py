@@ -1,12 +1,13 @@
 """What a chapter concludes from a measured run, declared once beside the run.
 
-A measured output (training, sampling, timing) changes from CPU to CPU, so nbval does not
-compare it digit by digit. Each conclusion the chapter's text draws from such a run is a
-:class:`Finding` of the run's result class: the sentence, the markdown cells whose prose it
-backs, and a test with a tolerance that holds over seeds and CPUs. The chapter calls
-``result.check()`` in a visible cell: it prints every finding with a tick, a line nbval
-compares exactly, and fails, naming the findings, when one does not hold.
+A measured output (training, sampling, timing) changes from CPU to CPU, so nbval does
+not compare it digit by digit. Each conclusion the chapter's text draws from such a run
+is a :class:`Finding` of the run's result class: the sentence, the markdown cells whose
+prose it backs, and a test with a tolerance that holds over seeds and CPUs. The chapter
+calls ``result.check()`` in a visible cell: it prints every finding with a tick, a line
+nbval compares exactly, and fails, naming the findings, when one does not hold.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -18,8 +19,9 @@ from lib.display import LINE_WIDTH
 
 @dataclass(frozen=True)
 class Finding:
-    """One conclusion: ``says`` is what the text says, ``backs`` the ids of the chapter's
-    markdown cells that say it, ``holds`` the test of a result (with its tolerance)."""
+    """One conclusion: ``says`` is what the text says, ``backs`` the ids of the
+    chapter's markdown cells that say it, ``holds`` the test of a result (with its
+    tolerance)."""
 
     says: str
     backs: tuple[str, ...]
@@ -27,16 +29,24 @@ class Finding:
 
     def __post_init__(self) -> None:
         says = self.says
-        if not (isinstance(says, str) and says.strip() and not says[0].islower() and says.endswith(".")):
+        if not (isinstance(says, str) and says.endswith(".") and not says[0].islower()):
             raise TypeError(
-                "Finding: says must be a sentence, as the book prints it (not a small letter "
-                f"first, a full stop last); found {says!r}"
+                "Finding: says must be a sentence, as the book prints it (not a small "
+                f"letter first, a full stop last); found {says!r}"
             )
         backs = self.backs
-        if not (isinstance(backs, tuple) and backs and all(isinstance(b, str) and b for b in backs)):
-            raise TypeError(f"Finding: backs must be a tuple of markdown cell ids; found {backs!r}")
+        if not (
+            isinstance(backs, tuple)
+            and backs
+            and all(isinstance(b, str) and b for b in backs)
+        ):
+            raise TypeError(
+                f"Finding: backs must be a tuple of markdown cell ids; found {backs!r}"
+            )
         if not callable(self.holds):
-            raise TypeError(f"Finding: holds must be a function of the result; found {self.holds!r}")
+            raise TypeError(
+                f"Finding: holds must be a function of the result; found {self.holds!r}"
+            )
 
 
 class Measured:
@@ -56,8 +66,20 @@ class Measured:
         verdicts = [(finding, bool(finding.holds(self))) for finding in self.FINDINGS]
         for finding, holds in verdicts:
             mark = "✓ " if holds else "✗ "
-            print(textwrap.fill(finding.says, LINE_WIDTH, initial_indent=mark, subsequent_indent="  "))
-        failed = [f"{finding.says} (cells {', '.join(finding.backs)})"
-                  for finding, holds in verdicts if not holds]
+            print(
+                textwrap.fill(
+                    finding.says,
+                    LINE_WIDTH,
+                    initial_indent=mark,
+                    subsequent_indent="  ",
+                )
+            )
+        failed = [
+            f"{finding.says} (cells {', '.join(finding.backs)})"
+            for finding, holds in verdicts
+            if not holds
+        ]
         if failed:
-            raise AssertionError("the chapter says what this run does not show: " + "; ".join(failed))
+            raise AssertionError(
+                "the chapter says what this run does not show: " + "; ".join(failed)
+            )
