@@ -52,7 +52,7 @@ class UpdateGateDecay(Measured):
     FINDINGS = (
         Finding(
             "With z ≈ 0.95 the dependence after 10 and 50 steps is within 30% of "
-            "σ(3)^k.",
+            "σ(3)^10 and σ(3)^50.",
             backs=("gru-gradient-read",),
             holds=lambda r: all(
                 abs(r.norms[3.0][k] / r.kept(k) - 1) < 0.3 for k in (40, 0)
