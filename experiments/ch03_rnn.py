@@ -41,11 +41,16 @@ from lib.decoding import sample
 class ZenTraining(Measured):
     """Loss curves of one model per seed, before each step and after the last."""
 
-    train: list[list[float]]  # (seeds, steps + 1), nats per character
-    held_out: list[list[float]]  # (seeds, steps + 1), on lines never trained on
-    unseen_cost: list[float]  # (seeds,) the cheapest held-out character no line has
-    unseen_share: list[float]  # (seeds,) those characters' share of the held-out loss
-    uniform: float  # ln V, the loss of a uniform guess
+    # (seeds, steps + 1), nats per character
+    train: list[list[float]]
+    # (seeds, steps + 1), on lines never trained on
+    held_out: list[list[float]]
+    # (seeds,) the cheapest held-out character no line has
+    unseen_cost: list[float]
+    # (seeds,) those characters' share of the held-out loss
+    unseen_share: list[float]
+    # ln V, the loss of a uniform guess
+    uniform: float
     models: list[CharLM] = field(repr=False)
 
     @property
@@ -138,7 +143,9 @@ def train_on_zen(
         torch.manual_seed(seed)
         model = CharLM(vocabulary.size, hidden_size=64, embedding_dim=16, kind="rnn")
         curves.append(
-            train_char_lm(model, *train, steps=steps, lr=1e-2, held_out=held_out)
+            train_char_lm(
+                model, *train, steps=steps, lr=1e-2, max_norm=1.0, held_out=held_out
+            )
         )
         models.append(model)
     unseen_ids = torch.tensor([vocabulary.encode(ch)[0] for ch in unseen])
@@ -166,12 +173,14 @@ def train_on_zen(
 class Samples(Measured):
     """Lines sampled from each model: a few to show, then 100 per model to count."""
 
-    shown: list[str]  # drawn from the first model
-    verbatim: list[float]  # (models,) the share of samples that are lines of the text
-    new: list[int]  # (models,) how many samples are not
-    misspelt: list[
-        float
-    ]  # (models,) the share of new lines with a word not in the text
+    # drawn from the first model
+    shown: list[str]
+    # (models,) the share of samples that are lines of the text
+    verbatim: list[float]
+    # (models,) how many samples are not
+    new: list[int]
+    # (models,) the share of new lines with a word not in the text
+    misspelt: list[float]
 
     FINDINGS = (
         Finding(
@@ -237,13 +246,17 @@ def sample_lines(
 class ClippingRescue(Measured):
     """Training-loss curves of each seed, without clipping and with it."""
 
-    unclipped: list[list[float]]  # (seeds, steps + 1); nan or inf once diverged
-    clipped: list[list[float]]  # (seeds, steps + 1)
-    max_norm: float  # the clipping threshold
-    uniform: float  # ln V, the loss of a uniform guess
+    # (seeds, steps + 1); nan or inf once diverged
+    unclipped: list[list[float]]
+    # (seeds, steps + 1)
+    clipped: list[list[float]]
+    # the clipping threshold
+    max_norm: float
+    # ln V, the loss of a uniform guess
+    uniform: float
 
     @property
-    def leap(self) -> list[int]:
+    def leap(self) -> list[float]:
         """The first step after which each unclipped loss is above 3 ln V (nan is);
         inf for a run that never gets there."""
         high = 3 * self.uniform
@@ -303,6 +316,11 @@ def clipping_rescue(
     descent (no momentum), without clipping and then clipped to ``max_norm``;
     ``torch.manual_seed(seed)`` initialises both runs of a seed, so they start from the
     same weights and differ only in clipping."""
+    if not seeds or not 0 < max_norm < math.inf:
+        raise ValueError(
+            "clipping_rescue needs at least one seed and a finite positive max_norm; "
+            f"found {seeds!r} and {max_norm!r}"
+        )
     runs = {}
     for threshold in (math.inf, max_norm):
         runs[threshold] = []
@@ -324,7 +342,8 @@ class EchoSweep(Measured):
     back, for chunks of ``delay`` and ``delay + 1`` steps."""
 
     delay: int
-    accuracy: dict[int, list[float]]  # k -> (seeds,), on unseen streams, steps >= delay
+    # k -> (seeds,), on unseen streams, steps >= delay
+    accuracy: dict[int, list[float]]
 
     FINDINGS = (
         Finding(

@@ -30,13 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
-from jaxtyping import Int8
 from torch import Tensor
 
 from experiments.findings import Finding, Measured
-from lib.gating import MemoryClassifier, sequence_symbols, unseen_batch
-from lib.rnn import GRUCell, Kind, LSTMCell, RNNCell, clip_grad_norm, jacobian_norms
+from lib.gating import MemoryRun, train_memory_task
+from lib.rnn import GRUCell, Kind, LSTMCell, RNNCell, jacobian_norms
 from lib.tasks.recall import MemoryTask
 
 
@@ -54,7 +52,7 @@ class UpdateGateDecay(Measured):
     FINDINGS = (
         Finding(
             "With z ≈ 0.95 the dependence after 10 and 50 steps is within 30% of "
-            "σ(3)^k.",
+            "σ(3)^10 and σ(3)^50.",
             backs=("gru-gradient-read",),
             holds=lambda r: all(
                 abs(r.norms[3.0][k] / r.kept(k) - 1) < 0.3 for k in (40, 0)
@@ -141,80 +139,11 @@ def keep_gate_reach(x: Tensor, hidden_size: int = 32) -> KeepGateReach:
     return KeepGateReach(norms)
 
 
-@dataclass
-class MemoryRun:
-    """One model trained on the memory task, and the sequences it saw.
-
-    ``train_symbols`` and ``test_symbols`` hold the symbols of every training and test
-    sequence (the stored one, then the distractors), one row each; no row of the second
-    occurs in the first. ``replaced`` counts the test draws that were training
-    sequences and were drawn again.
-    """
-
-    kind: Kind
-    length: int
-    accuracy: float  # on test sequences none of which occurs in training
-    losses: list[float] = field(repr=False)
-    model: MemoryClassifier = field(repr=False)
-    train_symbols: Int8[Tensor, "N S"] = field(repr=False)  # N = steps * batch_size
-    test_symbols: Int8[Tensor, "M S"] = field(repr=False)  # M = test_size
-    replaced: int = 0
-
-
-def _train_memory_task(
-    kind: Kind,
-    length: int,
-    steps: int = 300,
-    hidden_size: int = 32,
-    batch_size: int = 64,
-    lr: float = 3e-3,
-    keep_bias: float = 0.0,
-    symbols: int = 4,
-    test_size: int = 1000,
-    seed: int = 0,
-) -> MemoryRun:
-    """Train a :class:`MemoryClassifier` on fresh batches of a :class:`MemoryTask`, then
-    test it on ``test_size`` sequences none of which occurs in training.
-
-    Adam, cross-entropy on the answer at the recall step, gradients clipped to global
-    norm 1. Every step draws a new batch, so the model cannot memorise a training set;
-    a test draw that repeats a training sequence is replaced (:func:`unseen_batch`).
-    The model is initialised from ``seed``, the batches from ``seed + 1``, the test
-    from ``seed + 2``; the caller's random state stays.
-    """
-    task = MemoryTask(length, symbols)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = MemoryClassifier(kind, task.input_size, hidden_size, symbols, keep_bias)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    generator = torch.Generator().manual_seed(seed + 1)
-    losses, trained_on = [], []
-    for _ in range(steps):
-        # x: (batch_size, length + 2, symbols + 2)
-        x, y = task.batch(batch_size, generator)
-        trained_on.append(sequence_symbols(x, symbols))
-        loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        clip_grad_norm(model.parameters(), 1.0)
-        optimizer.step()
-        losses.append(loss.item())
-    train_symbols = torch.cat(trained_on)  # (steps * batch_size, length + 1)
-    seen = set(map(tuple, train_symbols.tolist()))
-    test = torch.Generator().manual_seed(seed + 2)
-    x, y, replaced = unseen_batch(task, test_size, test, seen)
-    test_symbols = sequence_symbols(x, symbols)  # (test_size, length + 1)
-    if not seen.isdisjoint(map(tuple, test_symbols.tolist())):
-        raise AssertionError("a test sequence occurs in training")
-    with torch.no_grad():
-        accuracy = float((model(x).argmax(dim=1) == y).float().mean())
-    return MemoryRun(
-        kind, length, accuracy, losses, model, train_symbols, test_symbols, replaced
-    )
-
-
 def _steps_to_learn(losses: list[float], window: int = 20) -> float:
-    """The first step at which the mean of ``window`` losses is below 0.1 (inf if none)."""
+    """The first step at which the mean of ``window`` losses is below 0.1 (inf if none,
+    or if there are fewer than ``window`` losses)."""
+    if len(losses) < window:
+        return math.inf
     below = (torch.tensor(losses).unfold(0, window, 1).mean(dim=1) < 0.1).nonzero()
     return int(below[0]) + window if len(below) else math.inf
 
@@ -252,7 +181,10 @@ class MemorySweep(Measured):
             "A test draw repeats a training sequence only a few times per run (at most "
             "20 of 1,000).",
             backs=("memory-setup",),
-            holds=lambda r: max(run.replaced for run in r.runs.values()) <= 20,
+            holds=lambda r: all(
+                len(run.test_symbols) == 1000 for run in r.runs.values()
+            )
+            and max(run.replaced for run in r.runs.values()) <= 20,
         ),
         Finding(
             "The RNN usually learns the task at T = 10: median at least 90%, every seed "
@@ -275,7 +207,12 @@ class MemorySweep(Measured):
         Finding(
             "Every gated run brings its loss below 0.1 within the 300 steps.",
             backs=("memory-results",),
-            holds=lambda r: max(max(steps) for steps in r.learned.values()) <= 300,
+            holds=lambda r: all(
+                len(run.losses) == 300
+                for (kind, _, _), run in r.runs.items()
+                if kind != "rnn"
+            )
+            and max(max(steps) for steps in r.learned.values()) <= 300,
         ),
         Finding(
             "For every seed, the GRU and the LSTM need more steps at T = 40 than at "
@@ -299,7 +236,7 @@ def memory_sweep(
     """One model of each kind per gap ``T`` and seed, the gated ones with their keep gate
     open (bias 5); ``training`` overrides the run's sizes (a smaller test, say)."""
     runs = {
-        (kind, T, seed): _train_memory_task(
+        (kind, T, seed): train_memory_task(
             kind, T, keep_bias=0.0 if kind == "rnn" else 5.0, seed=seed, **training
         )
         for kind in kinds
@@ -342,7 +279,7 @@ def closed_forget_gate(
     """The LSTM of :func:`memory_sweep` with its forget gate not opened (bias 0)."""
     return ClosedGate(
         [
-            _train_memory_task(
+            train_memory_task(
                 "lstm", length, keep_bias=0.0, seed=seed, **training
             ).accuracy
             for seed in seeds
@@ -413,16 +350,13 @@ class GradientReach(Measured):
 
 def gradient_reach(sweep: MemorySweep, seeds: tuple[int, ...]) -> GradientReach:
     """The models of ``sweep`` at ``T = 40``, loaded into lib's cells (float64), and the
-    same models re-initialised as :func:`memory_sweep` initialised them."""
+    same models as they were initialised (:attr:`MemoryRun.untrained`)."""
     x, _ = MemoryTask(40).batch(16, torch.Generator().manual_seed(5))  # (16, 42, 6)
     curves = {}
     for kind in ("rnn", "gru", "lstm"):
         for seed in seeds:
-            torch.manual_seed(seed)  # the initialisation of the sweep's run
-            untrained = MemoryClassifier(
-                kind, 6, 32, 4, keep_bias=0.0 if kind == "rnn" else 5.0
-            )
-            trained = sweep.runs[kind, 40, seed].model
+            run = sweep.runs[kind, 40, seed]
+            untrained, trained = run.untrained, run.model
             for model, when in ((untrained, "untrained"), (trained, "trained")):
                 cell = model.lib_layer().double().cells[0]
                 norms = jacobian_norms(cell, x.double()).clamp_min(1e-30)
@@ -485,7 +419,7 @@ class ForgetBiasReach(Measured):
         Finding(
             "b = 1 passes on none of the lengths from 20 to 60.",
             backs=("ex-gate-remember-solution-start",),
-            holds=lambda r: not any(r.passes[1.0]),
+            holds=lambda r: r.lengths == list(range(20, 61)) and not any(r.passes[1.0]),
         ),
         Finding(
             "b = 2 passes on some lengths but not all.",
@@ -501,13 +435,16 @@ class ForgetBiasReach(Measured):
             "ρ(2, 55) changes at least threefold over ten other random models, across "
             "0.1.",
             backs=("ex-gate-remember", "ex-gate-remember-solution-start"),
-            holds=lambda r: max(r.other_models) > 3 * min(r.other_models)
+            holds=lambda r: len(r.other_models) == 10
+            and max(r.other_models) > 3 * min(r.other_models)
             and min(r.other_models) < r.least_reach < max(r.other_models),
         ),
         Finding(
             "b = 3 and b = ln 2T pass on every length from 20 to 60.",
             backs=("ex-gate-remember-solution-start",),
-            holds=lambda r: all(r.passes[3.0]) and all(r.passes["ln 2T"]),
+            holds=lambda r: r.lengths == list(range(20, 61))
+            and all(r.passes[3.0])
+            and all(r.passes["ln 2T"]),
         ),
     )
 

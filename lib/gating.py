@@ -6,7 +6,8 @@ an LSTM (Hochreiter and Schmidhuber, 1997) and classifies its last state; its
 (2015) recommend for the forget gate. For :class:`lib.tasks.recall.MemoryTask`,
 :func:`sequence_symbols` gives the symbols of a batch and :func:`unseen_batch` draws
 sequences outside a set already seen, to test a model on sequences it never trained
-on. Chapter 4's training runs, seeds and sweeps are :mod:`experiments.ch04_gating`.
+on. :func:`train_memory_task` trains one classifier on fresh batches of the task;
+chapter 4's seeds and sweeps are :mod:`experiments.ch04_gating`.
 
 References
 ----------
@@ -21,17 +22,34 @@ References
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass, field
 from typing import Union
 
 import torch
+import torch.nn.functional as F
 from jaxtyping import Float, Int, Int8
 from torch import Tensor, nn
 
-from lib.checked import Finite, PositiveInt
-from lib.rnn import GRU, LSTM, MAX_PARAMETERS, RNN, Kind, parameter_count
+from lib.checked import Finite, NonNegative, NonNegativeInt, PositiveInt
+from lib.rnn import (
+    GRU,
+    LSTM,
+    MAX_PARAMETERS,
+    RNN,
+    Kind,
+    clip_grad_norm,
+    parameter_count,
+)
 from lib.tasks.recall import MemoryTask
 
-__all__ = ["MemoryClassifier", "sequence_symbols", "unseen_batch"]
+__all__ = [
+    "MemoryClassifier",
+    "MemoryRun",
+    "sequence_symbols",
+    "train_memory_task",
+    "unseen_batch",
+]
 
 
 class MemoryClassifier(nn.Module):
@@ -99,6 +117,28 @@ class MemoryClassifier(nn.Module):
         )
 
 
+@dataclass
+class MemoryRun:
+    """The outcome of :func:`train_memory_task`.
+
+    ``train_symbols`` and ``test_symbols`` hold the symbols of every training and test
+    sequence (the stored one, then the distractors), one row each; no row of the second
+    occurs in the first. ``replaced`` counts the test draws that were training
+    sequences and were drawn again. ``untrained`` is the model as it was initialised.
+    """
+
+    kind: Kind
+    length: NonNegativeInt
+    accuracy: float  # on test sequences none of which occurs in training
+    losses: list[float] = field(repr=False)
+    model: MemoryClassifier = field(repr=False)
+    # a copy of the model before training
+    untrained: MemoryClassifier = field(repr=False)
+    train_symbols: Int8[Tensor, "N S"] = field(repr=False)  # N = steps * batch_size
+    test_symbols: Int8[Tensor, "M S"] = field(repr=False)  # M = test_size
+    replaced: NonNegativeInt = 0
+
+
 def sequence_symbols(
     x: Float[Tensor, "B T D"], symbols: PositiveInt
 ) -> Int8[Tensor, "B T-1"]:
@@ -146,4 +186,65 @@ def unseen_batch(
         f"{rounds} batches of {batch_size} gave only {kept} sequences outside the "
         f"{len(seen)} seen: the task has only {task.symbols}^{task.length + 1} "
         "distinct sequences"
+    )
+
+
+def train_memory_task(
+    kind: Kind,
+    length: NonNegativeInt,
+    steps: PositiveInt = 300,
+    hidden_size: PositiveInt = 32,
+    batch_size: PositiveInt = 64,
+    lr: NonNegative = 3e-3,
+    keep_bias: Finite = 0.0,
+    symbols: PositiveInt = 4,
+    test_size: PositiveInt = 1000,
+    seed: NonNegativeInt = 0,
+) -> MemoryRun:
+    """Train a :class:`MemoryClassifier` on fresh batches of a :class:`MemoryTask`, then
+    test it on ``test_size`` sequences none of which occurs in training.
+
+    Adam, cross-entropy on the answer at the recall step, gradients clipped to global
+    norm 1. Every step draws a new batch, so the model cannot memorise a training set;
+    a test draw that repeats a training sequence is replaced (:func:`unseen_batch`).
+    The model is initialised from ``seed``, the batches from ``seed + 1``, the test
+    from ``seed + 2``; the caller's random state stays.
+    """
+    task = MemoryTask(length, symbols)
+    with torch.random.fork_rng():  # a seeded initialisation; the caller's state stays
+        torch.manual_seed(seed)
+        model = MemoryClassifier(kind, task.input_size, hidden_size, symbols, keep_bias)
+    untrained = copy.deepcopy(model)  # draws no random numbers
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(seed + 1)
+    losses, trained_on = [], []
+    for _ in range(steps):
+        # x: (batch_size, length + 2, symbols + 2)
+        x, y = task.batch(batch_size, generator)
+        trained_on.append(sequence_symbols(x, symbols))
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        clip_grad_norm(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+    train_symbols = torch.cat(trained_on)  # (steps * batch_size, length + 1)
+    seen = set(map(tuple, train_symbols.tolist()))
+    test = torch.Generator().manual_seed(seed + 2)
+    x, y, replaced = unseen_batch(task, test_size, test, seen)
+    test_symbols = sequence_symbols(x, symbols)  # (test_size, length + 1)
+    if not seen.isdisjoint(map(tuple, test_symbols.tolist())):
+        raise AssertionError("a test sequence occurs in training")
+    with torch.no_grad():
+        accuracy = float((model(x).argmax(dim=1) == y).float().mean())
+    return MemoryRun(
+        kind,
+        length,
+        accuracy,
+        losses,
+        model,
+        untrained,
+        train_symbols,
+        test_symbols,
+        replaced,
     )

@@ -3,6 +3,7 @@ fail on numbers that contradict them; each run, at a tiny size, returns what the
 reads (the clipping runs of a seed start from the same weights)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -93,3 +94,82 @@ def test_clipping_rescue_runs_a_seed_from_the_same_weights_with_and_without_clip
             assert curve == want["train"]
     assert rescue.unclipped[0][0] == rescue.clipped[0][0] != rescue.clipped[1][0]
     assert rescue.unclipped[0][1:] != rescue.clipped[0][1:]  # clipping changes the steps
+
+
+def test_clipping_rescue_refuses_no_seeds_and_a_threshold_that_does_not_clip():
+    vocabulary = CharVocabulary.from_text("\n".join(LINES))
+    inputs, targets = language_model_batch(LINES, vocabulary)
+    for seeds, max_norm in (((), 0.25), ((0,), math.inf), ((0,), 0.0)):
+        with pytest.raises(ValueError, match=r"at least one seed and a finite positive max_norm"):
+            clipping_rescue(vocabulary.size, inputs, targets, seeds, max_norm, steps=1)
+
+
+# Each finding fails just past its threshold, and only it.
+
+SAYS = {cls: [finding.says for finding in cls.FINDINGS]
+        for cls in (ZenTraining, Samples, ClippingRescue, EchoSweep)}
+
+
+def agreeing_zen():
+    train = [[3.85, 1.0, 0.1] for _ in range(3)]
+    held = [[3.9, 2.6, 4.9] for _ in range(3)]
+    return ZenTraining(train, held, [5.0] * 3, [0.05] * 3, UNIFORM, [])
+
+
+def test_zen_training_findings_fail_one_at_a_time_just_past_their_thresholds():
+    agreeing, says = agreeing_zen(), SAYS[ZenTraining]
+    assert agreeing.failing() == []
+    seeds = lambda *last: [[3.85, 1.0, 0.1]] * 2 + [list(last)]  # the third seed differs
+    held = lambda *last: [[3.9, 2.6, 4.9]] * 2 + [list(last)]
+    cases = {
+        0: replace(agreeing, train=seeds(UNIFORM + 0.21, 1.0, 0.1)),  # 0.2 from ln V
+        1: replace(agreeing, train=seeds(3.85, 1.0, 0.25)),  # 0.25 nats
+        2: replace(agreeing, held_out=held(3.9, UNIFORM - 0.79, 4.9)),  # 0.8 below ln V
+        3: replace(agreeing, held_out=held(*[3.9] * 60, 2.6, 4.9)),  # lowest at step 60
+        6: replace(agreeing, unseen_cost=[5.0, 5.0, UNIFORM]),  # not above ln V
+        7: replace(agreeing, unseen_share=[0.05, 0.05, 0.1]),  # a tenth
+    }
+    for k, result in cases.items():
+        assert result.failing() == [says[k]], k
+    # finding 4 has two parts: 1 nat above the lowest point, and above ln V
+    assert replace(agreeing, held_out=held(3.9, 2.95, 3.9)).failing() == [says[4]]
+    assert replace(agreeing, held_out=held(3.9, 2.6, UNIFORM - 0.01)).failing() == [says[4]]
+    assert replace(agreeing, held_out=held(3.9, 2.85, 3.9)).failing() == []
+    # finding 5 follows from findings 1 and 4 (held-out above ln V, training below 0.25:
+    # a gap of more than 3.55), so it cannot fail alone; 3.61 must pass, 2.99 must not
+    narrow = replace(agreeing, train=seeds(3.85, 1.0, 0.24), held_out=held(3.9, 2.6, 3.85))
+    assert narrow.failing() == []
+    assert not ZenTraining.FINDINGS[5].holds(
+        replace(agreeing, train=seeds(3.85, 1.0, 0.24), held_out=held(3.9, 2.6, 3.23)))
+
+
+def test_samples_findings_fail_one_at_a_time_just_past_their_thresholds():
+    agreeing, says = Samples(["a"], [0.5, 0.45], [50, 55], [0.84, 0.9]), SAYS[Samples]
+    assert agreeing.failing() == []
+    assert replace(agreeing, verbatim=[0.5, 0.0]).failing() == [says[0]]
+    assert replace(agreeing, new=[50, 24]).failing() == [says[1]]
+    assert replace(agreeing, new=[50, 25]).failing() == []
+    assert replace(agreeing, misspelt=[0.84, 0.5]).failing() == [says[2]]
+
+
+def test_clipping_rescue_findings_fail_one_at_a_time_just_past_their_thresholds():
+    calm = [[3.8, 3.9, 2.0, 0.5]]
+    agreeing = ClippingRescue([[3.9, 9.0, 30.0, 20.0, math.nan]], calm, 0.25, UNIFORM)
+    says = SAYS[ClippingRescue]
+    assert agreeing.failing() == []
+    late_leap = [[3.9] + [5.0] * 7 + [30.0, 20.0, math.nan]]  # above 3 ln V at step 8
+    assert replace(agreeing, unclipped=late_leap).failing() == []
+    later = [[3.9] + [5.0] * 8 + [30.0, 20.0, math.nan]]  # at step 9
+    assert replace(agreeing, unclipped=later).failing() == [says[0]]
+    dips = [[3.9, 9.0, 30.0, 20.0, UNIFORM - 0.01]]
+    assert replace(agreeing, unclipped=dips).failing() == [says[1]]
+    assert replace(agreeing, clipped=[[3.8, 4.3, 2.0, 0.5]]).failing() == []
+    assert replace(agreeing, clipped=[[3.8, 4.31, 2.0, 0.5]]).failing() == [says[2]]
+    assert replace(agreeing, clipped=[[3.8, 3.9, 2.0, 1.0]]).failing() == [says[2]]
+
+
+def test_echo_sweep_findings_fail_one_at_a_time_just_past_their_thresholds():
+    agreeing, says = EchoSweep(4, {4: [0.6, 0.54], 5: [1.0, 0.99]}), SAYS[EchoSweep]
+    assert agreeing.failing() == []
+    assert replace(agreeing, accuracy={4: [0.6, 0.9], 5: [1.0, 0.99]}).failing() == [says[0]]
+    assert replace(agreeing, accuracy={4: [0.6, 0.54], 5: [1.0, 0.98]}).failing() == [says[1]]

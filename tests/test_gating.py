@@ -1,6 +1,6 @@
 """Tests for lib/tasks/recall.py and lib/gating.py: the task's layout by hand, the keep-gate bias and
-the lib layer that computes the same function, and test draws that never repeat a seen sequence
-(the training runs are tests/test_experiments_ch04.py's)."""
+the lib layer that computes the same function, a short gap that an LSTM learns reproducibly, and a
+test set that never repeats a training sequence."""
 
 import itertools
 
@@ -9,8 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lib.gating import MemoryClassifier, sequence_symbols, unseen_batch
+from lib.gating import MemoryClassifier, sequence_symbols, train_memory_task, unseen_batch
 from lib.tasks import MemoryTask
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def randn(*shape, dtype=torch.float64, seed=0):
@@ -84,3 +86,44 @@ def test_a_task_too_small_for_an_unseen_batch_is_refused():
     seen = set(itertools.product(range(4), repeat=3))  # all 4^3 sequences of 2 distractors
     with pytest.raises(ValueError, match=r"only 0 sequences outside the 64 seen.*4\^3"):
         unseen_batch(MemoryTask(2), 4, torch.Generator().manual_seed(0), seen)
+
+
+@pytest.fixture(scope="module")
+def short_gap_run():
+    return train_memory_task("lstm", length=6, steps=120, hidden_size=16, keep_bias=1.0, lr=1e-2)
+
+
+def test_train_memory_task_solves_a_short_gap_and_is_reproducible(short_gap_run):
+    assert short_gap_run.accuracy > 0.95
+    first = train_memory_task("lstm", length=6, steps=20, hidden_size=16, keep_bias=1.0, lr=1e-2)
+    again = train_memory_task("lstm", length=6, steps=20, hidden_size=16, keep_bias=1.0, lr=1e-2)
+    assert first.losses == again.losses and first.accuracy == again.accuracy
+
+
+def test_the_untrained_copy_is_the_model_as_the_seed_initialised_it(short_gap_run):
+    torch.manual_seed(0)
+    fresh = MemoryClassifier("lstm", 6, 16, 4, keep_bias=1.0)
+    untrained, trained = short_gap_run.untrained.state_dict(), short_gap_run.model.state_dict()
+    assert all(torch.equal(untrained[name], value) for name, value in fresh.state_dict().items())
+    assert not torch.equal(untrained["output.weight"], trained["output.weight"])
+
+
+def test_the_test_sequences_never_occur_in_training(short_gap_run):
+    """With 6 distractors there are only 4^7 = 16,384 sequences and training draws 7,680: hundreds of
+    test draws repeat a training sequence, and every one of them is replaced."""
+    run = short_gap_run
+    train = set(map(tuple, run.train_symbols.tolist()))
+    test = list(map(tuple, run.test_symbols.tolist()))
+    assert run.train_symbols.shape == (120 * 64, 7) and run.test_symbols.shape == (1000, 7)
+    assert train.isdisjoint(test) and run.replaced > 100
+    # the training sequences are the ones the training generator drew
+    task, generator = MemoryTask(6), torch.Generator().manual_seed(1)
+    drawn = torch.cat([sequence_symbols(task.batch(64, generator)[0], 4) for _ in range(120)])
+    assert torch.equal(drawn, run.train_symbols)
+
+
+def test_train_memory_task_refuses_a_negative_length_and_no_steps():
+    with pytest.raises(TypeError, match=r"(?s)parameter 'length'.*Actual value: -1.*is_at_least_0"):
+        train_memory_task("lstm", length=-1)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'steps'.*Actual value: 0.*is_at_least_1"):
+        train_memory_task("lstm", length=2, steps=0)
