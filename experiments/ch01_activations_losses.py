@@ -44,7 +44,9 @@ def _same_shape(lecun, he):
 
 @dataclass
 class GradientSweep(Measured):
-    norms: dict[str, list[list[float]]]  # row of GRADIENT_ROWS -> (seeds, layers)
+    seeds: tuple[int, ...]
+    # row of GRADIENT_ROWS -> (seeds, layers)
+    norms: dict[str, list[list[float]]]
 
     def orders(self) -> list[float]:
         """Per seed: orders of magnitude from the sigmoid's first-layer gradient to its last."""
@@ -55,56 +57,67 @@ class GradientSweep(Measured):
             "The sigmoid's last-layer gradient is about 13 orders of magnitude larger than "
             "its first layer's (seed 0's value, to within one order), for each of 5 seeds.",
             backs=("vanishing-read", "summary"),
-            holds=lambda r: all(abs(o - round(r.orders()[0])) <= 1 for o in r.orders()),
+            holds=lambda r: len(r.seeds) == 5
+            and all(abs(o - round(r.orders()[0])) <= 1 for o in r.orders()),
         ),
         Finding(
             "Tanh's layer gradients stay within a factor 6 of each other, for each of 5 seeds.",
             backs=("vanishing-read",),
-            holds=lambda r: all(_within(n, 6) for n in r.norms["tanh"]),
+            holds=lambda r: len(r.seeds) == 5
+            and all(_within(n, 6) for n in r.norms["tanh"]),
         ),
         Finding(
             "ReLU's gradients with LeCun weights are below 1e-4 in every layer, for each "
             "of 5 seeds.",
             backs=("vanishing-read",),
-            holds=lambda r: all(max(n) < 1e-4 for n in r.norms["relu"]),
+            holds=lambda r: len(r.seeds) == 5
+            and all(max(n) < 1e-4 for n in r.norms["relu"]),
         ),
         Finding(
             "With He initialisation every layer's gradient is within a factor 12 of every "
             "other's, for each of 5 seeds.",
             backs=("vanishing-read",),
-            holds=lambda r: all(_within(n, 12) for n in r.norms["relu (He)"]),
+            holds=lambda r: len(r.seeds) == 5
+            and all(_within(n, 12) for n in r.norms["relu (He)"]),
         ),
         Finding(
-            "The two ReLU rows have the same shape: one common factor turns every layer's "
-            "He gradient into its LeCun gradient, for each of 5 seeds.",
+            "The two ReLU rows have the same shape: one common factor (to 1e-9) turns "
+            "every layer's He gradient into its LeCun gradient, for each of 5 seeds.",
             backs=("vanishing-read",),
-            holds=lambda r: all(
-                map(_same_shape, r.norms["relu"], r.norms["relu (He)"])
-            ),
+            holds=lambda r: len(r.seeds) == 5
+            and all(map(_same_shape, r.norms["relu"], r.norms["relu (He)"])),
         ),
     )
 
 
-def gradient_sweep(seeds=range(5), depth=20, width=64) -> GradientSweep:
+def _layer_gradient_norms(activation, depth, width, seed, gain):
     """Each layer's weight-gradient norm after back-propagating the mean squared output
     of a batch of 256 inputs through ``depth`` layers of random weights."""
-    norms = {row: [] for row in GRADIENT_ROWS}
-    for seed in seeds:
-        for row, (activation, gain) in GRADIENT_ROWS.items():
-            generator = torch.Generator().manual_seed(seed)
-            h = torch.randn(256, width, generator=generator, dtype=torch.float64)
-            weights = [
-                (
-                    torch.randn(width, width, generator=generator, dtype=torch.float64)
-                    / math.sqrt(width / gain)  # variance gain / width
-                ).requires_grad_()
-                for _ in range(depth)
-            ]
-            for w in weights:
-                h = ACTIVATIONS[activation](h @ w)
-            h.pow(2).mean().backward()
-            norms[row].append([w.grad.norm().item() for w in weights])
-    return GradientSweep(norms)
+    generator = torch.Generator().manual_seed(seed)
+    h = torch.randn(256, width, generator=generator, dtype=torch.float64)
+    weights = [
+        (
+            torch.randn(width, width, generator=generator, dtype=torch.float64)
+            / math.sqrt(width / gain)  # variance gain / width
+        ).requires_grad_()
+        for _ in range(depth)
+    ]
+    for w in weights:
+        h = ACTIVATIONS[activation](h @ w)
+    h.pow(2).mean().backward()
+    return [w.grad.norm().item() for w in weights]
+
+
+def gradient_sweep(seeds=range(5), depth=20, width=64) -> GradientSweep:
+    """_layer_gradient_norms of each row of GRADIENT_ROWS from each seed."""
+    norms = {
+        row: [
+            _layer_gradient_norms(activation, depth, width, seed, gain)
+            for seed in seeds
+        ]
+        for row, (activation, gain) in GRADIENT_ROWS.items()
+    }
+    return GradientSweep(tuple(seeds), norms)
 
 
 # the runs of the dying-unit table: activation, learning rate, bias shift
@@ -151,18 +164,18 @@ def _dead_masks(net, inputs):
     return dead_units(h1), dead_units(h2)
 
 
-def _train(net, lr, inputs, targets, seed):
-    """The losses on the whole set at steps 0 and 200."""
+def _train(net, lr, inputs, targets, seed, steps=200):
+    """The losses on the whole set at steps 0 and ``steps``."""
     return fit(
         net,
         SGD(net.parameters(), lr=lr),
         inputs,
         targets,
         F.mse_loss,
-        steps=200,
+        steps=steps,
         batch_size=64,
         generator=torch.Generator().manual_seed(seed + 1),
-        loss_every=200,
+        loss_every=steps,
     )
 
 
@@ -183,17 +196,14 @@ def _large_lr_runs_hold(r):
 @dataclass
 class DyingUnits(Measured):
     seeds: tuple[int, ...]
-    dead: dict[
-        tuple[str, str, int], list[float]
-    ]  # (run, before/after, layer) -> (seeds,)
-    revived: dict[
-        str, list[int]
-    ]  # run -> (seeds,) layer-1 units dead before, alive after
+    # (run, before/after, layer) -> (seeds,)
+    dead: dict[tuple[str, str, int], list[float]]
+    # run -> (seeds,) layer-1 units dead before, alive after
+    revived: dict[str, list[int]]
     first_loss: dict[str, list[float]]  # run -> (seeds,)
     final_loss: dict[str, list[float]]  # run -> (seeds,)
-    diverging: list[
-        bool
-    ]  # (30,) ReLU at lr 0.3 from seeds 0 to 29: NaN or infinite loss
+    # (30,) ReLU at lr 0.3 from seeds 0 to 29: NaN or infinite loss
+    diverging: list[bool]
 
     def leaky_below(self) -> int:
         """Seeds where Leaky ReLU's final loss is at most half of ReLU's at lr 0.3."""
@@ -243,7 +253,8 @@ class DyingUnits(Measured):
             "No Leaky ReLU unit is ever dead, and at lr 0.3 its loss ends at most half of "
             "ReLU's for at least two of the three seeds (neither run diverging).",
             backs=("dying-read",),
-            holds=lambda r: max(
+            holds=lambda r: len(r.seeds) == 3
+            and max(
                 max(r.dead[LEAKY, when, layer])
                 for when in ("before", "after")
                 for layer in (0, 1)
@@ -255,22 +266,22 @@ class DyingUnits(Measured):
             "lr 0.3 is close to making the loss diverge: at least one of 30 ReLU seeds "
             "ends with a NaN or infinite loss.",
             backs=("dying-read",),
-            holds=lambda r: sum(r.diverging) >= 1,
+            holds=lambda r: len(r.diverging) == 30 and sum(r.diverging) >= 1,
         ),
     )
 
 
-def dying_units(seeds=(0, 1, 2), divergence_seeds=30) -> DyingUnits:
-    """Train a 2 -> 64 -> 64 -> 1 network for 200 steps of SGD in each run of DYING_RUNS
-    from each seed; count its dead units before and after, then train ReLU at lr 0.3 from
-    ``divergence_seeds`` seeds to see how many diverge."""
+def dying_units(seeds=(0, 1, 2), divergence_seeds=30, steps=200) -> DyingUnits:
+    """Train a 2 -> 64 -> 64 -> 1 network for ``steps`` steps of SGD in each run of
+    DYING_RUNS from each seed; count its dead units before and after, then train ReLU at
+    lr 0.3 from ``divergence_seeds`` seeds to see how many diverge."""
     inputs, targets = _regression_data()
     dead, revived, first_loss, final_loss = {}, {}, {}, {}
     for run, (activation, lr, shift) in _RUN_SETTINGS.items():
         for seed in seeds:
             net = _regression_net(activation, seed, shift)
             before = _dead_masks(net, inputs)
-            losses = _train(net, lr, inputs, targets, seed)
+            losses = _train(net, lr, inputs, targets, seed, steps)
             after = _dead_masks(net, inputs)
             for when, masks in (("before", before), ("after", after)):
                 for layer in (0, 1):
@@ -284,9 +295,8 @@ def dying_units(seeds=(0, 1, 2), divergence_seeds=30) -> DyingUnits:
         if seed in seeds:  # trained above
             loss = final_loss[LARGE][seeds.index(seed)]
         else:
-            loss = _train(_regression_net(nn.ReLU, seed), 0.3, inputs, targets, seed)[
-                -1
-            ]
+            net = _regression_net(nn.ReLU, seed)
+            loss = _train(net, 0.3, inputs, targets, seed, steps)[-1]
         diverging.append(not math.isfinite(loss))
     return DyingUnits(tuple(seeds), dead, revived, first_loss, final_loss, diverging)
 
@@ -300,16 +310,17 @@ def _falls_at_every_layer(stats):
 
 @dataclass
 class SeluSweep(Measured):
-    stats: dict[
-        str, list[torch.Tensor]
-    ]  # activation -> (seeds,) of (layers, 2): mean, var
+    seeds: tuple[int, ...]
+    # activation -> (seeds,) of (layers, 2): mean, var
+    stats: dict[str, list[torch.Tensor]]
 
     FINDINGS = (
         Finding(
             "SELU keeps every layer's mean within 0.05 of 0 and its variance within 10% of "
             "1 through all 20 layers, for each of 3 seeds.",
             backs=("selu-read", "summary"),
-            holds=lambda r: all(
+            holds=lambda r: len(r.seeds) == 3
+            and all(
                 s[:, 0].abs().max() <= 0.05 and (s[:, 1] - 1).abs().max() <= 0.1
                 for s in r.stats["selu"]
             ),
@@ -318,7 +329,8 @@ class SeluSweep(Measured):
             "Tanh keeps the mean within 0.01 of 0, its variance falls at every layer and "
             "ends below 0.05, for each of 3 seeds.",
             backs=("selu-read",),
-            holds=lambda r: all(
+            holds=lambda r: len(r.seeds) == 3
+            and all(
                 s[:, 0].abs().max() <= 0.01
                 and _falls_at_every_layer(s)
                 and s[-1, 1] < 0.05
@@ -329,7 +341,8 @@ class SeluSweep(Measured):
             "ReLU's variance falls at every layer and collapses below 1e-3 by layer 20, "
             "for each of 3 seeds.",
             backs=("selu-read",),
-            holds=lambda r: all(
+            holds=lambda r: len(r.seeds) == 3
+            and all(
                 _falls_at_every_layer(s) and s[-1, 1] < 1e-3 for s in r.stats["relu"]
             ),
         ),
@@ -353,4 +366,4 @@ def selu_sweep(seeds=(0, 1, 2), depth=20, width=256, batch=1024) -> SeluSweep:
         ]
         for name in SELU_ROWS
     }
-    return SeluSweep(stats)
+    return SeluSweep(tuple(seeds), stats)
