@@ -552,6 +552,18 @@ def pretraining_splits(
     set do not depend on ``num_labels``, and a larger labelled set contains the smaller
     ones.
     """
+    sizes = {
+        "num_labels": num_labels,
+        "corpus_size": corpus_size,
+        "test_size": test_size,
+    }
+    for name, size in sizes.items():
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ValueError(
+                f"{name} must be a whole number of at least 1; found {size!r}"
+            )
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a whole number of at least 0; found {seed!r}")
     total, space = corpus_size + test_size + num_labels, walk_space_size()
     if total > space // 2:
         raise ValueError(

@@ -117,6 +117,15 @@ def test_pretraining_splits_refuse_sets_that_share_a_string(monkeypatch):
         pretraining_splits(41000, 1000, 250)
 
 
+@pytest.mark.parametrize("name, sizes", [
+    ("num_labels", (-10,)), ("num_labels", (0,)), ("num_labels", (2.5,)), ("corpus_size", (32, 0)),
+    ("test_size", (32, 1000, -1)), ("seed", (32, 1000, 250, -1)),
+])
+def test_pretraining_splits_refuse_sizes_below_one(name, sizes):
+    with pytest.raises(ValueError, match=f"{name} must be a whole number of at least"):
+        pretraining_splits(*sizes)
+
+
 TINY = TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=16)
 
 
