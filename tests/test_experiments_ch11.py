@@ -227,10 +227,10 @@ def test_attention_vs_gru_cost_runs():
     assert len(ch11.attention_vs_gru_cost(lengths=(4, 8, 16), d=8).times["GRU"]) == 3
 
 
-def test_reversal_sweep_and_exact_matches_run(tiny):
+def test_reversal_sweep_and_held_out_accuracy_run(tiny):
     train, test, reversal = tiny
     assert len(reversal.logs[0].losses) == 2
-    decoded = ch11.exact_matches(reversal.models, TASK, test)
+    decoded = ch11.held_out_accuracy(reversal.models, TASK, test)
     assert len(decoded.shown) == 4 and 0 <= decoded.accuracy[0] <= 1
     assert len(decoded.outputs) == len(test)
 
@@ -243,7 +243,7 @@ def test_mirror_weights_run(tiny):
 def test_gru_sweep_and_seconds_per_epoch_run(tiny):
     train, test, reversal = tiny
     grus = ch11.gru_sweep(TASK, train, test, Seq2SeqConfig(embed_dim=8, hidden_dim=8, bidirectional=False),
-                          HeldOutAccuracy([0.9], [], [], True), seeds=(0,), epochs=1)
+                          [0.9], seeds=(0,), epochs=1)
     assert grus.transformer_accuracy == [0.9] and len(grus.logs[0].losses) == 1
     assert ch11.seconds_per_epoch(reversal, grus).gru > 0
 
