@@ -635,7 +635,7 @@ class PretrainingRuns(Measured):
         Finding(
             "For every seed the masked-LM loss falls more over epochs 10 to 20 than over "
             "epochs 1 to 10.",
-            backs=("ex-tr-few-labels-solution",),
+            backs=("pretraining-discussion", "ex-tr-few-labels-solution"),
             holds=lambda r: all(
                 loss[9] - loss[19] > loss[0] - loss[9] for loss in r.mlm_losses
             ),
