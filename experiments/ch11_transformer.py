@@ -4,7 +4,7 @@
 * :func:`attention_vs_gru_cost` times one forward pass of self-attention and of a GRU over
   lengths from 32 to 2048, the comparison of Vaswani et al. [1]_, Table 1, measured.
 * :func:`reversal_sweep` trains the chapter's Transformer to reverse digit strings over
-  three seeds; :func:`exact_matches` decodes the held-out strings with it and
+  three seeds; :func:`held_out_accuracy` decodes the held-out strings with it and
   :func:`mirror_weights` measures where its encoder–decoder heads look.
 * :func:`gru_sweep` trains chapter 10's GRU encoder–decoder without attention (Cho et
   al. [2]_) on the same task, and :func:`seconds_per_epoch` compares the two's training time.
@@ -57,7 +57,7 @@ from lib.pretraining import (
     train_classifier,
     walk_space_size,
 )
-from lib.seq2seq import Seq2SeqConfig, build_seq2seq, greedy_translate
+from lib.seq2seq import Seq2SeqConfig, build_seq2seq, exact_matches, greedy_translate
 from lib.tasks import ReversalTask
 from lib.training import SequencePairs, TrainingLog, train_seq2seq
 from lib.transformer import (
@@ -234,18 +234,9 @@ def reversal_sweep(
     return runs
 
 
-def _references(test: SequencePairs) -> list[list[int]]:
-    return [row[: n + 1].tolist() for row, n in zip(test.tgt_out, test.src_lens)]
-
-
-def _exact_match(model, task, test):
-    """The share of held-out strings decoded exactly (every digit and <eos>), and the
-    outputs."""
-    outputs = greedy_translate(
-        model, test, task.bos, task.eos, max_len=task.max_len + 1
-    )
-    right = sum(out == ref for out, ref in zip(outputs, _references(test)))
-    return right / len(test), outputs
+def _share_exact(model: nn.Module, task: ReversalTask, test: SequencePairs) -> float:
+    """The share of held-out strings decoded exactly (every digit and <eos>)."""
+    return exact_matches(model, test, task.bos, task.eos).sum().item() / len(test)
 
 
 @dataclass
@@ -272,20 +263,21 @@ class HeldOutAccuracy(Measured):
     )
 
 
-def exact_matches(
+def held_out_accuracy(
     models: list[nn.Module], task: ReversalTask, test: SequencePairs
 ) -> HeldOutAccuracy:
-    """Decode the held-out strings greedily with each model."""
-    scored = [_exact_match(model, task, test) for model in models]
-    outputs, references = scored[0][1], _references(test)
+    """Decode the held-out strings greedily with each model
+    (:func:`lib.seq2seq.exact_matches`); keep the first model's outputs to print."""
+    first = exact_matches(models[0], test, task.bos, task.eos)
     shown = [
         next(i for i in range(len(test)) if test.src_lens[i] == n) for n in (4, 5, 7, 8)
     ]
     return HeldOutAccuracy(
-        [accuracy for accuracy, _ in scored],
-        outputs,
+        [first.sum().item() / len(test)]
+        + [_share_exact(model, task, test) for model in models[1:]],
+        greedy_translate(models[0], test, task.bos, task.eos, test.tgt_out.shape[1]),
         shown,
-        all(outputs[i] == references[i] for i in shown),
+        bool(first[shown].all()),
     )
 
 
@@ -325,8 +317,8 @@ class MirrorWeights(Measured):
             holds=lambda r: (r.on_mirror[:, 1] > r.on_neighbour[:, 1]).all(),
         ),
         Finding(
-            "Every first-layer head puts less weight on it than every second-layer head "
-            "of the same seed.",
+            "Every first-layer head puts less weight on the mirrored digit than every "
+            "second-layer head of the same seed.",
             backs=("heads-discussion",),
             holds=lambda r: (
                 r.on_mirror[:, 0].amax(1) < r.on_mirror[:, 1].amin(1)
@@ -384,19 +376,22 @@ def gru_sweep(
     train: SequencePairs,
     test: SequencePairs,
     config: Seq2SeqConfig,
-    transformers: HeldOutAccuracy,
+    transformer_accuracy: list[float],
     seeds: tuple[int, ...] = SEEDS,
+    epochs: int = 4,
 ) -> GruRuns:
     """Train chapter 10's plain GRU encoder–decoder as the Transformers were trained
-    (four epochs, Adam at 0.002, batches of 64) and decode the held-out strings."""
-    runs = GruRuns([], [], transformers.accuracy)
+    (Adam at 0.002, batches of 64, four epochs in the chapter) and decode the held-out
+    strings;
+    ``transformer_accuracy`` is the Transformers' exact match, to compare."""
+    runs = GruRuns([], [], list(transformer_accuracy))
     for seed in seeds:
         torch.manual_seed(seed)
         gru = build_seq2seq("plain", task.vocab_size, task.vocab_size, config)
         runs.logs.append(
-            train_seq2seq(gru, train, epochs=4, batch_size=64, lr=2e-3, seed=seed)
+            train_seq2seq(gru, train, epochs=epochs, batch_size=64, lr=2e-3, seed=seed)
         )
-        runs.accuracy.append(_exact_match(gru, task, test)[0])
+        runs.accuracy.append(_share_exact(gru, task, test))
     return runs
 
 
@@ -443,8 +438,9 @@ class LayoutRuns(Measured):
             ),
         ),
         Finding(
-            "At 0.02, every post-norm model's loss after two epochs is higher than every "
-            "reversal model's after two epochs at 0.002.",
+            "At a learning rate of 0.02, every post-norm model's loss after two epochs is "
+            "higher than every reversal model's after two epochs at a learning rate of "
+            "0.002.",
             backs=("recipe-layout-discussion", "0211db0f"),
             holds=lambda r: min(loss[1] for loss in r.losses["post-norm"])
             > max(r.baseline_epoch2),
@@ -482,6 +478,7 @@ class DropoutRuns(Measured):
 
     train_loss: dict[float, list[float]]  # rate -> (seeds,) on the training strings
     held_loss: dict[float, list[float]]  # rate -> (seeds,) on held-out strings
+    epochs: int  # the training epochs of every run
 
     def pairs(self) -> list[tuple[tuple[float, float], tuple[float, float]]]:
         """Per seed: (training, held-out) loss without dropout, and with 0.1."""
@@ -510,7 +507,7 @@ class DropoutRuns(Measured):
         Finding(
             "For every seed dropout 0.1 does not lower the held-out loss after 20 epochs.",
             backs=("recipe-dropout-discussion",),
-            holds=lambda r: all(d[1] > n[1] for n, d in r.pairs()),
+            holds=lambda r: r.epochs == 20 and all(d[1] > n[1] for n, d in r.pairs()),
         ),
     )
 
@@ -521,10 +518,11 @@ def dropout_sweep(
     held_out: SequencePairs,
     config: TransformerConfig,
     seeds: tuple[int, ...] = SEEDS,
+    epochs: int = 20,
 ) -> DropoutRuns:
-    """Train ``config``'s model on ``few`` strings for 20 epochs with dropout 0 and 0.1,
-    per seed, and score the training objective in eval mode on both sets."""
-    runs = DropoutRuns({}, {})
+    """Train ``config``'s model on ``few`` strings for ``epochs`` with dropout 0 and
+    0.1, per seed, and score the training objective in eval mode on both sets."""
+    runs = DropoutRuns({}, {}, epochs)
     for p in (0.0, 0.1):
         runs.train_loss[p], runs.held_loss[p] = [], []
         for seed in seeds:
@@ -532,7 +530,7 @@ def dropout_sweep(
             model = Seq2SeqTransformer(
                 task.vocab_size, task.vocab_size, replace(config, dropout=p)
             )
-            train_seq2seq(model, few, epochs=20, batch_size=32, lr=2e-3, seed=seed)
+            train_seq2seq(model, few, epochs=epochs, batch_size=32, lr=2e-3, seed=seed)
             runs.train_loss[p].append(teacher_forced_loss(model, few))
             runs.held_loss[p].append(teacher_forced_loss(model, held_out))
     return runs
@@ -552,6 +550,18 @@ def pretraining_splits(
     set do not depend on ``num_labels``, and a larger labelled set contains the smaller
     ones.
     """
+    sizes = {
+        "num_labels": num_labels,
+        "corpus_size": corpus_size,
+        "test_size": test_size,
+    }
+    for name, size in sizes.items():
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ValueError(
+                f"{name} must be a whole number of at least 1; found {size!r}"
+            )
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a whole number of at least 0; found {seed!r}")
     total, space = corpus_size + test_size + num_labels, walk_space_size()
     if total > space // 2:
         raise ValueError(
@@ -625,7 +635,7 @@ class PretrainingRuns(Measured):
         Finding(
             "For every seed the masked-LM loss falls more over epochs 10 to 20 than over "
             "epochs 1 to 10.",
-            backs=("ex-tr-few-labels-solution",),
+            backs=("pretraining-discussion", "ex-tr-few-labels-solution"),
             holds=lambda r: all(
                 loss[9] - loss[19] > loss[0] - loss[9] for loss in r.mlm_losses
             ),
