@@ -37,13 +37,8 @@ from lib.decoding import (
 )
 from lib.display import spread
 
-SEEDS = (
-    38,
-    0,
-    1,
-    2,
-    3,
-)  # the chapter's model first, then four more data sets and models
+# the chapter's model first, then four more data sets and models
+SEEDS = (38, 0, 1, 2, 3)
 BEAMS, ALPHAS = (1, 2, 3, 5), (0.0, 0.7, 1.0)
 MAX_LEN = 6  # tokens: the longest phrasing has five words and eos
 
@@ -157,8 +152,8 @@ class BeamSweep(Measured):
     unreadable: dict[int, int]  # seed -> outputs at K = 3, α = 0 that read no phrasing
     log_probs: dict[tuple[int, int], list[float]]  # (seed, K) -> best log p per time
     search_errors: dict[int, int]  # seed -> wrong outputs at K = 3, α = 0.7 by search
-    new_errors: dict[int, list[tuple[str, str]]]  # seed -> (output, y*): K = 3 times
-    # that α = 0.7 gets wrong and α = 0 right
+    # seed -> (output, y*) of each time K = 3 gets wrong with α = 0.7 and right with α = 0
+    new_errors: dict[int, list[tuple[str, str]]]
     said: dict[str, str]  # time -> the chapter model's answer at K = 3, α = 0
 
     def median(self, table, beam_size, alpha) -> float:
@@ -506,14 +501,14 @@ READINGS_845 = {"a quarter of nine"}  # a correct reading of 8:45 the data never
 @dataclass
 class SamplingTail(Measured):
     seeds: tuple[int, ...]  # the first is the chapter's model
-    not_a_phrasing: dict[int | None, list[float]]  # top-k -> (seeds,) share of samples
-    # that is none of the data's phrasings of 8:45
+    # top-k -> (seeds,) share of samples that is none of the data's phrasings of 8:45
+    not_a_phrasing: dict[int | None, list[float]]
     not_a_reading: dict[int | None, list[float]]  # top-k -> (seeds,) no reading at all
     unlisted_top2: list[int]  # (seeds,) top-2 samples that are "a quarter of nine"
     mistakes: set[str]  # top-2 samples that are no reading at all, over the seeds
     readings: set[str]  # every reading of 8:45
-    second_kept: list[str]  # the chapter's model, where the data show one next word:
-    # the second token top-2 keeps
+    # the chapter's model, where the data show one next word: the second token top-2 keeps
+    second_kept: list[str]
 
     def mostly_unlisted(self) -> int:
         """Models most of whose top-2 samples outside the phrasings are unlisted."""
@@ -647,6 +642,9 @@ def sampling_tail(seeds=SEEDS, num_samples=200) -> SamplingTail:
     )
 
 
+EXPLORER_ALPHAS = (0.0, 0.5, 0.7, 1.0)  # the explorer's choices of α
+
+
 @dataclass
 class ExplorerSuggestions(Measured):
     answers: dict[tuple[str, int, float], str]  # (time, K, α) -> the answer
@@ -683,9 +681,6 @@ class ExplorerSuggestions(Measured):
             holds=lambda r: r.finished_at == [1, 2, 3, 5],
         ),
     )
-
-
-EXPLORER_ALPHAS = (0.0, 0.5, 0.7, 1.0)  # the explorer's choices of α
 
 
 def explorer_suggestions(task, model) -> ExplorerSuggestions:
