@@ -608,7 +608,7 @@ class WithoutBaseline(Measured):
         Finding(
             "Without a baseline the seeds go different ways: the reward or the error "
             "after the model's own prefixes improves on some seeds and not on others.",
-            backs=("ex-lm-reinforce-run-solution",),
+            backs=("reinforce-no-baseline", "ex-lm-reinforce-run-solution"),
             holds=lambda r: any(
                 0 < count < len(r.at_3e3["KL after own"])
                 for count in r.improved(r.at_3e3)[:2]
@@ -617,14 +617,14 @@ class WithoutBaseline(Measured):
         Finding(
             "Without a baseline, on some seed the reward falls or the error after own "
             "prefixes grows.",
-            backs=("ex-lm-reinforce-run-solution",),
+            backs=("reinforce-no-baseline", "ex-lm-reinforce-run-solution"),
             holds=lambda r: min(r.improved(r.at_3e3)[:2])
             < len(r.at_3e3["KL after own"]),
         ),
         Finding(
             "At lr=1e-3 without a baseline the reward rises by more than 0.002 and the "
             "error after own prefixes falls by more than 0.01, for every seed.",
-            backs=("ex-lm-reinforce-run-solution",),
+            backs=("reinforce-no-baseline", "ex-lm-reinforce-run-solution"),
             holds=lambda r: _all_seeds(r.at_1e3["KL after own"])
             and min(r.at_1e3["reward (bigram precision)"]) > 0.002
             and max(r.at_1e3["KL after own"]) < -0.01,
