@@ -1,10 +1,11 @@
-"""Chapter 6's experiments (experiments.ch06_language_models): each result's findings
-hold on numbers that show them and fail on numbers that contradict them, and each run
+"""Chapter 6's experiments (experiments.ch06_language_models): each finding holds on
+numbers that show it and fails, alone, on numbers just past its threshold; and each run
 works at a tiny size. The chapter runs them at full size
 (tests/test_notebook_outputs.py)."""
 
 import copy
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -19,98 +20,129 @@ from lib.reinforce import bigram_precision, reinforce_fine_tune
 pytestmark = pytest.mark.usefixtures("one_thread")  # see tests/conftest.py
 
 
-def verdicts(result):
-    return [bool(finding.holds(result)) for finding in result.FINDINGS]
+def says(result_class, *indices):
+    return [result_class.FINDINGS[i].says for i in indices]
 
 
-# ---- findings on hand-made numbers ---------------------------------------------------
+# ---- findings on hand-made numbers: each fails alone just past its threshold ---------
 
 
 def test_smoothing_findings():
     agrees = ch06.SmoothingSweep(
-        {}, {2: {0.0: 300.0, 0.1: 200.0}, 3: {0.1: 250.0}}, 0.7
+        {}, {2: {0.0: 300.0, 0.1: 200.0}, 3: {0.1: 200.5}}, 0.51
     )
-    assert verdicts(agrees) == [True, True]
-    assert ch06.SmoothingSweep(
-        {}, {2: {0.1: 200.0}, 3: {0.1: 190.0}}, 0.4
-    ).best_delta == {
-        2: 0.1,
-        3: 0.1,
-    }
-    assert verdicts(
-        ch06.SmoothingSweep({}, {2: {0.1: 200.0}, 3: {0.1: 190.0}}, 0.4)
-    ) == [
-        False,
-        False,
-    ]
+    assert agrees.failing() == [] and agrees.best_delta == {2: 0.1, 3: 0.1}
+    tied = replace(agrees, perplexities={2: {0.1: 200.0}, 3: {0.0: 200.0}})
+    assert tied.failing() == says(ch06.SmoothingSweep, 0)
+    assert replace(agrees, rare_histories=0.5).failing() == says(ch06.SmoothingSweep, 1)
 
 
-def test_neural_and_table_findings():
-    runs = ch06.NeuralLMRuns({}, [8.1, 8.1], [5.6, 6.2], [200, 210], [216, 219])
-    assert verdicts(runs) == [False]  # the second seed falls by 1.9 nats only
-    runs.end_loss[1] = 5.9
-    assert verdicts(runs) == [True]
-    assert verdicts(ch06.VersusCounts([216, 219], {1: 900, 2: 700, 3: 800})) == [
-        True,
-        True,
-    ]
-    assert verdicts(ch06.VersusCounts([216, 300], {1: 900, 2: 250, 3: 800})) == [
-        False,
-        False,
-    ]
+def test_neural_findings_need_every_one_of_three_seeds():
+    agrees = ch06.NeuralLMRuns({}, [8.1] * 3, [6.0, 6.09, 5.9], [200] * 3, [216] * 3)
+    assert agrees.failing() == []
+    just_short = replace(agrees, end_loss=[6.0, 6.1, 5.9])  # falls by 2.0 nats only
+    assert just_short.failing() == says(ch06.NeuralLMRuns, 0)
+    two_seeds = replace(agrees, start_loss=[8.1] * 2, end_loss=[6.0] * 2)
+    assert two_seeds.failing() == says(ch06.NeuralLMRuns, 0)
+
+
+def test_versus_counts_findings():
+    agrees = ch06.VersusCounts([216, 219, 230], {1: 900, 2: 231, 3: 690})
+    assert agrees.failing() == []
+    tied = replace(agrees, ngram_test={1: 900, 2: 230, 3: 800})
+    assert tied.failing() == says(ch06.VersusCounts, 0)
+    short = replace(agrees, ngram_test={1: 900, 2: 700, 3: 689})  # 689 / 230 < 3
+    assert short.failing() == says(ch06.VersusCounts, 1)
+    two_seeds = replace(agrees, neural_test=[216, 219])
+    assert two_seeds.failing() == says(ch06.VersusCounts, 0, 1)
 
 
 def test_embedding_findings():
     shares = {
-        "embedding M": [0.03, 0.02, 0.06],
-        "learned part M - M0": [0.24, 0.03, 0.26],
-        "output W": [0.50, 0.45, 0.55],
-        "word2vec (CBOW)": [0.35, 0.32, 0.48],
+        "embedding M": [0.03, 0.02, 0.10],
+        "learned part M - M0": [0.24, 0.039, 0.26],
+        "output W": [0.50, 0.30, 0.55],
+        "word2vec (CBOW)": [0.20, 0.32, 0.50],
     }
     said = [{"says", "was", "had", "has", "does"}] * 3
-    agrees = ch06.EmbeddingNeighbours(shares, 0.003, [0.2, 0.3, 0.25], said, {})
-    assert all(verdicts(agrees))
-    contradicts = copy.deepcopy(agrees)
-    contradicts.shares["embedding M"] = [0.12, 0.11, 0.11]  # fails the first three
-    contradicts.shares["learned part M - M0"] = [
-        0.3,
-        0.3,
-        0.3,
-    ]  # and every seed does well
-    contradicts.moved[0] = 0.6
-    contradicts.said_in_W[1] = {"says", "was"}
-    assert verdicts(contradicts) == [
-        False,
-        True,
-        False,
-        False,
-        True,
-        False,
-        True,
-        False,
+    agrees = ch06.EmbeddingNeighbours(shares, 0.003, [0.2, 0.49, 0.25], said, {})
+    assert agrees.failing() == []
+
+    def changed(view, values):
+        return replace(agrees, shares={**shares, view: values})
+
+    cases = [
+        changed("embedding M", [0.03, 0.02, 0.101]),
+        changed("output W", [0.50, 0.299, 0.55]),
+        changed("learned part M - M0", [0.089, 0.03, 0.26]),  # median < 3 × 0.03
+        changed("learned part M - M0", [0.24, 0.04, 0.26]),  # 0.04 = 2 × 0.02
+        changed("word2vec (CBOW)", [0.199, 0.32, 0.50]),
+        replace(agrees, moved=[0.2, 0.5, 0.25]),
+        changed("word2vec (CBOW)", [0.20, 0.501, 0.52]),  # median above W's 0.50
+        replace(agrees, said_in_W=[said[0], {"says", "was", "has", "is"}, said[0]]),
     ]
+    for index, case in enumerate(cases):
+        assert case.failing() == says(ch06.EmbeddingNeighbours, index)
+    two_seeds = ch06.EmbeddingNeighbours(
+        {view: values[:2] for view, values in shares.items()}, 0.003, [0.2, 0.3],
+        said[:2], {},
+    )  # fmt: skip
+    assert two_seeds.failing() == says(ch06.EmbeddingNeighbours, 0, 1, 4, 5, 7)
 
 
 def test_sampling_findings():
     flat, sharp = torch.full((4,), 0.25), torch.tensor([0.7, 0.1, 0.1, 0.1])
-    assert verdicts(ch06.NextWordTemperatures({0.5: sharp, 2.0: flat})) == [True]
-    assert verdicts(ch06.NextWordTemperatures({0.5: flat, 2.0: sharp})) == [False]
-    assert verdicts(ch06.TemperatureSamples({}, {0.5: -2.0, 1.5: -6.0})) == [True]
-    assert verdicts(ch06.TemperatureSamples({}, {0.5: -6.0, 1.5: -2.0})) == [False]
+    agrees = ch06.NextWordTemperatures({2.0: flat, 0.5: sharp})  # in any order
+    assert agrees.failing() == []
+    tied = ch06.NextWordTemperatures({0.5: flat, 2.0: flat})
+    assert tied.failing() == says(ch06.NextWordTemperatures, 0)
+    agrees = ch06.TemperatureSamples({}, {0.5: -2.0, 1.5: -2.001})
+    assert agrees.failing() == []
+    tied = replace(agrees, mean_log_prob={0.5: -2.0, 1.5: -2.0})
+    assert tied.failing() == says(ch06.TemperatureSamples, 0)
 
 
 def curve(first, last):  # KL at 13 positions, rising from first to last
-    return torch.linspace(first, last, 13)
+    return torch.linspace(first, last, 13, dtype=torch.float64)
+
+
+def grown(times):  # KL after own samples: the last four positions `times` the first two
+    return torch.tensor([1.0] * 2 + [2.0] * 7 + [times] * 4, dtype=torch.float64)
 
 
 def test_exposure_findings():
-    grows = {seed: (curve(0.008, 0.01), curve(0.01, 0.1)) for seed in (0, 1)}
-    assert verdicts(ch06.ExposureDrift({}, grows)) == [True, True]
-    flat = {0: (curve(0.008, 0.04), curve(0.01, 0.02)), 1: grows[1]}
-    assert verdicts(ch06.ExposureDrift({}, flat)) == [False, False]
-    assert verdicts(ch06.ScheduledDrift(grows, grows)) == [True, True]
-    better = {seed: (data, own / 2) for seed, (data, own) in flat.items()}
-    assert verdicts(ch06.ScheduledDrift(grows, better)) == [False, False]
+    agrees = ch06.ExposureDrift(
+        {}, {s: (curve(0.008, 0.0299), grown(3.0)) for s in (0, 1, 2)}
+    )
+    assert agrees.failing() == []
+    high = replace(
+        agrees, curves={**agrees.curves, 1: (curve(0.008, 0.0301), grown(3.0))}
+    )
+    assert high.failing() == says(ch06.ExposureDrift, 0)
+    flat = replace(
+        agrees, curves={**agrees.curves, 1: (curve(0.008, 0.0299), grown(2.99))}
+    )
+    assert flat.failing() == says(ch06.ExposureDrift, 1)
+    two_seeds = replace(agrees, curves={s: agrees.curves[s] for s in (0, 1)})
+    assert two_seeds.failing() == says(ch06.ExposureDrift, 0, 1)
+
+
+def test_scheduled_findings():
+    forced = {s: (curve(0.008, 0.01), grown(3.0)) for s in (0, 1, 2)}
+    agrees = ch06.ScheduledDrift(
+        forced, {s: (d, own * 0.9) for s, (d, own) in forced.items()}
+    )
+    assert agrees.failing() == []
+    flat = replace(
+        agrees, scheduled={**agrees.scheduled, 1: (forced[1][0], grown(2.99))}
+    )
+    assert flat.failing() == says(ch06.ScheduledDrift, 0)
+    better = replace(
+        agrees, scheduled={**agrees.scheduled, 1: (forced[1][0], grown(3.0) * 0.89)}
+    )
+    assert better.failing() == says(ch06.ScheduledDrift, 1)
+    two_seeds = replace(agrees, scheduled={s: agrees.scheduled[s] for s in (0, 1)})
+    assert two_seeds.failing() == says(ch06.ScheduledDrift, 0, 1)
 
 
 def four(reward, ppl, data, own):
@@ -123,50 +155,100 @@ def four(reward, ppl, data, own):
 
 
 def test_reinforce_findings():
-    before = {0: four(0.98, 1.28, 0.007, 0.06), 1: four(0.99, 1.28, 0.007, 0.05)}
-    after = {0: four(0.99, 1.30, 0.010, 0.02), 1: four(0.995, 1.31, 0.009, 0.03)}
-    assert verdicts(ch06.ClockFineTuning(before, after)) == [True] * 4
-    assert verdicts(ch06.ClockFineTuning(after, before)) == [False] * 4
-    mixed = {"reward (bigram precision)": [0.01, -0.01], "KL after own": [-0.02, 0.01]}
-    steady = {
-        "reward (bigram precision)": [0.005, 0.004],
-        "KL after own": [-0.02, -0.03],
+    before = {s: four(0.98, 1.28, 0.007, 0.06) for s in (0, 1, 2)}
+    after = {s: four(0.9801, 1.2801, 0.0071, 0.0599) for s in (0, 1, 2)}
+    agrees = ch06.ClockFineTuning(before, after)
+    assert agrees.failing() == []
+    for index, key in enumerate(before[0]):  # no change on seed 1
+        unchanged = {**after, 1: {**after[1], key: before[1][key]}}
+        assert replace(agrees, after=unchanged).failing() == says(
+            ch06.ClockFineTuning, index
+        )
+    two_seeds = ch06.ClockFineTuning({s: before[s] for s in (0, 1)}, after)
+    assert two_seeds.failing() == says(ch06.ClockFineTuning, 0, 1, 2, 3)
+
+
+def test_without_baseline_findings():
+    mixed = {
+        "reward (bigram precision)": [0.01, 0.0, 0.01],
+        "KL after own": [-0.02, 0.0, -0.02],
     }
-    assert ch06.WithoutBaseline.improved(mixed) == (1, 1, 1)
-    assert verdicts(ch06.WithoutBaseline(mixed, steady)) == [True, True, True]
-    assert verdicts(ch06.WithoutBaseline(steady, mixed)) == [False, False, False]
+    slow = {
+        "reward (bigram precision)": [0.0021, 0.005, 0.004],
+        "KL after own": [-0.0101, -0.02, -0.03],
+    }
+    agrees = ch06.WithoutBaseline(mixed, slow)
+    assert ch06.WithoutBaseline.improved(mixed) == (2, 2, 2) and agrees.failing() == []
+    worse = {"reward (bigram precision)": [0.0] * 3, "KL after own": [0.0] * 3}
+    assert replace(agrees, at_3e3=worse).failing() == says(ch06.WithoutBaseline, 0)
+    # every seed improving contradicts both (the second implies the first)
+    better = {
+        "reward (bigram precision)": [0.01, 1e-4, 0.01],
+        "KL after own": [-0.02, -1e-4, -0.02],
+    }
+    assert replace(agrees, at_3e3=better).failing() == says(ch06.WithoutBaseline, 0, 1)
+    for key, value in (("reward (bigram precision)", 0.002), ("KL after own", -0.01)):
+        short = replace(agrees, at_1e3={**slow, key: [value] + slow[key][1:]})
+        assert short.failing() == says(ch06.WithoutBaseline, 2)
+    two_seeds = replace(
+        agrees, at_1e3={key: values[:2] for key, values in slow.items()}
+    )
+    assert two_seeds.failing() == says(ch06.WithoutBaseline, 2)
 
 
 def test_cost_findings():
-    assert verdicts(ch06.LayerCosts(2048, 32 * 3000)) == [True]
-    assert verdicts(ch06.LayerCosts(2048, 2048 * 10)) == [False]
+    assert ch06.LayerCosts(2048, 2048 * 10 + 1).failing() == []
+    assert ch06.LayerCosts(2048, 2048 * 10).failing() == says(ch06.LayerCosts, 0)
     # saves 16 dot products, 4 of them from <unk>'s share
-    assert verdicts(ch06.BinsOnTest(120.0, 110.0, 94.0, 98.0)) == [True] * 3
-    assert verdicts(ch06.BinsOnTest(90.0, 110.0, 108.0, 110.0)) == [False] * 3
+    assert ch06.BinsOnTest(120.0, 110.0, 94.0, 98.0).failing() == []
+    assert ch06.BinsOnTest(100.0, 110.0, 100.0, 103.0).failing() == says(
+        ch06.BinsOnTest, 0
+    )
+    for test, unk in ((100.0, 102.0), (95.0, 100.0)):  # a fifth of 10; a third of 15
+        assert ch06.BinsOnTest(120.0, 110.0, test, unk).failing() == says(
+            ch06.BinsOnTest, 1
+        )
+    # saves 7, 2 of them from <unk>'s share, and exactly 5 at its training share
+    assert ch06.BinsOnTest(120.0, 110.0, 103.0, 105.0).failing() == says(
+        ch06.BinsOnTest, 2
+    )
 
 
 def test_timing_findings():
-    agrees = {"full": [1.0, 20.0], "classes": [1.0, 4.0], "tree": [1.0, 1.5]}
-    assert verdicts(ch06.SoftmaxTiming(agrees)) == [True] * 4
-    contradicts = {"full": [1.0, 5.0], "classes": [1.0, 6.0], "tree": [1.0, 7.0]}
-    assert verdicts(ch06.SoftmaxTiming(contradicts)) == [False] * 4
+    agrees = ch06.SoftmaxTiming(
+        {"full": [1.0, 20.0], "classes": [1.0, 4.0], "tree": [1.0, 1.99]}
+    )
+    assert agrees.failing() == []
+    cases = [
+        {"full": [2.0, 19.9], "tree": [1.0, 0.9]},  # the full one grows 9.95-fold
+        {"tree": [1.0, 2.0]},  # a tenth of the full one's 20-fold
+        {"tree": [3.0, 4.0]},  # as fast as the two-level one at 2^16 words
+        {"classes": [0.5, 10.0]},  # as steep as the full one
+        {"classes": [2.0, 3.98]},  # as flat as the tree
+    ]
+    for index, changed in enumerate(cases):
+        case = replace(agrees, milliseconds={**agrees.milliseconds, **changed})
+        assert case.failing() == says(ch06.SoftmaxTiming, index)
+    slow_classes = {"full": [0.04, 0.8], "classes": [0.2, 0.8], "tree": [0.5, 0.75]}
+    assert ch06.SoftmaxTiming(slow_classes).failing() == says(ch06.SoftmaxTiming, 2)
 
 
 def test_importance_findings():
     agrees = {
-        (3, False): (0.04, 0.03),
-        (3, True): (0.2, 0.005),
+        (3, False): (0.09, 0.03),
+        (3, True): (0.1501, 0.05),
         (30, False): (0.03, 0.03),
-        (30, True): (0.1, 0.01),
+        (30, True): (0.11, 0.01),
     }
-    assert verdicts(ch06.ImportanceErrors(agrees)) == [True] * 3
-    contradicts = {
-        (3, False): (0.1, 0.03),
-        (3, True): (0.01, 0.005),
-        (30, False): (0.03, 0.03),
-        (30, True): (0.01, 0.01),
-    }
-    assert verdicts(ch06.ImportanceErrors(contradicts)) == [False] * 3
+    assert ch06.ImportanceErrors(agrees).failing() == []
+    cases = [
+        {(3, False): (0.0901, 0.03)},
+        {(3, True): (0.15, 0.05)},  # 3 standard errors exactly
+        {(30, True): (0.1201, 0.01)},  # 0.1501 < 1.25 × 0.1201
+    ]
+    for index, changed in enumerate(cases):
+        result = ch06.ImportanceErrors({**agrees, **changed})
+        assert result.failing() == says(ch06.ImportanceErrors, index)
 
 
 # ---- the runs, at a tiny size --------------------------------------------------------
@@ -217,9 +299,8 @@ def test_exposure_and_scheduled_sampling_run(clock):
     scheduled = ch06.scheduled_sampling_drift(
         language, sentences, test_sentences, schedule, drifted, seeds=(0,)
     )
-    assert scheduled.teacher_forced is drifted.curves and list(scheduled.scheduled) == [
-        0
-    ]
+    assert scheduled.teacher_forced is drifted.curves
+    assert list(scheduled.scheduled) == [0]
 
 
 def test_judging_a_clock_model_is_the_four_numbers_written_out(clock):
