@@ -40,6 +40,10 @@ class Measured:
 
     FINDINGS: ClassVar[tuple[Finding, ...]] = ()
 
+    def failing(self) -> list[str]:
+        """The sentences of the findings this result does not show (a test's view)."""
+        return [finding.says for finding in self.FINDINGS if not finding.holds(self)]
+
     def check(self) -> None:
         """Print each finding, ticked (✓) if this run shows it, crossed (✗) if not; then
         raise ``AssertionError`` naming every finding that does not hold."""

@@ -47,3 +47,9 @@ def test_a_result_without_findings_cannot_be_checked():
 def test_a_finding_is_declared_with_a_sentence_cells_and_a_test(says, backs, holds, message):
     with pytest.raises(TypeError, match=message):
         Finding(says, backs=backs, holds=holds)
+
+
+def test_failing_names_exactly_the_findings_a_result_contradicts():
+    assert Accuracy([0.93, 0.95]).failing() == []
+    assert Accuracy([0.89, 0.90]).failing() == [Accuracy.FINDINGS[0].says]
+    assert Accuracy([0.80, 0.95]).failing() == [finding.says for finding in Accuracy.FINDINGS]
