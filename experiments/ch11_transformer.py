@@ -14,8 +14,9 @@
 * :func:`pretraining_sweep` pretrains a masked LM (BERT, Devlin et al. [4]_) on unlabelled
   walks of :mod:`lib.pretraining` and compares classifiers of the walk's step trained from
   scratch, on the frozen encoder and fine-tuned, with few labels (:func:`pretraining_splits`).
-* :func:`chunk_statistics_errors` measures how far a variance assembled from chunks' sums of
-  squares is off, against one assembled from their M2s (Chan et al. [5]_).
+* :func:`_chunk_statistics_errors` measures how far a variance assembled from chunks'
+  sums of squares is off, against one assembled from their M2s (Chan et al. [5]_); a
+  test holds the exercise's solution to it.
 
 References
 ----------
@@ -740,7 +741,7 @@ class ChunkErrors(Measured):
     )
 
 
-def chunk_statistics_errors(
+def _chunk_statistics_errors(
     combine: Callable[[Tensor, Tensor, Tensor], Tensor],
     chunk_sizes: tuple[int, ...] = (1, 7, 3, 12, 7),
     rows: int = 1000,

@@ -267,6 +267,8 @@ def test_pretraining_sweep_runs():
     assert set(runs.accuracy) == {"scratch", "frozen", "fine-tuned"} and len(runs.mlm_losses[0]) == 1
 
 
-def test_chunk_statistics_errors_runs():
+def test_the_solution_of_ex_tr_layer_norm_chunks_holds_what_its_discussion_says():
+    """The findings ex-tr-layer-norm-chunks-solution-discussion states, on the checker's M2
+    combination (a ticked line in the chapter would give the exercise's answer away)."""
     from courseware.checks.transformer import _combined  # noqa: the checker's combination
-    assert ch11.chunk_statistics_errors(_combined).failing() == []
+    assert ch11._chunk_statistics_errors(_combined).failing() == []
