@@ -263,7 +263,7 @@ class DyingUnits(Measured):
             and r.leaky_below() >= 2,
         ),
         Finding(
-            "lr 0.3 is close to making the loss diverge: at least one of 30 ReLU seeds "
+            "Lr 0.3 is close to making the loss diverge: at least one of 30 ReLU seeds "
             "ends with a NaN or infinite loss.",
             backs=("dying-read",),
             holds=lambda r: len(r.diverging) == 30 and sum(r.diverging) >= 1,

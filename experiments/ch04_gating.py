@@ -417,22 +417,22 @@ class ForgetBiasReach(Measured):
             holds=lambda r: max(r.rho["ln 2T"]) > 1,
         ),
         Finding(
-            "b = 1 passes on none of the lengths from 20 to 60.",
+            "B = 1 passes on none of the lengths from 20 to 60.",
             backs=("ex-gate-remember-solution-start",),
             holds=lambda r: r.lengths == list(range(20, 61)) and not any(r.passes[1.0]),
         ),
         Finding(
-            "b = 2 passes on some lengths but not all.",
+            "B = 2 passes on some lengths but not all.",
             backs=("ex-gate-remember-solution-start",),
             holds=lambda r: 0 < sum(r.passes[2.0]) < len(r.lengths),
         ),
         Finding(
-            "b = 2 gives ρ below a tenth at T = 55.",
+            "B = 2 gives ρ below a tenth at T = 55.",
             backs=("ex-gate-remember-solution-start",),
             holds=lambda r: r.reach_55 < r.least_reach,
         ),
         Finding(
-            "ρ(2, 55) changes at least threefold over ten other random models, across "
+            "Ρ(2, 55) changes at least threefold over ten other random models, across "
             "0.1.",
             backs=("ex-gate-remember", "ex-gate-remember-solution-start"),
             holds=lambda r: len(r.other_models) == 10
@@ -440,7 +440,7 @@ class ForgetBiasReach(Measured):
             and min(r.other_models) < r.least_reach < max(r.other_models),
         ),
         Finding(
-            "b = 3 and b = ln 2T pass on every length from 20 to 60.",
+            "B = 3 and b = ln 2T pass on every length from 20 to 60.",
             backs=("ex-gate-remember-solution-start",),
             holds=lambda r: r.lengths == list(range(20, 61))
             and all(r.passes[3.0])

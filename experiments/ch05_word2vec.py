@@ -128,35 +128,35 @@ class StepTimes(Measured):
 
     FINDINGS = (
         Finding(
-            "the full softmax's step time grows at least 5-fold from 1,000 to 30,000 "
-            "words",
+            "The full softmax's step time grows at least 5-fold from 1,000 to 30,000 "
+            "words.",
             backs=("cost-note",),
             holds=lambda r: r.spans and r.growth["softmax"] >= 5,
         ),
         Finding(
-            "negative sampling's and the hierarchical softmax's grow less than a fifth "
-            "as much",
+            "Negative sampling's and the hierarchical softmax's grow less than a fifth "
+            "as much.",
             backs=("cost-note",),
             holds=lambda r: r.spans
             and max(r.growth["negative"], r.growth["hierarchical"])
             < r.growth["softmax"] / 5,
         ),
         Finding(
-            "at 1,000 words the full softmax is slower than negative sampling",
+            "At 1,000 words the full softmax is slower than negative sampling.",
             backs=("cost-note",),
             holds=lambda r: r.spans
             and r.milliseconds["softmax"][0] > r.milliseconds["negative"][0],
         ),
         Finding(
-            "at 30,000 words the full softmax is the slowest",
+            "At 30,000 words the full softmax is the slowest.",
             backs=("cost-note",),
             holds=lambda r: r.spans
             and r.milliseconds["softmax"][-1]
             > max(r.milliseconds["negative"][-1], r.milliseconds["hierarchical"][-1]),
         ),
         Finding(
-            "at 1,000 words the full softmax is less than 50 times slower than "
-            "negative sampling (the dot products differ 1,000 to 6)",
+            "At 1,000 words the full softmax is less than 50 times slower than "
+            "negative sampling (the dot products differ 1,000 to 6).",
             backs=("cost-note",),
             holds=lambda r: r.spans
             and r.milliseconds["softmax"][0] < 50 * r.milliseconds["negative"][0],
@@ -204,12 +204,12 @@ class TrainingTimes(Measured):
 
     FINDINGS = (
         Finding(
-            "gensim trains faster than ours in every run",
+            "Gensim trains faster than ours in every run.",
             backs=("times-note",),
             holds=lambda r: min(min(ratios) for ratios in r.ratios.values()) > 1,
         ),
         Finding(
-            "our skip-gram takes at least twice as long as our CBOW",
+            "Our skip-gram takes at least twice as long as our CBOW.",
             backs=("cbow-gradient", "skip-gram"),
             holds=lambda r: r.seconds["skip-gram", "ours", 1] > 2 * r.cbow_median,
         ),
@@ -238,7 +238,7 @@ class Training(Measured):
 
     FINDINGS = (
         Finding(
-            "our mean loss falls from every epoch to the next, in every run",
+            "Our mean loss falls from every epoch to the next, in every run.",
             backs=("times",),
             holds=lambda r: all(
                 b < a for log in r.losses.values() for a, b in zip(log, log[1:])
@@ -311,7 +311,7 @@ class Neighbours(Measured):
 
     FINDINGS = (
         Finding(
-            "each word has at least two sensible neighbours among its six",
+            "Each word has at least two sensible neighbours among its six.",
             backs=("evaluation",),
             holds=lambda r: all(
                 len(found) == 6 and len(_SENSIBLE[word] & set(found)) >= 2
@@ -334,24 +334,24 @@ class Analogies(Measured):
 
     FINDINGS = (
         Finding(
-            "both skip-gram models answer german to france : french :: germany",
+            "Both skip-gram models answer german to france : french :: germany.",
             backs=("analogies",),
             holds=lambda r: list(r.answers["france", "french", "germany"].values())
             == ["german"] * 2,
         ),
         Finding(
-            "neither answers queen to man : king :: woman",
+            "Neither answers queen to man : king :: woman.",
             backs=("analogies",),
             holds=lambda r: "queen" not in r.answers["man", "king", "woman"].values(),
         ),
         Finding(
-            "queen is not among our skip-gram's eight best answers",
+            "Queen is not among our skip-gram's eight best answers.",
             backs=("analogies",),
             holds=lambda r: len(r.queen_top8["skip-gram (ours)"]) == 8
             and "queen" not in r.queen_top8["skip-gram (ours)"],
         ),
         Finding(
-            "queen is not among the eight best answers of any of the four models",
+            "Queen is not among the eight best answers of any of the four models.",
             backs=("explorers",),
             holds=lambda r: len(r.queen_top8) == 4
             and all(
@@ -389,7 +389,7 @@ class AnalogyAccuracy(Measured):
 
     FINDINGS = (
         Finding(
-            "at most 15% of the analogies come out right in any run",
+            "At most 15% of the analogies come out right in any run.",
             backs=("analogy-accuracy",),
             holds=lambda r: max(s.accuracy for s in r.scores.values()) <= 0.15,
         ),
@@ -429,8 +429,8 @@ class SectionAccuracy(Measured):
 
     FINDINGS = (
         Finding(
-            "every run gets at most 5% of the comparatives and of the superlatives "
-            "right",
+            "Every run gets at most 5% of the comparatives and of the superlatives "
+            "right.",
             backs=("analogy-sections-read",),
             holds=lambda r: all(
                 acc <= 0.05
@@ -440,24 +440,24 @@ class SectionAccuracy(Measured):
             ),
         ),
         Finding(
-            "every run does better on nationality adjectives than on comparatives",
+            "Every run does better on nationality adjectives than on comparatives.",
             backs=("analogy-sections-read",),
             holds=_better("gram6-nationality-adjective", "gram3-comparative"),
         ),
         Finding(
-            "every run does better on nationality adjectives than on superlatives",
+            "Every run does better on nationality adjectives than on superlatives.",
             backs=("analogy-sections-read",),
             holds=_better("gram6-nationality-adjective", "gram4-superlative"),
         ),
         Finding(
-            "every run does better on the capitals of common countries than on "
-            "comparatives",
+            "Every run does better on the capitals of common countries than on "
+            "comparatives.",
             backs=("analogy-sections-read",),
             holds=_better("capital-common-countries", "gram3-comparative"),
         ),
         Finding(
-            "every run does better on the capitals of common countries than on "
-            "superlatives",
+            "Every run does better on the capitals of common countries than on "
+            "superlatives.",
             backs=("analogy-sections-read",),
             holds=_better("capital-common-countries", "gram4-superlative"),
         ),
@@ -513,41 +513,41 @@ class WordSimilarity(Measured):
 
     FINDINGS = (
         Finding(
-            "our CBOW beats gensim's on WordSim-353 with every seed",
+            "Our CBOW beats gensim's on WordSim-353 with every seed.",
             backs=("similarity-discussion",),
             holds=lambda r: min(r.cbow_gaps(0)) > 0,
         ),
         Finding(
-            "our CBOW beats gensim's on SimLex-999 with every seed",
+            "Our CBOW beats gensim's on SimLex-999 with every seed.",
             backs=("similarity-discussion",),
             holds=lambda r: min(r.cbow_gaps(1)) > 0,
         ),
         Finding(
-            "in its one run, our skip-gram beats gensim's on WordSim-353",
+            "In its one run, our skip-gram beats gensim's on WordSim-353.",
             backs=("similarity-discussion",),
             holds=lambda r: r.one_skipgram_run and r.skipgram_gap(0) > 0,
         ),
         Finding(
-            "in its one run, our skip-gram beats gensim's on SimLex-999",
+            "In its one run, our skip-gram beats gensim's on SimLex-999.",
             backs=("summary",),
             holds=lambda r: r.one_skipgram_run and r.skipgram_gap(1) > 0,
         ),
         Finding(
-            "our CBOW beats gensim's on both sets with every seed, our skip-gram in "
-            "its one run",
+            "Our CBOW beats gensim's on both sets with every seed, our skip-gram in "
+            "its one run.",
             backs=("summary",),
             holds=lambda r: r.one_skipgram_run
             and min(r.cbow_gaps(0) + r.cbow_gaps(1)) > 0
             and min(r.skipgram_gap(0), r.skipgram_gap(1)) > 0,
         ),
         Finding(
-            "every run correlates better with WordSim-353 than with SimLex-999, by at "
-            "least 0.15",
+            "Every run correlates better with WordSim-353 than with SimLex-999, by at "
+            "least 0.15.",
             backs=("similarity-discussion",),
             holds=lambda r: all(ws - sl >= 0.15 for ws, sl in r.spearman.values()),
         ),
         Finding(
-            "our skip-gram run beats every CBOW run on WordSim-353",
+            "Our skip-gram run beats every CBOW run on WordSim-353.",
             backs=("similarity-discussion",),
             holds=lambda r: r.spearman["skip-gram", "ours", 1][0]
             > max(r.over_seeds("CBOW", "ours", 0) + r.over_seeds("CBOW", "gensim", 0)),
@@ -577,8 +577,8 @@ class VectorLengths(Measured):
 
     FINDINGS = (
         Finding(
-            "in each of the four models, Spearman's ρ between a word's count and its "
-            "vector's length is above 0.8",
+            "In each of the four models, Spearman's ρ between a word's count and its "
+            "vector's length is above 0.8.",
             backs=("cosine", "vector-lengths-note"),
             holds=lambda r: len(r.count_rho) == 4 and min(r.count_rho.values()) > 0.8,
         ),
@@ -617,8 +617,8 @@ class Senses(Measured):
 
     FINDINGS = (
         Finding(
-            "at least five of the six neighbours of each of the three words are from "
-            "one sense",
+            "At least five of the six neighbours of each of the three words are from "
+            "one sense.",
             backs=("limits",),
             holds=lambda r: len(r.neighbours) == 3
             and all(

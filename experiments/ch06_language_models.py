@@ -231,7 +231,7 @@ class EmbeddingNeighbours(Measured):
             ),
         ),
         Finding(
-            "word2vec does so for at least 20%, for every seed.",
+            "Word2vec does so for at least 20%, for every seed.",
             backs=("lm-embeddings-discussion",),
             holds=lambda r: _all_seeds(r.shares["word2vec (CBOW)"])
             and min(r.shares["word2vec (CBOW)"]) >= 0.20,

@@ -274,7 +274,7 @@ class BeamSweep(Measured):
             ),
         ),
         Finding(
-            "α = 1 over-corrects: at K = 3 it gets no more right than α = 0.7 with any "
+            "Α = 1 over-corrects: at K = 3 it gets no more right than α = 0.7 with any "
             "model, fewer with at least 3 of 5, and fewer in the median.",
             backs=("beam-sweep-read",),
             holds=lambda r: _each(r, lambda s: r.right[s, 3, 1.0] <= r.right[s, 3, 0.7])
@@ -288,7 +288,7 @@ class BeamSweep(Measured):
             holds=lambda r: not any(r.search_errors.values()),
         ),
         Finding(
-            "α cannot change greedy search.",
+            "Α cannot change greedy search.",
             backs=("beam-sweep-read",),
             holds=lambda r: all(
                 r.right[s, 1, alpha] == r.right[s, 1, 0.0]

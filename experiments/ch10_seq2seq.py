@@ -116,12 +116,12 @@ class PlainReversal(Measured):
 
     FINDINGS = (
         Finding(
-            "every plain model reverses at least 75% of the 3-digit strings",
+            "Every plain model reverses at least 75% of the 3-digit strings.",
             backs=("capacity-discussion",),
             holds=lambda r: r.accuracy[:, 0].min() >= 0.75,
         ),
         Finding(
-            "from 9 digits on, every plain model reverses at most 5% of the strings",
+            "From 9 digits on, every plain model reverses at most 5% of the strings.",
             backs=("capacity-discussion", "summary"),
             holds=lambda r: r.accuracy[:, 6:].max() <= 0.05,
         ),
@@ -143,13 +143,13 @@ class BahdanauReversal(Measured):
 
     FINDINGS = (
         Finding(
-            "every Bahdanau model reverses at least 35% of the strings of every length",
+            "Every Bahdanau model reverses at least 35% of the strings of every length.",
             backs=("bahdanau-reversal-text", "length-discussion", "summary"),
             holds=lambda r: r.accuracy.min() >= 0.35,
         ),
         Finding(
-            "from 8 digits on, every Bahdanau model beats its plain one by >= 30 "
-            "points",
+            "From 8 digits on, every Bahdanau model beats its plain one by >= 30 "
+            "points.",
             backs=(
                 "capacity-discussion",
                 "bahdanau-reversal-text",
@@ -202,35 +202,35 @@ class DateTraining(Measured):
 
     FINDINGS = (
         Finding(
-            "every Bahdanau model gets at least 40% of the held-out dates right",
+            "Every Bahdanau model gets at least 40% of the held-out dates right.",
             backs=("length-discussion", "summary"),
             holds=lambda r: r.accuracy["Bahdanau"].min() >= 0.4,
         ),
         Finding(
-            "every plain model gets at most 15% of them right",
+            "Every plain model gets at most 15% of them right.",
             backs=("length-discussion", "summary"),
             holds=lambda r: r.accuracy["plain"].max() <= 0.15,
         ),
         Finding(
-            "every Bahdanau model gets at least four times as many right as the plain "
-            "one",
+            "Every Bahdanau model gets at least four times as many right as the plain "
+            "one.",
             backs=("length-discussion", "summary"),
             holds=lambda r: (r.accuracy["Bahdanau"] >= 4 * r.accuracy["plain"]).all(),
         ),
         Finding(
-            "both still improving between passes: every model's second-pass mean "
-            "training loss is at least 30% below its first-pass one",
+            "Both still improving between passes: every model's second-pass mean "
+            "training loss is at least 30% below its first-pass one.",
             backs=("length-discussion",),
             holds=lambda r: r.loss_drop.min() >= 0.3,
         ),
         Finding(
-            "every plain model stays at or below 20% in every length bin of the dates",
+            "Every plain model stays at or below 20% in every length bin of the dates.",
             backs=("length-discussion",),
             holds=lambda r: r.by_length["plain"].max() <= 0.2,
         ),
         Finding(
-            "every Bahdanau model beats the plain model of its seed in every length "
-            "bin",
+            "Every Bahdanau model beats the plain model of its seed in every length "
+            "bin.",
             backs=("length-discussion",),
             holds=lambda r: (r.by_length["Bahdanau"] > r.by_length["plain"]).all(),
         ),
@@ -292,8 +292,8 @@ class BahdanauMonthWeight(Measured):
 
     FINDINGS = (
         Finding(
-            "every Bahdanau model puts at least half of the month digits' weight on "
-            "the word",
+            "Every Bahdanau model puts at least half of the month digits' weight on "
+            "the word.",
             backs=("c5f6c23c", "summary"),
             holds=lambda r: min(r.per_seed) >= 0.5,
         ),
@@ -319,7 +319,7 @@ class LuongMonthWeight(Measured):
     FINDINGS = (
         Finding(
             "Luong's global model puts more weight on the month word than any Bahdanau "
-            "model",
+            "model.",
             backs=("luong-discussion",),
             holds=lambda r: r.per_model["Luong global"] > max(r.bahdanau),
         ),
@@ -366,7 +366,7 @@ class LuongAblation(Measured):
 
     FINDINGS = (
         Finding(
-            "every global model has learnt copying and reversing: >= 85% of 6-8 digits",
+            "Every global model has learnt copying and reversing: >= 85% of 6-8 digits.",
             backs=("ablation-text", "ablation-discussion"),
             holds=lambda r: min(
                 r.exact_long["copy", "global"].min(),
@@ -375,13 +375,13 @@ class LuongAblation(Measured):
             >= 0.85,
         ),
         Finding(
-            "every local-m model has learnt copying: >= 80% of 6-8 digits",
+            "Every local-m model has learnt copying: >= 80% of 6-8 digits.",
             backs=("ablation-discussion", "summary"),
             holds=lambda r: r.exact_long["copy", "local-m"].min() >= 0.80,
         ),
         Finding(
-            "on copying 6-8 digits, local-m and global are within 15 points on every "
-            "seed",
+            "On copying 6-8 digits, local-m and global are within 15 points on every "
+            "seed.",
             backs=("ablation-discussion", "summary"),
             holds=lambda r: (
                 r.exact_long["copy", "local-m"] - r.exact_long["copy", "global"]
@@ -391,13 +391,13 @@ class LuongAblation(Measured):
             <= 0.15,
         ),
         Finding(
-            "on reversals of 6-8 digits, every local-m model is right at most 60%",
+            "On reversals of 6-8 digits, every local-m model is right at most 60%.",
             backs=("ablation-discussion", "ablation-after"),
             holds=lambda r: r.exact_long["reversal", "local-m"].max() <= 0.60,
         ),
         Finding(
-            "on reversals of 6-8 digits, every global model beats local-m by >= 30 "
-            "points",
+            "On reversals of 6-8 digits, every global model beats local-m by >= 30 "
+            "points.",
             backs=("ablation-discussion", "summary"),
             holds=lambda r: (
                 r.exact_long["reversal", "global"] - r.exact_long["reversal", "local-m"]
@@ -405,8 +405,8 @@ class LuongAblation(Measured):
             >= 0.30,
         ),
         Finding(
-            "every local-m model copies 6-8 digits >= 30 points better than it "
-            "reverses them",
+            "Every local-m model copies 6-8 digits >= 30 points better than it "
+            "reverses them.",
             backs=("ablation-discussion",),
             holds=lambda r: (
                 r.exact_long["copy", "local-m"] - r.exact_long["reversal", "local-m"]
@@ -414,8 +414,8 @@ class LuongAblation(Measured):
             >= 0.30,
         ),
         Finding(
-            "with and without input feeding, every model reverses >= 90% of all "
-            "strings",
+            "With and without input feeding, every model reverses >= 90% of all "
+            "strings.",
             backs=("ablation-discussion", "summary"),
             holds=lambda r: min(
                 r.exact["reversal", "global"].min(),
@@ -424,8 +424,8 @@ class LuongAblation(Measured):
             >= 0.90,
         ),
         Finding(
-            "no consistent difference: input feeding changes no seed's exact match by "
-            "more than 5 points",
+            "No consistent difference: input feeding changes no seed's exact match by "
+            "more than 5 points.",
             backs=("ablation-discussion", "summary"),
             holds=lambda r: (
                 r.exact["reversal", "global"]
@@ -517,19 +517,19 @@ class PointerSorting(Measured):
 
     FINDINGS = (
         Finding(
-            "for every seed, the first and last positions beat every middle one",
+            "For every seed, the first and last positions beat every middle one.",
             backs=("pointer-heatmap-text",),
             holds=lambda r: (
                 r.per_position[:, [0, 4]].amin(1) > r.per_position[:, 1:4].amax(1)
             ).all(),
         ),
         Finding(
-            "every seed points at every input once in at least 70% of the lists",
+            "Every seed points at every input once in at least 70% of the lists.",
             backs=("pointer-heatmap-text",),
             holds=lambda r: min(r.permutation) >= 0.7,
         ),
         Finding(
-            "every seed is right at every output position at least 85% of the time",
+            "Every seed is right at every output position at least 85% of the time.",
             backs=("pointer-heatmap-text", "summary"),
             holds=lambda r: r.per_position.min() >= 0.85,
         ),
