@@ -33,17 +33,17 @@ sandbox:
 	@command -v bwrap >/dev/null || { apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; }
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not browser" --ignore=tests/test_notebook_outputs.py
+	$(BIN)/python -m pytest tests -m "not browser" --ignore=tests/book/test_notebook_outputs.py
 
-# The chapters' outputs against fresh runs (tests/test_notebook_outputs.py, nbval's comparison):
+# The chapters' outputs against fresh runs (tests/book/test_notebook_outputs.py, nbval's comparison):
 # as the machine is (the build's runs), and under tests/other_cpu.env, which imitates another
 # CPU: exact outputs must not depend on low-order bits, claims must hold.
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest tests/test_notebook_outputs.py -m "not other_cpu"
+	$(BIN)/python -m pytest tests/book/test_notebook_outputs.py -m "not other_cpu"
 
 notebooks-other-cpu: $(STAMP)
 	$(BIN)/python tools/chapter_runs.py other-cpu --jobs 1
-	$(BIN)/python -m pytest tests/test_notebook_outputs.py -m other_cpu
+	$(BIN)/python -m pytest tests/book/test_notebook_outputs.py -m other_cpu
 
 # nbval itself, as an instructor runs it on a notebook (NBVAL_PATHS): a run of its own.
 NBVAL_PATHS ?= chapters
@@ -98,7 +98,7 @@ student-book: $(STAMP)
 CHECK_SEEDS ?= 30
 check-seeds: $(STAMP)
 	for seed in $$(seq 1 $(CHECK_SEEDS)); do \
-	  CHECK_SEED=$$seed $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_checks*.py || exit 1; done
+	  CHECK_SEED=$$seed $(BIN)/python -m pytest -q -p no:cacheprovider tests/courseware/test_checks*.py || exit 1; done
 
 # After `make book`: the site's size and each chapter page's transfer and load times, for the
 # Benchmarks page (benchmarks/site_weight.json; rebuild the book to show them).

@@ -12,7 +12,7 @@
   are the ``caption`` and :func:`~lib.widgets.core.figure_label` of its visual, found by
   the title its output names (the static player's and a live output's ``text/plain``
   alike). An output that names no visual of ``lib.widgets`` is a warning (the build
-  fails); a visual without a caption shows its title, and ``tests/test_widgets.py`` fails.
+  fails); a visual without a caption shows its title, and ``tests/lib/widgets/test_widgets.py`` fails.
 """
 import functools
 import os

@@ -2,7 +2,7 @@
 
 After an HTML build, every full-colour PNG in ``_images`` (matplotlib's plots) is saved
 again with a palette, about 40 % of the bytes, so that a chapter page stays under 3 MB
-(``tests/test_book_html.py`` checks both).
+(``tests/book/test_book_html.py`` checks both).
 """
 import io
 from pathlib import Path

@@ -120,9 +120,9 @@ def book(quick: bool = False) -> list[Record]:
         build = time.perf_counter() - start
         # The benchmarks' own tests are left out: they check the results file this run is writing.
         _run([sys.executable, "-m", "pytest", "tests", "-m", "not other_cpu", "-q",
-              "--ignore", "tests/test_benchmarks.py"], cwd=copy)
+              "--ignore", "tests/book/test_benchmarks.py"], cwd=copy)
         _run([sys.executable, "tools/chapter_runs.py", "other-cpu"], cwd=copy)
-        _run([sys.executable, "-m", "pytest", "tests/test_notebook_outputs.py", "-m", "other_cpu", "-q"], cwd=copy)
+        _run([sys.executable, "-m", "pytest", "tests/book/test_notebook_outputs.py", "-m", "other_cpu", "-q"], cwd=copy)
         total = time.perf_counter() - start
         import nbformat
 
@@ -138,6 +138,6 @@ def book(quick: bool = False) -> list[Record]:
         measured("book", "HTML build from a fresh clone (every notebook run, every frame rendered)", build / 60,
                  "min", goal="< 6"),
         measured("book", "the test command after installation (build + every test, one lane)", total / 60, "min",
-                 goal="< 30", note="without tests/test_benchmarks.py (about 30 s)"),
+                 goal="< 30", note="without tests/book/test_benchmarks.py (about 30 s)"),
         measured("book", "the build again after a sentence of one chapter changed", edit / 60, "min", goal="< 2"),
     ]

@@ -45,7 +45,7 @@ def attention(quick: bool = False) -> list[Record]:
     the fused kernel, which never stores them. One thread, as ``recurrent``: on a
     shared, loaded machine two threads would time the scheduler more than the code.
     """
-    from lib.attention import MultiHeadAttention, scaled_dot_product_attention
+    from lib.part4_attention.attention import MultiHeadAttention, scaled_dot_product_attention
 
     fused_note = "need_weights=False; 1 torch thread"
     weights_note = "need_weights=True: ours also computes and returns the weights; no goal; 1 torch thread"
@@ -129,7 +129,7 @@ def recurrent(quick: bool = False) -> list[Record]:
     """Our RNN, GRU and LSTM layers against torch.nn's, with the same weights, on one thread.
 
     Ours project the whole input sequence in one matrix product before the time loop
-    (``lib.rnn._Recurrent.forward``); torch.nn runs the loop in one C++ kernel. On the
+    (``lib.part2_recurrent.rnn._Recurrent.forward``); torch.nn runs the loop in one C++ kernel. On the
     CPU, nn.LSTM (not nn.RNN or nn.GRU) hands the whole layer to oneDNN's fused LSTM
     (``aten::mkldnn_rnn_layer``), whose matrix products are faster than the MKL ones
     that ``torch.mm`` calls: on the 2-core machine of the committed results, our LSTM's
@@ -137,7 +137,7 @@ def recurrent(quick: bool = False) -> list[Record]:
     thread, as the chapters run these layers (their tensors are small); on a shared,
     loaded machine two threads would time the scheduler more than the code.
     """
-    from lib.rnn import GRU, LSTM, RNN
+    from lib.part2_recurrent.rnn import GRU, LSTM, RNN
 
     batch, steps, inputs, hidden = (2, 5, 4, 8) if quick else (32, 50, 64, 128)
     size = f"B={batch} T={steps} D={inputs} H={hidden}"
@@ -168,7 +168,7 @@ def recurrent(quick: bool = False) -> list[Record]:
 
 def optimisers(quick: bool = False) -> list[Record]:
     """One ``step()`` of our optimisers against torch.optim's on the same parameters and gradients."""
-    import lib.optim as ours_optim
+    import lib.part1_blocks.optim as ours_optim
 
     shapes = [(8, 8)] * 2 if quick else [(256, 256)] * 8 + [(256,)] * 8
     settings = {
@@ -216,7 +216,7 @@ def bleu(quick: bool = False) -> list[Record]:
     """Corpus BLEU against sacreBLEU on the same tokens (``tokenize="none"``)."""
     from sacrebleu.metrics import BLEU
 
-    from lib.metrics import corpus_bleu
+    from lib.part3_words.metrics import corpus_bleu
 
     count = 200 if quick else 10_000
     hypotheses, references = _sentences(count, seed=0)
@@ -248,7 +248,7 @@ def rouge(quick: bool = False) -> list[Record]:
     """ROUGE-1 and ROUGE-2 precision/recall/F against rouge-score on the same tokens."""
     from rouge_score import rouge_scorer
 
-    from lib.metrics import rouge_n_scores
+    from lib.part3_words.metrics import rouge_n_scores
 
     count = 200 if quick else 10_000
     hypotheses, references = _sentences(count, seed=1)
@@ -270,9 +270,9 @@ def rouge(quick: bool = False) -> list[Record]:
 
 def beam_search(quick: bool = False) -> list[Record]:
     """Batched beam search (one model call per step) against one sentence at a time."""
-    from lib.decoding import beam_search_batch
-    from lib.tasks import ReversalTask
-    from lib.transformer import Seq2SeqTransformer, TransformerConfig
+    from lib.part3_words.decoding import beam_search_batch
+    from lib.part4_attention.reversal_task import ReversalTask
+    from lib.part4_attention.transformer import Seq2SeqTransformer, TransformerConfig
 
     task = ReversalTask()
     count = 4 if quick else 64
@@ -314,8 +314,8 @@ def word2vec(quick: bool = False) -> list[Record]:
     from gensim.parsing.porter import PorterStemmer
 
     from lib.corpus import Vocabulary, gensim_data, read_sentences
-    from lib.embeddings import read_word_pairs
-    from lib.word2vec import Word2VecConfig, train_gensim, train_word2vec
+    from lib.part3_words.embeddings import read_word_pairs
+    from lib.part3_words.word2vec import Word2VecConfig, train_gensim, train_word2vec
 
     with _one_thread():  # gensim gets one worker
         sentences = read_sentences(gensim_data("head500.noblanks.cor"), max_sentences=20 if quick else None)
@@ -374,12 +374,12 @@ def signatures(quick: bool = False) -> list[Record]:
     multi-head attention (its own checked calls) and a recurrent network's forward pass, which
     calls its checked cell once per time step.
     """
-    import lib.activations
-    import lib.attention
-    import lib.losses
-    import lib.rnn
+    import lib.part1_blocks.activations
+    import lib.part4_attention.attention
+    import lib.part1_blocks.losses
+    import lib.part2_recurrent.rnn
 
-    names = ("lib.activations", "lib.losses", "lib.attention", "lib.rnn")
+    names = ("lib.part1_blocks.activations", "lib.part1_blocks.losses", "lib.part4_attention.attention", "lib.part2_recurrent.rnn")
     plain = {name: _unchecked(name) for name in names}
     records = []
     generator = _seeded()
@@ -391,8 +391,8 @@ def signatures(quick: bool = False) -> list[Record]:
             targets = torch.randint(16, (logits.shape[0],), generator=generator)
             units = torch.relu(torch.randn(max(n // 64, 1), 64, generator=generator))
             for module, name, args in (
-                (lib.activations, "sigmoid", (x,)), (lib.activations, "gelu", (x,)),
-                (lib.losses, "cross_entropy", (logits, targets)), (lib.activations, "dead_units", (units,)),
+                (lib.part1_blocks.activations, "sigmoid", (x,)), (lib.part1_blocks.activations, "gelu", (x,)),
+                (lib.part1_blocks.losses, "cross_entropy", (logits, targets)), (lib.part1_blocks.activations, "dead_units", (units,)),
             ):
                 checked, unchecked = getattr(module, name), getattr(plain[module.__name__], name)
                 records.append(compare(
@@ -402,9 +402,9 @@ def signatures(quick: bool = False) -> list[Record]:
         batch, steps, width = (2, 4, 8) if quick else (8, 32, 64)
         sequence = torch.randn(batch, steps, width, generator=generator)
         for module, build, call, label in (
-            ("lib.attention", lambda m: m.MultiHeadAttention(width, 4),
+            ("lib.part4_attention.attention", lambda m: m.MultiHeadAttention(width, 4),
              lambda layer: layer(sequence, sequence, sequence), "MultiHeadAttention"),
-            ("lib.rnn", lambda m: m.RNN(width, width),
+            ("lib.part2_recurrent.rnn", lambda m: m.RNN(width, width),
              lambda layer: layer(sequence), f"RNN forward, {steps} steps"),
         ):
             torch.manual_seed(0)

@@ -12,7 +12,7 @@ transfer is every response the page asks for, served uncompressed from
 it (also given as a compressing host would send it); the times are those of that unthrottled load on this machine.
 Three more fresh visits time how soon the page's first explorer answers a reader (their median):
 from the start of navigation until a control moved (as soon as it exists) has shown its new frame. The same
-server and browser set-up drive the browser tests (``tests/test_book_html.py``).
+server and browser set-up drive the browser tests (``tests/book/test_book_html.py``).
 """
 
 from __future__ import annotations

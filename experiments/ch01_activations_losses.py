@@ -1,13 +1,13 @@
 """Chapter 1's experiments: activations through depth, and units that die in training.
 
-* :func:`gradient_sweep`: the weight gradients of a 20-layer network with sigmoid, tanh and
-  ReLU (LeCun and He initialisation) over several seeds, the vanishing gradient of
+* :func:`gradient_sweep`: the weight gradients of a 20-layer network with sigmoid, tanh
+  and ReLU (LeCun and He initialisation) over several seeds, the vanishing gradient of
   Glorot and Bengio (2010) and the initialisation of He et al. (2015).
 * :func:`dying_units`: a small regression network trained with a moderate and a large
   learning rate, with biases shifted down, and with Leaky ReLU (Maas et al., 2013),
   counting the ReLU units that are dead on every point (the dying ReLU).
-* :func:`selu_sweep`: the mean and variance of the activations through 20 layers of SELU,
-  tanh and ReLU, the self-normalisation of Klambauer et al. (2017).
+* :func:`selu_sweep`: the mean and variance of the activations through 20 layers of
+  SELU, tanh and ReLU, the self-normalisation of Klambauer et al. (2017).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from experiments.findings import Finding, Measured
-from lib.activations import ACTIVATIONS, dead_units, layer_statistics
-from lib.optim import SGD, fit
+from lib.part1_blocks.activations import ACTIVATIONS, dead_units, layer_statistics
+from lib.part1_blocks.optim import SGD, fit
 
 # the rows of the gradient table: activation and weight-variance gain (He: 2 for ReLU)
 GRADIENT_ROWS = {
@@ -37,7 +37,8 @@ def _within(values, factor):
 
 
 def _same_shape(lecun, he):
-    """One common factor (to 1e-9) turns every layer's He gradient into its LeCun one."""
+    """One common factor (to 1e-9) turns every layer's He gradient into its LeCun
+    one."""
     ratio = lecun[0] / he[0]
     return all(abs(a / b - ratio) <= 1e-9 * ratio for a, b in zip(lecun, he))
 
@@ -49,32 +50,38 @@ class GradientSweep(Measured):
     norms: dict[str, list[list[float]]]
 
     def orders(self) -> list[float]:
-        """Per seed: orders of magnitude from the sigmoid's first-layer gradient to its last."""
+        """Per seed: orders of magnitude from the sigmoid's first-layer gradient to
+        its last."""
         return [math.log10(n[-1] / n[0]) for n in self.norms["sigmoid"]]
 
     FINDINGS = (
         Finding(
-            "The sigmoid's last-layer gradient is about 13 orders of magnitude larger than "
-            "its first layer's (seed 0's value, to within one order), for each of 5 seeds.",
+            "The sigmoid's last-layer gradient is about 13 orders of magnitude larger "
+            "than "
+            "its first layer's (seed 0's value, to within one order), for each of 5 "
+            "seeds.",
             backs=("vanishing-read", "summary"),
             holds=lambda r: len(r.seeds) == 5
             and all(abs(o - round(r.orders()[0])) <= 1 for o in r.orders()),
         ),
         Finding(
-            "Tanh's layer gradients stay within a factor 6 of each other, for each of 5 seeds.",
+            "Tanh's layer gradients stay within a factor 6 of each other, for each of "
+            "5 seeds.",
             backs=("vanishing-read",),
             holds=lambda r: len(r.seeds) == 5
             and all(_within(n, 6) for n in r.norms["tanh"]),
         ),
         Finding(
-            "ReLU's gradients with LeCun weights are below 1e-4 in every layer, for each "
+            "ReLU's gradients with LeCun weights are below 1e-4 in every layer, for "
+            "each "
             "of 5 seeds.",
             backs=("vanishing-read",),
             holds=lambda r: len(r.seeds) == 5
             and all(max(n) < 1e-4 for n in r.norms["relu"]),
         ),
         Finding(
-            "With He initialisation every layer's gradient is within a factor 12 of every "
+            "With He initialisation every layer's gradient is within a factor 12 of "
+            "every "
             "other's, for each of 5 seeds.",
             backs=("vanishing-read",),
             holds=lambda r: len(r.seeds) == 5
@@ -212,7 +219,8 @@ class DyingUnits(Measured):
 
     FINDINGS = (
         Finding(
-            "With lr 0.05 at most 10% of the first layer and 25% of the second are dead "
+            "With lr 0.05 at most 10% of the first layer and 25% of the second are "
+            "dead "
             "after training, and the loss falls at least tenfold, for every seed.",
             backs=("dying-read",),
             holds=lambda r: max(r.dead[MODERATE, "after", 0]) <= 0.10
@@ -234,15 +242,18 @@ class DyingUnits(Measured):
             ),
         ),
         Finding(
-            "With lr 0.3, every run that does not diverge loses at least half of the second "
+            "With lr 0.3, every run that does not diverge loses at least half of the "
+            "second "
             "layer and more of the first layer than with lr 0.05, and its loss ends at "
             "least 5 times above lr 0.05's.",
             backs=("dying-read", "summary"),
             holds=_large_lr_runs_hold,
         ),
         Finding(
-            "Shifting the biases kills at least 90% of the second layer before training, "
-            "at least 80% is still dead after it, and no dead first-layer unit comes back, "
+            "Shifting the biases kills at least 90% of the second layer before "
+            "training, "
+            "at least 80% is still dead after it, and no dead first-layer unit comes "
+            "back, "
             "for every seed.",
             backs=("dying-read",),
             holds=lambda r: min(r.dead[SHIFTED, "before", 1]) >= 0.9
@@ -250,7 +261,8 @@ class DyingUnits(Measured):
             and not any(r.revived[SHIFTED]),
         ),
         Finding(
-            "No Leaky ReLU unit is ever dead, and at lr 0.3 its loss ends at most half of "
+            "No Leaky ReLU unit is ever dead, and at lr 0.3 its loss ends at most "
+            "half of "
             "ReLU's for at least two of the three seeds (neither run diverging).",
             backs=("dying-read",),
             holds=lambda r: len(r.seeds) == 3
@@ -316,7 +328,8 @@ class SeluSweep(Measured):
 
     FINDINGS = (
         Finding(
-            "SELU keeps every layer's mean within 0.05 of 0 and its variance within 10% of "
+            "SELU keeps every layer's mean within 0.05 of 0 and its variance within "
+            "10% of "
             "1 through all 20 layers, for each of 3 seeds.",
             backs=("selu-read", "summary"),
             holds=lambda r: len(r.seeds) == 3
@@ -326,7 +339,8 @@ class SeluSweep(Measured):
             ),
         ),
         Finding(
-            "Tanh keeps the mean within 0.01 of 0, its variance falls at every layer and "
+            "Tanh keeps the mean within 0.01 of 0, its variance falls at every layer "
+            "and "
             "ends below 0.05, for each of 3 seeds.",
             backs=("selu-read",),
             holds=lambda r: len(r.seeds) == 3
@@ -338,7 +352,8 @@ class SeluSweep(Measured):
             ),
         ),
         Finding(
-            "ReLU's variance falls at every layer and collapses below 1e-3 by layer 20, "
+            "ReLU's variance falls at every layer and collapses below 1e-3 by layer "
+            "20, "
             "for each of 3 seeds.",
             backs=("selu-read",),
             holds=lambda r: len(r.seeds) == 3

@@ -40,7 +40,7 @@ from torch import Tensor, nn
 from torch.optim.lr_scheduler import LambdaLR
 
 from experiments.findings import Finding, Measured
-from lib.optim import (
+from lib.part1_blocks.optim import (
     SGD,
     SURFACES,
     Adadelta,
@@ -227,8 +227,10 @@ class SurfaceRace(Measured):
             holds=lambda r: max(r.quadratic("GD")) < 1e-3,
         ),
         Finding(
-            "On the quadratic, momentum swings past the minimum in both coordinates, by "
-            "more than 20% of the start's distance in that coordinate, from every start.",
+            "On the quadratic, momentum swings past the minimum in both coordinates, "
+            "by "
+            "more than 20% of the start's distance in that coordinate, from every "
+            "start.",
             backs=("surfaces-read",),
             holds=lambda r: all(
                 path[:, 0].max() > 0.2 * abs(path[0, 0])
@@ -237,7 +239,8 @@ class SurfaceRace(Measured):
             ),
         ),
         Finding(
-            "On the quadratic, AdaGrad, RMSProp, Adam and NAdam head almost straight for "
+            "On the quadratic, AdaGrad, RMSProp, Adam and NAdam head almost straight "
+            "for "
             "the minimum: until they first come within 0.5 of it, each path is at most "
             "1.25 times the straight line it covers, while gradient descent's is at "
             "least 2 times it, from every start.",
@@ -248,7 +251,8 @@ class SurfaceRace(Measured):
         Finding(
             "On the quadratic, RMSProp and Adam are still swinging around the minimum "
             "after 100 steps: their distance to it grows again at least 3 times in the "
-            "last 20 steps, and they end at least 20 times farther from it than gradient "
+            "last 20 steps, and they end at least 20 times farther from it than "
+            "gradient "
             "descent, from every start.",
             backs=("surfaces-read",),
             holds=lambda r: all(
@@ -289,7 +293,8 @@ class SurfaceRace(Measured):
             ),
         ),
         Finding(
-            "On Rosenbrock, gradient descent is still more than 1 from the minimum after "
+            "On Rosenbrock, gradient descent is still more than 1 from the minimum "
+            "after "
             "500 steps, from every start.",
             backs=("surfaces-read",),
             holds=lambda r: min(r.rosenbrock("GD")) > 1
@@ -594,7 +599,8 @@ class ScheduleRace(Measured):
 
     @property
     def step_gain(self) -> list[float]:
-        """Per seed: how many times lower step decay ends than the tuned constant rate."""
+        """Per seed: how many times lower step decay ends than the tuned constant
+        rate."""
         return [
             c / d for c, d in zip(self.final("best constant"), self.final("step decay"))
         ]
@@ -616,14 +622,16 @@ class ScheduleRace(Measured):
 
     FINDINGS = (
         Finding(
-            "Every decaying schedule ends with at least 5 times less excess loss than the "
+            "Every decaying schedule ends with at least 5 times less excess loss than "
+            "the "
             "constant rate, for every seed.",
             backs=("schedules-read", "summary"),
             holds=lambda r: min(min(gain) for gain in r.gains.values()) >= 5,
         ),
         Finding(
             "Which decay is used matters much less than decaying at all: step decay, "
-            "cosine and warm-up + cosine end within a factor 3 of one another, and each "
+            "cosine and warm-up + cosine end within a factor 3 of one another, and "
+            "each "
             "at least 3 times that factor below the constant rate, for every seed.",
             backs=("schedules-read", "summary"),
             holds=lambda r: max(r.decay_spread) <= 3
@@ -662,7 +670,8 @@ class ScheduleRace(Measured):
             and min(r.cosine_ratio) < 1 / 1.1,
         ),
         Finding(
-            "The constant rate's excess loss is no lower after 300 steps than after 150 "
+            "The constant rate's excess loss is no lower after 300 steps than after "
+            "150 "
             "on some seed, while every decaying schedule's is lower, for every seed.",
             backs=("schedules-read",),
             holds=lambda r: any(

@@ -33,8 +33,13 @@ import torch
 import torch.nn.functional as F
 
 from experiments.findings import Finding, Measured
-from lib.char_lm import CharLM, CharVocabulary, train_char_lm, train_truncated_bptt
-from lib.decoding import sample
+from lib.part2_recurrent.char_lm import (
+    CharLM,
+    CharVocabulary,
+    train_char_lm,
+    train_truncated_bptt,
+)
+from lib.part3_words.decoding import sample
 
 
 @dataclass
@@ -76,7 +81,8 @@ class ZenTraining(Measured):
 
     FINDINGS = (
         Finding(
-            "The first loss is within 0.2 nats of a uniform guess, ln V, for every seed.",
+            "The first loss is within 0.2 nats of a uniform guess, ln V, for every "
+            "seed.",
             backs=("afb88896",),
             holds=lambda r: max(abs(loss - r.uniform) for loss in r.first) < 0.2,
         ),
@@ -106,7 +112,8 @@ class ZenTraining(Measured):
             ),
         ),
         Finding(
-            "At the end the held-out loss exceeds the training loss by more than 3 nats "
+            "At the end the held-out loss exceeds the training loss by more than 3 "
+            "nats "
             "for every seed.",
             backs=("held-out-read",),
             holds=lambda r: min(h - t for h, t in zip(r.held_last, r.last)) > 3,
@@ -136,7 +143,8 @@ def train_on_zen(
 ) -> ZenTraining:
     """One tanh RNN language model per seed (64 units, embeddings of 16), trained by
     clipped Adam on the training lines, measured on the held-out lines as it goes; then
-    what the held-out characters ``unseen`` (in no training line) cost the trained model.
+    what the held-out characters ``unseen`` (in no training line) cost the trained
+    model.
     """
     models, curves = [], []
     for seed in seeds:
@@ -286,7 +294,8 @@ class ClippingRescue(Measured):
             holds=lambda r: max(r.leap) <= 8,
         ),
         Finding(
-            "Without clipping every seed's loss stays above ln V in each of the last 10 "
+            "Without clipping every seed's loss stays above ln V in each of the last "
+            "10 "
             "steps (or the run diverged).",
             backs=("clip-rescue-read",),
             holds=lambda r: all(

@@ -4,8 +4,9 @@
   initialisation, as the bias of the gate that keeps the state (a GRU's update gate, Cho
   et al., 2014; an LSTM's forget gate, Hochreiter and Schmidhuber, 1997) opens it.
 * :func:`memory_sweep`: an RNN, a GRU and an LSTM, their keep gate open as Jozefowicz et
-  al. (2015) recommend, trained on :class:`lib.tasks.recall.MemoryTask` over seeds and
-  gaps; the plain RNN fails once the gap is long, the gated layers carry the symbol.
+  al. (2015) recommend, trained on :class:`lib.part2_recurrent.recall_task.MemoryTask`
+  over seeds and gaps; the plain RNN fails once the gap is long, the gated layers carry
+  the symbol.
 * :func:`closed_forget_gate`: the ablation: an LSTM whose forget gate starts half shut
   fails as the RNN does.
 * :func:`gradient_reach`: the trained models' gradients, against their initial ones.
@@ -33,9 +34,9 @@ import torch
 from torch import Tensor
 
 from experiments.findings import Finding, Measured
-from lib.gating import MemoryRun, train_memory_task
-from lib.rnn import GRUCell, Kind, LSTMCell, RNNCell, jacobian_norms
-from lib.tasks.recall import MemoryTask
+from lib.part2_recurrent.gating import MemoryRun, train_memory_task
+from lib.part2_recurrent.rnn import GRUCell, Kind, LSTMCell, RNNCell, jacobian_norms
+from lib.part2_recurrent.recall_task import MemoryTask
 
 
 @dataclass
@@ -59,7 +60,8 @@ class UpdateGateDecay(Measured):
             ),
         ),
         Finding(
-            "With the update-gate bias at 0 or -3 the dependence on h_0 is below 1e-14.",
+            "With the update-gate bias at 0 or -3 the dependence on h_0 is below "
+            "1e-14.",
             backs=("gru-gradient-read",),
             holds=lambda r: max(r.norms[-3.0][0], r.norms[0.0][0]) < 1e-14,
         ),
@@ -187,7 +189,8 @@ class MemorySweep(Measured):
             and max(run.replaced for run in r.runs.values()) <= 20,
         ),
         Finding(
-            "The RNN usually learns the task at T = 10: median at least 90%, every seed "
+            "The RNN usually learns the task at T = 10: median at least 90%, every "
+            "seed "
             "far above chance (40%).",
             backs=("memory-results",),
             holds=lambda r: sorted(r.accuracy["rnn", 10])[1] >= 0.9
@@ -233,8 +236,8 @@ def memory_sweep(
     kinds: tuple[Kind, ...] = ("rnn", "gru", "lstm"),
     **training,
 ) -> MemorySweep:
-    """One model of each kind per gap ``T`` and seed, the gated ones with their keep gate
-    open (bias 5); ``training`` overrides the run's sizes (a smaller test, say)."""
+    """One model of each kind per gap ``T`` and seed, the gated ones with their keep
+    gate open (bias 5); ``training`` overrides the run's sizes (a smaller test, say)."""
     runs = {
         (kind, T, seed): train_memory_task(
             kind, T, keep_bias=0.0 if kind == "rnn" else 5.0, seed=seed, **training
@@ -265,7 +268,8 @@ class ClosedGate(Measured):
 
     FINDINGS = (
         Finding(
-            "With its forget bias at 0 the LSTM stays at chance at T = 40 for every seed "
+            "With its forget bias at 0 the LSTM stays at chance at T = 40 for every "
+            "seed "
             "(below 35%).",
             backs=("memory-results",),
             holds=lambda r: max(r.accuracy) < 0.35,
@@ -303,7 +307,8 @@ class GradientReach(Measured):
 
     FINDINGS = (
         Finding(
-            "The untrained RNN's final state depends on its first step with a norm below "
+            "The untrained RNN's final state depends on its first step with a norm "
+            "below "
             "1e-5 for every seed.",
             backs=("memory-gradients-discussion",),
             holds=lambda r: max(r.at_step(1)["rnn", "untrained"]) < 1e-5,
@@ -340,7 +345,8 @@ class GradientReach(Measured):
             ),
         ),
         Finding(
-            "After training the RNN's dependence on the first step is still tiny (below "
+            "After training the RNN's dependence on the first step is still tiny "
+            "(below "
             "1e-3) for every seed.",
             backs=("memory-gradients-discussion",),
             holds=lambda r: max(r.at_step(1)["rnn", "trained"]) < 1e-3,
@@ -394,7 +400,8 @@ class ForgetBiasReach(Measured):
 
     FINDINGS = (
         Finding(
-            "The least passing bias is not monotone in T: it falls from T = 20 to 21 and "
+            "The least passing bias is not monotone in T: it falls from T = 20 to 21 "
+            "and "
             "from 51 to 60, by more than 0.05 each time.",
             backs=("ex-gate-remember-solution-start",),
             holds=lambda r: r.least[20] > r.least[21] + 0.05
@@ -456,7 +463,8 @@ def forget_bias_reach(
 ) -> ForgetBiasReach:
     """ρ = ``reach(bias, length)``, the checker's measure (passed in: experiments do not
     import courseware), for b = 1, 2, 3 and ln 2T on every length, the least bias that
-    passes on each length (bisection on ρ itself, between 1 and 3, to 0.01), and ρ(2, 55)
+    passes on each length (bisection on ρ itself, between 1 and 3, to 0.01), and ρ(2,
+    55)
     of ten other random models (``seed=0 .. 9``)."""
     rho = {b: [reach(b, n) for n in lengths] for b in (1.0, 2.0, 3.0)}
     rho["ln 2T"] = [reach(math.log(2 * n), n) for n in lengths]

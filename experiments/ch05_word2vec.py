@@ -5,9 +5,9 @@ runs of skip-gram and CBOW against gensim, and the evaluation of the vectors the
   and the hierarchical softmax on a Huffman tree, on growing Zipfian vocabularies: why
   Mikolov et al. (2013b) replaced the softmax.
 * :func:`train_runs`: skip-gram (seed 1) and CBOW (seeds 1 to 3), ours
-  (:func:`lib.word2vec.train_word2vec`) and gensim's (Řehůřek and Sojka 2010), on
-  gensim's stemmed sample of Wikipedia with word2vec.c's defaults (Mikolov et al. 2013a,
-  2013b); :attr:`Training.times` compares their CPU times.
+  (:func:`lib.part3_words.word2vec.train_word2vec`) and gensim's (Řehůřek and Sojka
+  2010), on gensim's stemmed sample of Wikipedia with word2vec.c's defaults (Mikolov et
+  al. 2013a, 2013b); :attr:`Training.times` compares their CPU times.
 * :func:`nearest_neighbours`, :func:`analogies`, :func:`analogy_accuracy` and
   :func:`section_accuracy`: neighbours and 3CosAdd analogies (Levy and Goldberg 2014) on
   word2vec's ``questions-words.txt`` (Mikolov et al. 2013a).
@@ -32,9 +32,15 @@ import torch
 
 from experiments.findings import Finding, Measured
 from lib.corpus import Vocabulary
-from lib.embeddings import AnalogyScore, Question, WordPair, WordVectors, spearman
-from lib.tree_softmax import huffman_tree
-from lib.word2vec import (
+from lib.part3_words.embeddings import (
+    AnalogyScore,
+    Question,
+    WordPair,
+    WordVectors,
+    spearman,
+)
+from lib.part3_words.tree_softmax import huffman_tree
+from lib.part3_words.word2vec import (
     Word2VecConfig,
     draw_negatives,
     logistic_sgd_step,
@@ -64,9 +70,9 @@ def _time_objective_step(
     fastest of ``repeats`` runs after one warm-up run (``time.process_time``, which a
     busy machine does not inflate as it does wall time).
 
-    The full softmax computes all ``V`` logits, their softmax and a dense gradient;
-    the others call :func:`lib.word2vec.logistic_sgd_step` on ``K + 1`` rows or on
-    each word's Huffman path. Word counts are proportional to ``1 / rank`` (Zipf).
+    The full softmax computes all ``V`` logits, their softmax and a dense gradient; the
+    others call :func:`lib.part3_words.word2vec.logistic_sgd_step` on ``K + 1`` rows or
+    on each word's Huffman path. Word counts are proportional to ``1 / rank`` (Zipf).
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}; found {objective!r}")

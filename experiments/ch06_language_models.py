@@ -39,21 +39,21 @@ import torch.nn.functional as F
 from torch import nn
 
 from experiments.findings import Finding, Measured
-from lib.char_lm import teacher_forcing_batch
+from lib.part2_recurrent.char_lm import teacher_forcing_batch
 from lib.corpus import Vocabulary
-from lib.decoding import sample, sampling_distribution
-from lib.embeddings import WordVectors
-from lib.lm import NeuralLM, drift, rollout, token_log_probs, train_lm
-from lib.ngram import EOS, NGramModel, perplexity
-from lib.reinforce import bigram_precision, reinforce_fine_tune
-from lib.softmax_approx import (
+from lib.part3_words.decoding import sample, sampling_distribution
+from lib.part3_words.embeddings import WordVectors
+from lib.part3_words.lm import NeuralLM, drift, rollout, token_log_probs, train_lm
+from lib.part3_words.ngram import EOS, NGramModel, perplexity
+from lib.part3_words.reinforce import bigram_precision, reinforce_fine_tune
+from lib.part3_words.softmax_approx import (
     ClassSoftmax,
     equal_classes,
     frequency_classes,
     importance_sampled_loss,
 )
-from lib.tree_softmax import balanced_tree, path_log_prob
-from lib.word2vec import Word2VecConfig, train_word2vec
+from lib.part3_words.tree_softmax import balanced_tree, path_log_prob
+from lib.part3_words.word2vec import Word2VecConfig, train_word2vec
 
 SEEDS = (0, 1, 2)
 DELTAS = (0.0, 1.0, 0.1, 0.03, 0.01, 0.003, 0.001)
@@ -441,7 +441,8 @@ class ExposureDrift(Measured):
 
 def exposure_drift(language, sentences, test_sentences, seeds=SEEDS) -> ExposureDrift:
     """Teacher-forced models of the clock language, one per seed, and their KL error
-    after real and after their own prefixes at each position (:func:`lib.lm.drift`)."""
+    after real and after their own prefixes at each position
+    (:func:`lib.part3_words.lm.drift`)."""
     runs = _drift_runs(language, sentences, test_sentences, None, seeds)
     return ExposureDrift(
         {seed: model for seed, (model, _) in runs.items()},
@@ -495,10 +496,11 @@ def scheduled_sampling_drift(
 
 def _judge_clock_model(model, language, test_sentences, seed, curves=None):
     """Chapter 6's four numbers for a model of the clock language: the reward
-    (:func:`lib.reinforce.bigram_precision`) of its own continuations of the test
-    sentences' prompts (:func:`lib.lm.rollout`, seeded with ``seed``), the test
-    perplexity under teacher forcing, and the mean KL errors of :func:`lib.lm.drift`
-    after real and after own prefixes (its samples seeded with ``5 + seed``), unless
+    (:func:`lib.part3_words.reinforce.bigram_precision`) of its own continuations of the
+    test sentences' prompts (:func:`lib.part3_words.lm.rollout`, seeded with ``seed``),
+    the test perplexity under teacher forcing, and the mean KL errors of
+    :func:`lib.part3_words.lm.drift` after real and after own prefixes (its samples
+    seeded with ``5 + seed``), unless
     its ``curves`` are given."""
     inputs, targets = teacher_forcing_batch(test_sentences.tolist(), bos=CLOCK_BOS)
     prompts = test_sentences[:, :CLOCK_PROMPT]  # (N, prompt)
@@ -665,8 +667,8 @@ class LayerCosts(Measured):
 
 
 def layer_costs(model) -> LayerCosts:
-    """Multiply-adds per token of a :class:`lib.lm.NeuralLM`'s hidden and output
-    layers."""
+    """Multiply-adds per token of a :class:`lib.part3_words.lm.NeuralLM`'s hidden and
+    output layers."""
     return LayerCosts(model.hidden.weight.numel(), model.output.weight.numel())
 
 
@@ -735,8 +737,9 @@ def _time_per_step(
     ``repeats`` runs, the least disturbed.
 
     ``"full"``: ``F.cross_entropy`` over all ``|V|`` scores, with a dense gradient.
-    ``"tree"``: a balanced binary tree (:func:`lib.tree_softmax.path_log_prob`);
-    ``"classes"``: :class:`lib.softmax_approx.ClassSoftmax` with ``sqrt(|V|)`` equal
+    ``"tree"``: a balanced binary tree
+    (:func:`lib.part3_words.tree_softmax.path_log_prob`); ``"classes"``:
+    :class:`lib.part3_words.softmax_approx.ClassSoftmax` with ``sqrt(|V|)`` equal
     classes; both with sparse gradients holding only the rows the batch touched, as a
     trainer with sparse updates computes them (a dense one would cost in proportion to
     ``|V|``).

@@ -1,19 +1,22 @@
-"""Chapter 7's experiments: greedy search, beam search, length normalisation and sampling on
-the clock task (:class:`lib.decoding.ClockTask`), whose true phrasing probabilities are known,
-with bigram tables counted from its samples.
+"""Chapter 7's experiments: greedy search, beam search, length normalisation and
+sampling on the clock task (:class:`lib.part3_words.decoding.ClockTask`), whose true
+phrasing probabilities are known, with bigram tables counted from its samples.
 
-* :func:`probabilities_845` and :func:`length_scores_800`: what the chapter's model makes of
-  8:45 and of 8:00, against the data; the second gives the exponent above which the length
-  normalisation of Wu et al. (2016) (in the lecture notes' form) changes the answer.
-* :func:`beam_sweep`: greedy search and beam search of several sizes and exponents over five
-  data sets and models; wider beams find more probable but shorter and worse outputs, the
-  effect Koehn and Knowles (2017) report for neural translation.
-* :func:`length_errors` and :func:`pooled_rows`: the errors length normalisation adds, and
-  why two of the chapter model's errors are model errors, the recipe of error analysis from
-  the course's lecture notes.
-* :func:`first_words_845` and :func:`sampling_tail`: sampling with a temperature and top-k
-  sampling (Fan et al., 2018) on 8:45, and how often the samples are no reading of it.
-* :func:`explorer_suggestions`: what the chapter's explorer shows, on the chapter's model.
+* :func:`probabilities_845` and :func:`length_scores_800`: what the chapter's model
+  makes of 8:45 and of 8:00, against the data; the second gives the exponent above which
+  the length normalisation of Wu et al. (2016) (in the lecture notes' form) changes the
+  answer.
+* :func:`beam_sweep`: greedy search and beam search of several sizes and exponents over
+  five data sets and models; wider beams find more probable but shorter and worse
+  outputs, the effect Koehn and Knowles (2017) report for neural translation.
+* :func:`length_errors` and :func:`pooled_rows`: the errors length normalisation adds,
+  and why two of the chapter model's errors are model errors, the recipe of error
+  analysis from the course's lecture notes.
+* :func:`first_words_845` and :func:`sampling_tail`: sampling with a temperature and
+  top-k sampling (Fan et al., 2018) on 8:45, and how often the samples are no reading of
+  it.
+* :func:`explorer_suggestions`: what the chapter's explorer shows, on the chapter's
+  model.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from experiments.findings import Finding, Measured
-from lib.decoding import (
+from lib.part3_words.decoding import (
     ClockTask,
     TableModel,
     beam_search,
@@ -63,13 +66,15 @@ class Probabilities845(Measured):
 
     FINDINGS = (
         Finding(
-            "8:45's most probable phrasing is 'eight forty five', in the data and in the "
+            "8:45's most probable phrasing is 'eight forty five', in the data and in "
+            "the "
             "model.",
             backs=("clock-beam-read",),
             holds=lambda r: r.favourite(0) == r.favourite(1) == "eight forty five",
         ),
         Finding(
-            "The data prefer 'quarter of nine' to 'quarter to nine', the model the reverse.",
+            "The data prefer 'quarter of nine' to 'quarter to nine', the model the "
+            "reverse.",
             backs=("clock-beam-read",),
             holds=lambda r: r.probabilities["quarter of nine"][0]
             > r.probabilities["quarter to nine"][0]
@@ -149,7 +154,8 @@ class BeamSweep(Measured):
     unreadable: dict[int, int]  # seed -> outputs at K = 3, α = 0 that read no phrasing
     log_probs: dict[tuple[int, int], list[float]]  # (seed, K) -> best log p per time
     search_errors: dict[int, int]  # seed -> wrong outputs at K = 3, α = 0.7 by search
-    # seed -> (output, y*) of each time K = 3 gets wrong with α = 0.7 and right with α = 0
+    # seed -> (output, y*) of each time K = 3 gets wrong with α = 0.7 and right with α =
+    # 0
     new_errors: dict[int, list[tuple[str, str]]]
     said: dict[str, str]  # time -> the chapter model's answer at K = 3, α = 0
 
@@ -219,7 +225,8 @@ class BeamSweep(Measured):
             ),
         ),
         Finding(
-            "With α = 0 the median mean length falls from greedy search to K = 3, below "
+            "With α = 0 the median mean length falls from greedy search to K = 3, "
+            "below "
             "the median of y*.",
             backs=("beam-sweep-read",),
             holds=lambda r: r.median(r.length, 3, 0.0)
@@ -253,13 +260,15 @@ class BeamSweep(Measured):
         ),
         Finding(
             "Normalised K = 3 is not reliably better than greedy search: it wins with "
-            "some model and loses with another, and in the median it is within 2 of it.",
+            "some model and loses with another, and in the median it is within 2 of "
+            "it.",
             backs=("beam-sweep-read",),
             holds=lambda r: max(r.gain()) > 0 > min(r.gain())
             and abs(statistics.median(r.gain())) <= 2,
         ),
         Finding(
-            "With α = 1 the outputs at K = 3 are longer still: longer than with α = 0.7, "
+            "With α = 1 the outputs at K = 3 are longer still: longer than with α = "
+            "0.7, "
             "for every model.",
             backs=("beam-sweep-read",),
             holds=lambda r: _each(
@@ -283,7 +292,8 @@ class BeamSweep(Measured):
             and r.median(r.right, 3, 1.0) < r.median(r.right, 3, 0.7),
         ),
         Finding(
-            "At K = 3 with α = 0.7 every wrong output is a model error, for every model.",
+            "At K = 3 with α = 0.7 every wrong output is a model error, for every "
+            "model.",
             backs=("beam-sweep-read",),
             holds=lambda r: not any(r.search_errors.values()),
         ),
@@ -364,7 +374,8 @@ def beam_sweep(seeds=SEEDS) -> BeamSweep:
 @dataclass
 class LengthErrors(Measured):
     seeds: tuple[int, ...]  # the first is the chapter's model
-    # seed -> (output, y*) of each time K = 3 gets wrong with α = 0.7 and right with α = 0
+    # seed -> (output, y*) of each time K = 3 gets wrong with α = 0.7 and right with α =
+    # 0
     new_errors: dict[int, list[tuple[str, str]]]
     said_615: str  # the chapter model's answer for 6:15 at K = 3, α = 0
 
@@ -374,7 +385,8 @@ class LengthErrors(Measured):
 
     FINDINGS = (
         Finding(
-            "With the chapter's model, every time that K = 3 gets wrong with α = 0.7 it "
+            "With the chapter's model, every time that K = 3 gets wrong with α = 0.7 "
+            "it "
             "also gets wrong with α = 0, and at 6:15 α = 0 answers 'six'.",
             backs=("error-analysis-read",),
             holds=lambda r: r.seeds[0] == CHAPTER_SEED
@@ -382,7 +394,8 @@ class LengthErrors(Measured):
             and r.said_615 == "six",
         ),
         Finding(
-            "With at least 4 of the 5 models, α = 0.7 at K = 3 gets some time wrong that "
+            "With at least 4 of the 5 models, α = 0.7 at K = 3 gets some time wrong "
+            "that "
             "α = 0 gets right, each time with an output longer than y*.",
             backs=("error-analysis-read",),
             holds=lambda r: r.seeds == SEEDS
@@ -439,14 +452,16 @@ class PooledRows(Measured):
             ),
         ),
         Finding(
-            "At 4:45 the model continues 'quarter' with 'to' rather than 'of', although "
+            "At 4:45 the model continues 'quarter' with 'to' rather than 'of', "
+            "although "
             "the data's most probable phrasing is 'quarter of five'.",
             backs=("error-analysis-read",),
             holds=lambda r: r.after_quarter_445["to"] > r.after_quarter_445["of"]
             and max(r.true_445, key=r.true_445.get) == "quarter of five",
         ),
         Finding(
-            "At 4:45 the data's phrasings with 'quarter to' together outweigh 'quarter of "
+            "At 4:45 the data's phrasings with 'quarter to' together outweigh "
+            "'quarter of "
             "five', so pooling what follows 'quarter' favours 'to'.",
             backs=("error-analysis-read",),
             holds=lambda r: r.true_445["quarter to five"]
@@ -526,7 +541,8 @@ class SamplingTail(Measured):
     unlisted_top2: list[int]  # (seeds,) top-2 samples that are "a quarter of nine"
     mistakes: set[str]  # top-2 samples that are no reading at all, over the seeds
     readings: set[str]  # every reading of 8:45
-    # the chapter's model, where the data show one next word: the second token top-2 keeps
+    # the chapter's model, where the data show one next word: the second token top-2
+    # keeps
     second_kept: list[str]
 
     def mostly_unlisted(self) -> int:
@@ -544,7 +560,8 @@ class SamplingTail(Measured):
 
     FINDINGS = (
         Finding(
-            "Plain sampling gives no reading of 8:45 in 40% to 65% of the samples (about "
+            "Plain sampling gives no reading of 8:45 in 40% to 65% of the samples "
+            "(about "
             "half), for every model.",
             backs=("dfc35f13",),
             holds=lambda r: all(
@@ -568,7 +585,8 @@ class SamplingTail(Measured):
             holds=lambda r: r.seeds == SEEDS and r.mostly_unlisted() >= 3,
         ),
         Finding(
-            "Top-2 sampling gives no reading at all in at most 10% of the samples, but in "
+            "Top-2 sampling gives no reading at all in at most 10% of the samples, "
+            "but in "
             "some, for every model.",
             backs=("dfc35f13",),
             holds=lambda r: all(0 < share <= 0.10 for share in r.not_a_reading[2]),

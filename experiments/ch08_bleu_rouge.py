@@ -1,10 +1,10 @@
-"""Chapter 8's experiments: BLEU against sacreBLEU's defaults and chrF, and the decoders of
-chapter 7 scored with BLEU.
+"""Chapter 8's experiments: BLEU against sacreBLEU's defaults and chrF, and the decoders
+of chapter 7 scored with BLEU.
 
 * :func:`sacrebleu_defaults`: BLEU without smoothing against sacreBLEU's ``BLEU()``
   (Post, 2018), whose default smoothing is Chen and Cherry's (2014) ``exp``.
-* :func:`chrf_against_bleu`: chrF (Popović, 2015) and BLEU (Papineni et al., 2002) on two
-  tokenisations of one sentence.
+* :func:`chrf_against_bleu`: chrF (Popović, 2015) and BLEU (Papineni et al., 2002) on
+  two tokenisations of one sentence.
 * :func:`decoder_bleu`: greedy search, beam search with and without length normalisation
   (Wu et al., 2016), sampling and top-k sampling (Fan et al., 2018) on chapter 7's clock
   task, scored by corpus BLEU against every phrasing and against the most probable one.
@@ -19,12 +19,13 @@ from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
 from experiments.findings import Finding, Measured
-from lib.decoding import ClockTask, beam_search_batch, sample
-from lib.metrics import corpus_bleu
+from lib.part3_words.decoding import ClockTask, beam_search_batch, sample
+from lib.part3_words.metrics import corpus_bleu
 
 
 def _ours_and_theirs(candidate, reference):
-    """Ours without smoothing and sacreBLEU's BLEU() defaults, on a one-sentence corpus."""
+    """Ours without smoothing and sacreBLEU's BLEU() defaults, on a one-sentence
+    corpus."""
     ours = corpus_bleu([candidate.split()], [[reference.split()]]).score
     theirs = BLEU(tokenize="none").corpus_score([candidate], [[reference]]).score / 100
     return ours, theirs
@@ -67,7 +68,8 @@ class ChrfAgainstBleu(Measured):
 
     FINDINGS = (
         Finding(
-            "On the comma example chrF of the 13a tokens equals chrF of the raw strings, "
+            "On the comma example chrF of the 13a tokens equals chrF of the raw "
+            "strings, "
             "while BLEU differs.",
             backs=("sacrebleu-tokenize-read", "ex-eval-chrf-solution-start"),
             holds=lambda r: r.chrf["13a"] == r.chrf["none"]
@@ -162,24 +164,28 @@ class DecoderBleu(Measured):
             holds=lambda r: r.six_15.get("beam K=3, α=0") == ["six"],
         ),
         Finding(
-            "Greedy search scores at least 0.95 against every phrasing, for every model.",
+            "Greedy search scores at least 0.95 against every phrasing, for every "
+            "model.",
             backs=("decoders-read",),
             holds=lambda r: _every_model(r, lambda b: b("greedy") >= 0.95),
         ),
         Finding(
-            "The unnormalised beam scores below greedy search against every phrasing, for "
+            "The unnormalised beam scores below greedy search against every phrasing, "
+            "for "
             "every model.",
             backs=("decoders-read",),
             holds=lambda r: _every_model(r, lambda b: b("beam K=3, α=0") < b("greedy")),
         ),
         Finding(
-            "The normalised beam scores at least 0.85 against every phrasing, for every "
+            "The normalised beam scores at least 0.85 against every phrasing, for "
+            "every "
             "model.",
             backs=("decoders-read",),
             holds=lambda r: _every_model(r, lambda b: b("beam K=3, α=0.7") >= 0.85),
         ),
         Finding(
-            "The normalised beam is within 0.1 of greedy search and of the unnormalised "
+            "The normalised beam is within 0.1 of greedy search and of the "
+            "unnormalised "
             "beam, for every model.",
             backs=("decoders-read",),
             holds=lambda r: _every_model(
@@ -202,7 +208,8 @@ class DecoderBleu(Measured):
             ),
         ),
         Finding(
-            "Every decoder scores lower against y* alone than against every phrasing, for "
+            "Every decoder scores lower against y* alone than against every phrasing, "
+            "for "
             "every model.",
             backs=("decoders-read",),
             holds=lambda r: _every_model(

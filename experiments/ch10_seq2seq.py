@@ -44,8 +44,8 @@ from torch import Tensor
 
 from experiments.findings import Finding, Measured
 from lib.checked import NonNegativeInt, Positive, PositiveInt, each, typechecked
-from lib.pointer import PointerNetwork
-from lib.seq2seq import (
+from lib.part4_attention.pointer import PointerNetwork
+from lib.part4_attention.seq2seq import (
     DecoderName,
     Seq2Seq,
     Seq2SeqConfig,
@@ -54,8 +54,11 @@ from lib.seq2seq import (
     build_seq2seq,
     exact_matches,
 )
-from lib.tasks import DateTask, ReversalTask, SortingTask
-from lib.training import SequencePairs, TrainingLog, train_seq2seq
+from lib.part4_attention.date_task import DateTask
+from lib.part4_attention.reversal_task import ReversalTask
+from lib.part4_attention.sorting_task import SortingTask
+from lib.part4_attention.pairs import SequencePairs, train_seq2seq
+from lib.training import TrainingLog
 
 # The Luong models of chapter 10 that python -m experiments.ch10_weights trains; shipped
 # with the package, so that chapter 10 runs from a wheel.
@@ -75,9 +78,10 @@ def _train_model(
     config: Seq2SeqConfig = Seq2SeqConfig(),
     **options,
 ) -> tuple[Seq2Seq, TrainingLog]:
-    """A model of :func:`lib.seq2seq.build_seq2seq` from a seeded initialisation,
-    trained by :func:`lib.training.train_seq2seq` (Adam, cross-entropy, teacher forcing,
-    a seeded order of the examples) and returned in evaluation mode."""
+    """A model of :func:`lib.part4_attention.seq2seq.build_seq2seq` from a seeded
+    initialisation, trained by :func:`lib.part4_attention.pairs.train_seq2seq` (Adam,
+    cross-entropy, teacher forcing, a seeded order of the examples) and returned in
+    evaluation mode."""
     torch.manual_seed(seed)
     model = build_seq2seq(decoder, src_vocab_size, tgt_vocab_size, config, **options)
     log = train_seq2seq(
@@ -143,7 +147,8 @@ class BahdanauReversal(Measured):
 
     FINDINGS = (
         Finding(
-            "Every Bahdanau model reverses at least 35% of the strings of every length.",
+            "Every Bahdanau model reverses at least 35% of the strings of every "
+            "length.",
             backs=("bahdanau-reversal-text", "length-discussion", "summary"),
             holds=lambda r: r.accuracy.min() >= 0.35,
         ),
@@ -366,7 +371,8 @@ class LuongAblation(Measured):
 
     FINDINGS = (
         Finding(
-            "Every global model has learnt copying and reversing: >= 85% of 6-8 digits.",
+            "Every global model has learnt copying and reversing: >= 85% of 6-8 "
+            "digits.",
             backs=("ablation-text", "ablation-discussion"),
             holds=lambda r: min(
                 r.exact_long["copy", "global"].min(),
@@ -453,14 +459,14 @@ def ablate_luong(
     long_from: PositiveInt = 6,
 ) -> LuongAblation:
     """Train "luong" models of several ``variants`` (options of
-    :func:`lib.seq2seq.build_seq2seq`) on several digit tasks from several seeds, and
-    score them.
+    :func:`lib.part4_attention.seq2seq.build_seq2seq`) on several digit tasks from
+    several seeds, and score them.
 
     Each task draws its strings with ``task.split(..., seed=data_seed)``. For each
     (task, variant) of ``runs`` and each seed, :func:`_train_model` trains ``epochs``
     passes at ``lr``, then ``settling_epochs`` at ``lr / 10`` (a fresh Adam, as
     ``python -m experiments.ch10_weights`` settles the date models), and
-    :func:`lib.seq2seq.exact_matches` decodes the test strings.
+    :func:`lib.part4_attention.seq2seq.exact_matches` decodes the test strings.
     """
     for name, task in tasks.items():  # the signature checks one item of a mapping
         if not isinstance(task, ReversalTask):

@@ -1,9 +1,9 @@
 """``python -m experiments.ch10_weights [--out DIR] [--n-train N] [--n-test N]
 [--epochs E] [--lr LR]``.
 
-Trains chapter 10's Luong models on :class:`lib.tasks.DateTask` and saves them where
-the chapter loads them from (:data:`experiments.ch10_seq2seq.WEIGHTS_DIR`), in about a
-minute of CPU time.
+Trains chapter 10's Luong models on :class:`lib.part4_attention.date_task.DateTask` and
+saves them where the chapter loads them from
+(:data:`experiments.ch10_seq2seq.WEIGHTS_DIR`), in about a minute of CPU time.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Optional, Sequence
 import torch
 
 from experiments.ch10_seq2seq import WEIGHTS_DIR, _train_model
-from lib.seq2seq import exact_matches, save_seq2seq
-from lib.tasks.dates import DateTask
-from lib.training import train_seq2seq
+from lib.part4_attention.seq2seq import exact_matches, save_seq2seq
+from lib.part4_attention.date_task import DateTask
+from lib.part4_attention.pairs import train_seq2seq
 
 # The recipes of the saved models: LuongDecoder options, by file name.
 LUONG_RECIPES = {

@@ -1,19 +1,23 @@
-"""Chapter 11's experiments: what the Transformer costs, learns and gains from pretraining.
+"""Chapter 11's experiments: what the Transformer costs, learns and gains from
+pretraining.
 
 * :func:`cache_speedup` times greedy generation with and without the key–value cache.
-* :func:`attention_vs_gru_cost` times one forward pass of self-attention and of a GRU over
-  lengths from 32 to 2048, the comparison of Vaswani et al. [1]_, Table 1, measured.
+* :func:`attention_vs_gru_cost` times one forward pass of self-attention and of a GRU
+  over lengths from 32 to 2048, the comparison of Vaswani et al. [1]_, Table 1,
+  measured.
 * :func:`reversal_sweep` trains the chapter's Transformer to reverse digit strings over
   three seeds; :func:`held_out_accuracy` decodes the held-out strings with it and
   :func:`mirror_weights` measures where its encoder–decoder heads look.
 * :func:`gru_sweep` trains chapter 10's GRU encoder–decoder without attention (Cho et
-  al. [2]_) on the same task, and :func:`seconds_per_epoch` compares the two's training time.
+  al. [2]_) on the same task, and :func:`seconds_per_epoch` compares the two's training
+  time.
 * :func:`layout_sweep` trains post-norm and pre-norm blocks at a large learning rate
   without warm-up, where Xiong et al. [3]_ find post-norm hard to train, and
   :func:`dropout_sweep` trains with and without dropout on few strings.
-* :func:`pretraining_sweep` pretrains a masked LM (BERT, Devlin et al. [4]_) on unlabelled
-  walks of :mod:`lib.pretraining` and compares classifiers of the walk's step trained from
-  scratch, on the frozen encoder and fine-tuned, with few labels (:func:`pretraining_splits`).
+* :func:`pretraining_sweep` pretrains a masked LM (BERT, Devlin et al. [4]_) on
+  unlabelled walks of :mod:`lib.part4_attention.pretraining` and compares classifiers of
+  the walk's step trained from scratch, on the frozen encoder and fine-tuned, with few
+  labels (:func:`pretraining_splits`).
 * :func:`_chunk_statistics_errors` measures how far a variance assembled from chunks'
   sums of squares is off, against one assembled from their M2s (Chan et al. [5]_); a
   test holds the exercise's solution to it.
@@ -28,7 +32,8 @@ References
 .. [4] J. Devlin, M.-W. Chang, K. Lee, K. Toutanova. "BERT: Pre-training of Deep
    Bidirectional Transformers for Language Understanding". NAACL 2019. arXiv:1810.04805.
 .. [5] T. F. Chan, G. H. Golub, R. J. LeVeque. "Updating Formulae and a Pairwise
-   Algorithm for Computing Sample Variances". COMPSTAT 1982 (report STAN-CS-79-773, 1979).
+   Algorithm for Computing Sample Variances". COMPSTAT 1982 (report STAN-CS-79-773,
+   1979).
 """
 
 from __future__ import annotations
@@ -43,8 +48,8 @@ import torch
 from torch import Tensor, nn
 
 from experiments.findings import Finding, Measured
-from lib.attention import MultiHeadAttention
-from lib.pretraining import (
+from lib.part4_attention.attention import MultiHeadAttention
+from lib.part4_attention.pretraining import (
     STEPS,
     VOCAB_SIZE,
     ClassifierLog,
@@ -58,10 +63,16 @@ from lib.pretraining import (
     train_classifier,
     walk_space_size,
 )
-from lib.seq2seq import Seq2SeqConfig, build_seq2seq, exact_matches, greedy_translate
-from lib.tasks import ReversalTask
-from lib.training import SequencePairs, TrainingLog, train_seq2seq
-from lib.transformer import (
+from lib.part4_attention.seq2seq import (
+    Seq2SeqConfig,
+    build_seq2seq,
+    exact_matches,
+    greedy_translate,
+)
+from lib.part4_attention.reversal_task import ReversalTask
+from lib.part4_attention.pairs import SequencePairs, train_seq2seq
+from lib.training import TrainingLog
+from lib.part4_attention.transformer import (
     DecoderOnlyLM,
     Seq2SeqTransformer,
     TransformerConfig,
@@ -87,7 +98,8 @@ class CacheTiming(Measured):
 
     FINDINGS = (
         Finding(
-            "With the cache, generating 32 tokens is faster than recomputing the prefix.",
+            "With the cache, generating 32 tokens is faster than recomputing the "
+            "prefix.",
             backs=("kv-cache-time-discussion",),
             holds=lambda r: r.speedup[32] > 1.0,
         ),
@@ -107,9 +119,9 @@ class CacheTiming(Measured):
 def cache_speedup(
     config: TransformerConfig, pairs: dict[int, int], seed: int = 7
 ) -> CacheTiming:
-    """Generate ``T`` tokens from one token with a random decoder-only LM, with the cache
-    and, right after, without it, ``pairs[T]`` times (CPU time: a busy machine does not
-    inflate it)."""
+    """Generate ``T`` tokens from one token with a random decoder-only LM, with the
+    cache and, right after, without it, ``pairs[T]`` times (CPU time: a busy machine
+    does not inflate it)."""
     torch.manual_seed(seed)
     lm = DecoderOnlyLM(vocab_size=20, config=config)
     start = torch.tensor([[1]])
@@ -268,7 +280,8 @@ def held_out_accuracy(
     models: list[nn.Module], task: ReversalTask, test: SequencePairs
 ) -> HeldOutAccuracy:
     """Decode the held-out strings greedily with each model
-    (:func:`lib.seq2seq.exact_matches`); keep the first model's outputs to print."""
+    (:func:`lib.part4_attention.seq2seq.exact_matches`); keep the first model's
+    outputs to print."""
     first = exact_matches(models[0], test, task.bos, task.eos)
     shown = [
         next(i for i in range(len(test)) if test.src_lens[i] == n) for n in (4, 5, 7, 8)
@@ -312,7 +325,8 @@ class MirrorWeights(Measured):
             holds=lambda r: r.on_mirror[:, 1].min() >= 0.4,
         ),
         Finding(
-            "Every second-layer head puts more weight on the mirrored digit than on its "
+            "Every second-layer head puts more weight on the mirrored digit than on "
+            "its "
             "neighbour.",
             backs=("heads-discussion",),
             holds=lambda r: (r.on_mirror[:, 1] > r.on_neighbour[:, 1]).all(),
@@ -430,7 +444,8 @@ class LayoutRuns(Measured):
 
     FINDINGS = (
         Finding(
-            "At a learning rate of 0.02, for every seed the pre-norm model ends epoch 2 "
+            "At a learning rate of 0.02, for every seed the pre-norm model ends epoch "
+            "2 "
             "with a training loss at least 0.2 below the post-norm model's.",
             backs=("recipe-layout-discussion", "summary"),
             holds=lambda r: all(
@@ -439,7 +454,8 @@ class LayoutRuns(Measured):
             ),
         ),
         Finding(
-            "At a learning rate of 0.02, every post-norm model's loss after two epochs is "
+            "At a learning rate of 0.02, every post-norm model's loss after two "
+            "epochs is "
             "higher than every reversal model's after two epochs at a learning rate of "
             "0.002.",
             backs=("recipe-layout-discussion", "0211db0f"),
@@ -506,7 +522,8 @@ class DropoutRuns(Measured):
             holds=lambda r: all(d[1] - d[0] < n[1] - n[0] - 0.05 for n, d in r.pairs()),
         ),
         Finding(
-            "For every seed dropout 0.1 does not lower the held-out loss after 20 epochs.",
+            "For every seed dropout 0.1 does not lower the held-out loss after 20 "
+            "epochs.",
             backs=("recipe-dropout-discussion",),
             holds=lambda r: r.epochs == 20 and all(d[1] > n[1] for n, d in r.pairs()),
         ),
@@ -546,10 +563,10 @@ def pretraining_splits(
     """The chapter's three sets of walks, which share no string: the unlabelled corpus,
     the labelled set and the held-out set, each labelled one as (tokens, labels).
 
-    They are consecutive parts of one stream of :func:`lib.pretraining.distinct_walks`
-    (corpus, held-out, labelled), so for a given ``seed`` the corpus and the held-out
-    set do not depend on ``num_labels``, and a larger labelled set contains the smaller
-    ones.
+    They are consecutive parts of one stream of
+    :func:`lib.part4_attention.pretraining.distinct_walks` (corpus, held-out, labelled),
+    so for a given ``seed`` the corpus and the held-out set do not depend on
+    ``num_labels``, and a larger labelled set contains the smaller ones.
     """
     sizes = {
         "num_labels": num_labels,
@@ -629,12 +646,14 @@ class PretrainingRuns(Measured):
 
     FINDINGS = (
         Finding(
-            "For every seed the masked-LM loss ends at least 0.5 below its first epoch's.",
+            "For every seed the masked-LM loss ends at least 0.5 below its first "
+            "epoch's.",
             backs=("pretraining-discussion",),
             holds=lambda r: all(loss[-1] < loss[0] - 0.5 for loss in r.mlm_losses),
         ),
         Finding(
-            "For every seed the masked-LM loss falls more over epochs 10 to 20 than over "
+            "For every seed the masked-LM loss falls more over epochs 10 to 20 than "
+            "over "
             "epochs 1 to 10.",
             backs=("pretraining-discussion", "ex-tr-few-labels-solution"),
             holds=lambda r: all(
@@ -647,7 +666,8 @@ class PretrainingRuns(Measured):
             holds=lambda r: r.vocab_size == 12,
         ),
         Finding(
-            "For every seed the fine-tuned classifier beats the one trained from scratch "
+            "For every seed the fine-tuned classifier beats the one trained from "
+            "scratch "
             "by at least 10 points.",
             backs=("pretraining-discussion", "ex-tr-few-labels"),
             holds=lambda r: all(
@@ -707,7 +727,8 @@ def pretraining_sweep(
 
 @dataclass
 class ChunkErrors(Measured):
-    """How far from ``x.var`` the variances of rows assembled from chunks are, per row."""
+    """How far from ``x.var`` the variances of rows assembled from chunks are, per
+    row."""
 
     by_m2s: Tensor  # (rows,) float64, from the chunks' M2s
     by_squares: Tensor  # (rows,) float64, from the chunks' sums of squares
@@ -721,7 +742,8 @@ class ChunkErrors(Measured):
             holds=lambda r: r.by_m2s.max() < 1e-11,
         ),
         Finding(
-            "From sums of squares the variance is off by more than 1e-9 on at least half "
+            "From sums of squares the variance is off by more than 1e-9 on at least "
+            "half "
             "the rows.",
             backs=("ex-tr-layer-norm-chunks-solution-discussion",),
             holds=lambda r: r.by_squares.median() > 1e-9,

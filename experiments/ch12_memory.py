@@ -7,8 +7,9 @@ Turing Machine on the copy task, and the capacity of a Hopfield network.
   :func:`example_reads` and :func:`hop_weights`: where the trained hops look.
 * :func:`load_copy_model` loads the NTM trained on the copy task (Graves et al., 2014,
   section 4.1) by ``python -m experiments.ch12_memory train-ntm`` (about 3.5 minutes;
-  its weights are ``weights/ntm_copy.pt`` beside this module); :func:`copy_lengths` measures
-  it on lengths it was and was not trained on, :func:`copy_limit` where it breaks.
+  its weights are ``weights/ntm_copy.pt`` beside this module); :func:`copy_lengths`
+  measures it on lengths it was and was not trained on, :func:`copy_limit` where it
+  breaks.
 * :func:`explorer_recall`: what the Hopfield explorer shows (Hopfield, 1982);
   :func:`capacity_sweep`: recall against cue noise and load, whose collapse near
   ``P/N = 0.138`` Amit, Gutfreund and Sompolinsky (1985) predicted.
@@ -25,7 +26,7 @@ import torch
 from torch import Tensor
 
 from experiments.findings import Finding, Measured
-from lib.memory import (
+from lib.part5_memory import (
     NTM,
     VOCABULARY,
     HopfieldNetwork,
@@ -98,7 +99,8 @@ class HopsAccuracy(Measured):
             holds=lambda r: min(r.accuracies["two", 3]) >= 0.97,
         ),
         Finding(
-            "Without linear start three hops stall at the one-hop level: for every seed "
+            "Without linear start three hops stall at the one-hop level: for every "
+            "seed "
             "within 5 points of one hop's median, and at least 30 points below three "
             "hops with linear start.",
             backs=("training-text", "training-discussion", "summary"),
@@ -153,7 +155,8 @@ class ExampleReads(Measured):
 
     FINDINGS = (
         Finding(
-            "On the example story, seed 0's model reads the pick-up in hops 1 and 2 and "
+            "On the example story, seed 0's model reads the pick-up in hops 1 and 2 "
+            "and "
             "the last move in hop 3, and answers right.",
             backs=("hops-discussion",),
             holds=lambda r: r.tops()[0]
@@ -207,7 +210,8 @@ class HopWeights(Measured):
             ),
         ),
         Finding(
-            "For every seed, hop 3 puts most weight (at least 0.8) on the last move and "
+            "For every seed, hop 3 puts most weight (at least 0.8) on the last move "
+            "and "
             "little (at most 0.1) on the pick-up.",
             backs=("hops-statistics-discussion", "summary"),
             holds=lambda r: bool(
@@ -218,7 +222,8 @@ class HopWeights(Measured):
 
 
 def hop_weights(models: list[MemN2N], test: Stories) -> HopWeights:
-    """:func:`lib.memory.support_weights` of each model on the held-out stories."""
+    """:func:`lib.part5_memory.support_weights` of each model on the held-out
+    stories."""
     return HopWeights(torch.stack([support_weights(model, test) for model in models]))
 
 
@@ -246,7 +251,8 @@ class CopyAccuracy(Measured):
 
     FINDINGS = (
         Finding(
-            "The NTM copies lengths up to 12 almost perfectly (at most 0.1% wrong bits).",
+            "The NTM copies lengths up to 12 almost perfectly (at most 0.1% wrong "
+            "bits).",
             backs=("copy-discussion",),
             holds=lambda r: max(r.wrong_bits[n] for n in (4, 8, 12)) <= 0.001,
         ),
@@ -295,7 +301,8 @@ class CopyLimit(Measured):
         ),
         Finding(
             "The write head comes back to slot 0 at step N = 24 in at least 80% of the "
-            "sequences and never earlier, so in training (lengths up to 12, slot 0 read "
+            "sequences and never earlier, so in training (lengths up to 12, slot 0 "
+            "read "
             "at step 13 at the latest) it never reached a slot before it was read.",
             backs=("copy-discussion",),
             holds=lambda r: all(
@@ -312,7 +319,8 @@ class CopyLimit(Measured):
         ),
         Finding(
             "Length 22 = N - 2 is still copied (at most 0.1% wrong bits, at least 95% "
-            "exact), and in at most 5% of the sequences does the write head reach slot 0 "
+            "exact), and in at most 5% of the sequences does the write head reach "
+            "slot 0 "
             "before it is read.",
             backs=("copy-discussion", "copy-limit-discussion", "summary"),
             holds=lambda r: r.wrong_bits[22] <= 0.001
@@ -321,8 +329,10 @@ class CopyLimit(Measured):
         ),
         Finding(
             "Length 23 fails (at least 10% wrong bits, at most 20% exact); in at least "
-            "80% of the sequences the write head is back on slot 0 no later than the read "
-            "head, and not one of those is copied exactly; the heads share a slot in at "
+            "80% of the sequences the write head is back on slot 0 no later than the "
+            "read "
+            "head, and not one of those is copied exactly; the heads share a slot in "
+            "at "
             "least 70% of the answer steps.",
             backs=("copy-discussion", "copy-limit-discussion", "summary"),
             holds=lambda r: r.wrong_bits[23] >= 0.10
@@ -427,7 +437,8 @@ class ExplorerRecall(Measured):
 
     FINDINGS = (
         Finding(
-            "With noise up to 0.2 every letter is back within one sweep of 100 updates.",
+            "With noise up to 0.2 every letter is back within one sweep of 100 "
+            "updates.",
             backs=("explorer-hopfield-text",),
             holds=lambda r: all(
                 r.back_in_one_sweep[letter, noise]
@@ -446,7 +457,8 @@ class ExplorerRecall(Measured):
             holds=lambda r: r.ends(0.4) == list("ATXL"),
         ),
         Finding(
-            "At 0.5 the A and the X end on the L, the L on the A and the T in a spurious "
+            "At 0.5 the A and the X end on the L, the L on the A and the T in a "
+            "spurious "
             "state.",
             backs=("explorer-hopfield-text",),
             holds=lambda r: r.ends(0.5) == ["L", "spurious", "L", "A"],
@@ -515,7 +527,8 @@ def _recall(
 
 @dataclass
 class Capacity(Measured):
-    """Recall against cue noise (N = 100, P = 5) and against load (N = 200, clean cues)."""
+    """Recall against cue noise (N = 100, P = 5) and against load (N = 200, clean
+    cues)."""
 
     exact: dict  # ("noise" or "load", value) -> share recalled exactly, per seed
     overlaps: dict  # ("noise" or "load", value) -> mean final overlap, per seed
@@ -527,13 +540,15 @@ class Capacity(Measured):
 
     FINDINGS = (
         Finding(
-            "At load 0.05 every cue with up to 20% flipped units is recalled, for every "
+            "At load 0.05 every cue with up to 20% flipped units is recalled, for "
+            "every "
             "seed.",
             backs=("capacity-discussion",),
             holds=lambda r: all(min(r.of("noise")[x]) == 1 for x in (0.0, 0.1, 0.2)),
         ),
         Finding(
-            "At 30% flipped units most cues (at least 80%) are still recalled, for every "
+            "At 30% flipped units most cues (at least 80%) are still recalled, for "
+            "every "
             "seed.",
             backs=("capacity-discussion",),
             holds=lambda r: min(r.of("noise")[0.3]) >= 0.8,

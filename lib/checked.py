@@ -35,44 +35,45 @@ from jaxtyping import AbstractDtype, Float
 from torch import Tensor
 
 # The modules whose calls are checked against their signatures: every module a chapter
-# teaches, and the foundations they share (tests/test_display.py holds the book to it).
+# teaches, and the foundations they share (tests/lib/test_display.py holds the book to it).
 CHECKED_MODULES = (
-    "lib.activations",
-    "lib.losses",
-    "lib.rnn",
-    "lib.attention",
-    "lib.seq2seq",
-    "lib.transformer_blocks",
-    "lib.transformer",
-    "lib.optim",
-    "lib.schedules",
-    "lib.memory.hopfield",
-    "lib.memory.memn2n",
-    "lib.memory.ntm",
-    "lib.memory.turing",
     "lib.training",
     "lib.corpus",
-    "lib.tasks.babi",
-    "lib.tasks.dates",
-    "lib.tasks.recall",
-    "lib.tasks.reversal",
-    "lib.tasks.sorting",
-    "lib.embeddings",
-    "lib.tree_softmax",
-    "lib.word2vec",
-    "lib.positional",
-    "lib.transformer_recipe",
-    "lib.pretrained",
-    "lib.pretraining",
-    "lib.softmax_approx",
-    "lib.reinforce",
-    "lib.ngram",
-    "lib.lm",
-    "lib.gating",
-    "lib.char_lm",
-    "lib.decoding",
-    "lib.metrics",
-    "lib.pointer",
+    "lib.part1_blocks.activations",
+    "lib.part1_blocks.losses",
+    "lib.part1_blocks.optim",
+    "lib.part1_blocks.schedules",
+    "lib.part2_recurrent.rnn",
+    "lib.part2_recurrent.char_lm",
+    "lib.part2_recurrent.gating",
+    "lib.part2_recurrent.recall_task",
+    "lib.part3_words.word2vec",
+    "lib.part3_words.embeddings",
+    "lib.part3_words.tree_softmax",
+    "lib.part3_words.ngram",
+    "lib.part3_words.lm",
+    "lib.part3_words.softmax_approx",
+    "lib.part3_words.reinforce",
+    "lib.part3_words.decoding",
+    "lib.part3_words.metrics",
+    "lib.part4_attention.attention",
+    "lib.part4_attention.seq2seq",
+    "lib.part4_attention.pointer",
+    "lib.part4_attention.pairs",
+    "lib.part4_attention.date_task",
+    "lib.part4_attention.sorting_task",
+    "lib.part4_attention.reversal_task",
+    "lib.part4_attention.positional",
+    "lib.part4_attention.transformer_blocks",
+    "lib.part4_attention.transformer",
+    "lib.part4_attention.transformer_recipe",
+    "lib.part4_attention.pretrained",
+    "lib.part4_attention.pretraining",
+    "lib.part5_memory.hopfield",
+    "lib.part5_memory.memn2n",
+    "lib.part5_memory.ntm",
+    "lib.part5_memory.turing",
+    "lib.part5_memory.babi",
 )
 
 typechecked = beartype  # what the import hook applies, with jaxtyping's shape checks
@@ -139,7 +140,7 @@ def fits_in_a_long(value: Integral) -> bool:
 
 
 def is_a_token_id(value: object) -> bool:
-    # Any object: lib.char_lm also calls it on each item of a long list in a body, where
+    # Any object: lib.part2_recurrent.char_lm also calls it on each item of a long list in a body, where
     # each(TokenId) would cost ~2 µs an item.
     return (
         isinstance(value, Integral)

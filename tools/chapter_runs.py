@@ -27,7 +27,7 @@ Two configurations, one run each per notebook (:data:`CONFIGURATIONS`):
 
 * ``book``: as the machine is, explorers pre-rendered for the HTML book (``BOOK_WIDGETS=static``).
   Its runs are stored into myst-nb's execution cache, so the book build executes nothing itself,
-  and ``tests/test_notebook_outputs.py`` compares them with the committed outputs.
+  and ``tests/book/test_notebook_outputs.py`` compares them with the committed outputs.
 * ``other-cpu``: ``tests/other_cpu.env``, which imitates another CPU, explorers live (as a reader's
   Jupyter runs them); compared with the committed outputs as well.
 """

@@ -4,7 +4,7 @@ Usage: python tools/execute_notebooks.py chapters/09_attention.ipynb [...]
 
 Runs each notebook top to bottom in a fresh kernel (cwd = its folder, the cell timeout of
 ``_config.yml``; live widgets, as a reader's Jupyter runs it), stores the outputs that
-tests/test_notebook_outputs.py compares with each run of tools/chapter_runs.py, and drops what
+tests/book/test_notebook_outputs.py compares with each run of tools/chapter_runs.py, and drops what
 would only churn (widget state, execution timestamps). Prints each notebook's wall time.
 """
 import os

@@ -27,7 +27,7 @@ from courseware.checks.core import Check, CheckFailed, Slip, fresh_generator
 
 # The chapters' checker modules, in chapter order, with the checkers each defines. Written out
 # rather than read from the files, which would make every chapter's run depend on every checker
-# module (tests/test_checks.py holds this table to what the modules define).
+# module (tests/courseware/test_checks.py holds this table to what the modules define).
 CHECKERS_BY_MODULE = {
     "activations": ("check_cross_entropy_grad", "check_gelu_grad", "check_relu_init"),
     "optim": ("check_momentum_lr_limit", "check_radam_path"),

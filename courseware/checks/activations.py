@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from lib.activations import gelu_grad
+from lib.part1_blocks.activations import gelu_grad
 from courseware.checks.core import Check, Measured, Slip
 
 
@@ -29,7 +29,7 @@ def _cdf(x: torch.Tensor) -> torch.Tensor:
 
 
 check_gelu_grad = Check(
-    "GELU'(x) = Φ(x) + x φ(x) agrees with lib.activations.gelu_grad on 10 fresh random tensors",
+    "GELU'(x) = Φ(x) + x φ(x) agrees with lib.part1_blocks.activations.gelu_grad on 10 fresh random tensors",
     gelu_grad_cases, gelu_grad,
     describe=lambda x: f"x of shape {tuple(x.shape)}",
     compared_with="Φ(x) + x φ(x)", noun="derivative", layout="x.shape",

@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from lib.attention import masked_softmax
+from lib.part4_attention.attention import masked_softmax
 from courseware.checks.core import Check, Measured, Slip, one_thread, solve_increasing
 
 
@@ -38,7 +38,7 @@ def masked_softmax_backward_cases(generator: torch.Generator, trials: int = 20) 
 
 
 def masked_softmax_backward_by_autograd(scores, valid_lens, grad_weights) -> torch.Tensor:
-    """The reference: ``∂ℓ/∂scores`` from autograd through :func:`lib.attention.masked_softmax`, for a
+    """The reference: ``∂ℓ/∂scores`` from autograd through :func:`lib.part4_attention.attention.masked_softmax`, for a
     loss ``ℓ`` whose gradient with respect to the weights is ``grad_weights``.
 
     Shapes
@@ -103,7 +103,7 @@ def _masked_softmax_backward_rules(found, expected, scores, valid_lens, grad_wei
 
 
 check_masked_softmax_backward = Check(
-    "your ∂ℓ/∂scores agrees with autograd through lib.attention.masked_softmax on 20 fresh random cases",
+    "your ∂ℓ/∂scores agrees with autograd through lib.part4_attention.attention.masked_softmax on 20 fresh random cases",
     masked_softmax_backward_cases, masked_softmax_backward_by_autograd,
     describe=lambda scores, valid_lens, grad_weights: (f"scores of shape {tuple(scores.shape)}, "
                                                        f"valid_lens {valid_lens.tolist()}"),

@@ -9,7 +9,7 @@ from functools import partial
 import torch
 
 from courseware.checks.core import Check, CheckFailed, Measured, Slip, _distinct, solve_increasing
-from lib.decoding import sampling_distribution
+from lib.part3_words.decoding import sampling_distribution
 
 
 # ---- exact search for a model that looks one token back (the Viterbi recursion) --------------
@@ -53,7 +53,7 @@ def most_probable_sequence(first: torch.Tensor, transitions: torch.Tensor, lengt
     ``δ_1 = first`` and ``δ_t(v) = max_u δ_{t-1}(u) + transitions[u, v]``: two prefixes that end in
     the same token have the same continuations, so only the better can begin the best sequence. The
     best last token, then the recorded tokens before each, give it back to front.
-    ``tests/test_checks_decoding.py`` holds it to a search of all ``V^T`` sequences.
+    ``tests/courseware/test_checks_decoding.py`` holds it to a search of all ``V^T`` sequences.
 
     Shapes
     ------

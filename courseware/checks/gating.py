@@ -7,7 +7,7 @@ import math
 import torch
 
 from courseware.checks.core import Check, Measured, Slip, one_thread
-from lib.gating import MemoryClassifier
+from lib.part2_recurrent.gating import MemoryClassifier
 
 # Above this bias σ'(b) = σ(b)(1 - σ(b)) is below 1.3e-4: the gradient that could teach the gate to forget is gone.
 LARGEST_FORGET_BIAS = 9.0
@@ -32,7 +32,7 @@ def forget_bias(length: int) -> torch.Tensor:
 def first_step_reach(bias: float, length: int, batch: int = 32, seed: int | None = None) -> float:
     """The ratio ρ of the gradient's norm at the first input to its norm at the last, for an untrained LSTM.
 
-    The LSTM is the chapter's :class:`lib.gating.MemoryClassifier` (6 inputs, 32 units, 4 classes)
+    The LSTM is the chapter's :class:`lib.part2_recurrent.gating.MemoryClassifier` (6 inputs, 32 units, 4 classes)
     with forget-gate bias ``bias``, built right after ``torch.manual_seed(seed)`` and converted to
     float64 (the caller's random state is left alone). From ``torch.Generator().manual_seed(seed)``
     come, in this order, ``batch`` random sequences ``x`` and random weights ``w`` for the logits;
@@ -269,7 +269,7 @@ def gru_jacobian_cases(generator: torch.Generator, trials: int = 12) -> list[tup
     the wrong shape; weights and biases are ``0.8 × N(0, 1)`` in float64, and ``h = tanh(N(0, 1))``,
     a state a GRU can reach. Each path of the Jacobian (:func:`gru_jacobian_terms`), and ``b_hn`` in
     the path through ``r``, then moves some entry of every case by more than 1e-4, and of some case
-    of every draw by more than 0.1 (``tests/test_checks_gating.py`` tries 20 draws): leaving one out
+    of every draw by more than 0.1 (``tests/courseware/test_checks_gating.py`` tries 20 draws): leaving one out
     fails, in float32 too.
     """
     cases = []

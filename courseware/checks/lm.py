@@ -6,7 +6,7 @@ import math
 import torch
 
 from courseware.checks.core import Check, Slip, _distinct
-from lib.softmax_approx import nce_loss
+from lib.part3_words.softmax_approx import nce_loss
 
 
 # ---------------------------------------------------------------------------
@@ -173,7 +173,7 @@ def nce_normaliser_cases(generator: torch.Generator, trials: int = 20) -> list[t
 
 
 def _nce_slope_and_curvature(z: float, data, noise, data_q, noise_q) -> tuple[float, float]:
-    """``dL/dz`` and ``d²L/dz²`` at ``z``, by autograd through :func:`lib.softmax_approx.nce_loss` with
+    """``dL/dz`` and ``d²L/dz²`` at ``z``, by autograd through :func:`lib.part3_words.softmax_approx.nce_loss` with
     every score shifted by ``z`` (``p = exp(s + z)``, so every logit becomes ``Δs + z``)."""
     shift = torch.tensor(z, dtype=torch.float64, requires_grad=True)
     (slope,) = torch.autograd.grad(nce_loss(data + shift, noise + shift, data_q, noise_q), shift, create_graph=True)
@@ -182,7 +182,7 @@ def _nce_slope_and_curvature(z: float, data, noise, data_q, noise_q) -> tuple[fl
 
 
 def nce_normaliser(data, noise, data_q, noise_q) -> torch.Tensor:
-    """The reference: the ``z`` that minimises :func:`lib.softmax_approx.nce_loss` of the scores ``s + z``.
+    """The reference: the ``z`` that minimises :func:`lib.part3_words.softmax_approx.nce_loss` of the scores ``s + z``.
 
     The loss is convex in ``z``: a bracket by doubling, then Newton steps on autograd's slope and
     curvature, each kept inside the bracket (a step that leaves it is replaced by bisection), until a
@@ -230,7 +230,7 @@ def _nce_normaliser_mismatch(found, expected, data, noise, data_q, noise_q) -> s
 
 
 check_nce_normaliser = Check(
-    "your z agrees with the minimiser of lib.softmax_approx.nce_loss (found with autograd) on 20 fresh "
+    "your z agrees with the minimiser of lib.part3_words.softmax_approx.nce_loss (found with autograd) on 20 fresh "
     "random batches",
     nce_normaliser_cases, nce_normaliser,
     describe=lambda data, noise, data_q, noise_q: (f"B = {noise.shape[0]} data words with K = {noise.shape[1]} "

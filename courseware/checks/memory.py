@@ -6,7 +6,7 @@ from typing import Callable
 import torch
 
 from courseware.checks.core import Check, Slip
-from lib.memory.ntm import write
+from lib.part5_memory.ntm import write
 
 
 def _distinct_sizes(generator: torch.Generator, count: int) -> list[int]:
@@ -39,7 +39,7 @@ def multi_write_cases(generator: torch.Generator, trials: int = 20) -> list[tupl
 
 
 def multi_write_head_by_head(memory, weights, erase, add) -> torch.Tensor:
-    """The multi-head write with :func:`lib.memory.ntm.write`: every head's erase (``a = 0``), then every
+    """The multi-head write with :func:`lib.part5_memory.ntm.write`: every head's erase (``a = 0``), then every
     head's add (``e = 0``), one head at a time, the only order in which both of Graves et al.'s claims
     of order-independence hold.
 
@@ -257,7 +257,7 @@ def least_agreement_by_state(patterns: torch.Tensor, self_coupling: bool = False
     without the 1/N, which changes no sign: every number is a whole number).
 
     All of the first ``p`` patterns are stable when both are ``>= 0``: a unit whose field is 0 keeps
-    its state, as in :func:`lib.memory.hopfield.update_sync`. A value of exactly 0 is a deciding
+    its state, as in :func:`lib.part5_memory.hopfield.update_sync`. A value of exactly 0 is a deciding
     zero field; the tie conventions that break it one way fail only at the units of one state.
     """
     agreement = torch.zeros_like(patterns)  # (P, N): row ν is ξ_νi (W ξ_ν)_i, W with its diagonal p

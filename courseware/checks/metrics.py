@@ -6,7 +6,7 @@ from collections import Counter
 import torch
 
 from courseware.checks.core import Check, Measured, Slip, _distinct
-from lib.metrics import ngram_counts, rouge_n, rouge_n_scores, sentence_bleu
+from lib.part3_words.metrics import ngram_counts, rouge_n, rouge_n_scores, sentence_bleu
 
 _WORDS = ("the", "cat", "sat", "on", "a", "mat")  # few words, so n-grams repeat and clipping matters
 
@@ -305,7 +305,7 @@ def _chrf(hypotheses, references, pooled: bool = True, scale: float = 1.0, beta:
 
 def corpus_chrf(hypotheses: list[str], references: list[str]) -> torch.Tensor:
     """The book's answer: chrF2 of a corpus, one reference per hypothesis, as sacreBLEU's
-    ``CHRF().corpus_score`` computes it by default (``tests/test_checks_metrics.py`` holds it to
+    ``CHRF().corpus_score`` computes it by default (``tests/courseware/test_checks_metrics.py`` holds it to
     sacreBLEU on many corpora).
 
     Each sentence's spaces are deleted; for each order n = 1 .. 6 the counts of the hypothesis's

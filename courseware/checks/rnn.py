@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from courseware.checks.core import Check, Slip
-from lib.rnn import RNNCell, bptt_terms
+from lib.part2_recurrent.rnn import RNNCell, bptt_terms
 
 
 
@@ -244,7 +244,7 @@ def _bptt_slip(x, h0, weight_ih, weight_hh, bias, g, state="before", slopes="eve
 
 
 def _bptt_terms(x, h0, weight_ih, weight_hh, bias, g):
-    """:func:`lib.rnn.bptt_terms` of an :class:`lib.rnn.RNNCell` holding these weights."""
+    """:func:`lib.part2_recurrent.rnn.bptt_terms` of an :class:`lib.part2_recurrent.rnn.RNNCell` holding these weights."""
     cell = _load(RNNCell(x.shape[1], weight_hh.shape[0]).double(), (weight_ih, weight_hh, bias, torch.zeros_like(bias)))
     return bptt_terms(cell, x[None], g[None], h0[None])[0]  # (T, H, H)
 
@@ -257,10 +257,10 @@ def _split_differently(found, expected, *case) -> str | None:
 
 
 check_bptt_terms = Check(
-    "your BPTT terms agree with lib.rnn.bptt_terms on 10 fresh random sequences",
+    "your BPTT terms agree with lib.part2_recurrent.rnn.bptt_terms on 10 fresh random sequences",
     bptt_terms_cases, _bptt_terms,
     describe=lambda x, h0, weight_ih, weight_hh, bias, g: f"x of shape {tuple(x.shape)} and H = {weight_hh.shape[0]}",
-    compared_with="lib.rnn's", noun="terms", layout="(T, H, H)",
+    compared_with="lib.part2_recurrent.rnn's", noun="terms", layout="(T, H, H)",
     slips=(
         Slip(lambda *case: _bptt_slip(*case, state="after"),
              "step k's own use of W_hh multiplies the state it reads, h_(k-1), not the state it writes, h_k: "
@@ -349,7 +349,7 @@ def _reach_mismatch(found: torch.Tensor, expected: torch.Tensor, length: int, k:
 
 
 check_gradient_reach = Check(
-    "your reach matrices agree with the chunks of lib.char_lm.truncated_bptt_loss on 10 fresh (length, k)",
+    "your reach matrices agree with the chunks of lib.part2_recurrent.char_lm.truncated_bptt_loss on 10 fresh (length, k)",
     gradient_reach_cases, _gradient_reach,
     describe=lambda length, k: f"length = {length}, k = {k}",
     compared_with="the book's", layout="(L, L)", noun="reach matrix",

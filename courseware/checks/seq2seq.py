@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import torch
 
-from lib.attention import masked_softmax
+from lib.part4_attention.attention import masked_softmax
 from courseware.checks.core import Check, Slip
-from lib.seq2seq import local_weights
+from lib.part4_attention.seq2seq import local_weights
 
 
 
@@ -41,7 +41,7 @@ def _gaussian(distance: torch.Tensor, sigma: float) -> torch.Tensor:
 
 
 def _centre_gradient(scores, lens, centre, window, grad) -> torch.Tensor:
-    """∂L/∂p_t by autograd through :func:`lib.seq2seq.local_weights` (local-p), for ∂L/∂a_t = ``grad``."""
+    """∂L/∂p_t by autograd through :func:`lib.part4_attention.seq2seq.local_weights` (local-p), for ∂L/∂a_t = ``grad``."""
     centre = centre.detach().clone().requires_grad_()
     weights = local_weights(scores, lens, centre, window, gaussian=True)  # (B, S)
     return torch.autograd.grad(weights, centre, grad_outputs=grad)[0]  # (B,)
@@ -86,7 +86,7 @@ def _rounded(centre: torch.Tensor) -> str:
 
 
 check_centre_gradient = Check(
-    "your ∂L/∂p_t agree with autograd through lib.seq2seq.local_weights on 20 fresh random cases",
+    "your ∂L/∂p_t agree with autograd through lib.part4_attention.seq2seq.local_weights on 20 fresh random cases",
     centre_gradient_cases, _centre_gradient,
     describe=lambda scores, lens, centre, window, grad: (f"scores of shape {tuple(scores.shape)}, "
                                                          f"lens {lens.tolist()}, centre {_rounded(centre)}, "

@@ -7,7 +7,7 @@ import math
 import torch
 
 from courseware.checks.core import Check, Slip
-from lib.word2vec import EncodedCorpus, skipgram_pairs
+from lib.part3_words.word2vec import EncodedCorpus, skipgram_pairs
 
 
 # ---------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def expected_pairs_cases(generator: torch.Generator, trials: int = 12) -> list[t
 
 
 def expected_pairs_by_lib(lengths: torch.Tensor, window: int) -> torch.Tensor:
-    """The reference: the expected number of pairs ``lib.word2vec.skipgram_pairs`` yields per sentence.
+    """The reference: the expected number of pairs ``lib.part3_words.word2vec.skipgram_pairs`` yields per sentence.
 
     The pairs centred on a position depend on its own window only, so by linearity the expectation
     over independent windows is the mean, over ``b = 1 .. window``, of the count with every window
@@ -211,7 +211,7 @@ def _mean_window_capped(lengths: torch.Tensor, window: int) -> torch.Tensor:
 
 
 check_expected_pairs = Check(
-    "your expected numbers of pairs agree with the exact expectation of lib.word2vec's skipgram_pairs on 12 fresh "
+    "your expected numbers of pairs agree with the exact expectation of lib.part3_words.word2vec's skipgram_pairs on 12 fresh "
     "random cases",
     expected_pairs_cases, expected_pairs_by_lib,
     describe=lambda lengths, window: f"lengths {lengths.tolist()} and window m = {window}",

@@ -1,6 +1,6 @@
 """Interactive figures of chapter 1 (activation functions and loss functions).
 
-Each visual is a pure ``compute`` (tested in ``tests/test_widgets_activations.py``)
+Each visual is a pure ``compute`` (tested in ``tests/lib/widgets/test_widgets_activations.py``)
 plus ``draw``/``update`` that only move matplotlib artists.
 """
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 
 import torch
 
-from lib.activations import ACTIVATIONS
-from lib.losses import MARGIN_LOSSES
+from lib.part1_blocks.activations import ACTIVATIONS
+from lib.part1_blocks.losses import MARGIN_LOSSES
 from lib.widgets.core import Choice, Slider, Visual
 
 _N_POINTS = 401

@@ -1,6 +1,6 @@
 """Interactive figures of chapter 9 (attention mechanisms).
 
-Each visual is a pure ``compute`` (tested in ``tests/test_widgets_attention.py``)
+Each visual is a pure ``compute`` (tested in ``tests/lib/widgets/test_widgets_attention.py``)
 plus ``draw``/``update`` that only move matplotlib artists.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from lib.attention import DotScore, MultiHeadAttention, ScaledDotScore, make_score, masked_softmax
+from lib.part4_attention.attention import DotScore, MultiHeadAttention, ScaledDotScore, make_score, masked_softmax
 from lib.widgets.core import Choice, Slider, Visual
 
 SCORE_NAMES = ("dot", "scaled_dot", "additive", "bilinear")

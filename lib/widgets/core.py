@@ -98,7 +98,7 @@ MAX_FRAMES = 400  # keeps a chapter page of the HTML book to a few MB
 CSS_PX_PER_INCH = 90  # a frame's natural width on the page: figure inches x this (CSS px)
 PIXEL_DENSITY = 2  # device pixels per CSS pixel at that width: crisp on a 2x screen
 # The page width a frame shrinks to on a 390 px phone: the book shows it 358 px wide there
-# (tests/test_explorer_figures.py measures it); 2 px less keeps 9 pt text above 12 px.
+# (tests/book/test_explorer_figures.py measures it); 2 px less keeps 9 pt text above 12 px.
 PHONE_WIDTH_PX = 356
 MIN_TEXT_PX = 12  # 9 pt: the smallest text a frame may show at that width
 PALETTE_COLORS = 128  # colours of a frame: every pixel within 11 levels of 255 even in a heat map

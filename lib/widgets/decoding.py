@@ -1,13 +1,13 @@
 """Interactive figure of chapter 7 (decoding): the beam-search tree.
 
-The visual's pure ``compute`` is tested in ``tests/test_widgets_decoding.py``;
+The visual's pure ``compute`` is tested in ``tests/lib/widgets/test_widgets_decoding.py``;
 ``draw``/``update`` only move matplotlib artists.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from lib.decoding import ClockTask, beam_search, sequence_score
+from lib.part3_words.decoding import ClockTask, beam_search, sequence_score
 from lib.widgets.core import Choice, Slider, Visual
 
 FLOOR = -7.0  # candidates less probable than e**-7 are drawn on the floor line

@@ -1,6 +1,6 @@
 """Interactive figures of chapter 6 (language models and sequence generation).
 
-Each visual is a pure ``compute`` (tested in ``tests/test_widgets_lm.py``) plus
+Each visual is a pure ``compute`` (tested in ``tests/lib/widgets/test_widgets_lm.py``) plus
 ``draw``/``update`` that only move matplotlib artists. Both take their data
 from the chapter (a trained model's distributions, a corpus's counts), so
 they show what the chapter computed.
@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from matplotlib.ticker import NullLocator
 
-from lib.decoding import sampling_distribution
-from lib.ngram import NGramModel, add_delta_log_prob, perplexity
+from lib.part3_words.decoding import sampling_distribution
+from lib.part3_words.ngram import NGramModel, add_delta_log_prob, perplexity
 from lib.widgets.core import Choice, Slider, Visual
 
 TEMPERATURES = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0, 5.0)
@@ -27,7 +27,7 @@ class NextTokenTemperature(Visual):
 
     Bars: the ``top`` most probable words at temperature 1 (in that fixed
     order) and one bar for all other words together, under
-    ``softmax(log p / T)`` (:func:`lib.decoding.sampling_distribution`). The
+    ``softmax(log p / T)`` (:func:`lib.part3_words.decoding.sampling_distribution`). The
     title gives the largest probability and the perplexity ``exp(H)`` of the
     tempered distribution: the number of equally likely words it is worth.
 

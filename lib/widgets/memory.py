@@ -1,6 +1,6 @@
 """Interactive figures of chapter 12 (memory-augmented networks).
 
-Each visual is a pure ``compute`` (tested in ``tests/test_widgets_memory.py``)
+Each visual is a pure ``compute`` (tested in ``tests/lib/widgets/test_widgets_memory.py``)
 plus ``draw``/``update`` that only move matplotlib artists.
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ import textwrap
 import numpy as np
 import torch
 
-from lib.memory.hopfield import energy, flip_bits, hebbian_weights, update_async
-from lib.memory.ntm import circular_shift, content_weights, read, write
+from lib.part5_memory.hopfield import energy, flip_bits, hebbian_weights, update_async
+from lib.part5_memory.ntm import circular_shift, content_weights, read, write
 from lib.widgets.core import Choice, Slider, Visual
 
 # ---------------------------------------------------------------------------

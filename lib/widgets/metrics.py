@@ -1,13 +1,13 @@
 """Interactive figure of chapter 8 (BLEU and ROUGE): the BLEU breakdown.
 
-The visual's pure ``compute`` is tested in ``tests/test_widgets_metrics.py``;
+The visual's pure ``compute`` is tested in ``tests/lib/widgets/test_widgets_metrics.py``;
 ``draw``/``update`` only move matplotlib artists.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from lib.metrics import SMOOTHING, rouge_n, sentence_bleu
+from lib.part3_words.metrics import SMOOTHING, rouge_n, sentence_bleu
 from lib.widgets.core import Choice, Text, Visual
 
 MAX_N = 4

@@ -1,10 +1,10 @@
 """Interactive figures of chapter 2 (optimisers).
 
-The visual overlays the paths of several optimisers of :mod:`lib.optim` on one 2-D
+The visual overlays the paths of several optimisers of :mod:`lib.part1_blocks.optim` on one 2-D
 surface, sharing one learning-rate multiplier, one β₁ and one β₂. Each path depends
 only on its own settings, so it is computed once per setting and reused by every
 combination of the optimiser toggles (:func:`optimizer_path`); ``compute`` is tested in
-``tests/test_widgets_optim.py`` against ``torch.optim``.
+``tests/lib/widgets/test_widgets_optim.py`` against ``torch.optim``.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from lib.optim import SGD, SURFACES, Adam, RMSprop, trajectory
+from lib.part1_blocks.optim import SGD, SURFACES, Adam, RMSprop, trajectory
 from lib.widgets.core import Choice, Slider, Visual
 
 OPTIMIZER_NAMES = ("momentum", "RMSProp", "Adam")
@@ -33,7 +33,7 @@ STEPS = {"quadratic": 100, "rosenbrock": 500}
 def optimizer_settings(name: str, lr: float, beta1: float, beta2: float) -> tuple[type, dict]:
     """The class and arguments of one optimiser, with ``β₁`` and ``β₂`` in their roles.
 
-    ``momentum``: :class:`lib.optim.SGD` with ``momentum = β₁`` (``β₁ = 0`` is plain
+    ``momentum``: :class:`lib.part1_blocks.optim.SGD` with ``momentum = β₁`` (``β₁ = 0`` is plain
     gradient descent). ``RMSProp``: ``alpha = β₂``, the decay of the squared-gradient
     average (it has no first moment). ``Adam``: ``betas = (β₁, β₂)``.
     """

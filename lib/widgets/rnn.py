@@ -1,6 +1,6 @@
 """Interactive figures of chapters 3 and 4 (recurrent networks, gating).
 
-Each visual is a pure ``compute`` (tested in ``tests/test_widgets_rnn.py``)
+Each visual is a pure ``compute`` (tested in ``tests/lib/widgets/test_widgets_rnn.py``)
 plus ``draw``/``update`` that only move matplotlib artists.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from matplotlib.ticker import FixedFormatter, FixedLocator, FuncFormatter, NullLocator
 
-from lib.rnn import NONLINEARITIES, RNNCell, rnn_jacobian_norms
+from lib.part2_recurrent.rnn import NONLINEARITIES, RNNCell, rnn_jacobian_norms
 from lib.widgets.core import Choice, Slider, Visual
 
 
@@ -20,7 +20,7 @@ class GradientDecay(Visual):
     orthogonal matrix, so every singular value is ``ρ``) reads 4 random input
     sequences. The curve is the geometric mean over them of
     :math:`\lVert \partial \mathbf{h}_T / \partial \mathbf{h}_k \rVert_2`
-    (:func:`lib.rnn.rnn_jacobian_norms`) on a log scale; the dashed line is
+    (:func:`lib.part2_recurrent.rnn.rnn_jacobian_norms`) on a log scale; the dashed line is
     :math:`\rho^{T-k}`, the most it can be when :math:`|f'| \le 1`.
     """
 

@@ -1,11 +1,11 @@
 """Interactive figures of chapter 10 (sequence-to-sequence models with attention).
 
 :func:`alignment_data` runs trained models once (greedy decoding through
-:mod:`lib.decoding`, then teacher forcing for the weights) and
+:mod:`lib.part3_words.decoding`, then teacher forcing for the weights) and
 :class:`AlignmentExplorer` only slices its result, so every frame is cheap.
 :func:`draw_alignment` draws one attention map on a matplotlib ``Axes``, for
 the chapter's static figures. ``compute`` is tested in
-``tests/test_widgets_seq2seq.py``.
+``tests/lib/widgets/test_widgets_seq2seq.py``.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from lib.seq2seq import LuongDecoder, Seq2Seq, alignments
-from lib.tasks import DateTask
-from lib.training import SequencePairs
+from lib.part4_attention.seq2seq import LuongDecoder, Seq2Seq, alignments
+from lib.part4_attention.date_task import DateTask
+from lib.part4_attention.pairs import SequencePairs
 from lib.widgets.core import Choice, Slider, Visual
 
 EOS_LABEL = "<eos>"

@@ -1,6 +1,6 @@
 """Interactive figures of chapter 11 (self-attention and the Transformer).
 
-Each visual is a pure ``compute`` (tested in ``tests/test_widgets_transformer.py``)
+Each visual is a pure ``compute`` (tested in ``tests/lib/widgets/test_widgets_transformer.py``)
 plus ``draw``/``update`` that only move matplotlib artists. :func:`draw_all_heads`
 is the static companion of :class:`HeadsViewer`: every map of one example at once.
 """
@@ -13,7 +13,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from lib.positional import positional_encoding
+from lib.part4_attention.positional import positional_encoding
 from lib.widgets.core import Choice, Slider, Visual
 
 KINDS = {
@@ -146,7 +146,7 @@ class HeadsViewer(Visual):
     maps : dict
         ``"encoder"`` ``(L, N, H, S, S)``, ``"decoder"`` ``(L, N, H, T, T)`` and
         ``"cross"`` ``(L, N, H, T, S)`` float arrays (e.g.
-        :meth:`lib.transformer.Seq2SeqTransformer.attention_maps` as numpy).
+        :meth:`lib.part4_attention.transformer.Seq2SeqTransformer.attention_maps` as numpy).
     sources : list of list of str
         The real source tokens of each example (padding excluded).
     targets : list of list of str

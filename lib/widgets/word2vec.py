@@ -1,9 +1,9 @@
 """Interactive figures of chapter 5 (word embeddings and word2vec).
 
-Both visuals take trained word vectors (:class:`lib.embeddings.WordVectors`) at
+Both visuals take trained word vectors (:class:`lib.part3_words.embeddings.WordVectors`) at
 construction, keyed by a model name, so the chapter can set its own models
 against gensim's. Each has a pure ``compute`` (tested in
-``tests/test_widgets_word2vec.py``) and ``draw``/``update`` that only move
+``tests/lib/widgets/test_widgets_word2vec.py``) and ``draw``/``update`` that only move
 matplotlib artists.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from matplotlib.collections import LineCollection
 
-from lib.embeddings import WordVectors
+from lib.part3_words.embeddings import WordVectors
 from lib.widgets.core import Choice, Text, Visual
 
 Normalise = Callable[[str], str]
@@ -79,7 +79,7 @@ def _check_models(models: object) -> dict[str, WordVectors]:
         raise TypeError(f"models must be a non-empty dict of name -> WordVectors; found {type(models).__name__}")
     for name, vectors in models.items():
         if not isinstance(vectors, WordVectors):
-            raise TypeError(f"models[{name!r}] must be a lib.embeddings.WordVectors; found {type(vectors).__name__}")
+            raise TypeError(f"models[{name!r}] must be a lib.part3_words.embeddings.WordVectors; found {type(vectors).__name__}")
     return dict(models)
 
 

@@ -1,0 +1,230 @@
+"""The exercise checkers: right answers pass however they are written; wrong ones fail
+with a message that says what is wrong."""
+import math
+
+import pytest
+import torch
+
+from courseware.checks import CHECKS, Check, CheckFailed, check_attention_backward, check_masked_softmax_backward
+from courseware.checks.core import Slip, compare_tensors
+
+
+def test_the_table_of_checkers_is_what_each_module_defines():
+    """courseware.checks imports a checker's module only when the checker is asked for, from a written-out
+    table: it must name every Check each module defines, in the module that defines it."""
+    import importlib
+
+    import courseware.checks
+
+    for module, names in courseware.checks.CHECKERS_BY_MODULE.items():
+        defined = {name for name, value in vars(importlib.import_module(f"courseware.checks.{module}")).items()
+                   if name.startswith("check_") and isinstance(value, Check)}
+        assert set(names) == defined, module
+    assert set(CHECKS) == {name for names in courseware.checks.CHECKERS_BY_MODULE.values() for name in names}
+
+
+def test_one_checker_imports_only_its_own_module():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom courseware.checks import check_nucleus_distribution\n"
+            "print(sorted(m for m in sys.modules if m.startswith('courseware.checks.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "['courseware.checks.core', 'courseware.checks.decoding']"
+
+
+def test_every_check_is_registered_under_its_name():
+    assert CHECKS["check_masked_softmax_backward"] is check_masked_softmax_backward
+    assert CHECKS["check_attention_backward"] is check_attention_backward
+    assert all(name.startswith("check_") and isinstance(check, Check) for name, check in CHECKS.items())
+    import courseware.checks
+
+    assert all(getattr(courseware.checks, name) is check for name, check in CHECKS.items())
+
+
+# ---- the backward pass of the masked softmax ----------------------------------------------
+def softmax_backward_vectorised(scores, valid_lens, grad_weights):
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]  # (B, 1, S) against (B, T, S)
+    weights = torch.nan_to_num(torch.softmax(scores.masked_fill(~keep, -math.inf), dim=-1), nan=0.0)
+    jacobian = torch.diag_embed(weights) - weights[..., :, None] * weights[..., None, :]  # (B, T, S, S)
+    return (jacobian @ grad_weights[..., None])[..., 0]
+
+
+def softmax_backward_loops(scores, valid_lens, grad_weights):
+    out = torch.zeros_like(scores)
+    for b in range(scores.shape[0]):
+        n = int(valid_lens[b])
+        for t in range(scores.shape[1]):
+            if n:
+                exps = [math.exp(float(s)) for s in scores[b, t, :n]]
+                alpha = [e / sum(exps) for e in exps]
+                mean = sum(float(g) * a for g, a in zip(grad_weights[b, t, :n], alpha))
+                for i, a in enumerate(alpha):
+                    out[b, t, i] = a * (float(grad_weights[b, t, i]) - mean)
+    return out
+
+
+@pytest.mark.parametrize("answer", [softmax_backward_vectorised, softmax_backward_loops])
+def test_softmax_backward_accepts_right_answers_written_differently(answer, capsys):
+    check_masked_softmax_backward(answer)
+    assert capsys.readouterr().out == (
+        "✓ your ∂ℓ/∂scores agrees with autograd through lib.part4_attention.attention.masked_softmax on 20 fresh\n"
+        "  random cases\n"
+    )
+
+
+def alpha_times_g(scores, valid_lens, grad_weights):
+    keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+    return torch.softmax(scores.masked_fill(~keep, -1e30), -1) * keep * grad_weights
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (alpha_times_g, "you returned α ⊙ g"),
+        (lambda s, v, g: softmax_backward_vectorised(s, v, g) + 0.01 * (torch.arange(s.shape[-1]) >= v[:, None, None]),
+         "gradient at key positions >= "),
+        (lambda s, v, g: softmax_backward_vectorised(s, v, g).masked_fill(v[:, None, None] == 0, math.nan),
+         "contains NaN"),
+        (lambda s, v, g: softmax_backward_vectorised(s, v, g) * 0.9, "differs from autograd's by up to"),
+        (lambda s, v, g: softmax_backward_vectorised(s, v, g)[0], "your gradient has shape"),
+        (lambda s, v, g: softmax_backward_vectorised(s, v, g).numpy(),
+         "must return a torch.Tensor; it returned ndarray"),
+        (lambda s, v, g: 1 / 0, "raised ZeroDivisionError: division by zero"),
+    ],
+)
+def test_softmax_backward_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_masked_softmax_backward(answer)
+
+
+def test_a_stub_is_told_to_write_its_body():
+    def stub(scores, valid_lens, grad_weights):
+        raise NotImplementedError("hint")
+
+    with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
+        check_masked_softmax_backward(stub)
+    with pytest.raises(CheckFailed, match="expected a function; found int"):
+        check_masked_softmax_backward(3)
+
+
+# ---- the backward pass of scaled dot-product attention -----------------------------------------
+def attention_backward_matmul(q, k, v, grad_out):
+    scale = 1 / math.sqrt(q.shape[-1])
+    weights = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)
+    grad_weights = grad_out @ v.transpose(-2, -1)
+    grad_scores = weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True)) * scale
+    return torch.cat([grad_scores @ k, grad_scores.transpose(-2, -1) @ q, weights.transpose(-2, -1) @ grad_out], -2)
+
+
+def attention_backward_einsum(q, k, v, grad_out):
+    weights = torch.einsum("...td,...sd->...ts", q, k).div(q.shape[-1] ** 0.5).softmax(-1)
+    grad_weights = torch.einsum("...td,...sd->...ts", grad_out, v)
+    row_sums = torch.einsum("...ts,...ts->...t", grad_weights, weights)[..., None]
+    grad_scores = weights * (grad_weights - row_sums) / q.shape[-1] ** 0.5
+    return torch.cat([torch.einsum("...ts,...sd->...td", grad_scores, k),
+                      torch.einsum("...ts,...td->...sd", grad_scores, q),
+                      torch.einsum("...ts,...td->...sd", weights, grad_out)], dim=-2)
+
+
+@pytest.mark.parametrize("answer", [attention_backward_matmul, attention_backward_einsum])
+def test_attention_backward_accepts_right_answers_written_differently(answer, capsys):
+    check_attention_backward(answer)
+    assert capsys.readouterr().out.startswith("✓ your dq, dk and dv agree with autograd")
+
+
+def unscaled_backward(q, k, v, grad_out):
+    weights = torch.softmax(q @ k.transpose(-2, -1), -1)
+    grad_weights = grad_out @ v.transpose(-2, -1)
+    grad_scores = weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True))
+    return torch.cat([grad_scores @ k, grad_scores.transpose(-2, -1) @ q, weights.transpose(-2, -1) @ grad_out], -2)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (unscaled_backward, "you left out the 1/√d"),
+        (lambda q, k, v, g: attention_backward_matmul(q, k, v, g).flip(-2),
+         "your dq, dk and dv differ from autograd's"),
+        (lambda q, k, v, g: torch.softmax(q @ k / q.shape[-1] ** 0.5, -1) @ v, "Check each product's shapes"),
+        (lambda q, k, v, g: attention_backward_matmul(q, k, v, g) + 0.01, "differ from autograd's: by up to"),
+    ],
+)
+def test_attention_backward_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_attention_backward(answer)
+
+
+def test_judging_is_separate_from_running_the_student_code():
+    # What the grader does: cases drawn and judged here, outputs produced elsewhere.
+    check = CHECKS["check_masked_softmax_backward"]
+    cases = check.make_cases(torch.Generator().manual_seed(0))
+    check.judge(cases, [softmax_backward_loops(*args) for args in cases])
+    with pytest.raises(CheckFailed, match="still raises NotImplementedError"):
+        check.judge(cases, ["NotImplementedError: write it"] * len(cases))
+    with pytest.raises(ValueError):  # one result per case, no fewer
+        check.judge(cases, [])
+
+
+# ---- the data-driven core -----------------------------------------------------------------
+
+def test_compare_tensors_gives_the_distance_of_a_match_and_none_otherwise():
+    expected = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert compare_tensors(expected + 1e-9, expected, dict(atol=1e-6, rtol=0.0)) == pytest.approx(1e-9)
+    assert compare_tensors(expected + 1e-3, expected, dict(atol=1e-6, rtol=0.0)) is None
+    assert compare_tensors(expected[:1], expected, dict(atol=1e-6, rtol=0.0)) is None
+
+
+def cube_check(slips):
+    """An exercise in a few lines: cube x; x = 2 makes x² and 2x coincide, x = 3 tells them apart."""
+    return Check("cubes agree", lambda generator: [(torch.tensor([2.0], dtype=torch.float64),),
+                                                   (torch.tensor([3.0], dtype=torch.float64),)],
+                 lambda x: x**3, describe=lambda x: f"x = {x.item():g}", compared_with="x³", slips=slips,
+                 tolerance=dict(atol=0.1, rtol=0.0))
+
+
+def test_of_the_slips_that_fit_the_failing_case_the_one_that_fits_most_cases_is_named():
+    check = cube_check((Slip(lambda x: 2 * x, "you doubled x"), Slip(lambda x: x**2, "you squared x")))
+    cases = check.make_cases(None)
+    with pytest.raises(CheckFailed, match="for x = 2: you squared x"):
+        check.judge(cases, [x**2 for (x,) in cases])
+    with pytest.raises(CheckFailed, match="for x = 2: you doubled x"):
+        check.judge(cases, [2 * x for (x,) in cases])
+    with pytest.raises(CheckFailed, match=r"for x = 2 your result differs from x³ by up to 5 "):
+        check.judge(cases, [x + 1 for (x,) in cases])
+
+
+def test_of_slips_that_fit_every_case_the_closest_is_named():
+    check = cube_check((Slip(lambda x: x - 0.05, "a little less"), Slip(lambda x: x + 0.05, "a little more")))
+    cases = check.make_cases(None)
+    with pytest.raises(CheckFailed, match="a little more"):
+        check.judge(cases, [x + 0.04 for (x,) in cases])
+    with pytest.raises(CheckFailed, match="a little less"):
+        check.judge(cases, [x - 0.04 for (x,) in cases])
+    check(lambda x: x**3)
+
+
+def test_a_function_that_changes_its_input_in_place_fails_every_checker():
+    """The check cell passes copies, so without this test a write into an argument went unseen."""
+    from courseware.checks import check_masked_softmax_backward
+
+    def backward_into_the_scores(scores, valid_lens, grad_weights):
+        keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+        weights = torch.softmax(scores.masked_fill_(~keep, -1e30), -1) * keep
+        return weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True))
+
+    def backward_into_the_gradient(scores, valid_lens, grad_weights):
+        keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+        weights = torch.softmax(scores.masked_fill(~keep, -1e30), -1) * keep
+        return weights * grad_weights.sub_((grad_weights * weights).sum(-1, keepdim=True))
+
+    def backward(scores, valid_lens, grad_weights):
+        keep = torch.arange(scores.shape[-1]) < valid_lens[:, None, None]
+        weights = torch.softmax(scores.masked_fill(~keep, -1e30), -1) * keep
+        return weights * (grad_weights - (grad_weights * weights).sum(-1, keepdim=True))
+
+    check_masked_softmax_backward(backward)
+    with pytest.raises(CheckFailed, match="changed its argument 1 in place for .*leave the inputs"):
+        check_masked_softmax_backward(backward_into_the_scores)
+    with pytest.raises(CheckFailed, match="changed its argument 3 in place for .*leave the inputs"):
+        check_masked_softmax_backward(backward_into_the_gradient)

@@ -1,0 +1,366 @@
+"""Chapter 5's experiments (experiments/ch05_word2vec.py): each result's findings hold on
+made-up numbers that agree with the chapter and fail on numbers that contradict it, and
+every experiment runs at a tiny size."""
+
+import numpy as np
+import pytest
+import torch
+
+from experiments import ch05_word2vec as ch05
+from lib.corpus import Vocabulary
+from lib.part3_words.embeddings import AnalogyScore, WordPair, WordVectors
+
+
+def says(result_class, *indices):
+    """The sentences of ``result_class``'s findings at ``indices``."""
+    return [result_class.FINDINGS[i].says for i in indices]
+
+
+# ---------------------------------------------------------------------------
+# Findings, on made-up results: each holds on numbers that agree with the chapter and
+# fails, alone, on numbers just past its threshold (a finding that is the conjunction
+# of others, or implied by another, fails with them).
+# ---------------------------------------------------------------------------
+
+SIZES = [1_000, 3_000, 10_000, 30_000]
+STEPS = {
+    "softmax": [2.0, 6.0, 20.0, 60.0],  # grows 30-fold
+    "negative": [0.5, 0.5, 0.5, 0.55],  # 1.1-fold
+    "hierarchical": [1.0, 1.0, 1.25, 1.5],  # 1.5-fold
+}
+
+
+def step_times(sizes=SIZES, **milliseconds):
+    return ch05.StepTimes(sizes, {**STEPS, **milliseconds})
+
+
+@pytest.mark.parametrize(
+    "contradicting, finding",
+    [
+        # the softmax grows 4.9-fold (the others shrink, to stay under a fifth of it)
+        (
+            dict(
+                softmax=[2.0, 4.0, 6.0, 9.8],
+                negative=[0.5, 0.5, 0.5, 0.45],
+                hierarchical=[1.0, 1.0, 1.0, 0.95],
+            ),
+            0,
+        ),
+        (dict(negative=[0.5, 1.0, 2.0, 3.0]), 1),  # 6-fold: a fifth of 30, not less
+        (dict(softmax=[0.5, 1.5, 5.0, 15.0]), 2),  # as fast as negative sampling
+        (dict(hierarchical=[12.5, 20.0, 40.0, 60.0]), 3),  # as slow as the softmax
+        (dict(softmax=[25.0, 75.0, 250.0, 750.0]), 4),  # 50 times negative sampling
+    ],
+)
+def test_step_times_findings(contradicting, finding):
+    assert step_times().failing() == []
+    assert step_times().growth == {
+        "softmax": 30.0,
+        "negative": 1.1,
+        "hierarchical": 1.5,
+    }
+    assert step_times(**contradicting).failing() == says(ch05.StepTimes, finding)
+
+
+def test_step_times_findings_need_1000_to_30000_words():
+    assert step_times(sizes=[1_000, 3_000, 10_000, 20_000]).failing() == says(
+        ch05.StepTimes, 0, 1, 2, 3, 4
+    )
+    assert step_times(sizes=[500, 3_000, 10_000, 30_000]).failing() == says(
+        ch05.StepTimes, 0, 1, 2, 3, 4
+    )
+
+
+def seconds(ours_sg, ours_cbow, gensim):
+    times = {("skip-gram", "ours", 1): ours_sg, ("skip-gram", "gensim", 1): gensim}
+    for seed, cbow in zip((1, 2, 3), ours_cbow):
+        times["CBOW", "ours", seed] = cbow
+        times["CBOW", "gensim", seed] = gensim
+    return times
+
+
+SEEDS = {"skip-gram": (1,), "CBOW": (1, 2, 3)}
+LOSSES = {("skip-gram", 1): [3.1, 2.5, 2.4], ("CBOW", 1): [3.2, 2.6, 2.3]}
+
+
+def test_training_findings():
+    agrees = ch05.Training({}, seconds(10.0, [4.0, 4.5, 5.0], 1.0), LOSSES, SEEDS)
+    assert agrees.failing() == []
+    flat = {**LOSSES, ("CBOW", 1): [3.2, 2.6, 2.6]}  # two epochs' losses equal
+    contradicts = ch05.Training({}, agrees.seconds, flat, SEEDS)
+    assert contradicts.failing() == says(ch05.Training, 0)
+
+
+def test_training_times_findings():
+    agrees = ch05.TrainingTimes(seconds(10.0, [4.0, 4.5, 5.0], 1.0), SEEDS)
+    assert agrees.failing() == []
+    assert agrees.cbow_median == 4.5
+    # gensim as fast as our CBOW with seed 1 (a ratio of 1); the median stays 4.5
+    tie = ch05.TrainingTimes(seconds(10.0, [1.0, 4.5, 5.0], 1.0), SEEDS)
+    assert tie.failing() == says(ch05.TrainingTimes, 0)
+    # skip-gram exactly twice CBOW's median
+    twice = ch05.TrainingTimes(seconds(9.0, [4.0, 4.5, 5.0], 1.0), SEEDS)
+    assert twice.failing() == says(ch05.TrainingTimes, 1)
+
+
+SENSIBLE = {
+    "war": ["alli", "fought", "x1", "x2", "x3", "x4"],
+    "film": ["movi", "x1", "cinema", "x2", "x3", "x4"],
+    "church": ["x1", "x2", "x3", "x4", "cathol", "orthodox"],
+    "physic": ["biolog", "chemistri", "x1", "x2", "x3", "x4"],
+    "comput": ["os", "pc", "x1", "x2", "x3", "x4"],
+}
+
+
+def test_neighbours_findings():
+    assert ch05.Neighbours(SENSIBLE).failing() == []
+    one = {**SENSIBLE, "film": ["movi", "x1", "x5", "x2", "x3", "x4"]}
+    assert ch05.Neighbours(one).failing() == says(ch05.Neighbours, 0)
+    five = {**SENSIBLE, "war": ["alli", "fought", "x1", "x2", "x3"]}  # not six
+    assert ch05.Neighbours(five).failing() == says(ch05.Neighbours, 0)
+
+
+ONE_SENSE = {
+    "plai": ["game", "team", "player", "season", "score", "x"],
+    "record": ["album", "song", "band", "label", "singl", "x"],
+    "press": ["oxford", "yale", "harvard", "chicago", "princeton", "x"],
+}
+
+
+def test_senses_findings():
+    assert ch05.Senses(ONE_SENSE).failing() == []
+    four = {**ONE_SENSE, "record": ["album", "song", "band", "label", "x", "y"]}
+    assert ch05.Senses(four).failing() == says(ch05.Senses, 0)
+    two_words = {word: ONE_SENSE[word] for word in ("plai", "press")}
+    assert ch05.Senses(two_words).failing() == says(ch05.Senses, 0)
+    five = {**ONE_SENSE, "press": ["oxford", "yale", "harvard", "chicago", "princeton"]}
+    assert ch05.Senses(five).failing() == says(ch05.Senses, 0)
+
+
+MODELS = ("skip-gram (ours)", "skip-gram (gensim)", "CBOW (ours)", "CBOW (gensim)")
+
+
+def analogies(germany="german", woman="england", queen_in=(), models=MODELS, k=8):
+    answers = {
+        ("france", "french", "germany"): {
+            "skip-gram (ours)": germany,
+            "skip-gram (gensim)": "german",
+        },
+        ("man", "king", "woman"): {
+            "skip-gram (ours)": woman,
+            "skip-gram (gensim)": "philip",
+        },
+    }
+    top8 = {
+        name: [f"word{i}" for i in range(k - 1)]
+        + ["queen" if name in queen_in else "philip"]
+        for name in models
+    }
+    return ch05.Analogies(answers, top8)
+
+
+def test_analogies_findings():
+    assert analogies().failing() == []
+    assert analogies(germany="germani").failing() == says(ch05.Analogies, 0)
+    assert analogies(woman="queen").failing() == says(ch05.Analogies, 1)
+    # queen only in our skip-gram's top 8: the fourth finding, over all four, fails too
+    ours = analogies(queen_in=["skip-gram (ours)"])
+    assert ours.failing() == says(ch05.Analogies, 2, 3)
+    only_cbow = analogies(queen_in=["CBOW (gensim)"])
+    assert only_cbow.failing() == says(ch05.Analogies, 3)
+
+
+def test_analogies_findings_need_both_skipgrams_four_models_and_eight_answers():
+    one = analogies()
+    del one.answers["france", "french", "germany"]["skip-gram (gensim)"]
+    assert one.failing() == says(ch05.Analogies, 0)
+    assert analogies(models=MODELS[:3]).failing() == says(ch05.Analogies, 3)
+    assert analogies(k=7).failing() == says(ch05.Analogies, 2, 3)
+
+
+def test_analogy_accuracy_findings():
+    few = {
+        ("CBOW", "ours", seed): AnalogyScore(correct=149, used=1000, skipped=0)
+        for seed in (1, 2)
+    }
+    assert ch05.AnalogyAccuracy(few).failing() == []
+    many = {**few, ("CBOW", "ours", 2): AnalogyScore(correct=151, used=1000, skipped=0)}
+    assert ch05.AnalogyAccuracy(many).failing() == says(ch05.AnalogyAccuracy, 0)
+
+
+SECTIONS = {  # one per seed
+    "gram3-comparative": [0.01, 0.01],
+    "gram4-superlative": [0.0, 0.02],
+    "gram6-nationality-adjective": [0.12, 0.05],
+    "capital-common-countries": [0.08, 0.05],
+}
+
+
+def sections(**changed):
+    """Both columns agree with the chapter; ``changed`` replaces sections of the
+    first."""
+    accuracy = {}
+    for name, who in (("skip-gram", "ours"), ("CBOW", "gensim")):
+        for section, values in SECTIONS.items():
+            if name == "skip-gram" and section in changed:
+                values = changed[section]
+            accuracy[section, name, who] = list(values)
+    return ch05.SectionAccuracy(accuracy)
+
+
+@pytest.mark.parametrize(
+    "section, accuracies, finding",
+    [
+        ("gram3-comparative", [0.051, 0.01], 0),  # above 5%
+        ("gram4-superlative", [0.051, 0.02], 0),
+        ("gram6-nationality-adjective", [0.01, 0.05], 1),  # ties the comparatives
+        ("gram6-nationality-adjective", [0.12, 0.02], 2),  # ties the superlatives
+        ("capital-common-countries", [0.01, 0.05], 3),
+        ("capital-common-countries", [0.08, 0.02], 4),
+    ],
+)
+def test_section_accuracy_findings(section, accuracies, finding):
+    assert sections().columns == [("skip-gram", "ours"), ("CBOW", "gensim")]
+    assert sections().failing() == []
+    contradicts = sections(**{section: accuracies})
+    assert contradicts.failing() == says(ch05.SectionAccuracy, finding)
+
+
+SPEARMAN = {  # (WordSim-353, SimLex-999)
+    ("skip-gram", "ours", 1): (0.50, 0.19),
+    ("skip-gram", "gensim", 1): (0.43, 0.16),
+    ("CBOW", "ours", 1): (0.43, 0.14),
+    ("CBOW", "gensim", 1): (0.39, 0.12),
+    ("CBOW", "ours", 2): (0.44, 0.13),
+    ("CBOW", "gensim", 2): (0.37, 0.11),
+    ("CBOW", "ours", 3): (0.43, 0.16),
+    ("CBOW", "gensim", 3): (0.40, 0.12),
+}
+
+
+@pytest.mark.parametrize(
+    "run, rho, failing",
+    [
+        # each of the first four fails with the fifth, which says all four at once
+        (("CBOW", "gensim", 1), (0.43, 0.12), (0, 4)),  # ties our CBOW on WordSim
+        (("CBOW", "gensim", 2), (0.37, 0.13), (1, 4)),  # ties it on SimLex
+        (("skip-gram", "gensim", 1), (0.50, 0.16), (2, 4)),  # ties our skip-gram
+        (("skip-gram", "gensim", 1), (0.43, 0.19), (3, 4)),
+        (("CBOW", "ours", 3), (0.43, 0.281), (5,)),  # WordSim ahead by 0.149
+        (("skip-gram", "ours", 1), (0.44, 0.19), (6,)),  # ties our CBOW's best
+    ],
+)
+def test_word_similarity_findings(run, rho, failing):
+    agrees = ch05.WordSimilarity(SPEARMAN)
+    assert agrees.over_seeds("CBOW", "ours", 1) == [0.14, 0.13, 0.16]
+    assert agrees.failing() == []
+    contradicts = ch05.WordSimilarity({**SPEARMAN, run: rho})
+    assert contradicts.failing() == says(ch05.WordSimilarity, *failing)
+
+
+def test_word_similarity_findings_need_one_skipgram_run():
+    twice = {
+        **SPEARMAN,
+        ("skip-gram", "ours", 2): (0.50, 0.19),
+        ("skip-gram", "gensim", 2): (0.43, 0.16),
+    }
+    assert ch05.WordSimilarity(twice).failing() == says(ch05.WordSimilarity, 2, 3, 4)
+
+
+def test_vector_lengths_findings():
+    rho = dict(zip(MODELS, (0.9, 0.85, 0.81, 0.95)))
+    assert ch05.VectorLengths(rho).failing() == []
+    assert ch05.VectorLengths({**rho, "CBOW (ours)": 0.8}).failing() == says(
+        ch05.VectorLengths, 0
+    )
+    three = {name: rho[name] for name in MODELS[:3]}
+    assert ch05.VectorLengths(three).failing() == says(ch05.VectorLengths, 0)
+
+
+# ---------------------------------------------------------------------------
+# Every experiment, at a tiny size.
+# ---------------------------------------------------------------------------
+
+
+def test_step_times_time_each_objective():
+    steps = ch05.step_times(sizes=[50, 500], repeats=1)
+    assert set(steps.milliseconds) == set(ch05.OBJECTIVES)
+    assert all(len(ms) == 2 for ms in steps.milliseconds.values())
+    # at 500 words every step takes measurable CPU time
+    assert all(ms[1] > 0 for ms in steps.milliseconds.values())
+
+
+def test_a_step_refuses_an_unknown_objective_and_a_one_word_vocabulary():
+    with pytest.raises(ValueError, match="objective must be one of"):
+        ch05._time_objective_step("hierarchial", 500, repeats=1)
+    with pytest.raises(ValueError, match="vocab_size must be at least 2"):
+        ch05._time_objective_step("softmax", 1, repeats=1)
+
+
+def toy_corpus(sentences=60):
+    rng = np.random.default_rng(0)
+    topics = (["cat", "dog", "mouse", "horse", "cow"], ["red", "blue", "green", "pink"])
+    return [list(rng.choice(topics[i % 2], size=8)) for i in range(sentences)]
+
+
+def test_train_runs_trains_ours_and_gensims_for_each_seed():
+    sentences = toy_corpus()
+    vocab = Vocabulary.from_sentences(sentences, min_count=1)
+    seeds = {"skip-gram": (1,), "CBOW": (1, 2)}
+    training = ch05.train_runs(sentences, vocab, seeds=seeds, min_count=1)
+    assert list(training.runs) == [
+        ("skip-gram", "ours", 1),
+        ("skip-gram", "gensim", 1),
+        ("CBOW", "ours", 1),
+        ("CBOW", "gensim", 1),
+        ("CBOW", "ours", 2),
+        ("CBOW", "gensim", 2),
+    ]
+    assert list(training.losses) == [("skip-gram", 1), ("CBOW", 1), ("CBOW", 2)]
+    assert all(len(log) == ch05.BASE["epochs"] for log in training.losses.values())
+    assert list(training.models) == [
+        "skip-gram (ours)",
+        "skip-gram (gensim)",
+        "CBOW (ours)",
+        "CBOW (gensim)",
+    ]
+    assert len(training.times.ratios["CBOW"]) == 2
+
+
+WORDS = "man king woman queen france french germany german a b c d".split()
+
+
+@pytest.fixture
+def models():
+    vocab = Vocabulary(words=WORDS, counts=list(range(len(WORDS) + 1, 1, -1)))
+    generator = torch.Generator().manual_seed(0)
+    return {
+        name: WordVectors(torch.randn(len(WORDS), 8, generator=generator), vocab)
+        for name in ("skip-gram (ours)", "skip-gram (gensim)", "CBOW (ours)")
+    }
+
+
+def test_the_evaluations_run_on_any_vectors(models):
+    runs = {("skip-gram", "ours", 1): models["skip-gram (ours)"]}
+    skipgram = models["skip-gram (ours)"]
+    assert len(ch05.nearest_neighbours(skipgram, ["king"]).neighbours["king"]) == 6
+    assert list(ch05.polysemy(skipgram, ["a", "b"]).neighbours) == ["a", "b"]
+    found = ch05.analogies(models, [("france", "french", "germany")], str.lower)
+    assert list(found.answers["france", "french", "germany"]) == [
+        "skip-gram (ours)",
+        "skip-gram (gensim)",
+    ]
+    assert all(len(top) == 8 for top in found.queen_top8.values())
+    question = ("man", "king", "woman", "queen")
+    assert ch05.analogy_accuracy(runs, [question]).scores[runs.popitem()[0]].used == 1
+    runs = {("CBOW", "ours", seed): models["CBOW (ours)"] for seed in (1, 2)}
+    by_section = ch05.section_accuracy(runs, {"family": [question], "empty": []})
+    assert list(by_section.accuracy) == [("family", "CBOW", "ours")]
+    assert len(by_section.accuracy["family", "CBOW", "ours"]) == 2
+    pairs = [WordPair(a, b, float(i)) for i, (a, b) in enumerate(zip(WORDS, WORDS[1:]))]
+    rho = ch05.word_similarity(runs, pairs, pairs).spearman
+    assert set(rho) == set(runs) and all(
+        -1 <= r <= 1 for pair in rho.values() for r in pair
+    )
+    lengths = ch05.vector_lengths(models, models["CBOW (ours)"].vocab).count_rho
+    assert list(lengths) == list(models)

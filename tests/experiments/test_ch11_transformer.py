@@ -1,0 +1,274 @@
+"""Tests for experiments/ch11_transformer.py: each result's findings hold on numbers that
+agree with the chapter's text, and each finding, alone, fails just past its threshold; the
+pretraining sets share no string; each experiment runs at a tiny size."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+import experiments.ch11_transformer as ch11
+from experiments.ch11_transformer import (
+    CacheTiming, ChunkErrors, CostCurves, DropoutRuns, EpochTimes, GruRuns,
+    HeldOutAccuracy, LayoutRuns, MirrorWeights, PretrainingRuns, ReversalRuns,
+    pretraining_splits,
+)
+from lib.part4_attention.pretraining import shared_strings, walks
+from lib.part4_attention.seq2seq import Seq2SeqConfig
+from lib.part4_attention.reversal_task import ReversalTask
+from lib.training import TrainingLog
+from lib.part4_attention.transformer import TransformerConfig
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def agrees(result):
+    assert result.failing() == []
+    result.check()  # prints every finding ticked
+
+
+def only_fails(result, k):
+    """``result`` contradicts finding ``k`` of its class and no other."""
+    assert result.failing() == [type(result).FINDINGS[k].says]
+    with pytest.raises(AssertionError, match="the chapter says what this run does not show"):
+        result.check()
+
+
+def log(losses, seconds=(1.0,)):
+    return TrainingLog(losses=list(losses), seconds=list(seconds))
+
+
+def test_cache_timing_findings():
+    agreeing = CacheTiming({}, {}, {32: 1.01, 256: 1.5})
+    agrees(agreeing)
+    only_fails(replace(agreeing, speedup={32: 1.0, 256: 1.5}), 0)  # not faster at 32
+    only_fails(replace(agreeing, speedup={32: 1.01, 256: 1.49}), 1)  # under 1.5 at 256
+    only_fails(replace(agreeing, speedup={32: 1.6, 256: 1.6}), 2)  # no larger at 256
+
+
+def curves(attention_slope, gru_slope, attention_at_32=1.0, gru_at_32=2.0):
+    lengths = [32, 64, 128, 256]
+    return CostCurves(lengths, {
+        "self-attention": [attention_at_32 * (n / 32) ** attention_slope for n in lengths],
+        "GRU": [gru_at_32 * (n / 32) ** gru_slope for n in lengths],
+    })
+
+
+def test_cost_findings():
+    agreeing = curves(1.51, 1.0)
+    assert agreeing.slope("self-attention") == pytest.approx(1.51)
+    agrees(agreeing)
+    only_fails(curves(1.49, 0.9), 0)  # self-attention under 1.5
+    only_fails(curves(2.0, 1.31), 1)  # the GRU over 1.3
+    only_fails(curves(1.6, 1.11), 2)  # less than 0.5 steeper
+    only_fails(curves(1.51, 1.0, attention_at_32=2.0), 3)  # not faster at T = 32
+
+
+def test_reversal_findings():
+    agreeing = ReversalRuns([], [log([2.0, 0.9, 0.39, 0.2])] * 3)
+    agrees(agreeing)
+    fails = [log([2.0, 0.9, 0.41, 0.2]), log([2.0, 0.3, 0.3, 0.2]), log([2.0, 2.1, 0.3, 0.2])]
+    for failing in fails:  # over a fifth, or not falling, for one seed of three
+        only_fails(ReversalRuns([], [agreeing.logs[0], failing, agreeing.logs[0]]), 0)
+
+
+def test_held_out_accuracy_findings():
+    agreeing = HeldOutAccuracy([0.9, 0.95, 0.99], [], [0, 1, 2, 3], True)
+    agrees(agreeing)
+    only_fails(replace(agreeing, accuracy=[0.95, 0.899, 0.99]), 0)
+    only_fails(replace(agreeing, shown_exact=False), 1)
+
+
+def weights(layer1, layer2):
+    return torch.tensor([[layer1, layer2]], dtype=torch.float64)  # (1 seed, 2 layers, 2 heads)
+
+
+def test_mirror_findings():
+    agreeing = MirrorWeights(weights([0.3, 0.25], [0.4, 0.6]), weights([0.2, 0.2], [0.31, 0.205]))
+    agrees(agreeing)
+    only_fails(replace(agreeing, on_mirror=weights([0.3, 0.25], [0.39, 0.6])), 0)
+    only_fails(replace(agreeing, on_neighbour=weights([0.2, 0.2], [0.4, 0.205])), 1)
+    only_fails(replace(agreeing, on_mirror=weights([0.4, 0.25], [0.4, 0.6])), 2)
+    only_fails(replace(agreeing, on_neighbour=weights([0.2, 0.2], [0.31, 0.195])), 3)
+
+
+def test_gru_findings():
+    agreeing = GruRuns([], [0.5, 0.65, 0.6], [0.96, 0.97, 0.99])
+    agrees(agreeing)
+    only_fails(GruRuns([], [0.5, 0.651, 0.6], [0.99, 0.99, 0.99]), 0)
+    only_fails(replace(agreeing, transformer_accuracy=[0.94, 0.97, 0.99]), 1)
+
+
+def test_epoch_time_findings():
+    agrees(EpochTimes(transformer=1.0, gru=0.99))
+    only_fails(EpochTimes(transformer=1.0, gru=1.0), 0)
+
+
+def test_layout_findings():
+    agreeing = LayoutRuns({"post-norm": [[2.0, 1.0]] * 3, "pre-norm": [[1.7, 0.79]] * 3},
+                          [0.9, 0.99, 0.95])
+    agrees(agreeing)
+    pre = [[1.7, 0.79], [1.7, 0.81], [1.7, 0.79]]  # one seed less than 0.2 below
+    only_fails(replace(agreeing, losses={**agreeing.losses, "pre-norm": pre}), 0)
+    only_fails(replace(agreeing, baseline_epoch2=[0.9, 1.0, 0.95]), 1)
+
+
+def dropout_runs(train_with, held_with, epochs=20):
+    """Without dropout: training loss 0.8, held-out 1.3 for each of three seeds; with
+    0.1: the given losses for the second seed, the first's for the others."""
+    return DropoutRuns({0.0: [0.8] * 3, 0.1: [0.91, train_with, 0.91]},
+                       {0.0: [1.3] * 3, 0.1: [1.35, held_with, 1.35]}, epochs)
+
+
+def test_dropout_findings():
+    agrees(dropout_runs(0.91, 1.35))
+    only_fails(dropout_runs(0.89, 1.33), 0)  # training loss raised by less than 0.1
+    only_fails(dropout_runs(0.91, 1.37), 1)  # the gap narrowed by less than 0.05
+    only_fails(dropout_runs(0.91, 1.3), 2)  # the held-out loss not higher
+    only_fails(dropout_runs(0.91, 1.35, epochs=19), 2)  # not after 20 epochs
+
+
+def mlm(at_1, at_10, at_20, at_30):
+    """30 epochs' losses, straight lines between those of epochs 1, 10, 20 and 30."""
+    def between(a, b, steps):
+        return [a + (b - a) * i / steps for i in range(steps)]
+    return between(at_1, at_10, 9) + between(at_10, at_20, 10) + between(at_20, at_30, 10) + [at_30]
+
+
+def pretraining(losses=None, scratch=0.369, frozen=0.389, fine_tuned=0.47, best=0.671,
+                vocab_size=12):
+    """Three seeds; the second has the given numbers, the others agree."""
+    agreeing = mlm(2.4, 2.3, 2.19, 1.89)
+    second = agreeing if losses is None else losses
+    return PretrainingRuns(
+        [agreeing, second, agreeing],
+        {"scratch": [0.369, scratch, 0.369], "frozen": [0.389, frozen, 0.389],
+         "fine-tuned": [0.47, fine_tuned, 0.47]},
+        [0.671, best, 0.671], vocab_size)
+
+
+def test_pretraining_findings():
+    agreeing = pretraining()
+    assert len(agreeing.mlm_losses[0]) == 30 and agreeing.mlm_losses[0][9] == pytest.approx(2.3)
+    agrees(agreeing)
+    only_fails(pretraining(losses=mlm(2.4, 2.3, 2.19, 1.91)), 0)  # less than 0.5 lower
+    only_fails(pretraining(losses=mlm(2.4, 2.3, 2.21, 1.89)), 1)  # falls less in epochs 10-20
+    only_fails(pretraining(vocab_size=13), 2)
+    only_fails(pretraining(fine_tuned=0.468, frozen=0.38), 3)  # under 10 points over scratch
+    only_fails(pretraining(scratch=0.129), 4)  # over 12 points below chance
+    only_fails(pretraining(scratch=0.371, fine_tuned=0.48, frozen=0.39, best=0.69), 4)  # above
+    only_fails(pretraining(frozen=0.391), 5)  # under 8 points below fine-tuned
+    only_fails(pretraining(best=0.669), 6)  # under 20 points below the best possible
+
+
+def chunk_errors(by_m2s=0.9e-11, by_squares=(1.1e-9, 1.1e-9, 1.1e-8), by_squares32=(2.0, 0.5)):
+    return ChunkErrors(torch.tensor([by_m2s], dtype=torch.float64),
+                       torch.tensor(by_squares, dtype=torch.float64),
+                       torch.tensor(by_squares32), torch.tensor([1.0, 1.0]))
+
+
+def test_chunk_error_findings():
+    agrees(chunk_errors())
+    agrees(chunk_errors(by_squares=(1.1e-9, 1.1e-9, 0.9e-6)))
+    only_fails(chunk_errors(by_m2s=1.1e-11), 0)
+    only_fails(chunk_errors(by_squares=(0.9e-9, 0.9e-9, 1.1e-8)), 1)
+    only_fails(chunk_errors(by_squares=(1.1e-9, 1.1e-9, 0.9e-8)), 2)  # the worst row too close
+    only_fails(chunk_errors(by_squares=(1.1e-9, 1.1e-9, 1.1e-6)), 2)  # or too far
+    only_fails(chunk_errors(by_squares32=(1.0, 0.5)), 3)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 7])
+def test_the_chapter_s_three_sets_share_no_string(seed):
+    corpus, (train, train_labels), (test, test_labels) = pretraining_splits(32, 1000, 250, seed)
+    assert (len(corpus), len(train), len(test)) == (1000, 32, 250)
+    for a, b in ((corpus, train), (corpus, test), (train, test)):
+        assert shared_strings(a, b) == 0
+        assert not {tuple(r) for r in a.tolist()} & {tuple(r) for r in b.tolist()}  # the same, by hand
+    more_corpus, (more, more_labels), (same_test, _) = pretraining_splits(256, 1000, 250, seed)
+    assert torch.equal(more_corpus, corpus) and torch.equal(same_test, test)  # fixed as labels grow
+    assert torch.equal(more[:32], train) and torch.equal(more_labels[:32], train_labels)
+    assert shared_strings(more, corpus) == shared_strings(more, test) == 0
+
+
+def test_pretraining_splits_refuse_sets_that_share_a_string(monkeypatch):
+    tokens, labels = walks(300, seed=0)
+    repeated = torch.cat([tokens[:100], tokens[:100], tokens[:100]]), torch.cat([labels[:100]] * 3)
+    monkeypatch.setattr(ch11, "distinct_walks", lambda count, seed: repeated)
+    with pytest.raises(AssertionError, match="the unlabelled and labelled strings share 100"):
+        pretraining_splits(100, 100, 100, 0)
+    with pytest.raises(ValueError, match="num_labels \\+ corpus_size \\+ test_size must be at most half of the 83640"):
+        pretraining_splits(41000, 1000, 250)
+
+
+@pytest.mark.parametrize("name, sizes", [
+    ("num_labels", (-10,)), ("num_labels", (0,)), ("num_labels", (2.5,)), ("corpus_size", (32, 0)),
+    ("test_size", (32, 1000, -1)), ("seed", (32, 1000, 250, -1)),
+])
+def test_pretraining_splits_refuse_sizes_below_one(name, sizes):
+    with pytest.raises(ValueError, match=f"{name} must be a whole number of at least"):
+        pretraining_splits(*sizes)
+
+
+TINY = TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=16)
+TASK = ReversalTask(min_len=4, max_len=8)
+
+
+@pytest.fixture
+def tiny():
+    """16 training strings, 40 held-out ones, and one Transformer trained for two epochs."""
+    train, test = TASK.split(n_train=16, n_test=40, seed=0)
+    return train, test, ch11.reversal_sweep(TASK, train, TINY, seeds=(0,), epochs=2)
+
+
+def test_cache_speedup_runs():
+    assert set(ch11.cache_speedup(TINY, pairs={4: 1}).speedup) == {4}
+
+
+def test_attention_vs_gru_cost_runs():
+    assert len(ch11.attention_vs_gru_cost(lengths=(4, 8, 16), d=8).times["GRU"]) == 3
+
+
+def test_reversal_sweep_and_held_out_accuracy_run(tiny):
+    train, test, reversal = tiny
+    assert len(reversal.logs[0].losses) == 2
+    decoded = ch11.held_out_accuracy(reversal.models, TASK, test)
+    assert len(decoded.shown) == 4 and 0 <= decoded.accuracy[0] <= 1
+    assert len(decoded.outputs) == len(test)
+
+
+def test_mirror_weights_run(tiny):
+    train, test, reversal = tiny
+    assert ch11.mirror_weights(reversal.models, test).on_mirror.shape == (1, 1, 2)
+
+
+def test_gru_sweep_and_seconds_per_epoch_run(tiny):
+    train, test, reversal = tiny
+    grus = ch11.gru_sweep(TASK, train, test, Seq2SeqConfig(embed_dim=8, hidden_dim=8, bidirectional=False),
+                          [0.9], seeds=(0,), epochs=1)
+    assert grus.transformer_accuracy == [0.9] and len(grus.logs[0].losses) == 1
+    assert ch11.seconds_per_epoch(reversal, grus).gru > 0
+
+
+def test_layout_sweep_runs(tiny):
+    train, test, reversal = tiny
+    assert len(ch11.layout_sweep(TASK, train, TINY, reversal, seeds=(0,)).losses["pre-norm"][0]) == 2
+
+
+def test_dropout_sweep_runs(tiny):
+    train, test, reversal = tiny
+    runs = ch11.dropout_sweep(TASK, train[:8], test[:8], TINY, seeds=(0,), epochs=1)
+    assert len(runs.held_loss[0.1]) == 1 and runs.epochs == 1
+
+
+def test_pretraining_sweep_runs():
+    runs = ch11.pretraining_sweep(TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=9,
+                                                    learned_positions=True),
+                                  seeds=(0,), num_labels=8, pretrain_epochs=1, epochs=1)
+    assert set(runs.accuracy) == {"scratch", "frozen", "fine-tuned"} and len(runs.mlm_losses[0]) == 1
+
+
+def test_the_solution_of_ex_tr_layer_norm_chunks_holds_what_its_discussion_says():
+    """The findings ex-tr-layer-norm-chunks-solution-discussion states, on the checker's M2
+    combination (a ticked line in the chapter would give the exercise's answer away)."""
+    from courseware.checks.transformer import _combined  # noqa: the checker's combination
+    assert ch11._chunk_statistics_errors(_combined).failing() == []
