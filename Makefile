@@ -37,7 +37,7 @@ unit: $(STAMP)
 
 # The chapters' outputs against fresh runs (tests/book/test_notebook_outputs.py, nbval's comparison):
 # as the machine is (the build's runs), and under tests/other_cpu.env, which imitates another
-# CPU: exact outputs must not depend on low-order bits, claims must hold.
+# CPU: exact outputs must not depend on low-order bits, findings must hold.
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest tests/book/test_notebook_outputs.py -m "not other_cpu"
 

@@ -183,9 +183,9 @@ def write_student_versions(chapters: Path, out: Path) -> list[Path]:
     return written
 
 
-# What a student needs to run the chapters: lib (with its trained weights), the checkers their
-# check cells call (courseware), the reader's pins (requirements-runtime.txt, which Binder
-# installs) and the Binder environment.
+# What a student needs to run the chapters: lib, the chapters' runs (experiments, with the
+# trained weights), the checkers their check cells call (courseware), the reader's pins
+# (requirements-runtime.txt, which Binder installs) and the Binder environment.
 STUDENT_REPO_FILES = ("lib", "experiments", "courseware", "pyproject.toml", "requirements-runtime.txt",
                       "binder")
 STUDENT_REPO_README = """# Attention, Sequence Models and Memory: student repository
@@ -195,8 +195,8 @@ raises `NotImplementedError` until you write it, and the worked solutions are no
 Install the book's environment (`python -m venv .venv && .venv/bin/pip install -r
 requirements-runtime.txt && .venv/bin/pip install -e .`) or open it on Binder, then run the chapters.
 Keep everything an answer needs inside its solution cell (imports included) and do not import
-the book's own `lib` or `courseware` there: your instructor's grader runs only those cells,
-without either.
+the book's own `lib`, `experiments` or `courseware` there: your instructor's grader runs only
+those cells, without any of them.
 """
 
 
@@ -204,8 +204,8 @@ def write_student_repo(out: Path, root: Path = BOOK_CHAPTERS.parent) -> Path:
     """A repository to give students: the library, the environment and the student chapters.
 
     Copies ``lib/``, ``experiments/`` (without caches, with the trained weights),
-    ``courseware/``, ``pyproject.toml``, ``requirements-runtime.txt`` and ``binder/`` from ``root`` and writes the student
-    version of every chapter to ``out/chapters``, with the diagrams they show in
+    ``courseware/``, ``pyproject.toml``, ``requirements-runtime.txt`` and ``binder/`` from
+    ``root`` and writes the student version of every chapter to ``out/chapters``, with the diagrams they show in
     ``out/figures``. The master notebooks, the instructor guide, the tests and the rest of
     the book are left out.
 

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 from lib.part1_blocks.activations import ACTIVATIONS, dead_units, layer_statistics
 from lib.part1_blocks.optim import SGD, fit
 
@@ -44,7 +44,7 @@ def _same_shape(lecun, he):
 
 
 @dataclass
-class GradientSweep(Measured):
+class GradientSweep(Result):
     seeds: tuple[int, ...]
     # row of GRADIENT_ROWS -> (seeds, layers)
     norms: dict[str, list[list[float]]]
@@ -57,9 +57,8 @@ class GradientSweep(Measured):
     FINDINGS = (
         Finding(
             "The sigmoid's last-layer gradient is about 13 orders of magnitude larger "
-            "than "
-            "its first layer's (seed 0's value, to within one order), for each of 5 "
-            "seeds.",
+            "than its first layer's (seed 0's value, to within one order), for each of "
+            "5 seeds.",
             backs=("vanishing-read", "summary"),
             holds=lambda r: len(r.seeds) == 5
             and all(abs(o - round(r.orders()[0])) <= 1 for o in r.orders()),
@@ -73,16 +72,14 @@ class GradientSweep(Measured):
         ),
         Finding(
             "ReLU's gradients with LeCun weights are below 1e-4 in every layer, for "
-            "each "
-            "of 5 seeds.",
+            "each of 5 seeds.",
             backs=("vanishing-read",),
             holds=lambda r: len(r.seeds) == 5
             and all(max(n) < 1e-4 for n in r.norms["relu"]),
         ),
         Finding(
             "With He initialisation every layer's gradient is within a factor 12 of "
-            "every "
-            "other's, for each of 5 seeds.",
+            "every other's, for each of 5 seeds.",
             backs=("vanishing-read",),
             holds=lambda r: len(r.seeds) == 5
             and all(_within(n, 12) for n in r.norms["relu (He)"]),
@@ -201,7 +198,7 @@ def _large_lr_runs_hold(r):
 
 
 @dataclass
-class DyingUnits(Measured):
+class DyingUnits(Result):
     seeds: tuple[int, ...]
     # (run, before/after, layer) -> (seeds,)
     dead: dict[tuple[str, str, int], list[float]]
@@ -220,8 +217,7 @@ class DyingUnits(Measured):
     FINDINGS = (
         Finding(
             "With lr 0.05 at most 10% of the first layer and 25% of the second are "
-            "dead "
-            "after training, and the loss falls at least tenfold, for every seed.",
+            "dead after training, and the loss falls at least tenfold, for every seed.",
             backs=("dying-read",),
             holds=lambda r: max(r.dead[MODERATE, "after", 0]) <= 0.10
             and max(r.dead[MODERATE, "after", 1]) <= 0.25
@@ -243,27 +239,23 @@ class DyingUnits(Measured):
         ),
         Finding(
             "With lr 0.3, every run that does not diverge loses at least half of the "
-            "second "
-            "layer and more of the first layer than with lr 0.05, and its loss ends at "
-            "least 5 times above lr 0.05's.",
+            "second layer and more of the first layer than with lr 0.05, and its loss "
+            "ends at least 5 times above lr 0.05's.",
             backs=("dying-read", "summary"),
             holds=_large_lr_runs_hold,
         ),
         Finding(
             "Shifting the biases kills at least 90% of the second layer before "
-            "training, "
-            "at least 80% is still dead after it, and no dead first-layer unit comes "
-            "back, "
-            "for every seed.",
+            "training, at least 80% is still dead after it, and no dead first-layer "
+            "unit comes back, for every seed.",
             backs=("dying-read",),
             holds=lambda r: min(r.dead[SHIFTED, "before", 1]) >= 0.9
             and min(r.dead[SHIFTED, "after", 1]) >= 0.8
             and not any(r.revived[SHIFTED]),
         ),
         Finding(
-            "No Leaky ReLU unit is ever dead, and at lr 0.3 its loss ends at most "
-            "half of "
-            "ReLU's for at least two of the three seeds (neither run diverging).",
+            "No Leaky ReLU unit is ever dead, and at lr 0.3 its loss ends at most half "
+            "of ReLU's for at least two of the three seeds (neither run diverging).",
             backs=("dying-read",),
             holds=lambda r: len(r.seeds) == 3
             and max(
@@ -275,8 +267,8 @@ class DyingUnits(Measured):
             and r.leaky_below() >= 2,
         ),
         Finding(
-            "Lr 0.3 is close to making the loss diverge: at least one of 30 ReLU seeds "
-            "ends with a NaN or infinite loss.",
+            "A learning rate of 0.3 is close to making the loss diverge: at least one "
+            "of 30 ReLU seeds ends with a NaN or infinite loss.",
             backs=("dying-read",),
             holds=lambda r: len(r.diverging) == 30 and sum(r.diverging) >= 1,
         ),
@@ -321,7 +313,7 @@ def _falls_at_every_layer(stats):
 
 
 @dataclass
-class SeluSweep(Measured):
+class SeluSweep(Result):
     seeds: tuple[int, ...]
     # activation -> (seeds,) of (layers, 2): mean, var
     stats: dict[str, list[torch.Tensor]]
@@ -329,8 +321,7 @@ class SeluSweep(Measured):
     FINDINGS = (
         Finding(
             "SELU keeps every layer's mean within 0.05 of 0 and its variance within "
-            "10% of "
-            "1 through all 20 layers, for each of 3 seeds.",
+            "10% of 1 through all 20 layers, for each of 3 seeds.",
             backs=("selu-read", "summary"),
             holds=lambda r: len(r.seeds) == 3
             and all(
@@ -340,8 +331,7 @@ class SeluSweep(Measured):
         ),
         Finding(
             "Tanh keeps the mean within 0.01 of 0, its variance falls at every layer "
-            "and "
-            "ends below 0.05, for each of 3 seeds.",
+            "and ends below 0.05, for each of 3 seeds.",
             backs=("selu-read",),
             holds=lambda r: len(r.seeds) == 3
             and all(
@@ -353,8 +343,7 @@ class SeluSweep(Measured):
         ),
         Finding(
             "ReLU's variance falls at every layer and collapses below 1e-3 by layer "
-            "20, "
-            "for each of 3 seeds.",
+            "20, for each of 3 seeds.",
             backs=("selu-read",),
             holds=lambda r: len(r.seeds) == 3
             and all(

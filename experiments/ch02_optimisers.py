@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.optim.lr_scheduler import LambdaLR
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 from lib.part1_blocks.optim import (
     SGD,
     SURFACES,
@@ -70,7 +70,7 @@ def _per_epoch(batch_size: int | None) -> int:
 
 
 @dataclass
-class GradientDescentVariants(Measured):
+class GradientDescentVariants(Result):
     # (batch size, seed) -> full-data loss before training and after each epoch
     epoch_losses: dict[tuple[int | None, int], list[float]]
     # (batch size, seed) -> full-data loss every 16 steps (at most) of the last epoch
@@ -198,7 +198,7 @@ _ORIGIN = torch.tensor(SURFACES["quadratic"].minimum, dtype=torch.float64)
 
 
 @dataclass
-class SurfaceRace(Measured):
+class SurfaceRace(Result):
     # (surface, optimiser) -> one (steps + 1, 2) path per start
     paths: dict[tuple[str, str], list[Tensor]]
     # (surface, optimiser) -> final distance to the minimum, per start
@@ -228,8 +228,7 @@ class SurfaceRace(Measured):
         ),
         Finding(
             "On the quadratic, momentum swings past the minimum in both coordinates, "
-            "by "
-            "more than 20% of the start's distance in that coordinate, from every "
+            "by more than 20% of the start's distance in that coordinate, from every "
             "start.",
             backs=("surfaces-read",),
             holds=lambda r: all(
@@ -240,10 +239,9 @@ class SurfaceRace(Measured):
         ),
         Finding(
             "On the quadratic, AdaGrad, RMSProp, Adam and NAdam head almost straight "
-            "for "
-            "the minimum: until they first come within 0.5 of it, each path is at most "
-            "1.25 times the straight line it covers, while gradient descent's is at "
-            "least 2 times it, from every start.",
+            "for the minimum: until they first come within 0.5 of it, each path is at "
+            "most 1.25 times the straight line it covers, while gradient descent's is "
+            "at least 2 times it, from every start.",
             backs=("surfaces-read",),
             holds=lambda r: max(max(r.detours[name]) for name in ADAPTIVE) <= 1.25
             and min(r.detours["GD"]) >= 2,
@@ -252,8 +250,7 @@ class SurfaceRace(Measured):
             "On the quadratic, RMSProp and Adam are still swinging around the minimum "
             "after 100 steps: their distance to it grows again at least 3 times in the "
             "last 20 steps, and they end at least 20 times farther from it than "
-            "gradient "
-            "descent, from every start.",
+            "gradient descent, from every start.",
             backs=("surfaces-read",),
             holds=lambda r: all(
                 _rises(path, _ORIGIN) >= 3 and len(path) == 101
@@ -294,8 +291,7 @@ class SurfaceRace(Measured):
         ),
         Finding(
             "On Rosenbrock, gradient descent is still more than 1 from the minimum "
-            "after "
-            "500 steps, from every start.",
+            "after 500 steps, from every start.",
             backs=("surfaces-read",),
             holds=lambda r: min(r.rosenbrock("GD")) > 1
             and all(len(path) == 501 for path in r.paths["rosenbrock", "GD"]),
@@ -375,7 +371,7 @@ ON_SPIRALS = {
 
 
 @dataclass
-class SpiralRace(Measured):
+class SpiralRace(Result):
     # (optimiser, seed) -> loss on all the points before training and every 10 steps
     curves: dict[tuple[str, int], list[float]]
     # (optimiser, seed) -> training accuracy at the end
@@ -456,7 +452,7 @@ STRATEGIES = {
 
 
 @dataclass
-class GeneralisationStrategies(Measured):
+class GeneralisationStrategies(Result):
     # (strategy, seed) -> (train loss, test loss, test accuracy)
     results: dict[tuple[str, int], tuple[float, float, float]]
     seeds: tuple[int, ...]
@@ -575,7 +571,7 @@ def _excess_loss(
 
 
 @dataclass
-class ScheduleRace(Measured):
+class ScheduleRace(Result):
     # (schedule, seed) -> excess loss before training and every 10 steps; the schedules
     # are "constant" (the base rate), "best constant" and the decays
     excess: dict[tuple[str, int], list[float]]
@@ -623,16 +619,15 @@ class ScheduleRace(Measured):
     FINDINGS = (
         Finding(
             "Every decaying schedule ends with at least 5 times less excess loss than "
-            "the "
-            "constant rate, for every seed.",
+            "the constant rate, for every seed.",
             backs=("schedules-read", "summary"),
             holds=lambda r: min(min(gain) for gain in r.gains.values()) >= 5,
         ),
         Finding(
             "Which decay is used matters much less than decaying at all: step decay, "
             "cosine and warm-up + cosine end within a factor 3 of one another, and "
-            "each "
-            "at least 3 times that factor below the constant rate, for every seed.",
+            "each at least 3 times that factor below the constant rate, for every "
+            "seed.",
             backs=("schedules-read", "summary"),
             holds=lambda r: max(r.decay_spread) <= 3
             and all(
@@ -671,8 +666,8 @@ class ScheduleRace(Measured):
         ),
         Finding(
             "The constant rate's excess loss is no lower after 300 steps than after "
-            "150 "
-            "on some seed, while every decaying schedule's is lower, for every seed.",
+            "150 on some seed, while every decaying schedule's is lower, for every "
+            "seed.",
             backs=("schedules-read",),
             holds=lambda r: any(
                 r.excess["constant", s][-1] >= r.excess["constant", s][15]

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 from lib.part2_recurrent.char_lm import (
     CharLM,
     CharVocabulary,
@@ -43,7 +43,7 @@ from lib.part3_words.decoding import sample
 
 
 @dataclass
-class ZenTraining(Measured):
+class ZenTraining(Result):
     """Loss curves of one model per seed, before each step and after the last."""
 
     # (seeds, steps + 1), nats per character
@@ -113,8 +113,7 @@ class ZenTraining(Measured):
         ),
         Finding(
             "At the end the held-out loss exceeds the training loss by more than 3 "
-            "nats "
-            "for every seed.",
+            "nats for every seed.",
             backs=("held-out-read",),
             holds=lambda r: min(h - t for h, t in zip(r.held_last, r.last)) > 3,
         ),
@@ -178,7 +177,7 @@ def train_on_zen(
 
 
 @dataclass
-class Samples(Measured):
+class Samples(Result):
     """Lines sampled from each model: a few to show, then 100 per model to count."""
 
     # drawn from the first model
@@ -251,7 +250,7 @@ def sample_lines(
 
 
 @dataclass
-class ClippingRescue(Measured):
+class ClippingRescue(Result):
     """Training-loss curves of each seed, without clipping and with it."""
 
     # (seeds, steps + 1); nan or inf once diverged
@@ -295,8 +294,7 @@ class ClippingRescue(Measured):
         ),
         Finding(
             "Without clipping every seed's loss stays above ln V in each of the last "
-            "10 "
-            "steps (or the run diverged).",
+            "10 steps (or the run diverged).",
             backs=("clip-rescue-read",),
             holds=lambda r: all(
                 not (loss < r.uniform) for run in r.unclipped for loss in run[-10:]
@@ -346,7 +344,7 @@ def clipping_rescue(
 
 
 @dataclass
-class EchoSweep(Measured):
+class EchoSweep(Result):
     """How often a network trained by truncated BPTT echoes the bit ``delay`` steps
     back, for chunks of ``delay`` and ``delay + 1`` steps."""
 

@@ -33,14 +33,14 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 from lib.part2_recurrent.gating import MemoryRun, train_memory_task
 from lib.part2_recurrent.rnn import GRUCell, Kind, LSTMCell, RNNCell, jacobian_norms
 from lib.part2_recurrent.recall_task import MemoryTask
 
 
 @dataclass
-class UpdateGateDecay(Measured):
+class UpdateGateDecay(Result):
     """A GRU's ``‖∂h_50/∂h_k‖`` at initialisation for each update-gate bias."""
 
     norms: dict[float, Tensor]  # bias -> (51,), k = 0 .. 50
@@ -89,7 +89,7 @@ def _typical(norms: Tensor) -> Tensor:
 
 
 @dataclass
-class KeepGateReach(Measured):
+class KeepGateReach(Result):
     """``‖∂h_T/∂s_k‖`` at initialisation, geometric mean over the sequences."""
 
     norms: dict[tuple[Kind, float | None], Tensor]  # (kind, keep bias) -> (T + 1,)
@@ -156,7 +156,7 @@ def _distinct(symbols: Tensor) -> set[tuple[int, ...]]:
 
 
 @dataclass
-class MemorySweep(Measured):
+class MemorySweep(Result):
     """Test accuracy and learning speed of each kind of layer, per gap and seed."""
 
     accuracy: dict[tuple[Kind, int], list[float]]  # (kind, T) -> (seeds,)
@@ -190,8 +190,7 @@ class MemorySweep(Measured):
         ),
         Finding(
             "The RNN usually learns the task at T = 10: median at least 90%, every "
-            "seed "
-            "far above chance (40%).",
+            "seed far above chance (40%).",
             backs=("memory-results",),
             holds=lambda r: sorted(r.accuracy["rnn", 10])[1] >= 0.9
             and min(r.accuracy["rnn", 10]) >= 0.4,
@@ -261,7 +260,7 @@ def memory_sweep(
 
 
 @dataclass
-class ClosedGate(Measured):
+class ClosedGate(Result):
     """An LSTM trained with its forget-gate bias at 0."""
 
     accuracy: list[float]  # (seeds,) on test sequences none of which it trained on
@@ -269,8 +268,7 @@ class ClosedGate(Measured):
     FINDINGS = (
         Finding(
             "With its forget bias at 0 the LSTM stays at chance at T = 40 for every "
-            "seed "
-            "(below 35%).",
+            "seed (below 35%).",
             backs=("memory-results",),
             holds=lambda r: max(r.accuracy) < 0.35,
         ),
@@ -292,7 +290,7 @@ def closed_forget_gate(
 
 
 @dataclass
-class GradientReach(Measured):
+class GradientReach(Result):
     """``‖∂h_42/∂s_k‖`` (geometric mean over 16 sequences of ``T = 40``) of each kind of
     layer of :func:`memory_sweep`, at its initialisation and after training."""
 
@@ -308,8 +306,7 @@ class GradientReach(Measured):
     FINDINGS = (
         Finding(
             "The untrained RNN's final state depends on its first step with a norm "
-            "below "
-            "1e-5 for every seed.",
+            "below 1e-5 for every seed.",
             backs=("memory-gradients-discussion",),
             holds=lambda r: max(r.at_step(1)["rnn", "untrained"]) < 1e-5,
         ),
@@ -346,8 +343,7 @@ class GradientReach(Measured):
         ),
         Finding(
             "After training the RNN's dependence on the first step is still tiny "
-            "(below "
-            "1e-3) for every seed.",
+            "(below 1e-3) for every seed.",
             backs=("memory-gradients-discussion",),
             holds=lambda r: max(r.at_step(1)["rnn", "trained"]) < 1e-3,
         ),
@@ -371,7 +367,7 @@ def gradient_reach(sweep: MemorySweep, seeds: tuple[int, ...]) -> GradientReach:
 
 
 @dataclass
-class ForgetBiasReach(Measured):
+class ForgetBiasReach(Result):
     """The checker's ratio ρ (first input's gradient over the last's) for constant
     biases and for ``ln 2T``, over every length the checker draws."""
 
@@ -401,8 +397,7 @@ class ForgetBiasReach(Measured):
     FINDINGS = (
         Finding(
             "The least passing bias is not monotone in T: it falls from T = 20 to 21 "
-            "and "
-            "from 51 to 60, by more than 0.05 each time.",
+            "and from 51 to 60, by more than 0.05 each time.",
             backs=("ex-gate-remember-solution-start",),
             holds=lambda r: r.least[20] > r.least[21] + 0.05
             and r.least[51] > r.least[60] + 0.05,
@@ -424,30 +419,30 @@ class ForgetBiasReach(Measured):
             holds=lambda r: max(r.rho["ln 2T"]) > 1,
         ),
         Finding(
-            "B = 1 passes on none of the lengths from 20 to 60.",
+            "A forget bias of b = 1 passes on none of the lengths from 20 to 60.",
             backs=("ex-gate-remember-solution-start",),
             holds=lambda r: r.lengths == list(range(20, 61)) and not any(r.passes[1.0]),
         ),
         Finding(
-            "B = 2 passes on some lengths but not all.",
+            "A forget bias of b = 2 passes on some lengths but not all.",
             backs=("ex-gate-remember-solution-start",),
             holds=lambda r: 0 < sum(r.passes[2.0]) < len(r.lengths),
         ),
         Finding(
-            "B = 2 gives ρ below a tenth at T = 55.",
+            "A forget bias of b = 2 gives ρ below a tenth at T = 55.",
             backs=("ex-gate-remember-solution-start",),
             holds=lambda r: r.reach_55 < r.least_reach,
         ),
         Finding(
-            "Ρ(2, 55) changes at least threefold over ten other random models, across "
-            "0.1.",
+            "The reach ρ(2, 55) changes at least threefold over ten other random "
+            "models, across 0.1.",
             backs=("ex-gate-remember", "ex-gate-remember-solution-start"),
             holds=lambda r: len(r.other_models) == 10
             and max(r.other_models) > 3 * min(r.other_models)
             and min(r.other_models) < r.least_reach < max(r.other_models),
         ),
         Finding(
-            "B = 3 and b = ln 2T pass on every length from 20 to 60.",
+            "Forget biases b = 3 and b = ln 2T pass on every length from 20 to 60.",
             backs=("ex-gate-remember-solution-start",),
             holds=lambda r: r.lengths == list(range(20, 61))
             and all(r.passes[3.0])

@@ -30,7 +30,7 @@ from typing import Literal
 
 import torch
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 from lib.corpus import Vocabulary
 from lib.part3_words.embeddings import (
     AnalogyScore,
@@ -118,7 +118,7 @@ def _time_objective_step(
 
 
 @dataclass
-class StepTimes(Measured):
+class StepTimes(Result):
     sizes: list[int]  # vocabulary sizes, growing
     milliseconds: dict[str, list[float]]  # objective -> one step time per size
 
@@ -188,7 +188,7 @@ def step_times(sizes: Sequence[int], repeats: int = 3) -> StepTimes:
 
 
 @dataclass
-class TrainingTimes(Measured):
+class TrainingTimes(Result):
     seconds: dict[Run, float]  # CPU seconds of each run
     seeds: dict[str, tuple[int, ...]]  # architecture -> its seeds
 
@@ -223,7 +223,7 @@ class TrainingTimes(Measured):
 
 
 @dataclass
-class Training(Measured):
+class Training(Result):
     runs: dict[Run, WordVectors]
     seconds: dict[Run, float]  # CPU seconds of each run
     losses: dict[tuple[str, int], list[float]]  # (architecture, seed) -> ours, by epoch
@@ -312,7 +312,7 @@ _SENSIBLE = {
 
 
 @dataclass
-class Neighbours(Measured):
+class Neighbours(Result):
     neighbours: dict[str, list[str]]  # word -> its nearest words, nearest first
 
     FINDINGS = (
@@ -333,7 +333,7 @@ def nearest_neighbours(vectors: WordVectors, words: Sequence[str]) -> Neighbours
 
 
 @dataclass
-class Analogies(Measured):
+class Analogies(Result):
     answers: dict[tuple[str, str, str], dict[str, str]]  # (a, b, c) -> model -> answer
     # model -> its 8 best answers to man : king :: woman
     queen_top8: dict[str, list[str]]
@@ -351,13 +351,14 @@ class Analogies(Measured):
             holds=lambda r: "queen" not in r.answers["man", "king", "woman"].values(),
         ),
         Finding(
-            "Queen is not among our skip-gram's eight best answers.",
+            "The word queen is not among our skip-gram's eight best answers.",
             backs=("analogies",),
             holds=lambda r: len(r.queen_top8["skip-gram (ours)"]) == 8
             and "queen" not in r.queen_top8["skip-gram (ours)"],
         ),
         Finding(
-            "Queen is not among the eight best answers of any of the four models.",
+            "The word queen is not among the eight best answers of any of the four "
+            "models.",
             backs=("explorers",),
             holds=lambda r: len(r.queen_top8) == 4
             and all(
@@ -390,7 +391,7 @@ def analogies(
 
 
 @dataclass
-class AnalogyAccuracy(Measured):
+class AnalogyAccuracy(Result):
     scores: dict[Run, AnalogyScore]
 
     FINDINGS = (
@@ -424,7 +425,7 @@ def _better(easier: str, harder: str) -> Callable[[SectionAccuracy], bool]:
 
 
 @dataclass
-class SectionAccuracy(Measured):
+class SectionAccuracy(Result):
     # (section, architecture, "ours" or "gensim") -> accuracy, one per seed
     accuracy: dict[tuple[str, str, str], list[float]]
 
@@ -485,7 +486,7 @@ def section_accuracy(
 
 
 @dataclass
-class WordSimilarity(Measured):
+class WordSimilarity(Result):
     spearman: dict[Run, tuple[float, float]]  # (WordSim-353, SimLex-999) of each run
 
     def over_seeds(self, name: str, who: str, which: int) -> list[float]:
@@ -577,7 +578,7 @@ def word_similarity(
 
 
 @dataclass
-class VectorLengths(Measured):
+class VectorLengths(Result):
     # model -> Spearman's ρ of word counts and vector lengths
     count_rho: dict[str, float]
 
@@ -618,7 +619,7 @@ _SENSES = {
 
 
 @dataclass
-class Senses(Measured):
+class Senses(Result):
     neighbours: dict[str, list[str]]  # word -> its nearest words, nearest first
 
     FINDINGS = (

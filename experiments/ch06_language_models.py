@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 from lib.part2_recurrent.char_lm import teacher_forcing_batch
 from lib.corpus import Vocabulary
 from lib.part3_words.decoding import sample, sampling_distribution
@@ -74,7 +74,7 @@ def _all_seeds(per_seed) -> bool:
 
 
 @dataclass
-class SmoothingSweep(Measured):
+class SmoothingSweep(Result):
     models: dict  # n -> NGramModel, counts of the training stories
     perplexities: dict  # n -> {δ: validation perplexity}
     rare_histories: float  # share of validation two-word histories seen at most once
@@ -121,7 +121,7 @@ def smoothing_sweep(train, valid, words, deltas=DELTAS) -> SmoothingSweep:
 
 
 @dataclass
-class NeuralLMRuns(Measured):
+class NeuralLMRuns(Result):
     models: dict  # seed -> NeuralLM
     start_loss: list[float]  # (seeds,) nats per token, first step
     end_loss: list[float]  # (seeds,) mean of the last 10 steps
@@ -158,7 +158,7 @@ def train_neural_lms(batches, vocab_size, seeds=SEEDS) -> NeuralLMRuns:
 
 
 @dataclass
-class VersusCounts(Measured):
+class VersusCounts(Result):
     neural_test: list[float]  # (seeds,) test perplexity of the neural models
     ngram_test: dict  # n -> test perplexity at the best δ
 
@@ -188,7 +188,7 @@ def versus_counts(runs: NeuralLMRuns, ngram_test) -> VersusCounts:
 
 
 @dataclass
-class EmbeddingNeighbours(Measured):
+class EmbeddingNeighbours(Result):
     shares: dict  # view -> (seeds,) share of class words with a same-class neighbour
     chance: float  # a random neighbour is in the same class this often
     moved: list[float]  # (seeds,) |M - M0| / |M0|
@@ -305,7 +305,7 @@ def embedding_neighbours(runs: NeuralLMRuns, vocabulary, train, label, seeds=SEE
 
 
 @dataclass
-class NextWordTemperatures(Measured):
+class NextWordTemperatures(Result):
     distributions: dict  # T -> (V,) p(x_1 | <s>) at temperature T
 
     @property
@@ -335,7 +335,7 @@ def next_word_temperatures(model, bos, temperatures=(0.5, 1.0, 2.0)):
 
 
 @dataclass
-class TemperatureSamples(Measured):
+class TemperatureSamples(Result):
     texts: dict  # T -> the sampled sentences
     mean_log_prob: dict  # T -> per token, under the model itself (T = 1)
 
@@ -411,7 +411,7 @@ def _drift_runs(language, sentences, test_sentences, schedule, seeds):
 
 
 @dataclass
-class ExposureDrift(Measured):
+class ExposureDrift(Result):
     models: dict  # seed -> NeuralLM trained by teacher forcing
     curves: dict  # seed -> (on data, on own): (positions,) KL(true ‖ model)
 
@@ -451,7 +451,7 @@ def exposure_drift(language, sentences, test_sentences, seeds=SEEDS) -> Exposure
 
 
 @dataclass
-class ScheduledDrift(Measured):
+class ScheduledDrift(Result):
     teacher_forced: dict  # seed -> (on data, on own), as ExposureDrift.curves
     scheduled: dict  # seed -> (on data, on own), trained with scheduled sampling
 
@@ -532,7 +532,7 @@ _BOTH = ("reinforce-clock-discussion", "ex-lm-reinforce-run-solution")
 
 
 @dataclass
-class ClockFineTuning(Measured):
+class ClockFineTuning(Result):
     before: dict  # seed -> the four numbers, after maximum likelihood
     after: dict  # seed -> the four numbers, after REINFORCE
 
@@ -594,7 +594,7 @@ def reinforce_clock_models(
 
 
 @dataclass
-class WithoutBaseline(Measured):
+class WithoutBaseline(Result):
     at_3e3: dict  # key -> (seeds,) change at lr=3e-3, no baseline
     at_1e3: dict  # key -> (seeds,) change at lr=1e-3, no baseline
 
@@ -652,7 +652,7 @@ def reinforce_without_baseline(
 
 
 @dataclass
-class LayerCosts(Measured):
+class LayerCosts(Result):
     hidden_madds: int  # multiply-adds per token of the hidden layer
     output_madds: int  # and of the output layer
 
@@ -673,7 +673,7 @@ def layer_costs(model) -> LayerCosts:
 
 
 @dataclass
-class BinsOnTest(Measured):
+class BinsOnTest(Result):
     equal_test: float  # dot products per test token, equal classes
     frequency_train: float  # frequency bins, per training token
     frequency_test: float  # frequency bins, per test token
@@ -788,7 +788,7 @@ def _time_per_step(
 
 
 @dataclass
-class SoftmaxTiming(Measured):
+class SoftmaxTiming(Result):
     milliseconds: dict  # method -> (sizes,) per forward and backward step
 
     def growth(self, method):  # from the smallest vocabulary to the largest
@@ -843,7 +843,7 @@ def softmax_timing(sizes, repeats=5, methods=("full", "classes", "tree")):
 
 
 @dataclass
-class ImportanceErrors(Measured):
+class ImportanceErrors(Result):
     errors: dict  # (K, self-normalised) -> (error of the mean, 1 s.e.), relative
 
     @property

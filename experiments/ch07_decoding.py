@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 from lib.part3_words.decoding import (
     ClockTask,
     TableModel,
@@ -55,7 +55,7 @@ def _clock(seed: int) -> tuple[ClockTask, TableModel]:
 
 
 @dataclass
-class Probabilities845(Measured):
+class Probabilities845(Result):
     probabilities: dict[str, tuple[float, float]]  # phrasing -> (true p, model p)
 
     def favourite(self, which: int) -> str:
@@ -67,8 +67,7 @@ class Probabilities845(Measured):
     FINDINGS = (
         Finding(
             "8:45's most probable phrasing is 'eight forty five', in the data and in "
-            "the "
-            "model.",
+            "the model.",
             backs=("clock-beam-read",),
             holds=lambda r: r.favourite(0) == r.favourite(1) == "eight forty five",
         ),
@@ -100,7 +99,7 @@ def probabilities_845(task, model) -> Probabilities845:
 
 
 @dataclass
-class LengthScores800(Measured):
+class LengthScores800(Result):
     scores: dict[tuple[str, float], float]  # (phrasing, α) -> normalised score
     true_p: dict[str, float]  # phrasing -> its true probability
 
@@ -145,7 +144,7 @@ def _each(r, test) -> bool:
 
 
 @dataclass
-class BeamSweep(Measured):
+class BeamSweep(Result):
     seeds: tuple[int, ...]  # the first is the chapter's model
     outputs: dict[tuple[int, int, float], list[list[int]]]  # (seed, K, α) -> 48 outputs
     right: dict[tuple[int, int, float], int]  # (seed, K, α) -> outputs equal to y*
@@ -226,8 +225,7 @@ class BeamSweep(Measured):
         ),
         Finding(
             "With α = 0 the median mean length falls from greedy search to K = 3, "
-            "below "
-            "the median of y*.",
+            "below the median of y*.",
             backs=("beam-sweep-read",),
             holds=lambda r: r.median(r.length, 3, 0.0)
             < min(
@@ -268,8 +266,7 @@ class BeamSweep(Measured):
         ),
         Finding(
             "With α = 1 the outputs at K = 3 are longer still: longer than with α = "
-            "0.7, "
-            "for every model.",
+            "0.7, for every model.",
             backs=("beam-sweep-read",),
             holds=lambda r: _each(
                 r, lambda s: r.length[s, 3, 1.0] > r.length[s, 3, 0.7] + LONGER
@@ -283,8 +280,9 @@ class BeamSweep(Measured):
             ),
         ),
         Finding(
-            "Α = 1 over-corrects: at K = 3 it gets no more right than α = 0.7 with any "
-            "model, fewer with at least 3 of 5, and fewer in the median.",
+            "With α = 1 the search over-corrects: at K = 3 it gets no more right than "
+            "α = 0.7 with any model, fewer with at least 3 of 5, and fewer in the "
+            "median.",
             backs=("beam-sweep-read",),
             holds=lambda r: _each(r, lambda s: r.right[s, 3, 1.0] <= r.right[s, 3, 0.7])
             and r.seeds == SEEDS
@@ -298,7 +296,7 @@ class BeamSweep(Measured):
             holds=lambda r: not any(r.search_errors.values()),
         ),
         Finding(
-            "Α cannot change greedy search.",
+            "No α changes greedy search.",
             backs=("beam-sweep-read",),
             holds=lambda r: all(
                 r.right[s, 1, alpha] == r.right[s, 1, 0.0]
@@ -372,7 +370,7 @@ def beam_sweep(seeds=SEEDS) -> BeamSweep:
 
 
 @dataclass
-class LengthErrors(Measured):
+class LengthErrors(Result):
     seeds: tuple[int, ...]  # the first is the chapter's model
     # seed -> (output, y*) of each time K = 3 gets wrong with α = 0.7 and right with α =
     # 0
@@ -386,8 +384,7 @@ class LengthErrors(Measured):
     FINDINGS = (
         Finding(
             "With the chapter's model, every time that K = 3 gets wrong with α = 0.7 "
-            "it "
-            "also gets wrong with α = 0, and at 6:15 α = 0 answers 'six'.",
+            "it also gets wrong with α = 0, and at 6:15 α = 0 answers 'six'.",
             backs=("error-analysis-read",),
             holds=lambda r: r.seeds[0] == CHAPTER_SEED
             and not r.new_errors[r.seeds[0]]
@@ -395,8 +392,7 @@ class LengthErrors(Measured):
         ),
         Finding(
             "With at least 4 of the 5 models, α = 0.7 at K = 3 gets some time wrong "
-            "that "
-            "α = 0 gets right, each time with an output longer than y*.",
+            "that α = 0 gets right, each time with an output longer than y*.",
             backs=("error-analysis-read",),
             holds=lambda r: r.seeds == SEEDS
             and r.with_new_errors() >= 4
@@ -425,7 +421,7 @@ def length_errors(sweep: BeamSweep) -> LengthErrors:
 
 
 @dataclass
-class PooledRows(Measured):
+class PooledRows(Result):
     true_415: dict[str, float]  # phrasing of 4:15 -> its true probability
     model_415: dict[str, float]  # "four fifteen", "a quarter after four" -> model p
     p_fifteen: float  # the model's p(fifteen | four) at 4:15
@@ -453,16 +449,14 @@ class PooledRows(Measured):
         ),
         Finding(
             "At 4:45 the model continues 'quarter' with 'to' rather than 'of', "
-            "although "
-            "the data's most probable phrasing is 'quarter of five'.",
+            "although the data's most probable phrasing is 'quarter of five'.",
             backs=("error-analysis-read",),
             holds=lambda r: r.after_quarter_445["to"] > r.after_quarter_445["of"]
             and max(r.true_445, key=r.true_445.get) == "quarter of five",
         ),
         Finding(
-            "At 4:45 the data's phrasings with 'quarter to' together outweigh "
-            "'quarter of "
-            "five', so pooling what follows 'quarter' favours 'to'.",
+            "At 4:45 the data's phrasings with 'quarter to' together outweigh 'quarter "
+            "of five', so pooling what follows 'quarter' favours 'to'.",
             backs=("error-analysis-read",),
             holds=lambda r: r.true_445["quarter to five"]
             + r.true_445["a quarter to five"]
@@ -497,7 +491,7 @@ def pooled_rows(task, model) -> PooledRows:
 
 
 @dataclass
-class FirstWords845(Measured):
+class FirstWords845(Result):
     log_probs: torch.Tensor  # (V,) of 8:45's first word
     order: torch.Tensor  # (V,) token ids, most probable first, ties by token id
 
@@ -533,7 +527,7 @@ READINGS_845 = {"a quarter of nine"}  # a correct reading of 8:45 the data never
 
 
 @dataclass
-class SamplingTail(Measured):
+class SamplingTail(Result):
     seeds: tuple[int, ...]  # the first is the chapter's model
     # top-k -> (seeds,) share of samples that is none of the data's phrasings of 8:45
     not_a_phrasing: dict[int | None, list[float]]
@@ -561,8 +555,7 @@ class SamplingTail(Measured):
     FINDINGS = (
         Finding(
             "Plain sampling gives no reading of 8:45 in 40% to 65% of the samples "
-            "(about "
-            "half), for every model.",
+            "(about half), for every model.",
             backs=("dfc35f13",),
             holds=lambda r: all(
                 0.4 <= share <= 0.65 for share in r.not_a_reading[None]
@@ -585,9 +578,8 @@ class SamplingTail(Measured):
             holds=lambda r: r.seeds == SEEDS and r.mostly_unlisted() >= 3,
         ),
         Finding(
-            "Top-2 sampling gives no reading at all in at most 10% of the samples, "
-            "but in "
-            "some, for every model.",
+            "Top-2 sampling gives no reading at all in at most 10% of the samples, but "
+            "in some, for every model.",
             backs=("dfc35f13",),
             holds=lambda r: all(0 < share <= 0.10 for share in r.not_a_reading[2]),
         ),
@@ -683,7 +675,7 @@ EXPLORER_ALPHAS = (0.0, 0.5, 0.7, 1.0)  # the explorer's choices of α
 
 
 @dataclass
-class ExplorerSuggestions(Measured):
+class ExplorerSuggestions(Result):
     answers: dict[tuple[str, int, float], str]  # (time, K, α) -> the answer
     kept_at_step_1: list[str]  # 8:00 with K = 2: what step 1 keeps, <eos> shown
     finished_at: list[int]  # 6:15 with K = 4: the steps that finish a hypothesis

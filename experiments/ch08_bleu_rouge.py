@@ -18,7 +18,7 @@ import torch
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 from lib.part3_words.decoding import ClockTask, beam_search_batch, sample
 from lib.part3_words.metrics import corpus_bleu
 
@@ -32,7 +32,7 @@ def _ours_and_theirs(candidate, reference):
 
 
 @dataclass
-class SacrebleuDefaults(Measured):
+class SacrebleuDefaults(Result):
     some_match: tuple[float, float]  # (ours, sacreBLEU's): no 3- or 4-gram matches
     no_match: tuple[float, float]  # no word of the candidate in the reference
     no_4gram: tuple[float, float]  # a three-word candidate
@@ -62,15 +62,14 @@ def sacrebleu_defaults() -> SacrebleuDefaults:
 
 
 @dataclass
-class ChrfAgainstBleu(Measured):
+class ChrfAgainstBleu(Result):
     chrf: dict[str, float]  # tokeniser ("13a" or "none") -> chrF2 of the comma example
     bleu: dict[str, float]  # tokeniser -> sacreBLEU's BLEU of the comma example
 
     FINDINGS = (
         Finding(
             "On the comma example chrF of the 13a tokens equals chrF of the raw "
-            "strings, "
-            "while BLEU differs.",
+            "strings, while BLEU differs.",
             backs=("sacrebleu-tokenize-read", "ex-eval-chrf-solution-start"),
             holds=lambda r: r.chrf["13a"] == r.chrf["none"]
             and r.bleu["13a"] != r.bleu["none"],
@@ -138,7 +137,7 @@ def _every_model(r, test):
 
 
 @dataclass
-class DecoderBleu(Measured):
+class DecoderBleu(Result):
     seeds: tuple[int, ...]
     bleu: dict[tuple[str, str], list[float]]  # (decoder, "every" or "y*") -> (seeds,)
     greedy_phrasings: list[int]  # (seeds,) greedy outputs, of 48, that are phrasings
@@ -171,22 +170,19 @@ class DecoderBleu(Measured):
         ),
         Finding(
             "The unnormalised beam scores below greedy search against every phrasing, "
-            "for "
-            "every model.",
+            "for every model.",
             backs=("decoders-read",),
             holds=lambda r: _every_model(r, lambda b: b("beam K=3, α=0") < b("greedy")),
         ),
         Finding(
             "The normalised beam scores at least 0.85 against every phrasing, for "
-            "every "
-            "model.",
+            "every model.",
             backs=("decoders-read",),
             holds=lambda r: _every_model(r, lambda b: b("beam K=3, α=0.7") >= 0.85),
         ),
         Finding(
             "The normalised beam is within 0.1 of greedy search and of the "
-            "unnormalised "
-            "beam, for every model.",
+            "unnormalised beam, for every model.",
             backs=("decoders-read",),
             holds=lambda r: _every_model(
                 r,
@@ -209,8 +205,7 @@ class DecoderBleu(Measured):
         ),
         Finding(
             "Every decoder scores lower against y* alone than against every phrasing, "
-            "for "
-            "every model.",
+            "for every model.",
             backs=("decoders-read",),
             holds=lambda r: _every_model(
                 r, lambda b: all(b(name, "y*") < b(name) for name in DECODERS)

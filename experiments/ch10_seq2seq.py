@@ -42,7 +42,7 @@ import torch
 from jaxtyping import Float, jaxtyped
 from torch import Tensor
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 from lib.checked import NonNegativeInt, Positive, PositiveInt, each, typechecked
 from lib.part4_attention.pointer import PointerNetwork
 from lib.part4_attention.seq2seq import (
@@ -113,7 +113,7 @@ def _reversal_by_length(decoder: str, seeds) -> Tensor:
 
 
 @dataclass
-class PlainReversal(Measured):
+class PlainReversal(Result):
     """Reversals by the encoder-decoder without attention."""
 
     accuracy: Tensor  # (seeds, lengths 3 .. 12): exact match
@@ -138,7 +138,7 @@ def plain_reversal(seeds) -> PlainReversal:
 
 
 @dataclass
-class BahdanauReversal(Measured):
+class BahdanauReversal(Result):
     """Reversals with Bahdanau's attention, beside the plain models of the same
     seeds."""
 
@@ -187,7 +187,7 @@ DATE_EDGES = [
 
 
 @dataclass
-class DateTraining(Measured):
+class DateTraining(Result):
     """The chapter's Bahdanau and plain models on dates, by name ("Bahdanau",
     "plain")."""
 
@@ -289,7 +289,7 @@ def _weight_on_month_word(
 
 
 @dataclass
-class BahdanauMonthWeight(Measured):
+class BahdanauMonthWeight(Result):
     """The Bahdanau models' weight on the month word while they write the month."""
 
     n_dates: int  # held-out dates with a month word
@@ -315,7 +315,7 @@ def bahdanau_month_weight(
 
 
 @dataclass
-class LuongMonthWeight(Measured):
+class LuongMonthWeight(Result):
     """The saved Luong models' weight on the month word, beside the Bahdanau models'."""
 
     per_model: dict[str, Tensor]  # "Luong global", "Luong local-p": 0-dim tensors
@@ -358,7 +358,7 @@ LUONG_VARIANTS = {
 
 
 @dataclass
-class LuongAblation(Measured):
+class LuongAblation(Result):
     """What :func:`ablate_luong` measured, keyed by (task name, variant name): the
     exact match of each seed on all test strings and on those of at least
     ``long_from`` tokens, and the model of the first seed; ``data`` maps a task name to
@@ -510,7 +510,7 @@ def ablate_luong(
 
 
 @dataclass
-class PointerSorting(Measured):
+class PointerSorting(Result):
     """Pointer networks sorting lists of five numbers, one per seed."""
 
     test: SequencePairs  # the held-out lists

@@ -47,7 +47,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 from lib.part4_attention.attention import MultiHeadAttention
 from lib.part4_attention.pretraining import (
     STEPS,
@@ -89,7 +89,7 @@ def _median(values):
 
 
 @dataclass
-class CacheTiming(Measured):
+class CacheTiming(Result):
     """CPU seconds to generate ``T`` tokens, medians over the timed pairs, per ``T``."""
 
     with_cache: dict[int, float]
@@ -143,7 +143,7 @@ def cache_speedup(
 
 
 @dataclass
-class CostCurves(Measured):
+class CostCurves(Result):
     """Milliseconds of one forward pass per length, median of five, per layer."""
 
     lengths: list[int]
@@ -207,7 +207,7 @@ def attention_vs_gru_cost(
 
 
 @dataclass
-class ReversalRuns(Measured):
+class ReversalRuns(Result):
     """The Transformers trained to reverse strings, one per seed, and their logs."""
 
     models: list[Seq2SeqTransformer]
@@ -253,7 +253,7 @@ def _share_exact(model: nn.Module, task: ReversalTask, test: SequencePairs) -> f
 
 
 @dataclass
-class HeldOutAccuracy(Measured):
+class HeldOutAccuracy(Result):
     """Exact match on the held-out strings per model, and the first model's outputs."""
 
     accuracy: list[float]  # (models,)
@@ -309,7 +309,7 @@ def _share_of_weight(cross: Tensor, test: SequencePairs, offset: int = 0) -> Ten
 
 
 @dataclass
-class MirrorWeights(Measured):
+class MirrorWeights(Result):
     """Where the encoder–decoder heads look when output ``t`` of a string of ``n`` is
     written: their mean weight on the mirrored digit ``n - 1 - t`` and on its right-hand
     neighbour ``n - t``."""
@@ -326,8 +326,7 @@ class MirrorWeights(Measured):
         ),
         Finding(
             "Every second-layer head puts more weight on the mirrored digit than on "
-            "its "
-            "neighbour.",
+            "its neighbour.",
             backs=("heads-discussion",),
             holds=lambda r: (r.on_mirror[:, 1] > r.on_neighbour[:, 1]).all(),
         ),
@@ -365,7 +364,7 @@ def mirror_weights(
 
 
 @dataclass
-class GruRuns(Measured):
+class GruRuns(Result):
     """The GRU encoder–decoders trained on the reversal task, one per seed."""
 
     logs: list[TrainingLog]
@@ -411,7 +410,7 @@ def gru_sweep(
 
 
 @dataclass
-class EpochTimes(Measured):
+class EpochTimes(Result):
     """The median seconds per training epoch over all epochs of all seeds."""
 
     transformer: float
@@ -436,7 +435,7 @@ def seconds_per_epoch(transformers: ReversalRuns, grus: GruRuns) -> EpochTimes:
 
 
 @dataclass
-class LayoutRuns(Measured):
+class LayoutRuns(Result):
     """Training losses per epoch at a large learning rate, post-norm and pre-norm."""
 
     losses: dict[str, list[list[float]]]  # layout -> (seeds, epochs)
@@ -445,8 +444,7 @@ class LayoutRuns(Measured):
     FINDINGS = (
         Finding(
             "At a learning rate of 0.02, for every seed the pre-norm model ends epoch "
-            "2 "
-            "with a training loss at least 0.2 below the post-norm model's.",
+            "2 with a training loss at least 0.2 below the post-norm model's.",
             backs=("recipe-layout-discussion", "summary"),
             holds=lambda r: all(
                 pre[1] < post[1] - 0.2
@@ -454,10 +452,9 @@ class LayoutRuns(Measured):
             ),
         ),
         Finding(
-            "At a learning rate of 0.02, every post-norm model's loss after two "
-            "epochs is "
-            "higher than every reversal model's after two epochs at a learning rate of "
-            "0.002.",
+            "At a learning rate of 0.02, every post-norm model's loss after two epochs "
+            "is higher than every reversal model's after two epochs at a learning rate "
+            "of 0.002.",
             backs=("recipe-layout-discussion", "0211db0f"),
             holds=lambda r: min(loss[1] for loss in r.losses["post-norm"])
             > max(r.baseline_epoch2),
@@ -490,7 +487,7 @@ def layout_sweep(
 
 
 @dataclass
-class DropoutRuns(Measured):
+class DropoutRuns(Result):
     """Teacher-forced losses after training on few strings, per dropout rate."""
 
     train_loss: dict[float, list[float]]  # rate -> (seeds,) on the training strings
@@ -635,7 +632,7 @@ def _with_and_without_pretraining(
 
 
 @dataclass
-class PretrainingRuns(Measured):
+class PretrainingRuns(Result):
     """Per seed: the masked LM's loss per epoch and the classifiers' final held-out
     accuracy, with the best possible accuracy on the same held-out strings."""
 
@@ -653,8 +650,7 @@ class PretrainingRuns(Measured):
         ),
         Finding(
             "For every seed the masked-LM loss falls more over epochs 10 to 20 than "
-            "over "
-            "epochs 1 to 10.",
+            "over epochs 1 to 10.",
             backs=("pretraining-discussion", "ex-tr-few-labels-solution"),
             holds=lambda r: all(
                 loss[9] - loss[19] > loss[0] - loss[9] for loss in r.mlm_losses
@@ -667,8 +663,7 @@ class PretrainingRuns(Measured):
         ),
         Finding(
             "For every seed the fine-tuned classifier beats the one trained from "
-            "scratch "
-            "by at least 10 points.",
+            "scratch by at least 10 points.",
             backs=("pretraining-discussion", "ex-tr-few-labels"),
             holds=lambda r: all(
                 f > s + 0.10
@@ -726,7 +721,7 @@ def pretraining_sweep(
 
 
 @dataclass
-class ChunkErrors(Measured):
+class ChunkErrors(Result):
     """How far from ``x.var`` the variances of rows assembled from chunks are, per
     row."""
 
@@ -743,8 +738,7 @@ class ChunkErrors(Measured):
         ),
         Finding(
             "From sums of squares the variance is off by more than 1e-9 on at least "
-            "half "
-            "the rows.",
+            "half the rows.",
             backs=("ex-tr-layer-norm-chunks-solution-discussion",),
             holds=lambda r: r.by_squares.median() > 1e-9,
         ),

@@ -25,7 +25,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 from lib.part5_memory import (
     NTM,
     VOCABULARY,
@@ -69,7 +69,7 @@ def _train_over_seeds(
 
 
 @dataclass
-class HopsAccuracy(Measured):
+class HopsAccuracy(Result):
     """Held-out accuracy per seed of each (task, hops) model, with linear start."""
 
     accuracies: dict  # (task, hops) -> one accuracy per seed
@@ -100,9 +100,8 @@ class HopsAccuracy(Measured):
         ),
         Finding(
             "Without linear start three hops stall at the one-hop level: for every "
-            "seed "
-            "within 5 points of one hop's median, and at least 30 points below three "
-            "hops with linear start.",
+            "seed within 5 points of one hop's median, and at least 30 points below "
+            "three hops with linear start.",
             backs=("training-text", "training-discussion", "summary"),
             holds=lambda r: all(
                 abs(a - r.one_hop_median()) <= 0.05 for a in r.without_linear_start
@@ -139,7 +138,7 @@ def memn2n_training(data: dict, seeds=(0, 1, 2)) -> HopsAccuracy:
 
 
 @dataclass
-class ExampleReads(Measured):
+class ExampleReads(Result):
     """Each seed's model on one story of the "two" task."""
 
     weights: Tensor  # (seeds, K, N) each hop's attention over the sentences
@@ -156,8 +155,7 @@ class ExampleReads(Measured):
     FINDINGS = (
         Finding(
             "On the example story, seed 0's model reads the pick-up in hops 1 and 2 "
-            "and "
-            "the last move in hop 3, and answers right.",
+            "and the last move in hop 3, and answers right.",
             backs=("hops-discussion",),
             holds=lambda r: r.tops()[0]
             == [r.story.supporting[0]] * 2 + [r.story.supporting[1]]
@@ -189,7 +187,7 @@ def example_reads(models: list[MemN2N], story: Story, batch: Stories) -> Example
 
 
 @dataclass
-class HopWeights(Measured):
+class HopWeights(Result):
     """Each hop's mean attention on the two supporting sentences, per seed."""
 
     by_seed: Tensor  # (seeds, K, 2): 0 = the pick-up, 1 = the last move
@@ -211,8 +209,7 @@ class HopWeights(Measured):
         ),
         Finding(
             "For every seed, hop 3 puts most weight (at least 0.8) on the last move "
-            "and "
-            "little (at most 0.1) on the pick-up.",
+            "and little (at most 0.1) on the pick-up.",
             backs=("hops-statistics-discussion", "summary"),
             holds=lambda r: bool(
                 (r.by_seed[:, 2, 1] >= 0.8).all() and (r.by_seed[:, 2, 0] <= 0.1).all()
@@ -243,7 +240,7 @@ def load_copy_model(path: Path | str = WEIGHTS_PATH) -> tuple[NTM, dict]:
 
 
 @dataclass
-class CopyAccuracy(Measured):
+class CopyAccuracy(Result):
     """The trained NTM on 100 fresh sequences of each length."""
 
     wrong_bits: dict[int, float]  # length -> share of wrong bits
@@ -281,7 +278,7 @@ def copy_lengths(ntm: NTM, lengths=(4, 8, 12, 16, 20)) -> CopyAccuracy:
 
 
 @dataclass
-class CopyLimit(Measured):
+class CopyLimit(Result):
     """The trained NTM at the lengths where its memory runs out, per length."""
 
     slots: int  # N, the memory's slots
@@ -302,8 +299,8 @@ class CopyLimit(Measured):
         Finding(
             "The write head comes back to slot 0 at step N = 24 in at least 80% of the "
             "sequences and never earlier, so in training (lengths up to 12, slot 0 "
-            "read "
-            "at step 13 at the latest) it never reached a slot before it was read.",
+            "read at step 13 at the latest) it never reached a slot before it was "
+            "read.",
             backs=("copy-discussion",),
             holds=lambda r: all(
                 bool((back >= r.slots).all())
@@ -319,9 +316,8 @@ class CopyLimit(Measured):
         ),
         Finding(
             "Length 22 = N - 2 is still copied (at most 0.1% wrong bits, at least 95% "
-            "exact), and in at most 5% of the sequences does the write head reach "
-            "slot 0 "
-            "before it is read.",
+            "exact), and in at most 5% of the sequences does the write head reach slot "
+            "0 before it is read.",
             backs=("copy-discussion", "copy-limit-discussion", "summary"),
             holds=lambda r: r.wrong_bits[22] <= 0.001
             and r.exact[22] >= 0.95
@@ -330,10 +326,8 @@ class CopyLimit(Measured):
         Finding(
             "Length 23 fails (at least 10% wrong bits, at most 20% exact); in at least "
             "80% of the sequences the write head is back on slot 0 no later than the "
-            "read "
-            "head, and not one of those is copied exactly; the heads share a slot in "
-            "at "
-            "least 70% of the answer steps.",
+            "read head, and not one of those is copied exactly; the heads share a slot "
+            "in at least 70% of the answer steps.",
             backs=("copy-discussion", "copy-limit-discussion", "summary"),
             holds=lambda r: r.wrong_bits[23] >= 0.10
             and r.exact[23] <= 0.2
@@ -425,7 +419,7 @@ def _main(argv: Optional[list[str]] = None) -> None:
 
 
 @dataclass
-class ExplorerRecall(Measured):
+class ExplorerRecall(Result):
     """Where each run of the Hopfield explorer ends, per (letter, noise)."""
 
     outcomes: dict  # (letter, noise) -> the letter, "-letter" (its inverse), "spurious"
@@ -458,8 +452,7 @@ class ExplorerRecall(Measured):
         ),
         Finding(
             "At 0.5 the A and the X end on the L, the L on the A and the T in a "
-            "spurious "
-            "state.",
+            "spurious state.",
             backs=("explorer-hopfield-text",),
             holds=lambda r: r.ends(0.5) == ["L", "spurious", "L", "A"],
         ),
@@ -526,7 +519,7 @@ def _recall(
 
 
 @dataclass
-class Capacity(Measured):
+class Capacity(Result):
     """Recall against cue noise (N = 100, P = 5) and against load (N = 200, clean
     cues)."""
 
@@ -541,15 +534,13 @@ class Capacity(Measured):
     FINDINGS = (
         Finding(
             "At load 0.05 every cue with up to 20% flipped units is recalled, for "
-            "every "
-            "seed.",
+            "every seed.",
             backs=("capacity-discussion",),
             holds=lambda r: all(min(r.of("noise")[x]) == 1 for x in (0.0, 0.1, 0.2)),
         ),
         Finding(
             "At 30% flipped units most cues (at least 80%) are still recalled, for "
-            "every "
-            "seed.",
+            "every seed.",
             backs=("capacity-discussion",),
             holds=lambda r: min(r.of("noise")[0.3]) >= 0.8,
         ),

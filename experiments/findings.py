@@ -29,10 +29,12 @@ class Finding:
 
     def __post_init__(self) -> None:
         says = self.says
-        if not (isinstance(says, str) and says.endswith(".") and not says[0].islower()):
+        sentence = isinstance(says, str) and says == says.strip() and says.endswith(".")
+        if not (sentence and any(c.isalpha() for c in says) and not says[0].islower()):
             raise TypeError(
-                "Finding: says must be a sentence, as the book prints it (not a small "
-                f"letter first, a full stop last); found {says!r}"
+                "Finding: says must be a sentence as the book prints it: opening with "
+                "a capital, a digit or a quote and ending with a full stop; found "
+                f"{says!r}"
             )
         backs = self.backs
         if not (
@@ -49,13 +51,15 @@ class Finding:
             )
 
 
-class Measured:
+class Result:
     """A measured result. A subclass (usually a dataclass) declares its ``FINDINGS``."""
 
     FINDINGS: ClassVar[tuple[Finding, ...]] = ()
 
     def failing(self) -> list[str]:
         """The sentences of the findings this result does not show (a test's view)."""
+        if not self.FINDINGS:
+            raise TypeError(f"{type(self).__name__} declares no FINDINGS to check")
         return [finding.says for finding in self.FINDINGS if not finding.holds(self)]
 
     def check(self) -> None:

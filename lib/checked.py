@@ -35,7 +35,8 @@ from jaxtyping import AbstractDtype, Float
 from torch import Tensor
 
 # The modules whose calls are checked against their signatures: every module a chapter
-# teaches, and the foundations they share (tests/lib/test_display.py holds the book to it).
+# teaches, and the foundations they share (tests/lib/test_display.py holds the book to
+# it).
 CHECKED_MODULES = (
     "lib.training",
     "lib.corpus",
@@ -140,8 +141,8 @@ def fits_in_a_long(value: Integral) -> bool:
 
 
 def is_a_token_id(value: object) -> bool:
-    # Any object: lib.part2_recurrent.char_lm also calls it on each item of a long list in a body, where
-    # each(TokenId) would cost ~2 µs an item.
+    # Any object: lib.part2_recurrent.char_lm also calls it on each item of a long list
+    # in a body, where each(TokenId) would cost ~2 µs an item.
     return (
         isinstance(value, Integral)
         and not isinstance(value, bool)

@@ -194,7 +194,7 @@ def cell_timeout() -> int:
 def run(notebook: Path, configuration: Configuration) -> float:
     """Execute ``notebook`` under ``configuration`` in a fresh kernel; store the run and its record.
 
-    Raises nbclient's ``CellExecutionError`` (a failing cell or claim) after storing nothing.
+    Raises nbclient's ``CellExecutionError`` (a failing cell or finding) after storing nothing.
     """
     from nbclient import NotebookClient
 

@@ -288,8 +288,7 @@ def pretrain_masked_lm(
     """Train ``model`` with Adam to restore the tokens that BERT's corruption
     (:func:`lib.part4_attention.pretrained.mask_tokens`, afresh for every batch;
     ``<cls>`` never selected) changed, minimising :func:`masked_lm_loss`. ``seed`` seeds
-    the shuffling
-    and the corruption."""
+    the shuffling and the corruption."""
     if not len(tokens):
         raise ValueError("tokens must hold at least one string; found 0")
     generator = torch.Generator().manual_seed(seed)

@@ -477,9 +477,8 @@ class Seq2Seq(nn.Module):
         finished = torch.zeros(src.shape[0], dtype=torch.bool)
         for t in range(1, max_len + 1):
             logits, state, step_weights = self.decoder.step(token, state, memory, t)
-            token = logits.argmax(
-                dim=-1
-            )  # (B,); the first maximum, as lib.part3_words.decoding
+            # (B,); the first maximum, as lib.part3_words.decoding
+            token = logits.argmax(dim=-1)
             tokens.append(token)
             weights.append(step_weights)
             finished = finished | (token == eos)

@@ -8,9 +8,9 @@ an *addressing* memory ``m_i`` (embedding ``A``) and an *output* memory ``c_i``
           \\mathbf{o} = \\sum_i p_i \\mathbf{c}_i,
 
 which is chapter 9's key-value attention with dot-product scores
-(:func:`lib.part4_attention.attention.attention`). Hops are chained, ``u^{k+1} = u^k +
-o^k``, so that what one hop found can steer the next one, and after ``K`` hops the
-answer is ``softmax(W (u^K + o^K))``, a distribution over the vocabulary.
+(:func:`lib.part4_attention.attention.attention`). Hops are chained,
+``u^{k+1} = u^k + o^k``, so that what one hop found can steer the next one, and after
+``K`` hops the answer is ``softmax(W (u^K + o^K))``, a distribution over the vocabulary.
 
 Sentences are embedded as weighted sums of word vectors with the paper's
 *position encoding* (:func:`position_encoding`), so that "mary went to the

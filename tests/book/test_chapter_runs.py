@@ -36,7 +36,7 @@ def test_a_run_records_the_lib_modules_it_imported_and_the_files_it_read(noteboo
     chapter_runs.run(notebook, LIVE)
     record = json.loads(chapter_runs.record_path(notebook, LIVE).read_text())
     assert {"lib/part3_words/decoding.py", "lib/checked.py", "tests/chapter_runs_probe.txt"} <= set(record["files"])
-    assert not any(name.startswith(("lib/memory", "lib/attention", "lib/widgets")) for name in record["files"])
+    assert not any(name.startswith(("lib/part5_memory", "lib/part4_attention", "lib/widgets")) for name in record["files"])
     executed = nbformat.read(chapter_runs.run_path(notebook, LIVE), as_version=4)
     assert executed.cells[-1].outputs[0]["text"] == "6\n"  # the probe cell is not kept
     assert len(executed.cells) == 2 and chapter_runs.stale_reason(notebook, LIVE) is None

@@ -4,7 +4,7 @@ means something on any CPU.
 * Every code cell is committed executed, without errors.
 * A *measured* output (training, sampling, timing) is tagged ``nbval-ignore-output``, and
   every such cell is followed, before the next measured cell, by a visible cell that calls a
-  result's ``check()`` (:class:`experiments.findings.Measured`): it prints the findings the
+  result's ``check()`` (:class:`experiments.findings.Result`): it prints the findings the
   prose draws from the run, ticked, and nbval compares those lines exactly.
 * A chapter's experiments are ``experiments.ch<notebook name>``: every finding there backs
   (``backs=``) markdown cells that exist in that chapter, and the chapter calls every public
@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from experiments.findings import Measured
+from experiments.findings import Result
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -91,7 +91,7 @@ def test_every_finding_backs_markdown_cells_of_its_chapter(path):
     notebook = nbformat.read(path, as_version=4)
     markdown = {cell.get("id") for cell in notebook.cells if cell.cell_type == "markdown"}
     results = [obj for obj in vars(module).values()
-               if isinstance(obj, type) and issubclass(obj, Measured) and obj.__module__ == module.__name__]
+               if isinstance(obj, type) and issubclass(obj, Result) and obj.__module__ == module.__name__]
     assert results, f"{module.__name__} declares no result with findings"
     for result in results:
         for finding in result.FINDINGS:

@@ -1,6 +1,6 @@
 """Every checker is fair, tested the way a class would test it: on many fresh draws.
 
-Each ``tests/test_checks_<module>.py`` declares, in a module-level ``FAIRNESS`` table, for each of
+Each ``tests/courseware/test_checks_<module>.py`` declares, in a module-level ``FAIRNESS`` table, for each of
 its checkers an independent right answer (written from the exercise's statement by another method
 than the book's: loops instead of vectorised code, float64, a search that stops on the named
 quantity, the literal reading of the statement) and the three or more most plausible wrong ones,

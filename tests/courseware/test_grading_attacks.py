@@ -316,6 +316,25 @@ def test_the_book_installed_into_site_packages_is_hidden_from_the_sandbox(monkey
     assert "lib is importable inside the sandbox" in report.error, report.lines()
 
 
+def test_the_experiments_installed_alone_are_hidden_too(monkeypatch, tmp_path):
+    # The chapters' runs ship in the same wheel; the probe checks each of the book's packages.
+    packages = tmp_path / "site-packages"
+    shutil.copytree(ROOT / "experiments", packages / "experiments",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for path in (tmp_path, *tmp_path.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    executable, real = sandbox.python_paths()
+    monkeypatch.setattr(sandbox, "python_paths", lambda: (executable, [*real, packages]))
+    submission = tmp_path / "runs" / "09_attention.ipynb"
+    _write(submission, _notebook("import experiments.findings\nmy_masked_softmax_backward = None\n"))
+    masters = load_masters(CHAPTERS)
+    [report] = grade_all([submission], masters, timeout=TIMEOUT)
+    assert "No module named 'experiments" in report.verdicts[0].message, report.lines()
+    monkeypatch.setattr(sandbox, "hidden_book_packages", lambda packages: [])
+    [report] = grade_all([submission], masters, timeout=TIMEOUT)
+    assert "experiments is importable inside the sandbox" in report.error, report.lines()
+
+
 def test_a_probe_that_stops_sending_is_killed_after_its_exercise_time(monkeypatch, tmp_path):
     # The submission cannot stop the probe (see "signals"), but a hung probe must not hold the
     # grader for every exercise's time: it is killed when it sends nothing for longer than one

@@ -1,5 +1,5 @@
 """experiments.ch02_optimisers: each finding holds on a made-up result that shows it and,
-just past its threshold, fails alone (``Measured.failing``); each experiment runs at a
+just past its threshold, fails alone (``Result.failing``); each experiment runs at a
 tiny size; the schedules' excess loss is the experiment written out by hand (moved here
 from tests/lib/part1_blocks/test_schedules.py with the function, once
 lib.part1_blocks.schedules.excess_loss_by_schedule)."""

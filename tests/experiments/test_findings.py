@@ -4,11 +4,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from experiments.findings import Finding, Measured
+from experiments.findings import Finding, Result
 
 
 @dataclass
-class Accuracy(Measured):
+class Accuracy(Result):
     per_seed: list[float]
 
     FINDINGS = (
@@ -34,14 +34,18 @@ def test_a_finding_that_does_not_hold_fails_with_its_sentence_and_cells(capsys):
 
 
 def test_a_result_without_findings_cannot_be_checked():
-    with pytest.raises(TypeError, match="Measured declares no FINDINGS"):
-        Measured().check()
+    with pytest.raises(TypeError, match="Result declares no FINDINGS"):
+        Result().check()
+    with pytest.raises(TypeError, match="Result declares no FINDINGS"):
+        Result().failing()
 
 
 @pytest.mark.parametrize("says, backs, holds, message", [
     ("", ("text",), bool, "says must be a sentence"),
-    ("every seed wins.", ("text",), bool, "not a small letter first, a full stop last"),
-    ("Every seed wins", ("text",), bool, "a full stop last"),
+    ("every seed wins.", ("text",), bool, "opening with a capital, a digit or a quote"),
+    ("Every seed wins", ("text",), bool, "ending with a full stop"),
+    (".", ("text",), bool, "must be a sentence"),
+    (" Every seed wins.", ("text",), bool, "must be a sentence"),
     ("X.", "text", bool, "backs must be a tuple of markdown cell ids; found 'text'"),
     ("X.", (), bool, "backs must be a tuple"),
     ("X.", ("text",), True, "holds must be a function of the result; found True"),
