@@ -68,8 +68,8 @@ def softmax_backward_loops(scores, valid_lens, grad_weights):
 def test_softmax_backward_accepts_right_answers_written_differently(answer, capsys):
     check_masked_softmax_backward(answer)
     assert capsys.readouterr().out == (
-        "✓ your ∂ℓ/∂scores agrees with autograd through lib.part4_attention.attention.masked_softmax on 20 fresh\n"
-        "  random cases\n"
+        "✓ your ∂ℓ/∂scores agrees with autograd through\n"
+        "  lib.part4_attention.attention.masked_softmax on 20 fresh random cases\n"
     )
 
 

@@ -112,7 +112,7 @@ def test_the_cases_have_no_exact_ties_on_f():
 
 def test_rouge_mismatch_prints_one_component_when_numbers_would_repeat():
     from courseware.checks.metrics import _rouge_mismatch
-    from tests.test_exercise_fairness import look_equal
+    from tests.courseware.test_exercise_fairness import look_equal
     # recall and F both 0.5 and both wrong: the six numbers cannot all be printed
     message = _rouge_mismatch(torch.tensor([0.5, 0.5, 0.5], dtype=torch.float64),
                               torch.tensor([0.5, 2 / 3, 4 / 7], dtype=torch.float64))
