@@ -59,3 +59,24 @@ def test_failing_names_exactly_the_findings_a_result_contradicts():
     assert Accuracy([0.93, 0.95]).failing() == []
     assert Accuracy([0.89, 0.90]).failing() == [Accuracy.FINDINGS[0].says]
     assert Accuracy([0.80, 0.95]).failing() == [finding.says for finding in Accuracy.FINDINGS]
+
+
+def test_every_module_that_declares_findings_has_its_test_file():
+    """The guard in conftest.py checks a module's findings when its test file runs whole."""
+    import importlib
+    import pkgutil
+    from pathlib import Path
+
+    import experiments
+
+    here = Path(__file__).parent
+    untested = [
+        info.name
+        for info in pkgutil.iter_modules(experiments.__path__)
+        if any(
+            isinstance(value, type) and issubclass(value, Result) and value.FINDINGS
+            for value in vars(importlib.import_module(f"experiments.{info.name}")).values()
+        )
+        and not (here / f"test_{info.name}.py").exists()
+    ]
+    assert not untested, f"experiments modules with findings but no tests/experiments/test_<module>.py: {untested}"
