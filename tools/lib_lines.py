@@ -20,7 +20,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FIVE = ("attention.py", "transformer_blocks.py", "transformer.py", "rnn.py", "seq2seq.py")
+FIVE = (
+    "part4_attention/attention.py",
+    "part4_attention/transformer_blocks.py",
+    "part4_attention/transformer.py",
+    "part2_recurrent/rnn.py",
+    "part4_attention/seq2seq.py",
+)
 CHECK_NAME = re.compile(r"_?(require|check)(_|$)")
 
 

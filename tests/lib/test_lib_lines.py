@@ -49,3 +49,9 @@ def test_each_line_is_counted_once_in_its_class(tmp_path):
         "chained": 1,
         "helpers": 1,
     }
+
+
+def test_the_five_modules_it_counts_by_default_are_lib_files():
+    """The default files are the five modules issue 29 names, wherever lib's parts put them."""
+    missing = [name for name in _lib_lines().FIVE if not (ROOT / "lib" / name).is_file()]
+    assert not missing, f"tools/lib_lines.py counts files lib does not have: {missing}"
