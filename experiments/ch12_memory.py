@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Optional
 
 import torch
+from jaxtyping import jaxtyped
 from torch import Tensor
 
 from experiments.findings import Finding, Result
+from lib.checked import Fraction, NonNegativeInt, PositiveInt, each, typechecked
 from lib.part5_memory import (
     NTM,
     VOCABULARY,
@@ -48,16 +50,29 @@ from lib.widgets.memory import HopfieldRecall
 WEIGHTS_PATH = Path(__file__).with_name("weights") / "ntm_copy.pt"
 
 
+def _refuse_no_seeds(seeds) -> None:
+    """A finding "for every seed" read from no seed would hold vacuously, or fail inside
+    min()."""
+    if not seeds:
+        raise ValueError("seeds must be a non-empty sequence of ints; found none")
+
+
 # ---------------------------------------------------------------------------
 # End-to-end memory networks.
 # ---------------------------------------------------------------------------
 
 
+@jaxtyped(typechecker=typechecked)
 def _train_over_seeds(
-    config: MemN2NConfig, train: Stories, test: Stories, seeds, **training
+    config: MemN2NConfig,
+    train: Stories,
+    test: Stories,
+    seeds: each(NonNegativeInt),
+    **training,
 ) -> tuple[list[MemN2N], list[float]]:
     """A model per seed (``torch.manual_seed(s)`` draws its weights, ``seed=s`` its
     batches) and its accuracy on ``test``: how much a result owes to luck."""
+    _refuse_no_seeds(seeds)
     models, accuracies = [], []
     for seed in seeds:
         torch.manual_seed(seed)
@@ -111,9 +126,18 @@ class HopsAccuracy(Result):
     )
 
 
-def memn2n_training(data: dict, seeds=(0, 1, 2)) -> HopsAccuracy:
+@jaxtyped(typechecker=typechecked)
+def memn2n_training(
+    data: dict, seeds: each(NonNegativeInt) = (0, 1, 2)
+) -> HopsAccuracy:
     """Train one hop on each task and three hops on "two" (with linear start), then
     three hops again without it; ``data`` maps a task to (train, test) stories."""
+    if not {"single", "two"} <= set(data):
+        raise ValueError(
+            "data must map the tasks 'single' and 'two' to (train, test) stories; "
+            f"found the keys {sorted(map(repr, data))}"
+        )
+    _refuse_no_seeds(seeds)
     accuracies, trained = {}, {}
     for task, hops in (("single", 1), ("two", 1), ("two", 3)):
         config = MemN2NConfig(len(VOCABULARY), embed_dim=32, hops=hops)
@@ -488,13 +512,14 @@ def explorer_recall() -> ExplorerRecall:
     return ExplorerRecall(outcomes, back_in_one_sweep, lowers)
 
 
+@jaxtyped(typechecker=typechecked)
 def _recall(
-    n_units: int,
-    n_patterns: int,
-    noise: float,
-    trials: int = 1,
-    seed: int = 0,
-    max_steps: int = 30,
+    n_units: PositiveInt,
+    n_patterns: PositiveInt,
+    noise: Fraction,
+    trials: PositiveInt = 1,
+    seed: NonNegativeInt = 0,
+    max_steps: PositiveInt = 30,
 ) -> dict[str, float]:
     """Build ``trials`` networks of ``n_patterns`` random patterns, cue every pattern
     with a share ``noise`` of its units flipped, recall asynchronously and return
@@ -525,6 +550,11 @@ class Capacity(Result):
 
     exact: dict  # ("noise" or "load", value) -> share recalled exactly, per seed
     overlaps: dict  # ("noise" or "load", value) -> mean final overlap, per seed
+
+    # The grid points the findings read: every share of flipped units, and the numbers
+    # of patterns of N = 200 units at loads 0.10, 0.14, 0.16 and 0.25.
+    NOISES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+    PATTERNS = (20, 28, 32, 50)
 
     def of(self, kind: str, measure: str = "exact") -> dict[float, list[float]]:
         """One measure of one sweep: value -> one number per seed."""
@@ -605,14 +635,28 @@ class Capacity(Result):
     )
 
 
+@jaxtyped(typechecker=typechecked)
 def capacity_sweep(
-    seeds=(0, 1, 2),
-    noises=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
-    patterns=(4, 10, 16, 20, 24, 28, 32, 36, 40, 50),
+    seeds: each(NonNegativeInt) = (0, 1, 2),
+    noises: each(Fraction) = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
+    patterns: each(PositiveInt) = (4, 10, 16, 20, 24, 28, 32, 36, 40, 50),
 ) -> Capacity:
     """Per seed: 4 networks of N = 100 units and P = 5 patterns cued with each share of
     flipped units; one network of N = 200 units per number of patterns, cued with the
-    patterns themselves (load P / 200)."""
+    patterns themselves (load P / 200). The grid must hold the points the findings
+    read."""
+    _refuse_no_seeds(seeds)
+    for name, grid, needed in (
+        ("noises", noises, Capacity.NOISES),
+        ("patterns", patterns, Capacity.PATTERNS),
+    ):
+        missing = [x for x in needed if x not in grid]
+        if missing:
+            raise ValueError(
+                f"{name} must hold the points the findings read, "
+                f"{', '.join(map(str, needed))}; found {tuple(grid)}, without "
+                f"{', '.join(map(str, missing))}"
+            )
     exact, overlaps = {}, {}
     sweeps = [
         ("noise", x, dict(n_units=100, n_patterns=5, noise=x, trials=4)) for x in noises
