@@ -135,7 +135,7 @@ def memn2n_training(
     if not {"single", "two"} <= set(data):
         raise ValueError(
             "data must map the tasks 'single' and 'two' to (train, test) stories; "
-            f"found the keys {sorted(map(repr, data))}"
+            f"found the keys {list(data)}"
         )
     _refuse_no_seeds(seeds)
     accuracies, trained = {}, {}
