@@ -57,6 +57,18 @@ def _refuse_no_seeds(seeds) -> None:
         raise ValueError("seeds must be a non-empty sequence of ints; found none")
 
 
+def _refuse_grid_without(name: str, grid, needed: tuple) -> None:
+    """A run's ``grid`` must hold the points its findings read (else check() would die
+    with a KeyError)."""
+    missing = [x for x in needed if x not in grid]
+    if missing:
+        raise ValueError(
+            f"{name} must hold the points the findings read, "
+            f"{', '.join(map(str, needed))}; found {tuple(grid)}, without "
+            f"{', '.join(map(str, missing))}"
+        )
+
+
 # ---------------------------------------------------------------------------
 # End-to-end memory networks.
 # ---------------------------------------------------------------------------
@@ -270,6 +282,8 @@ class CopyAccuracy(Result):
     wrong_bits: dict[int, float]  # length -> share of wrong bits
     copied: dict[int, float]  # length -> share of sequences copied exactly
 
+    LENGTHS = (4, 8, 12, 16, 20)  # the lengths the findings read
+
     FINDINGS = (
         Finding(
             "The NTM copies lengths up to 12 almost perfectly (at most 0.1% wrong "
@@ -288,8 +302,13 @@ class CopyAccuracy(Result):
 
 
 @torch.no_grad()
-def copy_lengths(ntm: NTM, lengths=(4, 8, 12, 16, 20)) -> CopyAccuracy:
-    """Copy 100 sequences of each length (one generator, seed 1, across lengths)."""
+@jaxtyped(typechecker=typechecked)
+def copy_lengths(
+    ntm: NTM, lengths: each(PositiveInt) = (4, 8, 12, 16, 20)
+) -> CopyAccuracy:
+    """Copy 100 sequences of each length (one generator, seed 1, across lengths);
+    ``lengths`` must hold the ones the findings read."""
+    _refuse_grid_without("lengths", lengths, CopyAccuracy.LENGTHS)
     generator = torch.Generator().manual_seed(1)
     wrong_bits, copied = {}, {}
     for length in lengths:
@@ -313,6 +332,8 @@ class CopyLimit(Result):
     same_slot: dict[int, float]  # share of answer steps with both heads on one slot
     write_back: dict[int, Tensor]  # (B,) the step the write head is back on slot 0
     erasing: dict[int, float]  # mean erase over the answer steps
+
+    LENGTHS = (22, 23)  # the lengths the findings read: N - 2 and N - 1 for N = 24
 
     FINDINGS = (
         Finding(
@@ -363,9 +384,12 @@ class CopyLimit(Result):
 
 
 @torch.no_grad()
-def copy_limit(ntm: NTM, lengths=(22, 23)) -> CopyLimit:
+@jaxtyped(typechecker=typechecked)
+def copy_limit(ntm: NTM, lengths: each(PositiveInt) = (22, 23)) -> CopyLimit:
     """Copy 100 sequences of each length (a fresh generator, seed 3, per length) and
-    follow both heads: which one is back on slot 0 first after the delimiter."""
+    follow both heads: which one is back on slot 0 first after the delimiter.
+    ``lengths`` must hold the ones the findings read."""
+    _refuse_grid_without("lengths", lengths, CopyLimit.LENGTHS)
     wrong_bits, exact, write_first, first_exact = {}, {}, {}, {}
     same_slot, write_back, erasing = {}, {}, {}
     for length in lengths:
@@ -646,17 +670,8 @@ def capacity_sweep(
     patterns themselves (load P / 200). The grid must hold the points the findings
     read."""
     _refuse_no_seeds(seeds)
-    for name, grid, needed in (
-        ("noises", noises, Capacity.NOISES),
-        ("patterns", patterns, Capacity.PATTERNS),
-    ):
-        missing = [x for x in needed if x not in grid]
-        if missing:
-            raise ValueError(
-                f"{name} must hold the points the findings read, "
-                f"{', '.join(map(str, needed))}; found {tuple(grid)}, without "
-                f"{', '.join(map(str, missing))}"
-            )
+    _refuse_grid_without("noises", noises, Capacity.NOISES)
+    _refuse_grid_without("patterns", patterns, Capacity.PATTERNS)
     exact, overlaps = {}, {}
     sweeps = [
         ("noise", x, dict(n_units=100, n_patterns=5, noise=x, trials=4)) for x in noises

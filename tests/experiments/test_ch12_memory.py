@@ -175,12 +175,29 @@ def test_the_chapters_model_copies_sequences_it_was_trained_on(chapters_model):
     assert bit_errors < 0.01 and info["max_length"] >= 8
 
 
-def test_copy_lengths_and_copy_limit_run_on_the_chapters_model(chapters_model):
+def test_copy_lengths_and_copy_limit_show_the_findings_on_the_chapters_model(chapters_model):
     model, _ = chapters_model
-    copying = ch12.copy_lengths(model, lengths=(4,))
-    assert copying.wrong_bits[4] <= 0.001 and copying.copied[4] >= 0.95
-    limit = ch12.copy_limit(model, lengths=(6,))
-    assert limit.slots == 24 and limit.write_back[6].shape == (100,) and limit.wrong_bits[6] <= 0.001
+    copying = ch12.copy_lengths(model)
+    assert list(copying.wrong_bits) == list(copying.copied) == [4, 8, 12, 16, 20]
+    assert holds_all(copying)
+    limit = ch12.copy_limit(model)
+    assert limit.slots == 24 and limit.write_back[22].shape == (100,) and holds_all(limit)
+    # one generator across lengths: an extra length after the others changes none of them
+    longer = ch12.copy_lengths(model, lengths=(4, 8, 12, 16, 20, 6))
+    assert {n: longer.wrong_bits[n] for n in copying.wrong_bits} == copying.wrong_bits
+
+
+@pytest.mark.parametrize("run, lengths, error, match", [
+    ("copy_lengths", (4,), ValueError,
+     "lengths must hold the points the findings read, 4, 8, 12, 16, 20; found \\(4,\\), without 8, 12, 16, 20"),
+    ("copy_limit", (6, 22), ValueError,
+     "lengths must hold the points the findings read, 22, 23; found \\(6, 22\\), without 23"),
+    ("copy_limit", (0, 22, 23), TypeError, "(?s)parameter 'lengths'.*Actual value: \\(0, 22, 23\\)"),
+    ("copy_lengths", [4, 8.0], TypeError, "(?s)parameter 'lengths'.*Actual value: \\[4, 8.0\\]"),
+])
+def test_the_copy_runs_refuse_lengths_their_findings_cannot_read(chapters_model, run, lengths, error, match):
+    with pytest.raises(error, match=match):
+        getattr(ch12, run)(chapters_model[0], lengths)
 
 
 @pytest.mark.parametrize("field, length, at, past, index", [
