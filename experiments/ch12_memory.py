@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Optional
 
 import torch
+from jaxtyping import jaxtyped
 from torch import Tensor
 
 from experiments.findings import Finding, Result
+from lib.checked import Fraction, NonNegativeInt, PositiveInt, each, typechecked
 from lib.part5_memory import (
     NTM,
     VOCABULARY,
@@ -48,16 +50,60 @@ from lib.widgets.memory import HopfieldRecall
 WEIGHTS_PATH = Path(__file__).with_name("weights") / "ntm_copy.pt"
 
 
+def _refuse_no_seeds(seeds) -> None:
+    """A finding "for every seed" read from no seed would hold vacuously, or fail inside
+    min()."""
+    if not seeds:
+        raise ValueError("seeds must be a non-empty sequence of ints; found none")
+
+
+def _refuse_repeated_seeds(seeds) -> None:
+    """A seed run twice counts one run as two: "for every seed" would read the same
+    run again."""
+    repeated = sorted({seed for seed in seeds if list(seeds).count(seed) > 1})
+    if repeated:
+        raise ValueError(
+            f"seeds must be distinct; found {tuple(seeds)}, with "
+            f"{', '.join(map(str, repeated))} repeated"
+        )
+
+
+def _refuse_no_models(models) -> None:
+    """Each model is one seed's: no model, no seed to read."""
+    if not models:
+        raise ValueError(
+            "models must be a non-empty list of trained models, one per seed; found none"
+        )
+
+
+def _refuse_grid_without(name: str, grid, needed: tuple) -> None:
+    """A run's ``grid`` must hold the points its findings read (else check() would die
+    with a KeyError)."""
+    missing = [x for x in needed if x not in grid]
+    if missing:
+        raise ValueError(
+            f"{name} must hold the points the findings read, "
+            f"{', '.join(map(str, needed))}; found {tuple(grid)}, without "
+            f"{', '.join(map(str, missing))}"
+        )
+
+
 # ---------------------------------------------------------------------------
 # End-to-end memory networks.
 # ---------------------------------------------------------------------------
 
 
+@jaxtyped(typechecker=typechecked)
 def _train_over_seeds(
-    config: MemN2NConfig, train: Stories, test: Stories, seeds, **training
+    config: MemN2NConfig,
+    train: Stories,
+    test: Stories,
+    seeds: each(NonNegativeInt),
+    **training,
 ) -> tuple[list[MemN2N], list[float]]:
     """A model per seed (``torch.manual_seed(s)`` draws its weights, ``seed=s`` its
     batches) and its accuracy on ``test``: how much a result owes to luck."""
+    _refuse_no_seeds(seeds)
     models, accuracies = [], []
     for seed in seeds:
         torch.manual_seed(seed)
@@ -103,17 +149,32 @@ class HopsAccuracy(Result):
             "seed within 5 points of one hop's median, and at least 30 points below "
             "three hops with linear start.",
             backs=("training-text", "training-discussion", "summary"),
+            # differences rounded to 9 places: 0.97 - 0.67 is 0.29999999999999993 and
+            # 0.59 - 0.64 is -0.050000000000000044, so unrounded both would fail on
+            # their threshold
             holds=lambda r: all(
-                abs(a - r.one_hop_median()) <= 0.05 for a in r.without_linear_start
+                round(abs(a - r.one_hop_median()), 9) <= 0.05
+                for a in r.without_linear_start
             )
-            and max(r.without_linear_start) <= min(r.accuracies["two", 3]) - 0.3,
+            and round(min(r.accuracies["two", 3]) - max(r.without_linear_start), 9)
+            >= 0.3,
         ),
     )
 
 
-def memn2n_training(data: dict, seeds=(0, 1, 2)) -> HopsAccuracy:
+@jaxtyped(typechecker=typechecked)
+def memn2n_training(
+    data: dict, seeds: each(NonNegativeInt) = (0, 1, 2)
+) -> HopsAccuracy:
     """Train one hop on each task and three hops on "two" (with linear start), then
     three hops again without it; ``data`` maps a task to (train, test) stories."""
+    if not {"single", "two"} <= set(data):
+        raise ValueError(
+            "data must map the tasks 'single' and 'two' to (train, test) stories; "
+            f"found the keys {list(data)}"
+        )
+    _refuse_no_seeds(seeds)
+    _refuse_repeated_seeds(seeds)
     accuracies, trained = {}, {}
     for task, hops in (("single", 1), ("two", 1), ("two", 3)):
         config = MemN2NConfig(len(VOCABULARY), embed_dim=32, hops=hops)
@@ -144,6 +205,15 @@ class ExampleReads(Result):
     weights: Tensor  # (seeds, K, N) each hop's attention over the sentences
     answers: list[str]  # one answer word per seed
     story: Story
+
+    def __post_init__(self) -> None:
+        seeds = self.weights.shape[0] if self.weights.dim() == 3 else None
+        if not seeds or len(self.answers) != seeds:
+            raise ValueError(
+                "ExampleReads: weights must be (seeds, K, N) with at least one seed and "
+                "answers one word per seed; found weights of shape "
+                f"{tuple(self.weights.shape)} and {len(self.answers)} answers"
+            )
 
     def tops(self) -> list[list[int]]:
         """Each seed's most weighted sentence in each hop."""
@@ -178,6 +248,7 @@ class ExampleReads(Result):
 @torch.no_grad()
 def example_reads(models: list[MemN2N], story: Story, batch: Stories) -> ExampleReads:
     """Run each model on ``story`` (``batch``, its tensors)."""
+    _refuse_no_models(models)
     weights, answers = [], []
     for model in models:
         logits, attention = model(batch.story, batch.question, batch.lengths)
@@ -191,6 +262,14 @@ class HopWeights(Result):
     """Each hop's mean attention on the two supporting sentences, per seed."""
 
     by_seed: Tensor  # (seeds, K, 2): 0 = the pick-up, 1 = the last move
+
+    def __post_init__(self) -> None:
+        shape = tuple(self.by_seed.shape)
+        if len(shape) != 3 or shape[0] == 0 or shape[2] != 2:
+            raise ValueError(
+                "HopWeights: by_seed must be (seeds, K, 2) with at least one seed; "
+                f"found shape {shape}"
+            )
 
     FINDINGS = (
         Finding(
@@ -221,6 +300,7 @@ class HopWeights(Result):
 def hop_weights(models: list[MemN2N], test: Stories) -> HopWeights:
     """:func:`lib.part5_memory.support_weights` of each model on the held-out
     stories."""
+    _refuse_no_models(models)
     return HopWeights(torch.stack([support_weights(model, test) for model in models]))
 
 
@@ -246,6 +326,8 @@ class CopyAccuracy(Result):
     wrong_bits: dict[int, float]  # length -> share of wrong bits
     copied: dict[int, float]  # length -> share of sequences copied exactly
 
+    LENGTHS = (4, 8, 12, 16, 20)  # the lengths the findings read
+
     FINDINGS = (
         Finding(
             "The NTM copies lengths up to 12 almost perfectly (at most 0.1% wrong "
@@ -264,8 +346,13 @@ class CopyAccuracy(Result):
 
 
 @torch.no_grad()
-def copy_lengths(ntm: NTM, lengths=(4, 8, 12, 16, 20)) -> CopyAccuracy:
-    """Copy 100 sequences of each length (one generator, seed 1, across lengths)."""
+@jaxtyped(typechecker=typechecked)
+def copy_lengths(
+    ntm: NTM, lengths: each(PositiveInt) = (4, 8, 12, 16, 20)
+) -> CopyAccuracy:
+    """Copy 100 sequences of each length (one generator, seed 1, across lengths);
+    ``lengths`` must hold the ones the findings read."""
+    _refuse_grid_without("lengths", lengths, CopyAccuracy.LENGTHS)
     generator = torch.Generator().manual_seed(1)
     wrong_bits, copied = {}, {}
     for length in lengths:
@@ -290,6 +377,8 @@ class CopyLimit(Result):
     write_back: dict[int, Tensor]  # (B,) the step the write head is back on slot 0
     erasing: dict[int, float]  # mean erase over the answer steps
 
+    LENGTHS = (22, 23)  # the lengths the findings read: N - 2 and N - 1 for N = 24
+
     FINDINGS = (
         Finding(
             "The memory has N = 24 slots, so N - 2 = 22.",
@@ -304,7 +393,7 @@ class CopyLimit(Result):
             backs=("copy-discussion",),
             holds=lambda r: all(
                 bool((back >= r.slots).all())
-                and float((back == r.slots).float().mean()) >= 0.8
+                and (back == r.slots).sum().item() / len(back) >= 0.8
                 for back in r.write_back.values()
             ),
         ),
@@ -339,9 +428,12 @@ class CopyLimit(Result):
 
 
 @torch.no_grad()
-def copy_limit(ntm: NTM, lengths=(22, 23)) -> CopyLimit:
+@jaxtyped(typechecker=typechecked)
+def copy_limit(ntm: NTM, lengths: each(PositiveInt) = (22, 23)) -> CopyLimit:
     """Copy 100 sequences of each length (a fresh generator, seed 3, per length) and
-    follow both heads: which one is back on slot 0 first after the delimiter."""
+    follow both heads: which one is back on slot 0 first after the delimiter.
+    ``lengths`` must hold the ones the findings read."""
+    _refuse_grid_without("lengths", lengths, CopyLimit.LENGTHS)
     wrong_bits, exact, write_first, first_exact = {}, {}, {}, {}
     same_slot, write_back, erasing = {}, {}, {}
     for length in lengths:
@@ -488,13 +580,14 @@ def explorer_recall() -> ExplorerRecall:
     return ExplorerRecall(outcomes, back_in_one_sweep, lowers)
 
 
+@jaxtyped(typechecker=typechecked)
 def _recall(
-    n_units: int,
-    n_patterns: int,
-    noise: float,
-    trials: int = 1,
-    seed: int = 0,
-    max_steps: int = 30,
+    n_units: PositiveInt,
+    n_patterns: PositiveInt,
+    noise: Fraction,
+    trials: PositiveInt = 1,
+    seed: NonNegativeInt = 0,
+    max_steps: PositiveInt = 30,
 ) -> dict[str, float]:
     """Build ``trials`` networks of ``n_patterns`` random patterns, cue every pattern
     with a share ``noise`` of its units flipped, recall asynchronously and return
@@ -525,6 +618,20 @@ class Capacity(Result):
 
     exact: dict  # ("noise" or "load", value) -> share recalled exactly, per seed
     overlaps: dict  # ("noise" or "load", value) -> mean final overlap, per seed
+
+    # The grid points the findings read: every share of flipped units, and the numbers
+    # of patterns of N = 200 units at loads 0.02, 0.05, 0.08 (perfect recall), 0.10,
+    # 0.12, 0.14 (overlap near 1), 0.16 and 0.25.
+    NOISES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+    PATTERNS = (4, 10, 16, 20, 24, 28, 32, 50)
+    LOADS = tuple(p / 200 for p in PATTERNS)  # p / 200 as capacity_sweep computes it
+
+    def up_to(self, load: float, measure: str = "exact") -> list[list[float]]:
+        """One measure at every load up to ``load``: the named ones (a KeyError if the
+        run lacks one) and any others the run has."""
+        table = self.of("load", measure)
+        points = {x for x in self.LOADS if x <= load} | {x for x in table if x <= load}
+        return [table[x] for x in sorted(points)]
 
     def of(self, kind: str, measure: str = "exact") -> dict[float, list[float]]:
         """One measure of one sweep: value -> one number per seed."""
@@ -564,9 +671,7 @@ class Capacity(Result):
             "Recall is perfect up to load 0.08 and starts failing at 0.10, for every "
             "seed.",
             backs=("capacity-discussion",),
-            holds=lambda r: all(
-                min(runs) == 1 for x, runs in r.of("load").items() if x <= 0.08
-            )
+            holds=lambda r: all(min(runs) == 1 for runs in r.up_to(0.08))
             and max(r.of("load")[0.1]) < 1,
         ),
         Finding(
@@ -585,11 +690,7 @@ class Capacity(Result):
         Finding(
             "The overlap stays near 1 (at least 0.95) up to load 0.14, for every seed.",
             backs=("capacity-discussion",),
-            holds=lambda r: all(
-                min(runs) >= 0.95
-                for x, runs in r.of("load", "overlap").items()
-                if x <= 0.14
-            ),
+            holds=lambda r: all(min(runs) >= 0.95 for runs in r.up_to(0.14, "overlap")),
         ),
         Finding(
             "The drop is gradual: at load 0.16, above 0.138, the overlap is still at "
@@ -605,14 +706,20 @@ class Capacity(Result):
     )
 
 
+@jaxtyped(typechecker=typechecked)
 def capacity_sweep(
-    seeds=(0, 1, 2),
-    noises=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
-    patterns=(4, 10, 16, 20, 24, 28, 32, 36, 40, 50),
+    seeds: each(NonNegativeInt) = (0, 1, 2),
+    noises: each(Fraction) = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5),
+    patterns: each(PositiveInt) = (4, 10, 16, 20, 24, 28, 32, 36, 40, 50),
 ) -> Capacity:
     """Per seed: 4 networks of N = 100 units and P = 5 patterns cued with each share of
     flipped units; one network of N = 200 units per number of patterns, cued with the
-    patterns themselves (load P / 200)."""
+    patterns themselves (load P / 200). The grid must hold the points the findings
+    read."""
+    _refuse_no_seeds(seeds)
+    _refuse_repeated_seeds(seeds)
+    _refuse_grid_without("noises", noises, Capacity.NOISES)
+    _refuse_grid_without("patterns", patterns, Capacity.PATTERNS)
     exact, overlaps = {}, {}
     sweeps = [
         ("noise", x, dict(n_units=100, n_patterns=5, noise=x, trials=4)) for x in noises

@@ -1,8 +1,11 @@
-"""Tests for experiments/ch12_memory.py: each result's findings fail on made-up numbers that
-contradict them and hold on numbers that agree; each experiment at a tiny size; the seed sweep
+"""Tests for experiments/ch12_memory.py: each result's findings hold on made-up numbers that
+agree, and each fails alone (``result.failing()`` names it and no other) just past its threshold;
+each run refuses bad arguments by name; each experiment at a tiny size; the seed sweep
 of memory networks, the capacity runs against a loop over cues (moved from
 tests/lib/part5_memory/test_memn2n.py and tests/lib/part5_memory/test_hopfield.py); the NTM's training command and its committed
 weights (moved from tests/lib/part5_memory/test_ntm.py)."""
+import re
+
 import pytest
 import torch
 
@@ -22,8 +25,12 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def verdicts(result):
-    return [bool(finding.holds(result)) for finding in result.FINDINGS]
+EPS = 1e-6  # "just past" a threshold
+
+
+def fails_alone(result, index):
+    """``result`` contradicts its class's finding ``index`` and no other."""
+    return result.failing() == [type(result).FINDINGS[index].says]
 
 
 def holds_all(result):
@@ -50,21 +57,36 @@ def test_train_over_seeds_repeats_a_seed_exactly_and_differs_between_seeds():
     assert accuracies[0] == accuracies[2] == accuracy(models[0], test)
 
 
-def hops_accuracy(single=0.99, two_one=0.55, two_three=0.99, without=0.55):
-    accuracies = {("single", 1): [single, 0.995], ("two", 1): [two_one, 0.56, 0.54],
+def hops_accuracy(single=0.99, two_one=(0.55, 0.56, 0.54), two_three=0.99, without=0.55):
+    accuracies = {("single", 1): [single, 0.995], ("two", 1): list(two_one),
                   ("two", 3): [two_three, 0.995]}
-    return ch12.HopsAccuracy(accuracies, [without, 0.55], trained={})
+    without = list(without) if isinstance(without, tuple) else [without, 0.55]
+    return ch12.HopsAccuracy(accuracies, without, trained={})
 
 
-def test_hops_accuracy_findings():
-    assert holds_all(hops_accuracy())
-    assert verdicts(hops_accuracy(single=0.9)) == [False, True, True, True]
-    assert verdicts(hops_accuracy(two_one=0.7)) == [True, False, True, True]
-    assert verdicts(hops_accuracy(two_three=0.9)) == [True, True, False, True]
-    # linear start made no difference: three hops without it solve the task
-    assert verdicts(hops_accuracy(without=0.95)) == [True, True, True, False]
+@pytest.mark.parametrize("at, past, index", [
+    (dict(single=0.98), dict(single=0.98 - EPS), 0),
+    (dict(two_one=(0.65, 0.56, 0.54)), dict(two_one=(0.65 + EPS, 0.56, 0.54)), 1),
+    (dict(two_three=0.97), dict(two_three=0.97 - EPS), 2),
+    # linear start made no difference: without it three hops leave the one-hop level (median 0.55);
+    # the at-threshold cases sit exactly on 5 points, where the float difference is not 0.05
+    (dict(without=0.60), dict(without=0.6 + EPS), 3),
+    (dict(without=0.50), dict(without=0.5 - EPS), 3),
+    (dict(two_one=(0.65, 0.64, 0.63), without=(0.59, 0.6)),  # abs(0.59 - 0.64) > 0.05 in floats
+     dict(two_one=(0.65, 0.64, 0.63), without=(0.59 - EPS, 0.6)), 3),
+    # within 5 points of one hop (median 0.64) but less than 30 points below three hops (0.97):
+    # exactly 30 points, 0.97 - 0.67 < 0.3 in floats
+    (dict(two_one=(0.65, 0.64, 0.63), two_three=0.97, without=(0.66, 0.67)),
+     dict(two_one=(0.65, 0.64, 0.63), two_three=0.97, without=(0.66, 0.67 + EPS)), 3),
+])
+def test_hops_accuracy_findings(at, past, index):
+    assert holds_all(hops_accuracy()) and hops_accuracy(**at).failing() == []
+    assert fails_alone(hops_accuracy(**past), index)
+
+
+def test_hops_accuracy_check_names_the_cells_of_a_failing_finding():
     with pytest.raises(AssertionError, match="cells training-discussion, summary"):
-        hops_accuracy(two_one=0.7).check()
+        hops_accuracy(two_one=(0.7, 0.56, 0.54)).check()
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +113,33 @@ def test_example_reads_and_hop_weights_run_at_a_tiny_size(tiny_runs):
     assert ch12.hop_weights(models, data["two"][1]).by_seed.shape == (1, 3, 2)
 
 
+def test_example_reads_and_hop_weights_refuse_no_models(tiny_runs):
+    data, _ = tiny_runs
+    story, batch = generate("two", 1, seed=2)[0], data["two"][1][0:1]
+    match = "models must be a non-empty list of trained models, one per seed; found none"
+    with pytest.raises(ValueError, match=match):
+        ch12.example_reads([], story, batch)
+    with pytest.raises(ValueError, match=match):
+        ch12.hop_weights([], data["two"][1])
+
+
+@pytest.mark.parametrize("weights, answers, match", [
+    (torch.zeros(0, 3, 10), [], "found weights of shape \\(0, 3, 10\\) and 0 answers"),
+    (torch.zeros(2, 3, 10), ["garden"], "found weights of shape \\(2, 3, 10\\) and 1 answers"),
+    (torch.zeros(3, 10), ["garden"], "found weights of shape \\(3, 10\\) and 1 answers"),
+])
+def test_example_reads_refuses_no_seed_or_answers_not_one_per_seed(weights, answers, match):
+    with pytest.raises(ValueError, match="ExampleReads: weights must be \\(seeds, K, N\\) .*" + match):
+        ch12.ExampleReads(weights, answers, generate("two", 1, seed=3)[0])
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 2), (3, 2), (3, 3, 1)])
+def test_hop_weights_refuses_no_seed(shape):
+    says = f"HopWeights: by_seed must be (seeds, K, 2) with at least one seed; found shape {shape}"
+    with pytest.raises(ValueError, match=re.escape(says) + "$"):
+        ch12.HopWeights(torch.zeros(shape))
+
+
 def example_reads(tops):
     """Reads whose hops put all their weight on the sentences ``tops`` (one list per seed)."""
     story = generate("two", 1, seed=3)[0]
@@ -105,20 +154,29 @@ def test_example_reads_findings():
     pickup, last_move = generate("two", 1, seed=3)[0].supporting
     assert holds_all(example_reads([[pickup, pickup, last_move], [pickup, last_move, last_move]]))
     # seed 0 reads the last move in hop 2: the example's story, not the rule of every seed
-    assert verdicts(example_reads([[pickup, last_move, last_move]])) == [False, True]
-    assert verdicts(example_reads([[pickup, pickup, last_move], [last_move, pickup, pickup]])) == [True, False]
-    wrong = example_reads([[pickup, pickup, last_move]])
+    assert fails_alone(example_reads([[pickup, last_move, last_move]]), 0)
+    assert fails_alone(example_reads([[pickup, pickup, last_move], [last_move, pickup, pickup]]), 1)
+    wrong = example_reads([[pickup, pickup, last_move]] * 2)
+    wrong.answers[1] = "nowhere"  # seed 1 reads right and answers wrong
+    assert fails_alone(wrong, 1)
     wrong.answers[0] = "nowhere"
-    assert verdicts(wrong) == [False, False]
+    assert wrong.failing() == [finding.says for finding in ch12.ExampleReads.FINDINGS]
 
 
-def test_hop_weights_findings():
-    agrees = torch.tensor([[[0.78, 0.02], [0.98, 0.0], [0.0, 0.93]]] * 3)  # (seeds, K, 2)
-    assert holds_all(ch12.HopWeights(agrees))
-    for hop, fact, value in ((0, 0, 0.5), (1, 1, 0.1), (2, 1, 0.7)):
-        contradicts = agrees.clone()
-        contradicts[1, hop, fact] = value
-        assert verdicts(ch12.HopWeights(contradicts)) == [index != hop for index in range(3)]
+@pytest.mark.parametrize("hop, fact, at, past", [
+    (0, 0, 0.6, 0.6 - EPS),  # hop 1 on the pick-up
+    (1, 0, 0.9, 0.9 - EPS),  # hop 2 on the pick-up
+    (1, 1, 0.05, 0.05 + EPS),  # hop 2 on the last move
+    (2, 1, 0.8, 0.8 - EPS),  # hop 3 on the last move
+    (2, 0, 0.1, 0.1 + EPS),  # hop 3 on the pick-up
+])
+def test_hop_weights_findings(hop, fact, at, past):
+    agrees = torch.tensor([[[0.78, 0.02], [0.98, 0.0], [0.0, 0.93]]] * 3, dtype=torch.float64)
+    assert holds_all(ch12.HopWeights(agrees))  # (seeds, K, 2)
+    for value, failing in ((at, []), (past, [ch12.HopWeights.FINDINGS[hop].says])):
+        changed = agrees.clone()
+        changed[1, hop, fact] = value  # one seed of three
+        assert ch12.HopWeights(changed).failing() == failing
 
 
 # ---------------------------------------------------------------------------
@@ -150,20 +208,46 @@ def test_the_chapters_model_copies_sequences_it_was_trained_on(chapters_model):
     assert bit_errors < 0.01 and info["max_length"] >= 8
 
 
-def test_copy_lengths_and_copy_limit_run_on_the_chapters_model(chapters_model):
+def test_copy_lengths_and_copy_limit_show_the_findings_on_the_chapters_model(chapters_model):
     model, _ = chapters_model
-    copying = ch12.copy_lengths(model, lengths=(4,))
-    assert copying.wrong_bits[4] <= 0.001 and copying.copied[4] >= 0.95
-    limit = ch12.copy_limit(model, lengths=(6,))
-    assert limit.slots == 24 and limit.write_back[6].shape == (100,) and limit.wrong_bits[6] <= 0.001
+    copying = ch12.copy_lengths(model)
+    assert list(copying.wrong_bits) == list(copying.copied) == [4, 8, 12, 16, 20]
+    assert holds_all(copying)
+    limit = ch12.copy_limit(model)
+    assert limit.slots == 24 and limit.write_back[22].shape == (100,) and holds_all(limit)
+    # one generator across lengths: an extra length after the others changes none of them
+    longer = ch12.copy_lengths(model, lengths=(4, 8, 12, 16, 20, 6))
+    assert {n: longer.wrong_bits[n] for n in copying.wrong_bits} == copying.wrong_bits
 
 
-def test_copy_accuracy_findings():
-    wrong = {4: 0.0, 8: 0.0, 12: 0.0, 16: 0.0001, 20: 0.0}
-    copied = {4: 1.0, 8: 1.0, 12: 1.0, 16: 0.99, 20: 1.0}
-    assert holds_all(ch12.CopyAccuracy(wrong, copied))
-    assert verdicts(ch12.CopyAccuracy({**wrong, 8: 0.01}, copied)) == [False, True]
-    assert verdicts(ch12.CopyAccuracy(wrong, {**copied, 20: 0.9})) == [True, False]
+@pytest.mark.parametrize("run, lengths, error, match", [
+    ("copy_lengths", (4,), ValueError,
+     "lengths must hold the points the findings read, 4, 8, 12, 16, 20; found \\(4,\\), without 8, 12, 16, 20"),
+    ("copy_limit", (6, 22), ValueError,
+     "lengths must hold the points the findings read, 22, 23; found \\(6, 22\\), without 23"),
+    ("copy_limit", (0, 22, 23), TypeError, "(?s)parameter 'lengths'.*Actual value: \\(0, 22, 23\\)"),
+    ("copy_lengths", [4, 8.0], TypeError, "(?s)parameter 'lengths'.*Actual value: \\[4, 8.0\\]"),
+])
+def test_the_copy_runs_refuse_lengths_their_findings_cannot_read(chapters_model, run, lengths, error, match):
+    with pytest.raises(error, match=match):
+        getattr(ch12, run)(chapters_model[0], lengths)
+
+
+@pytest.mark.parametrize("field, length, at, past, index", [
+    ("wrong_bits", 4, 0.001, 0.001 + EPS, 0),
+    ("wrong_bits", 12, 0.001, 0.001 + EPS, 0),
+    ("wrong_bits", 16, 0.001, 0.001 + EPS, 1),
+    ("wrong_bits", 20, 0.001, 0.001 + EPS, 1),
+    ("copied", 16, 0.95, 0.95 - EPS, 1),
+    ("copied", 20, 0.95, 0.95 - EPS, 1),
+])
+def test_copy_accuracy_findings(field, length, at, past, index):
+    fields = dict(wrong_bits={4: 0.0, 8: 0.0, 12: 0.0, 16: 0.0001, 20: 0.0},
+                  copied={4: 1.0, 8: 1.0, 12: 1.0, 16: 0.99, 20: 1.0})
+    assert holds_all(ch12.CopyAccuracy(**fields))
+    at_result = ch12.CopyAccuracy(**{**fields, field: {**fields[field], length: at}})
+    assert at_result.failing() == []
+    assert fails_alone(ch12.CopyAccuracy(**{**fields, field: {**fields[field], length: past}}), index)
 
 
 def copy_limit(**changes):
@@ -176,15 +260,44 @@ def copy_limit(**changes):
     return ch12.CopyLimit(**{**fields, **changes})
 
 
-def test_copy_limit_findings():
+def back_on_slot_0(at_n, later=25, earlier=None):
+    """The steps at which the write heads of 100 sequences are back on slot 0: ``at_n`` of
+    them at N = 24, one at ``earlier`` if given, the rest at ``later``."""
+    back = torch.full((100,), later)
+    back[:at_n] = 24
+    if earlier is not None:
+        back[-1] = earlier
+    return back
+
+
+def test_copy_limit_findings_hold_on_the_chapters_numbers():
     assert holds_all(copy_limit())
-    assert verdicts(copy_limit(slots=20))[:2] == [False, False]  # N is what the steps are counted against
-    early = torch.full((100,), 24)
-    early[0] = 23  # one write head back on slot 0 a step early
-    assert verdicts(copy_limit(write_back={22: early, 23: early}))[1] is False
-    assert verdicts(copy_limit(erasing={22: 0.1, 23: 0.5})) == [True, True, False, True, True]
-    assert verdicts(copy_limit(write_first={22: 0.1, 23: 0.93})) == [True, True, True, False, True]
-    assert verdicts(copy_limit(first_exact={22: 0.0, 23: 0.01})) == [True, True, True, True, False]
+    # N is what the steps are counted against: a memory of 25 slots, back at step 25
+    back = torch.full((100,), 25)
+    assert fails_alone(copy_limit(slots=25, write_back={22: back, 23: back}), 0)
+    assert fails_alone(copy_limit(slots=23, write_back={22: back - 2, 23: back - 2}), 0)
+
+
+@pytest.mark.parametrize("at, past, index", [
+    # back at step N in at least 80% of the sequences ...
+    (dict(write_back={22: back_on_slot_0(80), 23: back_on_slot_0(100)}),
+     dict(write_back={22: back_on_slot_0(79), 23: back_on_slot_0(100)}), 1),
+    # ... and never earlier: one write head back a step early
+    (dict(write_back={22: back_on_slot_0(99), 23: back_on_slot_0(100)}),
+     dict(write_back={22: back_on_slot_0(99, earlier=23), 23: back_on_slot_0(100)}), 1),
+    (dict(erasing={22: 0.5, 23: 0.3}), dict(erasing={22: 0.5, 23: 0.3 - EPS}), 2),
+    (dict(wrong_bits={22: 0.001, 23: 0.29}), dict(wrong_bits={22: 0.001 + EPS, 23: 0.29}), 3),
+    (dict(exact={22: 0.95, 23: 0.06}), dict(exact={22: 0.95 - EPS, 23: 0.06}), 3),
+    (dict(write_first={22: 0.05, 23: 0.93}), dict(write_first={22: 0.05 + EPS, 23: 0.93}), 3),
+    (dict(wrong_bits={22: 0.0, 23: 0.1}), dict(wrong_bits={22: 0.0, 23: 0.1 - EPS}), 4),
+    (dict(exact={22: 1.0, 23: 0.2}), dict(exact={22: 1.0, 23: 0.2 + EPS}), 4),
+    (dict(write_first={22: 0.0, 23: 0.8}), dict(write_first={22: 0.0, 23: 0.8 - EPS}), 4),
+    (dict(first_exact={22: 0.0, 23: 0.0}), dict(first_exact={22: 0.0, 23: 0.01}), 4),
+    (dict(same_slot={22: 0.0, 23: 0.7}), dict(same_slot={22: 0.0, 23: 0.7 - EPS}), 4),
+])
+def test_copy_limit_findings(at, past, index):
+    assert copy_limit(**at).failing() == []
+    assert fails_alone(copy_limit(**past), index)
 
 
 # ---------------------------------------------------------------------------
@@ -201,11 +314,13 @@ def test_explorer_recall_findings():
     outcomes = {(letter, noise): end for noise, row in ends.items() for letter, end in zip("ATXL", row)}
     back = {(letter, noise): True for letter in "ATXL" for noise in (0.0, 0.1, 0.2)}
     assert holds_all(ch12.ExplorerRecall(outcomes, back, flips_lower_energy=True))
-    assert verdicts(ch12.ExplorerRecall(outcomes, {**back, ("T", 0.2): False}, True))[0] is False
-    assert verdicts(ch12.ExplorerRecall({**outcomes, ("L", 0.3): "L"}, back, True))[1] is False
-    assert verdicts(ch12.ExplorerRecall({**outcomes, ("X", 0.4): "-X"}, back, True))[2] is False
-    assert verdicts(ch12.ExplorerRecall({**outcomes, ("T", 0.5): "T"}, back, True))[3] is False
-    assert verdicts(ch12.ExplorerRecall(outcomes, back, False)) == [True] * 4 + [False]
+    assert fails_alone(ch12.ExplorerRecall(outcomes, {**back, ("T", 0.2): False}, True), 0)
+    assert fails_alone(ch12.ExplorerRecall(outcomes, {**back, ("A", 0.0): False}, True), 0)
+    assert fails_alone(ch12.ExplorerRecall({**outcomes, ("L", 0.3): "L"}, back, True), 1)
+    assert fails_alone(ch12.ExplorerRecall({**outcomes, ("A", 0.3): "-A"}, back, True), 1)
+    assert fails_alone(ch12.ExplorerRecall({**outcomes, ("X", 0.4): "-X"}, back, True), 2)
+    assert fails_alone(ch12.ExplorerRecall({**outcomes, ("T", 0.5): "T"}, back, True), 3)
+    assert fails_alone(ch12.ExplorerRecall(outcomes, back, False), 4)
 
 
 def test_recall_collapses_above_the_capacity():
@@ -232,10 +347,62 @@ def test_recall_measures_what_a_loop_over_cues_measures():
     assert 0.0 < result["exact"] < 1.0  # the case is not trivial
 
 
-def test_capacity_sweep_runs_at_a_tiny_size():
-    capacity = ch12.capacity_sweep(seeds=(0,), noises=(0.0,), patterns=(4,))
-    assert capacity.exact == {("noise", 0.0): [1.0], ("load", 0.02): [1.0]}
-    assert capacity.overlaps == {("noise", 0.0): [1.0], ("load", 0.02): [1.0]}
+def test_capacity_sweep_on_the_grid_its_findings_read_is_recall_point_by_point():
+    capacity = ch12.capacity_sweep(seeds=(0, 1), patterns=ch12.Capacity.PATTERNS)
+    points = [("noise", x) for x in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)]
+    points += [("load", x) for x in (0.02, 0.05, 0.08, 0.1, 0.12, 0.14, 0.16, 0.25)]
+    assert list(capacity.exact) == list(capacity.overlaps) == points
+    for seed in (0, 1):
+        assert ch12._recall(100, 5, 0.3, trials=4, seed=seed) == {
+            "exact": capacity.exact["noise", 0.3][seed],
+            "overlap": capacity.overlaps["noise", 0.3][seed]}
+        assert ch12._recall(200, 32, 0.0, seed=seed)["overlap"] == capacity.overlaps["load", 0.16][seed]
+    assert capacity.failing() == []  # two of the chapter's seeds: every finding holds
+
+
+@pytest.mark.parametrize("run, kwargs, error, match", [
+    ("capacity_sweep", dict(seeds=()), ValueError, "seeds must be a non-empty sequence of ints; found none"),
+    ("capacity_sweep", dict(seeds=(0, -1)), TypeError, "(?s)parameter 'seeds'.*Actual value: \\(0, -1\\)"),
+    ("capacity_sweep", dict(seeds=[0, 0.5]), TypeError, "(?s)parameter 'seeds'.*Actual value: \\[0, 0.5\\]"),
+    ("capacity_sweep", dict(noises=(0.0,)), ValueError,
+     "noises must hold the points the findings read, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5; found \\(0.0,\\), "
+     "without 0.1, 0.2, 0.3, 0.4, 0.5"),
+    ("capacity_sweep", dict(patterns=(4, 10, 16, 20, 24, 28, 36, 40, 50)), ValueError,
+     "patterns must hold the points the findings read, 4, 10, 16, 20, 24, 28, 32, 50; found .*, "
+     "without 32$"),
+    # the loads 0.02, 0.05, 0.08 (recall perfect) and 0.12 (overlap near 1) are read too
+    ("capacity_sweep", dict(patterns=(20, 28, 32, 50)), ValueError,
+     "patterns must hold the points the findings read, 4, 10, 16, 20, 24, 28, 32, 50; "
+     "found \\(20, 28, 32, 50\\), without 4, 10, 16, 24$"),
+    ("capacity_sweep", dict(seeds=(0, 0, 0)), ValueError, "seeds must be distinct; found \\(0, 0, 0\\), with 0 repeated"),
+    ("capacity_sweep", dict(seeds=(2, 1, 0, 1, 2)), ValueError,
+     "seeds must be distinct; found \\(2, 1, 0, 1, 2\\), with 1, 2 repeated"),
+    ("memn2n_training", dict(data={"single": None, "two": None}, seeds=(1, 0, 1)), ValueError,
+     "seeds must be distinct; found \\(1, 0, 1\\), with 1 repeated"),
+    ("capacity_sweep", dict(noises=(0.0, 1.5)), TypeError, "(?s)parameter 'noises'.*Actual value: \\(0.0, 1.5\\)"),
+    ("capacity_sweep", dict(patterns=(0, 20)), TypeError, "(?s)parameter 'patterns'.*Actual value: \\(0, 20\\)"),
+    ("memn2n_training", dict(data={"single": None, "two": None}, seeds=()), ValueError,
+     "seeds must be a non-empty sequence of ints; found none"),
+    ("memn2n_training", dict(data={"single": None, "two": None}, seeds=(-1,)), TypeError,
+     "(?s)parameter 'seeds'.*Actual value: \\(-1,\\)"),
+    ("memn2n_training", dict(data={"single": None}), ValueError,
+     "data must map the tasks 'single' and 'two' to \\(train, test\\) stories; found the keys \\['single'\\]"),
+    ("_recall", dict(n_units=20, n_patterns=2, noise=0.1, trials=0), TypeError,
+     "(?s)parameter 'trials'.*Actual value: 0"),
+    ("_recall", dict(n_units=20, n_patterns=0, noise=0.1), TypeError, "(?s)parameter 'n_patterns'.*Actual value: 0"),
+    ("_recall", dict(n_units=20, n_patterns=2, noise=-0.1), TypeError, "(?s)parameter 'noise'.*Actual value: -0.1"),
+    ("_recall", dict(n_units=20, n_patterns=2, noise=0.1, seed=-1), TypeError, "(?s)parameter 'seed'.*Actual value: -1"),
+])
+def test_the_runs_name_bad_arguments(run, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        getattr(ch12, run)(**kwargs)
+
+
+def test_train_over_seeds_refuses_no_seeds():
+    stories = some_stories("single", 10, 1)
+    config = MemN2NConfig(len(VOCABULARY), embed_dim=8, hops=1)
+    with pytest.raises(ValueError, match="seeds must be a non-empty sequence of ints; found none"):
+        ch12._train_over_seeds(config, stories, stories, (), epochs=1)
 
 
 def capacity(noise=None, load=None, noise_m=None, load_m=None):
@@ -253,18 +420,51 @@ def capacity(noise=None, load=None, noise_m=None, load_m=None):
     )
 
 
-@pytest.mark.parametrize("changes, fails", [
-    (dict(noise={0.2: 0.95}), 0),
-    (dict(noise={0.3: 0.75}), 1),
-    (dict(noise={0.4: 0.96}), 2),
-    (dict(noise_m={0.5: -0.2}), 3),
-    (dict(load={0.1: 1}), 4),
-    (dict(load={0.1: 0.4}), 5),
-    (dict(load={0.14: 1}), 6),
-    (dict(load_m={0.12: 0.9}), 7),
-    (dict(load_m={0.16: 0.8}), 8),
-    (dict(load_m={0.25: 0.75}), 9),
+@pytest.mark.parametrize("at, past, index", [
+    (dict(noise={0.2: 1}), dict(noise={0.2: 1 - EPS}), 0),
+    (dict(noise={0.0: 1}), dict(noise={0.0: 1 - EPS}), 0),
+    (dict(noise={0.3: 0.8}), dict(noise={0.3: 0.8 - EPS}), 1),
+    # "fewer than at 30%" follows from finding 1 (at least 80%) and the bound (at most 70%)
+    (dict(noise={0.4: 0.7}), dict(noise={0.4: 0.7 + EPS}), 2),
+    (dict(noise={0.5: 0.1}), dict(noise={0.5: 0.1 + EPS}), 3),
+    (dict(noise_m={0.5: 0.1}), dict(noise_m={0.5: 0.1 + EPS}), 3),
+    (dict(noise_m={0.5: -0.1}), dict(noise_m={0.5: -0.1 - EPS}), 3),
+    (dict(load={0.08: 1}), dict(load={0.08: 1 - EPS}), 4),
+    (dict(load={0.02: 1}), dict(load={0.02: 1 - EPS}), 4),
+    (dict(load={0.05: 1}), dict(load={0.05: 1 - EPS}), 4),
+    (dict(load={0.06: 1}), dict(load={0.06: 1 - EPS}), 4),  # a load the run adds is read too
+    (dict(load={0.1: 1 - EPS}), dict(load={0.1: 1}), 4),  # recall not yet failing at 0.10
+    (dict(load={0.1: 0.5}), dict(load={0.1: 0.5 - EPS}), 5),
+    # the overlap clause at 0.14 is finding 7's too: exact recall is what fails finding 6 alone
+    (dict(load={0.14: 1 - EPS}), dict(load={0.14: 1}), 6),
+    (dict(load_m={0.12: 0.95}), dict(load_m={0.12: 0.95 - EPS}), 7),
+    (dict(load_m={0.02: 0.95}), dict(load_m={0.02: 0.95 - EPS}), 7),
+    (dict(load_m={0.05: 0.95}), dict(load_m={0.05: 0.95 - EPS}), 7),
+    (dict(load_m={0.08: 0.95}), dict(load_m={0.08: 0.95 - EPS}), 7),
+    (dict(load_m={0.1: 0.95}), dict(load_m={0.1: 0.95 - EPS}), 7),
+    (dict(load_m={0.13: 0.95}), dict(load_m={0.13: 0.95 - EPS}), 7),  # a load the run adds
+    (dict(load_m={0.16: 0.85}), dict(load_m={0.16: 0.85 - EPS}), 8),
+    (dict(load_m={0.25: 0.7}), dict(load_m={0.25: 0.7 + EPS}), 9),
 ])
-def test_capacity_findings(changes, fails):
-    assert holds_all(capacity())
-    assert not verdicts(capacity(**changes))[fails]
+def test_capacity_findings(at, past, index):
+    assert holds_all(capacity()) and capacity(**at).failing() == []
+    assert fails_alone(capacity(**past), index)
+
+
+@pytest.mark.parametrize("table, point", [
+    # each point is read by one finding only, through its "up to": 4 (exact), 7 (overlap)
+    *[("exact", x) for x in (0.02, 0.05, 0.08)],
+    *[("overlaps", x) for x in (0.02, 0.05, 0.08, 0.1, 0.12)],
+])
+def test_capacity_findings_read_their_named_loads(table, point):
+    """A result without a named load cannot tick the finding that reads it: a grid
+    with no load up to 0.08 would otherwise leave "perfect up to 0.08" reading nothing."""
+    result = capacity()
+    del getattr(result, table)["load", point]
+    with pytest.raises(KeyError, match=str(point)):
+        result.failing()
+
+
+def test_capacity_overlap_at_0_14_fails_both_findings_that_read_it():
+    assert capacity(load_m={0.14: 0.95 - EPS}).failing() == [
+        ch12.Capacity.FINDINGS[6].says, ch12.Capacity.FINDINGS[7].says]
