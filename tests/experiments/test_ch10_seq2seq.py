@@ -309,6 +309,32 @@ def test_train_on_dates_trains_both_models_per_seed_and_their_loss_falls():
         train_on_dates(task, train, test, (0,), n_train=81)
 
 
+def test_train_on_dates_files_each_seed_s_and_model_s_matches_under_its_own_name(monkeypatch):
+    """Tiny models get no date right, so which row is whose is shown with exact matches made up per call
+    (seeded, different for every model): each lands in ``correct``, ``accuracy`` and ``by_length`` under
+    its own name and seed."""
+    import experiments.ch10_seq2seq as ch10
+
+    task = DateTask()
+    train, test, _ = task.split(16, 30, seed=0)
+    made_up = []
+
+    def exact_matches_made_up(model, pairs, bos, eos):
+        made_up.append(torch.rand(len(pairs), generator=torch.Generator().manual_seed(len(made_up))) < 0.5)
+        return made_up[-1]
+
+    monkeypatch.setattr(ch10, "exact_matches", exact_matches_made_up)
+    result = train_on_dates(task, train, test, (0, 1, 2), n_train=8, epochs=1)
+    assert len(made_up) == 6  # per seed, the Bahdanau model, then the plain one
+    for k, name in enumerate(("Bahdanau", "plain")):
+        for seed in range(3):
+            correct = made_up[2 * seed + k]
+            assert result.correct[name][seed] is correct
+            assert result.accuracy[name][seed] == correct.float().mean()
+            same(result.by_length[name][seed], accuracy_by_length(correct, test.src_lens, DATE_EDGES)[1])
+    assert len({tuple(row) for row in torch.cat(list(result.by_length.values())).nan_to_num(-1).tolist()}) == 6
+
+
 def test_sort_with_pointers_is_seeded_its_outputs_fit_and_its_loss_falls():
     """At 512 training lists the networks have begun to learn: a share of their outputs, neither none nor
     all, points at every input once."""
