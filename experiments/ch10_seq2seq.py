@@ -16,9 +16,10 @@ draws from it.
 5. :func:`sort_with_pointers`: pointer networks (Vinyals et al., 2015) sorting five
    numbers.
 
-:func:`_train_model` (a seeded initialisation, then training) makes every model here;
-:data:`WEIGHTS_DIR` holds the Luong models too slow to train in the chapter, made by
-``python -m experiments.ch10_weights``.
+:func:`train_model` (a seeded initialisation, then training) makes every
+encoder-decoder here; :data:`WEIGHTS_DIR` holds the Luong models too slow to train in
+the chapter, made by ``python -m experiments.ch10_weights``. The runs' sizes default to
+the chapter's; ``tests/experiments/test_ch10_seq2seq.py`` runs each at a tiny size.
 
 References
 ----------
@@ -66,7 +67,7 @@ WEIGHTS_DIR = Path(__file__).with_name("weights")
 
 
 @jaxtyped(typechecker=typechecked)
-def _train_model(
+def train_model(
     decoder: DecoderName,
     src_vocab_size: PositiveInt,
     tgt_vocab_size: PositiveInt,
@@ -97,15 +98,24 @@ def _train_model(
 LENGTHS = list(range(3, 13))  # the reversal strings' lengths
 
 
-def _reversal_by_length(decoder: str, seeds) -> Tensor:
-    """Exact match of each seed's model for each length, (seeds, lengths): three passes
-    over 2,000 strings, 1,000 held out."""
+@jaxtyped(typechecker=typechecked)
+def reversal_by_length(
+    decoder: DecoderName,
+    seeds: each(NonNegativeInt),
+    n_train: PositiveInt = 2000,
+    n_test: PositiveInt = 1000,
+    epochs: PositiveInt = 3,
+) -> Tensor:
+    """Exact match of each seed's model for each length, (seeds, lengths): ``epochs``
+    passes over ``n_train`` strings, ``n_test`` held out."""
+    if not seeds:
+        raise ValueError("seeds must be a non-empty sequence of ints; found none")
     task = ReversalTask(min_len=3, max_len=12)
-    train, test = task.split(n_train=2000, n_test=1000, seed=0)
+    train, test = task.split(n_train=n_train, n_test=n_test, seed=0)
     edges, accuracy = LENGTHS + [LENGTHS[-1] + 1], []  # one bin per length
     for seed in seeds:
-        model, _ = _train_model(
-            decoder, task.vocab_size, task.vocab_size, train, epochs=3, seed=seed
+        model, _ = train_model(
+            decoder, task.vocab_size, task.vocab_size, train, epochs, seed=seed
         )
         correct = exact_matches(model, test, task.bos, task.eos)
         accuracy.append(accuracy_by_length(correct, test.src_lens, edges)[1])
@@ -120,7 +130,7 @@ class PlainReversal(Result):
 
     FINDINGS = (
         Finding(
-            "Every plain model reverses at least 75% of the 3-digit strings.",
+            "Every plain model reverses 75% or more of the 3-digit strings.",
             backs=("capacity-discussion",),
             holds=lambda r: r.accuracy[:, 0].min() >= 0.75,
         ),
@@ -132,9 +142,11 @@ class PlainReversal(Result):
     )
 
 
-def plain_reversal(seeds) -> PlainReversal:
-    """The plain encoder-decoder's reversals, one model per seed."""
-    return PlainReversal(_reversal_by_length("plain", seeds))
+@jaxtyped(typechecker=typechecked)
+def plain_reversal(seeds: each(NonNegativeInt), **sizes: PositiveInt) -> PlainReversal:
+    """The plain encoder-decoder's reversals, one model per seed (``sizes``: those of
+    :func:`reversal_by_length`, the chapter's by default)."""
+    return PlainReversal(reversal_by_length("plain", seeds, **sizes))
 
 
 @dataclass
@@ -147,14 +159,14 @@ class BahdanauReversal(Result):
 
     FINDINGS = (
         Finding(
-            "Every Bahdanau model reverses at least 35% of the strings of every "
+            "Every Bahdanau model reverses 35% or more of the strings of every "
             "length.",
             backs=("bahdanau-reversal-text", "length-discussion", "summary"),
             holds=lambda r: r.accuracy.min() >= 0.35,
         ),
         Finding(
-            "From 8 digits on, every Bahdanau model beats its plain one by >= 30 "
-            "points.",
+            "From 8 digits on, every Bahdanau model beats its plain one by 30 "
+            "points or more.",
             backs=(
                 "capacity-discussion",
                 "bahdanau-reversal-text",
@@ -166,24 +178,27 @@ class BahdanauReversal(Result):
     )
 
 
-def bahdanau_reversal(seeds, plain: PlainReversal) -> BahdanauReversal:
+@jaxtyped(typechecker=typechecked)
+def bahdanau_reversal(
+    seeds: each(NonNegativeInt), plain: PlainReversal, **sizes: PositiveInt
+) -> BahdanauReversal:
     """Bahdanau models trained as :func:`plain_reversal` trained the plain ones."""
-    return BahdanauReversal(_reversal_by_length("bahdanau", seeds), plain.accuracy)
+    if len(plain.accuracy) != len(seeds):
+        raise ValueError(
+            f"plain must be the run of the same {len(seeds)} seeds; found "
+            f"{len(plain.accuracy)} rows"
+        )
+    return BahdanauReversal(
+        reversal_by_length("bahdanau", seeds, **sizes), plain.accuracy
+    )
 
 
 # ---------------------------------------------------------------------------
 # 2. Dates to ISO, without attention and with Bahdanau's
 
-DATE_EDGES = [
-    8,
-    11,
-    14,
-    17,
-    20,
-    23,
-    26,
-    32,
-]  # bins of source length, each of a few dozen
+# The date bins' edges of source length (characters), each bin holding a few dozen of the
+# held-out dates.
+DATE_EDGES = [8, 11, 14, 17, 20, 23, 26, 32]
 
 
 @dataclass
@@ -207,7 +222,7 @@ class DateTraining(Result):
 
     FINDINGS = (
         Finding(
-            "Every Bahdanau model gets at least 40% of the held-out dates right.",
+            "Every Bahdanau model gets 40% or more of the held-out dates right.",
             backs=("length-discussion", "summary"),
             holds=lambda r: r.accuracy["Bahdanau"].min() >= 0.4,
         ),
@@ -217,14 +232,14 @@ class DateTraining(Result):
             holds=lambda r: r.accuracy["plain"].max() <= 0.15,
         ),
         Finding(
-            "Every Bahdanau model gets at least four times as many right as the plain "
-            "one.",
+            "Every Bahdanau model gets four times as many right as the plain one, "
+            "or more.",
             backs=("length-discussion", "summary"),
             holds=lambda r: (r.accuracy["Bahdanau"] >= 4 * r.accuracy["plain"]).all(),
         ),
         Finding(
             "Both still improving between passes: every model's second-pass mean "
-            "training loss is at least 30% below its first-pass one.",
+            "training loss is 30% or more below its first-pass one.",
             backs=("length-discussion",),
             holds=lambda r: r.loss_drop.min() >= 0.3,
         ),
@@ -242,19 +257,31 @@ class DateTraining(Result):
     )
 
 
+@jaxtyped(typechecker=typechecked)
 def train_on_dates(
-    task: DateTask, train: SequencePairs, test: SequencePairs, seeds
+    task: DateTask,
+    train: SequencePairs,
+    test: SequencePairs,
+    seeds: each(NonNegativeInt),
+    n_train: PositiveInt = 2500,
+    epochs: PositiveInt = 2,
 ) -> DateTraining:
-    """A Bahdanau and a plain model per seed, two passes over the first 2,500 training
-    dates, scored on the held-out ones."""
-    n_train, epochs, sizes = 2500, 2, (task.src_vocab_size, task.tgt_vocab_size)
+    """A Bahdanau and a plain model per seed, ``epochs`` passes over the first
+    ``n_train`` training dates, scored on the held-out ones."""
+    if not seeds:
+        raise ValueError("seeds must be a non-empty sequence of ints; found none")
+    if n_train > len(train):
+        raise ValueError(
+            f"n_train must be at most the {len(train)} training dates; found {n_train}"
+        )
+    sizes = (task.src_vocab_size, task.tgt_vocab_size)
     first = train[torch.arange(n_train)]
     models = {"Bahdanau": [], "plain": []}
     correct = {"Bahdanau": [], "plain": []}
     losses = {"Bahdanau": [], "plain": []}
     for seed in seeds:
         for name in models:
-            model, log = _train_model(name.lower(), *sizes, first, epochs, seed=seed)
+            model, log = train_model(name.lower(), *sizes, first, epochs, seed=seed)
             models[name].append(model)
             correct[name].append(exact_matches(model, test, task.bos, task.eos))
             losses[name].append(torch.tensor(log.losses))
@@ -297,7 +324,7 @@ class BahdanauMonthWeight(Result):
 
     FINDINGS = (
         Finding(
-            "Every Bahdanau model puts at least half of the month digits' weight on "
+            "Every Bahdanau model puts half of the month digits' weight or more on "
             "the word.",
             backs=("c5f6c23c", "summary"),
             holds=lambda r: min(r.per_seed) >= 0.5,
@@ -371,8 +398,8 @@ class LuongAblation(Result):
 
     FINDINGS = (
         Finding(
-            "Every global model has learnt copying and reversing: >= 85% of 6-8 "
-            "digits.",
+            "Every global model has learnt copying and reversing: 85% or more of "
+            "6-8 digits.",
             backs=("ablation-text", "ablation-discussion"),
             holds=lambda r: min(
                 r.exact_long["copy", "global"].min(),
@@ -381,7 +408,7 @@ class LuongAblation(Result):
             >= 0.85,
         ),
         Finding(
-            "Every local-m model has learnt copying: >= 80% of 6-8 digits.",
+            "Every local-m model has learnt copying: 80% or more of 6-8 digits.",
             backs=("ablation-discussion", "summary"),
             holds=lambda r: r.exact_long["copy", "local-m"].min() >= 0.80,
         ),
@@ -402,8 +429,8 @@ class LuongAblation(Result):
             holds=lambda r: r.exact_long["reversal", "local-m"].max() <= 0.60,
         ),
         Finding(
-            "On reversals of 6-8 digits, every global model beats local-m by >= 30 "
-            "points.",
+            "On reversals of 6-8 digits, every global model beats local-m by 30 "
+            "points or more.",
             backs=("ablation-discussion", "summary"),
             holds=lambda r: (
                 r.exact_long["reversal", "global"] - r.exact_long["reversal", "local-m"]
@@ -411,8 +438,8 @@ class LuongAblation(Result):
             >= 0.30,
         ),
         Finding(
-            "Every local-m model copies 6-8 digits >= 30 points better than it "
-            "reverses them.",
+            "Every local-m model copies 6-8 digits 30 points or more better than "
+            "it reverses them.",
             backs=("ablation-discussion",),
             holds=lambda r: (
                 r.exact_long["copy", "local-m"] - r.exact_long["reversal", "local-m"]
@@ -420,8 +447,8 @@ class LuongAblation(Result):
             >= 0.30,
         ),
         Finding(
-            "With and without input feeding, every model reverses >= 90% of all "
-            "strings.",
+            "With and without input feeding, every model reverses 90% or more of "
+            "all strings.",
             backs=("ablation-discussion", "summary"),
             holds=lambda r: min(
                 r.exact["reversal", "global"].min(),
@@ -463,7 +490,7 @@ def ablate_luong(
     several seeds, and score them.
 
     Each task draws its strings with ``task.split(..., seed=data_seed)``. For each
-    (task, variant) of ``runs`` and each seed, :func:`_train_model` trains ``epochs``
+    (task, variant) of ``runs`` and each seed, :func:`train_model` trains ``epochs``
     passes at ``lr``, then ``settling_epochs`` at ``lr / 10`` (a fresh Adam, as
     ``python -m experiments.ch10_weights`` settles the date models), and
     :func:`lib.part4_attention.seq2seq.exact_matches` decodes the test strings.
@@ -489,7 +516,7 @@ def ablate_luong(
         vocab, options = task.vocab_size, variants[variant]
         correct = []
         for seed in seeds:
-            model, _ = _train_model(
+            model, _ = train_model(
                 "luong", vocab, vocab, train, epochs, lr, seed=seed, **options
             )
             if settling_epochs:
@@ -530,23 +557,28 @@ class PointerSorting(Result):
             ).all(),
         ),
         Finding(
-            "Every seed points at every input once in at least 70% of the lists.",
+            "Every seed points at every input once in 70% or more of the lists.",
             backs=("pointer-heatmap-text",),
             holds=lambda r: min(r.permutation) >= 0.7,
         ),
         Finding(
-            "Every seed is right at every output position at least 85% of the time.",
+            "Every seed is right at every output position 85% or more of the time.",
             backs=("pointer-heatmap-text", "summary"),
             holds=lambda r: r.per_position.min() >= 0.85,
         ),
     )
 
 
-def sort_with_pointers(seeds) -> PointerSorting:
-    """Per seed, a pointer network trained two passes over 5,000 lists at 1e-2 and a
-    last one at 1e-3, then decoded greedily on 1,000 held-out lists."""
+@jaxtyped(typechecker=typechecked)
+def sort_with_pointers(
+    seeds: each(NonNegativeInt), n_train: PositiveInt = 5000, n_test: PositiveInt = 1000
+) -> PointerSorting:
+    """Per seed, a pointer network trained two passes over ``n_train`` lists at 1e-2
+    and a last one at 1e-3, then decoded greedily on ``n_test`` held-out lists."""
+    if not seeds:
+        raise ValueError("seeds must be a non-empty sequence of ints; found none")
     sorting = SortingTask(length=5)
-    train, test = sorting.sample(5000, seed=0), sorting.sample(1000, seed=1)
+    train, test = sorting.sample(n_train, seed=0), sorting.sample(n_test, seed=1)
     losses, per_position, whole_list, permutation = [], [], [], []
     for seed in seeds:
         torch.manual_seed(seed)

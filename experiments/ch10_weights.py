@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from experiments.ch10_seq2seq import WEIGHTS_DIR, _train_model
+from experiments.ch10_seq2seq import WEIGHTS_DIR, train_model
 from lib.part4_attention.seq2seq import exact_matches, save_seq2seq
 from lib.part4_attention.date_task import DateTask
 from lib.part4_attention.pairs import train_seq2seq
@@ -64,7 +64,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     sizes = (task.src_vocab_size, task.tgt_vocab_size)
     for name, options in LUONG_RECIPES.items():
-        model, _ = _train_model(
+        model, _ = train_model(
             "luong", *sizes, train, args.epochs, lr=args.lr, **options
         )
         # the settling pass

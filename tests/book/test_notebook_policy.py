@@ -7,13 +7,15 @@ means something on any CPU.
   result's ``check()`` (:class:`experiments.findings.Result`): it prints the findings the
   prose draws from the run, ticked, and nbval compares those lines exactly.
 * A chapter's experiments are ``experiments.ch<notebook name>``: every finding there backs
-  (``backs=``) markdown cells that exist in that chapter, and the chapter calls every public
-  function of its module, so no declared experiment goes unrun.
+  (``backs=``) markdown cells that exist in that chapter, and the chapter itself calls every public
+  function of its module that returns a result, so no declared experiment goes unrun (the module's
+  other public functions it at least names).
 * nbval's other escapes (skipping cells, or comparing loosely) are not used.
 """
 import ast
 import importlib
 import inspect
+import types
 from pathlib import Path
 
 import nbformat
@@ -99,18 +101,77 @@ def test_every_finding_backs_markdown_cells_of_its_chapter(path):
             assert not missing, f"{result.__name__}: {finding.says!r} backs {missing}, not cells of {path.name}"
 
 
+def returns_a_result(function) -> bool:
+    """Whether ``function``'s return annotation is a :class:`Result` (a string annotation, as under
+    ``from __future__ import annotations``, is read in the function's own module)."""
+    annotation = inspect.signature(function).return_annotation
+    if isinstance(annotation, str):
+        annotation = eval(annotation, inspect.unwrap(function).__globals__)  # noqa: S307
+    return isinstance(annotation, type) and issubclass(annotation, Result)
+
+
+def unrun_experiments(module, sources) -> list[str]:
+    """The public functions of ``module`` that the code cells ``sources`` leave out: one that returns a
+    :class:`Result` (an experiment) must be called by a cell itself, not merely by a function of the
+    module that a cell calls (that call may sit in a branch that never runs); any other public function
+    must at least be named in a cell, as ``chNN.name`` or ``name`` (``show_code(ch10.train_model)``)."""
+    trees = [ast.parse(source) for source in sources]
+    called = {node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+              for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    named = {node.attr if isinstance(node, ast.Attribute) else node.id
+             for tree in trees for node in ast.walk(tree) if isinstance(node, (ast.Attribute, ast.Name))}
+    public = {name: obj for name, obj in vars(module).items() if inspect.isfunction(obj)
+              and obj.__module__ == module.__name__ and not name.startswith("_")}
+    return [name for name, function in public.items()
+            if name not in (called if returns_a_result(function) else named)]
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_the_chapter_runs_every_experiment_of_its_module(path):
     module = experiments_of(path)
     if module is None:
         return
-    called = {node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
-              for cell in code_cells(path) for node in ast.walk(ast.parse(cell.source))
-              if isinstance(node, ast.Call)}
-    public = [name for name, obj in vars(module).items() if inspect.isfunction(obj)
-              and obj.__module__ == module.__name__ and not name.startswith("_")]
-    unrun = [name for name in public if name not in called]
-    assert not unrun, f"{module.__name__} declares experiments chapter {path.stem} never runs: {unrun}"
+    unrun = unrun_experiments(module, [cell.source for cell in code_cells(path)])
+    assert not unrun, (f"{module.__name__} declares experiments chapter {path.stem} never runs, or "
+                       f"functions it never names: {unrun}")
+
+
+DEAD_BRANCH = """
+from __future__ import annotations
+from experiments.findings import Result
+
+
+class Hidden(Result):
+    FINDINGS = ()
+
+
+def hidden() -> Hidden:
+    return Hidden()
+
+
+def helper(n: int) -> int:
+    return n
+
+
+def shown() -> Hidden:
+    if False:  # never runs: hidden() is reached only on paper
+        return hidden()
+    return Hidden()
+"""
+
+
+def test_the_runs_check_is_not_fooled_by_an_experiment_reached_only_through_the_module():
+    """The referee's trick against following calls into the module: ``hidden`` returns a Result and is
+    called only in a dead branch of ``shown``, which the chapter runs. It must be called by the chapter;
+    ``helper``, which returns no Result, is enough named, and not enough left unnamed."""
+    module = types.ModuleType("experiments.ch99_dead_branch")
+    exec(compile(DEAD_BRANCH, module.__name__, "exec"), vars(module))  # noqa: S102
+    assert returns_a_result(module.hidden) and not returns_a_result(module.helper)
+    assert unrun_experiments(module, ["ch99.shown()", "show_code(ch99.helper)"]) == ["hidden"]
+    assert unrun_experiments(module, ["ch99.shown()", "print(1)"]) == ["hidden", "helper"]
+    assert unrun_experiments(module, ["ch99.shown()\nx = ch99.hidden()", "helper"]) == []
+    # naming an experiment is not running it
+    assert unrun_experiments(module, ["ch99.shown()", "show_code(ch99.hidden, ch99.helper)"]) == ["hidden"]
 
 
 SHOWN_LINE = 88  # characters of code that fit a code block at 1366 px (tests/book/test_book_html.py measures it)

@@ -1,0 +1,499 @@
+"""experiments.ch10_seq2seq: each result's findings hold on made-up numbers that show them, and each
+fails alone just past its threshold (results built by hand, no training); each run at a tiny size,
+checked against the loop it stands for or for determinism and a falling loss; the runs refuse bad
+seeds, naming them. (Moved from tests/experiments/test_ch10_weights.py, which keeps the weights
+script's tests.)"""
+
+import pytest
+import torch
+
+from experiments.ch10_seq2seq import (
+    DATE_EDGES,
+    LENGTHS,
+    LUONG_VARIANTS,
+    BahdanauMonthWeight,
+    BahdanauReversal,
+    DateTraining,
+    LuongAblation,
+    LuongMonthWeight,
+    PlainReversal,
+    PointerSorting,
+    ablate_luong,
+    bahdanau_month_weight,
+    bahdanau_reversal,
+    luong_month_weight,
+    plain_reversal,
+    reversal_by_length,
+    sort_with_pointers,
+    train_model,
+    train_on_dates,
+)
+from lib.part4_attention.date_task import DateTask
+from lib.part4_attention.pairs import train_seq2seq
+from lib.part4_attention.pointer import PointerNetwork
+from lib.part4_attention.reversal_task import CopyTask, ReversalTask
+from lib.part4_attention.sorting_task import SortingTask
+from lib.part4_attention.seq2seq import (
+    Seq2SeqConfig,
+    accuracy_by_length,
+    build_seq2seq,
+    exact_matches,
+)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+SMALL = Seq2SeqConfig(embed_dim=5, hidden_dim=4, attention_dim=6)
+F64 = torch.float64  # made-up numbers in float64, so that 0.05 is 0.05
+# ... or in float32, as the runs measure, where a difference is to sit exactly at its threshold: 0.85 - 0.55
+# and 1 - 0.7 are 0.3 to the last bit in float32, not in float64
+F32 = torch.float32
+
+
+def holds(result_class, index, result):
+    """Whether the result shows the class's finding ``index`` (whatever the others say)."""
+    return bool(result_class.FINDINGS[index].holds(result))
+
+
+def says(result_class):
+    """The sentences of the class's findings, in order."""
+    return [finding.says for finding in result_class.FINDINGS]
+
+
+# ---------------------------------------------------------------------------
+# The findings, on results made by hand: each holds at its threshold (where the threshold is
+# exact in binary) and fails alone just past it, on one seed.
+# ---------------------------------------------------------------------------
+
+
+def reversal(three_digits=0.75, nine_on=0.05, rest=0.5):
+    """(seeds = 2, lengths 3 .. 12) exact match: ``three_digits`` for 3 digits, ``nine_on`` from 9
+    digits on, ``rest`` for 4 to 8."""
+    accuracy = torch.full((2, len(LENGTHS)), rest, dtype=F64)
+    accuracy[:, 0], accuracy[:, 6:] = three_digits, nine_on
+    return accuracy
+
+
+def test_plain_reversal_findings_fail_alone_past_their_thresholds():
+    said = says(PlainReversal)
+    assert PlainReversal(reversal()).failing() == []
+    few_short = reversal()
+    few_short[1, 0] = 0.74  # one seed reverses 74% of the 3-digit strings
+    assert PlainReversal(few_short).failing() == [said[0]]
+    long_ones = reversal()
+    long_ones[1, 9] = 0.06  # one seed reverses 6% of the 12-digit strings
+    assert PlainReversal(long_ones).failing() == [said[1]]
+    nine = reversal()
+    nine[1, 6] = 0.06  # 9 digits are "from 9 digits on"
+    assert PlainReversal(nine).failing() == [said[1]]
+    long_ones[1, 9], long_ones[1, 5] = 0.05, 0.9  # 8 digits are not "from 9 digits on"
+    assert PlainReversal(long_ones).failing() == []
+
+
+def test_bahdanau_reversal_findings_fail_alone_past_their_thresholds():
+    said = says(BahdanauReversal)
+    plain = reversal(rest=0.25, nine_on=0.25)
+    attending = reversal(three_digits=0.9, rest=0.55, nine_on=0.55)  # 30 points above from 8 on
+    assert BahdanauReversal(attending, plain).failing() == []
+    # at both thresholds, in float32: 35% at 5 digits, and 0.4 - 0.1 = 0.3 exactly from 8 digits on
+    at_plain = reversal(rest=0.1, nine_on=0.1).to(F32)
+    at_both = reversal(three_digits=0.9, rest=0.4, nine_on=0.4).to(F32)
+    at_both[1, 2] = 0.35
+    assert ((at_both - at_plain)[:, 5:] == torch.tensor(0.3, dtype=F32)).all()
+    assert BahdanauReversal(at_both, at_plain).failing() == []
+    low = attending.clone()
+    low[1, 2] = 0.34  # 5 digits: below 35%, not yet "from 8 digits on"
+    assert BahdanauReversal(low, plain).failing() == [said[0]]
+    close = attending.clone()
+    close[1, 5] = 0.54  # 8 digits: 29 points above the plain model
+    assert BahdanauReversal(close, plain).failing() == [said[1]]
+    close[1, 5], close[1, 4] = 0.55, 0.36  # 7 digits need no 30-point margin
+    assert BahdanauReversal(close, plain).failing() == []
+
+
+def dates(bahdanau=(0.6, 0.7), plain=(0.05, 0.1), losses=((1.0, 0.5), (1.0, 0.5)), bins=(0.5, 0.1),
+          dtype=F64):
+    """A DateTraining of two seeds: held-out exact match, the two passes' losses of each model (the
+    same for both seeds) and one value for every length bin of each model."""
+    n_bins = len(DATE_EDGES) - 1
+    return DateTraining(
+        n_train=2500, epochs=2, models={}, correct={},
+        losses={name: [torch.tensor(loss, dtype=dtype)] * 2 for name, loss in zip(("Bahdanau", "plain"), losses)},
+        accuracy={"Bahdanau": torch.tensor(bahdanau, dtype=dtype), "plain": torch.tensor(plain, dtype=dtype)},
+        by_length={name: torch.full((2, n_bins), value, dtype=dtype)
+                   for name, value in zip(("Bahdanau", "plain"), bins)},
+    )
+
+
+def test_date_training_findings_fail_alone_past_their_thresholds():
+    said = says(DateTraining)
+    assert dates().failing() == []
+    assert dates(bahdanau=(0.4, 0.7), plain=(0.1, 0.1)).failing() == []  # 40%, four times: at the thresholds
+    # at the others: plain 15%, a 30% drop of the loss (1 - 0.7 / 1.0 = 0.3 exactly in float32), plain at
+    # 20% in a bin
+    at = dates(bahdanau=(0.6, 0.7), plain=(0.15, 0.15), losses=((1.0, 0.7), (1.0, 0.7)), bins=(0.5, 0.2), dtype=F32)
+    assert (at.loss_drop == torch.tensor(0.3, dtype=F32)).all() and at.failing() == []
+    assert dates(bahdanau=(0.39, 0.7)).failing() == [said[0]]
+    assert dates(plain=(0.05, 0.16)).failing() == [said[1]]  # 0.7 is still more than 4 x 0.16
+    assert dates(bahdanau=(0.6, 0.599), plain=(0.05, 0.15)).failing() == [said[2]]  # 0.599 < 4 x 0.15
+    assert dates(losses=((1.0, 0.5), (1.0, 0.71))).failing() == [said[3]]  # the plain model's loss fell 29%
+    assert dates(losses=((1.0, 0.5), (1.0, 0.75))).loss_drop.tolist() == [0.5, 0.5, 0.25, 0.25]
+    high_bin = dates()
+    high_bin.by_length["plain"][1, 3] = 0.21
+    assert high_bin.failing() == [said[4]]
+    tied_bin = dates()
+    tied_bin.by_length["Bahdanau"][1, 6] = 0.1  # a tie is not a win
+    assert tied_bin.failing() == [said[5]]
+
+
+def test_month_weight_findings_fail_alone_past_their_thresholds():
+    weights = lambda *values: [torch.tensor(v, dtype=F64) for v in values]  # noqa: E731
+    assert BahdanauMonthWeight(100, weights(0.5, 0.6)).failing() == []
+    assert BahdanauMonthWeight(100, weights(0.6, 0.49)).failing() == says(BahdanauMonthWeight)
+    bahdanau, local = weights(0.6, 0.8), torch.tensor(0.1, dtype=F64)
+    luong = {"Luong global": torch.tensor(0.81, dtype=F64), "Luong local-p": local}
+    assert LuongMonthWeight(luong, bahdanau).failing() == []
+    tied = {**luong, "Luong global": torch.tensor(0.8, dtype=F64)}  # as much as the best Bahdanau seed
+    assert LuongMonthWeight(tied, bahdanau).failing() == says(LuongMonthWeight)
+
+
+AGREEING = dict(copy_global=0.9, copy_local=0.84, rev_global=0.9, rev_local=0.4, feeding=0.95, no_feeding=0.93)
+
+
+def ablation(dtype=F64, **second_seed):
+    """A LuongAblation of two seeds: the first seed's numbers are AGREEING's, the second seed's
+    AGREEING's with ``second_seed``'s changes (exact match on 6-8 digits for the four models of
+    copying and reversing, on all strings with and without input feeding)."""
+    values = [AGREEING, {**AGREEING, **second_seed}]
+    seeds = lambda name: torch.tensor([v[name] for v in values], dtype=dtype)  # noqa: E731
+    long = {("copy", "global"): seeds("copy_global"), ("copy", "local-m"): seeds("copy_local"),
+            ("reversal", "global"): seeds("rev_global"), ("reversal", "local-m"): seeds("rev_local")}
+    exact = {("reversal", "global"): seeds("feeding"), ("reversal", "global, no input feeding"): seeds("no_feeding")}
+    return LuongAblation({}, exact, long, {})
+
+
+@pytest.mark.parametrize("index, second_seed", [
+    (0, dict(rev_global=0.84)),
+    (1, dict(copy_local=0.79)),
+    (2, dict(copy_global=0.995)),  # copying: local-m 15.5 points below global
+    (3, dict(rev_local=0.61, copy_local=0.95, copy_global=0.95, rev_global=0.95)),
+    (4, dict(rev_global=0.85, rev_local=0.555, copy_local=0.9)),  # 29.5 points
+    (5, dict(rev_local=0.545)),  # 0.84 - 0.545: 29.5 points
+    (6, dict(feeding=0.89, no_feeding=0.92)),
+    (7, dict(feeding=1.0, no_feeding=0.945)),  # 5.5 points
+    (7, dict(feeding=0.945, no_feeding=1.0)),  # the other side: without feeding 5.5 points better
+])
+def test_luong_ablation_findings_fail_alone_past_their_thresholds(index, second_seed):
+    assert ablation().failing() == []
+    assert ablation(**second_seed).failing() == [says(LuongAblation)[index]]
+
+
+def test_luong_ablation_findings_count_the_copying_gap_both_ways():
+    """Local-m 16 points above global on copying: "within 15 points" fails too. Alone it cannot: a global
+    model at 85% or more (finding 0) leaves local-m at most 15 points above it."""
+    said = says(LuongAblation)
+    assert ablation(copy_local=1.0, copy_global=0.84).failing() == [said[0], said[2]]
+    assert ablation(copy_local=1.0, copy_global=0.86).failing() == []
+
+
+AT_THRESHOLDS = [  # second seeds each at one or two of the ablation's one-sided thresholds
+    dict(rev_global=0.85, copy_global=0.85),  # every global model at 85%
+    dict(copy_local=0.8),  # local-m copies 80%
+    dict(rev_local=0.6, copy_local=0.95, copy_global=0.95, rev_global=0.95),  # local-m reverses 60%
+    dict(dtype=F32, rev_global=0.85, rev_local=0.55, copy_local=0.9),  # global 0.3 above local-m (float32)
+    dict(dtype=F32, copy_local=0.85, rev_local=0.55),  # local-m copies 0.3 better than it reverses
+    dict(feeding=0.9, no_feeding=0.9),  # 90% with and without feeding
+]
+
+
+def test_luong_ablation_findings_hold_at_their_thresholds():
+    for second_seed in AT_THRESHOLDS:
+        assert ablation(**second_seed).failing() == [], second_seed
+
+
+def test_luong_ablation_two_sided_findings_hold_at_their_thresholds():
+    """Exactly 15 (copying, local-m against global) and 5 points (feeding) apart, either way round. No two
+    floats in [0.8, 1] are exactly 0.15 or 0.05 apart (0.15 and 0.05 need a finer last bit), so the numbers
+    are low and the finding is asked alone."""
+    for local, glob in ((0.1, 0.25), (0.25, 0.1)):
+        low = ablation(copy_local=local, copy_global=glob)
+        assert (low.exact_long["copy", "local-m"] - low.exact_long["copy", "global"]).abs()[1] == 0.15
+        assert holds(LuongAblation, 2, low)
+    for feeding, no_feeding in ((0.05, 0.1), (0.1, 0.05)):
+        low = ablation(feeding=feeding, no_feeding=no_feeding)
+        assert (low.exact["reversal", "global"] - low.exact["reversal", "global, no input feeding"]).abs()[1] == 0.05
+        assert holds(LuongAblation, 7, low)
+
+
+def pointers(*later_seeds, permutation=(0.7, 0.8)):
+    """A PointerSorting: accuracy at each output position of each seed, the first seed's
+    (0.95, 0.9, 0.85, 0.9, 0.95), the later seeds' ``later_seeds`` (one, the first's, if none), and the
+    lists each seed points at every input once."""
+    first = (0.95, 0.9, 0.85, 0.9, 0.95)
+    per_position = torch.tensor([first, *(later_seeds or [first])], dtype=F64)
+    return PointerSorting(None, [], per_position, [], [torch.tensor(p, dtype=F64) for p in permutation], None, None)
+
+
+def test_pointer_sorting_findings_fail_alone_past_their_thresholds():
+    said = says(PointerSorting)
+    assert pointers().failing() == []
+    assert pointers((0.95, 0.9, 0.95, 0.9, 0.99)).failing() == [said[0]]  # a middle position ties the first
+    assert pointers((0.95, 0.95, 0.9, 0.9, 0.99)).failing() == [said[0]]  # position 2 ties the first
+    assert pointers((0.99, 0.9, 0.9, 0.95, 0.95)).failing() == [said[0]]  # position 4 ties the last
+    # each seed against its own middle: seed 2's ends (0.9) are below seed 3's middle (0.95), which its
+    # own ends (0.99) beat; and the third seed counts
+    assert pointers((0.9, 0.88, 0.87, 0.89, 0.9), (0.99, 0.95, 0.9, 0.95, 0.99)).failing() == []
+    assert pointers((0.9, 0.88, 0.87, 0.89, 0.9), (0.99, 0.95, 0.9, 0.99, 0.99)).failing() == [said[0]]
+    assert pointers(permutation=(0.8, 0.69)).failing() == [said[1]]
+    assert pointers((0.95, 0.9, 0.84, 0.9, 0.95)).failing() == [said[2]]
+
+
+# ---------------------------------------------------------------------------
+# The runs, at tiny sizes.
+# ---------------------------------------------------------------------------
+
+TINY_REVERSAL = dict(n_train=48, n_test=40, epochs=1)
+
+
+def same(got, want):
+    """Equal to the last bit, an empty length bin's NaN included."""
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+def test_plain_reversal_is_reversal_by_length_and_that_is_the_seeds_loop_written_out():
+    result = plain_reversal((0, 1), **TINY_REVERSAL)
+    assert result.accuracy.shape == (2, len(LENGTHS))
+    same(result.accuracy, plain_reversal((0, 1), **TINY_REVERSAL).accuracy)  # seeded
+    task = ReversalTask(min_len=3, max_len=12)
+    train, test = task.split(n_train=48, n_test=40, seed=0)
+    for seed, row in zip((0, 1), result.accuracy):
+        model, _ = train_model("plain", task.vocab_size, task.vocab_size, train, epochs=1, seed=seed)
+        correct = exact_matches(model, test, task.bos, task.eos)
+        _, want, counts = accuracy_by_length(correct, test.src_lens, LENGTHS + [13])
+        assert counts.sum() == 40
+        same(row, want)
+
+
+def test_bahdanau_reversal_trains_bahdanau_models_beside_the_plain_ones():
+    plain = PlainReversal(torch.zeros(2, len(LENGTHS)))
+    result = bahdanau_reversal((0, 1), plain, **TINY_REVERSAL)
+    assert result.plain is plain.accuracy
+    same(result.accuracy, reversal_by_length("bahdanau", (0, 1), **TINY_REVERSAL))
+    with pytest.raises(ValueError, match="plain must be the run of the same 3 seeds; found 2 rows"):
+        bahdanau_reversal((0, 1, 2), plain, **TINY_REVERSAL)
+
+
+def test_train_on_dates_trains_both_models_per_seed_and_their_loss_falls():
+    task = DateTask()
+    train, test, _ = task.split(80, 30, seed=0)
+    result = train_on_dates(task, train, test, (0, 1), n_train=64, epochs=2)
+    assert (result.n_train, result.epochs) == (64, 2)
+    for name, decoder in (("Bahdanau", "bahdanau"), ("plain", "plain")):
+        assert len(result.models[name]) == len(result.correct[name]) == 2
+        assert result.by_length[name].shape == (2, len(DATE_EDGES) - 1)
+        assert torch.equal(result.accuracy[name], torch.stack(result.correct[name]).float().mean(1))
+        for seed in (0, 1):
+            losses = result.losses[name][seed]
+            assert losses.shape == (2,) and losses[1] < losses[0]  # the loss falls
+            model, log = train_model(decoder, task.src_vocab_size, task.tgt_vocab_size,
+                                     train[torch.arange(64)], 2, seed=seed)
+            assert log.losses == losses.tolist()  # seeded: the same run as written out
+            for got, want in zip(result.models[name][seed].parameters(), model.parameters()):
+                assert torch.equal(got, want)
+            # the written-out model's own exact matches, and their accuracy in each bin of DATE_EDGES
+            correct = exact_matches(model, test, task.bos, task.eos)
+            assert torch.equal(result.correct[name][seed], correct)
+            _, want, counts = accuracy_by_length(correct, test.src_lens, DATE_EDGES)
+            assert counts.sum() == 30
+            same(result.by_length[name][seed], want)
+    with pytest.raises(ValueError, match="n_train must be at most the 80 training dates; found 81"):
+        train_on_dates(task, train, test, (0,), n_train=81)
+
+
+def test_train_on_dates_files_each_seed_s_and_model_s_matches_under_its_own_name(monkeypatch):
+    """Tiny models get no date right, so which row is whose is shown with exact matches made up per call
+    (seeded, different for every model): each lands in ``correct``, ``accuracy`` and ``by_length`` under
+    its own name and seed."""
+    import experiments.ch10_seq2seq as ch10
+
+    task = DateTask()
+    train, test, _ = task.split(16, 30, seed=0)
+    made_up = []
+
+    def exact_matches_made_up(model, pairs, bos, eos):
+        made_up.append(torch.rand(len(pairs), generator=torch.Generator().manual_seed(len(made_up))) < 0.5)
+        return made_up[-1]
+
+    monkeypatch.setattr(ch10, "exact_matches", exact_matches_made_up)
+    result = train_on_dates(task, train, test, (0, 1, 2), n_train=8, epochs=1)
+    assert len(made_up) == 6  # per seed, the Bahdanau model, then the plain one
+    for k, name in enumerate(("Bahdanau", "plain")):
+        for seed in range(3):
+            correct = made_up[2 * seed + k]
+            assert result.correct[name][seed] is correct
+            assert result.accuracy[name][seed] == correct.float().mean()
+            same(result.by_length[name][seed], accuracy_by_length(correct, test.src_lens, DATE_EDGES)[1])
+    assert len({tuple(row) for row in torch.cat(list(result.by_length.values())).nan_to_num(-1).tolist()}) == 6
+
+
+def test_sort_with_pointers_is_seeded_its_outputs_fit_and_its_loss_falls():
+    """At 512 training lists the networks have begun to learn: a share of their outputs, neither none nor
+    all, points at every input once."""
+    result = sort_with_pointers((0, 1), n_train=512, n_test=64)
+    again = sort_with_pointers((0, 1), n_train=512, n_test=64)
+    assert result.losses == again.losses and torch.equal(result.per_position, again.per_position)
+    assert result.per_position.shape == (2, 5) and len(result.whole_list) == len(result.permutation) == 2
+    assert result.pointers.shape == (64, 5) and result.weights.shape == (64, 5, 5)
+    torch.testing.assert_close(result.weights.sum(-1), torch.ones(64, 5))
+    # held out: no held-out list is a training list (REVIEWING section 4)
+    sorting = SortingTask(length=5)
+    train = sorting.sample(512, seed=0)
+    assert not {tuple(row) for row in result.test.src.tolist()} & {tuple(row) for row in train.src.tolist()}
+    assert torch.equal(result.test.src, sorting.sample(64, seed=1).src)
+    # each seed written out: two passes at 1e-2, a last one at 1e-3, then greedy decoding
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        net = PointerNetwork(input_dim=1, hidden_dim=32, attention_dim=32)
+        first = train_seq2seq(net, train, epochs=2, lr=1e-2, pad=-1, seed=seed)
+        last = train_seq2seq(net, train, epochs=1, lr=1e-3, pad=-1, seed=seed)
+        assert result.losses[seed] == first.losses + last.losses
+        assert result.losses[seed][-1] < result.losses[seed][0]
+        chosen, weights = net.greedy(result.test.src)
+        right = chosen == result.test.tgt_out
+        assert torch.equal(result.per_position[seed], right.float().mean(0))
+        assert result.whole_list[seed] == right.all(1).float().mean()
+        # every input pointed at once: a permutation of the five positions, counted list by list
+        once = sum(len(set(row)) == 5 for row in chosen.tolist()) / len(chosen)
+        assert result.permutation[seed].item() == once
+        if seed == 0:
+            assert torch.equal(result.pointers, chosen) and torch.equal(result.weights, weights)
+    assert 0 < result.permutation[0] < 1
+
+
+RUNS = {
+    "plain_reversal": lambda seeds: plain_reversal(seeds, **TINY_REVERSAL),
+    "bahdanau_reversal": lambda seeds: bahdanau_reversal(seeds, PlainReversal(torch.zeros(0, 10)),
+                                                         **TINY_REVERSAL),
+    "reversal_by_length": lambda seeds: reversal_by_length("plain", seeds, **TINY_REVERSAL),
+    "train_on_dates": lambda seeds: train_on_dates(DateTask(), *DateTask().split(8, 4)[:2], seeds, n_train=8),
+    "sort_with_pointers": lambda seeds: sort_with_pointers(seeds, n_train=8, n_test=4),
+}
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_the_runs_name_bad_seeds(run):
+    with pytest.raises(ValueError, match="seeds must be a non-empty sequence of ints; found none"):
+        RUNS[run](())
+    with pytest.raises(TypeError, match="(?s)parameter 'seeds'.*Actual value: \\(0, -1\\)"):
+        RUNS[run]((0, -1))
+    with pytest.raises(TypeError, match="(?s)parameter 'seeds'.*Actual value: \\[0, 0.5\\]"):
+        RUNS[run]([0, 0.5])
+
+
+def test_the_month_weights_are_the_mean_over_the_dates_with_a_month_word():
+    task = DateTask()
+    _, test, texts = task.split(8, 40, seed=0)
+    torch.manual_seed(0)
+    model = build_seq2seq("bahdanau", task.src_vocab_size, task.tgt_vocab_size, SMALL).eval()
+    result = bahdanau_month_weight([model, model], task, test, texts)
+    spans = [(i, task.month_span(text)) for i, text in enumerate(texts) if task.month_span(text)]
+    assert result.n_dates == len(spans) > 0
+    per_date = []
+    for i, (start, end) in spans:  # one date at a time: its weights on the month word
+        _, weights = model.greedy(test.src[i:i + 1], test.src_lens[i:i + 1], task.bos, task.eos,
+                                  test.tgt_out.shape[1])
+        per_date.append(weights[0, 5:7, start:end].sum(-1).mean())
+    torch.testing.assert_close(result.per_seed[0], torch.stack(per_date).mean())
+    assert torch.equal(result.per_seed[0], result.per_seed[1])
+    luong = luong_month_weight({"Luong global": model}, task, test, texts, result)
+    assert torch.equal(luong.per_model["Luong global"], result.per_seed[0])
+    assert luong.bahdanau == result.per_seed
+    assert luong.failing() == says(LuongMonthWeight)  # not more than itself
+
+
+def test_training_is_seeded_and_lowers_the_loss():
+    task = DateTask()
+    train, _, _ = task.split(64, 1, seed=0)
+    runs = [train_model("bahdanau", task.src_vocab_size, task.tgt_vocab_size, train, epochs=2, lr=1e-2,
+                        batch_size=32, config=SMALL)
+            for _ in range(2)]
+    assert runs[0][1].losses == runs[1][1].losses
+    assert runs[0][1].losses[1] < runs[0][1].losses[0]
+    assert not runs[0][0].training
+
+
+def test_ablate_luong_is_the_seeds_by_variants_loop_written_out():
+    tasks = {"copy": CopyTask(min_len=3, max_len=5), "reversal": ReversalTask(min_len=3, max_len=5)}
+    runs = [("copy", "local-m"), ("reversal", "global, no input feeding")]
+    config = dict(n_train=48, n_test=24, data_seed=1, epochs=1, long_from=5)
+    result = ablate_luong(tasks, runs, (0, 1), **config)
+    assert list(result.exact) == list(result.exact_long) == list(result.models) == runs
+    for task_name, variant in runs:
+        task = tasks[task_name]
+        train, test = task.split(n_train=48, n_test=24, seed=1)
+        assert torch.equal(result.data[task_name][1].src, test.src)
+        correct = []
+        for seed in (0, 1):
+            model, _ = train_model("luong", task.vocab_size, task.vocab_size, train, epochs=1, seed=seed,
+                                   **LUONG_VARIANTS[variant])
+            correct.append(exact_matches(model, test, task.bos, task.eos).float())
+            if seed == 0:  # the kept model is seed 0's: the same weights
+                for got, want in zip(result.models[task_name, variant].parameters(), model.parameters()):
+                    assert torch.equal(got, want)
+        correct = torch.stack(correct)  # (2, 24)
+        assert torch.equal(result.exact[task_name, variant], correct.mean(1))
+        assert torch.equal(result.exact_long[task_name, variant], correct[:, test.src_lens >= 5].mean(1))
+    assert torch.equal(tasks["copy"].split(48, 24, seed=1)[0].src, result.data["reversal"][0].src)
+    assert result.models["copy", "local-m"].decoder.mode == "local-m"
+
+
+def test_the_ablation_s_held_out_strings_never_occur_in_its_training_strings():
+    """Chapter 10's ablation (3,000 training and 500 held-out strings of 3 to 8 digits, data seed 0): no
+    held-out string is a training string, and they are distinct, so exact match measures generalisation."""
+    train, test = ReversalTask(min_len=3, max_len=8).split(n_train=3000, n_test=500, seed=0)
+
+    def strings(pairs):
+        return [tuple(row[:n].tolist()) for row, n in zip(pairs.src, pairs.src_lens)]
+
+    held_out = strings(test)
+    assert len(set(held_out)) == 500 and not set(held_out) & set(strings(train))
+
+
+def test_ablate_luong_settles_at_a_tenth_of_the_rate_and_takes_the_exercise_s_own_variant():
+    """settling_epochs adds passes at lr / 10 (a fresh Adam) after the ``epochs`` at ``lr``; and the call
+    of exercise ex-s2s-reach, a variant of the reader's own under the name "local-m", trains that one."""
+    tasks = {"reversal": ReversalTask(min_len=3, max_len=5)}
+    variants = {"local-m": dict(mode="local-m", window=4)}
+    result = ablate_luong(tasks, [("reversal", "local-m")], (3,), variants=variants, n_train=40, n_test=16,
+                          epochs=1, settling_epochs=1, lr=2e-2)
+    task, (train, test) = tasks["reversal"], tasks["reversal"].split(n_train=40, n_test=16, seed=0)
+    model, _ = train_model("luong", task.vocab_size, task.vocab_size, train, epochs=1, lr=2e-2, seed=3,
+                           mode="local-m", window=4)
+    train_seq2seq(model, train, epochs=1, lr=2e-3, seed=3)
+    kept = result.models["reversal", "local-m"]
+    assert kept.decoder.window == 4 and kept.decoder.mode == "local-m"
+    for got, want in zip(kept.parameters(), model.parameters()):
+        assert torch.equal(got, want)
+    assert torch.equal(result.exact["reversal", "local-m"],
+                       exact_matches(model, test, task.bos, task.eos).float().mean()[None])
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(tasks={"copy": "digits"}), TypeError, "(?s)parameter 'tasks'.*Actual value: \\{'copy': 'digits'\\}"),
+    (dict(tasks={"copy": CopyTask(min_len=3, max_len=4), "other": "digits"}), TypeError,
+     "tasks\\['other'\\] must be a ReversalTask; found str"),
+    (dict(tasks=None), TypeError, "(?s)parameter 'tasks'.*Actual value: None"),
+    (dict(runs="copy"), TypeError, "(?s)parameter 'runs'.*Actual value: 'copy'"),
+    (dict(runs=[("copy", "local-p")]), ValueError, "runs must pair a task of \\['copy'\\] with a variant"),
+    (dict(seeds=()), ValueError, "seeds must be a non-empty sequence"),
+    (dict(n_train=0), TypeError, "(?s)parameter 'n_train'.*Actual value: 0.*n_train: .*is_at_least_1"),
+    (dict(settling_epochs=-1), TypeError, "(?s)parameter 'settling_epochs'.*Actual value: -1.*settling_epochs: .*is_at_least_0"),
+    (dict(lr=0.0), TypeError, "(?s)parameter 'lr'.*Actual value: 0.0.*lr: .*is_above_0"),
+    (dict(runs=[("copy", "global"), ("copy", "global", 3)]), TypeError,
+     "(?s)parameter 'runs'.*Actual value: \\[\\('copy', 'global'\\), \\('copy', 'global', 3\\)\\]"),
+    (dict(seeds=[0, 0.5]), TypeError, "(?s)parameter 'seeds'.*Actual value: \\[0, 0.5\\]"),
+])
+def test_ablate_luong_names_bad_arguments(kwargs, error, match):
+    call = dict(tasks={"copy": CopyTask(min_len=3, max_len=4)}, runs=[("copy", "global")], seeds=(0,))
+    with pytest.raises(error, match=match):
+        ablate_luong(**{**call, **kwargs})
+
