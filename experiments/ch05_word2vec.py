@@ -352,17 +352,18 @@ class Analogies(Result):
         ),
         Finding(
             "The word queen is not among our skip-gram's eight best answers.",
-            backs=("analogies",),
+            backs=("analogies", "explorers"),
             holds=lambda r: len(r.queen_top8["skip-gram (ours)"]) == 8
             and "queen" not in r.queen_top8["skip-gram (ours)"],
         ),
         Finding(
-            "The word queen is not among the eight best answers of any of the four "
-            "models.",
+            "Nor is it among the eight best answers of any of the other three models.",
             backs=("explorers",),
             holds=lambda r: len(r.queen_top8) == 4
             and all(
-                len(top) == 8 and "queen" not in top for top in r.queen_top8.values()
+                len(top) == 8 and "queen" not in top
+                for name, top in r.queen_top8.items()
+                if name != "skip-gram (ours)"
             ),
         ),
     )
@@ -521,31 +522,23 @@ class WordSimilarity(Result):
     FINDINGS = (
         Finding(
             "Our CBOW beats gensim's on WordSim-353 with every seed.",
-            backs=("similarity-discussion",),
+            backs=("similarity-discussion", "summary"),
             holds=lambda r: min(r.cbow_gaps(0)) > 0,
         ),
         Finding(
             "Our CBOW beats gensim's on SimLex-999 with every seed.",
-            backs=("similarity-discussion",),
+            backs=("similarity-discussion", "summary"),
             holds=lambda r: min(r.cbow_gaps(1)) > 0,
         ),
         Finding(
             "In its one run, our skip-gram beats gensim's on WordSim-353.",
-            backs=("similarity-discussion",),
+            backs=("similarity-discussion", "summary"),
             holds=lambda r: r.one_skipgram_run and r.skipgram_gap(0) > 0,
         ),
         Finding(
             "In its one run, our skip-gram beats gensim's on SimLex-999.",
             backs=("summary",),
             holds=lambda r: r.one_skipgram_run and r.skipgram_gap(1) > 0,
-        ),
-        Finding(
-            "Our CBOW beats gensim's on both sets with every seed, our skip-gram in "
-            "its one run.",
-            backs=("summary",),
-            holds=lambda r: r.one_skipgram_run
-            and min(r.cbow_gaps(0) + r.cbow_gaps(1)) > 0
-            and min(r.skipgram_gap(0), r.skipgram_gap(1)) > 0,
         ),
         Finding(
             "Every run correlates better with WordSim-353 than with SimLex-999, by at "

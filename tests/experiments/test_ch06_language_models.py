@@ -181,19 +181,19 @@ def test_without_baseline_findings():
     assert ch06.WithoutBaseline.improved(mixed) == (2, 2, 2) and agrees.failing() == []
     worse = {"reward (bigram precision)": [0.0] * 3, "KL after own": [0.0] * 3}
     assert replace(agrees, at_3e3=worse).failing() == says(ch06.WithoutBaseline, 0)
-    # every seed improving contradicts both (the second implies the first)
+    # every seed improving, if only by 1e-4, contradicts it too
     better = {
         "reward (bigram precision)": [0.01, 1e-4, 0.01],
         "KL after own": [-0.02, -1e-4, -0.02],
     }
-    assert replace(agrees, at_3e3=better).failing() == says(ch06.WithoutBaseline, 0, 1)
+    assert replace(agrees, at_3e3=better).failing() == says(ch06.WithoutBaseline, 0)
     for key, value in (("reward (bigram precision)", 0.002), ("KL after own", -0.01)):
         short = replace(agrees, at_1e3={**slow, key: [value] + slow[key][1:]})
-        assert short.failing() == says(ch06.WithoutBaseline, 2)
+        assert short.failing() == says(ch06.WithoutBaseline, 1)
     two_seeds = replace(
         agrees, at_1e3={key: values[:2] for key, values in slow.items()}
     )
-    assert two_seeds.failing() == says(ch06.WithoutBaseline, 2)
+    assert two_seeds.failing() == says(ch06.WithoutBaseline, 1)
 
 
 def test_cost_findings():
