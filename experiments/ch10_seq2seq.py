@@ -196,8 +196,8 @@ def bahdanau_reversal(
 # ---------------------------------------------------------------------------
 # 2. Dates to ISO, without attention and with Bahdanau's
 
-# The date bins' edges of source length (characters), each bin holding a few dozen of the
-# held-out dates.
+# The date bins' edges of source length (characters), each bin holding a few dozen
+# of the held-out dates.
 DATE_EDGES = [8, 11, 14, 17, 20, 23, 26, 32]
 
 

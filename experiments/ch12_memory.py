@@ -72,7 +72,8 @@ def _refuse_no_models(models) -> None:
     """Each model is one seed's: no model, no seed to read."""
     if not models:
         raise ValueError(
-            "models must be a non-empty list of trained models, one per seed; found none"
+            "models must be a non-empty list of trained models, one per seed; "
+            "found none"
         )
 
 
@@ -210,8 +211,8 @@ class ExampleReads(Result):
         seeds = self.weights.shape[0] if self.weights.dim() == 3 else None
         if not seeds or len(self.answers) != seeds:
             raise ValueError(
-                "ExampleReads: weights must be (seeds, K, N) with at least one seed and "
-                "answers one word per seed; found weights of shape "
+                "ExampleReads: weights must be (seeds, K, N) with at least one seed "
+                "and answers one word per seed; found weights of shape "
                 f"{tuple(self.weights.shape)} and {len(self.answers)} answers"
             )
 
