@@ -55,6 +55,14 @@ def test_hebbian_weights_and_energy_match_loops():
     assert torch.equal(weights, weights.T)
 
 
+def test_storing_no_pattern_is_refused():
+    one = spins(1, 4)
+    assert hebbian_weights(one).shape == (4, 4)  # one pattern is enough
+    for store in (hebbian_weights, HopfieldNetwork):
+        with pytest.raises(ValueError, match=r"patterns must hold at least one pattern \(P >= 1\); found shape \(0, 4\)"):
+            store(one[:0])
+
+
 @FAST
 @given(st.integers(1, 6), st.integers(2, 24), st.integers(0, 10_000))
 def test_energy_never_increases_under_asynchronous_updates(n_patterns, n_units, seed):
