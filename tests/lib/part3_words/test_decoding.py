@@ -624,6 +624,8 @@ def test_inputs_that_gave_a_silent_answer_are_refused_by_name():
     assert normalised_score(-math.inf, 2) == -math.inf  # probability 0 is a log-probability
     with pytest.raises(ValueError, match=r"log_probs must be finite or -inf; found NaN or \+inf"):
         TableModel(torch.full((1, 3, 2), math.nan))
+    with pytest.raises(ValueError, match=r"log_probs must hold at least one source \(S >= 1\); found shape \(0, 3, 2\)"):
+        TableModel(torch.zeros(0, 3, 2))
 
 
 def test_table_model_step_names_ids_out_of_range():
