@@ -626,6 +626,11 @@ def test_pointer_network_errors_name_expected_and_found():
         net.greedy(torch.rand(3, 5, 2, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"pointers_in must be -1 \(start\) or below their row's length in lens; found -1 to 5 with lens \[5\]"):
         net(torch.rand(1, 5, 2), torch.tensor([[-1, 5]]))
+    for later in ([[-1, -1, 2]], [[-1, 1, -1]]):  # the start fed again, e.g. a row of -1
+        step = later[0].index(-1, 1)
+        with pytest.raises(ValueError, match=rf"pointers_in may be -1 \(start\) at the first step only; found -1 at step {step} \(from 0\)"):
+            net(torch.rand(1, 5, 2), torch.tensor(later))
+    assert net(torch.rand(1, 5, 2), torch.tensor([[-1, 1, 4]])).shape == (1, 3, 5)
     # a pointer into a row's padding (row 0 has 2 positions) used to feed the decoder a padded value
     with pytest.raises(ValueError, match=r"below their row's length in lens; found 0 to 4 with lens \[2, 5, 5\]"):
         net(torch.rand(3, 5, 2), torch.tensor([[4], [0], [0]]), lens=torch.tensor([2, 5, 5]))
