@@ -300,3 +300,21 @@ def test_stories_refuse_ids_and_indices_out_of_range():
     for index, found in (([0, 5], "from 0 to 5"), ([-6], "from -6 to -6")):
         with pytest.raises(ValueError, match=rf"index must hold stories in \[-B, B\) = \[-5, 5\); found values {found}"):
             data[torch.tensor(index)]
+
+
+def test_embed_and_answer_logits_called_by_hand_name_what_is_wrong():
+    model = small_model()  # float64, d = 6, J = 5
+    words = torch.tensor([[1, 2, 0, 0, 0]])
+    assert model.embed(model.B, words).shape == (1, 6)
+    model.embed(model.B, torch.full((1, 5), len(VOCABULARY) - 1))  # the last id is a word
+    for bad, found in ((len(VOCABULARY), rf"from 0 to {len(VOCABULARY)}"), (-1, "from -1 to 2")):
+        with pytest.raises(ValueError, match=rf"words must hold word ids in \[0, {len(VOCABULARY)}\); found ids {found}"):
+            model.embed(model.B, torch.tensor([[bad, 2, 0, 0, 0]]))
+    with pytest.raises(ValueError, match=r"words must have shape \(\*batch, J\) with J = 5; found \(1, 6\)"):
+        model.embed(model.B, torch.zeros(1, 6, dtype=torch.long))
+    u = torch.zeros(2, 6, dtype=torch.float64)
+    assert model.answer_logits(u).shape == (2, len(VOCABULARY))
+    for bad, found in ((u.float(), r"torch.float32 of shape \(2, 6\)"), (u.half(), "torch.float16"),
+                       (torch.zeros(2, 7, dtype=torch.float64), r"torch.float64 of shape \(2, 7\)")):
+        with pytest.raises(TypeError, match=rf"u must be \(B, d\) with d = 6 and the model's dtype torch.float64; found {found}"):
+            model.answer_logits(bad)
