@@ -54,6 +54,7 @@ from lib.checked import (
     Fraction,
     IntegerDtype,
     NonNegative,
+    NonNegativeInt,
     PositiveInt,
     same_dtype,
     spins,
@@ -163,8 +164,8 @@ def update_async(
 class Recall:
     """What :meth:`HopfieldNetwork.recall` returns."""
 
-    states: Tensor  # (..., N) the final states
-    steps: int  # sweeps (asynchronous) or steps (synchronous) that were run
+    states: spins("*batch N")  # the final states
+    steps: NonNegativeInt  # sweeps (asynchronous) or steps (synchronous) that were run
     converged: bool  # the last sweep or step changed nothing: a fixed point
 
 
