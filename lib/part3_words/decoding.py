@@ -209,8 +209,8 @@ class Candidate:
 class TraceStep:
     """Every candidate of one beam-search step for one source, best first."""
 
-    source: int
-    step: int
+    source: NonNegativeInt
+    step: NonNegativeInt
     candidates: tuple[Candidate, ...]
 
 

@@ -642,3 +642,14 @@ def test_table_model_step_names_ids_out_of_range():
     with pytest.raises(ValueError, match=r"sources must be ids < S = 2; found ids from 0 to 2"):
         beam_search_batch(model.step, 3, model.bos, 0, 2, 4)  # more sources than the model
     assert torch.equal(model.step(bos, one), model.log_probs[1, 3][None])
+
+
+def test_a_trace_step_record_takes_counts_not_bools_or_negatives():
+    from lib.part3_words.decoding import Candidate, TraceStep
+
+    one = (Candidate((1,), -0.5, 0, "kept"),)
+    assert TraceStep(0, 0, one).candidates == one
+    for name in ("source", "step"):
+        for bad in (-1, True):
+            with pytest.raises(TypeError, match=rf"(?s)parameter '{name}'.*Actual value: {bad}"):
+                TraceStep(**{"source": 0, "step": 1, name: bad, "candidates": one})
