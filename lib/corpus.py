@@ -153,7 +153,7 @@ class Vocabulary:
         return word in self._ids
 
     def index(self, word: str) -> int:
-        """The id of ``word`` (a ``ValueError`` that says so if it has none)."""
+        """The id of ``word`` (a :class:`NotInVocabulary` error if it has none)."""
         return self._id(word, "word")
 
     def encode(self, tokens: Words, unknown: Optional[str] = None) -> list[int]:
@@ -168,8 +168,15 @@ class Vocabulary:
     @no_type_check  # index and encode checked word and unknown: str
     def _id(self, word: str, name: str) -> int:
         if word not in self._ids:
-            raise ValueError(
+            raise NotInVocabulary(
                 f"{name} must be a word of the vocabulary ({len(self)} words); "
-                f"found {word!r}"
+                f"{word!r} is not in the vocabulary"
             )
         return self._ids[word]
+
+
+class NotInVocabulary(KeyError, ValueError):
+    """A word outside the vocabulary: a ``ValueError`` as every refused argument in lib,
+    and a ``KeyError`` as a failed lookup in a dict."""
+
+    __str__ = ValueError.__str__  # the message as written (KeyError's would quote it)

@@ -232,10 +232,11 @@ class _Decoder(nn.Module):
                 or h.dtype != dtype
                 or h.shape != (batch, self.memory_dim)
             ):
+                what = "two tensors" if self.paired_state else "a tensor"
                 raise TypeError(
-                    f"state must be {'two tensors' if self.paired_state else 'a tensor'}"
-                    f" of shape (B, De) = ({batch}, {self.memory_dim}) and memory's "
-                    f"dtype {dtype}; found {_described(h)}"
+                    f"state must be {what} of shape (B, De) = ({batch}, "
+                    f"{self.memory_dim}) and memory's dtype {dtype}; "
+                    f"found {_described(h)}"
                 )
 
     def start(self, memory: Memory) -> State:
