@@ -153,13 +153,8 @@ class Vocabulary:
         return word in self._ids
 
     def index(self, word: str) -> int:
-        """The id of ``word`` (a ``KeyError`` that says so if it has none)."""
-        try:
-            return self._ids[word]
-        except KeyError:
-            raise KeyError(
-                f"{word!r} is not in the vocabulary ({len(self)} words)"
-            ) from None
+        """The id of ``word`` (a :class:`NotInVocabulary` error if it has none)."""
+        return self._id(word, "word")
 
     def encode(self, tokens: Words, unknown: Optional[str] = None) -> list[int]:
         """Ids of ``tokens``. Words outside the vocabulary are dropped
@@ -167,5 +162,21 @@ class Vocabulary:
         of ``unknown``, e.g. ``"<unk>"``."""
         if unknown is None:
             return [self._ids[token] for token in tokens if token in self._ids]
-        fallback = self.index(unknown)
+        fallback = self._id(unknown, "unknown")
         return [self._ids.get(token, fallback) for token in tokens]
+
+    @no_type_check  # index and encode checked word and unknown: str
+    def _id(self, word: str, name: str) -> int:
+        if word not in self._ids:
+            raise NotInVocabulary(
+                f"{name} must be a word of the vocabulary ({len(self)} words); "
+                f"{word!r} is not in the vocabulary"
+            )
+        return self._ids[word]
+
+
+class NotInVocabulary(KeyError, ValueError):
+    """A word outside the vocabulary: a ``ValueError`` as every refused argument in lib,
+    and a ``KeyError`` as a failed lookup in a dict."""
+
+    __str__ = ValueError.__str__  # the message as written (KeyError's would quote it)

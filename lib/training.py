@@ -41,6 +41,13 @@ def train_step(
     ``ignore_index``; ``clip`` may rescale the gradients first (chapter 3 passes
     :func:`lib.part2_recurrent.rnn.clip_grad_norm`). Returns the loss before the
     step."""
+    vocab_size = logits.shape[-1]
+    kept = targets[targets != ignore_index]
+    if kept.numel() and (kept.min() < 0 or kept.max() >= vocab_size):
+        raise ValueError(
+            f"targets must hold ids in [0, {vocab_size}) or ignore_index "
+            f"({ignore_index}); found ids from {int(kept.min())} to {int(kept.max())}"
+        )
     loss = F.cross_entropy(
         logits.flatten(0, -2), targets.flatten(), ignore_index=ignore_index
     )

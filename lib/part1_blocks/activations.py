@@ -326,4 +326,9 @@ def dead_units(activations: Float[Tensor, "N H"]) -> Bool[Tensor, "H"]:
     Such a unit also has derivative 0 for every input, so no gradient ever reaches its
     incoming weights: it stays dead.
     """
+    if not len(activations):
+        raise ValueError(
+            "activations must hold at least one input (N >= 1): with none, every unit "
+            f"would count as dead; found shape {tuple(activations.shape)}"
+        )
     return (activations == 0).all(dim=0)

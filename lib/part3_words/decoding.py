@@ -209,8 +209,8 @@ class Candidate:
 class TraceStep:
     """Every candidate of one beam-search step for one source, best first."""
 
-    source: int
-    step: int
+    source: NonNegativeInt
+    step: NonNegativeInt
     candidates: tuple[Candidate, ...]
 
 
@@ -439,6 +439,11 @@ class TableModel:
     log_probs: Float[Tensor, "S V_and_bos V"]
 
     def __post_init__(self):
+        if not len(self.log_probs):
+            raise ValueError(
+                "log_probs must hold at least one source (S >= 1); found shape "
+                f"{tuple(self.log_probs.shape)}"
+            )
         if self.log_probs.shape[1] != self.log_probs.shape[2] + 1:
             raise ValueError(
                 "log_probs must have shape (S, V + 1, V); found "

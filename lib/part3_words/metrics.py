@@ -157,8 +157,8 @@ class BleuStats:
 
     matches: tuple[int, ...]
     totals: tuple[int, ...]
-    hyp_len: int
-    ref_len: int
+    hyp_len: NonNegativeInt
+    ref_len: NonNegativeInt
     precisions: tuple[float, ...]
     weights: tuple[float, ...]
     brevity_penalty: float

@@ -112,6 +112,11 @@ class PointerNetwork(nn.Module):
                 f"found {int(pointers_in.min())} to {int(pointers_in.max())} with lens "
                 f"{lens.tolist()}"
             )
+        if (pointers_in[:, 1:] < 0).any():  # a later -1 would feed the start again
+            raise ValueError(
+                "pointers_in may be -1 (start) at the first step only; found -1 at "
+                f"step {int((pointers_in[:, 1:] < 0).any(0).nonzero()[0]) + 1} (from 0)"
+            )
         memory, embedded = self.encode(values, lens), self.embed(values)  # (B, n, H)
         state, all_scores = memory.summary, []
         for i in range(pointers_in.shape[1]):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from numbers import Integral
 from dataclasses import asdict, dataclass
 from typing import Literal, Optional, Union, get_args, no_type_check
 
@@ -100,8 +101,23 @@ class Memory:
     lens: Int[Tensor, "B"]
     summary: Float[Tensor, "B De"]
 
+    def __post_init__(self) -> None:
+        width = self.states.shape[1]
+        if len(self.lens) and (self.lens.min() < 1 or self.lens.max() > width):
+            raise ValueError(
+                f"lens must lie in [1, S] = [1, {width}]; "
+                f"found values from {int(self.lens.min())} to {int(self.lens.max())}"
+            )
+
     def select(self, index: Int[Tensor, "N"]) -> Memory:
-        """The memories of the sources ``index`` (rows may repeat: beam search)."""
+        """The memories of the sources ``index`` (rows may repeat: beam search;
+        negative ones count from the end)."""
+        batch = len(self.lens)
+        if len(index) and (index.min() < -batch or index.max() >= batch):
+            raise ValueError(
+                f"index must hold sources in [-B, B) = [-{batch}, {batch}); "
+                f"found values from {int(index.min())} to {int(index.max())}"
+            )
         return Memory(self.states[index], self.lens[index], self.summary[index])
 
 
@@ -179,6 +195,50 @@ class _Decoder(nn.Module):
         # The state has the size of a source state: u can start it, "dot" can score it.
         self.cell = nn.GRUCell(input_dim, memory_dim)
 
+    paired_state = False  # LuongDecoder's state is a pair (h_t, h~_t)
+
+    @no_type_check  # once a time step, from step: a few ifs, no signature check
+    def _check_step(self, token: Tensor, state: object, memory: Memory, t: int) -> None:
+        """What a caller of ``step`` could get wrong (unroll and greedy get it right):
+        the memory, the step t >= 1, the (B,) token ids below V, the (B, De) state."""
+        if not isinstance(memory, Memory):
+            raise TypeError(f"memory must be a Memory; found {type(memory).__name__}")
+        if not (type(t) is int or isinstance(t, Integral) and type(t) is not bool):
+            raise TypeError(f"t must be an int (steps count from 1); found {t!r}")
+        if t < 1:
+            raise ValueError(f"t must be >= 1 (steps count from 1); found {t}")
+        batch, dtype = len(memory.lens), memory.states.dtype
+        if (
+            not isinstance(token, Tensor)
+            or token.dtype not in (torch.int64, torch.int32)
+            or token.shape != (batch,)
+        ):
+            raise TypeError(
+                f"token must be an int64 or int32 tensor of shape (B,) = ({batch},); "
+                f"found {_described(token)}"
+            )
+        if batch:
+            low, high = map(int, torch.aminmax(token))  # ints: compared 3x faster
+            if low < 0 or high >= self.vocab_size:
+                raise ValueError(
+                    f"token must hold ids in [0, {self.vocab_size}); "
+                    f"found ids from {low} to {high}"
+                )
+        if self.paired_state and not (isinstance(state, tuple) and len(state) == 2):
+            raise TypeError(f"state must be a pair (h, h~); found {_described(state)}")
+        for h in state if self.paired_state else (state,):
+            if (
+                not isinstance(h, Tensor)
+                or h.dtype != dtype
+                or h.shape != (batch, self.memory_dim)
+            ):
+                what = "two tensors" if self.paired_state else "a tensor"
+                raise TypeError(
+                    f"state must be {what} of shape (B, De) = ({batch}, "
+                    f"{self.memory_dim}) and memory's dtype {dtype}; "
+                    f"found {_described(h)}"
+                )
+
     def start(self, memory: Memory) -> State:
         """The state before the first step: h_0 = u."""
         return memory.summary
@@ -242,6 +302,7 @@ class PlainDecoder(_Decoder):
         self, token: Int[Tensor, "B"], state: State, memory: Memory, t: PositiveInt
     ) -> tuple[Float[Tensor, "B V"], State, None]:
         """One step: the logits of token t and the new state, from token t - 1."""
+        self._check_step(token, state, memory, t)
         inputs = torch.cat((self.embed(token), memory.summary), dim=-1)  # (B, E + De)
         h = self.cell(inputs, state)  # (B, De)
         return self.output(h), h, None
@@ -275,6 +336,7 @@ class BahdanauDecoder(_Decoder):
         self, token: Int[Tensor, "B"], state: State, memory: Memory, t: PositiveInt
     ) -> tuple[Float[Tensor, "B V"], State, Float[Tensor, "B S"]]:
         """One step: the logits of token t and the new state, from token t - 1."""
+        self._check_step(token, state, memory, t)
         embedded = self.embed(token)  # (B, E)
         query, states = state[:, None], memory.states  # (B, 1, De), (B, S, De)
         context, weights = attention(query, states, states, self.score, memory.lens)
@@ -358,6 +420,8 @@ class LuongDecoder(_Decoder):
         self.combine = nn.Linear(2 * memory_dim, memory_dim, bias=False)  # W_c
         self.output = nn.Linear(memory_dim, vocab_size)  # W_s
 
+    paired_state = True
+
     def start(self, memory: Memory) -> LuongState:
         """h_0 = u, and a zero attentional vector to feed into step 1."""
         return memory.summary, torch.zeros_like(memory.summary)
@@ -366,6 +430,11 @@ class LuongDecoder(_Decoder):
         self, h: Float[Tensor, "B De"], memory: Memory, t: PositiveInt
     ) -> Float[Tensor, "B"]:
         """The window's centre p_t (a source position counted from 1), local modes."""
+        if h.dtype != self.combine.weight.dtype:
+            raise TypeError(
+                f"h must have the decoder's dtype ({self.combine.weight.dtype}); "
+                f"found {h.dtype}"
+            )
         if self.mode == "local-m":
             return torch.full(memory.lens.shape, float(t), dtype=h.dtype)
         return memory.lens.to(h.dtype) * torch.sigmoid(self.position(h)[:, 0])
@@ -387,6 +456,7 @@ class LuongDecoder(_Decoder):
         self, token: Int[Tensor, "B"], state: LuongState, memory: Memory, t: PositiveInt
     ) -> tuple[Float[Tensor, "B V"], LuongState, Float[Tensor, "B S"]]:
         """One step: the logits of token t and the new state (h_t, h~_t)."""
+        self._check_step(token, state, memory, t)
         h_prev, fed = state
         inputs = self.embed(token)  # (B, E)
         if self.input_feeding:
@@ -550,17 +620,24 @@ def save_seq2seq(model: Seq2Seq, path: Union[str, os.PathLike]) -> None:
         raise TypeError(
             "model must be a Seq2Seq made by build_seq2seq; found one built by hand"
         )
+    _check_path(path)
     torch.save({**model.spec, "state": model.state_dict()}, path)
 
 
 def load_seq2seq(path: Union[str, os.PathLike]) -> Seq2Seq:
     """The model saved by :func:`save_seq2seq` at ``path``, in evaluation mode."""
+    _check_path(path)
     saved = torch.load(path, weights_only=True)
     config = Seq2SeqConfig(**saved["config"])
     sizes = saved["src_vocab_size"], saved["tgt_vocab_size"]
     model = build_seq2seq(saved["decoder"], *sizes, config, **saved["options"])
     model.load_state_dict(saved["state"])
     return model.eval()
+
+
+def _check_path(path: Union[str, os.PathLike]) -> None:
+    if not os.fspath(path):
+        raise ValueError("path must name a file; found ''")
 
 
 def _references(data: SequencePairs, eos: NonNegativeInt) -> list[list[int]]:
@@ -628,6 +705,11 @@ def accuracy_by_length(
     of source length: bin k holds ``edges[k] <= n < edges[k + 1]``."""
     if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:])):
         raise ValueError(f"edges must be at least two increasing ints; found {edges!r}")
+    if len(lens) and (lens.min() < edges[0] or lens.max() >= edges[-1]):
+        raise ValueError(
+            f"lens must lie in the bins, [edges[0], edges[-1]) = [{edges[0]}, "
+            f"{edges[-1]}); found lengths from {int(lens.min())} to {int(lens.max())}"
+        )
     labels, accuracy, counts = [], [], []
     for low, high in zip(edges, edges[1:]):
         inside = (lens >= low) & (lens < high)  # (N,)
@@ -636,3 +718,9 @@ def accuracy_by_length(
         nan = torch.tensor(float("nan"))
         accuracy.append(correct[inside].float().mean() if inside.any() else nan)
     return labels, torch.stack(accuracy), torch.tensor(counts)
+
+
+def _described(value: object) -> str:
+    if isinstance(value, Tensor):
+        return f"{value.dtype} of shape {tuple(value.shape)}"
+    return type(value).__name__

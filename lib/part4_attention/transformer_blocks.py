@@ -46,6 +46,7 @@ from torch import Tensor, nn
 from lib.part1_blocks.activations import gelu, relu
 from lib.part4_attention.attention import (
     MultiHeadAttention,
+    _float_tensor,
     scaled_dot_product_attention,
 )
 from lib.checked import Device, DropoutRate, Positive, PositiveInt, same_dtype
@@ -87,6 +88,7 @@ class Dropout(nn.Module):
 
     @no_type_check  # run per sublayer and step: the calling block checked x
     def forward(self, x: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
+        _float_tensor(x, "x")
         if not self.training or self.p == 0:
             return x
         keep = torch.rand_like(x) >= self.p  # Bernoulli(1 - p) mask, the shape of x
@@ -142,7 +144,8 @@ class LayerNorm(nn.Module):
 
     @no_type_check  # per sublayer and decoding step: the check below costs less
     def forward(self, z: Float[Tensor, "*batch D"]) -> Float[Tensor, "*batch D"]:
-        if not z.is_floating_point() or z.dim() == 0 or z.shape[-1] != self.d_model:
+        _float_tensor(z, "z")
+        if z.dim() == 0 or z.shape[-1] != self.d_model:
             raise ValueError(
                 f"z must be a float tensor of shape (..., D) with D = {self.d_model}; "
                 f"found {z.dtype} of shape {tuple(z.shape)}"
@@ -177,6 +180,13 @@ class FeedForward(nn.Module):
 
     @no_type_check  # run per sublayer and step: the calling block checked x
     def forward(self, z: Float[Tensor, "*batch D"]) -> Float[Tensor, "*batch D"]:
+        _float_tensor(z, "z")
+        weight = self.linear1.weight  # (d_ff, D)
+        if z.dtype != weight.dtype or z.dim() == 0 or z.shape[-1] != weight.shape[1]:
+            raise ValueError(
+                f"z must have shape (..., D) with D = {weight.shape[1]} and the "
+                f"dtype {weight.dtype}; found {z.dtype} of shape {tuple(z.shape)}"
+            )
         hidden = ACTIVATIONS[self.activation](self.linear1(z))  # (..., d_ff)
         return self.linear2(self.dropout(hidden))  # (..., D)
 
@@ -242,7 +252,9 @@ class KVCache:
         self, keys: Float[Tensor, "B H L Dh"], values: Float[Tensor, "B H L Dh"]
     ) -> tuple[Float[Tensor, "B H S Dh"], Float[Tensor, "B H S Dh"]]:
         """Add the L new positions' keys and values; return those of all t + L."""
-        if keys.shape != values.shape:
+        _float_tensor(keys, "keys")
+        _float_tensor(values, "values")
+        if keys.dim() != 4 or keys.shape != values.shape:
             raise ValueError(
                 "keys and values must have one shape (B, H, L, Dh); "
                 f"found {tuple(keys.shape)} and {tuple(values.shape)}"
@@ -259,6 +271,17 @@ class KVCache:
     ) -> tuple[Float[Tensor, "B L D"], Float[Tensor, "B H L S"]]:
         """Causal self-attention of the new positions ``h`` (t .. t + L - 1) over the
         cached positions and themselves; their keys and values are appended first."""
+        if not isinstance(attention, MultiHeadAttention):
+            raise TypeError(
+                f"attention must be a MultiHeadAttention; found {attention!r}"
+            )
+        _float_tensor(h, "h")
+        weight = attention.query_proj.weight  # (E, E)
+        if h.dtype != weight.dtype or h.dim() != 3 or h.shape[-1] != weight.shape[1]:
+            raise ValueError(
+                f"h must have shape (B, L, E) with E = {weight.shape[1]} and the "
+                f"dtype {weight.dtype}; found {h.dtype} of shape {tuple(h.shape)}"
+            )
         start, new = self.length, h.shape[1]  # t cached positions, L new ones
         queries = attention.split_heads(attention.query_proj(h))  # (B, H, L, Dh)
         # (B, H, t + L, Dh) each: the cached positions' and the new ones'
@@ -298,6 +321,11 @@ class Residual(nn.Module):
     def forward(
         self, x: Float[Tensor, "B T D"], sublayer: Callable
     ) -> tuple[Float[Tensor, "B T D"], Optional[Float[Tensor, "B H T S"]]]:
+        _float_tensor(x, "x")
+        if x.dim() != 3:
+            raise ValueError(f"x must have shape (B, T, D); found {tuple(x.shape)}")
+        if not callable(sublayer):
+            raise TypeError(f"sublayer must be callable; found {sublayer!r}")
         result = sublayer(self.norm(x) if self.norm_first else x)
         update, weights = result if isinstance(result, tuple) else (result, None)
         update = self.dropout(update)  # (B, T, D)

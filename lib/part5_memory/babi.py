@@ -78,6 +78,31 @@ class Story:
     answer: str
     supporting: tuple[int, ...]  # indices into sentences
 
+    def __post_init__(self) -> None:
+        # The signature looks at one sentence and one index drawn at random.
+        for name, text in (*enumerate(self.sentences), ("question", self.question)):
+            where = "question" if name == "question" else f"sentences[{name}]"
+            if not isinstance(text, str):
+                raise TypeError(f"{where} must be a str; found {text!r}")
+            unknown = [word for word in text.split() if word not in WORD_ID]
+            if unknown:
+                raise ValueError(
+                    f"{where} must use words of VOCABULARY; found {unknown[0]!r}"
+                )
+        if self.answer not in WORD_ID:
+            raise ValueError(
+                f"answer must be a word of VOCABULARY; found {self.answer!r}"
+            )
+        n = len(self.sentences)
+        if not (
+            1 <= len(self.supporting) <= 2
+            and all(type(i) is int and 0 <= i < n for i in self.supporting)
+        ):
+            raise ValueError(
+                f"supporting must be one or two indices in [0, {n}) (the sentences); "
+                f"found {self.supporting!r}"
+            )
+
 
 def _single(rng: random.Random, length: int) -> Story:
     where: dict[str, tuple[str, int]] = {}  # person -> (place, index of the sentence)
@@ -166,6 +191,33 @@ class Stories:
 
     WIDTH = 5  # words in the longest sentence ("mary picked up the apple")
 
+    def __post_init__(self) -> None:
+        words, width = len(VOCABULARY), self.story.shape[1]
+        for name in ("story", "question", "answer"):
+            ids = getattr(self, name)
+            if ids.numel() and (ids.min() < 0 or ids.max() >= words):
+                raise ValueError(
+                    f"{name} must hold word ids in [0, {words}); "
+                    f"found ids from {int(ids.min())} to {int(ids.max())}"
+                )
+        if len(self) and (self.lengths.min() < 1 or self.lengths.max() > width):
+            raise ValueError(
+                f"lengths must lie in [1, N] = [1, {width}]; found values from "
+                f"{int(self.lengths.min())} to {int(self.lengths.max())}"
+            )
+        first, second = self.supporting.unbind(1)  # (B,) each; second may be -1
+        if (
+            (first < 0)
+            | (first >= self.lengths)
+            | (second < -1)
+            | (second >= self.lengths)
+        ).any():
+            raise ValueError(
+                "supporting must hold sentence indices below each story's length "
+                "(the second may be -1, none); found "
+                f"{self.supporting.tolist()} with lengths {self.lengths.tolist()}"
+            )
+
     @classmethod
     def from_stories(
         cls, stories: each(Story), max_sentences: PositiveInt = 10
@@ -198,6 +250,13 @@ class Stories:
         return self.story.shape[0]
 
     def __getitem__(self, index: slice | Int64[Tensor, "M"]) -> Stories:
+        batch = len(self)
+        if isinstance(index, Tensor) and len(index):
+            if index.min() < -batch or index.max() >= batch:
+                raise ValueError(
+                    f"index must hold stories in [-B, B) = [-{batch}, {batch}); "
+                    f"found values from {int(index.min())} to {int(index.max())}"
+                )
         return Stories(
             self.story[index],
             self.question[index],

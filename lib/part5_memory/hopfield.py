@@ -54,6 +54,7 @@ from lib.checked import (
     Fraction,
     IntegerDtype,
     NonNegative,
+    NonNegativeInt,
     PositiveInt,
     same_dtype,
     spins,
@@ -84,6 +85,11 @@ def hebbian_weights(patterns: spins("P N")) -> Float[Tensor, "N N"]:
     r"""Store the rows of ``patterns`` with the Hebbian rule,
     :math:`W = \frac{1}{N} \sum_\mu \boldsymbol{\xi}_\mu \boldsymbol{\xi}_\mu^\top`,
     :math:`W_{ii} = 0`."""
+    if not len(patterns):
+        raise ValueError(
+            "patterns must hold at least one pattern (P >= 1); "
+            f"found shape {tuple(patterns.shape)}"
+        )
     n_units = patterns.shape[1]
     weights = patterns.T @ patterns / n_units  # (N, N): the sum of outer products
     # W_ii = P/N would pull every unit towards its current state: at high load it
@@ -158,8 +164,8 @@ def update_async(
 class Recall:
     """What :meth:`HopfieldNetwork.recall` returns."""
 
-    states: Tensor  # (..., N) the final states
-    steps: int  # sweeps (asynchronous) or steps (synchronous) that were run
+    states: spins("*batch N")  # the final states
+    steps: NonNegativeInt  # sweeps (asynchronous) or steps (synchronous) that were run
     converged: bool  # the last sweep or step changed nothing: a fixed point
 
 

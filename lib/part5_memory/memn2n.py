@@ -134,11 +134,28 @@ class MemN2N(nn.Module):
         self, table: nn.Embedding, words: Int64[Tensor, "*batch J"]
     ) -> Float[Tensor, "*batch d"]:
         """The position-encoded sum of the word vectors of each sentence."""
+        width, vocab_size = self.config.sentence_length, table.num_embeddings
+        if words.shape[-1] != width:
+            raise ValueError(
+                f"words must have shape (*batch, J) with J = {width}; "
+                f"found {tuple(words.shape)}"
+            )
+        if words.numel() and (words.min() < 0 or words.max() >= vocab_size):
+            raise ValueError(
+                f"words must hold word ids in [0, {vocab_size}); "
+                f"found ids from {int(words.min())} to {int(words.max())}"
+            )
         # (*batch, J, d) -> (*batch, d)
         return (table(words) * self.encoding).sum(dim=-2)
 
     def answer_logits(self, u: Float[Tensor, "B d"]) -> Float[Tensor, "B V"]:
         """``W u``, with ``W^T = C^K`` (adjacent) or a matrix of its own (layerwise)."""
+        weight = self.C[-1].weight
+        if u.shape[1] != weight.shape[1] or u.dtype != weight.dtype:
+            raise TypeError(
+                f"u must be (B, d) with d = {weight.shape[1]} and the model's dtype "
+                f"{weight.dtype}; found {u.dtype} of shape {tuple(u.shape)}"
+            )
         if self.config.tying == "adjacent":
             return u @ self.C[-1].weight.T  # (B, d) @ (d, V)
         return self.W(u)

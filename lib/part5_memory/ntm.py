@@ -55,7 +55,14 @@ from jaxtyping import Bool, Float
 from torch import Tensor, nn
 
 from lib.part4_attention.attention import masked_softmax
-from lib.checked import NonNegative, NonNegativeInt, Positive, PositiveInt, same_dtype
+from lib.checked import (
+    NonNegative,
+    NonNegativeInt,
+    Positive,
+    PositiveInt,
+    each,
+    same_dtype,
+)
 from lib.part2_recurrent.rnn import LSTMCell, clip_grad_norm
 
 __all__ = [
@@ -364,7 +371,7 @@ class CopyRun:
     """What :func:`train_copy` measured: the loss (bits per vector) every ``report``
     steps."""
 
-    steps: list[int] = field(default_factory=list)
+    steps: each(NonNegativeInt) = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     seconds: float = 0.0
 

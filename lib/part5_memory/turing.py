@@ -29,14 +29,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Annotated, Optional
 
-from lib.checked import NonNegativeInt
+from beartype.vale import Is
+
+from lib.checked import AnyInt, NonNegativeInt, each, is_not_a_str
 
 __all__ = ["MOVES", "Configuration", "Run", "TuringMachine", "notes_example"]
 
 MOVES = ("L", "R")
 Rule = tuple[str, str, str, str, str]  # (state, read, next state, write, move)
+Symbols = Annotated[each(str), Is[is_not_a_str]]  # ("a", "b"), every one a str
 
 
 @dataclass(frozen=True)
@@ -48,12 +51,12 @@ class Configuration:
     """
 
     state: str
-    tape: tuple[str, ...]
-    first: int
-    head: int
+    tape: Symbols
+    first: AnyInt
+    head: AnyInt
     blank: str
 
-    def cell(self, position: int) -> str:
+    def cell(self, position: AnyInt) -> str:
         index = position - self.first
         return self.tape[index] if 0 <= index < len(self.tape) else self.blank
 
@@ -70,7 +73,7 @@ class Configuration:
         right = [self.cell(p) for p in self.window() if p >= self.head]
         return " ".join(left + [self.state] + right)
 
-    def tape_line(self, positions: Optional[Iterable[int]] = None) -> str:
+    def tape_line(self, positions: Optional[each(AnyInt)] = None) -> str:
         """The cells at ``positions`` (default :meth:`window`), the head's cell in
         brackets: ``b [a] □``."""
         positions = self.window() if positions is None else positions
@@ -142,9 +145,14 @@ class TuringMachine:
                     f"{name} must be a collection (e.g. a set); "
                     f"found the string {value!r}"
                 )
-        self.states, self.finals = frozenset(states), frozenset(finals)
-        self.input_alphabet = frozenset(input_alphabet)
-        self.tape_alphabet = frozenset(tape_alphabet)
+            if name != "rules":  # the signature looks at one item, drawn at random
+                value = sets[name] = tuple(value)  # an iterator is read once
+                odd = next((item for item in value if not isinstance(item, str)), None)
+                if odd is not None:
+                    raise TypeError(f"{name} must hold str items; found {odd!r}")
+        self.states, self.finals = frozenset(sets["states"]), frozenset(sets["finals"])
+        self.input_alphabet = frozenset(sets["input_alphabet"])
+        self.tape_alphabet = frozenset(sets["tape_alphabet"])
         self.rules: tuple[Rule, ...] = tuple(tuple(rule) for rule in rules)
         self.start, self.blank = start, blank
         Q, Gamma = sorted(self.states), sorted(self.tape_alphabet)
@@ -220,7 +228,7 @@ class TuringMachine:
         return Run(configurations, halted=halted, accepted=accepted)
 
     def _configuration(
-        self, state: str, tape: dict[int, str], head: int
+        self, state: str, tape: dict[int, str], head: AnyInt
     ) -> Configuration:
         first, last = min([*tape, head]), max([*tape, head])
         cells = tuple(tape.get(p, self.blank) for p in range(first, last + 1))

@@ -67,8 +67,11 @@ def test_bad_input_is_rejected_with_the_reason(tmp_path):
     with pytest.raises(ValueError, match="must not occur in the corpus"):
         Vocabulary.from_sentences([["<unk>"]], specials=("<unk>",))
     vocab = Vocabulary.from_sentences([["a"]])
-    with pytest.raises(KeyError, match="'z' is not in the vocabulary"):
+    with pytest.raises(ValueError, match=r"word must be a word of the vocabulary \(1 words\); 'z' is not in the vocabulary"):
         vocab.index("z")
+    with pytest.raises(ValueError, match=r"unknown must be a word of the vocabulary \(1 words\); '<unk>' is not in the vocabulary"):
+        vocab.encode(["a", "b"], unknown="<unk>")
+    assert vocab.encode(["a", "b"]) == [0] and vocab.index("a") == 0
     with pytest.raises(TypeError, match=r"(?s)parameter 'tokens'.*Actual value: 'a'.*is_a_list_of_words"):
         vocab.encode("a")
     with pytest.raises(TypeError, match=r"(?s)parameter 'specials'.*Actual value: '<unk>'.*is_a_list_of_words"):

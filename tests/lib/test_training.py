@@ -49,3 +49,19 @@ def test_train_step_equals_the_steps_written_out_with_torch():
         train_step(optimizer, model(tokens)[0, 0], targets[0, 0])
     with pytest.raises(TypeError, match=r"(?s)parameter 'clip'.*Actual value: 1.0.*Callable"):
         train_step(optimizer, model(tokens), targets, clip=1.0)
+
+
+def test_train_step_refuses_targets_outside_the_vocabulary_before_stepping():
+    from lib.training import train_step
+
+    model = torch.nn.Linear(3, 5)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    logits = model(torch.ones(2, 3))
+    before = model.weight.clone()
+    for bad, found in (([0, 5], "from 0 to 5"), ([-1, 4], "from -1 to 4")):
+        with pytest.raises(ValueError, match=rf"targets must hold ids in \[0, 5\) or ignore_index \(-100\); found ids {found}"):
+            train_step(optimizer, logits, torch.tensor(bad))
+    assert torch.equal(model.weight, before)  # nothing was stepped
+    # The edges are ids, and ignore_index may lie outside [0, V).
+    train_step(optimizer, model(torch.ones(2, 3)), torch.tensor([0, 4]))
+    train_step(optimizer, model(torch.ones(2, 3)), torch.tensor([7, 4]), ignore_index=7)

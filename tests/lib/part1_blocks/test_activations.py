@@ -205,6 +205,9 @@ def test_dead_units_by_hand():
     activations = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
     activations[1, 2] = 0.5
     assert dead_units(activations).tolist() == [True, False, False]
+    assert dead_units(activations[:1]).tolist() == [True, False, True]  # one input
+    with pytest.raises(ValueError, match=r"activations must hold at least one input \(N >= 1\).*found shape \(0, 3\)"):
+        dead_units(activations[:0])
 
 
 # ---------------------------------------------------------------------------

@@ -624,6 +624,8 @@ def test_inputs_that_gave_a_silent_answer_are_refused_by_name():
     assert normalised_score(-math.inf, 2) == -math.inf  # probability 0 is a log-probability
     with pytest.raises(ValueError, match=r"log_probs must be finite or -inf; found NaN or \+inf"):
         TableModel(torch.full((1, 3, 2), math.nan))
+    with pytest.raises(ValueError, match=r"log_probs must hold at least one source \(S >= 1\); found shape \(0, 3, 2\)"):
+        TableModel(torch.zeros(0, 3, 2))
 
 
 def test_table_model_step_names_ids_out_of_range():
@@ -640,3 +642,14 @@ def test_table_model_step_names_ids_out_of_range():
     with pytest.raises(ValueError, match=r"sources must be ids < S = 2; found ids from 0 to 2"):
         beam_search_batch(model.step, 3, model.bos, 0, 2, 4)  # more sources than the model
     assert torch.equal(model.step(bos, one), model.log_probs[1, 3][None])
+
+
+def test_a_trace_step_record_takes_counts_not_bools_or_negatives():
+    from lib.part3_words.decoding import Candidate, TraceStep
+
+    one = (Candidate((1,), -0.5, 0, "kept"),)
+    assert TraceStep(0, 0, one).candidates == one
+    for name in ("source", "step"):
+        for bad in (-1, True):
+            with pytest.raises(TypeError, match=rf"(?s)parameter '{name}'.*Actual value: {bad}"):
+                TraceStep(**{"source": 0, "step": 1, name: bad, "candidates": one})

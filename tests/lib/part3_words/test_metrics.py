@@ -483,3 +483,14 @@ def test_the_default_smoothing_is_none_not_sacrebleus_exp():
 def test_wrong_types_and_sizes_are_named(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_a_bleu_record_takes_lengths_not_bools_or_negatives():
+    from lib.part3_words.metrics import BleuStats
+
+    fields = dict(matches=(1,), totals=(1,), precisions=(1.0,), weights=(1.0,), brevity_penalty=1.0, score=1.0)
+    assert BleuStats(hyp_len=0, ref_len=3, **fields).ref_len == 3
+    for name in ("hyp_len", "ref_len"):
+        for bad in (-1, True):
+            with pytest.raises(TypeError, match=rf"(?s)parameter '{name}'.*Actual value: {bad}"):
+                BleuStats(**{"hyp_len": 1, "ref_len": 1, name: bad}, **fields)

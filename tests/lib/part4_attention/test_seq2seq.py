@@ -8,6 +8,8 @@ hypothesis properties, and :mod:`lib.part3_words.decoding` (step-by-step decodin
 teacher forcing).
 """
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -410,11 +412,16 @@ def test_exact_matches_counts_whole_outputs_only():
 def test_accuracy_by_length_hand_computed():
     correct = torch.tensor([True, False, True, True, False, True])
     lens = torch.tensor([3, 3, 4, 6, 7, 9])
-    labels, accuracy, counts = accuracy_by_length(correct, lens, [3, 5, 8, 9])
-    assert labels == ["3-4", "5-7", "8"]
-    assert counts.tolist() == [3, 2, 0]
-    torch.testing.assert_close(accuracy[:2], torch.tensor([2 / 3, 0.5]))
+    labels, accuracy, counts = accuracy_by_length(correct, lens, [3, 5, 8, 9, 10])
+    assert labels == ["3-4", "5-7", "8", "9"]
+    assert counts.tolist() == [3, 2, 0, 1]
+    torch.testing.assert_close(accuracy[[0, 1, 3]], torch.tensor([2 / 3, 0.5, 1.0]))
     assert torch.isnan(accuracy[2])
+    # A length outside every bin would silently leave the counts short of N.
+    for edges, found in (([3, 5, 8, 9], "from 3 to 9"), ([4, 10], "from 3 to 9")):
+        message = rf"lens must lie in the bins, \[edges\[0\], edges\[-1\]\) = \[{edges[0]}, {edges[-1]}\); found lengths {found}"
+        with pytest.raises(ValueError, match=message):
+            accuracy_by_length(correct, lens, edges)
     with pytest.raises(ValueError, match=r"edges must be at least two increasing ints; found \[3, 3\]"):
         accuracy_by_length(correct, lens, [3, 3])
     for _ in range(20):  # every edge is checked, not one drawn at random
@@ -449,6 +456,64 @@ def test_save_and_load_rebuild_the_same_model(tmp_path):
         save_seq2seq(torch.nn.Linear(2, 2), tmp_path / "x.pt")
     with pytest.raises(TypeError, match="model must be a Seq2Seq made by build_seq2seq; found one built by hand"):
         save_seq2seq(Seq2Seq(Encoder(9, 5, 4), PlainDecoder(7, 5, 8)), tmp_path / "x.pt")
+    for call in (lambda: save_seq2seq(model, ""), lambda: load_seq2seq("")):
+        with pytest.raises(ValueError, match="path must name a file; found ''"):
+            call()
+
+
+def test_memory_refuses_lengths_and_indices_out_of_range():
+    states, summary = torch.zeros(2, 3, 4), torch.zeros(2, 4)
+    memory = Memory(states, torch.tensor([1, 3]), summary)  # the edges 1 and S are lengths
+    for lens, found in (([0, 3], "from 0 to 3"), ([1, 4], "from 1 to 4"), ([-1, 2], "from -1 to 2")):
+        with pytest.raises(ValueError, match=rf"lens must lie in \[1, S\] = \[1, 3\]; found values {found}"):
+            Memory(states, torch.tensor(lens), summary)
+    assert memory.select(torch.tensor([-2, 1, 1])).lens.tolist() == [1, 3, 3]  # -B counts from the end
+    assert len(memory.select(torch.tensor([], dtype=torch.long)).lens) == 0
+    for index, found in (([0, 2], "from 0 to 2"), ([-3, 0], "from -3 to 0")):
+        with pytest.raises(ValueError, match=rf"index must hold sources in \[-B, B\) = \[-2, 2\); found values {found}"):
+            memory.select(torch.tensor(index))
+
+
+@pytest.mark.parametrize("name", ["plain", "bahdanau", "luong-general-local-m"])
+def test_a_decoder_step_called_by_hand_names_what_is_wrong(name):
+    model = small_model(name)
+    decoder = model.decoder
+    with torch.no_grad():
+        memory = model.encoder(SRC, LENS)
+        state, token = decoder.start(memory), TGT[:, 0]
+        decoder.step(token, state, memory, 1)  # right
+        decoder.step(token.int(), state, memory, torch.tensor(1).item())  # int32 ids, an int t
+        for t in (True, 2.5, "3", None):
+            with pytest.raises(TypeError, match=rf"t must be an int \(steps count from 1\); found {re.escape(repr(t))}"):
+                decoder.step(token, state, memory, t)
+        for t in (0, -1):
+            with pytest.raises(ValueError, match=rf"t must be >= 1 \(steps count from 1\); found {t}"):
+                decoder.step(token, state, memory, t)
+        for bad, found in ((token.float(), "torch.float32 of shape \\(3,\\)"), (token[:2], "torch.int64 of shape \\(2,\\)"),
+                           (token[None], "torch.int64 of shape \\(1, 3\\)"), (token.bool(), "torch.bool"), ([1, 2, 3], "list")):
+            with pytest.raises(TypeError, match=rf"token must be an int64 or int32 tensor of shape \(B,\) = \(3,\); found {found}"):
+                decoder.step(bad, state, memory, 1)
+        for ids, found in (([0, 7, 1], "from 0 to 7"), ([-1, 6, 0], "from -1 to 6")):
+            with pytest.raises(ValueError, match=rf"token must hold ids in \[0, 7\); found ids {found}"):
+                decoder.step(torch.tensor(ids), state, memory, 1)
+        decoder.step(torch.tensor([0, 6, 0]), state, memory, 1)  # 0 and V - 1 are ids
+        for bad in (None, "x", 3):
+            with pytest.raises(TypeError, match=rf"memory must be a Memory; found {type(bad).__name__}"):
+                decoder.step(token, state, bad, 1)
+        h = state[0] if name.startswith("luong") else state
+        wrong = (h.long(), h[0], h[None], h.double(), h[:, :-1])
+        found = ("torch.int64 of shape \\(3, 8\\)", "torch.float32 of shape \\(8,\\)", "torch.float32 of shape \\(1, 3, 8\\)",
+                 "torch.float64", "torch.float32 of shape \\(3, 7\\)")
+        for bad, what in zip(wrong, found):
+            bad_state = (bad, state[1]) if name.startswith("luong") else bad
+            with pytest.raises(TypeError, match=rf"state must be .* of shape \(B, De\) = \(3, 8\) and memory's dtype torch.float32; found {what}"):
+                decoder.step(token, bad_state, memory, 1)
+        if name.startswith("luong"):
+            for bad, found in ((None, "NoneType"), ((), "tuple"), ("ab", "str"), ((h, h, h), "tuple")):
+                with pytest.raises(TypeError, match=rf"state must be a pair \(h, h~\); found {found}"):
+                    decoder.step(token, bad, memory, 1)
+            with pytest.raises(TypeError, match=r"h must have the decoder's dtype \(torch.float32\); found torch.float16"):
+                decoder.centre(h.half(), memory, 1)
 
 
 def test_build_errors_name_expected_and_found():
@@ -561,6 +626,11 @@ def test_pointer_network_errors_name_expected_and_found():
         net.greedy(torch.rand(3, 5, 2, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"pointers_in must be -1 \(start\) or below their row's length in lens; found -1 to 5 with lens \[5\]"):
         net(torch.rand(1, 5, 2), torch.tensor([[-1, 5]]))
+    for later in ([[-1, -1, 2]], [[-1, 1, -1]]):  # the start fed again, e.g. a row of -1
+        step = later[0].index(-1, 1)
+        with pytest.raises(ValueError, match=rf"pointers_in may be -1 \(start\) at the first step only; found -1 at step {step} \(from 0\)"):
+            net(torch.rand(1, 5, 2), torch.tensor(later))
+    assert net(torch.rand(1, 5, 2), torch.tensor([[-1, 1, 4]])).shape == (1, 3, 5)
     # a pointer into a row's padding (row 0 has 2 positions) used to feed the decoder a padded value
     with pytest.raises(ValueError, match=r"below their row's length in lens; found 0 to 4 with lens \[2, 5, 5\]"):
         net(torch.rand(3, 5, 2), torch.tensor([[4], [0], [0]]), lens=torch.tensor([2, 5, 5]))

@@ -28,7 +28,7 @@ from lib.part4_attention.transformer import (
     teacher_forced_loss,
 )
 from lib.part4_attention.transformer_blocks import (
-    DecoderBlock, Dropout, EncoderBlock, FeedForward, KVCache, LayerNorm, SelfAttention, causal_mask,
+    DecoderBlock, Dropout, EncoderBlock, FeedForward, KVCache, LayerNorm, Residual, SelfAttention, causal_mask,
 )
 
 FAST = settings(max_examples=25, deadline=None, database=None)
@@ -245,9 +245,13 @@ def test_layer_norm_errors():
         LayerNorm(4)(torch.randn(2, 5))
     with pytest.raises(TypeError, match="(?s)parameter 'eps'.*Actual value: 0.*eps: .*is_above_0"):
         LayerNorm(4, eps=0)
-    for bad in (torch.ones(2, 4, dtype=torch.long), torch.ones(2, 4, dtype=torch.bool), torch.tensor(1.0)):
-        with pytest.raises(ValueError, match=rf"with D = 4; found {bad.dtype} of shape {re.escape(str(tuple(bad.shape)))}"):
-            LayerNorm(4)(bad)  # torch failed in mean() or in shape[-1]
+    for bad in (torch.ones(2, 4, dtype=torch.long), torch.ones(2, 4, dtype=torch.bool)):
+        with pytest.raises(TypeError, match=rf"z must be a float tensor; found {bad.dtype}"):
+            LayerNorm(4)(bad)  # torch failed in mean()
+    with pytest.raises(ValueError, match=r"with D = 4; found torch.float32 of shape \(\)"):
+        LayerNorm(4)(torch.tensor(1.0))  # torch failed in shape[-1]
+    with pytest.raises(TypeError, match=r"z must be a float tensor; found list"):
+        LayerNorm(4)([[1.0, 2.0, 3.0, 4.0]])
     with pytest.raises(ValueError, match=r"keys and values must have one shape \(B, H, L, Dh\); found \(1, 2, 3, 4\) and \(1, 2, 5, 4\)"):
         KVCache().append(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4))  # was accepted
 
@@ -852,3 +856,58 @@ def test_teacher_forced_loss_is_the_mean_negative_log_probability_of_the_unpadde
         teacher_forced_loss(model, dataclasses.replace(data, tgt_out=torch.zeros_like(data.tgt_out)))  # was NaN
     with pytest.raises(ValueError, match=r"data.tgt_out must hold target ids in \[0, \d+\) besides pad = 0; found 1..99"):
         teacher_forced_loss(model, dataclasses.replace(data, tgt_out=data.tgt_out.clamp(min=1).index_fill(1, torch.tensor([0]), 99)))
+
+
+def test_per_step_blocks_called_by_hand_name_what_is_wrong():
+    """The blocks' forwards are unchecked (@no_type_check, per step); a cheap if names
+    what a caller could still get wrong: no tensor, not float, a wrong size or dtype."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4)
+    ffn, residual, dropout = FeedForward(4, 8), Residual(4), Dropout(0.5)
+    assert ffn(x).shape == x.shape and residual(x, ffn)[0].shape == x.shape
+    for bad, found in ((x.long(), "torch.int64"), (x.bool(), "torch.bool"), (x.tolist(), "list")):
+        for name, call in (("z", ffn), ("x", lambda v: residual(v, ffn)), ("x", dropout), ("x", dropout.eval())):
+            with pytest.raises(TypeError, match=rf"{name} must be a float tensor; found {found}"):
+                call(bad)  # Dropout returned ints, bools and lists as they were
+        dropout.train()
+    for bad, found in ((x.double(), r"torch.float64 of shape \(2, 3, 4\)"), (x.half(), "torch.float16"),
+                       (torch.randn(2, 3, 5), r"torch.float32 of shape \(2, 3, 5\)")):
+        with pytest.raises(ValueError, match=rf"z must have shape \(\.\.\., D\) with D = 4 and the dtype torch.float32; found {found}"):
+            ffn(bad)
+    for bad in (x[0], x[None]):  # a missing or extra axis broadcast silently
+        with pytest.raises(ValueError, match=rf"x must have shape \(B, T, D\); found {re.escape(str(tuple(bad.shape)))}"):
+            residual(bad, ffn)
+    for bad in (None, "x", 3):
+        with pytest.raises(TypeError, match=rf"sublayer must be callable; found {re.escape(repr(bad))}"):
+            residual(x, bad)
+
+
+def test_kv_cache_and_heads_called_by_hand_name_what_is_wrong():
+    torch.manual_seed(0)
+    attention, h = MultiHeadAttention(8, 2), torch.randn(2, 3, 8)
+    out, weights = KVCache().attend(attention, h)
+    assert out.shape == (2, 3, 8) and weights.shape == (2, 2, 3, 3)
+    for bad in (None, "x", 3):
+        with pytest.raises(TypeError, match=rf"attention must be a MultiHeadAttention; found {re.escape(repr(bad))}"):
+            KVCache().attend(bad, h)
+    for bad, found in ((h.long(), "torch.int64"), (h.bool(), "torch.bool"), (h.tolist(), "list")):
+        with pytest.raises(TypeError, match=rf"h must be a float tensor; found {found}"):
+            KVCache().attend(attention, bad)
+    for bad, found in ((h.double(), r"torch.float64 of shape \(2, 3, 8\)"), (h.half(), "torch.float16"),
+                       (torch.randn(2, 3, 9), r"torch.float32 of shape \(2, 3, 9\)"), (h[0], r"torch.float32 of shape \(3, 8\)")):
+        with pytest.raises(ValueError, match=rf"h must have shape \(B, L, E\) with E = 8 and the dtype torch.float32; found {found}"):
+            KVCache().attend(attention, bad)
+    keys = torch.randn(1, 2, 3, 4)
+    for name, args in (("keys", (keys.long(), keys)), ("values", (keys, keys.bool())), ("keys", (keys.tolist(), keys))):
+        with pytest.raises(TypeError, match=rf"{name} must be a float tensor; found"):
+            KVCache().append(*args)  # int and bool keys were cached silently
+    with pytest.raises(ValueError, match=r"keys and values must have one shape \(B, H, L, Dh\); found \(2, 3, 4\)"):
+        KVCache().append(keys[0], keys[0])
+    projected = torch.randn(2, 3, 8)
+    assert torch.equal(attention.merge_heads(attention.split_heads(projected)), projected)
+    for bad, found in ((projected.long(), "torch.int64"), (projected.bool(), "torch.bool"), (projected.tolist(), "list")):
+        with pytest.raises(TypeError, match=rf"projected must be a float tensor; found {found}"):
+            attention.split_heads(bad)
+        heads = bad if isinstance(bad, list) else bad.view(2, 3, 2, 4).transpose(1, 2)
+        with pytest.raises(TypeError, match=rf"heads must be a float tensor; found {found}"):
+            attention.merge_heads(heads)

@@ -55,6 +55,14 @@ def test_hebbian_weights_and_energy_match_loops():
     assert torch.equal(weights, weights.T)
 
 
+def test_storing_no_pattern_is_refused():
+    one = spins(1, 4)
+    assert hebbian_weights(one).shape == (4, 4)  # one pattern is enough
+    for store in (hebbian_weights, HopfieldNetwork):
+        with pytest.raises(ValueError, match=r"patterns must hold at least one pattern \(P >= 1\); found shape \(0, 4\)"):
+            store(one[:0])
+
+
 @FAST
 @given(st.integers(1, 6), st.integers(2, 24), st.integers(0, 10_000))
 def test_energy_never_increases_under_asynchronous_updates(n_patterns, n_units, seed):
@@ -234,3 +242,14 @@ def test_bad_input_is_rejected_with_a_message():
         flip_bits(spins(2, 4), 1.5)
     with pytest.raises(TypeError, match=r"(?s)parameter 'mode'.*Actual value: 'parallel'.*Literal\['async', 'sync'\]"):
         HopfieldNetwork(spins(2, 4)).recall(spins(4), mode="parallel")
+
+
+def test_a_recall_record_holds_spins_and_a_count_of_steps():
+    from lib.part5_memory.hopfield import Recall
+
+    states = spins(2, 4)
+    assert Recall(states, 0, True).steps == 0
+    for bad_states, steps, name in ((states, -1, "steps"), (states, True, "steps"), (states.long(), 1, "states"),
+                                    (states * 0, 1, "states")):
+        with pytest.raises(TypeError, match=rf"(?s)parameter '{name}'"):
+            Recall(bad_states, steps, True)

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib.part5_memory.babi import OBJECTS, PEOPLE, PLACES, VOCABULARY, WORD_ID, Stories, generate
+from lib.part5_memory.babi import OBJECTS, PEOPLE, PLACES, VOCABULARY, WORD_ID, Stories, Story, generate
 from lib.part5_memory.memn2n import (
     MemN2N, MemN2NConfig, accuracy, position_encoding, support_weights, train_memn2n,
 )
@@ -251,3 +251,70 @@ def test_empty_stories_are_named():
         accuracy(MemN2N(config), empty)  # was a NaN
     with pytest.raises(ValueError, match="data must hold at least one story; found 0"):
         train_memn2n(MemN2N(config), empty, epochs=1)  # was a ZeroDivisionError
+
+
+def test_a_story_built_by_hand_is_checked_item_by_item():
+    good = ("mary went to the garden", "john got the milk")
+    assert Story(good, "where is mary", "garden", (0,)).supporting == (0,)
+    Story(good, "where is the milk", "garden", (1, 0))  # two facts, the last sentence
+    for _ in range(10):  # every sentence: the signature's draw may miss it, the body not
+        with pytest.raises(TypeError, match=r"(?s)sentences.*7"):
+            Story((*good, 7), "where is mary", "garden", (0,))
+    with pytest.raises(ValueError, match=r"sentences\[1\] must use words of VOCABULARY; found 'bob'"):
+        Story((good[0], "bob went to the garden"), "where is mary", "garden", (0,))
+    with pytest.raises(ValueError, match=r"question must use words of VOCABULARY; found 'who'"):
+        Story(good, "who is mary", "garden", (0,))
+    with pytest.raises(ValueError, match=r"answer must be a word of VOCABULARY; found 'paris'"):
+        Story(good, "where is mary", "paris", (0,))
+    for bad in ((-1,), (2,), (), (0, 1, 1), (True,)):
+        with pytest.raises(ValueError, match=rf"supporting must be one or two indices in \[0, 2\) \(the sentences\); found {re.escape(repr(bad))}"):
+            Story(good, "where is mary", "garden", bad)
+
+
+def test_stories_refuse_ids_and_indices_out_of_range():
+    data = some_stories()
+    fields = {name: getattr(data, name) for name in ("story", "question", "answer", "lengths", "supporting")}
+    assert Stories(**fields).lengths.tolist() == data.lengths.tolist()
+    words = len(VOCABULARY)
+    for name in ("story", "question", "answer"):
+        for bad in (words, -1):
+            ids = fields[name].clone()
+            ids.view(-1)[0] = bad
+            low, high = int(ids.min()), int(ids.max())
+            assert bad in (low, high)
+            with pytest.raises(ValueError, match=rf"{name} must hold word ids in \[0, {words}\); found ids from {low} to {high}"):
+                Stories(**{**fields, name: ids})
+    lengths = fields["lengths"].clone()
+    for bad, message in ((5, "from .* to 5"), (0, "from 0 to")):
+        lengths[0] = bad
+        with pytest.raises(ValueError, match=rf"lengths must lie in \[1, N\] = \[1, 4\]; found values {message}"):
+            Stories(**{**fields, "lengths": lengths})
+    for row, value in ((0, -1), (0, 4), (1, -2), (1, 4)):
+        supporting = fields["supporting"].clone()
+        supporting[0, row] = value
+        with pytest.raises(ValueError, match=r"supporting must hold sentence indices below each story's length \(the second may be -1, none\)"):
+            Stories(**{**fields, "supporting": supporting})
+    one_fact = Stories.from_stories(generate("single", 3, max_sentences=4), max_sentences=4)
+    assert (one_fact.supporting[:, 1] == -1).all()  # -1: no second fact
+    assert len(data[torch.tensor([-5, 4])]) == 2 and len(data[1:3]) == 2
+    for index, found in (([0, 5], "from 0 to 5"), ([-6], "from -6 to -6")):
+        with pytest.raises(ValueError, match=rf"index must hold stories in \[-B, B\) = \[-5, 5\); found values {found}"):
+            data[torch.tensor(index)]
+
+
+def test_embed_and_answer_logits_called_by_hand_name_what_is_wrong():
+    model = small_model()  # float64, d = 6, J = 5
+    words = torch.tensor([[1, 2, 0, 0, 0]])
+    assert model.embed(model.B, words).shape == (1, 6)
+    model.embed(model.B, torch.full((1, 5), len(VOCABULARY) - 1))  # the last id is a word
+    for bad, found in ((len(VOCABULARY), rf"from 0 to {len(VOCABULARY)}"), (-1, "from -1 to 2")):
+        with pytest.raises(ValueError, match=rf"words must hold word ids in \[0, {len(VOCABULARY)}\); found ids {found}"):
+            model.embed(model.B, torch.tensor([[bad, 2, 0, 0, 0]]))
+    with pytest.raises(ValueError, match=r"words must have shape \(\*batch, J\) with J = 5; found \(1, 6\)"):
+        model.embed(model.B, torch.zeros(1, 6, dtype=torch.long))
+    u = torch.zeros(2, 6, dtype=torch.float64)
+    assert model.answer_logits(u).shape == (2, len(VOCABULARY))
+    for bad, found in ((u.float(), r"torch.float32 of shape \(2, 6\)"), (u.half(), "torch.float16"),
+                       (torch.zeros(2, 7, dtype=torch.float64), r"torch.float64 of shape \(2, 7\)")):
+        with pytest.raises(TypeError, match=rf"u must be \(B, d\) with d = 6 and the model's dtype torch.float64; found {found}"):
+            model.answer_logits(bad)

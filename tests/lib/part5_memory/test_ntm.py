@@ -272,3 +272,13 @@ def test_an_empty_sequence_and_crossed_lengths_are_named():
         NTM()(torch.zeros(2, 0, 7))  # was torch.stack's "expects a non-empty TensorList"
     with pytest.raises(ValueError, match="max_length must be >= min_length = 5; found 3"):
         train_copy(NTM(), 1, min_length=5, max_length=3)  # was torch.randint's "from < to"
+
+
+def test_a_copy_run_record_counts_steps_item_by_item():
+    from lib.part5_memory.ntm import CopyRun
+
+    assert CopyRun([0, 10], [1.0, 0.5]).steps == [0, 10]
+    for steps in ([10, -1], [True, 10]):
+        for _ in range(5):  # every item, not one drawn at random
+            with pytest.raises(TypeError, match=r"(?s)parameter 'steps'"):
+                CopyRun(steps)

@@ -107,3 +107,32 @@ def test_bad_inputs_are_rejected():
 
 def test_a_list_of_symbols_runs_like_the_string():
     assert notes_example().run(["a", "a"]).trace() == notes_example().run("aa").trace()
+
+
+def test_every_item_of_a_set_is_checked_not_one_drawn_at_random():
+    for name, good in (("states", ["q0", "q1"]), ("input_alphabet", ["a", "b"]),
+                       ("tape_alphabet", ["a", "b", "□"]), ("finals", ["q1"])):
+        for _ in range(10):  # the signature's random draw would miss the 7 now and then
+            with pytest.raises(TypeError, match=rf"{name}"):
+                machine(**{name: [*good, 7]})
+    # The body's own check, which the draw cannot skip:
+    with pytest.raises(TypeError, match=r"states must hold str items; found 7"):
+        machine(states=iter(["q0", "q1", 7]))
+    assert machine(states=iter(["q0", "q1"])).states == {"q0", "q1"}  # an iterator is read once
+
+
+def test_a_configuration_takes_ints_not_bools_and_str_cells():
+    from lib.part5_memory.turing import Configuration
+
+    last = notes_example().run("ab").configurations[-1]  # head at 1, cells 0..2
+    assert last.cell(-1) == "□" and last.cell(0) == "b"  # negative positions are cells
+    assert last.tape_line([-1, 0, 1]) == " □  b [b]"
+    for call, name in ((lambda: Configuration("q1", ("b",), True, 0, "□"), "first"),
+                       (lambda: Configuration("q1", ("b",), 0, True, "□"), "head"),
+                       (lambda: last.cell(True), "position"),
+                       (lambda: last.tape_line([0, True]), "positions"),
+                       (lambda: Configuration("q1", ("b", 7), 0, 0, "□"), "tape"),
+                       (lambda: Configuration("q1", "bb", 0, 0, "□"), "tape")):
+        for _ in range(5):
+            with pytest.raises(TypeError, match=rf"(?s)parameter '{name}'"):
+                call()
