@@ -9,7 +9,7 @@ Python, what clipping does for a diverging run, and what truncating the gradient
   diverges; clipping the gradient's norm (Pascanu et al., 2013) keeps it on course.
 * :func:`echo_sweep`: truncated backpropagation through time (Williams and Peng, 1990)
   cannot teach a dependency longer than its chunks; overlapping windows, BPTT(k1, k2)
-  (Williams and Peng, 1990, §4; Sutskever, 2013, §7.1.1), read the same chunks and can.
+  (Williams and Peng, 1990; Sutskever, 2013), read the same chunks and can.
 * :func:`gradient_reach`: which inputs each loss's gradient reaches, found by autograd,
   for plain, overlapping and randomised truncation (Tallec and Ollivier, 2017; Zhang et
   al., 2023, §9.7.1.3).
@@ -381,7 +381,7 @@ class EchoSweep(Result):
         Finding(
             "BPTT(4, 8), with the chunks and steps of k = 4, echoes more than 98% of "
             "the bits for every seed.",
-            backs=("bptt-windows-read", "summary"),
+            backs=("tbptt-echo-read", "summary"),
             holds=lambda r: min(r.windowed) > 0.98,
         ),
     )
