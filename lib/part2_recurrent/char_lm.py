@@ -19,7 +19,13 @@ Karpathy, 2015). Top to bottom:
    2013): :func:`stream_batch` cuts one long text into parallel streams,
    :func:`truncated_bptt_loss` is the loss whose gradient is the truncated one
    (the state is carried from chunk to chunk of ``k`` steps, detached from the
-   graph), and :func:`train_truncated_bptt` takes one step per chunk.
+   graph), and :func:`train_truncated_bptt` takes one step per chunk; with ``k2``,
+   both use overlapping windows, BPTT(k1, k2) (Williams and Peng's BPTT(h; h')), whose
+   backward pass also runs through the ``k2 - k1`` steps before each chunk.
+5. Randomised truncation (Tallec and Ollivier, 2017; Zhang et al., 2023, §9.7.1):
+   :func:`truncation_factors` draws a factor per step, ``1 / keep`` or 0, and
+   :func:`randomized_bptt_loss` scales by it the gradient into each earlier state, an
+   unbiased estimate of full BPTT's gradient.
 
 Chapter 3's runs, with its text, sizes and seeds, are :mod:`experiments.ch03_rnn`.
 
@@ -37,6 +43,10 @@ References
    2(4), 1990.
 .. [6] I. Sutskever. "Training Recurrent Neural Networks". PhD thesis,
    University of Toronto, 2013.
+.. [7] C. Tallec, Y. Ollivier. "Unbiasing Truncated Backpropagation Through Time".
+   arXiv:1705.08209, 2017.
+.. [8] A. Zhang, Z. C. Lipton, M. Li, A. J. Smola. "Dive into Deep Learning".
+   Cambridge University Press, 2023.
 """
 
 from __future__ import annotations
@@ -493,7 +503,7 @@ def train_truncated_bptt(
 def truncation_factors(
     length: PositiveInt, keep: Fraction, generator: Optional[torch.Generator] = None
 ) -> Float[Tensor, "L"]:
-    """d2l's randomised truncation (Zhang et al., 2023, §9.7.1.3): for each step an
+    """d2l's randomised truncation (Zhang et al., 2023, §9.7.1): for each step an
     independent factor, ``1 / keep`` with probability ``keep`` and 0 otherwise, whose
     mean is 1."""
     if keep == 0:

@@ -1,6 +1,7 @@
 """Tests for lib/part2_recurrent/char_lm.py: the Zen of Python, the vocabulary and batches by hand, the model with a
 lib layer swapped in (same outputs) feeding lib.part3_words.decoding, training on a text it can learn with a held-out
-curve, and truncated BPTT against full BPTT and a truncated graph built by hand (float64)."""
+curve, and truncated BPTT against full BPTT and a truncated graph built by hand (float64); BPTT(k1, k2) against its
+definition cut by hand per loss, and randomised truncation against full BPTT in exact expectation."""
 
 import math
 
