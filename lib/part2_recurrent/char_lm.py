@@ -20,8 +20,9 @@ Karpathy, 2015). Top to bottom:
    :func:`truncated_bptt_loss` is the loss whose gradient is the truncated one
    (the state is carried from chunk to chunk of ``k`` steps, detached from the
    graph), and :func:`train_truncated_bptt` takes one step per chunk; with ``k2``,
-   both use overlapping windows, BPTT(k1, k2) (Williams and Peng's BPTT(h; h')), whose
-   backward pass also runs through the ``k2 - k1`` steps before each chunk.
+   both use overlapping windows, Williams and Peng's BPTT(h; h'), with h = k2 steps
+   backpropagated every h' = k1 steps (Sutskever calls them k1, k2): the backward
+   pass also runs through the ``k2 - k1`` steps before each chunk.
 5. Randomised truncation (Tallec and Ollivier, 2017; Zhang et al., 2023, §9.7.1):
    :func:`truncation_factors` draws a factor per step, ``1 / keep`` or 0, and
    :func:`randomized_bptt_loss` scales by it the gradient into each earlier state, an
@@ -477,9 +478,10 @@ def train_truncated_bptt(
     ``k`` steps; return each chunk's loss (nats per token) before its step.
 
     Each epoch reads the streams from a zero state. The state is carried forward
-    (detached), so the model *sees* the whole past, while each step's gradient reaches
-    back at most ``k`` steps; with ``k2``, BPTT(k, k2): ``k2`` steps, and at least
-    ``k2 - k + 1`` for every target.
+    (detached), so the model *sees* the whole past, while each target's gradient
+    reaches back at most ``k - 1`` steps; with ``k2``, BPTT(k, k2): at most
+    ``k2 - 1`` steps back and at least ``k2 - k`` (fewer only in the first ``k2 - k``
+    steps of the streams, which have no more past).
     """
     scored = targets[targets != -100]  # padding aside
     vocab_size = model.output.out_features
@@ -522,6 +524,16 @@ def randomized_bptt_loss(
     gradient is the randomised one: the gradient that flows from step ``t`` into the
     state before it is multiplied by ``factors[t]`` (0 cuts it, as ``.detach()``
     does); the loss itself is the full one."""
+    if inputs.shape[1] == 0:  # no step at all: nothing to score
+        raise ValueError(
+            f"inputs must hold L >= 1 steps; found shape {tuple(inputs.shape)}"
+        )
+    bad = ~(factors.isfinite() & (factors >= 0))
+    if bad.any():  # a negative factor flips a path's gradient, NaN poisons the loss
+        t = int(bad.nonzero()[0])
+        raise ValueError(
+            f"factors must be finite and >= 0; found factors[{t}] = {factors[t].item()}"
+        )
     state, logits = None, []
     for t in range(inputs.shape[1]):
         if state is not None:  # the same value; its gradient times factors[t]

@@ -347,6 +347,21 @@ def test_truncation_factors_have_mean_one_and_the_asked_share_kept():
         randomized_bptt_loss(model, inputs, targets, torch.ones(5, dtype=torch.float64))
 
 
+
+def test_randomized_truncation_errors_name_the_argument():
+    """No steps, a negative factor (it would flip a path's gradient) and a NaN or infinite one (NaN loss) are
+    refused with the argument named; 0 and 1 / keep pass."""
+    model, inputs, targets = _stream_model("rnn")
+    with pytest.raises(ValueError, match=r"inputs must hold L >= 1 steps; found shape \(2, 0\)"):
+        randomized_bptt_loss(model, inputs[:, :0], targets[:, :0], torch.ones(0, dtype=torch.float64))
+    for t, bad in ((3, -2.0), (0, float("nan")), (10, float("inf"))):
+        factors = torch.full((11,), 2.0, dtype=torch.float64)
+        factors[t] = bad
+        with pytest.raises(ValueError, match=rf"factors must be finite and >= 0; found factors\[{t}\] = {bad}"):
+            randomized_bptt_loss(model, inputs, targets, factors)
+    factors = torch.tensor([0.0, 2, 0, 2, 2, 0, 0, 2, 2, 2, 0], dtype=torch.float64)
+    assert randomized_bptt_loss(model, inputs, targets, factors).isfinite()
+
 def test_train_truncated_bptt_takes_one_step_per_chunk():
     model, inputs, targets = _stream_model("rnn")
     reference, _, _ = _stream_model("rnn")
