@@ -62,8 +62,8 @@ def test_clipping_rescue_findings():
 
 
 def test_echo_sweep_findings():
-    assert all(verdicts(EchoSweep(4, {4: [0.6, 0.54], 5: [1.0, 0.99]}, [1.0, 0.99])))
-    assert verdicts(EchoSweep(4, {4: [0.6, 0.95], 5: [1.0, 0.9]}, [0.6, 1.0])) == [False] * 3
+    assert all(verdicts(EchoSweep(4, {4: [0.6, 0.54], 5: [1.0, 0.99], 8: [1.0, 0.99]}, [1.0, 0.99])))
+    assert verdicts(EchoSweep(4, {4: [0.6, 0.95], 5: [1.0, 0.9], 8: [0.5, 1.0]}, [0.6, 1.0])) == [False] * 4
 
 
 LINES = ["abcab", "bcabc", "cabca"]
@@ -80,7 +80,7 @@ def test_the_runs_at_a_tiny_size():
     samples = sample_lines(run.models, vocabulary, "\n".join(LINES), 2, per_model=5)
     assert len(samples.shown) == 2 and len(samples.verbatim) == 2
     echo = echo_sweep(seeds=(0,), streams=2, length=20)
-    assert list(echo.accuracy) == [4, 5] and all(len(a) == 1 for a in echo.accuracy.values())
+    assert list(echo.accuracy) == [4, 5, 8] and all(len(a) == 1 for a in echo.accuracy.values())
     assert len(echo.windowed) == 1 and 0 <= echo.windowed[0] <= 1
 
 
@@ -171,12 +171,17 @@ def test_clipping_rescue_findings_fail_one_at_a_time_just_past_their_thresholds(
 
 
 def test_echo_sweep_findings_fail_one_at_a_time_just_past_their_thresholds():
-    agreeing = EchoSweep(4, {4: [0.6, 0.54], 5: [1.0, 0.99]}, [1.0, 0.99])
+    agreeing = EchoSweep(4, {4: [0.6, 0.54], 5: [1.0, 0.99], 8: [0.99, 1.0]}, [1.0, 0.99])
     says = SAYS[EchoSweep]
     assert agreeing.failing() == []
-    assert replace(agreeing, accuracy={4: [0.6, 0.9], 5: [1.0, 0.99]}).failing() == [says[0]]
-    assert replace(agreeing, accuracy={4: [0.6, 0.54], 5: [1.0, 0.98]}).failing() == [says[1]]
+    assert replace(agreeing, accuracy={**agreeing.accuracy, 4: [0.6, 0.9]}).failing() == [says[0]]
+    assert replace(agreeing, accuracy={**agreeing.accuracy, 5: [1.0, 0.98]}).failing() == [says[1]]
     assert replace(agreeing, windowed=[1.0, 0.98]).failing() == [says[2]]
+    assert replace(agreeing, accuracy={**agreeing.accuracy, 8: [0.98, 1.0]}).failing() == [says[3]]
+    # the findings read the arms from the delay, not from 4, 5 and 8: the exercise's delay = 6
+    six = EchoSweep(6, {6: [0.6, 0.5], 7: [1.0, 0.99], 12: [0.99, 1.0]}, [1.0, 0.99])
+    assert six.failing() == []
+    assert replace(six, accuracy={**six.accuracy, 12: [0.5, 1.0]}).failing() == [says[3]]
 
 
 def test_gradient_reach_is_the_window_definition_in_autograd():
