@@ -400,6 +400,8 @@ def _window_reach(length: int, k1: int, k2: int, begin: str = "chunk", sliding: 
         "plain": chunk,  # k2 ignored
         "end": (chunk + k1).clamp(max=length) - k2,  # k2 steps back from the chunk's end
         "k2 before": chunk - k2,  # k2 extra steps, not k2 - k1
+        "late": chunk - (k2 - k1) + 1,  # off by one: windows of k2 - 1 steps
+        "early": chunk - (k2 - k1) - 1,  # off by one: windows of k2 + 1 steps
     }[begin]
     if sliding:
         first = t - k2 + 1  # every loss gets exactly k2 steps
@@ -412,14 +414,14 @@ def _window_mismatch(found: torch.Tensor, expected: torch.Tensor, length: int, k
     t, s = wrong[0]
     chunk = k1 * (t // k1)
     begin = max(0, chunk - (k2 - k1))
+    starts = (f"the chunk of step {t} starts at c = {chunk}, its window at max(0, c - (k2 - k1)) = "
+              f"max(0, {chunk} - {k2 - k1}) = {begin}")
     if expected[t, s]:
-        why = (f"it must be 1: the chunk of step {t} starts at step {chunk}, its window k2 - k1 = {k2 - k1} "
-               f"steps earlier at step {begin}, and {begin} <= {s} <= {t}")
+        why = f"it must be 1: {starts}, and {begin} <= {s} <= {t}"
     elif s > t:
         why = f"it must be 0: the input at step {s} comes after the loss at step {t}"
     else:
-        why = (f"it must be 0: the chunk of step {t} starts at step {chunk}, its window at step {begin}, "
-               f"after step {s}")
+        why = f"it must be 0: {starts}, after step {s}"
     return (f"your reach matrix differs from the book's in {len(wrong)} of its {length * length} entries; the "
             f"first is R[{t}, {s}] = {int(found[t, s])}: {why}")
 
@@ -443,6 +445,12 @@ check_window_reach = Check(
         Slip(lambda length, k1, k2: _window_reach(length, k1, k2, begin="k2 before"),
              "the window holds k2 steps in all, the chunk's k1 among them: it starts k2 - k1 steps before the "
              "chunk, not k2"),
+        Slip(lambda length, k1, k2: _window_reach(length, k1, k2, begin="late"),
+             "your windows start one step late (off by one): the window of the chunk that starts at step c "
+             "starts at max(0, c - (k2 - k1)), so it holds k2 steps, not k2 - 1"),
+        Slip(lambda length, k1, k2: _window_reach(length, k1, k2, begin="early"),
+             "your windows start one step early (off by one): the window of the chunk that starts at step c "
+             "starts at max(0, c - (k2 - k1)), so it holds k2 steps, not k2 + 1"),
         Slip(lambda length, k1, k2: _window_reach(length, k1, k2).T,
              "rows are losses and columns inputs: R[t, s] says whether the loss at step t reaches input s"),
     ),

@@ -492,6 +492,19 @@ def window_reach_k2_before(length, k1, k2):
     return window_reach_by_loops(length, k1, k2 + k1)
 
 
+def window_reach_one_late(length, k1, k2):
+    """Off by one: the window starts at c - (k2 - k1) + 1, k2 - 1 steps in all."""
+    reach = torch.zeros(length, length, dtype=torch.bool)
+    for t in range(length):
+        reach[t, max(0, t - t % k1 - (k2 - k1) + 1) : t + 1] = True
+    return reach
+
+
+def window_reach_one_early(length, k1, k2):
+    """Off by one the other way: k2 + 1 steps, the window starting at c - (k2 - k1) - 1."""
+    return window_reach_by_loops(length, k1, k2 + 1)
+
+
 def test_check_window_reach_passes_right_answers_and_names_slips(capsys):
     from courseware.checks import check_window_reach
 
@@ -509,8 +522,16 @@ def test_a_wrong_window_reach_is_explained_in_whole_entries():
     one_less = lambda length, k1, k2: window_reach_by_loops(length, k1, k2).long().index_put_(  # noqa: E731
         (torch.tensor([length - 1]), torch.tensor([length - 2])), torch.tensor(0))
     with pytest.raises(CheckFailed, match=r"in 1 of its \d+ entries; the first is R\[\d+, \d+\] = 0: it must be 1: "
-                                          r"the chunk of step \d+ starts at step \d+, its window k2 - k1"):
+                                          r"the chunk of step \d+ starts at c = \d+, its window at max\(0, c - \(k2 - k1\)\) = "):
         check_window_reach(one_less)
+    # in the first chunk the window is clamped at step 0: the message says so, not "k2 - k1 steps earlier"
+    first_chunk = lambda length, k1, k2: window_reach_by_loops(length, k1, k2).long().index_put_(  # noqa: E731
+        (torch.tensor([1]), torch.tensor([0])), torch.tensor(0))
+    with pytest.raises(CheckFailed, match=r"R\[1, 0\] = 0: it must be 1: the chunk of step 1 starts at c = 0, "
+                                          r"its window at max\(0, c - \(k2 - k1\)\) = max\(0, 0 - \d\) = 0, "
+                                          r"and 0 <= 0 <= 1$") as failure:
+        check_window_reach(first_chunk)
+    assert "earlier" not in str(failure.value)
     future = lambda length, k1, k2: window_reach_by_loops(length, k1, k2).long().index_put_(  # noqa: E731
         (torch.tensor([0]), torch.tensor([1])), torch.tensor(1))
     with pytest.raises(CheckFailed, match=r"R\[0, 1\] = 1: it must be 0: the input at step 1 comes after"):
@@ -599,6 +620,8 @@ FAIRNESS = {
             (window_reach_sliding, "sliding window of the last k2 steps"),
             (window_reach_from_the_end, "the last chunk is shorter than k1"),
             (window_reach_k2_before, "starts k2 - k1 steps before the chunk, not k2"),
+            (window_reach_one_late, r"one step late \(off by one\).*holds k2 steps, not k2 - 1"),
+            (window_reach_one_early, r"one step early \(off by one\).*holds k2 steps, not k2 \+ 1"),
             (lambda length, k1, k2: window_reach_by_loops(length, k1, k2).T, "rows are losses"),
         ],
     },
