@@ -388,7 +388,7 @@ class EchoSweep(Result):
         Finding(
             "Plain chunks of k = 2d, as deep a backward pass as BPTT(d, 2d) with half "
             "its updates, echo more than 98% of the bits for every seed too.",
-            backs=("tbptt-echo-read",),
+            backs=("tbptt-echo-read", "summary"),
             holds=lambda r: min(r.accuracy[2 * r.delay]) > 0.98,
         ),
     )
