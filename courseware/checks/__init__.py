@@ -31,7 +31,7 @@ from courseware.checks.core import Check, CheckFailed, Slip, fresh_generator
 CHECKERS_BY_MODULE = {
     "activations": ("check_cross_entropy_grad", "check_gelu_grad", "check_relu_init"),
     "optim": ("check_momentum_lr_limit", "check_radam_path"),
-    "rnn": ("check_bptt_terms", "check_gradient_reach", "check_rnn_last_state"),
+    "rnn": ("check_bptt_terms", "check_gradient_reach", "check_rnn_last_state", "check_window_reach"),
     "gating": ("check_forget_bias", "check_gru_jacobian", "check_lstmp_layer"),
     "word2vec": ("check_expected_pairs", "check_sgns_optimum"),
     "lm": ("check_best_baseline", "check_good_turing", "check_nce_normaliser"),

@@ -370,3 +370,90 @@ check_gradient_reach = Check(
     shape_hint=lambda shape, length, k: "",
     mismatch=_reach_mismatch,
 )
+
+
+# ---------------------------------------------------------------------------
+# Chapter 3: which steps the gradient of BPTT(k1, k2) reaches.
+# ---------------------------------------------------------------------------
+
+
+def window_reach_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
+    """Fresh ``(length, k1, k2)`` for :data:`check_window_reach`: ``2 <= k1 < k2 <= k1 + 4``, at least three
+    chunks and ``k1`` never dividing ``length``, so that the short last chunk shows."""
+    cases = []
+    for _ in range(trials):
+        k1 = int(torch.randint(2, 5, (1,), generator=generator))
+        k2 = k1 + int(torch.randint(1, 5, (1,), generator=generator))
+        chunks, rest = int(torch.randint(3, 5, (1,), generator=generator)), int(torch.randint(1, k1, (1,), generator=generator))
+        cases.append((k1 * chunks + rest, k1, k2))
+    return cases
+
+
+def _window_reach(length: int, k1: int, k2: int, begin: str = "chunk", sliding: bool = False) -> torch.Tensor:
+    """``R[t, s] = 1`` when the loss at step ``t`` back-propagates to the input at step ``s`` under
+    BPTT(k1, k2): its chunk starts at ``c = k1 (t // k1)``, its window at ``max(0, c - (k2 - k1))``;
+    ``begin`` and ``sliding`` give the known wrong answers."""
+    t, s = torch.arange(length)[:, None], torch.arange(length)[None, :]  # (L, 1), (1, L)
+    chunk = k1 * (t // k1)  # (L, 1)
+    first = {
+        "chunk": chunk - (k2 - k1),
+        "plain": chunk,  # k2 ignored
+        "end": (chunk + k1).clamp(max=length) - k2,  # k2 steps back from the chunk's end
+        "k2 before": chunk - k2,  # k2 extra steps, not k2 - k1
+        "late": chunk - (k2 - k1) + 1,  # off by one: windows of k2 - 1 steps
+        "early": chunk - (k2 - k1) - 1,  # off by one: windows of k2 + 1 steps
+    }[begin]
+    if sliding:
+        first = t - k2 + 1  # every loss gets exactly k2 steps
+    return ((first.clamp(min=0) <= s) & (s <= t)).long()
+
+
+def _window_mismatch(found: torch.Tensor, expected: torch.Tensor, length: int, k1: int, k2: int) -> str:
+    """Where a 0/1 reach matrix of BPTT(k1, k2) is wrong, in whole numbers, with the reason."""
+    wrong = (found != expected).nonzero().tolist()
+    t, s = wrong[0]
+    chunk = k1 * (t // k1)
+    begin = max(0, chunk - (k2 - k1))
+    starts = (f"the chunk of step {t} starts at c = {chunk}, its window at max(0, c - (k2 - k1)) = "
+              f"max(0, {chunk} - {k2 - k1}) = {begin}")
+    if expected[t, s]:
+        why = f"it must be 1: {starts}, and {begin} <= {s} <= {t}"
+    elif s > t:
+        why = f"it must be 0: the input at step {s} comes after the loss at step {t}"
+    else:
+        why = f"it must be 0: {starts}, after step {s}"
+    return (f"your reach matrix differs from the book's in {len(wrong)} of its {length * length} entries; the "
+            f"first is R[{t}, {s}] = {int(found[t, s])}: {why}")
+
+
+check_window_reach = Check(
+    "your reach matrices agree with lib.part2_recurrent.char_lm.truncated_bptt_loss(..., k2=k2) on 10 fresh "
+    "(length, k1, k2)",
+    window_reach_cases, _window_reach,
+    describe=lambda length, k1, k2: f"length = {length}, k1 = {k1}, k2 = {k2}",
+    compared_with="the book's", layout="(L, L)", noun="reach matrix",
+    slips=(
+        Slip(lambda length, k1, k2: _window_reach(length, k1, k2, begin="plain"),
+             "that is plain truncation in chunks of k1: BPTT(k1, k2) starts each chunk's window k2 - k1 steps "
+             "before the chunk"),
+        Slip(lambda length, k1, k2: _window_reach(length, k1, k2, sliding=True),
+             "that is a sliding window of the last k2 steps for every loss; the windows belong to the chunks: "
+             "a loss early in its chunk reaches back k2 - k1 + 1 steps, the chunk's last one k2"),
+        Slip(lambda length, k1, k2: _window_reach(length, k1, k2, begin="end"),
+             "the last chunk is shorter than k1, but its window still starts k2 - k1 steps before the chunk's "
+             "first step, not k2 steps before its end"),
+        Slip(lambda length, k1, k2: _window_reach(length, k1, k2, begin="k2 before"),
+             "the window holds k2 steps in all, the chunk's k1 among them: it starts k2 - k1 steps before the "
+             "chunk, not k2"),
+        Slip(lambda length, k1, k2: _window_reach(length, k1, k2, begin="late"),
+             "your windows start one step late (off by one): the window of the chunk that starts at step c "
+             "starts at max(0, c - (k2 - k1)), so it holds k2 steps, not k2 - 1"),
+        Slip(lambda length, k1, k2: _window_reach(length, k1, k2, begin="early"),
+             "your windows start one step early (off by one): the window of the chunk that starts at step c "
+             "starts at max(0, c - (k2 - k1)), so it holds k2 steps, not k2 + 1"),
+        Slip(lambda length, k1, k2: _window_reach(length, k1, k2).T,
+             "rows are losses and columns inputs: R[t, s] says whether the loss at step t reaches input s"),
+    ),
+    shape_hint=lambda shape, length, k1, k2: "",
+    mismatch=_window_mismatch,
+)

@@ -19,7 +19,14 @@ Karpathy, 2015). Top to bottom:
    2013): :func:`stream_batch` cuts one long text into parallel streams,
    :func:`truncated_bptt_loss` is the loss whose gradient is the truncated one
    (the state is carried from chunk to chunk of ``k`` steps, detached from the
-   graph), and :func:`train_truncated_bptt` takes one step per chunk.
+   graph), and :func:`train_truncated_bptt` takes one step per chunk; with ``k2``,
+   both use overlapping windows, Williams and Peng's BPTT(h; h'), with h = k2 steps
+   backpropagated every h' = k1 steps (Sutskever calls them k1, k2): the backward
+   pass also runs through the ``k2 - k1`` steps before each chunk.
+5. Randomised truncation (Tallec and Ollivier, 2017; Zhang et al., 2023, §9.7.1):
+   :func:`truncation_factors` draws a factor per step, ``1 / keep`` or 0, and
+   :func:`randomized_bptt_loss` scales by it the gradient into each earlier state, an
+   unbiased estimate of full BPTT's gradient.
 
 Chapter 3's runs, with its text, sizes and seeds, are :mod:`experiments.ch03_rnn`.
 
@@ -37,6 +44,10 @@ References
    2(4), 1990.
 .. [6] I. Sutskever. "Training Recurrent Neural Networks". PhD thesis,
    University of Toronto, 2013.
+.. [7] C. Tallec, Y. Ollivier. "Unbiasing Truncated Backpropagation Through Time".
+   arXiv:1705.08209, 2017.
+.. [8] A. Zhang, Z. C. Lipton, M. Li, A. J. Smola. "Dive into Deep Learning".
+   Cambridge University Press, 2023.
 """
 
 from __future__ import annotations
@@ -57,6 +68,7 @@ from jaxtyping import Float, Int64
 from torch import Tensor, nn
 
 from lib.checked import (
+    Fraction,
     NonNegative,
     NonNegativeInt,
     PositiveInt,
@@ -84,6 +96,8 @@ __all__ = [
     "stream_batch",
     "truncated_bptt_loss",
     "train_truncated_bptt",
+    "truncation_factors",
+    "randomized_bptt_loss",
 ]
 
 
@@ -404,16 +418,49 @@ def _chunks(
         yield logits
 
 
+def _windows(
+    model: CharLM, inputs: Int64[Tensor, "N L"], k1: PositiveInt, k2: PositiveInt
+) -> Iterator[Float[Tensor, "N _ V"]]:
+    """BPTT(k1, k2): the logits of each chunk of ``k1`` steps, computed in a window
+    that adds the ``k2 - k1`` steps before the chunk, from the detached state before
+    the window, so that the gradient runs back through the whole window (``k2 = k1``:
+    :func:`_chunks`)."""
+    if k2 < k1:
+        raise ValueError(f"k2 must be at least k1 = {k1}; found k2 = {k2}")
+    if inputs.shape[1] == 0:  # no chunk at all: nothing to score or train
+        raise ValueError(
+            f"inputs must hold L >= 1 steps; found shape {tuple(inputs.shape)}"
+        )
+    state, begin = None, 0  # the window starts from this state, before step begin
+    length = inputs.shape[1]
+    for start in range(0, length, k1):
+        end = min(start + k1, length)  # the window: steps start - (k2 - k1) .. end - 1
+        middle = min(max(0, start + k1 - (k2 - k1)), end)  # the next window's begin
+        pieces, middle_state = [], state
+        if middle > begin:  # steps begin .. middle - 1, in the graph
+            logits, middle_state = model.run(inputs[:, begin:middle], state)
+            pieces.append(logits)
+        if end > middle:  # steps middle .. end - 1, in the graph
+            pieces.append(model.run(inputs[:, middle:end], middle_state)[0])
+        yield torch.cat(pieces, dim=1)[:, start - begin :]  # the chunk's steps
+        if middle_state is not None:  # None: the next window also starts at step 0
+            state, begin = _detached(middle_state), middle
+
+
 def truncated_bptt_loss(
     model: CharLM,
     inputs: Int64[Tensor, "N L"],
     targets: Int64[Tensor, "N L"],
     k: PositiveInt,
+    k2: Optional[PositiveInt] = None,
 ) -> Float[Tensor, ""]:
     """The mean cross-entropy over long streams, read ``k`` steps a chunk, whose
     gradient is truncated BPTT's: the loss is the full one, the gradient of a target
-    stops at its chunk's first step (with ``k >= L``, full BPTT)."""
-    logits = torch.cat(list(_chunks(model, inputs, k)), dim=1)  # (N, L, V)
+    stops at its chunk's first step (with ``k >= L``, full BPTT); with ``k2``,
+    BPTT(k, k2)'s, which stops ``k2 - k`` steps before it (full BPTT when ``k2 - k``
+    reaches the last chunk's first step, ``k2 >= L`` if ``k`` divides ``L``)."""
+    chunks = _chunks(model, inputs, k) if k2 is None else _windows(model, inputs, k, k2)
+    logits = torch.cat(list(chunks), dim=1)  # (N, L, V)
     return _mean_loss(logits, targets)
 
 
@@ -425,13 +472,16 @@ def train_truncated_bptt(
     epochs: PositiveInt,
     lr: NonNegative = 1e-2,
     max_norm: PositiveOrInf = 1.0,
+    k2: Optional[PositiveInt] = None,
 ) -> list[float]:
     """Train on long streams by truncated BPTT, one clipped Adam step per chunk of
     ``k`` steps; return each chunk's loss (nats per token) before its step.
 
     Each epoch reads the streams from a zero state. The state is carried forward
-    (detached), so the model *sees* the whole past, while each step's gradient reaches
-    back at most ``k`` steps.
+    (detached), so the model *sees* the whole past, while each target's gradient
+    reaches back at most ``k - 1`` steps; with ``k2``, BPTT(k, k2): at most
+    ``k2 - 1`` steps back and at least ``k2 - k`` (fewer only in the first ``k2 - k``
+    steps of the streams, which have no more past).
     """
     scored = targets[targets != -100]  # padding aside
     vocab_size = model.output.out_features
@@ -444,7 +494,58 @@ def train_truncated_bptt(
     clip = partial(clip_grad_norm, max_norm=max_norm)
     losses = []
     for _ in range(epochs):
-        chunks = zip(_chunks(model, inputs, k), targets.split(k, dim=1))
-        for logits, chunk_targets in chunks:
+        windows = (
+            _chunks(model, inputs, k) if k2 is None else _windows(model, inputs, k, k2)
+        )
+        for logits, chunk_targets in zip(windows, targets.split(k, dim=1)):
             losses.append(train_step(optimizer, logits, chunk_targets, clip=clip))
     return losses
+
+
+def truncation_factors(
+    length: PositiveInt, keep: Fraction, generator: Optional[torch.Generator] = None
+) -> Float[Tensor, "L"]:
+    """d2l's randomised truncation (Zhang et al., 2023, §9.7.1): for each step an
+    independent factor, ``1 / keep`` with probability ``keep`` and 0 otherwise, whose
+    mean is 1."""
+    if keep == 0:
+        raise ValueError("keep must be a probability above 0; found 0")
+    kept = torch.rand(length, generator=generator, dtype=torch.float64) < keep
+    return kept.double() / keep  # (L,)
+
+
+def randomized_bptt_loss(
+    model: CharLM,
+    inputs: Int64[Tensor, "N L"],
+    targets: Int64[Tensor, "N L"],
+    factors: Float[Tensor, "L"],
+) -> Float[Tensor, ""]:
+    """The mean cross-entropy over long streams, read one step at a time, whose
+    gradient is the randomised one: the gradient that flows from step ``t`` into the
+    state before it is multiplied by ``factors[t]`` (0 cuts it, as ``.detach()``
+    does); the loss itself is the full one."""
+    if inputs.shape[1] == 0:  # no step at all: nothing to score
+        raise ValueError(
+            f"inputs must hold L >= 1 steps; found shape {tuple(inputs.shape)}"
+        )
+    bad = ~(factors.isfinite() & (factors >= 0))
+    if bad.any():  # a negative factor flips a path's gradient, NaN poisons the loss
+        t = int(bad.nonzero()[0])
+        raise ValueError(
+            f"factors must be finite and >= 0; found factors[{t}] = {factors[t].item()}"
+        )
+    state, logits = None, []
+    for t in range(inputs.shape[1]):
+        if state is not None:  # the same value; its gradient times factors[t]
+            xi = factors[t].to(model.output.weight.dtype)
+            state = _scaled(state, xi)
+        step_logits, state = model.run(inputs[:, t : t + 1], state)  # (N, 1, V)
+        logits.append(step_logits)
+    return _mean_loss(torch.cat(logits, dim=1), targets)
+
+
+def _scaled(state: State, xi: Tensor) -> State:
+    """The same state, the gradient through it multiplied by ``xi``."""
+    if isinstance(state, tuple):
+        return tuple(_scaled(part, xi) for part in state)
+    return state.detach() + xi * (state - state.detach())

@@ -426,6 +426,119 @@ def test_a_wrong_reach_matrix_is_explained_in_whole_entries_without_a_tolerance(
 
 
 # ---------------------------------------------------------------------------
+# Which steps the gradient of BPTT(k1, k2) reaches (chapter 3's overlapping windows).
+# ---------------------------------------------------------------------------
+
+
+def test_window_reach_reference_is_what_autograd_finds_in_truncated_bptt_loss():
+    from lib.part2_recurrent.char_lm import CharLM, truncated_bptt_loss
+    from courseware.checks import check_window_reach
+
+    for length, k1, k2 in ((11, 3, 5), (10, 4, 8), (7, 2, 3)):
+        torch.manual_seed(0)
+        model = CharLM(vocab_size=length, hidden_size=4, embedding_dim=3, kind="rnn").double()
+        positions = torch.arange(length)[None]  # (1, L): row s of the embedding is the input at step s
+        reach = torch.zeros(length, length, dtype=torch.long)
+        for t in range(length):
+            targets = torch.full((1, length), -100)
+            targets[0, t] = 0  # the loss at step t alone
+            model.zero_grad()
+            truncated_bptt_loss(model, positions, targets, k1, k2=k2).backward()
+            reach[t] = (model.embedding.weight.grad[:length].abs().sum(dim=1) > 0).long()
+        assert torch.equal(reach, check_window_reach.reference(length, k1, k2)), (length, k1, k2)
+
+
+def window_reach_by_loops(length, k1, k2):
+    """From the statement, step by step: walk back from t to the first step of its chunk, then k2 - k1 more
+    steps, stopping at 0."""
+    reach = torch.zeros(length, length, dtype=torch.bool)
+    for t in range(length):
+        first = t - t % k1 - (k2 - k1)
+        for s in range(max(first, 0), t + 1):
+            reach[t, s] = True
+    return reach
+
+
+def window_reach_by_chunks(length, k1, k2):
+    """Chunk by chunk: every loss of the chunk [c, c + k1) reaches every input from its window's first step
+    up to itself."""
+    reach = torch.zeros(length, length, dtype=torch.int64)
+    for c in range(0, length, k1):
+        begin = max(0, c - (k2 - k1))
+        for t in range(c, min(c + k1, length)):
+            reach[t, begin : t + 1] = 1
+    return reach
+
+
+def window_reach_plain(length, k1, k2):
+    return reach_by_loops(length, k1)
+
+
+def window_reach_sliding(length, k1, k2):
+    steps = torch.arange(length)
+    return ((steps[:, None] - steps < k2) & (steps <= steps[:, None])).long()
+
+
+def window_reach_from_the_end(length, k1, k2):
+    reach = torch.zeros(length, length, dtype=torch.bool)
+    for c in range(0, length, k1):
+        end = min(c + k1, length)
+        for t in range(c, end):
+            reach[t, max(0, end - k2) : t + 1] = True
+    return reach
+
+
+def window_reach_k2_before(length, k1, k2):
+    return window_reach_by_loops(length, k1, k2 + k1)
+
+
+def window_reach_one_late(length, k1, k2):
+    """Off by one: the window starts at c - (k2 - k1) + 1, k2 - 1 steps in all."""
+    reach = torch.zeros(length, length, dtype=torch.bool)
+    for t in range(length):
+        reach[t, max(0, t - t % k1 - (k2 - k1) + 1) : t + 1] = True
+    return reach
+
+
+def window_reach_one_early(length, k1, k2):
+    """Off by one the other way: k2 + 1 steps, the window starting at c - (k2 - k1) - 1."""
+    return window_reach_by_loops(length, k1, k2 + 1)
+
+
+def test_check_window_reach_passes_right_answers_and_names_slips(capsys):
+    from courseware.checks import check_window_reach
+
+    check_window_reach(window_reach_by_loops)
+    check_window_reach(window_reach_by_chunks)
+    assert capsys.readouterr().out.count("✓") == 2
+    for wrong, message in FAIRNESS["check_window_reach"]["wrong"]:
+        with pytest.raises(CheckFailed, match=message):
+            check_window_reach(wrong)
+
+
+def test_a_wrong_window_reach_is_explained_in_whole_entries():
+    from courseware.checks import check_window_reach
+
+    one_less = lambda length, k1, k2: window_reach_by_loops(length, k1, k2).long().index_put_(  # noqa: E731
+        (torch.tensor([length - 1]), torch.tensor([length - 2])), torch.tensor(0))
+    with pytest.raises(CheckFailed, match=r"in 1 of its \d+ entries; the first is R\[\d+, \d+\] = 0: it must be 1: "
+                                          r"the chunk of step \d+ starts at c = \d+, its window at max\(0, c - \(k2 - k1\)\) = "):
+        check_window_reach(one_less)
+    # in the first chunk the window is clamped at step 0: the message says so, not "k2 - k1 steps earlier"
+    first_chunk = lambda length, k1, k2: window_reach_by_loops(length, k1, k2).long().index_put_(  # noqa: E731
+        (torch.tensor([1]), torch.tensor([0])), torch.tensor(0))
+    with pytest.raises(CheckFailed, match=r"R\[1, 0\] = 0: it must be 1: the chunk of step 1 starts at c = 0, "
+                                          r"its window at max\(0, c - \(k2 - k1\)\) = max\(0, 0 - \d\) = 0, "
+                                          r"and 0 <= 0 <= 1$") as failure:
+        check_window_reach(first_chunk)
+    assert "earlier" not in str(failure.value)
+    future = lambda length, k1, k2: window_reach_by_loops(length, k1, k2).long().index_put_(  # noqa: E731
+        (torch.tensor([0]), torch.tensor([1])), torch.tensor(1))
+    with pytest.raises(CheckFailed, match=r"R\[0, 1\] = 1: it must be 0: the input at step 1 comes after"):
+        check_window_reach(future)
+
+
+# ---------------------------------------------------------------------------
 # The fairness table (tests/courseware/test_exercise_fairness.py): for each checker an independent right
 # answer, written from the exercise's statement by another method, and the plausible slips.
 # ---------------------------------------------------------------------------
@@ -498,6 +611,18 @@ FAIRNESS = {
             (lambda length, k: reach_by_loops(length, k).T, "rows are losses"),
             (reach_not_causal, "cannot reach an input after t"),
             (reach_without_diagonal, "reaches the input at step t itself.*keep the diagonal"),
+        ],
+    },
+    "check_window_reach": {
+        "right": [window_reach_by_loops, window_reach_by_chunks],
+        "wrong": [
+            (window_reach_plain, "that is plain truncation in chunks of k1"),
+            (window_reach_sliding, "sliding window of the last k2 steps"),
+            (window_reach_from_the_end, "the last chunk is shorter than k1"),
+            (window_reach_k2_before, "starts k2 - k1 steps before the chunk, not k2"),
+            (window_reach_one_late, r"one step late \(off by one\).*holds k2 steps, not k2 - 1"),
+            (window_reach_one_early, r"one step early \(off by one\).*holds k2 steps, not k2 \+ 1"),
+            (lambda length, k1, k2: window_reach_by_loops(length, k1, k2).T, "rows are losses"),
         ],
     },
 }

@@ -15,6 +15,7 @@ from experiments.ch03_rnn import (
     ZenTraining,
     clipping_rescue,
     echo_sweep,
+    gradient_reach,
     sample_lines,
     train_on_zen,
 )
@@ -61,8 +62,8 @@ def test_clipping_rescue_findings():
 
 
 def test_echo_sweep_findings():
-    assert all(verdicts(EchoSweep(4, {4: [0.6, 0.54], 5: [1.0, 0.99]})))
-    assert verdicts(EchoSweep(4, {4: [0.6, 0.95], 5: [1.0, 0.9]})) == [False, False]
+    assert all(verdicts(EchoSweep(4, {4: [0.6, 0.54], 5: [1.0, 0.99], 8: [1.0, 0.99]}, [1.0, 0.99])))
+    assert verdicts(EchoSweep(4, {4: [0.6, 0.95], 5: [1.0, 0.9], 8: [0.5, 1.0]}, [0.6, 1.0])) == [False] * 4
 
 
 LINES = ["abcab", "bcabc", "cabca"]
@@ -79,7 +80,8 @@ def test_the_runs_at_a_tiny_size():
     samples = sample_lines(run.models, vocabulary, "\n".join(LINES), 2, per_model=5)
     assert len(samples.shown) == 2 and len(samples.verbatim) == 2
     echo = echo_sweep(seeds=(0,), streams=2, length=20)
-    assert list(echo.accuracy) == [4, 5] and all(len(a) == 1 for a in echo.accuracy.values())
+    assert list(echo.accuracy) == [4, 5, 8] and all(len(a) == 1 for a in echo.accuracy.values())
+    assert len(echo.windowed) == 1 and 0 <= echo.windowed[0] <= 1
 
 
 def test_clipping_rescue_runs_a_seed_from_the_same_weights_with_and_without_clipping():
@@ -170,7 +172,32 @@ def test_clipping_rescue_findings_fail_one_at_a_time_just_past_their_thresholds(
 
 
 def test_echo_sweep_findings_fail_one_at_a_time_just_past_their_thresholds():
-    agreeing, says = EchoSweep(4, {4: [0.6, 0.54], 5: [1.0, 0.99]}), SAYS[EchoSweep]
+    agreeing = EchoSweep(4, {4: [0.6, 0.54], 5: [1.0, 0.99], 8: [0.99, 1.0]}, [1.0, 0.99])
+    says = SAYS[EchoSweep]
     assert agreeing.failing() == []
-    assert replace(agreeing, accuracy={4: [0.6, 0.9], 5: [1.0, 0.99]}).failing() == [says[0]]
-    assert replace(agreeing, accuracy={4: [0.6, 0.54], 5: [1.0, 0.98]}).failing() == [says[1]]
+    assert replace(agreeing, accuracy={**agreeing.accuracy, 4: [0.6, 0.9]}).failing() == [says[0]]
+    assert replace(agreeing, accuracy={**agreeing.accuracy, 5: [1.0, 0.98]}).failing() == [says[1]]
+    assert replace(agreeing, windowed=[1.0, 0.98]).failing() == [says[2]]
+    assert replace(agreeing, accuracy={**agreeing.accuracy, 8: [0.98, 1.0]}).failing() == [says[3]]
+    # the findings read the arms from the delay, not from 4, 5 and 8: the exercise's delay = 6
+    six = EchoSweep(6, {6: [0.6, 0.5], 7: [1.0, 0.99], 12: [0.99, 1.0]}, [1.0, 0.99])
+    assert six.failing() == []
+    assert replace(six, accuracy={**six.accuracy, 12: [0.5, 1.0]}).failing() == [says[3]]
+
+
+def test_gradient_reach_is_the_window_definition_in_autograd():
+    """Autograd's reach against the closed form: the loss at step t reaches s when
+    max(0, k1 (t // k1) - (k2 - k1)) <= s <= t; randomised, when no cut (factor 0) lies
+    on the steps s + 1 .. t."""
+    length = 11
+    t, s = torch.arange(length)[:, None], torch.arange(length)[None, :]
+    for k1, k2 in ((3, 3), (3, 6), (4, 9), (2, 11)):
+        begin = (k1 * (t // k1) - (k2 - k1)).clamp(min=0)
+        want = ((begin <= s) & (s <= t)).long()
+        assert torch.equal(gradient_reach(length, k1, k2), want), (k1, k2)
+    assert torch.equal(gradient_reach(length, 3), gradient_reach(length, 3, 3))
+    factors = torch.tensor([2.0, 2, 0, 2, 2, 2, 0, 0, 2, 2, 2], dtype=torch.float64)
+    cut = (factors == 0).long().cumsum(0)  # cuts up to each step
+    # s reaches t when no cut lies on steps s + 1 .. t: cut[t] == cut[s]
+    want = ((cut[:, None] == cut[None, :]) & (s <= t)).long()
+    assert torch.equal(gradient_reach(length, 1, factors=factors), want)

@@ -1,6 +1,7 @@
 """Tests for lib/part2_recurrent/char_lm.py: the Zen of Python, the vocabulary and batches by hand, the model with a
 lib layer swapped in (same outputs) feeding lib.part3_words.decoding, training on a text it can learn with a held-out
-curve, and truncated BPTT against full BPTT and a truncated graph built by hand (float64)."""
+curve, and truncated BPTT against full BPTT and a truncated graph built by hand (float64); BPTT(k1, k2) against its
+definition cut by hand per loss, and randomised truncation against full BPTT in exact expectation."""
 
 import math
 
@@ -10,7 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from lib.part2_recurrent.char_lm import (CharLM, CharVocabulary, language_model_batch, stream_batch, teacher_forcing_batch,
-                         train_char_lm, train_truncated_bptt, truncated_bptt_loss, zen_of_python)
+                         train_char_lm, train_truncated_bptt, truncated_bptt_loss, zen_of_python,
+                         truncation_factors, randomized_bptt_loss)
 from lib.part3_words.decoding import sample
 from lib.part2_recurrent.rnn import LSTM
 
@@ -214,6 +216,151 @@ def test_truncated_gradient_equals_a_hand_built_truncated_graph_and_not_the_full
     output = names.index("output.weight")
     torch.testing.assert_close(got[output], full_gradients[output], atol=1e-12, rtol=0)  # one step deep
 
+
+def _hand_windowed_loss(model, inputs, targets, k1, k2):
+    """BPTT(k1, k2) by its definition, one target column at a time: the loss at step t (from 0), whose chunk
+    starts at s = k1 * (t // k1), is computed from a run whose state is cut from the graph before step
+    max(0, s - (k2 - k1)); the mean of those losses."""
+    total = 0.0
+    for t in range(inputs.shape[1]):
+        cut = max(0, k1 * (t // k1) - (k2 - k1))
+        state = None
+        for step in range(t + 1):
+            if step == cut and state is not None:
+                state = tuple(s.detach() for s in state) if isinstance(state, tuple) else state.detach()
+            hidden, state = model.recurrent(model.embedding(inputs[:, step : step + 1]), state)
+        total = total + F.cross_entropy(model.output(hidden[:, 0]), targets[:, t], reduction="sum")
+    return total / targets.numel()
+
+
+@pytest.mark.parametrize("kind", ["rnn", "lstm"])
+@pytest.mark.parametrize("k1, k2", [(1, 1), (3, 3), (1, 4), (3, 5), (4, 6), (2, 7), (3, 7)])
+def test_windowed_gradient_equals_the_definition_and_not_plain_truncation(kind, k1, k2):
+    model, inputs, targets = _stream_model(kind)
+    full = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+    loss = truncated_bptt_loss(model, inputs, targets, k1, k2=k2)
+    assert abs(loss.item() - full.item()) < 1e-12  # the forward pass is not truncated
+    got = _gradients(model, loss)
+    for g, want in zip(got, _gradients(model, _hand_windowed_loss(model, inputs, targets, k1, k2))):
+        torch.testing.assert_close(g, want, atol=1e-10, rtol=0)
+    plain = _gradients(model, truncated_bptt_loss(model, inputs, targets, k1))
+    recurrent = [name for name, _ in model.named_parameters()].index("recurrent.weight_hh_l0")
+    differs = (got[recurrent] - plain[recurrent]).abs().max() > 1e-4
+    assert differs == (k2 > k1)  # k2 = k1 is plain truncation; any overlap changes the gradient
+    full_gradients = _gradients(model, full)
+    assert (got[recurrent] - full_gradients[recurrent]).abs().max() > 1e-8  # still truncated: k2 < L (float64 noise: 1e-15)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "lstm"])
+@pytest.mark.parametrize("k1, k2", [(1, 11), (3, 12), (3, 11), (11, 11), (4, 30)])
+def test_windows_reaching_step_0_are_full_bptt(kind, k1, k2):
+    """Full BPTT when every window starts at step 0: k2 - k1 at least the last chunk's start, 9 for k1 = 3 (so
+    k2 = 12), and k2 = 11 = L when k1 divides L; (3, 11) misses one step and must differ."""
+    model, inputs, targets = _stream_model(kind)
+    full = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+    expected = _gradients(model, full)
+    loss = truncated_bptt_loss(model, inputs, targets, k1, k2=k2)
+    assert abs(loss.item() - full.item()) < 1e-12
+    gaps = [(got - want).abs().max().item() for got, want in zip(_gradients(model, loss), expected)]
+    assert (max(gaps) < 1e-10) == ((k1, k2) != (3, 11)), gaps
+
+
+def test_train_with_windows_takes_one_step_per_chunk_on_the_window_gradient():
+    model, inputs, targets = _stream_model("rnn")
+    reference, _, _ = _stream_model("rnn")
+    # k2 >= L: every window starts at step 0, one chunk of k = 11: one Adam step on full BPTT's gradient
+    losses = train_truncated_bptt(model, inputs, targets, k=11, epochs=1, lr=0.1, max_norm=0.5, k2=20)
+    optimizer = torch.optim.Adam(reference.parameters(), lr=0.1)
+    loss = F.cross_entropy(reference(inputs).flatten(0, 1), targets.flatten())
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+    optimizer.step()
+    assert losses == [loss.item()]
+    for got, want in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+    # chunks of 4: 3 steps; the first chunk is plain truncation's, the second re-reads steps 1-3 (after the
+    # first update) from the state the first window left before step 1
+    windowed, plain = (_stream_model("rnn")[0] for _ in range(2))
+    got = train_truncated_bptt(windowed, inputs, targets, k=4, epochs=1, k2=7)
+    want = train_truncated_bptt(plain, inputs, targets, k=4, epochs=1)
+    assert len(got) == 3 and got[0] == want[0] and abs(got[1] - want[1]) > 1e-6
+
+
+def test_windowed_truncation_errors():
+    model, inputs, targets = _stream_model("rnn")
+    with pytest.raises(ValueError, match=r"k2 must be at least k1 = 4; found k2 = 3"):
+        truncated_bptt_loss(model, inputs, targets, 4, k2=3)
+    with pytest.raises(ValueError, match=r"k2 must be at least k1 = 4; found k2 = 3"):
+        train_truncated_bptt(model, inputs, targets, 4, epochs=1, k2=3)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'k2'.*Actual value: 0"):
+        truncated_bptt_loss(model, inputs, targets, 4, k2=0)
+    with pytest.raises(ValueError, match=r"inputs must hold L >= 1 steps; found shape \(2, 0\)"):
+        truncated_bptt_loss(model, inputs[:, :0], targets[:, :0], 3, k2=4)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "lstm"])
+def test_randomized_truncation_is_full_bptt_in_expectation_exactly(kind):
+    """All 2**(L-1) patterns of the factors (the first step's has no state to act on), each weighted by its
+    probability: the mean gradient is full BPTT's, though no single pattern gives it."""
+    model, inputs, targets = _stream_model(kind)
+    inputs, targets = inputs[:, :6], targets[:, :6]
+    full = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+    expected = _gradients(model, full)
+    keep = 0.3
+    mean = [torch.zeros_like(g) for g in expected]
+    recurrent = [name for name, _ in model.named_parameters()].index("recurrent.weight_hh_l0")
+    for pattern in range(2 ** 5):
+        kept = torch.tensor([1] + [(pattern >> i) & 1 for i in range(5)], dtype=torch.bool)
+        probability = keep ** kept[1:].sum().item() * (1 - keep) ** (~kept[1:]).sum().item()
+        loss = randomized_bptt_loss(model, inputs, targets, kept.double() / keep)
+        assert abs(loss.item() - full.item()) < 1e-12  # the value is never touched
+        got = _gradients(model, loss)
+        assert (got[recurrent] - expected[recurrent]).abs().max() > 1e-8  # no draw gives the full gradient
+        for m, g in zip(mean, got):
+            m += probability * g
+    for m, want in zip(mean, expected):
+        torch.testing.assert_close(m, want, atol=1e-10, rtol=0)
+
+
+def test_randomized_truncation_with_factors_one_or_zero_is_full_or_one_step_bptt():
+    model, inputs, targets = _stream_model("lstm")
+    ones, zeros = torch.ones(11, dtype=torch.float64), torch.zeros(11, dtype=torch.float64)
+    full = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+    for factors, reference in ((ones, full), (zeros, truncated_bptt_loss(model, inputs, targets, 1))):
+        want = _gradients(model, reference)
+        for got, w in zip(_gradients(model, randomized_bptt_loss(model, inputs, targets, factors)), want):
+            torch.testing.assert_close(got, w, atol=1e-10, rtol=0)
+
+
+def test_truncation_factors_have_mean_one_and_the_asked_share_kept():
+    factors = truncation_factors(20_000, 0.25, torch.Generator().manual_seed(0))
+    assert set(factors.unique().tolist()) == {0.0, 4.0}
+    assert abs((factors > 0).double().mean().item() - 0.25) < 0.01  # 4.3 standard deviations
+    assert abs(factors.mean().item() - 1.0) < 0.04
+    assert torch.equal(truncation_factors(5, 1.0), torch.ones(5, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"keep must be a probability above 0; found 0"):
+        truncation_factors(5, 0)
+    with pytest.raises(TypeError, match=r"(?s)parameter 'keep'.*Actual value: 1.5"):
+        truncation_factors(5, 1.5)
+    model, inputs, targets = _stream_model("rnn")
+    with pytest.raises(TypeError, match=r"(?s)parameter 'factors'.*Actual value: f64\[5\].*L=11"):
+        randomized_bptt_loss(model, inputs, targets, torch.ones(5, dtype=torch.float64))
+
+
+
+def test_randomized_truncation_errors_name_the_argument():
+    """No steps, a negative factor (it would flip a path's gradient) and a NaN or infinite one (NaN loss) are
+    refused with the argument named; 0 and 1 / keep pass."""
+    model, inputs, targets = _stream_model("rnn")
+    with pytest.raises(ValueError, match=r"inputs must hold L >= 1 steps; found shape \(2, 0\)"):
+        randomized_bptt_loss(model, inputs[:, :0], targets[:, :0], torch.ones(0, dtype=torch.float64))
+    for t, bad in ((3, -2.0), (0, float("nan")), (10, float("inf"))):
+        factors = torch.full((11,), 2.0, dtype=torch.float64)
+        factors[t] = bad
+        with pytest.raises(ValueError, match=rf"factors must be finite and >= 0; found factors\[{t}\] = {bad}"):
+            randomized_bptt_loss(model, inputs, targets, factors)
+    factors = torch.tensor([0.0, 2, 0, 2, 2, 0, 0, 2, 2, 2, 0], dtype=torch.float64)
+    assert randomized_bptt_loss(model, inputs, targets, factors).isfinite()
 
 def test_train_truncated_bptt_takes_one_step_per_chunk():
     model, inputs, targets = _stream_model("rnn")
