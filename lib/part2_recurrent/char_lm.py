@@ -117,7 +117,18 @@ class CharVocabulary:
     :func:`lib.part3_words.decoding.sample` expects.
     """
 
-    chars: list[str]
+    chars: each(str)
+
+    def __post_init__(self) -> None:
+        chars = self.chars
+        single = all(isinstance(c, str) and len(c) == 1 for c in chars)
+        if not (
+            chars and single and chars[0] == "\n" and len(set(chars)) == len(chars)
+        ):
+            raise ValueError(
+                "chars must be distinct single characters, the newline (eos) first; "
+                f"found {chars!r}"
+            )
 
     @classmethod
     def from_text(cls, text: str) -> CharVocabulary:

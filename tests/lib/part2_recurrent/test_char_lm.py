@@ -432,3 +432,19 @@ def test_train_char_lm_sgd_without_clipping_is_plain_gradient_descent():
         torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
     with pytest.raises(TypeError, match=r"(?s)parameter 'optimizer'.*Actual value: 'rmsprop'.*Literal\['adam'"):
         train_char_lm(model, inputs, targets, steps=1, optimizer="rmsprop")
+
+
+@pytest.mark.parametrize("chars", [[], ["a", "\n"], ["\n", "a", "a"], ["\n", "ab"]])
+def test_a_vocabulary_is_distinct_characters_with_the_newline_first(chars):
+    """An empty list made eos == bos == 0; a repeated character two ids for one letter."""
+    with pytest.raises(ValueError, match=r"chars must be distinct single characters, the newline \(eos\) first"):
+        CharVocabulary(chars)
+    assert CharVocabulary(["\n", "a"]).bos == 2
+
+
+def test_every_character_of_a_vocabulary_is_checked_to_be_a_str():
+    for position in range(3):
+        chars = ["\n", "a", "b"]
+        chars[position] = 7
+        with pytest.raises(TypeError, match="chars"):
+            CharVocabulary(chars)
