@@ -846,7 +846,9 @@ def trajectory(
     **hyper,
 ) -> Float[Tensor, "path 2"]:
     """The points ``optimizer(**hyper)`` visits on ``surface``, from ``start`` (by
-    default ``surface.start``); a diverging run is cut at its first non-finite point."""
+    default ``surface.start``); a diverging run is cut at its first non-finite point.
+    ``hyper`` must follow this module's rules (:data:`HYPER_RULES`), whichever
+    ``optimizer`` takes them (``torch.optim.SGD`` takes ``lr=nan`` and ``lr=True``)."""
     for name in HYPER_RULES.keys() & hyper.keys():
         rule, expected = HYPER_RULES[name]
         if not is_bearable(hyper[name], rule):
