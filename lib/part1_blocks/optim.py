@@ -156,6 +156,11 @@ class _Optimizer(Optimizer):
                 "params must be an iterable of tensors or of parameter groups "
                 f"(e.g. model.parameters()); found {type(params).__name__}"
             )
+        params = list(params)  # as torch.optim reads them, a generator once
+        if not params:  # torch: "optimizer got an empty parameter list"
+            raise ValueError(
+                "params must hold a tensor or a parameter group; found none"
+            )
         super().__init__(params, defaults)
 
     @torch.no_grad()

@@ -720,3 +720,15 @@ def test_surface_gradients_refuse_points_that_are_not_pairs():
             surface.grad(torch.zeros(3))
         with pytest.raises(TypeError, match=r"(?s)parameter 'w'.*Actual value: f32\[3\]"):
             surface.f(torch.zeros(3))
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_an_empty_parameter_list_is_named(name):
+    """torch's "optimizer got an empty parameter list" names no argument; a generator of
+    parameters still works, read once as torch reads it."""
+    with pytest.raises(ValueError, match=r"^params must hold a tensor or a parameter group; found none$"):
+        OPTIMIZERS[name]([])
+    with pytest.raises(ValueError, match=r"^params must hold .* found none$"):
+        OPTIMIZERS[name](p for p in ())
+    model = torch.nn.Linear(2, 3)
+    assert len(OPTIMIZERS[name](model.parameters()).param_groups[0]["params"]) == 2
