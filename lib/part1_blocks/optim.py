@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from typing import Literal, Optional, Union, get_args, no_type_check
 
 import torch
+from beartype.door import is_bearable
 from jaxtyping import Float, Int, Shaped
 from torch import Tensor
 from torch.optim import Optimizer
@@ -112,6 +113,22 @@ NADAM_SCHEDULES = get_args(NadamSchedule)
 Feature = Literal["g", "g²", "1"]
 TemplateName = Literal["SGD", "momentum", "AdaGrad", "RMSProp", "Adam", "NAdam"]
 TEMPLATE_NAMES = get_args(TemplateName)
+# What trajectory asks of the hyper-parameters it passes on (torch.optim checks few):
+# the rules of this module's optimisers, by name.
+_NUMBER = (Hyper, "a finite number >= 0")
+HYPER_RULES = {
+    "lr": _NUMBER,
+    "momentum": _NUMBER,
+    "dampening": _NUMBER,
+    "weight_decay": _NUMBER,
+    "lr_decay": _NUMBER,
+    "initial_accumulator_value": _NUMBER,
+    "eps": _NUMBER,
+    "momentum_decay": _NUMBER,
+    "alpha": (Beta, "a number in [0, 1)"),
+    "rho": (or_scalar_tensor(Fraction), "a number in [0, 1]"),
+    "betas": (each(Beta), "numbers in [0, 1)"),
+}
 MAX_CLASSES = 1000  # spirals: more arms than this would not be a picture
 
 
@@ -138,6 +155,11 @@ class _Optimizer(Optimizer):
             raise TypeError(
                 "params must be an iterable of tensors or of parameter groups "
                 f"(e.g. model.parameters()); found {type(params).__name__}"
+            )
+        params = list(params)  # as torch.optim reads them, a generator once
+        if not params:  # torch: "optimizer got an empty parameter list"
+            raise ValueError(
+                "params must hold a tensor or a parameter group; found none"
             )
         super().__init__(params, defaults)
 
@@ -829,7 +851,13 @@ def trajectory(
     **hyper,
 ) -> Float[Tensor, "path 2"]:
     """The points ``optimizer(**hyper)`` visits on ``surface``, from ``start`` (by
-    default ``surface.start``); a diverging run is cut at its first non-finite point."""
+    default ``surface.start``); a diverging run is cut at its first non-finite point.
+    ``hyper`` must follow this module's rules (:data:`HYPER_RULES`), whichever
+    ``optimizer`` takes them (``torch.optim.SGD`` takes ``lr=nan`` and ``lr=True``)."""
+    for name in HYPER_RULES.keys() & hyper.keys():
+        rule, expected = HYPER_RULES[name]
+        if not is_bearable(hyper[name], rule):
+            raise TypeError(f"{name} must be {expected}; found {hyper[name]!r}")
     if start is None:
         start = surface.start
     w = torch.as_tensor(start, dtype=torch.float64).clone()  # (2,)
@@ -918,12 +946,26 @@ def fit(
     n = inputs.shape[0]
     if n == 0:
         raise ValueError("inputs must hold at least one example; found N = 0")
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    if inputs.is_floating_point() and dtype is not None and inputs.dtype != dtype:
+        raise TypeError(
+            f"inputs must have the model's dtype {dtype}; found {inputs.dtype}"
+        )
+    if targets.dtype == torch.bool:  # no loss of torch's takes them
+        raise TypeError("targets must be class ids or numbers; found torch.bool")
 
     def full_loss() -> float:
         with torch.no_grad():
             return float(loss_fn(model(inputs), targets))
 
-    losses = [full_loss()]
+    try:
+        losses = [full_loss()]
+    except RuntimeError as error:  # e.g. float class ids: torch names no argument
+        shapes = f"{tuple(inputs.shape)} and {tuple(targets.shape)}"
+        raise ValueError(
+            f"loss_fn(model(inputs), targets) failed for inputs and targets of shapes "
+            f"{shapes}, dtypes {inputs.dtype} and {targets.dtype}: {error}"
+        ) from error
     for step in range(1, steps + 1):
         if batch_size is None:
             rows = slice(None)

@@ -140,11 +140,13 @@ class _Cell(nn.Module):
         same_dtype(weight_ih=self.weight_ih, x=x, **parts)  # torch would not say which
         return self.step(self.project(x), state)
 
-    @no_type_check  # once a layer, or a step of forward; its callers checked x
+    @no_type_check  # once a layer, or a step of forward; checks x cheaply itself
     def project(self, x: Float[Tensor, "*batch D"]) -> Float[Tensor, "*batch GH"]:
         """``x W_ih^T + b_ih + b_hh``: the input's and the biases' share."""
+        weight_ih = self.weight_ih  # (G*H, D)
+        _check_input(weight_ih, x)
         bias = None if self.bias_ih is None else self.bias_ih + self.bias_hh  # (G*H,)
-        return F.linear(x, self.weight_ih, bias)  # one product, bias added inside
+        return F.linear(x, weight_ih, bias)  # one product, bias added inside
 
     @property
     def state_size(self) -> int:
@@ -172,6 +174,62 @@ class _Cell(nn.Module):
         cell = cls(module.input_size, module.hidden_size, bias=module.bias, **options)
         _copy_parameters(cell, module, suffix="")
         return cell
+
+
+@no_type_check  # in each project: a few comparisons
+def _check_input(weight_ih: Tensor, x: Tensor) -> None:
+    """Raise unless ``x`` is ``(..., D)`` of the dtype of ``weight_ih`` (G*H, D)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a tensor; found {type(x).__name__}")
+    if x.dtype != weight_ih.dtype:
+        raise TypeError(
+            f"x must have the cell's dtype {weight_ih.dtype}; found {x.dtype}"
+        )
+    if x.dim() == 0 or x.shape[-1] != weight_ih.shape[1]:
+        raise ValueError(
+            f"x must have shape (..., D) = (..., {weight_ih.shape[1]}); "
+            f"found {tuple(x.shape)}"
+        )
+
+
+@no_type_check  # per time step: each cell's step calls it (a few comparisons)
+def _check_step(
+    weight_hh: Tensor, x_part: Tensor, names: tuple[str, ...], *state: Tensor
+) -> None:
+    """Raise unless ``x_part`` is ``(B, G*H)`` and each tensor of ``state`` (called
+    ``names``) is ``(B, H)``, all of the dtype of ``weight_hh`` (``(G*H, H)``): torch
+    would say "mat1 and mat2", or broadcast a missing axis silently."""
+    dtype, (rows, size) = weight_hh.dtype, weight_hh.shape
+    if isinstance(x_part, Tensor) and x_part.dtype == dtype and x_part.dim() == 2:
+        batch, width = x_part.shape
+        for tensor in state:
+            if not isinstance(tensor, Tensor) or tensor.dtype != dtype:
+                break
+            if tensor.shape != (batch, size):
+                break
+        else:
+            if width == rows:
+                return
+    # Something is wrong: find what, and say it.
+    batch = "B"
+    for tensor in (state[0], x_part):  # B as h gives it, else as x_part does
+        if isinstance(tensor, Tensor) and tensor.dim() == 2:
+            batch = len(tensor)
+            break
+    wanted = [("x_part", x_part, rows, "G*H")]
+    wanted += [(name, tensor, size, "H") for name, tensor in zip(names, state)]
+    for name, tensor, width, letters in wanted:
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"{name} must be a tensor; found {type(tensor).__name__}")
+        if tensor.dtype != dtype:
+            raise TypeError(
+                f"{name} must have the cell's dtype {dtype}; found {tensor.dtype}"
+            )
+        if tensor.shape != (batch, width):
+            raise ValueError(
+                f"{name} must have shape (B, {letters}) = ({batch}, {width}); "
+                f"found {tuple(tensor.shape)}"
+            )
 
 
 def _copy_parameters(cell: _Cell, module: nn.Module, suffix: str) -> None:
@@ -205,13 +263,15 @@ class RNNCell(_Cell):
         super().__init__(input_size, hidden_size, bias)
         self.nonlinearity = nonlinearity
 
-    @no_type_check  # per time step in a layer's loop; the layer checked the shapes
+    @no_type_check  # per time step in a layer's loop; checks cheaply itself
     def step(
         self, x_part: Float[Tensor, "B GH"], h: Float[Tensor, "B H"]
     ) -> Float[Tensor, "B H"]:
         """The step from ``x_part = project(x)``, computed beforehand."""
+        weight_hh = self.weight_hh  # (H, H)
+        _check_step(weight_hh, x_part, ("h",), h)
         f = _ACTIVATION[self.nonlinearity]
-        a = torch.addmm(x_part, h, self.weight_hh.T)  # x_part + h W_hh^T in one call
+        a = torch.addmm(x_part, h, weight_hh.T)  # x_part + h W_hh^T in one call
         return f(a)
 
 
@@ -246,25 +306,29 @@ class GRUCell(_Cell):
         super().__init__(input_size, hidden_size, bias)
         self.reset = reset
 
-    @no_type_check  # once a layer, or a step of forward; its callers checked x
+    @no_type_check  # once a layer, or a step of forward; checks x cheaply itself
     def project(self, x: Float[Tensor, "*batch D"]) -> Float[Tensor, "*batch GH"]:
         """``x W_ih^T + b_ih``: ``b_hh`` stays with ``h W_hh^T``, which r scales."""
-        return F.linear(x, self.weight_ih, self.bias_ih)
+        weight_ih = self.weight_ih  # (3H, D)
+        _check_input(weight_ih, x)
+        return F.linear(x, weight_ih, self.bias_ih)
 
-    @no_type_check  # per time step in a layer's loop; the layer checked the shapes
+    @no_type_check  # per time step in a layer's loop; checks cheaply itself
     def step(
         self, x_part: Float[Tensor, "B GH"], h: Float[Tensor, "B H"]
     ) -> Float[Tensor, "B H"]:
         """The step from ``x_part = project(x)``, computed beforehand."""
+        weight_hh = self.weight_hh  # (3H, H)
+        _check_step(weight_hh, x_part, ("h",), h)
         x_r, x_z, x_n = x_part.chunk(3, dim=-1)  # (B, H) each
-        h_part = F.linear(h, self.weight_hh, self.bias_hh)  # (B, 3H)
+        h_part = F.linear(h, weight_hh, self.bias_hh)  # (B, 3H)
         h_r, h_z, h_n = h_part.chunk(3, dim=-1)  # (B, H) each
         r = torch.sigmoid(x_r + h_r)  # reset gate
         z = torch.sigmoid(x_z + h_z)  # update gate: the share of h that is kept
         if self.reset == "after":
             n = torch.tanh(x_n + r * h_n)  # r scales h W_hn^T + b_hn
         else:
-            W_hn = self.weight_hh[2 * self.hidden_size :]  # (H, H)
+            W_hn = weight_hh[2 * self.hidden_size :]  # (H, H)
             b_hn = (
                 None if self.bias_hh is None else self.bias_hh[2 * self.hidden_size :]
             )
@@ -305,15 +369,19 @@ class LSTMCell(_Cell):
         zeros = like.new_zeros(batch_size, self.hidden_size)
         return zeros, zeros
 
-    @no_type_check  # per time step in a layer's loop; the layer checked the shapes
+    @no_type_check  # per time step in a layer's loop; checks cheaply itself
     def step(
         self,
         x_part: Float[Tensor, "B GH"],
         state: tuple[Float[Tensor, "B H"], Float[Tensor, "B H"]],
     ) -> tuple[Float[Tensor, "B H"], Float[Tensor, "B H"]]:
         """The step from ``x_part = project(x)``, computed beforehand."""
+        if not isinstance(state, tuple) or len(state) != 2:
+            raise TypeError(f"state must be a pair (h, c); found {state!r:.60}")
         h, c = state
-        a = torch.addmm(x_part, h, self.weight_hh.T)  # x_part + h W_hh^T: (B, 4H)
+        weight_hh = self.weight_hh  # (4H, H)
+        _check_step(weight_hh, x_part, ("state's h", "state's c"), h, c)
+        a = torch.addmm(x_part, h, weight_hh.T)  # x_part + h W_hh^T: (B, 4H)
         a_i, a_f, a_g, a_o = a.chunk(4, dim=-1)  # four blocks of (B, H)
         i, f, o = torch.sigmoid(a_i), torch.sigmoid(a_f), torch.sigmoid(a_o)
         g = torch.tanh(a_g)
@@ -637,6 +705,8 @@ def jacobian_norms(
         raise TypeError(f"state must be {expected}; found {type(state).__name__}")
     if x.shape[1] == 0:
         raise ValueError(f"x must hold T >= 1 steps; found shape {tuple(x.shape)}")
+    if not torch.isfinite(x).all():  # torch.linalg would fail on the NaN Jacobians
+        raise ValueError("x must be finite; found NaN or inf")
 
     def flatten(state):  # (h, c) -> [h, c]: (B, S)
         return torch.cat(state, dim=-1) if pair else state

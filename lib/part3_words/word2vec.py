@@ -54,7 +54,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union, no_type_check
 
 import torch
 import torch.nn.functional as F
@@ -199,6 +199,11 @@ class EncodedCorpus:
     ids: Int[Tensor, "N"]
     sentence: Int[Tensor, "N"]
 
+    def __post_init__(self):
+        for name, values in (("ids", self.ids), ("sentence", self.sentence)):
+            if values.numel() and values.min() < 0:  # an index would count from the end
+                raise ValueError(f"{name} must be >= 0; found {values.min().item()}")
+
     def __len__(self) -> int:
         return self.ids.numel()
 
@@ -229,8 +234,6 @@ def subsample(
             f"keep must hold a probability for every word id of corpus (up to "
             f"{int(corpus.ids.max())}); found {keep.numel()}"
         )
-    if len(corpus) and corpus.ids.min() < 0:
-        raise ValueError(f"corpus.ids must be >= 0; found {corpus.ids.min().item()}")
     if keep.numel() and not 0 <= keep.min() <= keep.max() <= 1:  # NaN fails too
         low, high = keep.min().item(), keep.max().item()
         raise ValueError(f"keep must be probabilities in [0, 1]; found {low} to {high}")
@@ -489,6 +492,7 @@ class Word2Vec:
         noise word equal to the true word masked out as in word2vec.c. Hierarchical
         softmax: the word's path, label 1 for a left turn, padding masked.
         """
+        _check_word_ids(len(self.input_vectors), predict=predict, negatives=negatives)
         if self.tree is not None:
             nodes, codes, path_mask = self.tree.padded()  # (V, L) each
             return nodes[predict], 1.0 - codes[predict], path_mask[predict].float()
@@ -527,17 +531,8 @@ class Word2Vec:
                 "inputs must be (B, 1) centre words without an input_mask (skip-gram); "
                 f"found {tuple(inputs.shape)}"
             )
-        words = len(self.input_vectors)  # V
-        ids = {"inputs": inputs, "predict": predict, "negatives": negatives}
-        for name, given in ids.items():
-            if given is None or given.numel() == 0:
-                continue
-            low, high = given.min().item(), given.max().item()
-            if not 0 <= low <= high < words:
-                raise ValueError(
-                    f"{name} must be word ids, 0 to {words - 1}; found {low} to {high}"
-                )
-        targets, labels, mask = self.output_side(predict, negatives)
+        _check_word_ids(len(self.input_vectors), inputs=inputs)
+        targets, labels, mask = self.output_side(predict, negatives)  # checks their ids
         vectors = self.input_vectors
         outputs = self.output_vectors
         if input_mask is None:  # skip-gram: h is the centre word's own vector
@@ -568,6 +563,19 @@ class Word2Vec:
             rows = weights.unsqueeze(2) * step.unsqueeze(1)  # (B, C, D)
             vectors.index_add_(0, inputs.flatten(), rows.flatten(0, 1))  # (B C, D)
         return float(loss)
+
+
+@no_type_check  # once a batch, by sgd_step and output_side: they checked the tensors
+def _check_word_ids(words: int, **ids: Optional[Tensor]) -> None:
+    """Raise unless every tensor of ``ids`` holds word ids, ``0`` to ``words - 1``."""
+    for name, given in ids.items():
+        if given is None or given.numel() == 0:
+            continue
+        low, high = given.min().item(), given.max().item()
+        if not 0 <= low <= high < words:
+            raise ValueError(
+                f"{name} must be word ids, 0 to {words - 1}; found {low} to {high}"
+            )
 
 
 def _epoch_examples(
@@ -679,6 +687,8 @@ def train_gensim(
 
     if len(vocab) < 2:
         raise ValueError(f"vocab must hold at least 2 words; found {len(vocab)}")
+    if not any(len(sentence) for sentence in sentences):  # gensim: "build vocabulary"
+        raise ValueError("sentences must hold at least one word; found none")
     hierarchical = config.objective == "hierarchical"
     start = time.perf_counter()
     model = GensimWord2Vec(

@@ -533,6 +533,67 @@ def test_trajectory_from_another_start():
         trajectory(SGD, surface, -1, lr=0.05)
 
 
+@pytest.mark.parametrize(("hyper", "message"), [
+    (dict(lr="0.5"), r"lr must be a finite number >= 0; found '0.5'"),  # was "'<' not supported"
+    (dict(lr=math.nan), r"lr must be a finite number >= 0; found nan"),  # was a path of 1 point
+    (dict(lr=True), r"lr must be a finite number >= 0; found True"),  # was a path, lr = 1
+    (dict(lr=0.1, momentum=-0.5), r"momentum must be a finite number >= 0; found -0.5"),
+    (dict(lr=0.1, eps=math.inf), r"eps must be a finite number >= 0; found inf"),
+    (dict(lr=0.1, alpha=1.0), r"alpha must be a number in \[0, 1\); found 1.0"),
+    (dict(lr=0.1, rho=1.5), r"rho must be a number in \[0, 1\]; found 1.5"),
+    (dict(lr=0.1, betas=(0.9, math.nan)), r"betas must be numbers in \[0, 1\); found \(0.9, nan\)"),
+])
+@pytest.mark.parametrize("optimizer", [torch.optim.SGD, torch.optim.RMSprop, torch.optim.Adam])
+def test_trajectory_checks_the_hyper_parameters_it_passes_on(hyper, message, optimizer):
+    """torch.optim's classes check few of their arguments: the fuzz got a 1-point path for
+    lr=nan from torch.optim.SGD, so trajectory checks them by the rules of this module's."""
+    with pytest.raises(TypeError, match=message):
+        trajectory(optimizer, SURFACES["quadratic"], 3, **hyper)
+
+
+def test_trajectory_passes_good_hyper_parameters_on_unchanged():
+    surface = SURFACES["quadratic"]
+    for optimizer, hyper in ((torch.optim.SGD, dict(lr=torch.tensor(0.05), momentum=0.9, nesterov=True)),
+                             (torch.optim.Adam, dict(lr=0.1, betas=(0.0, 0.99), amsgrad=True)),
+                             (torch.optim.Adadelta, dict(lr=1.0, rho=1.0))):
+        w = torch.tensor(surface.start, dtype=torch.float64)
+        reference, path = optimizer([w], **hyper), [w.clone()]
+        for _ in range(4):
+            w.grad = surface.grad(w)
+            reference.step()
+            path.append(w.clone())
+        assert torch.equal(trajectory(optimizer, surface, 4, **hyper), torch.stack(path))
+
+
+@pytest.mark.parametrize(("argument", "value", "error", "message"), [
+    ("inputs", torch.zeros(4, 2, dtype=torch.float16), TypeError,
+     r"inputs must have the model's dtype torch.float32; found torch.float16"),  # was "mat1 and mat2"
+    ("targets", torch.zeros(4, dtype=torch.bool), TypeError, r"targets must be class ids or numbers; found torch.bool"),
+    ("targets", torch.zeros(4), ValueError,  # was torch's "expected target dtype to be Long"
+     r"loss_fn\(model\(inputs\), targets\) failed for inputs and targets of shapes \(4, 2\) and \(4,\), "
+     r"dtypes torch.float32 and torch.float32: expected .* Long"),
+    ("inputs", torch.zeros(4, 5), ValueError, r"loss_fn\(model\(inputs\), targets\) failed .* shapes \(4, 5\) and \(4,\)"),
+])
+def test_fit_names_inputs_or_targets_the_model_or_loss_cannot_take(argument, value, error, message):
+    model = torch.nn.Linear(2, 3)
+    call = {"inputs": torch.zeros(4, 2), "targets": torch.zeros(4, dtype=torch.long), argument: value}
+    with pytest.raises(error, match=message):
+        fit(model, SGD(model.parameters(), lr=0.1), loss_fn=torch.nn.functional.cross_entropy, steps=2, **call)
+
+
+def test_fit_takes_what_the_model_and_loss_take():
+    """The checks do not narrow fit: ids into an embedding, float targets (class
+    probabilities, regression values), a float64 model."""
+    torch.manual_seed(0)
+    embedding = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Flatten())
+    ids, probabilities = torch.tensor([[0], [1], [4]]), torch.softmax(torch.randn(3, 3), -1)
+    assert len(fit(embedding, SGD(embedding.parameters(), lr=0.1), ids, probabilities,
+                   torch.nn.functional.cross_entropy, steps=2)) == 3
+    line = torch.nn.Linear(2, 1).double()
+    assert len(fit(line, SGD(line.parameters(), lr=0.1), torch.zeros(4, 2, dtype=torch.float64),
+                   torch.zeros(4, 1, dtype=torch.float64), torch.nn.functional.mse_loss, steps=1)) == 2
+
+
 # ---------------------------------------------------------------------------
 # Errors name what was expected and what was found.
 # ---------------------------------------------------------------------------
@@ -659,3 +720,15 @@ def test_surface_gradients_refuse_points_that_are_not_pairs():
             surface.grad(torch.zeros(3))
         with pytest.raises(TypeError, match=r"(?s)parameter 'w'.*Actual value: f32\[3\]"):
             surface.f(torch.zeros(3))
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_an_empty_parameter_list_is_named(name):
+    """torch's "optimizer got an empty parameter list" names no argument; a generator of
+    parameters still works, read once as torch reads it."""
+    with pytest.raises(ValueError, match=r"^params must hold a tensor or a parameter group; found none$"):
+        OPTIMIZERS[name]([])
+    with pytest.raises(ValueError, match=r"^params must hold .* found none$"):
+        OPTIMIZERS[name](p for p in ())
+    model = torch.nn.Linear(2, 3)
+    assert len(OPTIMIZERS[name](model.parameters()).param_groups[0]["params"]) == 2

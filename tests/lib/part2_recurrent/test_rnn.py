@@ -304,6 +304,91 @@ def test_cells_name_a_wrong_state():
         RNNCell(3, 4)(x, torch.zeros(3, 4))  # B of x is 2
 
 
+ROWS = {"rnn": 4, "gru": 12, "lstm": 16}  # G*H of a cell of H = 4
+BAD_STEPS = [  # (argument, bad value for G*H = R, error, message): the fuzz's calls; what torch said before
+    ("x_part", lambda R: torch.zeros(2, R, dtype=torch.float16), TypeError,
+     r"x_part must have the cell's dtype torch.float32; found torch.float16"),  # mat1 and mat2
+    ("x_part", lambda R: torch.zeros(2, R, dtype=torch.float64), TypeError, r"x_part must have .* found torch.float64"),
+    ("x_part", lambda R: torch.zeros(2, R, dtype=torch.int64), TypeError, r"x_part must have .* found torch.int64"),
+    ("x_part", lambda R: torch.zeros(2, R, dtype=torch.bool), TypeError, r"x_part must have .* found torch.bool"),
+    ("x_part", lambda R: [[0.0] * R] * 2, TypeError, r"x_part must be a tensor; found list"),  # no attribute 'chunk'
+    ("x_part", lambda R: torch.zeros(R), ValueError, r"x_part must have shape \(B, G\*H\) = \(2, R\); found \(R,\)"),
+    ("x_part", lambda R: torch.zeros(1, 2, R), ValueError, r"x_part must have shape .* found \(1, 2, R\)"),
+    ("x_part", lambda R: torch.zeros(0, R), ValueError, r"x_part must have shape .* = \(2, R\); found \(0, R\)"),
+    ("x_part", lambda R: torch.zeros(1, R), ValueError, r"x_part must have shape .* = \(2, R\); found \(1, R\)"),
+    ("x_part", lambda R: torch.zeros(2, R + 1), ValueError, r"x_part must have shape .* = \(2, R\); found \(2, R\+1\)"),
+    ("h", lambda R: torch.zeros(2, 4, dtype=torch.float16), TypeError,
+     r"h must have the cell's dtype torch.float32; found torch.float16"),
+    ("h", lambda R: torch.zeros(2, 4, dtype=torch.int64), TypeError, r"h must have the cell's dtype .* found torch.int64"),
+    ("h", lambda R: torch.zeros(2, 4, dtype=torch.bool), TypeError, r"h must have the cell's dtype .* found torch.bool"),
+    ("h", lambda R: [[0.0] * 4] * 2, TypeError, r"h must be a tensor; found list"),
+    ("h", lambda R: torch.zeros(4), ValueError, r"h must have shape \(B, H\) = \(2, 4\); found \(4,\)"),
+    ("h", lambda R: torch.zeros(1, 2, 4), ValueError, r"h must have shape \(B, H\) = \(2, 4\); found \(1, 2, 4\)"),
+    ("h", lambda R: torch.zeros(2, 5), ValueError, r"h must have shape \(B, H\) = \(2, 4\); found \(2, 5\)"),
+    ("h", lambda R: torch.zeros(1, 4), ValueError, r"x_part must have shape .* = \(1, R\); found \(2, R\)"),  # B from h
+]
+
+
+@pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
+@pytest.mark.parametrize("argument, bad, error, message", BAD_STEPS)
+def test_cell_steps_name_a_wrong_argument(kind, argument, bad, error, message):
+    """The fuzz found 'mat1 and mat2', expand and unpack errors, and silent broadcasts
+    (a rank-1 x_part, an int one) in step: the per-time-step method checks its inputs."""
+    cell, rows = CELLS[kind][0](3, 4), ROWS[kind]
+    x_part, h = cell.project(torch.zeros(2, 3)), torch.zeros(2, 4)
+    if argument == "x_part":
+        x_part = bad(rows)
+    else:
+        h = bad(rows)
+    message = message.replace(r"R\+1", str(rows + 1)).replace("R", str(rows))
+    if kind == "lstm":
+        message = message.replace("h must", "state's h must")
+    with pytest.raises(error, match=message):
+        cell.step(x_part, (h, torch.zeros(2, 4)) if kind == "lstm" else h)
+    if kind == "lstm" and argument == "h" and isinstance(h, torch.Tensor):  # c is checked alike
+        if h.shape == (1, 4):  # B is h's: now 2, so c is the odd one out
+            message = r"state's h must have shape \(B, H\) = \(2, 4\); found \(1, 4\)"
+        with pytest.raises(error, match=message.replace("state's h", "state's c")):
+            cell.step(x_part, (torch.zeros(2, 4), h))
+
+
+def test_lstm_step_names_a_state_that_is_not_a_pair():
+    cell = LSTMCell(3, 4)
+    x_part = cell.project(torch.zeros(2, 3))
+    for state, found in (((), r"\(\)"), ("abc", "'abc'"), (None, "None"), ((torch.zeros(2, 4),) * 3, r"\(tensor")):
+        with pytest.raises(TypeError, match=rf"state must be a pair \(h, c\); found {found}"):
+            cell.step(x_part, state)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
+def test_cell_projections_name_a_wrong_x(kind):
+    """The fuzz found 'mat1 and mat2 shapes cannot be multiplied' and the like in project."""
+    cell = CELLS[kind][0](3, 4)
+    for x, error, message in (
+        (torch.zeros(2, 3, dtype=torch.float16), TypeError, r"x must have the cell's dtype torch.float32; found torch.float16"),
+        (torch.zeros(2, 3, dtype=torch.float64), TypeError, r"x must have the cell's dtype torch.float32; found torch.float64"),
+        (torch.zeros(2, 3, dtype=torch.int64), TypeError, r"found torch.int64"),
+        (torch.zeros(2, 3, dtype=torch.bool), TypeError, r"found torch.bool"),
+        ([[0.0] * 3] * 2, TypeError, r"x must be a tensor; found list"),
+        (torch.zeros(2, 4), ValueError, r"x must have shape \(..., D\) = \(..., 3\); found \(2, 4\)"),
+        (torch.tensor(0.0), ValueError, r"x must have shape \(..., D\) = \(..., 3\); found \(\)"),
+    ):
+        with pytest.raises(error, match=message):
+            cell.project(x)
+    assert cell.project(torch.zeros(5, 2, 3)).shape == (5, 2, ROWS[kind])  # any leading axes
+
+
+@pytest.mark.parametrize("kind", ["rnn", "gru", "lstm"])
+def test_checked_steps_still_follow_a_cells_dtype(kind):
+    """The checks compare with the cell's own dtype, not float32: a float64 cell takes float64."""
+    cell = CELLS[kind][0](3, 4).double()
+    x = torch.zeros(2, 3, dtype=torch.float64)
+    state = (torch.zeros(2, 4, dtype=torch.float64),) * 2 if kind == "lstm" else torch.zeros(2, 4, dtype=torch.float64)
+    out = cell.step(cell.project(x), state)
+    assert (out[0] if kind == "lstm" else out).dtype == torch.float64
+    with pytest.raises(TypeError, match=r"x must have the cell's dtype torch.float64; found torch.float32"):
+        cell.project(x.float())
+
 # ---------------------------------------------------------------------------
 # The GRU's two reset placements.
 # ---------------------------------------------------------------------------
@@ -469,6 +554,9 @@ def test_jacobian_functions_reject_wrong_cells_and_inputs():
         jacobian_norms(GRUCell(2, 3), torch.zeros(4, 2))
     with pytest.raises(ValueError, match=r"x must hold T >= 1 steps of D = 2 features; found shape \(1, 4, 5\)"):
         rnn_jacobian_norms(RNNCell(2, 3), torch.zeros(1, 4, 5))  # named x's whole shape
+    for value in (math.nan, math.inf):  # the fuzz found torch.linalg's LinAlgError
+        with pytest.raises(ValueError, match=r"x must be finite; found NaN or inf"):
+            jacobian_norms(LSTMCell(2, 3), torch.full((1, 4, 2), value))
 
 
 def autograd_bptt_terms(cell, x, grad, h0):

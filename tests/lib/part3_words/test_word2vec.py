@@ -462,8 +462,9 @@ def two_words():
          ValueError, "windows must be 1 to window=1; found 1 to 3"),
         (lambda: cbow_contexts(EncodedCorpus(torch.tensor([1, 2]), torch.tensor([0, 0])), torch.tensor([1, 1]), 10**13),
          ValueError, r"len\(corpus\) \* 2 \* window must be at most 2147483648; found 2 \* 2 \* 10000000000000"),
-        (lambda: subsample(EncodedCorpus(torch.tensor([1, -1]), torch.tensor([0, 0])), torch.ones(3)),
-         ValueError, "corpus.ids must be >= 0; found -1"),
+        (lambda: EncodedCorpus(torch.tensor([1, -1]), torch.tensor([0, 0])),  # was accepted: ids index tables
+         ValueError, "^ids must be >= 0; found -1"),
+        (lambda: EncodedCorpus(torch.tensor([1, 0]), torch.tensor([0, -1])), ValueError, "^sentence must be >= 0; found -1"),
         (lambda: subsample(EncodedCorpus(torch.tensor([1, 0]), torch.tensor([0, 0])), torch.full((3,), math.nan)),
          ValueError, r"keep must be probabilities in \[0, 1\]; found nan to nan"),
         (lambda: subsample(EncodedCorpus(torch.tensor([1, 5]), torch.tensor([0, 0])), torch.ones(3)),
@@ -525,6 +526,19 @@ def two_words():
         (lambda: Word2Vec(two_words(), Word2VecConfig(objective="hierarchical")).sgd_step(
             torch.tensor([[0]]), torch.tensor([9]), 0.1),
          ValueError, "predict must be word ids, 0 to 1; found 9 to 9"),
+        # output_side on its own returned rows for them (-1 the last word's, 9 past the table)
+        (lambda: Word2Vec(two_words(), Word2VecConfig(negative=1)).output_side(torch.tensor([-1]), torch.tensor([[0]])),
+         ValueError, "predict must be word ids, 0 to 1; found -1 to -1"),
+        (lambda: Word2Vec(two_words(), Word2VecConfig(negative=1)).output_side(torch.tensor([0]), torch.tensor([[10**6]])),
+         ValueError, "negatives must be word ids, 0 to 1; found 1000000 to 1000000"),
+        (lambda: Word2Vec(two_words(), Word2VecConfig(negative=2)).output_side(torch.tensor([1]), torch.tensor([[0, -1]])),
+         ValueError, "negatives must be word ids, 0 to 1; found -1 to 0"),
+        (lambda: Word2Vec(two_words(), Word2VecConfig(objective="hierarchical")).output_side(torch.tensor([2])),
+         ValueError, "predict must be word ids, 0 to 1; found 2 to 2"),
+        (lambda: train_gensim([], two_words(), Word2VecConfig(), min_count=1),  # gensim: "build vocabulary"
+         ValueError, "sentences must hold at least one word; found none"),
+        (lambda: train_gensim([[], []], two_words(), Word2VecConfig(), min_count=1),
+         ValueError, "sentences must hold at least one word; found none"),
         (lambda: Word2Vec(two_words(), Word2VecConfig(architecture="cbow", negative=1)).sgd_step(
             torch.tensor([[0, 1], [0, 1]]), torch.tensor([0, 1]), 0.1, torch.tensor([[True, False], [False, False]]),
             torch.zeros(2, 1, dtype=torch.long)),
