@@ -8,13 +8,14 @@ from fractions import Fraction
 import pytest
 import torch
 
-from courseware.checks import CHECKS, CheckFailed, check_good_turing, check_nce_normaliser
+from courseware.checks import CHECKS, CheckFailed, check_good_turing, check_kneser_ney, check_nce_normaliser
 from lib.part3_words.softmax_approx import nce_loss
 
 
 def test_the_checks_are_registered():
     assert CHECKS["check_good_turing"] is check_good_turing
     assert CHECKS["check_nce_normaliser"] is check_nce_normaliser
+    assert CHECKS["check_kneser_ney"] is check_kneser_ney
 
 
 # ---- Good–Turing ------------------------------------------------------------------------------------
@@ -495,3 +496,86 @@ def test_good_turing_cases_are_often_not_monotone_and_have_gaps():
             with_gap += bool((torch.bincount(counts.long())[1:] == 0).any())
     assert 0.35 * total < not_monotone < 0.65 * total
     assert with_gap > 0.8 * total
+
+
+# ---- interpolated Kneser–Ney bigrams ----------------------------------------------------------------
+def kneser_ney_loops(counts, discount, lower="continuation", combine="interpolate", weight="types",
+                     uniform=True):
+    """Independent: lists and loops, from the statement (and its three most plausible misreadings)."""
+    rows = counts.long().tolist()
+    H, V = len(rows), len(rows[0])
+    if lower == "continuation":  # N1+(. w): how many histories w followed
+        low = [sum(1 for h in range(H) if rows[h][w] > 0) for w in range(V)]
+    else:  # tokens
+        low = [sum(rows[h][w] for h in range(H)) for w in range(V)]
+    total_low = sum(low)
+    if uniform:
+        kinds = sum(1 for c in low if c > 0)
+        p1 = [(max(c - discount, 0) + discount * kinds / V) / total_low for c in low]
+    else:
+        p1 = [c / total_low for c in low]
+    out = []
+    for row in rows:
+        c_h = sum(row)
+        if c_h == 0:
+            out.append(list(p1))
+            continue
+        gamma = discount * sum(1 for c in row if c > 0) / c_h if weight == "types" else discount / c_h
+        if combine == "interpolate":
+            out.append([max(c - discount, 0) / c_h + gamma * p1[w] for w, c in enumerate(row)])
+        else:
+            out.append([(c - discount) / c_h if c > 0 else gamma * p1[w] for w, c in enumerate(row)])
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def test_the_kneser_ney_reference_is_the_library_model_and_sums_to_one():
+    from courseware.checks.lm import kneser_ney_bigram, kneser_ney_cases
+    from lib.part3_words.ngram import KneserNeyModel, NGramModel
+
+    for seed in range(20):
+        for counts, discount in kneser_ney_cases(torch.Generator().manual_seed(seed)):
+            H, V = counts.shape
+            words = tuple(f"w{i}" for i in range(V))
+            table = {(f"h{h}",): Counter({words[w]: int(counts[h, w]) for w in range(V) if counts[h, w] > 0})
+                     for h in range(H) if counts[h].sum() > 0}
+            model = KneserNeyModel.from_counts(NGramModel(2, words, 0.0, None, table), (discount, discount))
+            by_lib = torch.tensor([[model._prob(w, (f"h{h}",)) for w in words] for h in range(H)],
+                                  dtype=torch.float64)
+            ours = kneser_ney_bigram(counts, discount)
+            torch.testing.assert_close(ours, by_lib, atol=1e-15, rtol=1e-13)
+            torch.testing.assert_close(ours.sum(1), torch.ones(H, dtype=torch.float64), atol=1e-13, rtol=0)
+            assert (counts.sum(1) == 0).any() and (counts.sum(0) == 0).any()  # an unseen history and word
+
+
+def test_kneser_ney_accepts_an_independent_solution_on_20_seeds(capsys):
+    from courseware.checks.lm import kneser_ney_cases
+
+    for seed in range(20):
+        cases = kneser_ney_cases(torch.Generator().manual_seed(seed))
+        check_kneser_ney.judge(cases, [kneser_ney_loops(*case) for case in cases])
+    check_kneser_ney(kneser_ney_loops)
+    assert capsys.readouterr().out.startswith("✓ interpolated Kneser–Ney bigram probabilities agree")
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(lower="tokens"), "that is absolute discounting"),
+    (dict(combine="backoff"), "only for pairs never seen"),
+    (dict(weight="one"), "the weight is D N1\\+\\(h \\.\\) / c\\(h\\)"),
+    (dict(uniform=False), "undiscounted and with no uniform part"),
+])
+def test_kneser_ney_rejects_the_plausible_mistakes_on_every_seed(options, message):
+    from courseware.checks.lm import kneser_ney_cases
+
+    for seed in range(20):
+        cases = kneser_ney_cases(torch.Generator().manual_seed(seed))
+        with pytest.raises(CheckFailed, match=message):
+            check_kneser_ney.judge(cases, [kneser_ney_loops(*case, **options) for case in cases])
+
+
+def test_kneser_ney_rows_must_sum_to_one():
+    from courseware.checks.lm import kneser_ney_bigram, kneser_ney_cases
+
+    counts, discount = kneser_ney_cases(torch.Generator().manual_seed(0))[0]
+    wrong = kneser_ney_bigram(counts, discount) * 1.1
+    with pytest.raises(CheckFailed, match="sums to .*, not 1"):
+        check_kneser_ney.judge([(counts, discount)], [wrong])
