@@ -160,8 +160,8 @@ class SmoothedBaselines(Result):
             holds=lambda r: r.test["kneser-ney", 3] < r.test["kneser-ney", 2],
         ),
         Finding(
-            "At orders 2 and 3, interpolation, absolute discounting and Kneser–Ney each "
-            "have a lower test perplexity than add-δ at its best δ.",
+            "At orders 2 and 3, interpolation, absolute discounting and Kneser–Ney "
+            "each have a lower test perplexity than add-δ at its best δ.",
             backs=("kneser-ney-discussion",),
             holds=lambda r: all(
                 r.test[method, n] < r.test["add-δ", n]
