@@ -554,10 +554,17 @@ def interpolation_weights(
     \lambda_j P_{tj}`, which never lowers the likelihood; it stops after ``steps``
     steps or when no weight moves by more than 1e-12.
     """
-    if not bool((components >= 0).all()) or not bool((components.sum(1) > 0).all()):
+    if components.shape[0] == 0:
         raise ValueError(
-            "components must be probabilities >= 0 with some component above 0 for "
-            "every token; found a negative, NaN or all-zero row"
+            "components must hold at least one held-out token (row); found shape "
+            f"{tuple(components.shape)}"
+        )
+    if not bool(((components >= 0) & (components <= 1)).all()) or not bool(
+        (components.sum(1) > 0).all()
+    ):
+        raise ValueError(
+            "components must be probabilities in [0, 1] with some component above 0 "
+            "for every token; found a negative, NaN, above-1 or all-zero row"
         )
     weights = torch.full((components.shape[1],), 1 / components.shape[1])
     weights = weights.double()
@@ -630,6 +637,11 @@ class LinearInterpolation:
     ) -> LinearInterpolation:
         """Interpolate the counts of an :class:`NGramModel`, with weights fitted on
         ``held_out`` (the caller keeps it apart from the counted text)."""
+        if not held_out:
+            raise ValueError(
+                "held_out must hold at least one sentence to fit the weights on; "
+                "found none"
+            )
         model = cls(counted, (1.0,) + (0.0,) * counted.order)
         weights = interpolation_weights(model.components(held_out))
         return cls(counted, tuple(weights.tolist()))

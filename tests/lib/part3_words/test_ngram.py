@@ -461,9 +461,16 @@ def test_discounting_and_interpolation_errors():
         KneserNeyModel.fit(TOY, 2, (0.5, 1.5))
     with pytest.raises(ValueError, match=r"weights must hold 3 values >= 0 that sum to 1; found \(0.5, 0.5, 0.5\)"):
         LinearInterpolation(counted, (0.5, 0.5, 0.5))
-    with pytest.raises(ValueError, match=r"components must be probabilities >= 0"):
+    with pytest.raises(ValueError, match=r"components must be probabilities in \[0, 1\]"):
         interpolation_weights(torch.tensor([[0.5, -0.1]], dtype=torch.float64))
-    with pytest.raises(ValueError, match=r"components must be probabilities >= 0"):
+    with pytest.raises(ValueError, match=r"components must be probabilities in \[0, 1\]"):
         interpolation_weights(torch.zeros(2, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"components must be probabilities in \[0, 1\].*above-1"):
+        interpolation_weights(torch.tensor([[5.0, 0.2]], dtype=torch.float64))
+    interpolation_weights(torch.tensor([[1.0, 0.2]], dtype=torch.float64))  # 1 is a probability
+    with pytest.raises(ValueError, match=r"components must hold at least one held-out token \(row\); found shape \(0, 3\)"):
+        interpolation_weights(torch.zeros(0, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"held_out must hold at least one sentence to fit the weights on; found none"):
+        LinearInterpolation.fit(TOY, 2, [])
     with pytest.raises(ValueError, match=r"word must be in the vocabulary"):
         KneserNeyModel.from_counts(counted).prob(BOS, ["the"])
