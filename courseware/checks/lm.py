@@ -313,25 +313,35 @@ def kneser_ney_bigram(counts: torch.Tensor, discount: float, mistake: str | None
     unigram level, whose weight is ``D N1+(h .) / c(h)``; a history never seen gets the unigram level
     (``lib.part3_words.ngram.KneserNeyModel`` with order 2 and discounts ``(D, D)``). ``mistake``
     names a slip instead: ``"raw"`` (the unigram level counts tokens, ``c(w)``: absolute discounting),
-    ``"backoff"`` (the unigram level only for pairs never seen), ``"gamma"`` (its weight ``D / c(h)``)
-    or ``"no uniform"`` (the unigram level undiscounted, with no uniform part, as in nltk).
+    ``"backoff"`` (the unigram level only for pairs never seen), ``"gamma"`` (its weight ``D / c(h)``),
+    ``"no uniform"`` (the unigram level undiscounted, with no uniform part, as in nltk), ``"no kinds"``
+    (the unigram level discounted but without ``+ D kinds / V``), ``"tokens total"`` (the unigram level
+    divided by the number of bigram tokens, not by ``Σ_v N1+(. v)``), ``"unseen uniform"`` (a history
+    never seen gets ``1/V``), ``"no clamp"`` (``c(h, w) - D`` without ``max(., 0)``) or ``"axis"``
+    (``N1+(h .)``, counted along each row, taken for ``N1+(. w)``: only when ``H = V``, else NaN).
 
     Shapes
     ------
     counts : (H, V), whole numbers >= 0, float64
     output : (H, V)
     """
-    V = counts.shape[1]
+    H, V = counts.shape
+    if mistake == "axis" and H != V:  # the student's code raises a shape clash instead
+        return torch.full_like(counts, math.nan)
     lower = counts.sum(0) if mistake == "raw" else (counts > 0).double().sum(0)  # (V,)
+    if mistake == "axis":
+        lower = (counts > 0).double().sum(1)  # (H,) = (V,): N1+(h .)
     if mistake == "no uniform":
         unigram = lower / lower.sum()
     else:
         kinds = (lower > 0).double().sum()  # words with a count above 0
-        unigram = ((lower - discount).clamp(min=0) + discount * kinds / V) / lower.sum()
+        spread = 0.0 if mistake == "no kinds" else discount * kinds / V
+        denominator = counts.sum() if mistake == "tokens total" else lower.sum()
+        unigram = ((lower - discount).clamp(min=0) + spread) / denominator
     total = counts.sum(1, keepdim=True)  # (H, 1): c(h)
     seen = total > 0
     safe = torch.where(seen, total, torch.ones_like(total))
-    kept = (counts - discount).clamp(min=0) / safe  # (H, V)
+    kept = (counts - discount) / safe if mistake == "no clamp" else (counts - discount).clamp(min=0) / safe
     weight = discount * (counts > 0).double().sum(1, keepdim=True) / safe  # (H, 1): γ(h)
     if mistake == "gamma":
         weight = discount / safe
@@ -339,7 +349,8 @@ def kneser_ney_bigram(counts: torch.Tensor, discount: float, mistake: str | None
         bigram = torch.where(counts > 0, kept, weight * unigram)
     else:
         bigram = kept + weight * unigram
-    return torch.where(seen, bigram, unigram.expand_as(counts))
+    unseen = torch.full_like(unigram, 1 / V) if mistake == "unseen uniform" else unigram
+    return torch.where(seen, bigram, unseen.expand_as(counts))
 
 
 _KNESER_NEY_SLIPS = (
@@ -357,6 +368,21 @@ _KNESER_NEY_SLIPS = (
          "your unigram level is N1+(. w) / N1+(. .), undiscounted and with no uniform part (nltk's choice): "
          "the statement discounts it by D too and gives the freed mass to the uniform 1/V, so that a word "
          "never seen after any history keeps some probability"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "no kinds"),
+         "your p_1 discounts N1+(. w) but forgot + D·|{v: N1+(. v) > 0}|/V: the discount taken from every "
+         "counted word goes back to every word, 1/V each, so p_1 (and every row) sums to less than 1"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "tokens total"),
+         "your p_1 divides by the number of bigram tokens, Σ c(h, w): its numerators count histories, "
+         "N1+(. w), so its denominator is their sum Σ_v N1+(. v), the number of different bigrams"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "unseen uniform"),
+         "a history never seen gets your uniform 1/V: it gets p_1, the unigram level, as c(h) = 0 leaves "
+         "all of its probability to the order below"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "no clamp"),
+         "some of your probabilities are negative: a word never seen after h has c(h, w) = 0 and 0 - D < 0; "
+         "the discounted count is max(c(h, w) - D, 0) (.clamp(min=0))"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "axis"),
+         "your N1+(. w) counts along each row, which is N1+(h .), the different words after history h: the "
+         "histories a word followed are the nonzero entries of its column, (counts > 0).sum(0), V numbers"),
 )
 
 
@@ -385,12 +411,24 @@ def kneser_ney_cases(generator: torch.Generator, trials: int = 20) -> list[tuple
 
 
 def _rows_not_normalised(found: torch.Tensor, expected: torch.Tensor, counts, discount) -> str | None:
+    negative = (found < 0).nonzero()
+    if len(negative):
+        h, w = (int(i) for i in negative[0])
+        return (f"your probability of word {w} after history {h} is {float(found[h, w]):.4g}, below 0: the "
+                "discounted count is max(c(h, w) - D, 0); without the max(., 0) (.clamp(min=0)) a count below "
+                "D goes negative")
     totals = found.sum(1)
-    worst = int((totals - 1).abs().argmax())
-    if abs(float(totals[worst]) - 1) <= 1e-6:
+    off = (totals - 1).abs() > 1e-6
+    unseen = counts.sum(1) == 0
+    if bool((off & unseen).any()):  # the unseen history's row is p_1 itself: the fault is there
+        row = int((off & unseen).nonzero()[0])
+        return (f"your row {row} (a history never seen) sums to {_distinct(float(totals[row]), 1.0)[0]}: this "
+                "row is your p_1, and p_1 does not sum to 1: its denominator is Σ_v N1+(. v), and "
+                "D·|{v: N1+(. v) > 0}|/V goes to every word")
+    if not bool(off.any()):
         return None
-    unseen = " (a history never seen: give it the unigram level)" if counts[worst].sum() == 0 else ""
-    return (f"your row {worst} sums to {_distinct(float(totals[worst]), 1.0)[0]}, not 1{unseen}: each row is "
+    worst = int((totals - 1).abs().argmax())
+    return (f"your row {worst} sums to {_distinct(float(totals[worst]), 1.0)[0]}, not 1: each row is "
             "a distribution over the V words")
 
 
@@ -403,5 +441,7 @@ check_kneser_ney = Check(
     slips=_KNESER_NEY_SLIPS,
     shape_hint=lambda shape, counts, discount: ": one row per history, one probability per word",
     nan_hint=": a history never seen has c(h) = 0; give it the unigram level instead of dividing by 0",
+    error_hint=(" (a shape clash in p_1?): N1+(. w) counts down each column, (counts > 0).sum(0), V numbers, one per word; "
+                "along each row, .sum(1), gives H numbers, one per history, which p_1 cannot be"),
     rules=_rows_not_normalised, tolerance=dict(atol=1e-6, rtol=1e-6), forbidden=("nltk", "lib"),
 )
