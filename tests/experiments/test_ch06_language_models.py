@@ -59,7 +59,10 @@ def test_smoothed_baselines_findings():
     assert agrees.failing() == [] and agrees.best() == 3
     flat = _test_perplexities(kneser_ney=(300.0, 155.0, 155.0))  # the trigram only ties
     assert replace(agrees, test=flat).failing() == says(ch06.SmoothedBaselines, 0)
-    worse = dict(agrees.test) | {("interpolation", 3): 900.0}  # ties add-δ's trigram
+    for method in ("interpolation", "absolute"):  # one method's trigram ties its bigram
+        tied = dict(agrees.test) | {(method, 3): agrees.test[method, 2]}
+        assert replace(agrees, test=tied).failing() == says(ch06.SmoothedBaselines, 0)
+    worse = dict(agrees.test) | {("add-δ", 2): 175.0}  # ties interpolation's bigram
     assert replace(agrees, test=worse).failing() == says(ch06.SmoothedBaselines, 1)
     tied = dict(agrees.test) | {("absolute", 2): 155.0}  # ties Kneser–Ney's bigram
     assert replace(agrees, test=tied).failing() == says(ch06.SmoothedBaselines, 2)
@@ -76,15 +79,37 @@ def test_versus_counts_findings():
     assert two_seeds.failing() == says(ch06.VersusCounts, 0, 1)
 
 
-def test_the_chapter_split_is_disjoint_and_drops_the_repeated_stories():
+def five_grams(story):
+    return {tuple(story[i : i + 5]) for i in range(len(story) - 4)}
+
+
+def test_the_chapter_split_drops_repeated_and_nearly_repeated_stories():
     stories = read_sentences()
     train, valid, test = ch06.split_stories(stories)
     parts = [{tuple(s) for s in part} for part in (train, valid, test)]
     assert not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
-    # The corpus repeats stories: a split by position alone would test on training stories.
+    # Brute force: no held-out story shares more than half of its 5-grams with a training story.
+    trained = [five_grams(s) for s in train]
+    for story in valid + test:
+        grams = five_grams(story)
+        assert max(len(grams & seen) for seen in trained) <= len(grams) / 2
+    # The corpus repeats stories, exactly and with a few words changed: a split by position
+    # alone, or one dropping exact repeats only, would keep some.
     by_position = {tuple(s) for s in stories[::5]} | {tuple(s) for s in stories[1::10]}
     assert by_position & parts[0]
+    exact_only = [s for s in stories[1::10] if tuple(s) not in parts[0]]
+    assert len(exact_only) > len(valid)
+    near = [s for s in exact_only if tuple(s) not in parts[1]]
+    assert near and all(tuple(s) not in parts[0] for s in near)  # near, not exact, copies
     assert len(train) + len(valid) + len(test) < len(stories)
+
+
+def test_near_copy_threshold():
+    story = [str(i) for i in range(14)]  # ten 5-grams
+    for shared, expected in ((5, False), (6, True)):  # more than half, strictly
+        other = story[: shared + 4] + ["x"] * 6
+        assert ch06.near_copy(story, [five_grams(other)]) is expected
+    assert ch06.near_copy(["a", "b"], [{("a", "b")}])  # a short story compared whole
 
 
 def test_embedding_findings():
