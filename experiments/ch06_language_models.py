@@ -87,7 +87,7 @@ def _five_grams(story):
     return {tuple(story[i : i + 5]) for i in range(len(story) - 4)}
 
 
-def near_copy(story, training_grams, share=0.5):
+def _near_copy(story, training_grams, share=0.5):
     """Whether more than ``share`` of ``story``'s distinct 5-grams occur in one story
     whose 5-gram set is among ``training_grams``: a repeat, or a repeat with a few
     words changed (a story of fewer than five words is compared whole)."""
@@ -102,8 +102,8 @@ def split_stories(stories, share=0.5):
     corpus holds both), is dropped, so that no held-out story was trained on."""
     train = [s for i, s in enumerate(stories) if i % 5 and i % 10 != 1]
     training_grams = [_five_grams(s) or {tuple(s)} for s in train]
-    valid = [s for s in stories[1::10] if not near_copy(s, training_grams, share)]
-    test = [s for s in stories[::5] if not near_copy(s, training_grams, share)]
+    valid = [s for s in stories[1::10] if not _near_copy(s, training_grams, share)]
+    test = [s for s in stories[::5] if not _near_copy(s, training_grams, share)]
     return train, valid, test
 
 

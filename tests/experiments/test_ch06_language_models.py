@@ -108,8 +108,8 @@ def test_near_copy_threshold():
     story = [str(i) for i in range(14)]  # ten 5-grams
     for shared, expected in ((5, False), (6, True)):  # more than half, strictly
         other = story[: shared + 4] + ["x"] * 6
-        assert ch06.near_copy(story, [five_grams(other)]) is expected
-    assert ch06.near_copy(["a", "b"], [{("a", "b")}])  # a short story compared whole
+        assert ch06._near_copy(story, [five_grams(other)]) is expected
+    assert ch06._near_copy(["a", "b"], [{("a", "b")}])  # a short story compared whole
 
 
 def test_embedding_findings():
