@@ -297,3 +297,151 @@ check_best_baseline = Check(
     shape_hint=lambda shape, scores, reward: ": one number, the same baseline for every word",
     tolerance=dict(atol=1e-3, rtol=0.0),
 )
+
+
+# ---------------------------------------------------------------------------
+# An interpolated Kneser–Ney bigram model from a count matrix (exercise ex-lm-kneser-ney).
+# ---------------------------------------------------------------------------
+
+
+def kneser_ney_bigram(counts: torch.Tensor, discount: float, mistake: str | None = None) -> torch.Tensor:
+    """Interpolated Kneser–Ney bigram probabilities ``p(w | h)`` from bigram counts.
+
+    ``counts[h, w]`` is how often word ``w`` followed history ``h``. The unigram level counts the
+    different histories each word followed, ``N1+(. w)``, discounts them by ``D`` and interpolates
+    with the uniform ``1/V``; the bigram level discounts ``c(h, w)`` by ``D`` and interpolates with the
+    unigram level, whose weight is ``D N1+(h .) / c(h)``; a history never seen gets the unigram level
+    (``lib.part3_words.ngram.KneserNeyModel`` with order 2 and discounts ``(D, D)``). ``mistake``
+    names a slip instead: ``"raw"`` (the unigram level counts tokens, ``c(w)``: absolute discounting),
+    ``"backoff"`` (the unigram level only for pairs never seen), ``"gamma"`` (its weight ``D / c(h)``),
+    ``"no uniform"`` (the unigram level undiscounted, with no uniform part, as in nltk), ``"no kinds"``
+    (the unigram level discounted but without ``+ D kinds / V``), ``"tokens total"`` (the unigram level
+    divided by the number of bigram tokens, not by ``Σ_v N1+(. v)``), ``"unseen uniform"`` (a history
+    never seen gets ``1/V``), ``"no clamp"`` (``c(h, w) - D`` without ``max(., 0)``) or ``"axis"``
+    (``N1+(h .)``, counted along each row, taken for ``N1+(. w)``: only when ``H = V``, else NaN).
+
+    Shapes
+    ------
+    counts : (H, V), whole numbers >= 0, float64
+    output : (H, V)
+    """
+    H, V = counts.shape
+    if mistake == "axis" and H != V:  # the student's code raises a shape clash instead
+        return torch.full_like(counts, math.nan)
+    lower = counts.sum(0) if mistake == "raw" else (counts > 0).double().sum(0)  # (V,)
+    if mistake == "axis":
+        lower = (counts > 0).double().sum(1)  # (H,) = (V,): N1+(h .)
+    if mistake == "no uniform":
+        unigram = lower / lower.sum()
+    else:
+        kinds = (lower > 0).double().sum()  # words with a count above 0
+        spread = 0.0 if mistake == "no kinds" else discount * kinds / V
+        denominator = counts.sum() if mistake == "tokens total" else lower.sum()
+        unigram = ((lower - discount).clamp(min=0) + spread) / denominator
+    total = counts.sum(1, keepdim=True)  # (H, 1): c(h)
+    seen = total > 0
+    safe = torch.where(seen, total, torch.ones_like(total))
+    kept = (counts - discount) / safe if mistake == "no clamp" else (counts - discount).clamp(min=0) / safe
+    weight = discount * (counts > 0).double().sum(1, keepdim=True) / safe  # (H, 1): γ(h)
+    if mistake == "gamma":
+        weight = discount / safe
+    if mistake == "backoff":
+        bigram = torch.where(counts > 0, kept, weight * unigram)
+    else:
+        bigram = kept + weight * unigram
+    unseen = torch.full_like(unigram, 1 / V) if mistake == "unseen uniform" else unigram
+    return torch.where(seen, bigram, unseen.expand_as(counts))
+
+
+_KNESER_NEY_SLIPS = (
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "raw"),
+         "your unigram level counts how often each word occurred: that is absolute discounting; Kneser–Ney's "
+         "lower order counts the different histories a word followed, N1+(. w) (the number of nonzero "
+         "entries in its column)"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "backoff"),
+         "you used the unigram level only for pairs never seen (backing off): interpolated Kneser–Ney adds "
+         "γ(h) p_1(w) to every word, seen after h or not, which is what makes each row sum to 1"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "gamma"),
+         "the weight of your unigram level is D / c(h): the discount was taken once for every different "
+         "word seen after h, so the weight is D N1+(h .) / c(h)"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "no uniform"),
+         "your unigram level is N1+(. w) / N1+(. .), undiscounted and with no uniform part (nltk's choice): "
+         "the statement discounts it by D too and gives the freed mass to the uniform 1/V, so that a word "
+         "never seen after any history keeps some probability"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "no kinds"),
+         "your p_1 discounts N1+(. w) but forgot + D·|{v: N1+(. v) > 0}|/V: the discount taken from every "
+         "counted word goes back to every word, 1/V each, so p_1 (and every row) sums to less than 1"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "tokens total"),
+         "your p_1 divides by the number of bigram tokens, Σ c(h, w): its numerators count histories, "
+         "N1+(. w), so its denominator is their sum Σ_v N1+(. v), the number of different bigrams"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "unseen uniform"),
+         "a history never seen gets your uniform 1/V: it gets p_1, the unigram level, as c(h) = 0 leaves "
+         "all of its probability to the order below"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "no clamp"),
+         "some of your probabilities are negative: a word never seen after h has c(h, w) = 0 and 0 - D < 0; "
+         "the discounted count is max(c(h, w) - D, 0) (.clamp(min=0))"),
+    Slip(lambda counts, d: kneser_ney_bigram(counts, d, "axis"),
+         "your N1+(. w) counts along each row, which is N1+(h .), the different words after history h: the "
+         "histories a word followed are the nonzero entries of its column, (counts > 0).sum(0), V numbers"),
+)
+
+
+def kneser_ney_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(counts, discount)`` for :data:`check_kneser_ney`.
+
+    ``counts`` is a float64 ``(H, V)`` matrix of bigram counts, ``H`` in 3..6 histories and ``V`` in
+    5..9 words, from 3V to 6V Zipf-like draws (so some counts are 1, some larger); one row is left
+    empty (a history never seen) and one column too (a word never seen). ``discount`` is in
+    [0.3, 0.9].
+    """
+    cases = []
+    for _ in range(trials):
+        H = int(torch.randint(3, 7, (), generator=generator))
+        V = int(torch.randint(5, 10, (), generator=generator))
+        tokens = int(torch.randint(3 * V, 6 * V + 1, (), generator=generator))
+        weights = 1.0 / torch.arange(1, H * V + 1, dtype=torch.float64) ** 1.1
+        weights = weights[torch.randperm(H * V, generator=generator)].reshape(H, V)
+        weights[int(torch.randint(H, (), generator=generator))] = 0  # a history never seen
+        weights[:, int(torch.randint(V, (), generator=generator))] = 0  # a word never seen
+        drawn = torch.multinomial(weights.flatten(), tokens, replacement=True, generator=generator)
+        counts = torch.bincount(drawn, minlength=H * V).double().reshape(H, V)
+        discount = 0.3 + 0.6 * float(torch.rand((), generator=generator, dtype=torch.float64))
+        cases.append((counts, discount))
+    return cases
+
+
+def _rows_not_normalised(found: torch.Tensor, expected: torch.Tensor, counts, discount) -> str | None:
+    negative = (found < 0).nonzero()
+    if len(negative):
+        h, w = (int(i) for i in negative[0])
+        return (f"your probability of word {w} after history {h} is {float(found[h, w]):.4g}, below 0: the "
+                "discounted count is max(c(h, w) - D, 0); without the max(., 0) (.clamp(min=0)) a count below "
+                "D goes negative")
+    totals = found.sum(1)
+    off = (totals - 1).abs() > 1e-6
+    unseen = counts.sum(1) == 0
+    if bool((off & unseen).any()):  # the unseen history's row is p_1 itself: the fault is there
+        row = int((off & unseen).nonzero()[0])
+        return (f"your row {row} (a history never seen) sums to {_distinct(float(totals[row]), 1.0)[0]}: this "
+                "row is your p_1, and p_1 does not sum to 1: its denominator is Σ_v N1+(. v), and "
+                "D·|{v: N1+(. v) > 0}|/V goes to every word")
+    if not bool(off.any()):
+        return None
+    worst = int((totals - 1).abs().argmax())
+    return (f"your row {worst} sums to {_distinct(float(totals[worst]), 1.0)[0]}, not 1: each row is "
+            "a distribution over the V words")
+
+
+check_kneser_ney = Check(
+    "interpolated Kneser–Ney bigram probabilities agree with the book's, on 20 fresh random count matrices",
+    kneser_ney_cases, kneser_ney_bigram,
+    describe=lambda counts, discount: (f"counts {[[int(c) for c in row] for row in counts.tolist()]}, "
+                                       f"discount {discount:.3f}"),
+    compared_with="the interpolated Kneser–Ney probabilities", noun="probabilities", layout="(H, V)",
+    slips=_KNESER_NEY_SLIPS,
+    shape_hint=lambda shape, counts, discount: ": one row per history, one probability per word",
+    nan_hint=": a history never seen has c(h) = 0; give it the unigram level instead of dividing by 0",
+    error_hint=(" (a shape clash in p_1?): N1+(. w) counts down each column, (counts > 0).sum(0), V numbers, one per word; "
+                "along each row, .sum(1), gives H numbers, one per history, which p_1 cannot be"),
+    rules=_rows_not_normalised, tolerance=dict(atol=1e-6, rtol=1e-6), forbidden=("nltk", "lib"),
+)

@@ -11,7 +11,14 @@ the neural half is :mod:`lib.part3_words.lm`.
    padded with ``n - 1`` begin symbols ``<s>`` and one end symbol ``</s>``
    (:func:`pad`), so that the model also predicts where a sentence stops.
    :func:`unseen_fraction` measures the data sparsity that smoothing fights.
-2. :func:`perplexity` turns any model's per-token log-probabilities into the
+2. *Models that fall back on shorter histories*: :class:`LinearInterpolation`
+   mixes the maximum-likelihood estimates of every order with weights fitted on
+   held-out text by EM (:func:`interpolation_weights`; Jelinek & Mercer, 1980);
+   :class:`KneserNeyModel` subtracts a fixed discount from every count and gives
+   what it took to the next lower order: interpolated absolute discounting (Ney et
+   al., 1994) or, with continuation counts, interpolated Kneser-Ney (Kneser & Ney,
+   1995; Chen & Goodman [1]_, section 3; Jurafsky & Martin [2]_, chapter 3).
+3. :func:`perplexity` turns any model's per-token log-probabilities into the
    usual score: the inverse geometric mean of the probabilities.
 
 Conventions. n-gram models work on words (strings); their :meth:`NGramModel.step`
@@ -22,6 +29,8 @@ References
 ----------
 .. [1] S. F. Chen, J. Goodman. "An Empirical Study of Smoothing Techniques for
    Language Modeling". Computer Speech and Language 13(4), 1999.
+.. [2] D. Jurafsky, J. H. Martin. "Speech and Language Processing", 3rd edition
+   draft, chapter 3 "N-gram Language Models".
 """
 
 from __future__ import annotations
@@ -61,6 +70,9 @@ __all__ = [
     "add_delta_log_prob",
     "NGramModel",
     "unseen_fraction",
+    "KneserNeyModel",
+    "interpolation_weights",
+    "LinearInterpolation",
     "perplexity",
 ]
 
@@ -385,6 +397,300 @@ def unseen_fraction(train: Sentences, test: Sentences, order: PositiveInt) -> Fr
     seen = {g for s in train for g in ngrams(pad(s, order), order)}
     asked = [g for s in test for g in ngrams(pad(s, order), order)]
     return sum(g not in seen for g in asked) / len(asked)
+
+
+# ---------------------------------------------------------------------------
+# Falling back on shorter histories: interpolation, absolute discounting and
+# Kneser-Ney.
+# ---------------------------------------------------------------------------
+
+
+def _level_counts(counts: dict, continuation: bool) -> list[dict]:
+    """``levels[k - 1][h][w]`` = c_k(h, w) for every order k = 1 .. n, from the n-gram
+    counts ``counts[h][w]`` (k = n). Below n, a raw count adds up the counts of every
+    longer gram ending in ``(h, w)``; a continuation count is the number of distinct
+    words u seen before it, N1+(. h w): the number of grams ``(u, h, w)`` one level up
+    with a count above 0."""
+    levels = [counts]
+    for _ in range(len(next(iter(counts))), 0, -1):  # n - 1 levels below n
+        lower: dict = {}
+        for context, followers in levels[0].items():
+            for word, count in followers.items():
+                added = 1 if continuation else count
+                lower.setdefault(context[1:], Counter())[word] += added
+        levels.insert(0, lower)
+    return levels
+
+
+def _ney_discount(level: dict) -> float:
+    # D = n1 / (n1 + 2 n2), n_r the number of grams of count r (Ney et al., 1994).
+    counts = Counter(c for followers in level.values() for c in followers.values())
+    n1, n2 = counts[1], counts[2]
+    return n1 / (n1 + 2 * n2) if n1 + n2 else 0.5
+
+
+@dataclass
+class KneserNeyModel:
+    r"""Interpolated absolute discounting, or interpolated Kneser-Ney smoothing.
+
+    .. math:: p_k(w \mid h) = \frac{\max(c_k(h, w) - D_k, 0)}{c_k(h)}
+              + \frac{D_k\, N_{1+}(h\,\bullet)}{c_k(h)}\, p_{k-1}(w \mid h'),
+              \qquad p_0(w) = \frac{1}{|V|}
+
+    for k = 1 .. n, with :math:`c_k(h) = \sum_v c_k(h, v)`, :math:`N_{1+}(h\,\bullet)`
+    the number of words with :math:`c_k(h, w) > 0`, and h' the history h without its
+    first word; a history with :math:`c_k(h) = 0` passes :math:`p_{k-1}` on unchanged.
+    The top order counts the n-grams; with ``continuation=True`` (Kneser-Ney) each
+    lower order counts the distinct words seen before ``(h, w)``, with ``False``
+    (absolute discounting) it counts ``(h, w)`` itself. ``discounts`` holds
+    :math:`D_1, \dots, D_n` in [0, 1] (default: :math:`n_1 / (n_1 + 2 n_2)` of each
+    order's counts, Ney et al.'s estimate); :math:`D_1 = 0` leaves out the uniform
+    :math:`p_0`, as nltk does, and gives the words never counted probability 0.
+    """
+
+    counted: NGramModel = field(repr=False)  # n-gram counts, vocabulary and unk
+    discounts: each(Fraction) = ()
+    continuation: bool = True
+    levels: list = field(default_factory=list, repr=False)
+
+    def __post_init__(self):
+        self.discounts = tuple(float(d) for d in self.discounts)
+        if len(self.discounts) != self.order or not all(
+            0 <= d <= 1 for d in self.discounts
+        ):
+            raise ValueError(
+                f"discounts must hold {self.order} values in [0, 1], one per order; "
+                f"found {self.discounts}"
+            )
+        self.levels = _level_counts(self.counted.counts, self.continuation)
+        self._totals = [
+            {h: sum(f.values()) for h, f in level.items()} for level in self.levels
+        ]
+
+    @classmethod
+    def fit(
+        cls,
+        sentences: Sentences,
+        order: positive_int_at_most(MAX_ORDER),
+        discounts: Optional[each(Fraction)] = None,
+        continuation: bool = True,
+        vocabulary: Optional[Words] = None,
+        unk: Optional[str] = UNK,
+    ) -> KneserNeyModel:
+        """Count the n-grams of padded sentences (as :meth:`NGramModel.fit` does)."""
+        counted = NGramModel.fit(sentences, order, 0.0, vocabulary, unk)
+        return cls.from_counts(counted, discounts, continuation)
+
+    @classmethod
+    def from_counts(
+        cls,
+        counted: NGramModel,
+        discounts: Optional[each(Fraction)] = None,
+        continuation: bool = True,
+    ) -> KneserNeyModel:
+        """Smooth the counts of an :class:`NGramModel` (its delta is not used)."""
+        if discounts is None:
+            levels = _level_counts(counted.counts, continuation)
+            discounts = [_ney_discount(level) for level in levels]
+        return cls(counted, tuple(discounts), continuation)
+
+    @property
+    def order(self) -> int:
+        return self.counted.order
+
+    @property
+    def vocabulary(self) -> tuple[str, ...]:
+        return self.counted.vocabulary
+
+    def prob(self, word: str, context: Words = ()) -> float:
+        """:math:`p_n(w \\mid h)`, ``context`` holding the ``n - 1`` words before."""
+        self.counted.prob(word, context)  # refuses what NGramModel.prob refuses
+        context = self.counted._last_context(context)
+        (word,) = self.counted.lookup([word])
+        return self._prob(word, context)
+
+    @no_type_check  # once per token: prob and token_log_probs looked the words up
+    def _prob(self, word, context):
+        p = 1 / len(self.vocabulary)
+        for k in range(1, self.order + 1):
+            history = context[len(context) - k + 1 :] if k > 1 else ()
+            followers = self.levels[k - 1].get(history)
+            if not followers:  # an unseen history: p_{k-1} unchanged
+                continue
+            total, d = self._totals[k - 1][history], self.discounts[k - 1]
+            kept = max(followers.get(word, 0) - d, 0.0) / total
+            p = kept + d * len(followers) / total * p
+        return p
+
+    def token_log_probs(self, sentences: Sentences) -> Float64[Tensor, "M"]:
+        """Log-probability of each of the M tokens of the sentences, each ``</s>``
+        included."""
+        grams = [self.counted.lookup(g) for g in self.counted.test_ngrams(sentences)]
+        probs = [self._prob(g[-1], g[:-1]) for g in grams]
+        return torch.tensor(probs, dtype=torch.float64).log()
+
+    def perplexity(self, sentences: Sentences) -> float:
+        """:func:`perplexity` of :meth:`token_log_probs`."""
+        return perplexity(self.token_log_probs(sentences))
+
+    def next_probs(self, context: Words) -> Float64[Tensor, "V"]:
+        """The whole next-word distribution after ``context``, in the order of
+        ``vocabulary`` (one :meth:`prob` per word)."""
+        context = self.counted._last_context(context)
+        return torch.tensor(
+            [self._prob(w, context) for w in self.vocabulary], dtype=torch.float64
+        )
+
+
+def interpolation_weights(
+    components: Float64[Tensor, "M K"], steps: PositiveInt = 500
+) -> Float64[Tensor, "K"]:
+    r"""Mixture weights :math:`\lambda` that maximise
+    :math:`\sum_t \log \sum_k \lambda_k P_{tk}` over M held-out tokens, by EM.
+
+    ``components[t, k]`` is component k's probability of token t. Each step gives
+    component k the average share of the tokens it explains,
+    :math:`\lambda_k \leftarrow \frac{1}{M} \sum_t \lambda_k P_{tk} / \sum_j
+    \lambda_j P_{tj}`, which never lowers the likelihood; it stops after ``steps``
+    steps or when no weight moves by more than 1e-12.
+    """
+    if components.shape[0] == 0:
+        raise ValueError(
+            "components must hold at least one held-out token (row); found shape "
+            f"{tuple(components.shape)}"
+        )
+    if not bool(((components >= 0) & (components <= 1)).all()) or not bool(
+        (components.sum(1) > 0).all()
+    ):
+        raise ValueError(
+            "components must be probabilities in [0, 1] with some component above 0 "
+            "for every token; found a negative, NaN, above-1 or all-zero row"
+        )
+    weights = torch.full((components.shape[1],), 1 / components.shape[1])
+    weights = weights.double()
+    for _ in range(steps):
+        shares = components * weights  # (M, K)
+        updated = (shares / shares.sum(1, keepdim=True)).mean(0)
+        done = bool((updated - weights).abs().max() < 1e-12)
+        weights = updated
+        if done:
+            break
+    return weights
+
+
+@dataclass
+class LinearInterpolation:
+    r"""Linear interpolation of the maximum-likelihood estimates of every order,
+
+    .. math:: p(w \mid h) = \lambda_0 \frac{1}{|V|}
+              + \sum_{k=1}^{n} \lambda_k\, p^{\mathrm{ML}}_k(w \mid h_k),
+              \qquad \sum_k \lambda_k = 1,
+
+    :math:`h_k` the last k - 1 words of h, :math:`p^{\mathrm{ML}}_k = c_k(h_k, w) /
+    c_k(h_k)` from raw counts; where :math:`c_k(h_k) = 0`, :math:`p^{\mathrm{ML}}_k` is
+    replaced by the component below it, so every mixture sums to 1. ``weights`` are
+    :math:`\lambda_0, \dots, \lambda_n`, fitted on held-out text by
+    :func:`interpolation_weights` in :meth:`fit`.
+    """
+
+    counted: NGramModel = field(repr=False)
+    weights: each(NonNegative) = ()
+    levels: list = field(default_factory=list, repr=False)
+
+    def __post_init__(self):
+        self.weights = tuple(float(w) for w in self.weights)
+        if len(self.weights) != self.counted.order + 1 or not (
+            all(w >= 0 for w in self.weights) and abs(sum(self.weights) - 1) < 1e-9
+        ):
+            raise ValueError(
+                f"weights must hold {self.counted.order + 1} values >= 0 that sum to "
+                f"1; found {self.weights}"
+            )
+        self.levels = _level_counts(self.counted.counts, continuation=False)
+        self._totals = [
+            {h: sum(f.values()) for h, f in level.items()} for level in self.levels
+        ]
+
+    @classmethod
+    def fit(
+        cls,
+        sentences: Sentences,
+        order: positive_int_at_most(MAX_ORDER),
+        held_out: Sentences,
+        vocabulary: Optional[Words] = None,
+        unk: Optional[str] = UNK,
+    ) -> LinearInterpolation:
+        """Count the n-grams of padded ``sentences``; fit the weights by EM on the
+        padded ``held_out`` sentences, which must share none of them."""
+        shared = {tuple(s) for s in sentences} & {tuple(s) for s in held_out}
+        if shared:
+            raise ValueError(
+                "held_out must be disjoint from sentences; found "
+                f"{len(shared)} sentences in both"
+            )
+        counted = NGramModel.fit(sentences, order, 0.0, vocabulary, unk)
+        return cls.from_counts(counted, held_out)
+
+    @classmethod
+    def from_counts(
+        cls, counted: NGramModel, held_out: Sentences
+    ) -> LinearInterpolation:
+        """Interpolate the counts of an :class:`NGramModel`, with weights fitted on
+        ``held_out`` (the caller keeps it apart from the counted text)."""
+        if not held_out:
+            raise ValueError(
+                "held_out must hold at least one sentence to fit the weights on; "
+                "found none"
+            )
+        model = cls(counted, (1.0,) + (0.0,) * counted.order)
+        weights = interpolation_weights(model.components(held_out))
+        return cls(counted, tuple(weights.tolist()))
+
+    @property
+    def order(self) -> int:
+        return self.counted.order
+
+    @property
+    def vocabulary(self) -> tuple[str, ...]:
+        return self.counted.vocabulary
+
+    @no_type_check  # once per token: components and next_probs looked the words up
+    def _components(self, word, context):
+        row = [1 / len(self.vocabulary)]
+        for k in range(1, self.order + 1):
+            history = context[len(context) - k + 1 :] if k > 1 else ()
+            total = self._totals[k - 1].get(history, 0)
+            followers = self.levels[k - 1].get(history, {})
+            row.append(followers.get(word, 0) / total if total else row[-1])
+        return row
+
+    def components(self, sentences: Sentences) -> Float64[Tensor, "M K"]:
+        """Each component's probability (uniform, then orders 1 .. n) of each of the M
+        tokens of the padded sentences: ``K = n + 1`` columns."""
+        grams = [self.counted.lookup(g) for g in self.counted.test_ngrams(sentences)]
+        return torch.tensor(
+            [self._components(g[-1], g[:-1]) for g in grams], dtype=torch.float64
+        )
+
+    def token_log_probs(self, sentences: Sentences) -> Float64[Tensor, "M"]:
+        """Log-probability of each of the M tokens of the sentences, each ``</s>``
+        included."""
+        weights = torch.tensor(self.weights, dtype=torch.float64)
+        return (self.components(sentences) @ weights).log()
+
+    def perplexity(self, sentences: Sentences) -> float:
+        """:func:`perplexity` of :meth:`token_log_probs`."""
+        return perplexity(self.token_log_probs(sentences))
+
+    def next_probs(self, context: Words) -> Float64[Tensor, "V"]:
+        """The whole next-word distribution after ``context``, in the order of
+        ``vocabulary``."""
+        context = self.counted._last_context(context)
+        rows = torch.tensor(
+            [self._components(w, context) for w in self.vocabulary],
+            dtype=torch.float64,
+        )
+        return rows @ torch.tensor(self.weights, dtype=torch.float64)
 
 
 # ---------------------------------------------------------------------------

@@ -4,17 +4,20 @@ import math
 import warnings
 from collections import Counter
 from fractions import Fraction
+from functools import partial
 
 import pytest
 import torch
 
-from courseware.checks import CHECKS, CheckFailed, check_good_turing, check_nce_normaliser
+from courseware.checks import CHECKS, CheckFailed, check_good_turing, check_kneser_ney, check_nce_normaliser
+from courseware.checks.core import _outcome
 from lib.part3_words.softmax_approx import nce_loss
 
 
 def test_the_checks_are_registered():
     assert CHECKS["check_good_turing"] is check_good_turing
     assert CHECKS["check_nce_normaliser"] is check_nce_normaliser
+    assert CHECKS["check_kneser_ney"] is check_kneser_ney
 
 
 # ---- Good–Turing ------------------------------------------------------------------------------------
@@ -495,3 +498,141 @@ def test_good_turing_cases_are_often_not_monotone_and_have_gaps():
             with_gap += bool((torch.bincount(counts.long())[1:] == 0).any())
     assert 0.35 * total < not_monotone < 0.65 * total
     assert with_gap > 0.8 * total
+
+
+# ---- interpolated Kneser–Ney bigrams ----------------------------------------------------------------
+def kneser_ney_loops(counts, discount, lower="continuation", combine="interpolate", weight="types",
+                     uniform=True, kinds=True, denominator="types", unseen="p1", clamp=True, axis=0):
+    """Independent: lists and loops, from the statement (and its most plausible misreadings)."""
+    rows = counts.long().tolist()
+    H, V = len(rows), len(rows[0])
+    if axis == 1:  # N1+(h .), one per history, taken for N1+(. w): a shape clash unless H = V
+        if H != V:
+            raise RuntimeError(f"The size of tensor a ({V}) must match the size of tensor b ({H})")
+        low = [sum(1 for c in rows[h] if c > 0) for h in range(H)]
+    elif lower == "continuation":  # N1+(. w): how many histories w followed
+        low = [sum(1 for h in range(H) if rows[h][w] > 0) for w in range(V)]
+    else:  # tokens
+        low = [sum(rows[h][w] for h in range(H)) for w in range(V)]
+    total_low = sum(low) if denominator == "types" else sum(map(sum, rows))
+    if uniform:
+        spread = discount * sum(1 for c in low if c > 0) / V if kinds else 0.0
+        p1 = [(max(c - discount, 0) + spread) / total_low for c in low]
+    else:
+        p1 = [c / total_low for c in low]
+    out = []
+    for row in rows:
+        c_h = sum(row)
+        if c_h == 0:
+            out.append(list(p1) if unseen == "p1" else [1 / V] * V)
+            continue
+        gamma = discount * sum(1 for c in row if c > 0) / c_h if weight == "types" else discount / c_h
+        kept = [(max(c - discount, 0) if clamp else c - discount) / c_h for c in row]
+        if combine == "interpolate":
+            out.append([kept[w] + gamma * p1[w] for w in range(V)])
+        else:
+            out.append([kept[w] if c > 0 else gamma * p1[w] for w, c in enumerate(row)])
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def test_the_kneser_ney_reference_is_the_library_model_and_sums_to_one():
+    from courseware.checks.lm import kneser_ney_bigram, kneser_ney_cases
+    from lib.part3_words.ngram import KneserNeyModel, NGramModel
+
+    for seed in range(20):
+        for counts, discount in kneser_ney_cases(torch.Generator().manual_seed(seed)):
+            H, V = counts.shape
+            words = tuple(f"w{i}" for i in range(V))
+            table = {(f"h{h}",): Counter({words[w]: int(counts[h, w]) for w in range(V) if counts[h, w] > 0})
+                     for h in range(H) if counts[h].sum() > 0}
+            model = KneserNeyModel.from_counts(NGramModel(2, words, 0.0, None, table), (discount, discount))
+            by_lib = torch.tensor([[model._prob(w, (f"h{h}",)) for w in words] for h in range(H)],
+                                  dtype=torch.float64)
+            ours = kneser_ney_bigram(counts, discount)
+            torch.testing.assert_close(ours, by_lib, atol=1e-15, rtol=1e-13)
+            torch.testing.assert_close(ours.sum(1), torch.ones(H, dtype=torch.float64), atol=1e-13, rtol=0)
+            assert (counts.sum(1) == 0).any() and (counts.sum(0) == 0).any()  # an unseen history and word
+
+
+def test_kneser_ney_accepts_an_independent_solution_on_20_seeds(capsys):
+    from courseware.checks.lm import kneser_ney_cases
+
+    for seed in range(20):
+        cases = kneser_ney_cases(torch.Generator().manual_seed(seed))
+        check_kneser_ney.judge(cases, [kneser_ney_loops(*case) for case in cases])
+    check_kneser_ney(kneser_ney_loops)
+    assert capsys.readouterr().out.startswith("✓ interpolated Kneser–Ney bigram probabilities agree")
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(lower="tokens"), "that is absolute discounting"),
+    (dict(combine="backoff"), "only for pairs never seen"),
+    (dict(weight="one"), "the weight is D N1\\+\\(h \\.\\) / c\\(h\\)"),
+    (dict(uniform=False), "undiscounted and with no uniform part"),
+    (dict(kinds=False), "forgot \\+ D·\\|\\{v: N1\\+\\(\\. v\\) > 0\\}\\|/V"),
+    (dict(denominator="tokens"), "divides by the number of bigram tokens"),
+    (dict(unseen="uniform"), "a history never seen gets your uniform 1/V: it gets p_1"),
+    (dict(clamp=False), "negative: .*max\\(c\\(h, w\\) - D, 0\\)"),
+    (dict(axis=1), "N1\\+\\(\\. w\\) counts down each column|your N1\\+\\(\\. w\\) counts along each row"),
+])
+def test_kneser_ney_rejects_the_plausible_mistakes_on_every_seed(options, message):
+    from courseware.checks.lm import kneser_ney_cases
+
+    for seed in range(20):
+        cases = kneser_ney_cases(torch.Generator().manual_seed(seed))
+        with pytest.raises(CheckFailed, match=message):
+            check_kneser_ney.judge(cases, [_outcome(partial(kneser_ney_loops, **options), case) for case in cases])
+
+
+def test_kneser_ney_rows_must_sum_to_one():
+    from courseware.checks.lm import kneser_ney_bigram, kneser_ney_cases
+
+    counts, discount = kneser_ney_cases(torch.Generator().manual_seed(0))[0]
+    wrong = kneser_ney_bigram(counts, discount)
+    wrong = torch.where(counts.sum(1, keepdim=True) > 0, wrong * 1.1, wrong)  # the seen rows only
+    with pytest.raises(CheckFailed, match="sums to .*, not 1: each row is a distribution"):
+        check_kneser_ney.judge([(counts, discount)], [wrong])
+
+
+def test_kneser_ney_wrong_axis_is_named_whether_or_not_the_shapes_clash():
+    from courseware.checks.lm import kneser_ney_cases
+
+    cases = kneser_ney_cases(torch.Generator().manual_seed(0))
+    square = [case for case in cases if case[0].shape[0] == case[0].shape[1]]
+    oblong = [case for case in cases if case[0].shape[0] != case[0].shape[1]]
+    assert square and oblong
+    with pytest.raises(CheckFailed, match=r"counts along each row, which is N1\+\(h \.\)"):
+        check_kneser_ney.judge(square[:1], [kneser_ney_loops(*square[0], axis=1)])
+    with pytest.raises(CheckFailed, match=r"raised RuntimeError.*N1\+\(\. w\) counts down each column.*V numbers"):
+        check_kneser_ney(lambda counts, discount: kneser_ney_loops(counts, discount, axis=1)
+                         if counts.shape[0] != counts.shape[1] else kneser_ney_loops(*oblong[0], axis=1))
+
+
+def test_kneser_ney_points_at_p1_when_the_unseen_row_is_off():
+    from courseware.checks.lm import kneser_ney_bigram, kneser_ney_cases
+
+    counts, discount = kneser_ney_cases(torch.Generator().manual_seed(0))[0]
+    unseen = int((counts.sum(1) == 0).nonzero()[0])
+    wrong = kneser_ney_bigram(counts, discount).clone()
+    wrong[unseen] *= 0.9  # p_1 itself is off; the seen rows are not
+    with pytest.raises(CheckFailed, match=rf"your row {unseen} \(a history never seen\) sums to .*this row is "
+                       r"your p_1, and p_1 does not sum to 1: its denominator is Σ_v N1\+\(\. v\)"):
+        check_kneser_ney.judge([(counts, discount)], [wrong])
+    negative = kneser_ney_bigram(counts, discount).clone()
+    negative[unseen, 0] = -0.01
+    with pytest.raises(CheckFailed, match=r"below 0: .*without the max\(\., 0\)"):
+        check_kneser_ney.judge([(counts, discount)], [negative])
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda p: p + torch.nn.functional.one_hot(torch.tensor(p.shape[1] - 1), p.shape[1]) * 1e-4,  # one entry
+    lambda p: p * 1.001,  # every row scaled
+])
+def test_kneser_ney_rejects_answers_just_off(spoil):
+    from courseware.checks.lm import kneser_ney_bigram, kneser_ney_cases
+
+    cases = kneser_ney_cases(torch.Generator().manual_seed(1))
+    right = [kneser_ney_bigram(*case) for case in cases]
+    check_kneser_ney.judge(cases, right)  # the unspoilt answers pass
+    with pytest.raises(CheckFailed):
+        check_kneser_ney.judge(cases, [spoil(p) for p in right])

@@ -12,7 +12,7 @@ import torch
 
 from experiments import ch06_language_models as ch06
 from lib.part2_recurrent.char_lm import teacher_forcing_batch
-from lib.corpus import Vocabulary
+from lib.corpus import Vocabulary, read_sentences
 from lib.part3_words.lm import CountingLanguage, EpsilonSchedule, NeuralLM, drift, rollout
 from lib.part3_words.ngram import EOS, UNK, perplexity
 from lib.part3_words.reinforce import bigram_precision, reinforce_fine_tune
@@ -46,15 +46,70 @@ def test_neural_findings_need_every_one_of_three_seeds():
     assert two_seeds.failing() == says(ch06.NeuralLMRuns, 0)
 
 
+def _test_perplexities(add_delta=(300.0, 280.0, 900.0), kneser_ney=(300.0, 155.0, 146.0)):
+    table = {("add-δ", n): p for n, p in enumerate(add_delta, 1)}
+    table |= {("kneser-ney", n): p for n, p in enumerate(kneser_ney, 1)}
+    for method, gap in (("interpolation", 20.0), ("absolute", 5.0)):
+        table |= {(method, n): table["kneser-ney", n] + gap for n in (1, 2, 3)}
+    return table
+
+
+def test_smoothed_baselines_findings():
+    agrees = ch06.SmoothedBaselines({}, _test_perplexities(), {}, {})
+    assert agrees.failing() == [] and agrees.best() == 3
+    flat = _test_perplexities(kneser_ney=(300.0, 155.0, 155.0))  # the trigram only ties
+    assert replace(agrees, test=flat).failing() == says(ch06.SmoothedBaselines, 0)
+    for method in ("interpolation", "absolute"):  # one method's trigram ties its bigram
+        tied = dict(agrees.test) | {(method, 3): agrees.test[method, 2]}
+        assert replace(agrees, test=tied).failing() == says(ch06.SmoothedBaselines, 0)
+    worse = dict(agrees.test) | {("add-δ", 2): 175.0}  # ties interpolation's bigram
+    assert replace(agrees, test=worse).failing() == says(ch06.SmoothedBaselines, 1)
+    tied = dict(agrees.test) | {("absolute", 2): 155.0}  # ties Kneser–Ney's bigram
+    assert replace(agrees, test=tied).failing() == says(ch06.SmoothedBaselines, 2)
+
+
 def test_versus_counts_findings():
-    agrees = ch06.VersusCounts([216, 219, 230], {1: 900, 2: 231, 3: 690})
-    assert agrees.failing() == []
-    tied = replace(agrees, ngram_test={1: 900, 2: 230, 3: 800})
+    agrees = ch06.VersusCounts([216, 219, 230], _test_perplexities(add_delta=(351, 231, 906)))
+    assert agrees.failing() == [] and agrees.add_delta == 231
+    tied = replace(agrees, ngram_test=_test_perplexities(add_delta=(351, 230, 906)))
     assert tied.failing() == says(ch06.VersusCounts, 0)
-    short = replace(agrees, ngram_test={1: 900, 2: 700, 3: 689})  # 689 / 230 < 3
-    assert short.failing() == says(ch06.VersusCounts, 1)
+    close = replace(agrees, ngram_test=_test_perplexities(kneser_ney=(300, 216, 216)))
+    assert close.failing() == says(ch06.VersusCounts, 1)  # ties the best seed
     two_seeds = replace(agrees, neural_test=[216, 219])
     assert two_seeds.failing() == says(ch06.VersusCounts, 0, 1)
+
+
+def five_grams(story):
+    return {tuple(story[i : i + 5]) for i in range(len(story) - 4)}
+
+
+def test_the_chapter_split_drops_repeated_and_nearly_repeated_stories():
+    stories = read_sentences()
+    train, valid, test = ch06.split_stories(stories)
+    parts = [{tuple(s) for s in part} for part in (train, valid, test)]
+    assert not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
+    # Brute force: no held-out story shares more than half of its 5-grams with a training story.
+    trained = [five_grams(s) for s in train]
+    for story in valid + test:
+        grams = five_grams(story)
+        assert max(len(grams & seen) for seen in trained) <= len(grams) / 2
+    # The corpus repeats stories, exactly and with a few words changed: a split by position
+    # alone, or one dropping exact repeats only, would keep some.
+    by_position = {tuple(s) for s in stories[::5]} | {tuple(s) for s in stories[1::10]}
+    assert by_position & parts[0]
+    exact_only = [s for s in stories[1::10] if tuple(s) not in parts[0]]
+    assert len(exact_only) > len(valid)
+    near = [s for s in exact_only if tuple(s) not in parts[1]]
+    assert near and all(tuple(s) not in parts[0] for s in near)  # near, not exact, copies
+    assert len(train) + len(valid) + len(test) < len(stories)
+
+
+def test_near_copy_threshold():
+    story = [str(i) for i in range(14)]  # ten 5-grams
+    for shared, expected in ((5, False), (6, True)):  # more than half, strictly
+        other = story[: shared + 4] + ["x"] * 6
+        assert ch06._near_copy(story, [five_grams(other)]) is expected
+    assert ch06._near_copy(["a", "b"], [{("a", "b")}])  # a short story compared whole
 
 
 def test_embedding_findings():
@@ -265,6 +320,18 @@ def test_smoothing_sweep_runs_and_picks_the_best_delta():
     assert sweep.best(2) == min(sweep.perplexities[2].values())
 
 
+def test_smoothed_baselines_run_on_the_sweep_counts():
+    words = sorted({w for s in TOY for w in s}) + [EOS, UNK]
+    sweep = ch06.smoothing_sweep(TOY[:2], TOY[2:], words, deltas=(0.5,))
+    baselines = ch06.smoothed_baselines(sweep, TOY[2:], [["the", "cat", "sat"]])
+    assert set(baselines.test) == {(m, n) for m in ch06.METHODS for n in (1, 2, 3)}
+    assert baselines.test["add-δ", 2] == sweep.models[2].with_delta(0.5).perplexity(
+        [["the", "cat", "sat"]]
+    )
+    assert [len(baselines.weights[n]) for n in (1, 2, 3)] == [2, 3, 4]
+    assert all(len(baselines.discounts[n]) == n for n in (1, 2, 3))
+
+
 def test_neural_runs_sampling_and_costs_run():
     vocabulary = Vocabulary.from_sentences(TOY, specials=(EOS, UNK))
     V = len(vocabulary)
@@ -274,7 +341,7 @@ def test_neural_runs_sampling_and_costs_run():
         {"train": batch, "valid": batch, "test": batch}, V, (0,)
     )
     assert runs.end_loss[0] < runs.start_loss[0]  # it learns the three sentences
-    table = ch06.versus_counts(runs, {1: 1e3, 2: 1e3, 3: 1e3})
+    table = ch06.versus_counts(runs, _test_perplexities(kneser_ney=(1e3, 1e3, 1e3)))
     assert table.factors == [1e3 / runs.test_perplexity[0]]
     first = ch06.next_word_temperatures(runs.models[0], V)
     assert list(first.perplexities) == [0.5, 1.0, 2.0]

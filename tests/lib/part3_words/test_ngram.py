@@ -2,7 +2,10 @@
 
 References: nltk.lm.Lidstone (same padded n-grams, same vocabulary) for the
 n-gram probabilities and perplexity; the add-delta formula computed by hand and
-by brute force; hand-computed perplexities.
+by brute force; hand-computed perplexities. Kneser-Ney and absolute discounting:
+nltk.lm.KneserNeyInterpolated and AbsoluteDiscountingInterpolated fed the same
+n-grams, a hand-computed value, and every distribution summed over the vocabulary;
+interpolation weights: the held-out likelihood maximised by gradient ascent.
 """
 
 import math
@@ -12,13 +15,14 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nltk.lm import Laplace, Lidstone
+from nltk.lm import AbsoluteDiscountingInterpolated, KneserNeyInterpolated, Laplace, Lidstone
 from nltk.lm.preprocessing import pad_both_ends, padded_everygram_pipeline
 from nltk.util import ngrams as nltk_ngrams
 
 from lib.corpus import read_sentences
 from lib.part3_words.decoding import sample
-from lib.part3_words.ngram import BOS, EOS, UNK, NGramModel, add_delta_log_prob, ngrams, pad, perplexity, unseen_fraction
+from lib.part3_words.ngram import (BOS, EOS, UNK, KneserNeyModel, LinearInterpolation, NGramModel, _level_counts,
+                                  add_delta_log_prob, interpolation_weights, ngrams, pad, perplexity, unseen_fraction)
 
 FAST = settings(max_examples=25, deadline=None, database=None)
 TOY = [["the", "cat", "sat"], ["the", "dog", "sat"], ["a", "cat", "ran"], ["the", "cat", "ran"]]
@@ -325,3 +329,148 @@ def test_referee_round_refusals():
         model.step(torch.tensor([[bos, 0, 1], [bos, bos, bos]]))
     with pytest.raises(ValueError, match=r"word must be in the vocabulary \(or be read as unk\); found '<s>'"):
         model.prob(BOS, ["the"])
+
+
+# ---- interpolation, absolute discounting and Kneser-Ney -------------------------------------
+def _nltk_fed_our_ngrams(reference_class, model, sentences, discount):
+    """An nltk model counting our padded n-grams and every suffix of each (the lower orders'
+    grams): nltk's lower orders then count what ours count."""
+    n = model.order
+    grams = [model.counted.lookup(g) for s in sentences for g in ngrams(pad(s, n), n)]
+    reference = reference_class(n, discount=discount)
+    reference.fit([[g[i:] for g in grams for i in range(n)]], list(model.vocabulary) + [BOS])
+    return reference
+
+
+@pytest.mark.parametrize("order", [2, 3, 4])
+@pytest.mark.parametrize("discount", [0.1, 0.75])
+@pytest.mark.parametrize("continuation, reference_class",
+                         [(True, KneserNeyInterpolated), (False, AbsoluteDiscountingInterpolated)])
+def test_discounting_equals_nltk_where_they_define_the_same_model(lee, order, discount, continuation,
+                                                                  reference_class):
+    # nltk discounts every order but the unigram, by one discount: ours with D_1 = 0, D_k = D.
+    train, test = lee
+    model = KneserNeyModel.fit(train[:25], order, (0.0,) + (discount,) * (order - 1), continuation)
+    reference = _nltk_fed_our_ngrams(reference_class, model, train[:25], discount)
+    asked = [model.counted.lookup(g) for g in model.counted.test_ngrams(test[:4])]
+    assert any(model.levels[-1].get(g[:-1]) is None for g in asked)  # unseen histories are exercised
+    ours = model.token_log_probs(test[:4]).exp()
+    expected = torch.tensor([reference.score(g[-1], g[:-1]) for g in asked], dtype=torch.float64)
+    torch.testing.assert_close(ours, expected, rtol=1e-12, atol=0)
+    torch.testing.assert_close(model.next_probs(asked[7][:-1]),
+                               torch.tensor([reference.score(w, asked[7][:-1]) for w in model.vocabulary],
+                                            dtype=torch.float64), rtol=1e-12, atol=1e-300)
+
+
+def test_nltk_own_padding_is_where_its_kneser_ney_differs():
+    # nltk's pipeline pads n - 1 end symbols and counts the bigram (<s>, <s>): <s> gets a continuation
+    # count, so nltk predicts <s>, and its gamma after <s> <s> counts a follower that no continuation has.
+    padded, flat = padded_everygram_pipeline(3, TOY)
+    reference = KneserNeyInterpolated(3, discount=0.75)
+    reference.fit(padded, flat)
+    assert reference.score(BOS, ("the", "cat")) > 0
+    assert sum(reference.score(w, (BOS, BOS)) for w in reference.vocab) > 1.1
+    model = KneserNeyModel.fit(TOY, 3, (0.0, 0.75, 0.75))
+    assert model.next_probs([BOS, BOS]).sum().item() == pytest.approx(1, abs=1e-12)
+
+
+def test_level_counts_by_hand():
+    # Trigrams a b c (twice), d b c, a b e: raw bigram counts add up, continuation counts count the
+    # distinct words before.
+    counts = {("a", "b"): Counter({"c": 2, "e": 1}), ("d", "b"): Counter({"c": 1})}
+    raw, continuation = _level_counts(counts, False), _level_counts(counts, True)
+    assert raw[1] == {("b",): Counter({"c": 3, "e": 1})} and raw[0] == {(): Counter({"c": 3, "e": 1})}
+    assert continuation[1] == {("b",): Counter({"c": 2, "e": 1})}
+    assert continuation[0] == {(): Counter({"c": 1, "e": 1})}  # one distinct word before (b c), (b e)
+    assert raw[2] is counts and continuation[2] is counts
+
+
+def test_kneser_ney_bigram_by_hand():
+    # TOY bigrams after "cat": sat 1, ran 2, so c(cat) = 3 and N1+(cat .) = 2. The unigram level counts
+    # the distinct words before each word; |V| = 8 (</s>, <unk> and six words).
+    model = KneserNeyModel.fit(TOY, 2, (0.5, 0.75))
+    distinct_before = {"the": 1, "a": 1, "cat": 2, "dog": 1, "sat": 2, "ran": 1, EOS: 2}  # N1+(. w)
+    assert dict(model.levels[0][()]) == distinct_before
+    types = sum(distinct_before.values())  # 10 bigram types
+    p1 = max(1 - 0.5, 0) / types + 0.5 * 7 / types / 8  # p_1(ran), the uniform 1/8 below
+    p2 = (2 - 0.75) / 3 + 0.75 * 2 / 3 * p1
+    assert model.prob("ran", ["cat"]) == pytest.approx(p2, rel=1e-12)
+    unseen = 0.5 * 7 / types / 8  # p_1(<unk>): no count, only the uniform share
+    assert model.prob(UNK, ["zebra"]) == pytest.approx(unseen, rel=1e-12)
+    # Ney et al.'s default discount of the top order, n1 / (n1 + 2 n2).
+    top = Counter(c for f in model.levels[1].values() for c in f.values())
+    assert KneserNeyModel.fit(TOY, 2).discounts[1] == pytest.approx(top[1] / (top[1] + 2 * top[2]))
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+@pytest.mark.parametrize("kind", ["kneser-ney", "absolute", "interpolation"])
+def test_every_distribution_sums_to_one_over_the_vocabulary(lee, order, kind):
+    train, test = lee
+    if kind == "interpolation":
+        model = LinearInterpolation.fit(train[:30], order, train[30:])
+    else:
+        model = KneserNeyModel.fit(train[:30], order, continuation=kind == "kneser-ney")
+    contexts = {g[:-1] for g in model.counted.test_ngrams(test[:3])} | {("zebra",) * (order - 1)}
+    for context in contexts:
+        probs = model.next_probs(context)  # brute force: every word of the vocabulary, </s> included
+        assert EOS in model.vocabulary and len(probs) == len(model.vocabulary)
+        assert bool((probs > 0).all()) and probs.sum().item() == pytest.approx(1, abs=1e-12)
+
+
+def test_interpolation_weights_maximise_the_held_out_likelihood():
+    generator = torch.Generator().manual_seed(0)
+    components = torch.rand(400, 4, generator=generator, dtype=torch.float64) ** 3
+    weights = interpolation_weights(components)
+    assert weights.sum().item() == pytest.approx(1, abs=1e-12) and bool((weights >= 0).all())
+    # The reference: gradient ascent on softmax scores.
+    scores = torch.zeros(4, dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.LBFGS([scores], max_iter=500, tolerance_grad=1e-14, tolerance_change=1e-16)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = -(components @ torch.softmax(scores, 0)).log().sum()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    best = torch.softmax(scores.detach(), 0)
+    likelihood = lambda w: (components @ w).log().sum().item()
+    assert likelihood(weights) >= likelihood(best) - 1e-8
+    torch.testing.assert_close(weights, best, atol=1e-4, rtol=0)
+    # EM never lowers the likelihood.
+    steps = [likelihood(interpolation_weights(components, k)) for k in (1, 2, 5, 20, 100)]
+    assert all(a <= b + 1e-12 for a, b in zip(steps, steps[1:]))
+
+
+def test_interpolation_by_hand_and_its_held_out_is_disjoint():
+    model = LinearInterpolation(NGramModel.fit(TOY, 2, 0.0), (0.2, 0.3, 0.5))
+    # p(ran | cat) = 0.2 / 8 + 0.3 * 2/16 + 0.5 * 2/3: 16 tokens, ran twice; cat followed by sat, ran, ran.
+    by_hand = 0.2 / 8 + 0.3 * 2 / 16 + 0.5 * 2 / 3
+    assert model.token_log_probs([["a", "cat", "ran"]])[2].exp().item() == pytest.approx(by_hand, rel=1e-12)
+    with pytest.raises(ValueError, match=r"held_out must be disjoint from sentences; found 1 sentences in both"):
+        LinearInterpolation.fit(TOY, 2, [TOY[1], ["a", "dog", "ran"]])
+    fitted = LinearInterpolation.fit(TOY, 2, [["a", "dog", "ran"]])
+    assert sum(fitted.weights) == pytest.approx(1, abs=1e-12)
+
+
+def test_discounting_and_interpolation_errors():
+    counted = NGramModel.fit(TOY, 2)
+    with pytest.raises(ValueError, match=r"discounts must hold 2 values in \[0, 1\], one per order; found \(0.5,\)"):
+        KneserNeyModel(counted, (0.5,))
+    with pytest.raises(TypeError, match=r"(?s)parameter 'discounts'.*is_a_fraction"):
+        KneserNeyModel.fit(TOY, 2, (0.5, 1.5))
+    with pytest.raises(ValueError, match=r"weights must hold 3 values >= 0 that sum to 1; found \(0.5, 0.5, 0.5\)"):
+        LinearInterpolation(counted, (0.5, 0.5, 0.5))
+    with pytest.raises(ValueError, match=r"components must be probabilities in \[0, 1\]"):
+        interpolation_weights(torch.tensor([[0.5, -0.1]], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"components must be probabilities in \[0, 1\]"):
+        interpolation_weights(torch.zeros(2, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"components must be probabilities in \[0, 1\].*above-1"):
+        interpolation_weights(torch.tensor([[5.0, 0.2]], dtype=torch.float64))
+    interpolation_weights(torch.tensor([[1.0, 0.2]], dtype=torch.float64))  # 1 is a probability
+    with pytest.raises(ValueError, match=r"components must hold at least one held-out token \(row\); found shape \(0, 3\)"):
+        interpolation_weights(torch.zeros(0, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"held_out must hold at least one sentence to fit the weights on; found none"):
+        LinearInterpolation.fit(TOY, 2, [])
+    with pytest.raises(ValueError, match=r"word must be in the vocabulary"):
+        KneserNeyModel.from_counts(counted).prob(BOS, ["the"])
