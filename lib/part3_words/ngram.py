@@ -351,9 +351,10 @@ class NGramModel:
                 f"found {prefixes.min()}..{prefixes.max()}"
             )
         # The first id is skipped as bos: any other would be dropped silently.
-        if prefixes.shape[1] == 0:
+        if 0 in prefixes.shape:
             raise ValueError(
-                f"prefixes must each start with bos_id {self.bos_id}; found width 0"
+                f"prefixes must be at least one row, each starting with bos_id "
+                f"{self.bos_id}; found shape {tuple(prefixes.shape)}"
             )
         if bool((prefixes[:, 0] != self.bos_id).any()):
             raise ValueError(

@@ -323,8 +323,10 @@ def test_referee_round_refusals():
     bos = model.bos_id
     with pytest.raises(ValueError, match=rf"prefixes must each start with bos_id {bos}; found first ids \[0\]"):
         model.step(torch.tensor([[0, 1]]))
-    with pytest.raises(ValueError, match=rf"prefixes must each start with bos_id {bos}; found width 0"):
-        model.step(torch.zeros(2, 0, dtype=torch.long))
+    for empty in ((2, 0), (0, 3)):  # no bos to read; no row (torch.stack's error, unnamed)
+        with pytest.raises(ValueError, match=rf"prefixes must be at least one row, each starting with "
+                                             rf"bos_id {bos}; found shape \{empty}"):
+            model.step(torch.zeros(empty, dtype=torch.long))
     with pytest.raises(ValueError, match=rf"prefixes must hold bos_id {bos} first only; found it later in 1 of 2 rows"):
         model.step(torch.tensor([[bos, 0, 1], [bos, bos, bos]]))
     with pytest.raises(ValueError, match=r"word must be in the vocabulary \(or be read as unk\); found '<s>'"):
