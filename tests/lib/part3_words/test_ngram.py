@@ -9,6 +9,7 @@ interpolation weights: the held-out likelihood maximised by gradient ascent.
 """
 
 import math
+import re
 from collections import Counter
 
 import pytest
@@ -325,7 +326,7 @@ def test_referee_round_refusals():
         model.step(torch.tensor([[0, 1]]))
     for empty in ((2, 0), (0, 3)):  # no bos to read; no row (torch.stack's error, unnamed)
         with pytest.raises(ValueError, match=rf"prefixes must be at least one row, each starting with "
-                                             rf"bos_id {bos}; found shape \{empty}"):
+                                             rf"bos_id {bos}; found shape {re.escape(str(empty))}"):
             model.step(torch.zeros(empty, dtype=torch.long))
     with pytest.raises(ValueError, match=rf"prefixes must hold bos_id {bos} first only; found it later in 1 of 2 rows"):
         model.step(torch.tensor([[bos, 0, 1], [bos, bos, bos]]))
