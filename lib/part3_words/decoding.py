@@ -193,7 +193,7 @@ def expand_and_prune(
     return order // vocab_size, order % vocab_size, candidates[order]
 
 
-@no_type_check  # made only by _trace_step, tens of thousands per traced search
+@no_type_check  # tens of thousands per traced search: a cheap check of its own instead
 @dataclass(frozen=True)
 class Candidate:
     """One candidate of a beam-search step, as a trace records it. ``parent`` indexes
@@ -203,6 +203,24 @@ class Candidate:
     log_prob: float
     parent: int
     status: Literal["kept", "finished", "pruned"]  # finished: kept, and ends
+
+    def __post_init__(self) -> None:
+        tokens, log_prob, parent = self.tokens, self.log_prob, self.parent
+        if not (
+            type(tokens) is tuple
+            and all(type(t) is int and t >= 0 for t in tokens)
+            and type(log_prob) is float
+            and log_prob == log_prob  # not NaN
+            and type(parent) is int
+            and parent >= 0
+            and self.status in ("kept", "finished", "pruned")
+        ):
+            raise ValueError(
+                "Candidate: tokens must be a tuple of ids (ints >= 0), log_prob a "
+                "float (not NaN), parent an int >= 0 and status 'kept', 'finished' "
+                f"or 'pruned'; found tokens={tokens!r}, log_prob={log_prob!r}, "
+                f"parent={parent!r}, status={self.status!r}"
+            )
 
 
 @dataclass(frozen=True)

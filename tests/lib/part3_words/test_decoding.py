@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lib.part3_words.decoding import (
+    Candidate,
     ClockTask,
     TableModel,
     beam_search,
@@ -653,3 +654,17 @@ def test_a_trace_step_record_takes_counts_not_bools_or_negatives():
         for bad in (-1, True):
             with pytest.raises(TypeError, match=rf"(?s)parameter '{name}'.*Actual value: {bad}"):
                 TraceStep(**{"source": 0, "step": 1, name: bad, "candidates": one})
+
+
+@pytest.mark.parametrize("field, value", [
+    ("tokens", [1, 2]), ("tokens", (1, -1)), ("tokens", (1, True)), ("tokens", ("x",)),
+    ("log_prob", math.nan), ("log_prob", "0.5"), ("log_prob", True),
+    ("parent", -1), ("parent", 2.5), ("parent", True),
+    ("status", 5), ("status", "dropped"),
+])
+def test_a_candidate_refuses_a_field_a_trace_never_holds(field, value):
+    """Candidate is checked in its own cheap way (a trace makes tens of thousands)."""
+    fields = dict(tokens=(1, 2), log_prob=-0.5, parent=0, status="kept")
+    Candidate(**fields)
+    with pytest.raises(ValueError, match=rf"Candidate: tokens must be .*found .*{field}="):
+        Candidate(**{**fields, field: value})
