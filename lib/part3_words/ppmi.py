@@ -125,8 +125,6 @@ def svd_vectors(
     """``U_d Σ_d^p``: the ``dim`` leading left singular vectors of ``matrix`` (sparse
     or dense), scaled by their singular values to the power ``p``, largest first.
     ARPACK starts from a fixed vector, so the result is deterministic."""
-    if not 0 <= p <= 1:
-        raise ValueError(f"p must be in [0, 1]; found {p}")
     if matrix.dim() != 2:
         raise ValueError(f"matrix must be 2-D; found {matrix.dim()} axes")
     if dim >= min(matrix.shape):

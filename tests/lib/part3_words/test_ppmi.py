@@ -115,7 +115,7 @@ def test_bad_input_is_named():
         pmi(torch.ones(3))
     with pytest.raises(ValueError, match="dim must be below"):
         svd_vectors(counts, 2)
-    with pytest.raises(ValueError, match="p must be in"):
+    with pytest.raises(TypeError, match="parameter 'p'"):  # Fraction: in [0, 1]
         svd_vectors(torch.ones(4, 4), 1, p=2.0)
     corpus, _ = toy_corpus()
     with pytest.raises(ValueError, match="vocab_size must exceed"):
