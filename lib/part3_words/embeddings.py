@@ -172,8 +172,10 @@ class WordVectors:
         if method == "3CosAdd":
             scores = F.normalize(b - a + c, dim=1) @ self.unit.T  # (Q, V)
         else:
-            to_a, to_b, to_c = ((x @ self.unit.T + 1) / 2 for x in (a, b, c))
-            scores = to_b * to_c / (to_a + EPSILON)  # (Q, V)
+            # in place: these (Q, V) matrices are the cost of the whole evaluation
+            to_a, to_b, to_c = (x @ self.unit.T for x in (a, b, c))  # cosines
+            to_a.add_(1).div_(2).add_(EPSILON)  # cos'(x, a) + ε
+            scores = to_b.add_(1).div_(2).mul_(to_c.add_(1).div_(2)).div_(to_a)
         return scores.scatter(1, ids, -math.inf)  # never a question word
 
     def evaluate_word_pairs(self, pairs: each(WordPair)) -> SimilarityScore:
