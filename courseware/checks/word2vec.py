@@ -276,7 +276,7 @@ def cosmul_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
 
 def cosmul_scores(vectors: torch.Tensor, a: int, b: int, c: int, shift: bool = True, epsilon: float = 0.001,
                   unit: bool = True, exclude: bool = True, away: str = "a") -> torch.Tensor:
-    """The 3CosMul score of every word as the answer to ``a : b :: c : ?`` (Levy and Goldberg 2014, eq. 4).
+    """The 3CosMul score of every word as the answer to ``a : b :: c : ?`` (Levy and Goldberg 2014, section 6).
 
     ``cos'(x, b) cos'(x, c) / (cos'(x, a) + ε)``, with ``cos' = (cos + 1) / 2`` and ``ε = 0.001``; the
     three question words get 0, below every other word (3CosMul's scores are never negative; the exercise
@@ -309,7 +309,7 @@ def cosadd_scores(vectors: torch.Tensor, a: int, b: int, c: int) -> torch.Tensor
 
 
 check_cosmul_scores = Check(
-    "your scores are 3CosMul's (Levy and Goldberg 2014, equation 4, with ε = 0.001) on 12 fresh random sets "
+    "your scores are 3CosMul's (Levy and Goldberg 2014, section 6, with ε = 0.001) on 12 fresh random sets "
     "of word vectors",
     cosmul_cases, cosmul_scores,
     describe=lambda vectors, a, b, c: f"{vectors.shape[0]} vectors of {vectors.shape[1]} dimensions, a = {a}, "

@@ -5,7 +5,7 @@ how good they are. :class:`WordVectors` holds the vectors with their vocabulary 
 compares words by cosine similarity:
 
 1. nearest neighbours, and analogies "``a`` is to ``b`` as ``c`` is to ?" by
-   3CosAdd or 3CosMul (Levy and Goldberg, 2014, section 6, equations 3 and 4),
+   3CosAdd or 3CosMul (Levy and Goldberg, 2014, section 6),
    whose accuracy on the analogy questions of Mikolov et al. (2013)
    :meth:`WordVectors.evaluate_analogies` measures
    (:func:`read_analogies`, :class:`AnalogyScore`);

@@ -10,11 +10,12 @@ a matrix directly, by counting:
    ``d`` counts ``(m - d + 1) / m``; Levy, Goldberg and Dagan 2015, section 3.2);
 2. :func:`pmi`: ``log(#(w, o) |D| / (#(w) #(o)))``, with the contexts' counts raised to
    a power ``alpha`` as word2vec's noise distribution does ("context distribution
-   smoothing", Levy et al. 2015, section 3.2, equation 3);
-3. :func:`shifted_ppmi`: ``max(PMI - log k, 0)`` (Levy and Goldberg 2014b, section 5.1);
+   smoothing", Levy et al. 2015, section 3.3);
+3. :func:`shifted_ppmi`: ``max(PMI - log k, 0)`` (Levy and Goldberg 2014b, section 4.1);
 4. :func:`svd_vectors`: the first ``d`` left singular vectors scaled by the singular
-   values to the power ``p``, ``U_d Σ_d^p`` (Levy et al. 2015, section 3.3: ``p = 1``
-   is the textbook factorisation, ``p = 0.5`` and ``p = 0`` often work better).
+   values to the power ``p``, ``U_d Σ_d^p`` (Levy and Goldberg 2014b, section 4.2, use
+   ``p = 0.5``; Levy et al. 2015, section 3.4, "eigenvalue weighting", compare ``p = 1``,
+   the textbook factorisation, with ``0.5`` and ``0``).
 
 The matrices are sparse (``torch.sparse_coo``): a pair never seen has no entry, and its
 PPMI is 0. ``V`` is the vocabulary size.

@@ -174,7 +174,7 @@ def test_bad_input_is_rejected_with_the_reason(call, error, message):
 
 def _brute_force_analogy(unit, a, b, c, method):
     """The answer to a : b :: c : ? by a Python loop over the vocabulary, in float64,
-    written from Levy & Goldberg (2014), equations 3 and 4 (cosines shifted to [0, 1]
+    written from Levy & Goldberg (2014), section 6 (cosines shifted to [0, 1]
     for 3CosMul, ε = 0.001)."""
     unit = unit.double()
     best, best_score = None, -float("inf")
@@ -220,7 +220,7 @@ def test_analogy_scores_match_a_brute_force_loop(method, seed):
 def test_3cosmul_differs_from_3cosadd_when_a_candidate_points_away_from_a():
     # x1 is nearest to b and c (3CosAdd picks it); x2 points almost opposite a, so its
     # shifted cosine with a is near 0 and the division of 3CosMul (Levy & Goldberg
-    # 2014, equation 4) ranks it first although it is further from b and c.
+    # 2014, section 6) ranks it first although it is further from b and c.
     vocab = Vocabulary(words=["a", "b", "c", "x1", "x2"], counts=[5, 4, 3, 2, 1])
     vectors = torch.tensor([[1.0, 1.0], [-2.0, 3.0], [-3.0, 2.0], [-2.0, 2.0], [-3.0, -2.0]])
     vectors = WordVectors(vectors, vocab)
