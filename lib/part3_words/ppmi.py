@@ -14,7 +14,7 @@ a matrix directly, by counting:
 3. :func:`shifted_ppmi`: ``max(PMI - log k, 0)`` (Levy and Goldberg 2014b, section 4.1);
 4. :func:`svd_vectors`: the first ``d`` left singular vectors scaled by the singular
    values to the power ``p``, ``U_d Σ_d^p`` (Levy and Goldberg 2014b, section 4.2, use
-   ``p = 0.5``; Levy et al. 2015, section 3.4, "eigenvalue weighting", compare ``p = 1``,
+   ``p = 0.5``; Levy et al. 2015, section 3.4, eigenvalue weighting, compare ``p = 1``,
    the textbook factorisation, with ``0.5`` and ``0``).
 
 The matrices are sparse (``torch.sparse_coo``): a pair never seen has no entry, and its
