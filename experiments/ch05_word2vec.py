@@ -768,3 +768,37 @@ def count_vectors(
         for key, vectors in runs.items()
     }
     return CountVectors(svd, word2vec, seconds)
+
+
+def plot_count_vectors(result: CountVectors):
+    """Bars of the four scores: the two SVD vectors, our skip-gram run and the median
+    of our CBOW runs (3CosAdd and 3CosMul accuracies as shares)."""
+    import matplotlib.pyplot as plt
+
+    tests = ("wordsim", "simlex", "add", "mul")
+    labels = (
+        "WordSim-353 ρ",
+        "SimLex-999 ρ",
+        "analogies,\n3CosAdd",
+        "analogies,\n3CosMul",
+    )
+    cbow = [
+        s for (n, who, _), s in result.word2vec.items() if (n, who) == ("CBOW", "ours")
+    ]
+    bars = {
+        f"PPMI-SVD, k = {k}": [getattr(s, t) for t in tests]
+        for k, s in result.svd.items()
+    }
+    bars["skip-gram (ours)"] = [
+        getattr(result.word2vec["skip-gram", "ours", 1], t) for t in tests
+    ]
+    bars["CBOW (ours), median"] = [median(getattr(s, t) for s in cbow) for t in tests]
+    fig, ax = plt.subplots(figsize=(6.4, 2.6), layout="constrained")
+    width = 0.8 / len(bars)
+    for i, (name, values) in enumerate(bars.items()):
+        offset = (i - (len(bars) - 1) / 2) * width
+        ax.bar([j + offset for j in range(len(tests))], values, width, label=name)
+    ax.set_xticks(range(len(tests)), labels)
+    ax.set_ylabel("ρ, or share right")
+    ax.legend(fontsize=7, ncol=2)
+    return fig

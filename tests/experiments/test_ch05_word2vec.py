@@ -436,3 +436,14 @@ def test_count_vectors_runs_on_a_toy_corpus(models):
         sentences, vocab, runs, similarity, accuracy, pairs, pairs, questions, dim=3
     )
     assert again.svd == result.svd
+
+
+def test_plot_count_vectors_draws_one_bar_per_vectors_and_test():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = ch05.plot_count_vectors(count_result())
+    bars = fig.axes[0].patches
+    assert len(bars) == 4 * 4  # two SVDs, skip-gram, CBOW's median; four tests
+    assert bars[0].get_height() == pytest.approx(0.64)  # k = 1 on WordSim-353
+    assert bars[-1].get_height() == pytest.approx(0.055)  # CBOW's median 3CosMul
