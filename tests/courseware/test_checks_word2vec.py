@@ -454,6 +454,45 @@ def cosmul_3cosadd(vectors, a, b, c):
     return scores
 
 
+def cosmul_clamped(vectors, a, b, c):
+    unit = F.normalize(vectors, dim=1)
+    clamped = [(unit @ unit[i]).clamp(min=0) for i in (a, b, c)]
+    scores = clamped[1] * clamped[2] / (clamped[0] + 0.001)
+    scores[[a, b, c]] = 0.0
+    return scores
+
+
+def cosmul_epsilon_001(vectors, a, b, c):
+    unit = F.normalize(vectors, dim=1)
+    shifted = [(unit @ unit[i] + 1) / 2 for i in (a, b, c)]
+    scores = shifted[1] * shifted[2] / (shifted[0] + 0.01)
+    scores[[a, b, c]] = 0.0
+    return scores
+
+
+def _cosmul_normalised(unit):
+    shifted = [(unit @ unit[i] + 1) / 2 for i in range(unit.shape[0])]
+    def scores(a, b, c):
+        out = shifted[b] * shifted[c] / (shifted[a] + 0.001)
+        out[[a, b, c]] = 0.0
+        return out
+    return scores
+
+
+def cosmul_columns_normalised(vectors, a, b, c):
+    return _cosmul_normalised(F.normalize(vectors, dim=0))(a, b, c)
+
+
+def cosmul_matrix_normalised(vectors, a, b, c):
+    return _cosmul_normalised(vectors / torch.linalg.matrix_norm(vectors))(a, b, c)
+
+
+def cosmul_question_words_minus_inf(vectors, a, b, c):
+    """lib's analogy_scores: right everywhere but -inf at the question words."""
+    vocab = Vocabulary(words=[f"w{i}" for i in range(vectors.shape[0])], counts=[1] * vectors.shape[0])
+    return WordVectors(vectors, vocab).analogy_scores(torch.tensor([[a, b, c]]), "3CosMul")[0].double()
+
+
 def test_cosmul_reference_agrees_with_a_loop_and_with_lib():
     for seed in range(5):
         for case in cosmul_cases(torch.Generator().manual_seed(seed)):
@@ -475,6 +514,11 @@ def test_cosmul_accepts_right_answers(answer, capsys):
     (cosmul_dot_products, "those are dot products"),
     (cosmul_question_words_kept, "give a, b and c the score 0"),
     (cosmul_3cosadd, "those are 3CosAdd's scores"),
+    (cosmul_clamped, "clamped at 0"),
+    (cosmul_epsilon_001, "your ε is 0.01"),
+    (cosmul_columns_normalised, "each column"),
+    (cosmul_matrix_normalised, "whole matrix by one norm"),
+    (cosmul_question_words_minus_inf, "give the question words 0, not -inf as analogy_scores does"),
 ])
 def test_cosmul_rejects_wrong_answers_saying_why(answer, message):
     with pytest.raises(CheckFailed, match=message):
@@ -491,6 +535,11 @@ FAIRNESS = {
             (cosmul_dot_products, "those are dot products"),
             (cosmul_question_words_kept, "give a, b and c the score 0"),
             (cosmul_3cosadd, "those are 3CosAdd's scores"),
+            (cosmul_clamped, "clamped at 0"),
+            (cosmul_epsilon_001, "your ε is 0.01"),
+            (cosmul_columns_normalised, "each column"),
+            (cosmul_matrix_normalised, "whole matrix by one norm"),
+            (cosmul_question_words_minus_inf, "give the question words 0, not -inf as analogy_scores does"),
         ],
     },
     "check_sgns_optimum": {
