@@ -165,7 +165,7 @@ class WordVectors:
         cos'(x, c) / (cos'(x, a) + ε)`` with ``cos' = (cos + 1) / 2`` in ``[0, 1]``."""
         if ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < len(self.vocab):
             raise ValueError(
-                f"ids must be word ids below {len(self.vocab)}; found "
+                f"ids must be word ids in [0, {len(self.vocab)}); found "
                 f"{int(ids.min())} to {int(ids.max())}"
             )
         a, b, c = (self.unit[ids[:, i]] for i in range(3))  # (Q, D) each

@@ -7,14 +7,17 @@ a matrix directly, by counting:
 
 1. :func:`cooccurrence_counts`: ``#(w, o)``, how often word ``o`` is in the window of
    word ``w``, with word2vec's shrunk windows in expectation (a context at distance
-   ``d`` counts ``(m - d + 1) / m``; Levy, Goldberg and Dagan 2015, section 3.2);
+   ``d`` counts ``(m - d + 1) / m``; Levy, Goldberg and Dagan 2015, section 3.1,
+   "dynamic context window");
 2. :func:`pmi`: ``log(#(w, o) |D| / (#(w) #(o)))``, with the contexts' counts raised to
    a power ``alpha`` as word2vec's noise distribution does ("context distribution
-   smoothing", Levy et al. 2015, section 3.3);
-3. :func:`shifted_ppmi`: ``max(PMI - log k, 0)`` (Levy and Goldberg 2014b, section 4.1);
+   smoothing", Levy et al. 2015, section 3.2);
+3. :func:`shifted_ppmi`: ``max(PMI - log k, 0)``, the sparse count-based stand-in for
+   skip-gram's ``PMI - log k`` (Levy and Goldberg 2014b, section 4.1; PPMI, which sets
+   ``PMI = -inf`` to 0, is their section 3.3);
 4. :func:`svd_vectors`: the first ``d`` left singular vectors scaled by the singular
    values to the power ``p``, ``U_d Σ_d^p`` (Levy and Goldberg 2014b, section 4.2, use
-   ``p = 0.5``; Levy et al. 2015, section 3.4, eigenvalue weighting, compare ``p = 1``,
+   ``p = 0.5``; Levy et al. 2015, section 3.3, eigenvalue weighting, compare ``p = 1``,
    the textbook factorisation, with ``0.5`` and ``0``).
 
 The matrices are sparse (``torch.sparse_coo``): a pair never seen has no entry, and its
@@ -141,6 +144,10 @@ def svd_vectors(
     sparse = (matrix if matrix.is_sparse else matrix.to_sparse()).coalesce().double()
     if not torch.isfinite(sparse.values()).all():
         raise ValueError("matrix must be finite; found NaN or inf")
+    if not (sparse.values() != 0).any():
+        raise ValueError(
+            "matrix must have a non-zero entry to factorise; found all zeros"
+        )
     rows, cols = sparse.indices().numpy()
     csr = scipy.sparse.csr_matrix(
         (sparse.values().numpy(), (rows, cols)), shape=tuple(sparse.shape)

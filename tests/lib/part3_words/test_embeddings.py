@@ -234,5 +234,6 @@ def test_3cosmul_differs_from_3cosadd_when_a_candidate_points_away_from_a():
 
 def test_analogy_scores_reject_ids_outside_the_vocabulary():
     vectors = plane_vectors()
-    with pytest.raises(ValueError, match="ids must be word ids below 5"):
-        vectors.analogy_scores(torch.tensor([[0, 1, 5]]))
+    for ids in ([0, 1, 5], [-1, 1, 2]):
+        with pytest.raises(ValueError, match=r"ids must be word ids in \[0, 5\)"):
+            vectors.analogy_scores(torch.tensor([ids]))

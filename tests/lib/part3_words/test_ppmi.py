@@ -117,6 +117,9 @@ def test_bad_input_is_named():
         svd_vectors(counts, 2)
     with pytest.raises(TypeError, match="parameter 'p'"):  # Fraction: in [0, 1]
         svd_vectors(torch.ones(4, 4), 1, p=2.0)
+    for zeros in (torch.zeros(4, 4), torch.zeros(4, 4).to_sparse()):  # ARPACK would fail
+        with pytest.raises(ValueError, match="matrix must have a non-zero entry"):
+            svd_vectors(zeros, 1)
     corpus, _ = toy_corpus()
     with pytest.raises(ValueError, match="vocab_size must exceed"):
         cooccurrence_counts(corpus, 2, 2)
