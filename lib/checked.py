@@ -51,6 +51,7 @@ CHECKED_MODULES = (
     "lib.part3_words.word2vec",
     "lib.part3_words.embeddings",
     "lib.part3_words.tree_softmax",
+    "lib.part3_words.ppmi",
     "lib.part3_words.ngram",
     "lib.part3_words.lm",
     "lib.part3_words.softmax_approx",

@@ -33,7 +33,7 @@ CHECKERS_BY_MODULE = {
     "optim": ("check_momentum_lr_limit", "check_radam_path"),
     "rnn": ("check_bptt_terms", "check_gradient_reach", "check_rnn_last_state", "check_window_reach"),
     "gating": ("check_forget_bias", "check_gru_jacobian", "check_lstmp_layer"),
-    "word2vec": ("check_expected_pairs", "check_sgns_optimum"),
+    "word2vec": ("check_cosmul_scores", "check_expected_pairs", "check_sgns_optimum"),
     "lm": ("check_best_baseline", "check_good_turing", "check_kneser_ney", "check_nce_normaliser"),
     "decoding": ("check_most_probable_sequence", "check_nucleus_distribution", "check_perplexity_temperature"),
     "metrics": ("check_chrf", "check_negation_bleu", "check_rouge_multi"),

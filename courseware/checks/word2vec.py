@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import torch
 
-from courseware.checks.core import Check, Slip
+from courseware.checks.core import Check, CheckFailed, Slip
 from lib.part3_words.word2vec import EncodedCorpus, skipgram_pairs
 
 
@@ -246,4 +247,127 @@ check_expected_pairs = Check(
     ),
     shape_hint=lambda shape, lengths, window: (": return one expected number per sentence, not their sum"
                                                if shape == () else ""),
+)
+
+
+# ---------------------------------------------------------------------------
+# 3CosMul's scores (exercise ex-w2v-3cosmul).
+# ---------------------------------------------------------------------------
+
+
+def cosmul_cases(generator: torch.Generator, trials: int = 12) -> list[tuple]:
+    """Fresh inputs ``(vectors, a, b, c)`` for :data:`check_cosmul_scores`.
+
+    ``vectors`` is a float64 ``(V, D)`` matrix, V from 6 to 12 and D from 2 to 5, whose rows have
+    lengths from 0.2 to 5 (an answer that uses dot products instead of cosines shows); ``a, b, c``
+    are three different word ids. Normal entries give cosines of both signs, so leaving out the
+    shift to [0, 1] shows.
+    """
+    cases = []
+    for _ in range(trials):
+        words = int(torch.randint(6, 13, (1,), generator=generator))
+        dim = int(torch.randint(2, 6, (1,), generator=generator))
+        vectors = torch.randn(words, dim, generator=generator, dtype=torch.float64)
+        lengths = 0.2 + 4.8 * torch.rand(words, 1, generator=generator, dtype=torch.float64)
+        vectors = vectors / vectors.norm(dim=1, keepdim=True) * lengths
+        a, b, c = (int(i) for i in torch.randperm(words, generator=generator)[:3])
+        cases.append((vectors, a, b, c))
+    return cases
+
+
+def cosmul_scores(vectors: torch.Tensor, a: int, b: int, c: int, shift: str = "half", epsilon: float = 0.001,
+                  unit: str = "rows", exclude: bool = True, away: str = "a") -> torch.Tensor:
+    """The 3CosMul score of every word as the answer to ``a : b :: c : ?`` (Levy and Goldberg 2014, section 6).
+
+    ``cos'(x, b) cos'(x, c) / (cos'(x, a) + ε)``, with ``cos' = (cos + 1) / 2`` and ``ε = 0.001``; the
+    three question words get 0, below every other word (3CosMul's scores are never negative; the exercise
+    asks for 0 because the checker refuses infinities). The keywords make the slips: ``shift="none"`` uses the
+    cosines in [-1, 1] and ``shift="clamp"`` clamps them at 0 instead of shifting, ``epsilon`` changes ε,
+    ``unit="none"`` uses dot products, ``unit="columns"`` and ``unit="matrix"`` scale the columns or the whole
+    matrix to length 1 instead of each row, ``exclude=False`` keeps the question words, and ``away="b"`` divides
+    by the wrong word.
+
+    Shapes
+    ------
+    vectors : (V, D); output : (V,) float64
+    """
+    norms = {"rows": vectors.norm(dim=1, keepdim=True), "columns": vectors.norm(dim=0, keepdim=True),
+             "matrix": vectors.norm(), "none": 1.0}
+    rows = vectors / norms[unit]
+    cos = {name: rows @ rows[i] for name, i in (("a", a), ("b", b), ("c", c))}  # (V,) each
+    if shift == "half":
+        cos = {name: (value + 1) / 2 for name, value in cos.items()}
+    elif shift == "clamp":
+        cos = {name: value.clamp(min=0) for name, value in cos.items()}
+    toward = "a" if away == "b" else "b"
+    scores = cos[toward] * cos["c"] / (cos[away] + epsilon)
+    if exclude:
+        scores[[a, b, c]] = 0.0
+    return scores
+
+
+def cosadd_scores(vectors: torch.Tensor, a: int, b: int, c: int) -> torch.Tensor:
+    """3CosAdd's scores, ``cos(x, b̂ - â + ĉ)``, the question words at 0: a slip of the exercise."""
+    rows = vectors / vectors.norm(dim=1, keepdim=True)
+    query = rows[b] - rows[a] + rows[c]
+    scores = rows @ (query / query.norm())
+    scores[[a, b, c]] = 0.0
+    return scores
+
+
+@dataclass(frozen=True)
+class _CosMulCheck(Check):
+    """:class:`Check` that first says so when the only infinities are at the three question words, as
+    ``WordVectors.analogy_scores`` puts them."""
+
+    def _comparable(self, found: torch.Tensor, expected: torch.Tensor, case: tuple) -> tuple[torch.Tensor, dict]:
+        _, a, b, c = case
+        if (found.is_floating_point() and found.shape == expected.shape and found.dim() == 1
+                and torch.isinf(found).any()):
+            question = torch.zeros(found.shape, dtype=torch.bool)
+            question[[a, b, c]] = True
+            if torch.isinf(found[question]).all() and torch.isfinite(found[~question]).all():
+                raise CheckFailed(f"your scores are inf at a, b and c for {self.describe(*case)}: give the question "
+                                  "words 0, not -inf as analogy_scores does (every other score is at least 0, and "
+                                  "the checker refuses infinities)")
+        return super()._comparable(found, expected, case)
+
+
+check_cosmul_scores = _CosMulCheck(
+    "your scores are 3CosMul's (Levy and Goldberg 2014, section 6, with ε = 0.001) on 12 fresh random sets "
+    "of word vectors",
+    cosmul_cases, cosmul_scores,
+    describe=lambda vectors, a, b, c: f"{vectors.shape[0]} vectors of {vectors.shape[1]} dimensions, a = {a}, "
+                                      f"b = {b}, c = {c}",
+    compared_with="3CosMul's scores", noun="scores", layout="(V,)",
+    slips=(
+        Slip(functools.partial(cosmul_scores, shift="none"),
+             "3CosMul multiplies and divides cosines shifted to [0, 1], (cos + 1) / 2: with raw cosines in "
+             "[-1, 1], two negative cosines multiply to a positive score and the denominator can vanish"),
+        Slip(functools.partial(cosmul_scores, shift="clamp"),
+             "those are cosines clamped at 0: 3CosMul shifts them to [0, 1] with (cos + 1) / 2, which keeps "
+             "the order of the negative cosines instead of setting them all to 0"),
+        Slip(functools.partial(cosmul_scores, epsilon=0.0),
+             "you left ε = 0.001 out of the denominator, cos'(x, a) + ε"),
+        Slip(functools.partial(cosmul_scores, epsilon=0.01),
+             "your ε is 0.01: this exercise (like Levy and Goldberg) uses ε = 0.001"),
+        Slip(functools.partial(cosmul_scores, unit="none"),
+             "those are dot products of the vectors as given: cosines compare directions, so scale every row "
+             "to length 1 first"),
+        Slip(functools.partial(cosmul_scores, unit="columns"),
+             "you scaled each column (dimension) to length 1: a cosine needs each row (word) scaled to length "
+             "1, vectors.norm(dim=1, keepdim=True)"),
+        Slip(functools.partial(cosmul_scores, unit="matrix"),
+             "you divided the whole matrix by one norm: a cosine needs each row (word) scaled to length 1, "
+             "vectors.norm(dim=1, keepdim=True)"),
+        Slip(functools.partial(cosmul_scores, exclude=False),
+             "the three question words are never the answer: give a, b and c the score 0"),
+        Slip(functools.partial(cosmul_scores, away="b"),
+             "the answer should be like b and c and unlike a: a's shifted cosine is the one in the denominator"),
+        Slip(cosadd_scores,
+             "those are 3CosAdd's scores, the cosine with b̂ - â + ĉ: 3CosMul multiplies the shifted cosines with "
+             "b and c and divides by the one with a"),
+    ),
+    error_hint=": vectors holds one row per word; a, b and c are row numbers",
+    nan_hint=": every row is non-zero, and a shifted cosine plus ε is never 0",
 )

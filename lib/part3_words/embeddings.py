@@ -5,8 +5,9 @@ how good they are. :class:`WordVectors` holds the vectors with their vocabulary 
 compares words by cosine similarity:
 
 1. nearest neighbours, and analogies "``a`` is to ``b`` as ``c`` is to ?" by
-   3CosAdd (Levy and Goldberg, 2014), whose accuracy on the analogy questions
-   of Mikolov et al. (2013) :meth:`WordVectors.evaluate_analogies` measures
+   3CosAdd or 3CosMul (Levy and Goldberg, 2014, section 6),
+   whose accuracy on the analogy questions of Mikolov et al. (2013)
+   :meth:`WordVectors.evaluate_analogies` measures
    (:func:`read_analogies`, :class:`AnalogyScore`);
 2. the correlation of cosine similarities with human ratings of word pairs,
    WordSim-353 (Finkelstein et al., 2002) or SimLex-999 (Hill et al., 2015), as
@@ -22,7 +23,7 @@ References
    Representations in Vector Space". ICLR Workshop 2013. arXiv:1301.3781.
    (The analogy questions.)
 .. [2] O. Levy, Y. Goldberg. "Linguistic Regularities in Sparse and Explicit
-   Word Representations". CoNLL 2014. (3CosAdd.)
+   Word Representations". CoNLL 2014. (3CosAdd and 3CosMul.)
 .. [3] L. Finkelstein, E. Gabrilovich, Y. Matias, E. Rivlin, Z. Solan, G. Wolfman,
    E. Ruppin. "Placing Search in Context: The Concept Revisited". ACM TOIS 20(1), 2002.
    (WordSim-353.)
@@ -37,11 +38,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 import torch
 import torch.nn.functional as F
-from jaxtyping import Float, Float64, Real
+from jaxtyping import Float, Float64, Int, Real
 from torch import Tensor
 
 from lib.checked import Finite, Fraction, NonNegativeInt, PositiveInt, Words, each
@@ -59,6 +60,8 @@ __all__ = [
 ]
 
 Question = tuple[str, str, str, str]  # an analogy "a : b :: c : d"
+Method = Literal["3CosAdd", "3CosMul"]
+EPSILON = 0.001  # 3CosMul's ε, which keeps its denominator from 0 (Levy & Goldberg)
 
 
 @dataclass(frozen=True)
@@ -141,11 +144,39 @@ class WordVectors:
         return [(word, float(score)) for word, score in zip(words, top.values)]
 
     def analogy(
-        self, a: str, b: str, c: str, k: PositiveInt = 1
+        self, a: str, b: str, c: str, k: PositiveInt = 1, method: Method = "3CosAdd"
     ) -> list[tuple[str, float]]:
-        """By 3CosAdd, "``a`` is to ``b`` as ``c`` is to ?": the words nearest to
-        ``b - a + c``."""
-        return self.most_similar(positive=[b, c], negative=[a], k=k)
+        """ "``a`` is to ``b`` as ``c`` is to ?": the ``k`` best words other than the
+        three, with their scores (:meth:`analogy_scores`)."""
+        ids = torch.tensor([[self.vocab.index(w) for w in (a, b, c)]])  # (1, 3)
+        scores = self.analogy_scores(ids, method)[0]  # (V,)
+        k = min(k, int(torch.isfinite(scores).sum()))
+        top = torch.topk(scores, k)
+        words = [self.vocab.words[i] for i in top.indices.tolist()]
+        return [(word, float(score)) for word, score in zip(words, top.values)]
+
+    def analogy_scores(
+        self, ids: Int[Tensor, "Q 3"], method: Method = "3CosAdd"
+    ) -> Float[Tensor, "Q V"]:
+        """The score of every word as the answer to each question ``a : b :: c : ?``
+        (``ids`` holds the ids of ``a, b, c``); the three get ``-inf``.
+
+        3CosAdd: ``cos(x, b - a + c)`` of unit vectors. 3CosMul: ``cos'(x, b)
+        cos'(x, c) / (cos'(x, a) + ε)`` with ``cos' = (cos + 1) / 2`` in ``[0, 1]``."""
+        if ids.numel() and not 0 <= int(ids.min()) <= int(ids.max()) < len(self.vocab):
+            raise ValueError(
+                f"ids must be word ids in [0, {len(self.vocab)}); found "
+                f"{int(ids.min())} to {int(ids.max())}"
+            )
+        a, b, c = (self.unit[ids[:, i]] for i in range(3))  # (Q, D) each
+        if method == "3CosAdd":
+            scores = F.normalize(b - a + c, dim=1) @ self.unit.T  # (Q, V)
+        else:
+            # in place: these (Q, V) matrices are the cost of the whole evaluation
+            to_a, to_b, to_c = (x @ self.unit.T for x in (a, b, c))  # cosines
+            to_a.add_(1).div_(2).add_(EPSILON)  # cos'(x, a) + ε
+            scores = to_b.add_(1).div_(2).mul_(to_c.add_(1).div_(2)).div_(to_a)
+        return scores.scatter(1, ids, -math.inf)  # never a question word
 
     def evaluate_word_pairs(self, pairs: each(WordPair)) -> SimilarityScore:
         """Spearman's correlation of cosine similarities with human ratings; pairs
@@ -183,21 +214,21 @@ class WordVectors:
         chance = sum((sizes[name] - 1) / others for name in used.values()) / len(used)
         return WordClassScore(sum(hits) / len(used), chance, len(used))
 
-    def evaluate_analogies(self, questions: each(Question)) -> AnalogyScore:
-        """The share of ``a : b :: c : d`` questions whose 3CosAdd answer is ``d``;
-        questions with a word outside the vocabulary are skipped, as gensim does."""
+    def evaluate_analogies(
+        self, questions: each(Question), method: Method = "3CosAdd"
+    ) -> AnalogyScore:
+        """The share of ``a : b :: c : d`` questions whose best answer by ``method``
+        is ``d``; questions with a word outside the vocabulary are skipped, as gensim
+        does."""
         used = [q for q in questions if all(w in self.vocab for w in q)]
         if not used:
             return AnalogyScore(correct=0, used=0, skipped=len(questions))
         ids = torch.tensor([[self.vocab.index(w) for w in q] for q in used])  # (Q, 4)
-        a, b, c = self.unit[ids[:, 0]], self.unit[ids[:, 1]], self.unit[ids[:, 2]]
         correct = 0
         # 1024 questions at a time bound the (Q, V) score matrix.
-        for chunk in torch.split(torch.arange(len(used)), 1024):
-            query = F.normalize(b[chunk] - a[chunk] + c[chunk], dim=1)  # (q, D)
-            scores = query @ self.unit.T  # (q, V)
-            scores.scatter_(1, ids[chunk, :3], -math.inf)  # never a question word
-            correct += int((scores.argmax(dim=1) == ids[chunk, 3]).sum())
+        for chunk in torch.split(ids, 1024):
+            scores = self.analogy_scores(chunk[:, :3], method)  # (q, V)
+            correct += int((scores.argmax(dim=1) == chunk[:, 3]).sum())
         skipped = len(questions) - len(used)
         return AnalogyScore(correct=correct, used=len(used), skipped=skipped)
 

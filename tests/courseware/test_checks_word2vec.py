@@ -11,15 +11,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from courseware.checks import CHECKS, CheckFailed, check_expected_pairs, check_sgns_optimum
+from courseware.checks import CHECKS, CheckFailed, check_cosmul_scores, check_expected_pairs, check_sgns_optimum
 from courseware.checks.word2vec import (
-    expected_pairs_by_lib, expected_pairs_cases, sgns_optimum, sgns_optimum_cases,
+    cosmul_cases, expected_pairs_by_lib, expected_pairs_cases, sgns_optimum, sgns_optimum_cases,
 )
+from lib.corpus import Vocabulary
+from lib.part3_words.embeddings import WordVectors
 from lib.part3_words.word2vec import EncodedCorpus, skipgram_pairs
 
 
 @pytest.mark.parametrize(("name", "checker"), [("check_sgns_optimum", check_sgns_optimum),
-                                               ("check_expected_pairs", check_expected_pairs)])
+                                               ("check_expected_pairs", check_expected_pairs),
+                                               ("check_cosmul_scores", check_cosmul_scores)])
 def test_the_checker_is_registered_under_its_name(name, checker):
     assert CHECKS[name] is checker
 
@@ -391,8 +394,154 @@ def test_not_implemented_is_reported_as_such():
         check_expected_pairs(stub)
 
 
+# ---- 3CosMul's scores (ex-w2v-3cosmul) ---------------------------------------------------------------
+def cosmul_by_loops(vectors, a, b, c):
+    """A Python loop over the words in float64, from the statement: shifted cosines, ε = 0.001."""
+    rows = [vectors[i] / math.sqrt(float(vectors[i] @ vectors[i])) for i in range(vectors.shape[0])]
+    shifted = lambda x, y: (float(rows[x] @ rows[y]) + 1) / 2
+    return torch.tensor([0.0 if x in (a, b, c) else shifted(x, b) * shifted(x, c) / (shifted(x, a) + 0.001)
+                         for x in range(len(rows))], dtype=torch.float64)
+
+
+def cosmul_by_lib(vectors, a, b, c):
+    """lib's WordVectors.analogy_scores in float32 (its unit vectors are float32)."""
+    vocab = Vocabulary(words=[f"w{i}" for i in range(vectors.shape[0])], counts=[1] * vectors.shape[0])
+    scores = WordVectors(vectors, vocab).analogy_scores(torch.tensor([[a, b, c]]), "3CosMul")[0]
+    return scores.clamp(min=0)  # lib's -inf for the question words becomes the statement's 0
+
+
+def cosmul_by_cosine_similarity(vectors, a, b, c):
+    """torch's cosine_similarity, one question word at a time, the exclusion by a mask."""
+    shifted = [(F.cosine_similarity(vectors, vectors[i][None], dim=1) + 1) / 2 for i in (a, b, c)]
+    scores = shifted[1] * shifted[2] / (shifted[0] + 1e-3)
+    mask = torch.zeros_like(scores, dtype=torch.bool)
+    mask[[a, b, c]] = True
+    return scores.masked_fill(mask, 0.0)
+
+
+def cosmul_unshifted(vectors, a, b, c):
+    unit = F.normalize(vectors, dim=1)
+    scores = (unit @ unit[b]) * (unit @ unit[c]) / (unit @ unit[a] + 0.001)
+    scores[[a, b, c]] = 0.0
+    return scores
+
+
+def cosmul_without_epsilon(vectors, a, b, c):
+    unit = F.normalize(vectors, dim=1)
+    shifted = [(unit @ unit[i] + 1) / 2 for i in (a, b, c)]
+    scores = shifted[1] * shifted[2] / shifted[0]
+    scores[[a, b, c]] = 0.0
+    return scores
+
+
+def cosmul_dot_products(vectors, a, b, c):
+    shifted = [(vectors @ vectors[i] + 1) / 2 for i in (a, b, c)]
+    scores = shifted[1] * shifted[2] / (shifted[0] + 0.001)
+    scores[[a, b, c]] = 0.0
+    return scores
+
+
+def cosmul_question_words_kept(vectors, a, b, c):
+    unit = F.normalize(vectors, dim=1)
+    shifted = [(unit @ unit[i] + 1) / 2 for i in (a, b, c)]
+    return shifted[1] * shifted[2] / (shifted[0] + 0.001)
+
+
+def cosmul_3cosadd(vectors, a, b, c):
+    unit = F.normalize(vectors, dim=1)
+    scores = unit @ F.normalize(unit[b] - unit[a] + unit[c], dim=0)
+    scores[[a, b, c]] = 0.0
+    return scores
+
+
+def cosmul_clamped(vectors, a, b, c):
+    unit = F.normalize(vectors, dim=1)
+    clamped = [(unit @ unit[i]).clamp(min=0) for i in (a, b, c)]
+    scores = clamped[1] * clamped[2] / (clamped[0] + 0.001)
+    scores[[a, b, c]] = 0.0
+    return scores
+
+
+def cosmul_epsilon_001(vectors, a, b, c):
+    unit = F.normalize(vectors, dim=1)
+    shifted = [(unit @ unit[i] + 1) / 2 for i in (a, b, c)]
+    scores = shifted[1] * shifted[2] / (shifted[0] + 0.01)
+    scores[[a, b, c]] = 0.0
+    return scores
+
+
+def _cosmul_normalised(unit):
+    shifted = [(unit @ unit[i] + 1) / 2 for i in range(unit.shape[0])]
+    def scores(a, b, c):
+        out = shifted[b] * shifted[c] / (shifted[a] + 0.001)
+        out[[a, b, c]] = 0.0
+        return out
+    return scores
+
+
+def cosmul_columns_normalised(vectors, a, b, c):
+    return _cosmul_normalised(F.normalize(vectors, dim=0))(a, b, c)
+
+
+def cosmul_matrix_normalised(vectors, a, b, c):
+    return _cosmul_normalised(vectors / torch.linalg.matrix_norm(vectors))(a, b, c)
+
+
+def cosmul_question_words_minus_inf(vectors, a, b, c):
+    """lib's analogy_scores: right everywhere but -inf at the question words."""
+    vocab = Vocabulary(words=[f"w{i}" for i in range(vectors.shape[0])], counts=[1] * vectors.shape[0])
+    return WordVectors(vectors, vocab).analogy_scores(torch.tensor([[a, b, c]]), "3CosMul")[0].double()
+
+
+def test_cosmul_reference_agrees_with_a_loop_and_with_lib():
+    for seed in range(5):
+        for case in cosmul_cases(torch.Generator().manual_seed(seed)):
+            expected = cosmul_by_loops(*case)
+            assert torch.allclose(check_cosmul_scores.reference(*case), expected, rtol=1e-12, atol=0)
+            # float32 cosines, divided by a shifted cosine that can be small
+            assert torch.allclose(cosmul_by_lib(*case).double(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("answer", [cosmul_by_loops, cosmul_by_lib, cosmul_by_cosine_similarity])
+def test_cosmul_accepts_right_answers(answer, capsys):
+    check_cosmul_scores(answer)
+    assert capsys.readouterr().out.startswith("✓ your scores are 3CosMul's")
+
+
+@pytest.mark.parametrize(("answer", "message"), [
+    (cosmul_unshifted, r"shifted to \[0, 1\]"),
+    (cosmul_without_epsilon, "you left ε = 0.001 out"),
+    (cosmul_dot_products, "those are dot products"),
+    (cosmul_question_words_kept, "give a, b and c the score 0"),
+    (cosmul_3cosadd, "those are 3CosAdd's scores"),
+    (cosmul_clamped, "clamped at 0"),
+    (cosmul_epsilon_001, "your ε is 0.01"),
+    (cosmul_columns_normalised, "each column"),
+    (cosmul_matrix_normalised, "whole matrix by one norm"),
+    (cosmul_question_words_minus_inf, "give the question words 0, not -inf as analogy_scores does"),
+])
+def test_cosmul_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_cosmul_scores(answer)
+
+
 # ---- fairness: right answers written from the statements, the likeliest wrong ones -----------------
 FAIRNESS = {
+    "check_cosmul_scores": {
+        "right": [cosmul_by_loops, cosmul_by_lib, cosmul_by_cosine_similarity],
+        "wrong": [
+            (cosmul_unshifted, r"shifted to \[0, 1\]"),
+            (cosmul_without_epsilon, "you left ε = 0.001 out"),
+            (cosmul_dot_products, "those are dot products"),
+            (cosmul_question_words_kept, "give a, b and c the score 0"),
+            (cosmul_3cosadd, "those are 3CosAdd's scores"),
+            (cosmul_clamped, "clamped at 0"),
+            (cosmul_epsilon_001, "your ε is 0.01"),
+            (cosmul_columns_normalised, "each column"),
+            (cosmul_matrix_normalised, "whole matrix by one norm"),
+            (cosmul_question_words_minus_inf, "give the question words 0, not -inf as analogy_scores does"),
+        ],
+    },
     "check_sgns_optimum": {
         "right": [sgns_optimum_by_loops, sgns_optimum_by_newton, sgns_optimum_float32],
         "wrong": [

@@ -2,6 +2,9 @@
 made-up numbers that agree with the chapter and fail on numbers that contradict it, and
 every experiment runs at a tiny size."""
 
+import itertools
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -9,6 +12,8 @@ import torch
 from experiments import ch05_word2vec as ch05
 from lib.corpus import Vocabulary
 from lib.part3_words.embeddings import AnalogyScore, WordPair, WordVectors
+from lib.part3_words.ppmi import cooccurrence_counts, shifted_ppmi, svd_vectors
+from lib.part3_words.word2vec import encode, keep_probabilities, subsample
 
 
 def says(result_class, *indices):
@@ -366,3 +371,134 @@ def test_the_evaluations_run_on_any_vectors(models):
     )
     lengths = ch05.vector_lengths(models, models["CBOW (ours)"].vocab).count_rho
     assert list(lengths) == list(models)
+
+
+# ---------------------------------------------------------------------------
+# Counting instead of predicting (count_vectors).
+# ---------------------------------------------------------------------------
+
+
+def count_result(
+    svd1=None, svd5=None, ours=None, gensim=(0.40, 0.12, 0.04), changed=2, seeds=3
+):
+    """The chapter's numbers, rounded: every subsample's SVD vectors score
+    (0.64, 0.28, 12%, 9%) with k = 1 and (0.59, 0.27, 10%, 8%) with k = 5, except that
+    ``svd1`` and ``svd5`` replace them for the subsample seed ``changed``; the best
+    word2vec run has ρ 0.50 and 0.19 and answers 6.9% of the analogies by 3CosAdd;
+    3CosMul moves ours by -0.2 points. ``gensim`` holds gensim's runs' scores."""
+    ours = ours or [(0.50, 0.19, 0.069, 0.067), (0.43, 0.15, 0.058, 0.055)]
+    word2vec = {}
+    for seed, scores in enumerate(ours + ours[-1:] * (4 - len(ours)), start=1):
+        name = "skip-gram" if seed == 1 else "CBOW"
+        word2vec[name, "ours", seed] = ch05.Scores(*scores)
+        word2vec[name, "gensim", seed] = ch05.Scores(*gensim, float("nan"))
+    svd = {}
+    for seed in range(1, seeds + 1):
+        one = svd1 if seed == changed and svd1 else (0.64, 0.28, 0.12, 0.09)
+        five = svd5 if seed == changed and svd5 else (0.59, 0.27, 0.10, 0.08)
+        svd[1, seed], svd[5, seed] = ch05.Scores(*one), ch05.Scores(*five)
+    return ch05.CountVectors(svd, word2vec, 3.0)
+
+
+@pytest.mark.parametrize(
+    "change, finding",
+    [
+        # one subsample ties skip-gram on WordSim-353 (and k = 5 stays below it)
+        (dict(svd1=(0.50, 0.28, 0.12, 0.09), svd5=(0.45, 0.27, 0.10, 0.08)), 0),
+        (dict(svd1=(0.64, 0.19, 0.12, 0.09), changed=3), 0),  # ties it on SimLex
+        (dict(gensim=(0.64, 0.12, 0.04)), 0),  # gensim's runs count: one ties it
+        (dict(svd1=(0.64, 0.28, 0.069, 0.06), changed=1), 1),  # as many analogies
+        (dict(gensim=(0.40, 0.12, 0.12)), 1),  # as many as gensim's
+        (dict(svd5=(0.64, 0.27, 0.10, 0.08)), 2),  # the shift changes nothing
+        (dict(svd5=(0.59, 0.27, 0.10, 0.10)), 3),  # 3CosMul as good, k = 5
+        (dict(svd1=(0.64, 0.28, 0.12, 0.13), changed=1), 3),  # better, k = 1
+        # 3CosMul gains 0.51 points in one of our runs
+        (dict(ours=[(0.50, 0.19, 0.069, 0.0741), (0.43, 0.15, 0.058, 0.055)]), 4),
+    ],
+)
+def test_count_vectors_findings(change, finding):
+    assert count_result().failing() == []
+    assert count_result(**change).failing() == says(ch05.CountVectors, finding)
+
+
+def test_count_vectors_findings_need_three_subsamples_and_our_four_runs():
+    assert count_result(seeds=2).failing() == says(ch05.CountVectors, 0, 1, 2, 3)
+    result = count_result()
+    result.word2vec = {k: v for k, v in result.word2vec.items() if k[2] < 4}
+    assert result.failing() == says(ch05.CountVectors, 4)
+    # a gain of exactly 0.5 points still holds
+    gain = count_result(ours=[(0.50, 0.19, 0.069, 0.074), (0.43, 0.15, 0.058, 0.055)])
+    assert gain.failing() == []
+
+
+def test_count_vectors_runs_on_a_toy_corpus():
+    sentences = toy_corpus(400)  # subsampling keeps about 1 word in 10
+    vocab = Vocabulary.from_sentences(sentences, min_count=1)
+    generator = torch.Generator().manual_seed(0)
+    runs = {
+        ("CBOW", who, 1): WordVectors(
+            torch.randn(len(vocab), 4, generator=generator), vocab
+        )
+        for who in ("ours", "gensim")
+    }
+    # pairs within a topic and across the two
+    words = ("cat", "dog", "red", "blue", "mouse", "green", "horse", "pink")
+    pairs = [WordPair(a, b, float(i)) for i, (a, b) in enumerate(zip(words, words[1:]))]
+    pairs += [WordPair("cat", "dog", 9.0), WordPair("red", "pink", 8.0)]
+    simlex = pairs[::-1][:6]
+    # every question of three different words, the answer the first other word:
+    # enough that 3CosAdd and 3CosMul get different shares right (asserted below),
+    # so a swap of the two shows
+    questions = [
+        (*abc, next(w for w in vocab.words if w not in abc))
+        for abc in itertools.permutations(vocab.words[:6], 3)
+    ]
+    similarity = ch05.word_similarity(runs, pairs, simlex)
+    accuracy = ch05.analogy_accuracy(runs, questions)
+    ks = (1, 2)  # two topics that never mix: no PMI reaches log 5
+    result = ch05.count_vectors(
+        sentences, vocab, runs, similarity, accuracy, pairs, simlex, questions, ks, 3
+    )
+    assert set(result.svd) == {(k, seed) for k in ks for seed in (1, 2, 3)}
+    # each set of SVD vectors built by hand from its own subsample
+    corpus = encode(sentences, vocab)
+    keep = keep_probabilities(vocab.counts, ch05.BASE["sample"])
+    for (k, seed), scores in result.svd.items():
+        drawn = subsample(corpus, keep, torch.Generator().manual_seed(seed))
+        counts = cooccurrence_counts(drawn, len(vocab), ch05.BASE["window"])
+        matrix = svd_vectors(shifted_ppmi(counts, k, 0.75), 3, 0.5)
+        vectors = WordVectors(matrix.float(), vocab)
+        assert scores == ch05.Scores(
+            vectors.evaluate_word_pairs(pairs).spearman,
+            vectors.evaluate_word_pairs(simlex).spearman,
+            vectors.evaluate_analogies(questions, "3CosAdd").accuracy,
+            vectors.evaluate_analogies(questions, "3CosMul").accuracy,
+        )
+    # the three subsamples differ, so their scores are not one set copied
+    assert len({result.svd[1, seed] for seed in (1, 2, 3)}) > 1
+    # the word2vec runs' scores: theirs from similarity and accuracy, 3CosMul ours
+    for key, vectors in runs.items():
+        mul = vectors.evaluate_analogies(questions, "3CosMul").accuracy
+        scores = result.word2vec[key]
+        assert (scores.wordsim, scores.simlex, scores.add) == (
+            *similarity.spearman[key],
+            accuracy.scores[key].accuracy,
+        )
+        assert key[1] == "gensim" or result.word2vec[key].mul == mul
+    assert math.isnan(result.word2vec["CBOW", "gensim", 1].mul)
+    assert (
+        result.word2vec["CBOW", "ours", 1].mul != result.word2vec["CBOW", "ours", 1].add
+    )
+    assert any(scores.mul != scores.add for scores in result.svd.values())
+    assert result.seconds > 0
+
+
+def test_plot_count_vectors_draws_one_bar_per_vectors_and_test():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = ch05.plot_count_vectors(count_result())
+    bars = fig.axes[0].patches
+    assert len(bars) == 4 * 4  # two SVDs, skip-gram, CBOW's median; four tests
+    assert bars[0].get_height() == pytest.approx(0.64)  # k = 1 on WordSim-353
+    assert bars[-1].get_height() == pytest.approx(0.055)  # CBOW's median 3CosMul

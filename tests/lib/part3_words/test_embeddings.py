@@ -170,3 +170,70 @@ def test_read_word_pairs_normalises_words_and_rejects_bad_lines(tmp_path):
 def test_bad_input_is_rejected_with_the_reason(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def _brute_force_analogy(unit, a, b, c, method):
+    """The answer to a : b :: c : ? by a Python loop over the vocabulary, in float64,
+    written from Levy & Goldberg (2014), section 6 (cosines shifted to [0, 1]
+    for 3CosMul, ε = 0.001)."""
+    unit = unit.double()
+    best, best_score = None, -float("inf")
+    for x in range(unit.shape[0]):
+        if x in (a, b, c):
+            continue
+        cos = {w: float(unit[x] @ unit[w]) for w in (a, b, c)}
+        if method == "3CosAdd":
+            score = (cos[b] - cos[a] + cos[c]) / float((unit[b] - unit[a] + unit[c]).norm())
+        else:
+            shift = {w: (v + 1) / 2 for w, v in cos.items()}
+            score = shift[b] * shift[c] / (shift[a] + 0.001)
+        if score > best_score:
+            best, best_score = x, score
+    return best, best_score
+
+
+@pytest.mark.parametrize("method", ["3CosAdd", "3CosMul"])
+@pytest.mark.parametrize("seed", range(5))
+def test_analogy_scores_match_a_brute_force_loop(method, seed):
+    generator = torch.Generator().manual_seed(seed)
+    words = [f"w{i}" for i in range(40)]
+    vocab = Vocabulary(words=words, counts=list(range(40, 0, -1)))
+    vectors = WordVectors(torch.randn(40, 6, generator=generator), vocab)
+    questions = torch.randint(0, 40, (20, 3), generator=generator)
+    questions = questions[[len(set(q.tolist())) == 3 for q in questions]]
+    scores = vectors.analogy_scores(questions, method)  # (Q, V)
+    for q, row in zip(questions.tolist(), scores):
+        best, best_score = _brute_force_analogy(vectors.unit, *q, method)
+        assert int(row.argmax()) == best and float(row.max()) == pytest.approx(best_score, rel=1e-5)
+        assert torch.isinf(row[q]).all()
+        answer = vectors.analogy(*(words[i] for i in q), method=method)[0][0]
+        assert answer == words[best]
+    # evaluate_analogies counts the questions whose brute-force answer is d
+    asked = [tuple(words[i] for i in q) + (words[_brute_force_analogy(vectors.unit, *q, method)[0]],) for q in questions.tolist()]
+    wrong = [q[:3] + (words[(words.index(q[3]) + 1) % 40],) for q in asked]
+    assert vectors.evaluate_analogies(asked, method).correct == len(asked)
+    assert vectors.evaluate_analogies(wrong, method).correct <= sum(
+        _brute_force_analogy(vectors.unit, *(words.index(w) for w in q[:3]), method)[0] == words.index(q[3]) for q in wrong
+    )
+
+
+def test_3cosmul_differs_from_3cosadd_when_a_candidate_points_away_from_a():
+    # x1 is nearest to b and c (3CosAdd picks it); x2 points almost opposite a, so its
+    # shifted cosine with a is near 0 and the division of 3CosMul (Levy & Goldberg
+    # 2014, section 6) ranks it first although it is further from b and c.
+    vocab = Vocabulary(words=["a", "b", "c", "x1", "x2"], counts=[5, 4, 3, 2, 1])
+    vectors = torch.tensor([[1.0, 1.0], [-2.0, 3.0], [-3.0, 2.0], [-2.0, 2.0], [-3.0, -2.0]])
+    vectors = WordVectors(vectors, vocab)
+    add = vectors.analogy("a", "b", "c", method="3CosAdd")[0][0]
+    mul = vectors.analogy("a", "b", "c", method="3CosMul")[0][0]
+    for method, answer in (("3CosAdd", add), ("3CosMul", mul)):
+        best, _ = _brute_force_analogy(vectors.unit, 0, 1, 2, method)
+        assert answer == vocab.words[best]
+    assert (add, mul) == ("x1", "x2")
+
+
+def test_analogy_scores_reject_ids_outside_the_vocabulary():
+    vectors = plane_vectors()
+    for ids in ([0, 1, 5], [-1, 1, 2]):
+        with pytest.raises(ValueError, match=r"ids must be word ids in \[0, 5\)"):
+            vectors.analogy_scores(torch.tensor([ids]))
