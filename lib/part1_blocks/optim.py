@@ -207,6 +207,31 @@ def _l2(
     return grad.add(param, alpha=weight_decay) if weight_decay != 0 else grad
 
 
+@no_type_check  # hot: Adam's and NAdam's _update, checked by step(), call it
+def _decayed(grad: Tensor, param: Tensor, group: dict) -> Tensor:
+    """Weight decay as the group asks for it: decoupled (AdamW) shrinks ``w`` itself,
+    outside the adaptive step, and leaves the gradient; coupled adds ``λ w`` to it."""
+    if group["decoupled_weight_decay"]:
+        param.mul_(1 - group["lr"] * group["weight_decay"])
+        return grad
+    return _l2(grad, param, group["weight_decay"])
+
+
+@no_type_check  # hot: as _decayed
+def _moments(
+    grad: Tensor, param: Tensor, state: dict, group: dict
+) -> tuple[Tensor, Tensor]:
+    """Adam's running averages, updated in place: ``m`` of ``g`` and ``v`` of ``g²``
+    (both start at 0)."""
+    beta1, beta2 = group["betas"]
+    if "exp_avg" not in state:
+        state["exp_avg"] = torch.zeros_like(param)
+        state["exp_avg_sq"] = torch.zeros_like(param)
+    m = state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
+    v = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    return m, v
+
+
 class SGD(_Optimizer):
     """Stochastic gradient descent with optional momentum, dampening and Nesterov.
 
@@ -472,19 +497,12 @@ class Adam(_Optimizer):
         state: dict,
         group: dict,
     ) -> None:
-        lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
-        if group["decoupled_weight_decay"]:
-            # decay w itself, outside the adaptive step
-            param.mul_(1 - lr * group["weight_decay"])
-        else:
-            grad = _l2(grad, param, group["weight_decay"])
-        if "exp_avg" not in state:
-            state["exp_avg"] = torch.zeros_like(param)
-            state["exp_avg_sq"] = torch.zeros_like(param)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = torch.zeros_like(param)
-        m = state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
-        v = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        lr, t = group["lr"], state["step"]
+        beta1, beta2 = group["betas"]
+        grad = _decayed(grad, param, group)
+        if group["amsgrad"] and "max_exp_avg_sq" not in state:
+            state["max_exp_avg_sq"] = torch.zeros_like(param)
+        m, v = _moments(grad, param, state, group)
         if group["amsgrad"]:
             v_max = state["max_exp_avg_sq"]
             v = torch.maximum(v_max, v, out=v_max)
@@ -604,21 +622,14 @@ class NAdam(_Optimizer):
         state: dict,
         group: dict,
     ) -> None:
-        lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
-        if group["decoupled_weight_decay"]:
-            param.mul_(1 - lr * group["weight_decay"])
-        else:
-            grad = _l2(grad, param, group["weight_decay"])
-        if "exp_avg" not in state:
-            state["exp_avg"] = torch.zeros_like(param)
-            state["exp_avg_sq"] = torch.zeros_like(param)
-            state["mu_product"] = 1.0
+        lr, t = group["lr"], state["step"]
+        beta1, beta2 = group["betas"]
+        grad = _decayed(grad, param, group)
         decay, schedule = group["momentum_decay"], group["momentum_schedule"]
         mu = _momentum(t, beta1, decay, schedule)  # nadam_momentum, unchecked
         mu_next = _momentum(t + 1, beta1, decay, schedule)
-        state["mu_product"] *= mu  # Π_{i<=t} μ_i
-        m = state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
-        v = state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        state["mu_product"] = state.get("mu_product", 1.0) * mu  # Π_{i<=t} μ_i
+        m, v = _moments(grad, param, state, group)
         denominator = (v / (1 - beta2**t)).sqrt().add_(group["eps"])
         product, product_next = state["mu_product"], state["mu_product"] * mu_next
         param.addcdiv_(grad, denominator, value=-lr * (1 - mu) / (1 - product))

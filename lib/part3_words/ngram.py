@@ -423,6 +423,11 @@ def _level_counts(counts: dict, continuation: bool) -> list[dict]:
     return levels
 
 
+def _history_totals(levels: list[dict]) -> list[dict]:
+    """``totals[k - 1][h]`` = the sum over w of ``levels[k - 1][h][w]``."""
+    return [{h: sum(f.values()) for h, f in level.items()} for level in levels]
+
+
 def _ney_discount(level: dict) -> float:
     # D = n1 / (n1 + 2 n2), n_r the number of grams of count r (Ney et al., 1994).
     counts = Counter(c for followers in level.values() for c in followers.values())
@@ -464,9 +469,7 @@ class KneserNeyModel:
                 f"found {self.discounts}"
             )
         self.levels = _level_counts(self.counted.counts, self.continuation)
-        self._totals = [
-            {h: sum(f.values()) for h, f in level.items()} for level in self.levels
-        ]
+        self._totals = _history_totals(self.levels)
 
     @classmethod
     def fit(
@@ -608,9 +611,7 @@ class LinearInterpolation:
                 f"1; found {self.weights}"
             )
         self.levels = _level_counts(self.counted.counts, continuation=False)
-        self._totals = [
-            {h: sum(f.values()) for h, f in level.items()} for level in self.levels
-        ]
+        self._totals = _history_totals(self.levels)
 
     @classmethod
     def fit(
