@@ -504,7 +504,7 @@ class MultiHeadAttention(nn.Module):
     def split_heads(
         self, projected: Float[Tensor, "B L {self.embed_dim}"]
     ) -> Float[Tensor, "B {self.num_heads} L {self.head_dim}"]:
-        _float_tensor(projected, "projected")
+        _require_float_tensor(projected, "projected")
         if projected.dim() != 3 or projected.shape[-1] != self.embed_dim:
             raise ValueError(
                 f"projected must have shape (B, L, E) with E = embed_dim = "
@@ -518,7 +518,7 @@ class MultiHeadAttention(nn.Module):
     def merge_heads(
         self, heads: Float[Tensor, "B {self.num_heads} L {self.head_dim}"]
     ) -> Float[Tensor, "B L {self.embed_dim}"]:
-        _float_tensor(heads, "heads")
+        _require_float_tensor(heads, "heads")
         if (
             heads.dim() != 4
             or heads.shape[1] != self.num_heads
@@ -570,7 +570,7 @@ class MultiHeadAttention(nn.Module):
 
 
 @no_type_check  # from the per-step methods left unchecked: one isinstance, one test
-def _float_tensor(value: object, name: str) -> None:
+def _require_float_tensor(value: object, name: str) -> None:
     if not isinstance(value, Tensor) or not value.is_floating_point():
         found = value.dtype if isinstance(value, Tensor) else type(value).__name__
         raise TypeError(f"{name} must be a float tensor; found {found}")

@@ -46,7 +46,7 @@ from torch import Tensor, nn
 from lib.part1_blocks.activations import gelu, relu
 from lib.part4_attention.attention import (
     MultiHeadAttention,
-    _float_tensor,
+    _require_float_tensor,
     scaled_dot_product_attention,
 )
 from lib.checked import Device, DropoutRate, Positive, PositiveInt, same_dtype
@@ -88,7 +88,7 @@ class Dropout(nn.Module):
 
     @no_type_check  # run per sublayer and step: the calling block checked x
     def forward(self, x: Float[Tensor, "*shape"]) -> Float[Tensor, "*shape"]:
-        _float_tensor(x, "x")
+        _require_float_tensor(x, "x")
         if not self.training or self.p == 0:
             return x
         keep = torch.rand_like(x) >= self.p  # Bernoulli(1 - p) mask, the shape of x
@@ -144,7 +144,7 @@ class LayerNorm(nn.Module):
 
     @no_type_check  # per sublayer and decoding step: the check below costs less
     def forward(self, z: Float[Tensor, "*batch D"]) -> Float[Tensor, "*batch D"]:
-        _float_tensor(z, "z")
+        _require_float_tensor(z, "z")
         if z.dim() == 0 or z.shape[-1] != self.d_model:
             raise ValueError(
                 f"z must be a float tensor of shape (..., D) with D = {self.d_model}; "
@@ -180,7 +180,7 @@ class FeedForward(nn.Module):
 
     @no_type_check  # run per sublayer and step: the calling block checked x
     def forward(self, z: Float[Tensor, "*batch D"]) -> Float[Tensor, "*batch D"]:
-        _float_tensor(z, "z")
+        _require_float_tensor(z, "z")
         weight = self.linear1.weight  # (d_ff, D)
         if z.dtype != weight.dtype or z.dim() == 0 or z.shape[-1] != weight.shape[1]:
             raise ValueError(
@@ -252,8 +252,8 @@ class KVCache:
         self, keys: Float[Tensor, "B H L Dh"], values: Float[Tensor, "B H L Dh"]
     ) -> tuple[Float[Tensor, "B H S Dh"], Float[Tensor, "B H S Dh"]]:
         """Add the L new positions' keys and values; return those of all t + L."""
-        _float_tensor(keys, "keys")
-        _float_tensor(values, "values")
+        _require_float_tensor(keys, "keys")
+        _require_float_tensor(values, "values")
         if keys.dim() != 4 or keys.shape != values.shape:
             raise ValueError(
                 "keys and values must have one shape (B, H, L, Dh); "
@@ -275,7 +275,7 @@ class KVCache:
             raise TypeError(
                 f"attention must be a MultiHeadAttention; found {attention!r}"
             )
-        _float_tensor(h, "h")
+        _require_float_tensor(h, "h")
         weight = attention.query_proj.weight  # (E, E)
         if h.dtype != weight.dtype or h.dim() != 3 or h.shape[-1] != weight.shape[1]:
             raise ValueError(
@@ -321,7 +321,7 @@ class Residual(nn.Module):
     def forward(
         self, x: Float[Tensor, "B T D"], sublayer: Callable
     ) -> tuple[Float[Tensor, "B T D"], Optional[Float[Tensor, "B H T S"]]]:
-        _float_tensor(x, "x")
+        _require_float_tensor(x, "x")
         if x.dim() != 3:
             raise ValueError(f"x must have shape (B, T, D); found {tuple(x.shape)}")
         if not callable(sublayer):
