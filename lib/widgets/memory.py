@@ -345,7 +345,7 @@ class ModernHopfieldBeta(Visual):
         bars_ax = fig.add_subplot(grid[1, :])
         bars = bars_ax.bar(list(LETTERS), data["weights"], color="tab:purple")
         bars_ax.set_ylim(0, 1.05)
-        bars_ax.set_ylabel("softmax weight")
+        bars_ax.set_ylabel("weight")
         note = fig.suptitle("")
         handles = {**images, "bars": bars, "note": note}
         self.update(handles, data)
