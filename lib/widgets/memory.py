@@ -345,7 +345,7 @@ class ModernHopfieldBeta(Visual):
         bars_ax = fig.add_subplot(grid[1, :])
         bars = bars_ax.bar(list(LETTERS), data["weights"], color="tab:purple")
         bars_ax.set_ylim(0, 1.05)
-        bars_ax.set_ylabel("weight")
+        bars_ax.set_title("softmax weights", fontsize="medium")
         note = fig.suptitle("")
         handles = {**images, "bars": bars, "note": note}
         self.update(handles, data)
@@ -357,5 +357,5 @@ class ModernHopfieldBeta(Visual):
         for bar, weight in zip(handles["bars"], data["weights"]):
             bar.set_height(weight)
         handles["note"].set_text(
-            f"β = {data['beta']:g}: error {data['error']:.2f}, nearest letter {data['nearest']}"
+            f"β = {data['beta']:g}: error {data['error']:.2f}, nearest {data['nearest']}"
         )
