@@ -837,7 +837,7 @@ class ModernCapacity(Result):
         Finding(
             "The classical network recalls at most 10% of the cues at P = 16, half of "
             "N, for every seed.",
-            backs=("modern-capacity-discussion",),
+            backs=("modern-capacity-discussion", "summary"),
             holds=lambda r: max(r.classical[16]) <= 0.1,
         ),
         Finding(
