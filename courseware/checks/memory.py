@@ -471,6 +471,22 @@ def _values_transposed(patterns, states, beta) -> torch.Tensor:
     return torch.softmax(beta * states @ patterns.T, dim=-1) @ patterns.T
 
 
+def _cosine_scores(patterns, states, beta) -> torch.Tensor:
+    """A slip: the NTM's content addressing, softmax(β cos(ξ, x)), instead of dot products."""
+    cosine = torch.nn.functional.cosine_similarity(states[:, None, :], patterns[None], dim=-1)
+    return torch.softmax(beta * cosine, dim=-1) @ patterns
+
+
+def _to_a_fixed_point(patterns, states, beta) -> torch.Tensor:
+    """A slip: the update repeated until the states stop moving, instead of applied once."""
+    for _ in range(10_000):
+        new = torch.softmax(beta * states @ patterns.T, dim=-1) @ patterns
+        if torch.allclose(new, states, rtol=0.0, atol=1e-13):
+            return new
+        states = new
+    return states
+
+
 check_modern_update = Check(
     "your update agrees with X softmax(β Xᵀ ξ) on 20 fresh random cases",
     modern_update_cases, modern_update_reference,
@@ -488,6 +504,15 @@ check_modern_update = Check(
         Slip(lambda patterns, states, beta: torch.softmax(states @ patterns.T / patterns.shape[1] ** 0.5, dim=-1)
              @ patterns,
              "you scaled the scores by 1/√N as the transformer does; the modern Hopfield update scales them by β"),
+        Slip(_cosine_scores,
+             "you scored the states by cosine similarity, softmax(β cos(ξ, x)), the NTM's content addressing; "
+             "the modern Hopfield update scores them by the dot product β xᵀξ, lengths included"),
+        Slip(_to_a_fixed_point,
+             "you repeated the update until the states stopped moving; the exercise asks for one update "
+             "(a fixed point is where repeated updates end, not the update itself)"),
+        Slip(lambda patterns, states, beta: torch.sign(torch.softmax(beta * states @ patterns.T, dim=-1) @ patterns),
+             "you took the sign of the update, as the classical network does; the modern network's states are "
+             "continuous: return the weighted average itself"),
         Slip(_values_transposed,
              "you averaged the columns of the patterns (Xᵀ) instead of the patterns themselves: the values are "
              "the stored patterns, the same rows as the keys"),

@@ -619,6 +619,26 @@ def modern_beta_divides(patterns, states, beta):
     return torch.softmax(states @ patterns.T / beta, dim=-1) @ patterns
 
 
+def modern_cosine_scores(patterns, states, beta):
+    """The NTM's content addressing, with the norms divided out by hand."""
+    unit_states = states / states.norm(dim=-1, keepdim=True)
+    unit_patterns = patterns / patterns.norm(dim=-1, keepdim=True)
+    return torch.softmax(beta * unit_states @ unit_patterns.T, dim=-1) @ patterns
+
+
+def modern_to_a_fixed_point(patterns, states, beta):
+    """The update repeated until no entry moves by 1e-8."""
+    while True:
+        new = torch.softmax(beta * states @ patterns.T, dim=-1) @ patterns
+        if (new - states).abs().max() < 1e-8:
+            return new
+        states = new
+
+
+def modern_sign_of_update(patterns, states, beta):
+    return torch.sign(torch.softmax(beta * states @ patterns.T, dim=-1) @ patterns)
+
+
 def test_modern_update_cases_isolate_each_slip():
     for patterns, states, beta in modern_update_cases(torch.Generator().manual_seed(7)):
         assert states.shape[0] >= 2 and abs(beta - 1) >= 0.25 and patterns.shape[1] == states.shape[1]
@@ -639,6 +659,12 @@ def test_modern_update_accepts_right_answers_and_names_wrong_ones(capsys):
         check_modern_update(modern_values_transposed)
     with pytest.raises(CheckFailed, match="you divided the scores by β"):
         check_modern_update(modern_beta_divides)
+    with pytest.raises(CheckFailed, match=r"cosine similarity, softmax\(β cos\(ξ, x\)\), the NTM's"):
+        check_modern_update(modern_cosine_scores)
+    with pytest.raises(CheckFailed, match="you repeated the update until the states stopped moving"):
+        check_modern_update(modern_to_a_fixed_point)
+    with pytest.raises(CheckFailed, match="you took the sign of the update"):
+        check_modern_update(modern_sign_of_update)
 
 
 FAIRNESS = {
@@ -664,6 +690,9 @@ FAIRNESS = {
             (modern_without_beta, "you left out β"),
             (modern_values_transposed, r"averaged the columns of the patterns \(Xᵀ\)"),
             (modern_beta_divides, "you divided the scores by β"),
+            (modern_cosine_scores, r"cosine similarity, softmax\(β cos\(ξ, x\)\)"),
+            (modern_to_a_fixed_point, "you repeated the update until the states stopped moving"),
+            (modern_sign_of_update, "you took the sign of the update"),
         ],
     },
     "check_hopfield_capacity": {
