@@ -22,6 +22,7 @@ Turing Machine on the copy task, and the capacity of a Hopfield network.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
@@ -825,13 +826,17 @@ def one_step_retrieval(
 class ModernCapacity(Result):
     """The share of cues (stored +-1 patterns with 10% of their units flipped) that
     end on their pattern exactly: the classical network after asynchronous recall, the
-    modern one as the sign of one update, against the number of patterns at N = 32."""
+    modern one as the sign of one update, against the number of patterns at N = 32;
+    and the share of cues on which the modern verdict is nearest-neighbour lookup's
+    (recalled exactly when the cue's own pattern has the strictly largest dot product
+    with it)."""
 
     classical: dict  # P -> share recalled exactly, per seed
     modern: dict  # P -> share recalled exactly, per seed
     n_units: int
+    as_nearest: dict  # P -> share of cues where modern and nearest agree, per seed
 
-    PATTERNS = (4, 16, 64, 1024)
+    PATTERNS = (4, 16, 32, 64, 1024)
 
     FINDINGS = (
         Finding(
@@ -862,6 +867,20 @@ class ModernCapacity(Result):
                 for m, c in zip(r.modern[p], runs)
             ),
         ),
+        Finding(
+            "At P = 32 = N, where both networks keep 1024 numbers (N^2 weights, P N "
+            "pattern entries), one modern update recalls every cue and the classical "
+            "network none, for every seed.",
+            backs=("modern-capacity-discussion", "summary"),
+            holds=lambda r: min(r.modern[32]) == 1 and max(r.classical[32]) == 0,
+        ),
+        Finding(
+            "One modern update (beta = 1, then the sign) recalls exactly the cues whose "
+            "own pattern is their strict nearest neighbour by dot product, at every P, "
+            "for every seed.",
+            backs=("modern-capacity-discussion",),
+            holds=lambda r: all(min(runs) == 1 for runs in r.as_nearest.values()),
+        ),
     )
 
 
@@ -881,24 +900,30 @@ def modern_capacity(
     _refuse_no_seeds(seeds)
     _refuse_repeated_seeds(seeds)
     _refuse_grid_without("patterns", patterns, ModernCapacity.PATTERNS)
-    classical, modern = {}, {}
+    classical, modern, as_nearest = {}, {}, {}
     for p in patterns:
-        classical_runs, modern_runs = [], []
+        classical_runs, modern_runs, nearest_runs = [], [], []
         for seed in seeds:
             generator = torch.Generator().manual_seed(seed)
             bits = torch.randint(0, 2, (p, n_units), generator=generator)
             stored = bits.double() * 2 - 1  # (P, N)
             cues = flip_bits(stored, noise, generator)  # (P, N)
             new = modern_update(stored, cues, beta)  # (P, N)
-            modern_runs.append(float((new.sign() == stored).all(-1).double().mean()))
+            recalled = (new.sign() == stored).all(-1)  # (P,)
+            modern_runs.append(float(recalled.double().mean()))
+            dots = cues @ stored.T  # (P, P): cue by pattern
+            rivals = dots.masked_fill(torch.eye(p, dtype=torch.bool), -math.inf)
+            nearest = dots.diagonal() > rivals.amax(-1)  # (P,): own pattern strictly
+            nearest_runs.append(float((recalled == nearest).double().mean()))
             if p <= classical_up_to:
                 network = HopfieldNetwork(stored)
                 final = network.recall(cues, max_steps=30, generator=generator).states
                 classical_runs.append(float((final == stored).all(-1).double().mean()))
         modern[p] = modern_runs
+        as_nearest[p] = nearest_runs
         if classical_runs:
             classical[p] = classical_runs
-    return ModernCapacity(classical, modern, n_units)
+    return ModernCapacity(classical, modern, n_units, as_nearest)
 
 
 if __name__ == "__main__":

@@ -510,12 +510,14 @@ def test_one_step_retrieval_is_one_update_of_each_cue():
         assert run.typical[beta] == [pytest.approx(sorted(errors)[2], rel=1e-9)]
 
 
-def modern(classical=None, modern_=None):
+def modern(classical=None, modern_=None, as_nearest=None):
     """A ModernCapacity like the chapter's run (one seed), with some values replaced."""
     base_c = {4: 1.0, 8: 0.375, 16: 0.0625, 32: 0.0, 64: 0.0}
     base_m = {p: 1.0 for p in (4, 8, 16, 32, 64, 128, 256, 512)} | {1024: 0.997}
+    base_n = {p: 1.0 for p in base_m}
     return ch12.ModernCapacity({p: [v] for p, v in {**base_c, **(classical or {})}.items()},
-                               {p: [v] for p, v in {**base_m, **(modern_ or {})}.items()}, 32)
+                               {p: [v] for p, v in {**base_m, **(modern_ or {})}.items()}, 32,
+                               {p: [v] for p, v in {**base_n, **(as_nearest or {})}.items()})
 
 
 @pytest.mark.parametrize("at, past, index", [
@@ -526,27 +528,46 @@ def modern(classical=None, modern_=None):
     (dict(modern_={2048: 0.5}), dict(modern_={256: 0.99 - EPS}), 2),  # beyond 1024 is not claimed
     (dict(classical={8: 0.995}, modern_={8: 0.995}), dict(classical={8: 0.995 + EPS}, modern_={8: 0.995}), 3),
     (dict(classical={4: 1.0}, modern_={4: 1.0}), dict(classical={4: 1.0}, modern_={4: 1 - EPS}), 3),
+    (dict(modern_={32: 1.0}, classical={32: 0.0}), dict(classical={32: EPS}), 4),
+    (dict(modern_={32: 1.0}, classical={32: 0.0}), dict(modern_={32: 1 - EPS}), 4),
+    (dict(as_nearest={1024: 1.0}), dict(as_nearest={1024: 1 - EPS}), 5),
+    (dict(as_nearest={4: 1.0}), dict(as_nearest={4: 1 - EPS}), 5),
 ])
 def test_modern_capacity_findings(at, past, index):
     assert holds_all(modern()) and modern(**at).failing() == []
     assert fails_alone(modern(**past), index)
 
 
-def test_modern_capacity_against_a_loop_over_cues():
-    run = ch12.modern_capacity(seeds=(5,), patterns=ch12.ModernCapacity.PATTERNS, classical_up_to=16)
-    generator = torch.Generator().manual_seed(5)
-    bits = torch.randint(0, 2, (4, 32), generator=generator)
-    stored = bits.double() * 2 - 1
+def loop_over_cues(p, seed):
+    """For ``p`` patterns on ``seed``, as the run draws them: per cue, written out, whether one
+    modern update's signs are its pattern's and whether its own pattern is its strict nearest
+    neighbour; and the classical network's verdict on the same cues."""
+    generator = torch.Generator().manual_seed(seed)
+    stored = torch.randint(0, 2, (p, 32), generator=generator).double() * 2 - 1
     cues = flip_bits(stored, 0.1, generator)
-    recalled = 0
-    for cue, pattern in zip(cues, stored):
-        new = torch.softmax(pattern.new_tensor([float(x @ cue) for x in stored]), 0) @ stored
-        recalled += bool((new.sign() == pattern).all())
-    assert run.modern[4] == [recalled / 4]
-    assert list(run.classical) == [4, 16] and list(run.modern) == list(ch12.ModernCapacity.PATTERNS)
-    network = HopfieldNetwork(stored)
-    final = network.recall(cues, max_steps=30, generator=generator).states
-    assert run.classical[4] == [float((final == stored).all(-1).double().mean())]
+    modern_, nearest = [], []
+    for i, (cue, pattern) in enumerate(zip(cues, stored)):
+        scores = [float(x @ cue) for x in stored]
+        new = torch.softmax(pattern.new_tensor(scores), 0) @ stored
+        modern_.append(all(float(a) * float(b) > 0 for a, b in zip(new, pattern)))
+        nearest.append(all(scores[i] > score for j, score in enumerate(scores) if j != i))
+    final = HopfieldNetwork(stored).recall(cues, max_steps=30, generator=generator).states
+    classical = [bool(torch.equal(state, pattern)) for state, pattern in zip(final, stored)]
+    return modern_, nearest, classical
+
+
+def test_modern_capacity_against_a_loop_over_cues():
+    # seed 4 at P = 8: the classical network recalls 3 of 8 cues, 4 if stopped after one sweep;
+    # seed 0 at P = 1024: one modern update misses 3 of 1024 cues
+    run = ch12.modern_capacity(seeds=(0, 4), patterns=(4, 8, 16, 32, 64, 1024), classical_up_to=8)
+    assert list(run.classical) == [4, 8] and list(run.modern) == [4, 8, 16, 32, 64, 1024]
+    modern_, nearest, classical = loop_over_cues(8, seed=4)
+    assert 0 < sum(classical) < 8  # the classical network recalls some of these cues, not all
+    assert run.classical[8][1] == sum(classical) / 8 and run.modern[8][1] == sum(modern_) / 8
+    modern_, nearest, _ = loop_over_cues(1024, seed=0)
+    assert 0 < sum(modern_) < 1024  # one update misses some of these cues
+    assert run.modern[1024][0] == sum(modern_) / 1024
+    assert run.as_nearest[1024][0] == sum(m == n for m, n in zip(modern_, nearest)) / 1024
 
 
 @pytest.mark.parametrize("run, kwargs, error, match", [
