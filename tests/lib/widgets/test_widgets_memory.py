@@ -173,6 +173,17 @@ def test_modern_too_much_noise_retrieves_another_letter(modern):
     assert data["nearest"] == "L" and data["error"] > 1
 
 
+def test_modern_tied_cue_ends_in_a_mix_of_two_letters(modern):
+    # the X cue at noise 0.45 has dot product 14 with both A and T: even at β = 1 the weight
+    # splits evenly between them, and the update returns a blend of the two (the chapter's text)
+    data = modern.compute(letter="X", noise=0.45, beta=1.0)
+    weights = data["weights"]
+    assert weights[0] == pytest.approx(weights[1], rel=1e-12) and 0.49 < weights.max() < 0.5
+    assert weights[2] < 0.01 and data["error"] > 1
+    assert f"{weights.max():.3f}" == "0.495"
+    assert modern.compute(letter="A", noise=0.45, beta=1.0)["weights"][3] > 0.98  # A cue: L takes it
+
+
 def test_modern_explorer_renders_a_frame_per_beta(modern):
     explorer = explore(modern)
     frames = {explorer._draw({"beta": beta}).tobytes() for beta in modern.betas}
