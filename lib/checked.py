@@ -72,6 +72,7 @@ CHECKED_MODULES = (
     "lib.part4_attention.pretrained",
     "lib.part4_attention.pretraining",
     "lib.part5_memory.hopfield",
+    "lib.part5_memory.modern_hopfield",
     "lib.part5_memory.memn2n",
     "lib.part5_memory.ntm",
     "lib.part5_memory.turing",

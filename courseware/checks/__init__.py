@@ -40,7 +40,9 @@ CHECKERS_BY_MODULE = {
     "attention": ("check_attention_backward", "check_masked_softmax_backward", "check_sharpening_scale"),
     "seq2seq": ("check_centre_gradient", "check_coverage_loss", "check_reversal_reach"),
     "transformer": ("check_combined_statistics", "check_padded_cached_step", "check_position_decoding"),
-    "memory": ("check_hopfield_capacity", "check_multi_head_write", "check_projection_weights"),
+    "memory": (
+        "check_hopfield_capacity", "check_modern_update", "check_multi_head_write", "check_projection_weights",
+    ),
 }
 _MODULE_OF = {name: module for module, names in CHECKERS_BY_MODULE.items() for name in names}
 

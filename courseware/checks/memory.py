@@ -6,6 +6,7 @@ from typing import Callable
 import torch
 
 from courseware.checks.core import Check, Slip
+from lib.part5_memory.modern_hopfield import modern_update
 from lib.part5_memory.ntm import write
 
 
@@ -429,4 +430,95 @@ check_hopfield_capacity = Check(
              "that stay exactly stable instead"),
     ),
     tolerance=dict(atol=0.0, rtol=0.0),
+)
+
+
+# ---- one update of a modern Hopfield network ----------------------------------------------
+def modern_update_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh ``(patterns, states, beta)`` for :data:`check_modern_update`: ``patterns`` ``(P, N)`` and
+    ``states`` ``(B, N)`` float64 with entries of standard deviation 1, ``2 <= B <= 5`` (so that a softmax
+    over the batch axis is not one of ones), ``beta`` a float between 0.2 and 3 at least 0.25 away from 1
+    (so that leaving it out shows). The first two cases are square, ``P = N``, so that ``Xᵀ`` taken for
+    the values has the right shape and can be recognised; in the others ``P != N`` and ``B != P``.
+    """
+    cases = []
+    for trial in range(trials):
+        batch = int(torch.randint(2, 6, (1,), generator=generator))
+        n_units = int(torch.randint(2, 9, (1,), generator=generator))
+        if trial < 2:
+            n_patterns = n_units
+        else:
+            choices = [p for p in range(2, 10) if p not in (n_units, batch)]
+            n_patterns = choices[int(torch.randint(0, len(choices), (1,), generator=generator))]
+        patterns = torch.randn(n_patterns, n_units, generator=generator, dtype=torch.float64)
+        states = torch.randn(batch, n_units, generator=generator, dtype=torch.float64)
+        beta = 1.0
+        while abs(beta - 1) < 0.25:
+            beta = 0.2 + 2.8 * float(torch.rand((), generator=generator, dtype=torch.float64))
+        cases.append((patterns, states, round(beta, 3)))
+    return cases
+
+
+def modern_update_reference(patterns, states, beta) -> torch.Tensor:
+    """:func:`lib.part5_memory.modern_hopfield.modern_update`: ``(P, N), (B, N)`` -> ``(B, N)``."""
+    return modern_update(patterns, states, beta)
+
+
+def _values_transposed(patterns, states, beta) -> torch.Tensor:
+    """A slip: ``Xᵀ`` (the patterns' columns) as the values, computable only when ``P = N``."""
+    if patterns.shape[0] != patterns.shape[1]:
+        return torch.full((states.shape[0], patterns.shape[1]), float("nan"), dtype=states.dtype)
+    return torch.softmax(beta * states @ patterns.T, dim=-1) @ patterns.T
+
+
+def _cosine_scores(patterns, states, beta) -> torch.Tensor:
+    """A slip: the NTM's content addressing, softmax(β cos(ξ, x)), instead of dot products."""
+    cosine = torch.nn.functional.cosine_similarity(states[:, None, :], patterns[None], dim=-1)
+    return torch.softmax(beta * cosine, dim=-1) @ patterns
+
+
+def _to_a_fixed_point(patterns, states, beta) -> torch.Tensor:
+    """A slip: the update repeated until the states stop moving, instead of applied once."""
+    for _ in range(10_000):
+        new = torch.softmax(beta * states @ patterns.T, dim=-1) @ patterns
+        if torch.allclose(new, states, rtol=0.0, atol=1e-13):
+            return new
+        states = new
+    return states
+
+
+check_modern_update = Check(
+    "your update agrees with X softmax(β Xᵀ ξ) on 20 fresh random cases",
+    modern_update_cases, modern_update_reference,
+    describe=lambda patterns, states, beta: (f"{patterns.shape[0]} patterns of N = {patterns.shape[1]}, "
+                                             f"{states.shape[0]} states, β = {beta}"),
+    compared_with="X softmax(β Xᵀ ξ)", noun="new states", layout="(B, N)",
+    slips=(
+        Slip(lambda patterns, states, beta: torch.softmax(beta * states @ patterns.T, dim=0) @ patterns,
+             "your softmax ran over the states (axis 0); each state's weights are a softmax over the P "
+             "stored patterns (the last axis of the scores, shape (B, P))"),
+        Slip(lambda patterns, states, beta: torch.softmax(states @ patterns.T, dim=-1) @ patterns,
+             "you left out β: the weights are softmax(β Xᵀ ξ), the scores multiplied by β before the softmax"),
+        Slip(lambda patterns, states, beta: torch.softmax(states @ patterns.T / beta, dim=-1) @ patterns,
+             "you divided the scores by β; β is an inverse temperature: multiply them by it"),
+        Slip(lambda patterns, states, beta: torch.softmax(states @ patterns.T / patterns.shape[1] ** 0.5, dim=-1)
+             @ patterns,
+             "you scaled the scores by 1/√N as the transformer does; the modern Hopfield update scales them by β"),
+        Slip(_cosine_scores,
+             "you scored the states by cosine similarity, softmax(β cos(ξ, x)), the NTM's content addressing; "
+             "the modern Hopfield update scores them by the dot product β xᵀξ, lengths included"),
+        Slip(_to_a_fixed_point,
+             "you repeated the update until the states stopped moving; the exercise asks for one update "
+             "(a fixed point is where repeated updates end, not the update itself)"),
+        Slip(lambda patterns, states, beta: torch.sign(torch.softmax(beta * states @ patterns.T, dim=-1) @ patterns),
+             "you took the sign of the update, as the classical network does; the modern network's states are "
+             "continuous: return the weighted average itself"),
+        Slip(_values_transposed,
+             "you averaged the columns of the patterns (Xᵀ) instead of the patterns themselves: the values are "
+             "the stored patterns, the same rows as the keys"),
+    ),
+    error_hint=("; mind the shapes: the scores β ξ Xᵀ are (B, P), one per state and pattern, and the new states "
+                "average the stored patterns, the rows of patterns (P, N), with those weights"),
+    forbidden=("lib.part5_memory.modern_hopfield", "lib.part5_memory.modern_update", "lib.part4_attention",
+               "torch.nn.functional.scaled_dot_product_attention"),
 )

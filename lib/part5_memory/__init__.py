@@ -6,7 +6,9 @@
 * :mod:`lib.part5_memory.ntm`: the Neural Turing Machine's addressing, reading and
   writing, and the copy task it learns (Graves et al., 2014);
 * :mod:`lib.part5_memory.hopfield`: associative memory in a Hopfield network (Hopfield,
-  1982).
+  1982);
+* :mod:`lib.part5_memory.modern_hopfield`: the modern Hopfield network with continuous
+  states, whose update is attention (Ramsauer et al., 2021).
 
 Everything public is re-exported here, so ``from lib.part5_memory import write`` works;
 so are the bAbI-style stories the memory network reads, which live in
@@ -23,6 +25,12 @@ from lib.part5_memory.hopfield import (
     overlap,
     update_async,
     update_sync,
+)
+from lib.part5_memory.modern_hopfield import (
+    modern_energy,
+    modern_update,
+    retrieval_weights,
+    separation,
 )
 from lib.part5_memory.memn2n import (
     MemN2N,
@@ -79,10 +87,14 @@ __all__ = [
     "generate",
     "hebbian_weights",
     "interpolate",
+    "modern_energy",
+    "modern_update",
     "notes_example",
     "overlap",
     "position_encoding",
     "read",
+    "retrieval_weights",
+    "separation",
     "sharpen",
     "support_weights",
     "train_copy",

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from lib.part5_memory.hopfield import energy, flip_bits, hebbian_weights, update_async
+from lib.part5_memory.modern_hopfield import modern_update, retrieval_weights
 from lib.part5_memory.ntm import circular_shift, content_weights, read, write
 from lib.widgets.core import Choice, Slider, Visual
 
@@ -267,3 +268,94 @@ class HopfieldRecall(Visual):
         energies = data["energy"]
         handles["curve"].set_ydata(energies)
         handles["marker"].set_data([data["updates"]], [energies[data["updates"]]])
+
+
+# ---------------------------------------------------------------------------
+# Modern Hopfield retrieval against beta
+# ---------------------------------------------------------------------------
+
+
+class ModernHopfieldBeta(Visual):
+    """One update of a modern Hopfield network (Ramsauer et al., 2021) that stores the
+    letters A, T, X and L as continuous patterns, from a noisy cue, against ``beta``.
+
+    The update is ``xi_new = X softmax(beta X^T xi)``: the bars show the softmax
+    weights over the four letters, the middle image the weighted average it returns.
+    """
+
+    title = "Modern Hopfield retrieval against β"
+    caption = (
+        "One update of a modern Hopfield network that stores A, T, X and L: the softmax weights over the "
+        "letters and the state they average to. Raise β from a blur of all four letters to a single one, "
+        "and raise the noise until the nearest letter is no longer the cue's."
+    )
+    figsize = (4.8, 4.4)
+    betas = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+    noises = (0.1, 0.3, 0.45)
+    controls = (
+        Choice("letter", tuple(LETTERS), default="A", label="letter"),
+        Slider("noise", noises, default=0.3, label="noise (share flipped)", fmt=".2f"),
+        Slider("beta", betas, default=0.03, label="inverse temperature β", fmt="g"),
+    )
+
+    def __init__(self, seed: int = 0):
+        self.patterns = letter_patterns()  # (4, 100)
+        generator = torch.Generator().manual_seed(seed)
+        self.cues = {
+            (letter, noise): flip_bits(self.patterns[i : i + 1], noise, generator)[0]
+            for i, letter in enumerate(LETTERS)
+            for noise in self.noises
+        }  # (letter, noise) -> (100,)
+
+    def compute(self, letter="A", noise=0.3, beta=0.03):
+        """Cue, updated state and stored letter as images, and the weights.
+
+        Returns
+        -------
+        dict
+            ``cue``, ``state``, ``target``: ``(10, 10)`` arrays (the cue and the
+            target ``+-1``, the state continuous); ``weights``: ``(4,)`` softmax
+            weights over A, T, X, L; ``error``: ``|xi_new - x| / |x|`` with the
+            cue's letter ``x``; ``nearest``: the letter closest to the new state.
+        """
+        cue = self.cues[letter, noise]
+        target = self.patterns[list(LETTERS).index(letter)]
+        state = modern_update(self.patterns, cue, beta)  # (100,)
+        distances = (self.patterns - state).norm(dim=-1)  # (4,)
+        return {
+            "cue": cue.reshape(10, 10).numpy(),
+            "state": state.reshape(10, 10).numpy(),
+            "target": target.reshape(10, 10).numpy(),
+            "weights": retrieval_weights(self.patterns, cue, beta).numpy(),
+            "error": float((state - target).norm() / target.norm()),
+            "nearest": list(LETTERS)[int(distances.argmin())],
+            "beta": beta,
+        }
+
+    def draw(self, fig, data):
+        grid = fig.add_gridspec(2, 3, height_ratios=(1.4, 1))
+        images = {}
+        titles = (("cue", "noisy cue ξ"), ("state", "one update"), ("target", "stored"))
+        for column, (name, title) in enumerate(titles):
+            ax = fig.add_subplot(grid[0, column])
+            images[name] = ax.imshow(data[name], cmap="gray_r", vmin=-1, vmax=1)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title(title)
+        bars_ax = fig.add_subplot(grid[1, :])
+        bars = bars_ax.bar(list(LETTERS), data["weights"], color="tab:purple")
+        bars_ax.set_ylim(0, 1.05)
+        bars_ax.set_title("softmax weights", fontsize="medium")
+        note = fig.suptitle("")
+        handles = {**images, "bars": bars, "note": note}
+        self.update(handles, data)
+        return handles
+
+    def update(self, handles, data):
+        for name in ("cue", "state", "target"):
+            handles[name].set_data(data[name])
+        for bar, weight in zip(handles["bars"], data["weights"]):
+            bar.set_height(weight)
+        handles["note"].set_text(
+            f"β = {data['beta']:g}: error {data['error']:.2f}, nearest {data['nearest']}"
+        )

@@ -1,10 +1,14 @@
 """The checkers of chapter 12: right answers pass however they are written; wrong ones fail
 with a message that says what is wrong."""
+import math
+
 import pytest
 import torch
 
-from courseware.checks import CHECKS, CheckFailed, check_hopfield_capacity, check_multi_head_write, check_projection_weights
-from courseware.checks.memory import multi_write_cases, multi_write_closed_form, multi_write_head_by_head
+from courseware.checks import (
+    CHECKS, CheckFailed, check_hopfield_capacity, check_modern_update, check_multi_head_write, check_projection_weights,
+)
+from courseware.checks.memory import modern_update_cases, multi_write_cases, multi_write_closed_form, multi_write_head_by_head
 
 
 def test_the_checks_are_registered():
@@ -572,6 +576,97 @@ def test_the_solutions_text_counts_below_0138_n_varying_and_sometimes_coming_bac
 
 
 # ---- the fairness table (tests/courseware/test_exercise_fairness.py runs it on 20 seeds) ----------------
+# ---- one update of a modern Hopfield network ----------------------------------------------
+def modern_update_loops(patterns, states, beta):
+    """State by state and pattern by pattern in Python floats, with the largest score subtracted."""
+    out = torch.zeros_like(states)
+    for b in range(states.shape[0]):
+        scores = [beta * sum(float(x) * float(s) for x, s in zip(pattern, states[b])) for pattern in patterns]
+        top = max(scores)
+        weights = [math.exp(score - top) for score in scores]
+        total = sum(weights)
+        for mu, weight in enumerate(weights):
+            out[b] += weight / total * patterns[mu]
+    return out
+
+
+def modern_update_float32_logsumexp(patterns, states, beta):
+    """In float32, the weights as exp(score - logsumexp(score)), the paper's column form transposed."""
+    X = patterns.float().T  # (N, P): the paper's X, one pattern per column
+    scores = beta * (X.T @ states.float().T)  # (P, B): β Xᵀ ξ for every state ξ (a column)
+    weights = torch.exp(scores - torch.logsumexp(scores, dim=0, keepdim=True))  # softmax over the patterns
+    return (X @ weights).T  # (B, N)
+
+
+def modern_update_einsum(patterns, states, beta):
+    weights = torch.einsum("pn,bn->bp", patterns, states).mul(beta).softmax(-1)
+    return torch.einsum("bp,pn->bn", weights, patterns)
+
+
+def modern_softmax_over_states(patterns, states, beta):
+    return torch.softmax(beta * states @ patterns.T, dim=0) @ patterns
+
+
+def modern_without_beta(patterns, states, beta):
+    return torch.softmax(states @ patterns.T, dim=-1) @ patterns
+
+
+def modern_values_transposed(patterns, states, beta):
+    return torch.softmax(beta * states @ patterns.T, dim=-1) @ patterns.T
+
+
+def modern_beta_divides(patterns, states, beta):
+    return torch.softmax(states @ patterns.T / beta, dim=-1) @ patterns
+
+
+def modern_cosine_scores(patterns, states, beta):
+    """The NTM's content addressing, with the norms divided out by hand."""
+    unit_states = states / states.norm(dim=-1, keepdim=True)
+    unit_patterns = patterns / patterns.norm(dim=-1, keepdim=True)
+    return torch.softmax(beta * unit_states @ unit_patterns.T, dim=-1) @ patterns
+
+
+def modern_to_a_fixed_point(patterns, states, beta):
+    """The update repeated until no entry moves by 1e-8."""
+    while True:
+        new = torch.softmax(beta * states @ patterns.T, dim=-1) @ patterns
+        if (new - states).abs().max() < 1e-8:
+            return new
+        states = new
+
+
+def modern_sign_of_update(patterns, states, beta):
+    return torch.sign(torch.softmax(beta * states @ patterns.T, dim=-1) @ patterns)
+
+
+def test_modern_update_cases_isolate_each_slip():
+    for patterns, states, beta in modern_update_cases(torch.Generator().manual_seed(7)):
+        assert states.shape[0] >= 2 and abs(beta - 1) >= 0.25 and patterns.shape[1] == states.shape[1]
+    cases = modern_update_cases(torch.Generator().manual_seed(7))
+    assert all(p.shape[0] == p.shape[1] for p, _, _ in cases[:2])
+    assert all(p.shape[0] not in (p.shape[1], s.shape[0]) for p, s, _ in cases[2:])
+
+
+def test_modern_update_accepts_right_answers_and_names_wrong_ones(capsys):
+    check_modern_update(modern_update_loops)
+    assert "✓ your update agrees with X softmax(β Xᵀ ξ)" in capsys.readouterr().out
+    assert CHECKS["check_modern_update"] is check_modern_update
+    with pytest.raises(CheckFailed, match="your softmax ran over the states"):
+        check_modern_update(modern_softmax_over_states)
+    with pytest.raises(CheckFailed, match="you left out β"):
+        check_modern_update(modern_without_beta)
+    with pytest.raises(CheckFailed, match=r"averaged the columns of the patterns \(Xᵀ\)"):
+        check_modern_update(modern_values_transposed)
+    with pytest.raises(CheckFailed, match="you divided the scores by β"):
+        check_modern_update(modern_beta_divides)
+    with pytest.raises(CheckFailed, match=r"cosine similarity, softmax\(β cos\(ξ, x\)\), the NTM's"):
+        check_modern_update(modern_cosine_scores)
+    with pytest.raises(CheckFailed, match="you repeated the update until the states stopped moving"):
+        check_modern_update(modern_to_a_fixed_point)
+    with pytest.raises(CheckFailed, match="you took the sign of the update"):
+        check_modern_update(modern_sign_of_update)
+
+
 FAIRNESS = {
     "check_multi_head_write": {
         "right": [multi_write_loops, multi_write_two_passes_float32, multi_write_einsum],
@@ -587,6 +682,18 @@ FAIRNESS = {
     "check_projection_weights": {
         "right": [projection_gram_schmidt, projection_float32_pinv, projection_qr],
         "wrong": PROJECTION_WRONG,
+    },
+    "check_modern_update": {
+        "right": [modern_update_loops, modern_update_float32_logsumexp, modern_update_einsum],
+        "wrong": [
+            (modern_softmax_over_states, "your softmax ran over the states"),
+            (modern_without_beta, "you left out β"),
+            (modern_values_transposed, r"averaged the columns of the patterns \(Xᵀ\)"),
+            (modern_beta_divides, "you divided the scores by β"),
+            (modern_cosine_scores, r"cosine similarity, softmax\(β cos\(ξ, x\)\)"),
+            (modern_to_a_fixed_point, "you repeated the update until the states stopped moving"),
+            (modern_sign_of_update, "you took the sign of the update"),
+        ],
     },
     "check_hopfield_capacity": {
         "right": [capacity_with_update_rule, capacity_searching_down, capacity_float32_with_the_factor],

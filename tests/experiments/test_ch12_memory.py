@@ -468,3 +468,117 @@ def test_capacity_findings_read_their_named_loads(table, point):
 def test_capacity_overlap_at_0_14_fails_both_findings_that_read_it():
     assert capacity(load_m={0.14: 0.95 - EPS}).failing() == [
         ch12.Capacity.FINDINGS[6].says, ch12.Capacity.FINDINGS[7].says]
+
+
+# ---------------------------------------------------------------------------
+# Modern Hopfield networks: one-step retrieval and capacity.
+# ---------------------------------------------------------------------------
+
+
+def one_step(worst=None, typical=None, to_mean=None):
+    """A OneStep like the chapter's run (one seed), with some values replaced."""
+    base_worst = {0.01: 1.0, 0.03: 0.97, 0.1: 0.8, 0.3: 0.05, 1.0: 2e-4}
+    base_typical = {0.01: 0.98, 0.03: 0.93, 0.1: 0.25, 0.3: 2e-5, 1.0: 1e-17}
+    base_mean = {0.01: 0.04, 0.03: 0.3, 0.1: 1.7, 0.3: 1.7, 1.0: 1.7}
+    return ch12.OneStep(*({b: [v] for b, v in {**base, **(new or {})}.items()}
+                          for base, new in ((base_worst, worst), (base_typical, typical), (base_mean, to_mean))))
+
+
+@pytest.mark.parametrize("at, past, index", [
+    (dict(worst={1.0: 1e-3}), dict(worst={1.0: 1e-3 + EPS * 1e-3}), 0),
+    (dict(to_mean={0.01: 0.1}), dict(to_mean={0.01: 0.1 + EPS}), 1),
+    (dict(typical={0.3: 1e-17 + 1e-30}), dict(typical={0.3: 1e-17}), 2),  # not falling: equal
+    (dict(typical={0.03: 0.98 - EPS}), dict(typical={0.03: 0.98}), 2),
+    (dict(typical={0.5: 1e-6}), dict(typical={0.5: 1e-18}), 2),  # a beta the run adds is read too
+])
+def test_one_step_findings(at, past, index):
+    assert holds_all(one_step()) and one_step(**at).failing() == []
+    assert fails_alone(one_step(**past), index)
+
+
+def test_one_step_retrieval_is_one_update_of_each_cue():
+    run = ch12.one_step_retrieval(seeds=(3,), betas=ch12.OneStep.BETAS, n_units=8, n_patterns=5)
+    generator = torch.Generator().manual_seed(3)
+    patterns = torch.randn(5, 8, generator=generator, dtype=torch.float64)
+    cues = patterns + 0.5 * torch.randn(5, 8, generator=generator, dtype=torch.float64)
+    for beta in ch12.OneStep.BETAS:
+        errors = []
+        for cue, pattern in zip(cues, patterns):  # one cue at a time, written out
+            weights = torch.softmax(beta * (patterns @ cue), 0)
+            errors.append(float((weights @ patterns - pattern).norm() / pattern.norm()))
+        assert run.worst[beta] == [pytest.approx(max(errors), rel=1e-9)]
+        assert run.typical[beta] == [pytest.approx(sorted(errors)[2], rel=1e-9)]
+
+
+def modern(classical=None, modern_=None, as_nearest=None):
+    """A ModernCapacity like the chapter's run (one seed), with some values replaced."""
+    base_c = {4: 1.0, 8: 0.375, 16: 0.0625, 32: 0.0, 64: 0.0}
+    base_m = {p: 1.0 for p in (4, 8, 16, 32, 64, 128, 256, 512)} | {1024: 0.997}
+    base_n = {p: 1.0 for p in base_m}
+    return ch12.ModernCapacity({p: [v] for p, v in {**base_c, **(classical or {})}.items()},
+                               {p: [v] for p, v in {**base_m, **(modern_ or {})}.items()}, 32,
+                               {p: [v] for p, v in {**base_n, **(as_nearest or {})}.items()})
+
+
+@pytest.mark.parametrize("at, past, index", [
+    (dict(classical={16: 0.1}), dict(classical={16: 0.1 + EPS}), 0),
+    (dict(classical={64: 0.0}), dict(classical={64: EPS}), 1),
+    (dict(modern_={1024: 0.99}), dict(modern_={1024: 0.99 - EPS}), 2),
+    (dict(modern_={128: 0.99}), dict(modern_={128: 0.99 - EPS}), 2),
+    (dict(modern_={2048: 0.5}), dict(modern_={256: 0.99 - EPS}), 2),  # beyond 1024 is not claimed
+    (dict(classical={8: 0.995}, modern_={8: 0.995}), dict(classical={8: 0.995 + EPS}, modern_={8: 0.995}), 3),
+    (dict(classical={4: 1.0}, modern_={4: 1.0}), dict(classical={4: 1.0}, modern_={4: 1 - EPS}), 3),
+    (dict(modern_={32: 1.0}, classical={32: 0.0}), dict(classical={32: EPS}), 4),
+    (dict(modern_={32: 1.0}, classical={32: 0.0}), dict(modern_={32: 1 - EPS}), 4),
+    (dict(as_nearest={1024: 1.0}), dict(as_nearest={1024: 1 - EPS}), 5),
+    (dict(as_nearest={4: 1.0}), dict(as_nearest={4: 1 - EPS}), 5),
+])
+def test_modern_capacity_findings(at, past, index):
+    assert holds_all(modern()) and modern(**at).failing() == []
+    assert fails_alone(modern(**past), index)
+
+
+def loop_over_cues(p, seed):
+    """For ``p`` patterns on ``seed``, as the run draws them: per cue, written out, whether one
+    modern update's signs are its pattern's and whether its own pattern is its strict nearest
+    neighbour; and the classical network's verdict on the same cues."""
+    generator = torch.Generator().manual_seed(seed)
+    stored = torch.randint(0, 2, (p, 32), generator=generator).double() * 2 - 1
+    cues = flip_bits(stored, 0.1, generator)
+    modern_, nearest = [], []
+    for i, (cue, pattern) in enumerate(zip(cues, stored)):
+        scores = [float(x @ cue) for x in stored]
+        new = torch.softmax(pattern.new_tensor(scores), 0) @ stored
+        modern_.append(all(float(a) * float(b) > 0 for a, b in zip(new, pattern)))
+        nearest.append(all(scores[i] > score for j, score in enumerate(scores) if j != i))
+    final = HopfieldNetwork(stored).recall(cues, max_steps=30, generator=generator).states
+    classical = [bool(torch.equal(state, pattern)) for state, pattern in zip(final, stored)]
+    return modern_, nearest, classical
+
+
+def test_modern_capacity_against_a_loop_over_cues():
+    # seed 4 at P = 8: the classical network recalls 3 of 8 cues, 4 if stopped after one sweep;
+    # seed 0 at P = 1024: one modern update misses 3 of 1024 cues
+    run = ch12.modern_capacity(seeds=(0, 4), patterns=(4, 8, 16, 32, 64, 1024), classical_up_to=8)
+    assert list(run.classical) == [4, 8] and list(run.modern) == [4, 8, 16, 32, 64, 1024]
+    modern_, nearest, classical = loop_over_cues(8, seed=4)
+    assert 0 < sum(classical) < 8  # the classical network recalls some of these cues, not all
+    assert run.classical[8][1] == sum(classical) / 8 and run.modern[8][1] == sum(modern_) / 8
+    modern_, nearest, _ = loop_over_cues(1024, seed=0)
+    assert 0 < sum(modern_) < 1024  # one update misses some of these cues
+    assert run.modern[1024][0] == sum(modern_) / 1024
+    assert run.as_nearest[1024][0] == sum(m == n for m, n in zip(modern_, nearest)) / 1024
+
+
+@pytest.mark.parametrize("run, kwargs, error, match", [
+    ("one_step_retrieval", dict(seeds=()), ValueError, "seeds must be a non-empty sequence of ints; found none"),
+    ("one_step_retrieval", dict(seeds=(1, 1)), ValueError, "seeds must be distinct"),
+    ("one_step_retrieval", dict(betas=(0.01, 1.0)), ValueError, "betas must hold the points the findings read"),
+    ("one_step_retrieval", dict(betas=(0.0, 1.0)), TypeError, "(?s)parameter 'betas'"),
+    ("modern_capacity", dict(seeds=()), ValueError, "seeds must be a non-empty sequence of ints; found none"),
+    ("modern_capacity", dict(patterns=(4, 16, 64)), ValueError, "patterns must hold the points the findings read"),
+    ("modern_capacity", dict(noise=1.5), TypeError, "(?s)parameter 'noise'"),
+])
+def test_modern_runs_name_bad_arguments(run, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        getattr(ch12, run)(**kwargs)

@@ -22,7 +22,7 @@ from lib.widgets.attention import AttentionHeatmap, MultiHeadWeights, ScalingSat
 from lib.widgets.core import (CSS_PX_PER_INCH, MIN_TEXT_PX, PHONE_WIDTH_PX, PIXEL_DENSITY, _palette_png,
                               _palette_webp, min_font_pt)
 from lib.widgets.decoding import BeamSearchTree
-from lib.widgets.memory import HopfieldRecall, NTMMemoryStepper
+from lib.widgets.memory import HopfieldRecall, ModernHopfieldBeta, NTMMemoryStepper
 from lib.widgets.metrics import BleuBreakdown
 from lib.widgets.optim import TrajectoryExplorer
 from lib.widgets.rnn import GradientDecay, LSTMGateExplorer
@@ -30,7 +30,7 @@ from lib.widgets.transformer import PositionalEncodingExplorer
 from test_widgets import Line
 
 DATA_FREE = (ActivationExplorer, MarginLossExplorer, AttentionHeatmap, ScalingSaturation, MultiHeadWeights,
-             BeamSearchTree, NTMMemoryStepper, HopfieldRecall, BleuBreakdown, TrajectoryExplorer,
+             BeamSearchTree, NTMMemoryStepper, HopfieldRecall, ModernHopfieldBeta, BleuBreakdown, TrajectoryExplorer,
              GradientDecay, LSTMGateExplorer, PositionalEncodingExplorer)
 
 

@@ -7,7 +7,8 @@ import torch
 from lib.part5_memory.hopfield import HopfieldNetwork, energy, hebbian_weights, update_async, update_sync
 from lib.part5_memory.ntm import content_weights, read
 from lib.widgets import explore
-from lib.widgets.memory import LETTERS, HopfieldRecall, NTMMemoryStepper, letter_patterns
+from lib.part5_memory.modern_hopfield import modern_update
+from lib.widgets.memory import LETTERS, HopfieldRecall, ModernHopfieldBeta, NTMMemoryStepper, letter_patterns
 
 WEBP_TAG = b"WEBP"  # bytes 8-11 of a WebP file: frames are lossless WebP
 
@@ -136,3 +137,54 @@ def test_every_control_changes_the_data_from_the_defaults(visual):
             changed |= any(not np.array_equal(np.asarray(data[k]), np.asarray(reference[k]), equal_nan=True)
                            if isinstance(reference[k], np.ndarray) else data[k] != reference[k] for k in reference)
         assert changed, f"control {control.name!r} changes nothing from the defaults"
+
+
+# ---------------------------------------------------------------------------
+# ModernHopfieldBeta
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def modern():
+    return ModernHopfieldBeta()
+
+
+def test_modern_state_is_one_update_written_out(modern):
+    data = modern.compute(letter="T", noise=0.3, beta=0.1)
+    cue = torch.tensor(data["cue"]).flatten()
+    scores = torch.tensor([0.1 * float(x @ cue) for x in modern.patterns], dtype=torch.float64)
+    weights = scores.exp() / scores.exp().sum()
+    np.testing.assert_allclose(data["weights"], weights.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(data["state"].flatten(), (weights @ modern.patterns).numpy(), rtol=1e-12, atol=1e-15)
+    assert (cue != modern.patterns[1]).sum() == 30  # 30% of the T flipped
+    np.testing.assert_array_equal(data["state"].flatten(), modern_update(modern.patterns, cue, 0.1).numpy())
+
+
+def test_modern_small_beta_averages_large_beta_retrieves(modern):
+    for letter in LETTERS:
+        blur = modern.compute(letter=letter, noise=0.1, beta=0.003)
+        assert blur["weights"].max() - blur["weights"].min() < 0.25 and blur["error"] > 0.7
+        sharp = modern.compute(letter=letter, noise=0.1, beta=1.0)
+        assert sharp["error"] < 1e-6 and sharp["nearest"] == letter and sharp["weights"].max() > 1 - 1e-6
+
+
+def test_modern_too_much_noise_retrieves_another_letter(modern):
+    data = modern.compute(letter="A", noise=0.45, beta=1.0)
+    assert data["nearest"] == "L" and data["error"] > 1
+
+
+def test_modern_tied_cue_ends_in_a_mix_of_two_letters(modern):
+    # the X cue at noise 0.45 has dot product 14 with both A and T: even at β = 1 the weight
+    # splits evenly between them, and the update returns a blend of the two (the chapter's text)
+    data = modern.compute(letter="X", noise=0.45, beta=1.0)
+    weights = data["weights"]
+    assert weights[0] == pytest.approx(weights[1], rel=1e-12) and 0.49 < weights.max() < 0.5
+    assert weights[2] < 0.01 and data["error"] > 1
+    assert f"{weights.max():.3f}" == "0.495"
+    assert modern.compute(letter="A", noise=0.45, beta=1.0)["weights"][3] > 0.98  # A cue: L takes it
+
+
+def test_modern_explorer_renders_a_frame_per_beta(modern):
+    explorer = explore(modern)
+    frames = {explorer._draw({"beta": beta}).tobytes() for beta in modern.betas}
+    assert len(frames) == len(modern.betas)
