@@ -535,6 +535,46 @@ def kneser_ney_loops(counts, discount, lower="continuation", combine="interpolat
     return torch.tensor(out, dtype=torch.float64)
 
 
+def kneser_ney_vectorised(counts, discount):
+    """Independent too: whole-matrix torch, float64."""
+    c = counts.double()
+    H, V = c.shape
+    seen = c > 0
+    followed = seen.sum(0).double()  # N1+(. w)
+    p1 = ((followed - discount).clamp(min=0) + discount * (followed > 0).sum() / V) / followed.sum()
+    c_h = c.sum(1, keepdim=True)
+    gamma = discount * seen.sum(1, keepdim=True) / c_h.clamp(min=1)
+    p = (c - discount).clamp(min=0) / c_h.clamp(min=1) + gamma * p1
+    return torch.where(c_h > 0, p, p1.expand(H, V))
+
+
+def kneser_ney_absolute_discounting(counts, discount):
+    return kneser_ney_loops(counts, discount, lower="tokens")
+
+
+def kneser_ney_backoff(counts, discount):
+    return kneser_ney_loops(counts, discount, combine="backoff")
+
+
+def kneser_ney_unseen_uniform(counts, discount):
+    return kneser_ney_loops(counts, discount, unseen="uniform")
+
+
+def kneser_ney_no_clamp(counts, discount):
+    return kneser_ney_loops(counts, discount, clamp=False)
+
+
+FAIRNESS["check_kneser_ney"] = {
+    "right": [kneser_ney_loops, kneser_ney_vectorised],
+    "wrong": [
+        (kneser_ney_absolute_discounting, "that is absolute discounting"),
+        (kneser_ney_backoff, "only for pairs never seen"),
+        (kneser_ney_unseen_uniform, "a history never seen gets your uniform 1/V: it gets p_1"),
+        (kneser_ney_no_clamp, "negative: .*max\\(c\\(h, w\\) - D, 0\\)"),
+    ],
+}
+
+
 def test_the_kneser_ney_reference_is_the_library_model_and_sums_to_one():
     from courseware.checks.lm import kneser_ney_bigram, kneser_ney_cases
     from lib.part3_words.ngram import KneserNeyModel, NGramModel
