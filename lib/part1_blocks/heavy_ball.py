@@ -31,18 +31,21 @@ References
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from lib.checked import DecayRate, NonNegative, NonNegativeInt
+from lib.checked import DecayRate, NonNegative, NonNegativeInt, PositiveInt
+from lib.part1_blocks.optim import SGD
 
 __all__ = [
     "iteration_matrix",
     "direction_rates",
     "polyak_optimum",
     "gd_optimum",
+    "quadratic_run",
     "measured_rates",
     "steps_per_e_fold",
 ]
@@ -102,6 +105,35 @@ def gd_optimum(curvatures: Float[Tensor, "D"]) -> tuple[float, float]:
     _check_curvatures(curvatures)
     low, high = float(curvatures.min()), float(curvatures.max())
     return 2 / (high + low), (high - low) / (high + low)
+
+
+def quadratic_run(
+    curvatures: Float[Tensor, "D"],
+    lr: NonNegative,
+    beta: DecayRate,
+    steps: PositiveInt,
+    start: Optional[Float[Tensor, "D"]] = None,
+) -> Float[Tensor, "path D"]:
+    """The errors ``w_t - w*`` of ``SGD(lr, momentum=beta)`` on ``½ Σ λ_i w_i²``, from
+    ``start`` (all ones by default), one row per step from ``t = 0``; float64. A run
+    that overflows is cut at its first non-finite point."""
+    _check_curvatures(curvatures)
+    curvatures = curvatures.double()
+    w = torch.ones_like(curvatures) if start is None else start.double().clone()
+    if w.shape != curvatures.shape:
+        raise ValueError(
+            f"start must have the shape of curvatures {tuple(curvatures.shape)}; "
+            f"found {tuple(w.shape)}"
+        )
+    optimizer = SGD([w], lr=lr, momentum=beta)
+    path = [w.clone()]
+    for _ in range(steps):
+        w.grad = curvatures * w  # the gradient of ½ Σ λ_i w_i²
+        optimizer.step()
+        if not torch.isfinite(w).all():
+            break
+        path.append(w.clone())
+    return torch.stack(path)  # (<= steps + 1, D)
 
 
 def measured_rates(
