@@ -202,3 +202,76 @@ check_momentum_lr_limit = Check(
     ),
     tolerance=dict(atol=1e-9, rtol=1e-9),
 )
+
+
+def momentum_rate_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
+    """Fresh inputs ``(curvatures, lr, beta)`` for :data:`check_momentum_rate`.
+
+    ``curvatures`` holds 2 to 6 distinct positive curvatures (float64, random order) from 0.5
+    to 50; ``beta`` lies in ``[0.3, 0.9]`` and ``lr`` in ``(0, 1.1 · 2(1 + β)/λ_max)``, so that a few
+    runs diverge (rate above 1). In the first half of the cases every direction has real roots,
+    and the right answer and the four slips below are five clearly different numbers (so each slip
+    gets its own message at once); in the second half at least one direction has complex roots
+    (rate √β) and the right answer differs from every slip that is not √β.
+    """
+    cases = []
+    while len(cases) < trials:
+        dim = int(torch.randint(2, 7, (), generator=generator))
+        curvatures = torch.empty(dim, dtype=torch.float64).uniform_(0.5, 50.0, generator=generator)
+        beta = float(torch.empty(()).uniform_(0.3, 0.9, generator=generator))
+        limit = 2 * (1 + beta) / float(curvatures.max())
+        lr = float(torch.empty(()).uniform_(0.05, 1.1, generator=generator)) * limit
+        values = [float(_momentum_rate(curvatures, lr, beta, **wrong)) for wrong in ({}, *_RATE_SLIPS)]
+        apart = [abs(a - b) > 1e-3 for i, a in enumerate(values) for b in values[i + 1:]]
+        if len(cases) < trials // 2:
+            keep = all(apart)
+        else:
+            root = math.sqrt(beta)
+            band = ((1 - root) ** 2 < lr * curvatures) & (lr * curvatures < (1 + root) ** 2)
+            keep = bool(band.any()) and all(abs(values[0] - value) > 1e-3 for value in values[1:]
+                                            if abs(value - root) > 1e-12)
+        if keep:
+            cases.append((curvatures, lr, beta))
+    return cases
+
+
+_RATE_SLIPS = (dict(beta_is_zero=True), dict(always_complex=True), dict(slowest=False),
+               dict(notes_lr=True))
+
+
+def _momentum_rate(curvatures: torch.Tensor, lr: float, beta: float, beta_is_zero: bool = False,
+                   always_complex: bool = False, slowest: bool = True, notes_lr: bool = False):
+    """The largest spectral radius of ``R = [[β, λ], [-αβ, 1 - αλ]]`` over the directions, from
+    ``torch.linalg.eigvals``; the keywords give the usual slips."""
+    if always_complex:
+        return torch.tensor(math.sqrt(beta), dtype=torch.float64)
+    beta = 0.0 if beta_is_zero else beta
+    lr = lr * (1 - beta) if notes_lr else lr
+    rows = [torch.stack([torch.full_like(curvatures, beta), curvatures], -1),
+            torch.stack([torch.full_like(curvatures, -lr * beta), 1 - lr * curvatures], -1)]
+    radius = torch.linalg.eigvals(torch.stack(rows, -2)).abs().amax(-1)  # (D,)
+    return radius.max() if slowest else radius.min()
+
+
+check_momentum_rate = Check(
+    "the rate agrees with the spectral radius of R on 10 fresh quadratics",
+    momentum_rate_cases, _momentum_rate,
+    describe=lambda curvatures, lr, beta: (f"curvatures {[round(c, 2) for c in curvatures.tolist()]}, "
+                                           f"α = {lr:.4f}, β = {beta:.2f}"),
+    compared_with="the rate", noun="rate", layout=" (a 0-dimensional tensor)",
+    slips=(
+        Slip(lambda *case: _momentum_rate(*case, beta_is_zero=True),
+             "that is gradient descent's rate max |1 - αλ|: with momentum each direction's rate is the "
+             "larger modulus of the roots of z² - (1 + β - αλ) z + β"),
+        Slip(lambda *case: _momentum_rate(*case, always_complex=True),
+             "√β is the rate only of directions whose roots are complex; for curvatures outside "
+             "(1 - √β)²/α < λ < (1 + √β)²/α the roots are real and the larger one has modulus above √β"),
+        Slip(lambda *case: _momentum_rate(*case, slowest=False),
+             "the slowest direction sets the pace: take the largest rate over the directions, not the smallest"),
+        Slip(lambda *case: _momentum_rate(*case, notes_lr=True),
+             "PyTorch's SGD steps by α times its buffer, not by α(1 - β): the notes' average is the one "
+             "scaled by 1 - β"),
+    ),
+    tolerance=dict(atol=1e-7, rtol=1e-7),
+    forbidden=("lib.part1_blocks.heavy_ball",),
+)
