@@ -18,8 +18,9 @@ Polyak (1964) chose the learning rate and momentum that make the
 slowest direction fastest: with ``m`` and ``L`` the smallest and largest curvatures and
 ``κ = L / m``, ``α = 4 / (√L + √m)²`` and ``β = ((√κ - 1) / (√κ + 1))²`` give every
 direction the rate ``(√κ - 1) / (√κ + 1)``, against ``(κ - 1) / (κ + 1)`` for gradient
-descent at its best learning rate ``2 / (L + m)`` (Goh 2017, "Optimal parameters"). The steps needed to shrink the
-error by a factor ``e`` grow like ``√κ / 2`` instead of ``κ / 2``.
+descent at its best learning rate ``2 / (L + m)`` (Goh 2017, "Optimal parameters").
+The steps needed to shrink the error by a factor ``e`` grow like ``√κ / 2`` instead
+of ``κ / 2``.
 
 References
 ----------
@@ -101,7 +102,8 @@ def polyak_optimum(curvatures: Float[Tensor, "D"]) -> tuple[float, float, float]
 
 
 def gd_optimum(curvatures: Float[Tensor, "D"]) -> tuple[float, float]:
-    """Gradient descent's best ``(α, rate)``: ``α = 2/(L + m)``, ``rate = (κ-1)/(κ+1)``."""
+    """Gradient descent's best ``(α, rate)``: ``α = 2/(L + m)``,
+    ``rate = (κ-1)/(κ+1)``."""
     _check_curvatures(curvatures)
     low, high = float(curvatures.min()), float(curvatures.max())
     return 2 / (high + low), (high - low) / (high + low)
