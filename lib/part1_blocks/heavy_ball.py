@@ -57,13 +57,13 @@ UNDERFLOW = (
 
 
 def _check_curvatures(curvatures: Tensor) -> None:
-    if curvatures.numel() == 0 or not (curvatures > 0).all():
-        raise ValueError(
-            "curvatures must hold at least one positive number; "
-            f"found {curvatures.tolist()}"
-        )
     if not torch.isfinite(curvatures).all():
         raise ValueError(f"curvatures must be finite; found {curvatures.tolist()}")
+    if curvatures.numel() == 0 or not (curvatures > 0).all():
+        raise ValueError(
+            "curvatures must hold at least one number, all of them positive; "
+            f"found {curvatures.tolist()}"
+        )
 
 
 def iteration_matrix(
@@ -151,8 +151,8 @@ def measured_rates(
     """
     if not 0 <= start < errors.shape[0] - 4:
         raise ValueError(
-            f"start must leave at least 4 rows of errors; found start={start} "
-            f"with {errors.shape[0]} rows"
+            "start must leave at least 5 rows of errors (4 points of the envelope); "
+            f"found start={start} with {errors.shape[0]} rows"
         )
     x = errors[start:].double()
     envelope = (x[1:] ** 2 + x[:-1] ** 2).sqrt()  # (T - start - 1, D)

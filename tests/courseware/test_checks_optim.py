@@ -244,7 +244,37 @@ MOMENTUM_RATE_WRONG = [
     (lambda c, lr, beta: torch.tensor(min(float(momentum_rate_by_roots(c[i:i + 1], lr, beta)) for i in range(len(c))),
                                       dtype=torch.float64), "the slowest direction sets the pace"),
     (lambda c, lr, beta: momentum_rate_by_roots(c, lr * (1 - beta), beta), "not by α\\(1 - β\\)"),
+    (lambda c, lr, beta: signed_larger_root(c, lr, beta), "not the larger signed root.*\\|1 \\+ β - αλ\\|"),
 ]
+
+
+def signed_larger_root(curvatures, lr, beta):
+    """A wrong answer: the larger signed root (T + √D)/2 of z² - T z + β without |·| (√β where
+    the roots are complex), which misses a steep direction's negative root."""
+    rate = -math.inf
+    for curvature in curvatures.tolist():
+        trace = 1 + beta - lr * curvature
+        discriminant = trace * trace - 4 * beta
+        rate = max(rate, (trace + math.sqrt(discriminant)) / 2 if discriminant >= 0 else math.sqrt(beta))
+    return torch.tensor(rate, dtype=torch.float64)
+
+
+def _matrices(c, lr, beta, step):
+    return torch.stack([torch.stack([torch.full_like(c, beta), c], -1),
+                        torch.stack([torch.full_like(c, step), 1 - lr * c * (step != -lr)], -1)], -2)
+
+
+@pytest.mark.parametrize("answer, message", [
+    (lambda c, lr, beta: torch.linalg.eigvals(_matrices(c, lr, beta, -lr * beta)).real.abs().max(),
+     "modulus of the eigenvalues' real part"),
+    (lambda c, lr, beta: torch.linalg.eigvals(_matrices(c, lr, beta, -lr)).abs().max(), "old buffer"),
+    (lambda c, lr, beta: momentum_rate_by_roots(c, lr, beta) * (1 + 1e-5), "your rate is .*; expected"),
+])
+def test_momentum_rate_names_more_wrong_answers(answer, message):
+    from courseware.checks import check_momentum_rate
+
+    with pytest.raises(CheckFailed, match=message):
+        check_momentum_rate(answer)
 
 
 @pytest.mark.parametrize("answer, message", MOMENTUM_RATE_WRONG + [

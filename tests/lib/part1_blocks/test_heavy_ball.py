@@ -137,17 +137,24 @@ def test_speed_up_grows_like_root_kappa():
 
 
 @pytest.mark.parametrize(
-    "bad", [torch.tensor([1.0, -2.0]), torch.tensor([]), torch.tensor([1.0, math.inf])]
+    "bad, message",
+    [
+        (torch.tensor([1.0, -2.0]), "all of them positive"),
+        (torch.tensor([]), "at least one number"),
+        (torch.tensor([1.0, math.inf]), "must be finite"),
+        (torch.tensor([1.0, math.nan]), "must be finite"),
+    ],
 )
-def test_bad_curvatures_are_named(bad):
-    with pytest.raises(ValueError, match="curvatures must"):
+def test_bad_curvatures_are_named(bad, message):
+    with pytest.raises(ValueError, match=f"curvatures must.*{message}"):
         direction_rates(bad, 0.1, 0.5)
 
 
 def test_bad_rate_and_start_are_named():
     with pytest.raises(ValueError, match="rate must lie in"):
         steps_per_e_fold(torch.tensor([1.2]))
-    with pytest.raises(ValueError, match="start must leave"):
-        measured_rates(torch.ones(5, 2), start=3)
+    with pytest.raises(ValueError, match="start must leave at least 5 rows.*start=1 with 5"):
+        measured_rates(torch.ones(5, 2), start=1)
+    assert measured_rates(0.5 ** torch.arange(5.0).unsqueeze(1), start=0).shape == (1,)
     with pytest.raises(ValueError, match="errors must stay within"):
         measured_rates(torch.zeros(10, 2, dtype=torch.float64))

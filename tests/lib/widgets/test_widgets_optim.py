@@ -120,6 +120,12 @@ def test_rate_explorer_shows_the_spectral_radius_of_each_direction(lr, beta):
         inside = (RATE_GRID > low) & (RATE_GRID < high)
         np.testing.assert_allclose(data["rates"][inside], beta**0.5, atol=1e-12)
         assert (data["rates"][~inside] >= beta**0.5 - 1e-12).all()
+        # and the band is exactly where the roots are complex: the discriminant of
+        # z² - (1 + β - αλ) z + β is negative inside it and not outside (so a band
+        # drawn too narrow or too wide on either side fails here).
+        discriminant = (1 + beta - lr * RATE_GRID) ** 2 - 4 * beta
+        assert (discriminant[inside] < 0).all() and (discriminant[~inside] >= -1e-12).all()
+        assert (data["rates"][~inside & (np.abs(discriminant) > 1e-6)] > beta**0.5 + 1e-9).all()
     else:
         assert data["band"] is None
 
