@@ -44,6 +44,7 @@ CHECKED_MODULES = (
     "lib.part1_blocks.losses",
     "lib.part1_blocks.optim",
     "lib.part1_blocks.schedules",
+    "lib.part1_blocks.heavy_ball",
     "lib.part2_recurrent.rnn",
     "lib.part2_recurrent.char_lm",
     "lib.part2_recurrent.gating",

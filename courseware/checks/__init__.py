@@ -30,7 +30,7 @@ from courseware.checks.core import Check, CheckFailed, Slip, fresh_generator
 # module (tests/courseware/test_checks.py holds this table to what the modules define).
 CHECKERS_BY_MODULE = {
     "activations": ("check_cross_entropy_grad", "check_gelu_grad", "check_relu_init"),
-    "optim": ("check_momentum_lr_limit", "check_radam_path"),
+    "optim": ("check_momentum_lr_limit", "check_momentum_rate", "check_radam_path"),
     "rnn": ("check_bptt_terms", "check_gradient_reach", "check_rnn_last_state", "check_window_reach"),
     "gating": ("check_forget_bias", "check_gru_jacobian", "check_lstmp_layer"),
     "word2vec": ("check_cosmul_scores", "check_expected_pairs", "check_sgns_optimum"),

@@ -202,3 +202,104 @@ check_momentum_lr_limit = Check(
     ),
     tolerance=dict(atol=1e-9, rtol=1e-9),
 )
+
+
+def momentum_rate_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
+    """Fresh inputs ``(curvatures, lr, beta)`` for :data:`check_momentum_rate`.
+
+    ``curvatures`` holds 2 to 6 distinct positive curvatures (float64, random order) from 0.5
+    to 50; ``beta`` lies in ``[0.3, 0.9]`` and ``lr`` in ``[0.05, 1.1) · 2(1 + β)/λ_max``, so that a
+    few runs diverge (rate above 1). In the first half of the cases the right answer and the first
+    four slips in ``_RATE_SLIPS`` are five clearly different numbers (so each of them gets its own
+    message at once). In the second half at least one direction has complex roots (rate √β) and
+    the right answer differs from every slip that is not √β; in the last case but one a steep
+    direction's negative root (modulus above √β) sets the rate, so the signed larger root
+    (T + √D)/2 is wrong there, and in the last a complex pair sets it, so |Re z| is wrong there.
+    """
+    cases = []
+    while len(cases) < trials:
+        dim = int(torch.randint(2, 7, (), generator=generator))
+        curvatures = torch.empty(dim, dtype=torch.float64).uniform_(0.5, 50.0, generator=generator)
+        beta = float(torch.empty(()).uniform_(0.3, 0.9, generator=generator))
+        limit = 2 * (1 + beta) / float(curvatures.max())
+        lr = float(torch.empty(()).uniform_(0.05, 1.1, generator=generator)) * limit
+        values = [float(_momentum_rate(curvatures, lr, beta, **wrong)) for wrong in ({}, *_RATE_SLIPS)]
+        first = values[:5]  # the answer and the first four slips
+        apart = [abs(a - b) > 1e-3 for i, a in enumerate(first) for b in first[i + 1:]]
+        if len(cases) < trials // 2:
+            keep = all(apart)
+        else:
+            root = math.sqrt(beta)
+            band = ((1 - root) ** 2 < lr * curvatures) & (lr * curvatures < (1 + root) ** 2)
+            keep = bool(band.any()) and all(abs(values[0] - value) > 1e-3 for value in values[1:]
+                                            if abs(value - root) > 1e-12)
+            if len(cases) == trials - 2:  # a steep direction's negative root sets the rate
+                keep = keep and abs(values[0] - values[5]) > 1e-3
+            if len(cases) == trials - 1:  # a complex pair sets the rate (√β, not |Re z|)
+                real = float(_momentum_rate(curvatures, lr, beta, **_REAL_PART))
+                keep = keep and abs(values[0] - real) > 1e-3
+        if keep:
+            cases.append((curvatures, lr, beta))
+    return cases
+
+
+_RATE_SLIPS = (dict(beta_is_zero=True), dict(always_complex=True), dict(slowest=False),
+               dict(notes_lr=True), dict(signed_root=True), dict(old_buffer=True))
+_REAL_PART = dict(real_part=True)  # equals the answer wherever real roots set the rate
+
+
+def _momentum_rate(curvatures: torch.Tensor, lr: float, beta: float, beta_is_zero: bool = False,
+                   always_complex: bool = False, slowest: bool = True, notes_lr: bool = False,
+                   signed_root: bool = False, real_part: bool = False, old_buffer: bool = False):
+    """The largest spectral radius of ``R = [[β, λ], [-αβ, 1 - αλ]]`` over the directions, from
+    ``torch.linalg.eigvals``; the keywords give the usual slips."""
+    if always_complex:
+        return torch.tensor(math.sqrt(beta), dtype=torch.float64)
+    if signed_root:  # the larger signed root (T + √D)/2, √β where the roots are complex
+        trace = 1 + beta - lr * curvatures
+        discriminant = trace**2 - 4 * beta
+        larger = (trace + discriminant.clamp(min=0).sqrt()) / 2
+        return torch.where(discriminant >= 0, larger, math.sqrt(beta)).max()
+    beta = 0.0 if beta_is_zero else beta
+    lr = lr * (1 - beta) if notes_lr else lr
+    step = torch.full_like(curvatures, -lr) if old_buffer else torch.full_like(curvatures, -lr * beta)
+    rows = [torch.stack([torch.full_like(curvatures, beta), curvatures], -1),
+            torch.stack([step, 1 - lr * curvatures * (not old_buffer)], -1)]
+    eigenvalues = torch.linalg.eigvals(torch.stack(rows, -2))
+    radius = (eigenvalues.real.abs() if real_part else eigenvalues.abs()).amax(-1)  # (D,)
+    return radius.max() if slowest else radius.min()
+
+
+check_momentum_rate = Check(
+    "the rate agrees with the spectral radius of R on 10 fresh quadratics",
+    momentum_rate_cases, _momentum_rate,
+    describe=lambda curvatures, lr, beta: (f"curvatures {[round(c, 2) for c in curvatures.tolist()]}, "
+                                           f"α = {lr:.4f}, β = {beta:.2f}"),
+    compared_with="the rate", noun="rate", layout=" (a 0-dimensional tensor)",
+    slips=(
+        Slip(lambda *case: _momentum_rate(*case, beta_is_zero=True),
+             "that is gradient descent's rate max |1 - αλ|: with momentum each direction's rate is the "
+             "larger modulus of the roots of z² - (1 + β - αλ) z + β"),
+        Slip(lambda *case: _momentum_rate(*case, always_complex=True),
+             "√β is the rate only of directions whose roots are complex; for curvatures outside "
+             "(1 - √β)²/α < λ < (1 + √β)²/α the roots are real and the larger one has modulus above √β"),
+        Slip(lambda *case: _momentum_rate(*case, slowest=False),
+             "the slowest direction sets the pace: take the largest rate over the directions, not the smallest"),
+        Slip(lambda *case: _momentum_rate(*case, notes_lr=True),
+             "PyTorch's SGD steps by α times its buffer, not by α(1 - β): the notes' average is the one "
+             "scaled by 1 - β"),
+        Slip(lambda *case: _momentum_rate(*case, signed_root=True),
+             "the rate is the larger modulus |z| of the roots, not the larger signed root (T + √D)/2: "
+             "where αλ > 1 + β the trace T = 1 + β - αλ is negative, and a steep direction's negative "
+             "root (T - √D)/2 has the larger modulus, (|1 + β - αλ| + √D)/2"),
+        Slip(lambda *case: _momentum_rate(*case, real_part=True),
+             "that is the modulus of the eigenvalues' real part: a complex pair z = a ± ib has modulus "
+             "√(a² + b²) = √β, take the absolute value of the complex eigenvalue itself"),
+        Slip(lambda *case: _momentum_rate(*case, old_buffer=True),
+             "PyTorch updates the buffer before the step: b_(t+1) = β b_t + λ w_t, then "
+             "w_(t+1) = w_t - α b_(t+1), so R = [[β, λ], [-αβ, 1 - αλ]]; you stepped with the old "
+             "buffer b_t"),
+    ),
+    tolerance=dict(atol=1e-7, rtol=1e-7),
+    forbidden=("lib.part1_blocks.heavy_ball",),
+)

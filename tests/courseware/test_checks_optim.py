@@ -189,6 +189,106 @@ def test_momentum_limit_names_each_wrong_answer(answer, message):
         check_momentum_lr_limit(answer)
 
 
+# ---- check_momentum_rate -------------------------------------------------------------------------
+
+def momentum_rate_by_roots(curvatures, lr, beta):
+    """Another right answer, from the statement's characteristic polynomial: the roots of
+    z² - (1 + β - αλ) z + β by the quadratic formula in complex arithmetic, one direction at a time."""
+    import cmath
+
+    rate = 0.0
+    for curvature in curvatures.tolist():
+        trace = 1 + beta - lr * curvature
+        root = cmath.sqrt(trace * trace - 4 * beta)
+        rate = max(rate, abs((trace + root) / 2), abs((trace - root) / 2))
+    return torch.tensor(rate, dtype=torch.float64)
+
+
+def momentum_rate_by_numpy_roots(curvatures, lr, beta):
+    """Another right answer: numpy.roots of each direction's characteristic polynomial (the
+    eigenvalues of its companion matrix, not of R), the largest modulus over all of them."""
+    import numpy as np
+
+    moduli = [np.abs(np.roots([1.0, -(1 + beta - lr * curvature), beta])).max()
+              for curvature in curvatures.tolist()]
+    return torch.tensor(max(moduli), dtype=torch.float64)
+
+
+def test_momentum_rate_checker_is_registered_and_matches_lib():
+    from courseware.checks import check_momentum_rate
+    from courseware.checks.optim import momentum_rate_cases, _momentum_rate
+    from lib.part1_blocks.heavy_ball import direction_rates
+
+    assert CHECKS["check_momentum_rate"] is check_momentum_rate
+    for curvatures, lr, beta in momentum_rate_cases(torch.Generator().manual_seed(3)):
+        assert torch.isclose(_momentum_rate(curvatures, lr, beta), direction_rates(curvatures, lr, beta).max())
+
+
+@pytest.mark.parametrize("answer", [
+    momentum_rate_by_roots,
+    lambda c, lr, beta: torch.linalg.eigvals(torch.stack([
+        torch.stack([torch.full_like(c, beta), c], -1),
+        torch.stack([torch.full_like(c, -lr * beta), 1 - lr * c], -1)], -2)).abs().max(),
+    lambda c, lr, beta: momentum_rate_by_roots(c, lr, beta).float(),
+])
+def test_momentum_rate_accepts_right_answers(answer, capsys):
+    from courseware.checks import check_momentum_rate
+
+    check_momentum_rate(answer)
+    assert capsys.readouterr().out.startswith("✓")
+
+
+MOMENTUM_RATE_WRONG = [
+    (lambda c, lr, beta: (1 - lr * c).abs().max(), "gradient descent's rate"),
+    (lambda c, lr, beta: torch.tensor(math.sqrt(beta), dtype=torch.float64), "only of directions whose roots are complex"),
+    (lambda c, lr, beta: torch.tensor(min(float(momentum_rate_by_roots(c[i:i + 1], lr, beta)) for i in range(len(c))),
+                                      dtype=torch.float64), "the slowest direction sets the pace"),
+    (lambda c, lr, beta: momentum_rate_by_roots(c, lr * (1 - beta), beta), "not by α\\(1 - β\\)"),
+    (lambda c, lr, beta: signed_larger_root(c, lr, beta), "not the larger signed root.*\\|1 \\+ β - αλ\\|"),
+]
+
+
+def signed_larger_root(curvatures, lr, beta):
+    """A wrong answer: the larger signed root (T + √D)/2 of z² - T z + β without |·| (√β where
+    the roots are complex), which misses a steep direction's negative root."""
+    rate = -math.inf
+    for curvature in curvatures.tolist():
+        trace = 1 + beta - lr * curvature
+        discriminant = trace * trace - 4 * beta
+        rate = max(rate, (trace + math.sqrt(discriminant)) / 2 if discriminant >= 0 else math.sqrt(beta))
+    return torch.tensor(rate, dtype=torch.float64)
+
+
+def _matrices(c, lr, beta, step):
+    return torch.stack([torch.stack([torch.full_like(c, beta), c], -1),
+                        torch.stack([torch.full_like(c, step), 1 - lr * c * (step != -lr)], -1)], -2)
+
+
+@pytest.mark.parametrize("answer, message", [
+    (lambda c, lr, beta: torch.linalg.eigvals(_matrices(c, lr, beta, -lr * beta)).real.abs().max(),
+     "modulus of the eigenvalues' real part"),
+    (lambda c, lr, beta: torch.linalg.eigvals(_matrices(c, lr, beta, -lr)).abs().max(), "old buffer"),
+    (lambda c, lr, beta: momentum_rate_by_roots(c, lr, beta) * (1 + 1e-5), "your rate is .*; expected"),
+])
+def test_momentum_rate_names_more_wrong_answers(answer, message):
+    from courseware.checks import check_momentum_rate
+
+    with pytest.raises(CheckFailed, match=message):
+        check_momentum_rate(answer)
+
+
+@pytest.mark.parametrize("answer, message", MOMENTUM_RATE_WRONG + [
+    (lambda c, lr, beta: torch.stack([momentum_rate_by_roots(c[i:i + 1], lr, beta) for i in range(len(c))]),
+     "expected a scalar"),
+    (lambda c, lr, beta: float(momentum_rate_by_roots(c, lr, beta)), "must return a torch.Tensor"),
+])
+def test_momentum_rate_names_each_wrong_answer(answer, message):
+    from courseware.checks import check_momentum_rate
+
+    with pytest.raises(CheckFailed, match=message):
+        check_momentum_rate(answer)
+
+
 # ---- the fairness table (tests/courseware/test_exercise_fairness.py) ------------------------------------
 def momentum_limit_by_bisection(curvatures, beta):
     """Another right answer, from the statement's definition: the learning rate above which
@@ -224,5 +324,9 @@ FAIRNESS = {
             (lambda c, beta: 2 * (1 + beta) / c.min(), "largest curvature, is the first to diverge"),
             (lambda c, beta: (1 + beta) / c.max(), "half of the limit"),
         ],
+    },
+    "check_momentum_rate": {
+        "right": [momentum_rate_by_roots, momentum_rate_by_numpy_roots],
+        "wrong": MOMENTUM_RATE_WRONG,
     },
 }

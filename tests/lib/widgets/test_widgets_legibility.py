@@ -24,13 +24,14 @@ from lib.widgets.core import (CSS_PX_PER_INCH, MIN_TEXT_PX, PHONE_WIDTH_PX, PIXE
 from lib.widgets.decoding import BeamSearchTree
 from lib.widgets.memory import HopfieldRecall, ModernHopfieldBeta, NTMMemoryStepper
 from lib.widgets.metrics import BleuBreakdown
-from lib.widgets.optim import TrajectoryExplorer
+from lib.widgets.optim import MomentumRateExplorer, TrajectoryExplorer
 from lib.widgets.rnn import GradientDecay, LSTMGateExplorer
 from lib.widgets.transformer import PositionalEncodingExplorer
 from test_widgets import Line
 
 DATA_FREE = (ActivationExplorer, MarginLossExplorer, AttentionHeatmap, ScalingSaturation, MultiHeadWeights,
              BeamSearchTree, NTMMemoryStepper, HopfieldRecall, ModernHopfieldBeta, BleuBreakdown, TrajectoryExplorer,
+             MomentumRateExplorer,
              GradientDecay, LSTMGateExplorer, PositionalEncodingExplorer)
 
 

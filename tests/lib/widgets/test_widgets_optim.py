@@ -99,3 +99,43 @@ def test_renders_webp_and_stays_under_300_frames():
     assert all(png[8:12] == WEBP_TAG for png in pictures)
     assert len(set(pictures)) == len(pictures)
     assert int(np.prod([len(c.values) for c in TrajectoryExplorer.controls])) <= 300
+
+
+# ---- MomentumRateExplorer ------------------------------------------------------------------------
+from lib.part1_blocks.heavy_ball import iteration_matrix  # noqa: E402
+from lib.widgets.optim import RATE_CURVATURES, RATE_GRID, MomentumRateExplorer  # noqa: E402
+
+
+@pytest.mark.parametrize("lr, beta", [(0.02, 0.0), (0.095, 0.41), (0.132, 0.41), (0.2, 0.9), (0.05, 0.6)])
+def test_rate_explorer_shows_the_spectral_radius_of_each_direction(lr, beta):
+    data = MomentumRateExplorer().compute(lr=lr, beta=beta)
+    grid = torch.from_numpy(RATE_GRID)
+    radius = torch.linalg.eigvals(iteration_matrix(grid, lr, beta)).abs().max(-1).values.numpy()
+    np.testing.assert_allclose(data["rates"], radius, atol=1e-7)
+    np.testing.assert_allclose(data["gd_rates"], np.abs(1 - lr * RATE_GRID), atol=1e-12)
+    dots = torch.linalg.eigvals(iteration_matrix(torch.tensor(RATE_CURVATURES, dtype=torch.float64), lr, beta))
+    np.testing.assert_allclose(data["dots"], dots.abs().max(-1).values.numpy(), atol=1e-7)
+    if beta > 0:  # inside the band the rate is √β, outside it is larger
+        low, high = data["band"]
+        inside = (RATE_GRID > low) & (RATE_GRID < high)
+        np.testing.assert_allclose(data["rates"][inside], beta**0.5, atol=1e-12)
+        assert (data["rates"][~inside] >= beta**0.5 - 1e-12).all()
+        # and the band is exactly where the roots are complex: the discriminant of
+        # z² - (1 + β - αλ) z + β is negative inside it and not outside (so a band
+        # drawn too narrow or too wide on either side fails here).
+        discriminant = (1 + beta - lr * RATE_GRID) ** 2 - 4 * beta
+        assert (discriminant[inside] < 0).all() and (discriminant[~inside] >= -1e-12).all()
+        assert (data["rates"][~inside & (np.abs(discriminant) > 1e-6)] > beta**0.5 + 1e-9).all()
+    else:
+        assert data["band"] is None
+
+
+def test_rate_explorer_near_polyaks_optimum_beats_gradient_descent():
+    explorer = MomentumRateExplorer()
+    assert explorer.compute(lr=0.132, beta=0.41)["worst"] < 0.65 < 0.9 <= explorer.compute()["worst"]
+
+
+def test_rate_explorer_renders_each_setting_differently():
+    explorer = explore(MomentumRateExplorer())
+    pictures = [explorer.render(lr=lr, beta=beta) for lr, beta in ((0.095, 0.0), (0.132, 0.41), (0.2, 0.9))]
+    assert all(png[8:12] == WEBP_TAG for png in pictures) and len(set(pictures)) == 3
