@@ -876,9 +876,9 @@ class ModernCapacity(Result):
             holds=lambda r: min(r.modern[32]) == 1 and max(r.classical[32]) == 0,
         ),
         Finding(
-            "One modern update (beta = 1, then the sign) recalls exactly the cues whose "
-            "own pattern is their strict nearest neighbour by dot product, at every P, "
-            "for every seed.",
+            "One modern update (beta = 1, then the sign) recalls exactly the cues "
+            "whose own pattern is their strict nearest neighbour by dot product, at "
+            "every P, for every seed.",
             backs=("modern-capacity-discussion",),
             holds=lambda r: all(min(runs) == 1 for runs in r.as_nearest.values()),
         ),
