@@ -17,6 +17,10 @@ phrasing probabilities are known, with bigram tables counted from its samples.
   it.
 * :func:`explorer_suggestions`: what the chapter's explorer shows, on the chapter's
   model.
+* :func:`search_curse`: exact search (the branch and bound of Stahlberg and Byrne,
+  2019) against beam sizes 1 to 64, with and without length normalisation, on the
+  chapter's models and on models counted from ten times fewer samples: how often the
+  model's most probable output is empty or shorter than the data's favourite.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from lib.part3_words.decoding import (
     beam_search,
     beam_search_batch,
     blame,
+    exact_search,
+    gnmt_length_penalty,
     normalised_score,
     sample,
     sampling_distribution,
@@ -742,3 +748,276 @@ def explorer_suggestions(task, model) -> ExplorerSuggestions:
         }
     )
     return ExplorerSuggestions(answers, kept, finished_at)
+
+
+# Beam sizes of the search-curse run, and the training sizes of its models: the
+# chapter's 200 phrasings per time and ten times fewer.
+CURSE_BEAMS = (1, 2, 4, 8, 16, 32, 64)
+PER_TIMES = (200, 20)
+CURSE_SEEDS = SEEDS[:3]
+# How beam search ranks its finished hypotheses: log p, log p / |y|^0.7 (the notes'
+# form) and log p / lp(y) with GNMT's lp at alpha = 0.7.
+RANKINGS = ("log p", "|y|^0.7", "GNMT lp")
+
+
+def _ranking_score(log_prob: float, length: int, ranking: str) -> float:
+    if ranking == "log p":
+        return log_prob
+    if ranking == "|y|^0.7":
+        return normalised_score(log_prob, length, 0.7)
+    return log_prob / gnmt_length_penalty(length, 0.7)
+
+
+def _every(r, test) -> bool:
+    """``test(n, seed)`` holds for every training size and seed."""
+    return all(test(n, s) for n in r.per_times for s in r.seeds)
+
+
+@dataclass
+class SearchCurse(Result):
+    seeds: tuple[int, ...]  # the first is the chapter's data
+    per_times: tuple[int, ...]  # phrasings per time counted: the chapter's 200, then 20
+    # (n, seed, K, ranking) -> beam outputs equal to y*, of 48; (n, seed) -> exact's
+    right: dict[tuple[int, int, int, str], int]
+    right_exact: dict[tuple[int, int], int]
+    empty: dict[tuple[int, int, int, str], int]  # outputs that are <eos> alone
+    empty_exact: dict[tuple[int, int], int]
+    shorter_exact: dict[tuple[int, int], int]  # exact outputs shorter than y*
+    length: dict[tuple[int, int, int, str], float]  # mean output length, <eos> counted
+    length_exact: dict[tuple[int, int], float]
+    best_length: dict[int, float]  # seed -> mean length of y*
+    equal_to_exact: dict[tuple[int, int, int], int]  # (n, seed, K): log p ranking
+    beats_exact: dict[tuple[int, int], bool]  # some beam output above exact's log p
+    calls: dict[tuple[int, int], int]  # exact search's step-function calls, 48 times
+
+    def spread_of(self, n, beam_size, ranking, spec=".0f", table=None) -> str:
+        table = self.right if table is None else table
+        return spread([table[n, s, beam_size, ranking] for s in self.seeds], spec)
+
+    FINDINGS = (
+        Finding(
+            "Beam search never scores above exact search, and from K = 8 on it returns "
+            "exact search's output for every time, with every model.",
+            backs=("curse-read",),
+            holds=lambda r: _every(
+                r,
+                lambda n, s: not r.beats_exact[n, s]
+                and all(r.equal_to_exact[n, s, k] == 48 for k in CURSE_BEAMS if k >= 8),
+            ),
+        ),
+        Finding(
+            "With the chapter's models exact search's output is never empty.",
+            backs=("curse-read",),
+            holds=lambda r: all(r.empty_exact[r.per_times[0], s] == 0 for s in r.seeds),
+        ),
+        Finding(
+            "With ten times fewer samples exact search's output is empty for at least "
+            "10 of the 48 times, and shorter than y* for at least half of them, with "
+            "every model.",
+            backs=("curse-read",),
+            holds=lambda r: all(
+                r.empty_exact[r.per_times[1], s] >= 10
+                and r.shorter_exact[r.per_times[1], s] >= 24
+                for s in r.seeds
+            ),
+        ),
+        Finding(
+            "Ranked by log p, no beam gets more right than a narrower one, and K = 64 "
+            "gets fewer right than greedy search, with every model.",
+            backs=("curse-read",),
+            holds=lambda r: _every(
+                r,
+                lambda n, s: all(
+                    r.right[n, s, wide, "log p"] <= r.right[n, s, narrow, "log p"]
+                    for narrow, wide in zip(CURSE_BEAMS, CURSE_BEAMS[1:])
+                )
+                and r.right[n, s, 64, "log p"] < r.right[n, s, 1, "log p"],
+            ),
+        ),
+        Finding(
+            "Ranked by log p, the mean length falls from greedy search to K = 64, "
+            "below that of y*, with every model.",
+            backs=("curse-read",),
+            holds=lambda r: _every(
+                r,
+                lambda n, s: r.length[n, s, 64, "log p"]
+                < min(r.length[n, s, 1, "log p"], r.best_length[s]),
+            ),
+        ),
+        Finding(
+            "With ten times fewer samples, K = 64 ranked by log p gets fewer than half "
+            "as many right as greedy search, with every model.",
+            backs=("curse-read",),
+            holds=lambda r: all(
+                2 * r.right[r.per_times[1], s, 64, "log p"]
+                < r.right[r.per_times[1], s, 1, "log p"]
+                for s in r.seeds
+            ),
+        ),
+        Finding(
+            "Ranked by log p / |y|^0.7, no output of any beam is empty, and K = 64 gets "
+            "within 3 of greedy search, with every model.",
+            backs=("curse-read",),
+            holds=lambda r: _every(
+                r,
+                lambda n, s: all(r.empty[n, s, k, "|y|^0.7"] == 0 for k in CURSE_BEAMS)
+                and abs(r.right[n, s, 64, "|y|^0.7"] - r.right[n, s, 1, "|y|^0.7"])
+                <= 3,
+            ),
+        ),
+        Finding(
+            "With ten times fewer samples, GNMT's lp at α = 0.7 gets fewer right at K = "
+            "64 than |y|^0.7, with shorter outputs, with every model.",
+            backs=("lp-read",),
+            holds=lambda r: all(
+                r.right[r.per_times[1], s, 64, "GNMT lp"]
+                < r.right[r.per_times[1], s, 64, "|y|^0.7"]
+                and r.length[r.per_times[1], s, 64, "GNMT lp"]
+                < r.length[r.per_times[1], s, 64, "|y|^0.7"]
+                for s in r.seeds
+            ),
+        ),
+    )
+
+
+def search_curse(seeds=CURSE_SEEDS, per_times=PER_TIMES) -> SearchCurse:
+    """For each seed's data and each training size, a table model; exact search and
+    beam search of each size in ``CURSE_BEAMS`` on all 48 times, the finished
+    hypotheses of each beam ranked in each of the ``RANKINGS``."""
+    tables: dict[str, dict] = {name: {} for name in ("right", "empty", "length")}
+    right_exact, empty_exact, shorter_exact, length_exact = {}, {}, {}, {}
+    best_length, equal_to_exact, beats_exact, calls = {}, {}, {}, {}
+    for seed in seeds:
+        task = ClockTask(seed=seed)
+        best = [task.best(time) for time in range(len(task.times))]
+        best_length[seed] = sum(map(len, best)) / len(best)
+
+        def measure(outputs):
+            return (
+                sum(out == b for out, b in zip(outputs, best)),
+                sum(out == [task.eos] for out in outputs),
+                sum(map(len, outputs)) / len(outputs),
+            )
+
+        for n in per_times:
+            model = task.fit_model(per_time=n, delta=1.0, seed=seed)
+            counted = []
+
+            def counting(prefixes, step_fn):
+                counted.append(1)
+                return step_fn(prefixes)
+
+            exact = [
+                exact_search(
+                    lambda p, f=model.for_source(time): counting(p, f),
+                    model.bos,
+                    task.eos,
+                    MAX_LEN,
+                )
+                for time in range(len(task.times))
+            ]
+            calls[n, seed] = len(counted)
+            outputs = [tokens for tokens, _ in exact]
+            right_exact[n, seed], empty_exact[n, seed], length_exact[n, seed] = measure(
+                outputs
+            )
+            shorter_exact[n, seed] = sum(len(o) < len(b) for o, b in zip(outputs, best))
+            beats_exact[n, seed] = False
+            for beam_size in CURSE_BEAMS:
+                results = beam_search_batch(
+                    model.step, len(task.times), model.bos, task.eos, beam_size, MAX_LEN
+                )
+                top = [hypotheses[0] for hypotheses in results]  # by log p
+                equal_to_exact[n, seed, beam_size] = sum(
+                    tokens == out for (tokens, _), out in zip(top, outputs)
+                )
+                beats_exact[n, seed] |= any(
+                    b[1] > e[1] + 1e-9 for b, e in zip(top, exact)
+                )
+                for ranking in RANKINGS:
+                    chosen = [
+                        max(
+                            hypotheses,
+                            key=lambda h: _ranking_score(h[1], len(h[0]), ranking),
+                        )[0]
+                        for hypotheses in results
+                    ]
+                    key = (n, seed, beam_size, ranking)
+                    measured = measure(chosen)
+                    for name, value in zip(("right", "empty", "length"), measured):
+                        tables[name][key] = value
+    return SearchCurse(
+        tuple(seeds),
+        tuple(per_times),
+        tables["right"],
+        right_exact,
+        tables["empty"],
+        empty_exact,
+        shorter_exact,
+        tables["length"],
+        length_exact,
+        best_length,
+        equal_to_exact,
+        beats_exact,
+        calls,
+    )
+
+
+def plot_search_curse(result: SearchCurse):
+    """Outputs equal to y* (top) and mean output length (bottom) against the beam size,
+    for the chapter's models (left) and models counted from ten times fewer samples
+    (right): median over the seeds, the band from the lowest to the highest; exact
+    search at the right end."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(6.4, 4.6), layout="constrained")
+    exact_x = 2 * CURSE_BEAMS[-1]  # where exact search is drawn, right of K = 64
+    styles = {"log p": "C3", "|y|^0.7": "C0", "GNMT lp": "C2"}
+    for column, n in enumerate(result.per_times):
+        for row, (table, exact_table) in enumerate(
+            ((result.right, result.right_exact), (result.length, result.length_exact))
+        ):
+            ax = axes[row, column]
+            for ranking, colour in styles.items():
+                per_k = [
+                    [table[n, s, k, ranking] for s in result.seeds] for k in CURSE_BEAMS
+                ]
+                ax.plot(
+                    CURSE_BEAMS,
+                    [statistics.median(v) for v in per_k],
+                    "o-",
+                    color=colour,
+                    markersize=3,
+                    label=f"beam, {ranking}",
+                )
+                ax.fill_between(
+                    CURSE_BEAMS,
+                    [min(v) for v in per_k],
+                    [max(v) for v in per_k],
+                    color=colour,
+                    alpha=0.2,
+                )
+            exact = [exact_table[n, s] for s in result.seeds]
+            ax.errorbar(
+                [exact_x],
+                [statistics.median(exact)],
+                yerr=[
+                    [statistics.median(exact) - min(exact)],
+                    [max(exact) - statistics.median(exact)],
+                ],
+                fmt="k*",
+                markersize=8,
+                label="exact search (log p)",
+            )
+            if row == 1:
+                best = statistics.median(result.best_length.values())
+                ax.axhline(best, color="grey", linestyle="--", label="y*")
+            ax.set_xscale("log", base=2)
+            ax.set_xticks([*CURSE_BEAMS, exact_x], [*map(str, CURSE_BEAMS), "exact"])
+            ax.tick_params(labelsize=7)
+        axes[0, column].set_title(f"{n} phrasings per time", fontsize=9)
+        axes[1, column].set_xlabel("beam size K", fontsize=8)
+    axes[0, 0].set_ylabel("outputs equal to y*, of 48", fontsize=8)
+    axes[1, 0].set_ylabel("mean length, tokens", fontsize=8)
+    axes[1, 1].legend(fontsize=6, loc="center right")
+    return fig

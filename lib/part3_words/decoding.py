@@ -18,6 +18,9 @@ one output. This module implements, in the order chapter 7 teaches them
    most probable tokens only (:func:`sampling_distribution`).
 5. :func:`sequence_score` and :func:`blame` are the error-analysis recipe: if the
    model prefers the reference to the output, the search is to blame.
+   :func:`exact_search` removes the search from the question: a depth-first
+   branch-and-bound search [5]_ that returns the model's most probable output, and
+   :func:`gnmt_length_penalty` is the length penalty of [2]_.
 6. :class:`TableModel` is a next-token model that is a look-up table trained by
    counting, and :class:`ClockTask` the chapter's toy "read the clock aloud" data.
 
@@ -40,6 +43,8 @@ References
    (Wider beams can give worse, shorter outputs.)
 .. [4] A. Fan, M. Lewis, Y. Dauphin. "Hierarchical Neural Story Generation".
    ACL 2018. arXiv:1805.04833. (Top-k sampling.)
+.. [5] F. Stahlberg, B. Byrne. "On NMT Search Errors and Model Errors: Cat Got Your
+   Tongue?". EMNLP-IJCNLP 2019. arXiv:1908.10090. (Exact search, section 2.)
 """
 
 from __future__ import annotations
@@ -76,6 +81,8 @@ __all__ = [
     "sample",
     "sequence_score",
     "blame",
+    "exact_search",
+    "gnmt_length_penalty",
     "TableModel",
     "ClockTask",
     "MAX_EXPANSIONS",
@@ -447,6 +454,59 @@ def blame(
     reference_score = sequence_score(step_fn, bos, reference, alpha)
     output_score = sequence_score(step_fn, bos, output, alpha)
     return "search" if reference_score > output_score else "model"
+
+
+def exact_search(
+    step_fn: StepFn,
+    bos: NonNegativeInt,
+    eos: NonNegativeInt,
+    max_len: MaxLen,
+    max_calls: MaxLen = 100_000,
+) -> tuple[list[int], float]:
+    """The model's most probable output of at most ``max_len`` tokens and its
+    log-probability, by depth-first branch and bound: extending a prefix only lowers
+    its log-probability, so a prefix no more probable than the best finished output
+    found so far is pruned. Children are visited most probable first; an output ends
+    with ``eos`` or at ``max_len`` tokens, as in :func:`beam_search`. Ties keep the
+    output found first. At most ``max_calls`` calls of ``step_fn``."""
+    best_tokens: Optional[tuple[int, ...]] = None
+    best = -math.inf  # the log-probability of the best finished output so far
+    stack: list[tuple[tuple[int, ...], float]] = [((), 0.0)]  # open prefixes
+    calls = 0
+    while stack:
+        prefix, log_prob = stack.pop()
+        if log_prob <= best:  # the bound rose since this prefix was pushed
+            continue
+        if calls == max_calls:
+            raise ValueError(
+                f"max_calls: exact search needed more than {max_calls:,} calls of "
+                "step_fn; raise max_calls or lower max_len"
+            )
+        calls += 1
+        prefixes = torch.tensor([[bos, *prefix]])  # (1, t)
+        log_probs = _as_log_probs(step_fn(prefixes), rows=1, eos=eos)[0]  # (V,)
+        scores = (log_prob + log_probs).tolist()  # each child's log-probability
+        open_children = []
+        for token, score in enumerate(scores):
+            if score <= best:  # pruned (probability 0 included: -inf <= best)
+                continue
+            tokens = (*prefix, token)
+            if token == eos or len(tokens) == max_len:
+                best_tokens, best = tokens, score  # a finished output, the best yet
+            else:
+                open_children.append((score, tokens))
+        # Most probable child on top of the stack, so it is extended first.
+        open_children.sort(key=lambda child: child[0])
+        stack += [(tokens, score) for score, tokens in open_children]
+    # Each row has a token of probability > 0, so the first dive finishes an output.
+    assert best_tokens is not None
+    return list(best_tokens), best
+
+
+def gnmt_length_penalty(length: PositiveInt, alpha: Alpha) -> Positive:
+    """The length penalty of Wu et al. (2016), section 7, eq. 14:
+    lp(Y) = (5 + |Y|)^alpha / (5 + 1)^alpha; a score is log p(Y | X) / lp(Y)."""
+    return ((5 + length) / 6) ** alpha
 
 
 @dataclass

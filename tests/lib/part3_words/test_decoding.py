@@ -668,3 +668,64 @@ def test_a_candidate_refuses_a_field_a_trace_never_holds(field, value):
     Candidate(**fields)
     with pytest.raises(ValueError, match=rf"Candidate: tokens must be .*found .*{field}="):
         Candidate(**{**fields, field: value})
+
+
+# ---------------------------------------------------------------------------
+# Exact search (branch and bound) and GNMT's length penalty.
+# ---------------------------------------------------------------------------
+
+from lib.part3_words.decoding import exact_search, gnmt_length_penalty  # noqa: E402
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), vocab_size=st.integers(2, 5), max_len=st.integers(1, 5),
+       eos_bias=st.sampled_from([-3.0, 0.0, 3.0]), sharpness=st.sampled_from([0.5, 2.0, 5.0]))
+def test_exact_search_finds_the_brute_force_optimum(seed, vocab_size, max_len, eos_bias, sharpness):
+    step_fn = prefix_model(vocab_size, seed, sharpness=sharpness, eos_bias=eos_bias)
+    tokens, log_prob = exact_search(step_fn, BOS, EOS, max_len)
+    expected_tokens, expected = brute_force(step_fn, vocab_size, max_len)[0]
+    assert log_prob == pytest.approx(expected, abs=1e-9)
+    assert log_prob == pytest.approx(log_prob_by_hand(step_fn, tokens), abs=1e-9)
+    assert tokens == expected_tokens  # continuous random scores: no ties
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), vocab_size=st.integers(2, 4), max_len=st.integers(1, 4),
+       eos_bias=st.sampled_from([-2.0, 0.0, 2.0]))
+def test_a_beam_as_large_as_the_search_space_equals_exact_search(seed, vocab_size, max_len, eos_bias):
+    step_fn = prefix_model(vocab_size, seed, eos_bias=eos_bias)
+    (beam_tokens, beam_log_prob), *_ = beam_search(step_fn, BOS, EOS, vocab_size**max_len, max_len)
+    assert exact_search(step_fn, BOS, EOS, max_len) == (beam_tokens, pytest.approx(beam_log_prob, abs=1e-12))
+
+
+def test_exact_search_prunes_what_cannot_win_and_skips_impossible_tokens():
+    # Notes' counter-example: the optimum B D <eos> (p = 0.08), where greedy finds A C <eos>.
+    step_fn, (A, B, C, D) = notes_counter_example()
+    calls = []
+
+    def counting(prefixes):
+        calls.append(prefixes[0].tolist())
+        return step_fn(prefixes)
+
+    tokens, log_prob = exact_search(counting, BOS, EOS, 3)
+    assert tokens == [B, D, EOS] and log_prob == pytest.approx(math.log(0.08), abs=1e-6)
+    # An exhaustive search extends 1 + 11 + 121 prefixes. Branch and bound goes down A (0.2)
+    # to A C <eos> (0.02), which prunes A's other words (0.09 x 0.2 = 0.018); then B (0.1)
+    # to B D <eos> (0.08), which prunes every other first word (0.7 / 9 = 0.078).
+    assert calls == [[BOS], [BOS, A], [BOS, A, C], [BOS, B], [BOS, B, D]]
+
+
+def test_exact_search_that_needs_too_many_calls_says_so():
+    # nearly uniform over the words, eos nearly impossible: little can be pruned early
+    flat = prefix_model(6, 0, sharpness=0.1, eos_bias=-20.0)
+    with pytest.raises(ValueError, match="max_calls"):
+        exact_search(flat, BOS, EOS, 6, max_calls=50)
+
+
+def test_gnmt_length_penalty_by_hand():
+    # lp(Y) = ((5 + |Y|) / 6) ** alpha, Wu et al. (2016), eq. 14
+    assert gnmt_length_penalty(1, 0.7) == 1.0
+    assert gnmt_length_penalty(7, 1.0) == 2.0
+    assert gnmt_length_penalty(19, 0.5) == pytest.approx(2.0, abs=1e-15)
+    assert gnmt_length_penalty(13, 0.0) == 1.0
+    assert gnmt_length_penalty(10, 0.6) == pytest.approx(2.5**0.6, abs=1e-15)
