@@ -284,3 +284,62 @@ def test_each_explorer_finding_fails_alone(clock):
     ]
     for result, index in cases:
         assert result.failing() == [says(ch07.ExplorerSuggestions, index)], index
+
+
+@pytest.fixture(scope="module")
+def curse():
+    return ch07.search_curse()
+
+
+def test_the_search_curse_run_shows_its_findings(curse):
+    assert curse.failing() == []
+    assert curse.seeds == ch07.CURSE_SEEDS and curse.per_times == (200, 20)
+
+
+def changed(result, field, key, value):
+    """``result`` with one entry of its table ``field`` set to ``value``."""
+    return replace(result, **{field: {**getattr(result, field), key: value}})
+
+
+def test_each_search_curse_finding_fails_alone_just_past_its_threshold(curse):
+    r = curse
+    greedy_20 = r.right[20, 38, 1, "log p"]
+    half = {(20, 38, k, "log p"): (greedy_20 + 1) // 2 for k in (4, 8, 16, 32, 64)}
+    below_half = {key: value - 1 for key, value in half.items()}
+    y07 = r.right[20, 1, 1, "|y|^0.7"]
+    cases = [
+        (changed(r, "beats_exact", (20, 0), True), 0),
+        (changed(r, "equal_to_exact", (200, 1, 8), 47), 0),
+        (changed(r, "empty_exact", (200, 1), 1), 1),
+        (changed(r, "empty_exact", (20, 0), 9), 2),
+        (changed(r, "shorter_exact", (20, 0), 23), 2),
+        (changed(r, "right", (200, 0, 32, "log p"), r.right[200, 0, 16, "log p"] + 1), 3),
+        (changed(r, "right", (200, 0, 64, "log p"), r.right[200, 0, 1, "log p"]), 3),
+        (changed(r, "length", (200, 0, 64, "log p"), r.best_length[0]), 4),
+        (changed(r, "length", (20, 1, 64, "log p"), r.length[20, 1, 1, "log p"]), 4),
+        (replace(r, right={**r.right, **half}), 5),
+        (changed(r, "empty", (200, 1, 2, "|y|^0.7"), 1), 6),
+        (changed(r, "right", (20, 1, 64, "|y|^0.7"), y07 - 4), 6),
+        (changed(r, "right", (20, 0, 64, "GNMT lp"), r.right[20, 0, 64, "|y|^0.7"]), 7),
+        (changed(r, "length", (20, 0, 64, "GNMT lp"), r.length[20, 0, 64, "|y|^0.7"]), 7),
+    ]
+    assert {index for _, index in cases} == set(range(len(ch07.SearchCurse.FINDINGS)))
+    for result, index in cases:
+        assert result.failing() == [says(ch07.SearchCurse, index)], index
+    # just inside each threshold, nothing fails
+    assert changed(r, "empty_exact", (20, 0), 10).failing() == []
+    assert changed(r, "shorter_exact", (20, 0), 24).failing() == []
+    assert replace(r, right={**r.right, **below_half}).failing() == []
+    assert changed(r, "right", (20, 1, 64, "|y|^0.7"), y07 - 3).failing() == []
+
+
+def test_exact_search_agrees_with_the_widest_beam_on_the_chapter_s_model(clock):
+    """The run's exact outputs against an independent check: beam search with K = 64
+    (wider than the 24 tokens) ranked by log p, which the run finds equal time by time."""
+    from lib.part3_words.decoding import beam_search_batch, exact_search
+    task, model = clock
+    wide = beam_search_batch(model.step, 48, model.bos, task.eos, 64, ch07.MAX_LEN)
+    for time in range(48):
+        tokens, log_prob = exact_search(model.for_source(time), model.bos, task.eos, ch07.MAX_LEN)
+        assert wide[time][0][0] == tokens
+        assert wide[time][0][1] == pytest.approx(log_prob, abs=1e-12)
