@@ -35,7 +35,10 @@ CHECKERS_BY_MODULE = {
     "gating": ("check_forget_bias", "check_gru_jacobian", "check_lstmp_layer"),
     "word2vec": ("check_cosmul_scores", "check_expected_pairs", "check_sgns_optimum"),
     "lm": ("check_best_baseline", "check_good_turing", "check_kneser_ney", "check_nce_normaliser"),
-    "decoding": ("check_most_probable_sequence", "check_nucleus_distribution", "check_perplexity_temperature"),
+    "decoding": (
+        "check_best_output_log_prob", "check_most_probable_sequence", "check_nucleus_distribution",
+        "check_perplexity_temperature",
+    ),
     "metrics": ("check_chrf", "check_negation_bleu", "check_rouge_multi"),
     "attention": ("check_attention_backward", "check_masked_softmax_backward", "check_sharpening_scale"),
     "seq2seq": ("check_centre_gradient", "check_coverage_loss", "check_reversal_reach"),

@@ -1,5 +1,5 @@
-"""Checkers for the exercises of chapter 7 (decoding: exact search for a bigram model, nucleus
-sampling, temperature)."""
+"""Checkers for the exercises of chapter 7 (decoding: exact search for a bigram model, with and
+without <eos>, nucleus sampling, temperature)."""
 from __future__ import annotations
 
 import math
@@ -631,4 +631,170 @@ check_perplexity_temperature = _MeasuredAsReturned(
     compared_with="the temperature found by bisection", noun="temperature", layout=" (a 0-dimensional tensor)",
     rules=_perplexity_rules,
     forbidden=("scipy",),
+)
+
+
+# ---- exact search with <eos> by branch and bound -------------------------------------------------
+# In every case the most probable output is ahead of the second by at least this much in log-probability.
+BOUND_MARGIN = 1e-3
+BOUND_VOCAB = (3, 6)  # V of every case (eos = 0 included), from .. to
+BOUND_SHORT = (1, 6)  # max_len of the short cases
+BOUND_LONG = (25, 40)  # max_len of the long case: far too many outputs to try them all
+BOUND_EOS = 0
+
+
+def _search_outputs(first: torch.Tensor, transitions: torch.Tensor, max_len: int, keep: int = 1,
+                    eos_ends: bool = True, cut_ends: bool = True) -> list[float]:
+    """The ``keep`` largest log-probabilities of an output, best first, by dynamic programming over
+    (length, last token): the model looks one token back, so the ``keep`` best prefixes that end in a
+    token are all a longer output can begin with.
+
+    An output ends with ``eos`` (``eos_ends``) or when it has ``max_len`` tokens (``cut_ends``; without
+    it, an output of ``max_len`` tokens must end with ``eos``). ``eos_ends=False`` is the slip of
+    searching sequences of exactly ``max_len`` tokens, eos a word like any other.
+    """
+    start, table = first.tolist(), transitions.tolist()
+    vocab = len(start)
+    # open_[v]: the keep best log-probabilities of an unfinished prefix of the current length ending in v
+    open_ = [[start[v]] for v in range(vocab)]
+    finished: list[float] = []
+    for length in range(1, max_len + 1):
+        for v in range(vocab):
+            ends = (eos_ends and v == BOUND_EOS) or length == max_len
+            if not ends:
+                continue
+            if length == max_len and not cut_ends and v != BOUND_EOS:
+                continue  # a slip: an output of max_len tokens must end with eos
+            finished += open_[v]
+        if length == max_len:
+            break
+        following = [[] for _ in range(vocab)]
+        for u in range(vocab):
+            if eos_ends and u == BOUND_EOS:
+                continue  # nothing follows eos
+            for score in open_[u]:
+                for v in range(vocab):
+                    following[v].append(score + table[u][v])
+        open_ = [sorted(scores, reverse=True)[:keep] for scores in following]
+    return sorted(finished, reverse=True)[:keep]
+
+
+def best_output_log_prob(first: torch.Tensor, transitions: torch.Tensor, max_len: int) -> torch.Tensor:
+    """The book's answer: the log-probability of the most probable output of at most ``max_len`` tokens,
+    which ends at ``eos`` (token 0) or at ``max_len`` tokens. The chapter's solution searches by branch
+    and bound; this checker, by dynamic programming, which also works where the bound prunes little.
+
+    ``tests/courseware/test_checks_decoding.py`` holds it to a search of every output.
+
+    Shapes
+    ------
+    first ``(V,)``, transitions ``(V, V)`` (row: the previous token) -> ``()`` float64
+    """
+    return torch.tensor(_search_outputs(first, transitions, max_len)[0], dtype=torch.float64)
+
+
+def _greedy_output(first: torch.Tensor, transitions: torch.Tensor, max_len: int) -> torch.Tensor:
+    """A slip: the most probable token at each step, until eos or max_len tokens."""
+    start, table = first.tolist(), transitions.tolist()
+    row, score = start, 0.0
+    for length in range(1, max_len + 1):
+        token = max(range(len(row)), key=row.__getitem__)
+        score += row[token]
+        if token == BOUND_EOS:
+            break
+        row = table[token]
+    return torch.tensor(score, dtype=torch.float64)
+
+
+def _eos_only(first, transitions, max_len):
+    """A slip: only outputs that end with eos count; those cut at max_len tokens are dropped."""
+    return torch.tensor(_search_outputs(first, transitions, max_len, cut_ends=False)[0], dtype=torch.float64)
+
+
+def _one_token_too_many(first, transitions, max_len):
+    """A slip: max_len words and then eos, so outputs of up to max_len + 1 tokens."""
+    return torch.tensor(_search_outputs(first, transitions, max_len + 1)[0], dtype=torch.float64)
+
+
+def _eos_as_a_word(first, transitions, max_len):
+    """A slip: eos does not end the output; the best sequence of exactly max_len tokens."""
+    return torch.tensor(_search_outputs(first, transitions, max_len, eos_ends=False)[0], dtype=torch.float64)
+
+
+_BOUND_MISTAKES = (
+    (_greedy_output, "you took the most probable token at each step (greedy search), or stopped at the first "
+     "finished output; a finished output is only a bound: keep searching every prefix more probable than it"),
+    (_eos_only, "you dropped the outputs that reach max_len tokens without eos; such an output ends there "
+     "too, and can be the most probable"),
+    (_one_token_too_many, "your outputs can have max_len + 1 tokens; an output has at most max_len tokens, "
+     "eos included"),
+    (_eos_as_a_word, "you searched sequences of exactly max_len tokens; eos ends an output, so an output can "
+     "be shorter, and nothing follows eos"),
+)
+_BOUND_SLIPS = tuple(Slip(answer, message) for answer, message in _BOUND_MISTAKES)
+
+
+def _bound_case(generator: torch.Generator, max_len: int, eos_shift: tuple = (-1.5, 1.5)) -> tuple:
+    """One case ``(first, transitions, max_len)``: random rows from flat to peaked, eos (token 0) made
+    more or less likely by a shift of its logits drawn from ``eos_shift``, no probability 0."""
+    vocab = int(torch.randint(BOUND_VOCAB[0], BOUND_VOCAB[1] + 1, (), generator=generator))
+    sharpness = 0.5 + 3 * torch.rand(vocab + 1, 1, generator=generator, dtype=torch.float64)
+    logits = sharpness * torch.randn(vocab + 1, vocab, generator=generator, dtype=torch.float64)
+    low, high = eos_shift
+    logits[:, BOUND_EOS] += low + (high - low) * float(torch.rand((), generator=generator, dtype=torch.float64))
+    log_probs = torch.log_softmax(logits, dim=1)
+    return log_probs[vocab], log_probs[:vocab], max_len  # first: the extra row
+
+
+def _tells_bound_apart(answer, case) -> bool:
+    return abs(float(answer(*case)) - float(best_output_log_prob(*case))) > BOUND_MARGIN / 2
+
+
+def bound_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(first, transitions, max_len)`` for :data:`check_best_output_log_prob`.
+
+    ``V`` from 3 to 6 with eos = 0; the second case has ``max_len`` from 25 to 40 (too many outputs to
+    try) and an eos likely enough that a branch and bound prunes well, the others ``max_len`` from 1
+    to 6. Every case's best output is ahead by ``BOUND_MARGIN``, and the cases
+    are redrawn until each slip is wrong on at least one of them.
+    """
+    cases = []
+    for trial in range(trials):
+        untold = [a for a, _ in _BOUND_MISTAKES if not any(_tells_bound_apart(a, c) for c in cases)]
+        for _ in range(10_000):
+            low, high = BOUND_LONG if trial == 1 else BOUND_SHORT
+            max_len = int(torch.randint(low, high + 1, (), generator=generator))
+            case = _bound_case(generator, max_len, (0.5, 1.5) if trial == 1 else (-1.5, 1.5))
+            two = _search_outputs(*case, keep=2)
+            if len(two) == 2 and two[0] - two[1] < BOUND_MARGIN:
+                continue
+            if len(untold) <= trials - 1 - trial or any(_tells_bound_apart(a, case) for a in untold):
+                break
+        else:
+            raise RuntimeError("could not draw a telling case")
+        cases.append(case)
+    return cases
+
+
+def _bound_rules(found: torch.Tensor, expected: torch.Tensor, first, transitions, max_len) -> str | None:
+    if float(found) > float(expected):
+        return ("your log-probability is above that of every output: check that each output starts with "
+                "first[y_1] and adds transitions[y_(t-1), y_t] for each later token")
+    return None
+
+
+def _bound_mismatch(found: torch.Tensor, expected: torch.Tensor, first, transitions, max_len) -> str:
+    yours, right = _distinct(float(found), float(expected))
+    return (f"your log-probability is {yours}; the most probable output has {right}: some output more "
+            "probable than yours was pruned or never reached")
+
+
+check_best_output_log_prob = Check(
+    "your log-probabilities are those of the most probable outputs on 20 fresh random bigram models with "
+    "<eos>, one of them too long to try every output",
+    bound_cases, best_output_log_prob,
+    describe=lambda first, transitions, max_len: f"V = {len(first)} tokens and max_len = {max_len}",
+    compared_with="the log-probability of the most probable output", noun="log-probability", layout="()",
+    slips=_BOUND_SLIPS, rules=_bound_rules, mismatch=_bound_mismatch,
+    tolerance=dict(atol=1e-9, rtol=1e-9),
 )

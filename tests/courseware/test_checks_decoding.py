@@ -661,3 +661,130 @@ FAIRNESS = {
         ],
     },
 }
+
+
+# ---- exact search with <eos> by branch and bound (ex-dec-bound) ----------------------------------
+from courseware.checks import check_best_output_log_prob  # noqa: E402
+from courseware.checks.decoding import BOUND_LONG, BOUND_MARGIN, best_output_log_prob, bound_cases  # noqa: E402
+
+
+def every_output(first, transitions, max_len, eos=0):
+    """Brute force: every output (eos only at its end, or max_len tokens without eos) and its log-probability."""
+    vocab = len(first)
+    for length in range(1, max_len + 1):
+        for body in itertools.product([v for v in range(vocab) if v != eos], repeat=length - 1):
+            for last in (range(vocab) if length == max_len else [eos]):
+                tokens = [*body, last]
+                yield tokens, float(first[tokens[0]]) + sum(
+                    float(transitions[u, v]) for u, v in zip(tokens, tokens[1:]))
+
+
+def branch_and_bound_in_loops(first, transitions, max_len, eos=0, visits=None):
+    """A right answer: the chapter's rule, recursively, on Python floats (``visits`` counts the prefixes
+    extended)."""
+    start, table = first.tolist(), transitions.tolist()
+    best = [-math.inf]
+
+    def visit(last, length, score):
+        if visits is not None:
+            visits.append(length)
+        row = start if last is None else table[last]
+        for token in sorted(range(len(row)), key=lambda v: -row[v]):  # most probable first
+            extended = score + row[token]
+            if extended <= best[0]:
+                continue  # pruned: adding tokens only lowers it
+            if token == eos or length + 1 == max_len:
+                best[0] = extended
+            else:
+                visit(token, length + 1, extended)
+
+    visit(None, 0, 0.0)
+    return torch.tensor(best[0], dtype=torch.float64)
+
+
+def best_by_length_in_float32(first, transitions, max_len, eos=0):
+    """A right answer by another method: for each length, the best prefix ending in each word (a vectorised
+    max-plus recursion in float32); outputs end with eos or at max_len."""
+    first, transitions = first.float(), transitions.float()
+    words = torch.ones(len(first), dtype=torch.bool)
+    words[eos] = False
+    best_prefix = first  # (V,): best prefix of the current length ending in each token
+    candidates = [first[eos]]
+    for length in range(2, max_len + 1):
+        open_prefix = best_prefix.masked_fill(~words, -math.inf)  # nothing follows eos
+        best_prefix = (open_prefix[:, None] + transitions).max(dim=0).values
+        candidates.append(best_prefix[eos])
+    candidates.append(best_prefix[words].max())  # cut at max_len tokens
+    if max_len == 1:
+        candidates.append(first[words].max())
+    return torch.stack(candidates).max()
+
+
+def greedy_until_eos(first, transitions, max_len, eos=0):
+    """Wrong: the most probable token at each step."""
+    row, score = first, 0.0
+    for _ in range(max_len):
+        token = int(row.argmax())
+        score += float(row[token])
+        if token == eos:
+            break
+        row = transitions[token]
+    return torch.tensor(score, dtype=torch.float64)
+
+
+def outputs_that_end_with_eos(first, transitions, max_len, eos=0):
+    """Wrong: only outputs that end with eos, brute force (short cases) or a max-plus recursion."""
+    best_prefix, best = first.clone(), float(first[eos])
+    for _ in range(2, max_len + 1):
+        open_prefix = best_prefix.clone()
+        open_prefix[eos] = -math.inf
+        best_prefix = (open_prefix[:, None] + transitions).max(dim=0).values
+        best = max(best, float(best_prefix[eos]))
+    return torch.tensor(best, dtype=torch.float64)
+
+
+def one_token_too_many(first, transitions, max_len, eos=0):
+    """Wrong: max_len words, then eos."""
+    return branch_and_bound_in_loops(first, transitions, max_len + 1, eos)
+
+
+def eos_as_an_ordinary_word(first, transitions, max_len, eos=0):
+    """Wrong: the best sequence of exactly max_len tokens (the earlier exercise's Viterbi)."""
+    best_prefix = first.clone()
+    for _ in range(max_len - 1):
+        best_prefix = (best_prefix[:, None] + transitions).max(dim=0).values
+    return best_prefix.max()
+
+
+def test_the_bound_checker_is_registered_and_its_reference_is_brute_force():
+    assert CHECKS["check_best_output_log_prob"] is check_best_output_log_prob
+    for seed in range(3):
+        cases = bound_cases(torch.Generator().manual_seed(seed))
+        assert BOUND_LONG[0] <= cases[1][2] <= BOUND_LONG[1]
+        for case in cases:
+            if case[2] > 6:
+                continue
+            scores = sorted((score for _, score in every_output(*case)), reverse=True)
+            assert float(best_output_log_prob(*case)) == pytest.approx(scores[0], abs=1e-12)
+            assert len(scores) == 1 or scores[0] - scores[1] >= BOUND_MARGIN
+
+
+def test_the_long_case_is_cheap_for_a_branch_and_bound():
+    for seed in range(20):
+        case = bound_cases(torch.Generator().manual_seed(seed))[1]
+        visits = []
+        found = branch_and_bound_in_loops(*case, visits=visits)
+        assert float(found) == pytest.approx(float(best_output_log_prob(*case)), abs=1e-12)
+        # against the V^max_len >= 3^25 outputs: the bound prunes nearly everything
+        assert len(visits) < 1_000
+
+
+FAIRNESS["check_best_output_log_prob"] = {
+    "right": [branch_and_bound_in_loops, best_by_length_in_float32],
+    "wrong": [
+        (greedy_until_eos, r"greedy search"),
+        (outputs_that_end_with_eos, "you dropped the outputs that reach max_len tokens without eos"),
+        (one_token_too_many, "max_len \\+ 1 tokens"),
+        (eos_as_an_ordinary_word, "sequences of exactly max_len tokens"),
+    ],
+}
