@@ -716,6 +716,11 @@ def _one_token_too_many(first, transitions, max_len):
     return torch.tensor(_search_outputs(first, transitions, max_len + 1)[0], dtype=torch.float64)
 
 
+def _one_token_too_few(first, transitions, max_len):
+    """A slip: outputs of at most max_len - 1 tokens (eos included), cut there."""
+    return torch.tensor(_search_outputs(first, transitions, max(1, max_len - 1))[0], dtype=torch.float64)
+
+
 def _eos_as_a_word(first, transitions, max_len):
     """A slip: eos does not end the output; the best sequence of exactly max_len tokens."""
     return torch.tensor(_search_outputs(first, transitions, max_len, eos_ends=False)[0], dtype=torch.float64)
@@ -728,6 +733,8 @@ _BOUND_MISTAKES = (
      "too, and can be the most probable"),
     (_one_token_too_many, "your outputs can have max_len + 1 tokens; an output has at most max_len tokens, "
      "eos included"),
+    (_one_token_too_few, "your outputs have at most max_len - 1 tokens; an output has up to max_len tokens, "
+     "eos included, and one that reaches max_len tokens without eos ends there"),
     (_eos_as_a_word, "you searched sequences of exactly max_len tokens; eos ends an output, so an output can "
      "be shorter, and nothing follows eos"),
 )

@@ -748,6 +748,11 @@ def one_token_too_many(first, transitions, max_len, eos=0):
     return branch_and_bound_in_loops(first, transitions, max_len + 1, eos)
 
 
+def one_token_too_few(first, transitions, max_len, eos=0):
+    """Wrong: the branch and bound with outputs cut at max_len - 1 tokens."""
+    return branch_and_bound_in_loops(first, transitions, max(1, max_len - 1), eos)
+
+
 def eos_as_an_ordinary_word(first, transitions, max_len, eos=0):
     """Wrong: the best sequence of exactly max_len tokens (the earlier exercise's Viterbi)."""
     best_prefix = first.clone()
@@ -775,7 +780,8 @@ def test_the_long_case_is_cheap_for_a_branch_and_bound():
         visits = []
         found = branch_and_bound_in_loops(*case, visits=visits)
         assert float(found) == pytest.approx(float(best_output_log_prob(*case)), abs=1e-12)
-        # against the V^max_len >= 3^25 outputs: the bound prunes nearly everything
+        # against the sum of (V - 1)^L over L = 0 .. max_len outputs (eos comes only
+        # last), at least 2^26 - 1 for V = 3 and max_len = 25: the bound prunes nearly all
         assert len(visits) < 1_000
 
 
@@ -785,6 +791,7 @@ FAIRNESS["check_best_output_log_prob"] = {
         (greedy_until_eos, r"greedy search"),
         (outputs_that_end_with_eos, "you dropped the outputs that reach max_len tokens without eos"),
         (one_token_too_many, "max_len \\+ 1 tokens"),
+        (one_token_too_few, "at most max_len - 1 tokens"),
         (eos_as_an_ordinary_word, "sequences of exactly max_len tokens"),
     ],
 }
