@@ -44,7 +44,8 @@ References
 .. [4] A. Fan, M. Lewis, Y. Dauphin. "Hierarchical Neural Story Generation".
    ACL 2018. arXiv:1805.04833. (Top-k sampling.)
 .. [5] F. Stahlberg, B. Byrne. "On NMT Search Errors and Model Errors: Cat Got Your
-   Tongue?". EMNLP-IJCNLP 2019. arXiv:1908.10090. (Exact search, section 2.)
+   Tongue?". EMNLP-IJCNLP 2019. arXiv:1908.10090. (Exact search: beam search's
+   score as the first bound, then depth-first search.)
 """
 
 from __future__ import annotations
@@ -462,13 +463,17 @@ def exact_search(
     eos: NonNegativeInt,
     max_len: MaxLen,
     max_calls: MaxLen = 100_000,
+    lower_bound: LogProb = -math.inf,
 ) -> tuple[list[int], float]:
     """The model's most probable output of at most ``max_len`` tokens and its
     log-probability, by depth-first branch and bound: extending a prefix only lowers
     its log-probability, so a prefix no more probable than the best finished output
-    found so far is pruned. Children are visited most probable first; an output ends
-    with ``eos`` or at ``max_len`` tokens, as in :func:`beam_search`. Ties keep the
-    output found first. At most ``max_calls`` calls of ``step_fn``."""
+    found so far is pruned. ``lower_bound`` is the log-probability of an output known
+    beforehand, such as beam search's (as Stahlberg and Byrne start): prefixes below
+    it are pruned from the first step. Children are visited most probable first (our
+    choice); an output ends with ``eos`` or at ``max_len`` tokens, as in
+    :func:`beam_search`. Ties keep the output found first. At most ``max_calls``
+    calls of ``step_fn``."""
     best_tokens: Optional[tuple[int, ...]] = None
     best = -math.inf  # the log-probability of the best finished output so far
     stack: list[tuple[tuple[int, ...], float]] = [((), 0.0)]  # open prefixes
@@ -488,7 +493,7 @@ def exact_search(
         scores = (log_prob + log_probs).tolist()  # each child's log-probability
         open_children = []
         for token, score in enumerate(scores):
-            if score <= best:  # pruned (probability 0 included: -inf <= best)
+            if score <= best or score < lower_bound:  # pruned (-inf included)
                 continue
             tokens = (*prefix, token)
             if token == eos or len(tokens) == max_len:
@@ -498,8 +503,11 @@ def exact_search(
         # Most probable child on top of the stack, so it is extended first.
         open_children.sort(key=lambda child: child[0])
         stack += [(tokens, score) for score, tokens in open_children]
-    # Each row has a token of probability > 0, so the first dive finishes an output.
-    assert best_tokens is not None
+    if best_tokens is None:  # every row has a token of probability > 0
+        raise ValueError(
+            f"lower_bound: no output reaches log-probability {lower_bound!r}; pass "
+            "the log-probability of an output of the model, or -inf"
+        )
     return list(best_tokens), best
 
 

@@ -729,3 +729,43 @@ def test_gnmt_length_penalty_by_hand():
     assert gnmt_length_penalty(19, 0.5) == pytest.approx(2.0, abs=1e-15)
     assert gnmt_length_penalty(13, 0.0) == 1.0
     assert gnmt_length_penalty(10, 0.6) == pytest.approx(2.5**0.6, abs=1e-15)
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), vocab_size=st.integers(2, 5), max_len=st.integers(1, 5),
+       eos_bias=st.sampled_from([-3.0, 0.0, 3.0]), beam_size=st.integers(1, 4))
+def test_exact_search_started_from_a_beam_s_score_finds_the_same_output_with_fewer_calls(
+        seed, vocab_size, max_len, eos_bias, beam_size):
+    step_fn = prefix_model(vocab_size, seed, eos_bias=eos_bias)
+    (_, beam_log_prob), *_ = beam_search(step_fn, BOS, EOS, beam_size, max_len)
+    counts = {}
+
+    def counted(name):
+        counts[name] = 0
+
+        def step(prefixes):
+            counts[name] += 1
+            return step_fn(prefixes)
+        return step
+
+    plain = exact_search(counted("plain"), BOS, EOS, max_len)
+    started = exact_search(counted("started"), BOS, EOS, max_len, lower_bound=beam_log_prob)
+    assert started == plain and plain[1] >= beam_log_prob
+    assert counts["started"] <= counts["plain"]
+
+
+def test_a_lower_bound_prunes_from_the_first_step_and_one_above_every_output_is_refused():
+    # The notes' model: started from B D <eos> (0.08), A's children (0.02 at most) are never
+    # visited: one call fewer than from -inf (see the pruning test above).
+    step_fn, (A, B, C, D) = notes_counter_example()
+    calls = []
+
+    def counting(prefixes):
+        calls.append(prefixes[0].tolist())
+        return step_fn(prefixes)
+
+    bound = sequence_score(step_fn, BOS, [B, D, EOS])
+    assert exact_search(counting, BOS, EOS, 3, lower_bound=bound) == ([B, D, EOS], bound)
+    assert calls == [[BOS], [BOS, A], [BOS, B], [BOS, B, D]]
+    with pytest.raises(ValueError, match=r"lower_bound: no output reaches log-probability"):
+        exact_search(step_fn, BOS, EOS, 3, lower_bound=math.log(0.081))
