@@ -789,7 +789,7 @@ class SearchCurse(Result):
     equal_to_exact: dict[tuple[int, int, int], int]  # (n, seed, K): log p ranking
     beats_exact: dict[tuple[int, int], bool]  # some beam output above exact's log p
     calls: dict[tuple[int, int], int]  # exact search's step-function calls, 48 times
-    # times whose exact output is <eos> alone and whose most probable first token is <eos>
+    # times whose exact output is <eos> alone and whose likeliest first token is <eos>
     eos_first_top: dict[tuple[int, int], int]
 
     def spread_of(self, n, beam_size, ranking, spec=".0f", table=None) -> str:
@@ -863,8 +863,8 @@ class SearchCurse(Result):
             ),
         ),
         Finding(
-            "Ranked by log p / |y|^0.7, no output of any beam is empty, and K = 64 gets "
-            "within 3 of greedy search, with every model.",
+            "Ranked by log p / |y|^0.7, no output of any beam is empty, and K = 64 "
+            "gets within 3 of greedy search, with every model.",
             backs=("curse-read",),
             holds=lambda r: _every(
                 r,
@@ -874,9 +874,9 @@ class SearchCurse(Result):
             ),
         ),
         Finding(
-            "With ten times fewer samples, GNMT's lp at α = 0.7 gets fewer right at K = "
-            "64 than |y|^0.7, with shorter outputs, and at least 5 fewer than greedy "
-            "search, with every model.",
+            "With ten times fewer samples, GNMT's lp at α = 0.7 gets fewer right at K "
+            "= 64 than |y|^0.7, with shorter outputs, and at least 5 fewer than "
+            "greedy search, with every model.",
             backs=("curse-read", "lp-read"),
             holds=lambda r: all(
                 r.right[r.per_times[1], s, 64, "GNMT lp"]
