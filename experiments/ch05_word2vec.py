@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 from typing import Literal
 
@@ -402,6 +402,9 @@ def analogies(
 @dataclass
 class AnalogyAccuracy(Result):
     scores: dict[Run, AnalogyScore]
+    # each run's questions with all four words in the vocabulary, and whether it
+    # answered each right (section_accuracy reads them)
+    right: dict[Run, dict[Question, bool]] = field(default_factory=dict)
 
     FINDINGS = (
         Finding(
@@ -415,10 +418,15 @@ class AnalogyAccuracy(Result):
 def analogy_accuracy(
     runs: dict[Run, WordVectors], questions: Sequence[Question]
 ) -> AnalogyAccuracy:
-    """The share of ``questions`` each run answers right by 3CosAdd."""
-    return AnalogyAccuracy(
-        {key: vectors.evaluate_analogies(questions) for key, vectors in runs.items()}
-    )
+    """The share of ``questions`` each run answers right by 3CosAdd (a question with a
+    word outside the vocabulary is skipped), and which ones."""
+    scores, right = {}, {}
+    for key, vectors in runs.items():
+        used = [q for q in questions if all(w in vectors.vocab for w in q)]
+        answered = vectors.answered(used).tolist()
+        scores[key] = AnalogyScore(sum(answered), len(used), len(questions) - len(used))
+        right[key] = dict(zip(used, answered))
+    return AnalogyAccuracy(scores, right)
 
 
 _HARD = ("gram3-comparative", "gram4-superlative")
@@ -481,15 +489,17 @@ class SectionAccuracy(Result):
 
 
 def section_accuracy(
-    runs: dict[Run, WordVectors], sections: dict[str, list[Question]]
+    answers: AnalogyAccuracy, sections: dict[str, list[Question]]
 ) -> SectionAccuracy:
-    """Each run's accuracy on each section that has questions."""
+    """Each run's accuracy on each section that has questions, read from the answers
+    :func:`analogy_accuracy` checked (each section's questions must be among them)."""
     accuracy = {}
     for section, questions in sections.items():
-        for (name, who, seed), vectors in runs.items():
+        for (name, who, seed), right in answers.right.items():
             if questions:
+                hits = [right[q] for q in questions]
                 accuracy.setdefault((section, name, who), []).append(
-                    vectors.evaluate_analogies(questions).accuracy
+                    sum(hits) / len(hits)
                 )
     return SectionAccuracy(accuracy)
 
