@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import median
 from typing import Literal
 
@@ -404,7 +404,9 @@ class AnalogyAccuracy(Result):
     scores: dict[Run, AnalogyScore]
     # each run's questions with all four words in the vocabulary, and whether it
     # answered each right (section_accuracy reads them)
-    right: dict[Run, dict[Question, bool]] = field(default_factory=dict)
+    right: dict[Run, dict[Question, bool]]
+    # each run's questions skipped for a word outside its vocabulary
+    unknown: dict[Run, frozenset[Question]]
 
     FINDINGS = (
         Finding(
@@ -420,13 +422,14 @@ def analogy_accuracy(
 ) -> AnalogyAccuracy:
     """The share of ``questions`` each run answers right by 3CosAdd (a question with a
     word outside the vocabulary is skipped), and which ones."""
-    scores, right = {}, {}
+    scores, right, unknown = {}, {}, {}
     for key, vectors in runs.items():
         used = [q for q in questions if all(w in vectors.vocab for w in q)]
         answered = vectors.answered(used).tolist()
         scores[key] = AnalogyScore(sum(answered), len(used), len(questions) - len(used))
         right[key] = dict(zip(used, answered))
-    return AnalogyAccuracy(scores, right)
+        unknown[key] = frozenset(questions) - right[key].keys()
+    return AnalogyAccuracy(scores, right, unknown)
 
 
 _HARD = ("gram3-comparative", "gram4-superlative")
@@ -492,15 +495,28 @@ def section_accuracy(
     answers: AnalogyAccuracy, sections: dict[str, list[Question]]
 ) -> SectionAccuracy:
     """Each run's accuracy on each section that has questions, read from the answers
-    :func:`analogy_accuracy` checked (each section's questions must be among them)."""
+    :func:`analogy_accuracy` checked: a question it skipped for an unknown word is
+    skipped here too (as :meth:`WordVectors.evaluate_analogies` does), and any other
+    question must be among those it scored."""
     accuracy = {}
     for section, questions in sections.items():
-        for (name, who, seed), right in answers.right.items():
-            if questions:
-                hits = [right[q] for q in questions]
-                accuracy.setdefault((section, name, who), []).append(
-                    sum(hits) / len(hits)
-                )
+        for run, right in answers.right.items():
+            if not questions:
+                continue
+            hits = []
+            for question in questions:
+                if question in right:
+                    hits.append(right[question])
+                elif question not in answers.unknown[run]:
+                    raise ValueError(
+                        f"sections: question {question!r} of section {section!r} "
+                        f"must be among those analogy_accuracy scored for run {run}; "
+                        "found it was not scored"
+                    )
+            name, who, _ = run
+            accuracy.setdefault((section, name, who), []).append(
+                sum(hits) / len(hits) if hits else 0.0
+            )
     return SectionAccuracy(accuracy)
 
 
