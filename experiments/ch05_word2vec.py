@@ -497,7 +497,10 @@ def section_accuracy(
     """Each run's accuracy on each section that has questions, read from the answers
     :func:`analogy_accuracy` checked: a question it skipped for an unknown word is
     skipped here too (as :meth:`WordVectors.evaluate_analogies` does), and any other
-    question must be among those it scored."""
+    question must be among those it scored. The accuracies equal
+    ``evaluate_analogies(section)``'s on the chapter's data; on a near-tie they could
+    differ, since float32 scores depend on the rows scored together
+    (:meth:`WordVectors.answered`)."""
     accuracy = {}
     for section, questions in sections.items():
         for run, right in answers.right.items():

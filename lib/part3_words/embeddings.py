@@ -229,7 +229,11 @@ class WordVectors:
         self, questions: each(Question), method: Method = "3CosAdd"
     ) -> Bool[Tensor, "Q"]:
         """For each ``a : b :: c : d`` question, whether its best answer by ``method``
-        is ``d``; all four words must be in the vocabulary."""
+        is ``d``; all four words must be in the vocabulary.
+
+        The scores are float32 products whose rounding can depend on how many
+        questions share a chunk, so a near-tie may be answered differently when the
+        question is asked in another list (identical on the chapter's data)."""
         unknown = [w for q in questions for w in q if w not in self.vocab]
         if unknown:
             raise ValueError(
@@ -237,7 +241,8 @@ class WordVectors:
             )
         ids = [[self.vocab.index(w) for w in q] for q in questions]
         right = [torch.zeros(0, dtype=torch.bool)]
-        # 128 questions at a time: the (q, V) score matrices stay in the CPU's cache.
+        # 128 questions at a time: the (q, V) score matrices stay small (about a
+        # tenth faster than one (Q, V) matrix for 3,000 questions and 8,087 words).
         for chunk in torch.tensor(ids, dtype=torch.long).view(-1, 4).split(128):
             scores = self.analogy_scores(chunk[:, :3], method)  # (q, V)
             right.append(scores.argmax(dim=1) == chunk[:, 3])
