@@ -402,6 +402,11 @@ def analogies(
 @dataclass
 class AnalogyAccuracy(Result):
     scores: dict[Run, AnalogyScore]
+    # each run's questions with all four words in the vocabulary, and whether it
+    # answered each right (section_accuracy reads them)
+    right: dict[Run, dict[Question, bool]]
+    # each run's questions skipped for a word outside its vocabulary
+    unknown: dict[Run, frozenset[Question]]
 
     FINDINGS = (
         Finding(
@@ -415,10 +420,16 @@ class AnalogyAccuracy(Result):
 def analogy_accuracy(
     runs: dict[Run, WordVectors], questions: Sequence[Question]
 ) -> AnalogyAccuracy:
-    """The share of ``questions`` each run answers right by 3CosAdd."""
-    return AnalogyAccuracy(
-        {key: vectors.evaluate_analogies(questions) for key, vectors in runs.items()}
-    )
+    """The share of ``questions`` each run answers right by 3CosAdd (a question with a
+    word outside the vocabulary is skipped), and which ones."""
+    scores, right, unknown = {}, {}, {}
+    for key, vectors in runs.items():
+        used = [q for q in questions if all(w in vectors.vocab for w in q)]
+        answered = vectors.answered(used).tolist()
+        scores[key] = AnalogyScore(sum(answered), len(used), len(questions) - len(used))
+        right[key] = dict(zip(used, answered))
+        unknown[key] = frozenset(questions) - right[key].keys()
+    return AnalogyAccuracy(scores, right, unknown)
 
 
 _HARD = ("gram3-comparative", "gram4-superlative")
@@ -481,16 +492,34 @@ class SectionAccuracy(Result):
 
 
 def section_accuracy(
-    runs: dict[Run, WordVectors], sections: dict[str, list[Question]]
+    answers: AnalogyAccuracy, sections: dict[str, list[Question]]
 ) -> SectionAccuracy:
-    """Each run's accuracy on each section that has questions."""
+    """Each run's accuracy on each section that has questions, read from the answers
+    :func:`analogy_accuracy` checked: a question it skipped for an unknown word is
+    skipped here too (as :meth:`WordVectors.evaluate_analogies` does), and any other
+    question must be among those it scored. The accuracies equal
+    ``evaluate_analogies(section)``'s on the chapter's data; on a near-tie they could
+    differ, since float32 scores depend on the rows scored together
+    (:meth:`WordVectors.answered`)."""
     accuracy = {}
     for section, questions in sections.items():
-        for (name, who, seed), vectors in runs.items():
-            if questions:
-                accuracy.setdefault((section, name, who), []).append(
-                    vectors.evaluate_analogies(questions).accuracy
-                )
+        for run, right in answers.right.items():
+            if not questions:
+                continue
+            hits = []
+            for question in questions:
+                if question in right:
+                    hits.append(right[question])
+                elif question not in answers.unknown[run]:
+                    raise ValueError(
+                        f"sections: question {question!r} of section {section!r} "
+                        f"must be among those analogy_accuracy scored for run {run}; "
+                        "found it was not scored"
+                    )
+            name, who, _ = run
+            accuracy.setdefault((section, name, who), []).append(
+                sum(hits) / len(hits) if hits else 0.0
+            )
     return SectionAccuracy(accuracy)
 
 

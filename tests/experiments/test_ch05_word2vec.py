@@ -191,9 +191,9 @@ def test_analogy_accuracy_findings():
         ("CBOW", "ours", seed): AnalogyScore(correct=149, used=1000, skipped=0)
         for seed in (1, 2)
     }
-    assert ch05.AnalogyAccuracy(few).failing() == []
+    assert ch05.AnalogyAccuracy(few, {}, {}).failing() == []
     many = {**few, ("CBOW", "ours", 2): AnalogyScore(correct=151, used=1000, skipped=0)}
-    assert ch05.AnalogyAccuracy(many).failing() == says(ch05.AnalogyAccuracy, 0)
+    assert ch05.AnalogyAccuracy(many, {}, {}).failing() == says(ch05.AnalogyAccuracy, 0)
 
 
 SECTIONS = {  # one per seed
@@ -347,6 +347,21 @@ def models():
     }
 
 
+def analogy_sections(*runs: WordVectors) -> dict[str, list[tuple[str, ...]]]:
+    """Three sections of analogies over WORDS, each with questions that each of
+    ``runs`` answers right (its own 3CosAdd answer) and wrong (another word) and one
+    with a word outside the vocabulary."""
+    abcs = list(itertools.permutations(WORDS[:5], 3))[:18]
+    questions = []
+    for i, abc in enumerate(abcs):
+        best = runs[i % 3 == 0].analogy(*abc, k=2)  # every third one from runs[1]
+        questions.append((*abc, best[i % 4 == 1][0]))  # every fourth one wrong
+    return {
+        f"section {i}": questions[6 * i : 6 * i + 6] + [("man", "king", "zebra", "a")]
+        for i in range(3)
+    }
+
+
 def test_the_evaluations_run_on_any_vectors(models):
     runs = {("skip-gram", "ours", 1): models["skip-gram (ours)"]}
     skipgram = models["skip-gram (ours)"]
@@ -360,10 +375,25 @@ def test_the_evaluations_run_on_any_vectors(models):
     assert all(len(top) == 8 for top in found.queen_top8.values())
     question = ("man", "king", "woman", "queen")
     assert ch05.analogy_accuracy(runs, [question]).scores[runs.popitem()[0]].used == 1
-    runs = {("CBOW", "ours", seed): models["CBOW (ours)"] for seed in (1, 2)}
-    by_section = ch05.section_accuracy(runs, {"family": [question], "empty": []})
-    assert list(by_section.accuracy) == [("family", "CBOW", "ours")]
-    assert len(by_section.accuracy["family", "CBOW", "ours"]) == 2
+    runs = {
+        ("CBOW", "ours", 1): models["CBOW (ours)"],
+        ("CBOW", "ours", 2): models["skip-gram (gensim)"],
+    }
+    sections = analogy_sections(*runs.values())
+    questions = [q for qs in sections.values() for q in qs]
+    answers = ch05.analogy_accuracy(runs, questions)
+    by_section = ch05.section_accuracy(answers, {**sections, "empty": []})
+    assert list(by_section.accuracy) == [(s, "CBOW", "ours") for s in sections]
+    for section, asked in sections.items():
+        alone = [v.evaluate_analogies(asked).accuracy for v in runs.values()]
+        assert by_section.accuracy[section, "CBOW", "ours"] == alone
+    # the accuracies are neither 0 nor 1, and differ between the runs
+    every = [a for accs in by_section.accuracy.values() for a in accs]
+    assert 0 < min(every) < max(every) < 1, every
+    assert any(a != b for a, b in by_section.accuracy.values())
+    unscored = {"late": [("france", "french", "germany", "german")]}
+    with pytest.raises(ValueError, match="question .*'late'.* was not scored"):
+        ch05.section_accuracy(answers, unscored)
     pairs = [WordPair(a, b, float(i)) for i, (a, b) in enumerate(zip(WORDS, WORDS[1:]))]
     rho = ch05.word_similarity(runs, pairs, pairs).spearman
     assert set(rho) == set(runs) and all(

@@ -217,6 +217,31 @@ def test_analogy_scores_match_a_brute_force_loop(method, seed):
     )
 
 
+@pytest.mark.parametrize("method", ["3CosAdd", "3CosMul"])
+def test_answered_matches_a_brute_force_loop_over_several_chunks(method):
+    # 300 questions: three chunks of answered's 128, the last one short
+    generator = torch.Generator().manual_seed(7)
+    words = [f"w{i}" for i in range(30)]
+    vocab = Vocabulary(words=words, counts=list(range(30, 0, -1)))
+    vectors = WordVectors(torch.randn(30, 4, generator=generator), vocab)
+    questions = []
+    while len(questions) < 300:
+        q = torch.randint(0, 30, (4,), generator=generator).tolist()
+        if len(set(q[:3])) == 3:
+            questions.append(tuple(words[i] for i in q))
+    expected = [
+        _brute_force_analogy(vectors.unit, *(words.index(w) for w in q[:3]), method)[0]
+        == words.index(q[3])
+        for q in questions
+    ]
+    assert 0 < sum(expected) < 300  # some right, some wrong
+    assert vectors.answered(questions, method).tolist() == expected
+    assert vectors.evaluate_analogies(questions, method).correct == sum(expected)
+    assert vectors.answered([], method).shape == (0,)
+    with pytest.raises(ValueError, match="questions must hold words of the vocabulary; found 'zz'"):
+        vectors.answered([("w0", "w1", "w2", "zz")], method)
+
+
 def test_3cosmul_differs_from_3cosadd_when_a_candidate_points_away_from_a():
     # x1 is nearest to b and c (3CosAdd picks it); x2 points almost opposite a, so its
     # shifted cosine with a is near 0 and the division of 3CosMul (Levy & Goldberg
