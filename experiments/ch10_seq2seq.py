@@ -632,9 +632,8 @@ ALIGNMENT_SEEDS = (0, 1, 2)
 LOCAL_P_VARIANT = dict(mode="local-p", window=2)
 
 
-def digit_model_path(folder: Path, task_name: str, seed: NonNegativeInt) -> Path:
-    """Where the weights script saves the local-p model of a digit task and seed."""
-    return Path(folder) / f"luong_{task_name}_local_p_seed{seed}.pt"
+# Where the weights script saves the local-p model of a digit task and seed.
+DIGIT_MODEL_FILE = "luong_{task_name}_local_p_seed{seed}.pt"
 
 
 def load_local_p_models(
@@ -644,7 +643,9 @@ def load_local_p_models(
     :attr:`LuongAblation.every_seed`: (task name, "local-p") -> one model per seed."""
     return {
         (name, "local-p"): [
-            load_seq2seq(digit_model_path(folder, name, seed))
+            load_seq2seq(
+                Path(folder) / DIGIT_MODEL_FILE.format(task_name=name, seed=seed)
+            )
             for seed in ALIGNMENT_SEEDS
         ]
         for name in ALIGNMENT_TASKS

@@ -18,12 +18,12 @@ from typing import Optional, Sequence
 import torch
 
 from experiments.ch10_seq2seq import (
+    DIGIT_MODEL_FILE,
     ALIGNMENT_SEEDS,
     ALIGNMENT_TASKS,
     LOCAL_P_VARIANT,
     WEIGHTS_DIR,
     ablate_luong,
-    digit_model_path,
     train_model,
 )
 from lib.part4_attention.seq2seq import exact_matches, save_seq2seq
@@ -52,7 +52,7 @@ DIGIT_RECIPE = dict(n_train=3000, n_test=500, epochs=2, settling_epochs=1, lr=1e
 def train_digit_models(out: Path, **recipe) -> None:
     """Train a local-p model (:data:`experiments.ch10_seq2seq.LOCAL_P_VARIANT`) on each
     of :data:`ALIGNMENT_TASKS` from each of :data:`ALIGNMENT_SEEDS` by the ablation's
-    own loop, save it at :func:`digit_model_path` and print its held-out exact match."""
+    own loop, save it as :data:`DIGIT_MODEL_FILE` and print its held-out exact match."""
     runs = [(name, "local-p") for name in ALIGNMENT_TASKS]
     variants = {"local-p": LOCAL_P_VARIANT}
     result = ablate_luong(
@@ -63,7 +63,9 @@ def train_digit_models(out: Path, **recipe) -> None:
         for seed, model, exact in zip(
             ALIGNMENT_SEEDS, models, result.exact[task_name, variant]
         ):
-            save_seq2seq(model, digit_model_path(out, task_name, seed))
+            save_seq2seq(
+                model, out / DIGIT_MODEL_FILE.format(task_name=task_name, seed=seed)
+            )
             print(
                 f"{task_name}, local-p, seed {seed}: held-out exact match {exact:.1%}"
             )

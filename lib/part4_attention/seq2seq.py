@@ -62,7 +62,7 @@ from lib.part4_attention.attention import (
     attention,
     masked_softmax,
 )
-from lib.checked import NonNegativeInt, PositiveInt, each, same_dtype
+from lib.checked import Fraction, NonNegativeInt, PositiveInt, each, same_dtype
 from lib.part3_words.decoding import beam_search_batch
 from lib.part4_attention.pairs import SequencePairs
 
@@ -757,7 +757,7 @@ def alignment_error_rate(
     alignment: Bool[Tensor, "N T S"],
     sure: Bool[Tensor, "N T S"],
     possible: Optional[Bool[Tensor, "N T S"]] = None,
-) -> float:
+) -> Fraction:
     r"""Och and Ney's (2003) alignment error rate of the links ``alignment`` = A,
     against the gold links ``sure`` = S and ``possible`` = P (S when None), all counted
     over the whole corpus:
