@@ -709,3 +709,23 @@ def test_gold_mass_by_hand_and_it_needs_a_gold_step():
     assert gold_mass(weights, gold).item() == pytest.approx(0.4, abs=1e-15)
     with pytest.raises(ValueError, match="gold must link at least one output step; found none"):
         gold_mass(weights, torch.zeros_like(gold))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_alignment_error_rate_equals_nltk(seed):
+    """nltk.translate.metrics.alignment_error_rate, on the same links as (sentence * T + t, s) pairs."""
+    from nltk.translate import Alignment
+    from nltk.translate.metrics import alignment_error_rate as nltk_aer
+
+    g = torch.Generator().manual_seed(seed)
+    shape = (3, 6, 7)
+    hypothesis = torch.rand(shape, generator=g) < 0.2
+    sure = torch.rand(shape, generator=g) < 0.2
+    possible = sure | (torch.rand(shape, generator=g) < 0.1)
+
+    def pairs(mask):
+        return Alignment((i * shape[1] + t, s) for i, t, s in mask.nonzero().tolist())
+
+    expected = nltk_aer(pairs(sure), pairs(hypothesis), pairs(possible))
+    assert alignment_error_rate(hypothesis, sure, possible) == pytest.approx(expected, abs=1e-12)
+    assert alignment_error_rate(hypothesis, sure) == pytest.approx(nltk_aer(pairs(sure), pairs(hypothesis)), abs=1e-12)
