@@ -103,14 +103,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         given = dict(
             n_train=args.n_train, n_test=args.n_test, epochs=args.epochs, lr=args.lr
         )
+        # an option given as 0 reaches ablate_luong, which refuses it by name
         train_digit_models(
-            args.out, **{key: value for key, value in given.items() if value}
+            args.out,
+            **{key: value for key, value in given.items() if value is not None},
         )
         return
-    args.n_train = args.n_train or N_TRAIN
-    args.n_test = args.n_test or 1_000
-    args.epochs = args.epochs or EPOCHS
-    args.lr = args.lr or LR
+    defaults = dict(n_train=N_TRAIN, n_test=1_000, epochs=EPOCHS, lr=LR)
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     task = DateTask()
     train, test, _ = task.split(args.n_train, args.n_test, seed=0)
     sizes = (task.src_vocab_size, task.tgt_vocab_size)
