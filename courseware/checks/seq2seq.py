@@ -392,6 +392,31 @@ def _aer(**options):
     return lambda *case: _reversal_aer_with(*case, **options)
 
 
+def _reversal_slip(weights, src_lens, slip):
+    """The wrong answers that are not a switch of :func:`_reversal_aer_with`: ``slip``
+    "mass" (1 - the mean weight on the gold position, the soft score, no argmax),
+    "once" (|A ∩ S| counted once: 1 - hits / (|A| + |S|)), "padded" (every row of
+    ``weights``, end-of-sequence and padding included, linked in A) or "axis" (the argmax
+    over the output steps, one link per source position)."""
+    batch, steps, width = weights.shape
+    t = torch.arange(steps)[None]  # (1, T)
+    gold = src_lens[:, None] - 1 - t  # (B, T)
+    digit = t < src_lens[:, None]  # (B, T)
+    links = src_lens.sum().to(torch.float64)  # |S|
+    if slip == "mass":
+        on_gold = weights.gather(-1, gold.clamp(min=0)[..., None])[..., 0]  # (B, T)
+        return 1 - on_gold[digit].mean()
+    if slip == "axis":
+        s = torch.arange(width)[None]  # (1, S)
+        best = weights.argmax(1)  # (B, S): for each source position, the step of largest weight
+        hits = ((best == src_lens[:, None] - 1 - s) & (s < src_lens[:, None])).sum()
+        return 1 - 2 * hits / (2 * links)
+    hits = ((weights.argmax(-1) == gold) & digit).sum().to(torch.float64)
+    if slip == "once":
+        return 1 - hits / (2 * links)
+    return 1 - 2 * hits / (batch * steps + links)  # "padded"
+
+
 check_reversal_aer = Check(
     "your alignment error rate agrees with Och and Ney's definition, counted over sets of links, on "
     "20 fresh batches",
@@ -413,6 +438,18 @@ check_reversal_aer = Check(
              "|A ∩ S| and |A| + |S| summed over the strings, then divide"),
         Slip(_aer(score="precision"),
              "that is the share of right links, 1 - AER: return the error rate"),
+        Slip(lambda *case: _reversal_slip(*case, "mass"),
+             "that is 1 - the gold mass, the mean weight on the gold position: the AER scores hard links, "
+             "each digit step linked to the argmax of its weights"),
+        Slip(lambda *case: _reversal_slip(*case, "once"),
+             "you counted the right links once: the numerator is |A ∩ S| + |A ∩ P|, and with P = S each "
+             "right link counts twice, over |A| + |S|"),
+        Slip(lambda *case: _reversal_slip(*case, "padded"),
+             "you linked every row, the end-of-sequence and padded steps too: only the digit steps "
+             "1, ..., n of each string belong in A"),
+        Slip(lambda *case: _reversal_slip(*case, "axis"),
+             "that argmax runs over the output steps (dim 1): each output step's link is the source "
+             "position of its largest weight, the argmax over the last dimension"),
     ),
     shape_hint=lambda shape, weights, src_lens: (
         ": that is one rate per string; count the links of the whole batch and return one number"

@@ -469,12 +469,43 @@ def reversal_aer_precision(weights, src_lens):
     return 1 - reversal_aer_by_sets(weights, src_lens)
 
 
+def reversal_aer_gold_mass(weights, src_lens):
+    """1 - the mean weight on the gold position, string by string."""
+    on_gold = [weights[b, t, n - 1 - t] for b, n in enumerate(src_lens.tolist()) for t in range(n)]
+    return 1 - torch.stack(on_gold).mean()
+
+
+def reversal_aer_counted_once(weights, src_lens):
+    """|A ∩ S| alone over |A| + |S|."""
+    hits = sum(int(weights[b, t, :n].argmax()) == n - 1 - t for b, n in enumerate(src_lens.tolist())
+               for t in range(n))
+    return torch.tensor(1 - hits / (2 * int(src_lens.sum())), dtype=torch.float64)
+
+
+def reversal_aer_every_row(weights, src_lens):
+    """Every row of weights linked, the <eos> and padded steps too, as numpy would with no mask."""
+    hard = weights.argmax(-1)  # (B, T)
+    hits = sum(int(hard[b, t]) == n - 1 - t for b, n in enumerate(src_lens.tolist()) for t in range(n))
+    return torch.tensor(1 - 2 * hits / (hard.numel() + int(src_lens.sum())), dtype=torch.float64)
+
+
+def reversal_aer_wrong_axis(weights, src_lens):
+    """argmax(1): for each source position, the output step that looks at it most."""
+    best = weights.argmax(1)  # (B, S)
+    hits = sum(int(best[b, s]) == n - 1 - s for b, n in enumerate(src_lens.tolist()) for s in range(n))
+    return torch.tensor(1 - hits / int(src_lens.sum()), dtype=torch.float64)
+
+
 WRONG_REVERSAL_AERS = [
     (reversal_aer_copying, "copying's alignment"),
     (reversal_aer_off_by_one, "off by one"),
     (reversal_aer_with_eos, "you linked the end-of-sequence step"),
     (reversal_aer_per_string, "the mean of each string's AER"),
     (reversal_aer_precision, "the share of right links"),
+    (reversal_aer_gold_mass, "that is 1 - the gold mass"),
+    (reversal_aer_counted_once, "you counted the right links once"),
+    (reversal_aer_every_row, "you linked every row, the end-of-sequence and padded steps too"),
+    (reversal_aer_wrong_axis, "that argmax runs over the output steps"),
 ]
 
 
