@@ -18,7 +18,7 @@ draws from it.
 6. :func:`score_alignments`: the ablation's models and local-p ones
    (:func:`load_local_p_models`) scored against the known alignments of copying and
    reversing: the weight on the gold position and the alignment error rate of Och and
-   Ney (2003), as Luong et al. (2015, section 5.4) scored theirs.
+   Ney (2003, section 5), as Luong et al. (2015, section 5.4) scored theirs.
 
 :func:`train_model` (a seeded initialisation, then training) makes every
 encoder-decoder here; :data:`WEIGHTS_DIR` holds the Luong models too slow to train in

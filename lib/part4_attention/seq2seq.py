@@ -17,7 +17,7 @@ Bahdanau's and Luong's (chapter 10, syllabus S2S1-S2S5).
 5. Alignments against gold ones (copying and reversing digits, whose
    :meth:`lib.part4_attention.reversal_task.ReversalTask.gold_alignment` is known):
    :func:`gold_mass`, :func:`hard_alignment` and the alignment error rate
-   :func:`alignment_error_rate` of Och and Ney (2003), with which Luong et al. (2015,
+   :func:`alignment_error_rate` of Och and Ney (2003, section 5), with which Luong et al. (2015,
    section 5.4) scored their models' alignments.
 
 The scores, the masked softmax and the weighted average come from
@@ -758,7 +758,7 @@ def alignment_error_rate(
     sure: Bool[Tensor, "N T S"],
     possible: Optional[Bool[Tensor, "N T S"]] = None,
 ) -> Fraction:
-    r"""Och and Ney's (2003) alignment error rate of the links ``alignment`` = A,
+    r"""Och and Ney's (2003, section 5) alignment error rate of the links ``alignment`` = A,
     against the gold links ``sure`` = S and ``possible`` = P (S when None), all counted
     over the whole corpus:
     :math:`1 - (|A \cap S| + |A \cap P|) / (|A| + |S|)`. With P = S it is 1 minus the
