@@ -758,9 +758,9 @@ def alignment_error_rate(
     sure: Bool[Tensor, "N T S"],
     possible: Optional[Bool[Tensor, "N T S"]] = None,
 ) -> Fraction:
-    r"""Och and Ney's (2003, section 5) alignment error rate of the links ``alignment`` = A,
-    against the gold links ``sure`` = S and ``possible`` = P (S when None), all counted
-    over the whole corpus:
+    r"""Och and Ney's (2003, section 5) alignment error rate of the links
+    ``alignment`` = A, against the gold links ``sure`` = S and ``possible`` = P (S when
+    None), all counted over the whole corpus:
     :math:`1 - (|A \cap S| + |A \cap P|) / (|A| + |S|)`. With P = S it is 1 minus the
     F-score of A against S."""
     if possible is None:
