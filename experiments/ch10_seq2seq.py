@@ -15,6 +15,10 @@ draws from it.
    reversing digits.
 5. :func:`sort_with_pointers`: pointer networks (Vinyals et al., 2015) sorting five
    numbers.
+6. :func:`score_alignments`: the ablation's models and local-p ones
+   (:func:`load_local_p_models`) scored against the known alignments of copying and
+   reversing: the weight on the gold position and the alignment error rate of Och and
+   Ney (2003, section 5), as Luong et al. (2015, section 5.4) scored theirs.
 
 :func:`train_model` (a seeded initialisation, then training) makes every
 encoder-decoder here; :data:`WEIGHTS_DIR` holds the Luong models too slow to train in
@@ -31,12 +35,14 @@ References
    arXiv:1506.03134.
 .. [4] I. Sutskever, O. Vinyals, Q. V. Le. "Sequence to Sequence Learning with
    Neural Networks". NeurIPS 2014. arXiv:1409.3215.
+.. [5] F. J. Och, H. Ney. "A Systematic Comparison of Various Statistical Alignment
+   Models". Computational Linguistics 29(1), 2003.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -51,12 +57,16 @@ from lib.part4_attention.seq2seq import (
     Seq2Seq,
     Seq2SeqConfig,
     accuracy_by_length,
+    alignment_error_rate,
     alignments,
     build_seq2seq,
     exact_matches,
+    gold_mass,
+    hard_alignment,
+    load_seq2seq,
 )
 from lib.part4_attention.date_task import DateTask
-from lib.part4_attention.reversal_task import ReversalTask
+from lib.part4_attention.reversal_task import CopyTask, ReversalTask
 from lib.part4_attention.sorting_task import SortingTask
 from lib.part4_attention.pairs import SequencePairs, train_seq2seq
 from lib.training import TrainingLog
@@ -395,6 +405,8 @@ class LuongAblation(Result):
     exact: dict[tuple[str, str], Float[Tensor, "seeds"]]
     exact_long: dict[tuple[str, str], Float[Tensor, "seeds"]]
     models: dict[tuple[str, str], Seq2Seq]
+    # the model of every seed, in the order of the seeds
+    every_seed: dict[tuple[str, str], list[Seq2Seq]] = field(default_factory=dict)
 
     FINDINGS = (
         Finding(
@@ -525,6 +537,7 @@ def ablate_luong(
                 )
             correct.append(exact_matches(model, test, task.bos, task.eos))
             result.models.setdefault((task_name, variant), model)
+            result.every_seed.setdefault((task_name, variant), []).append(model)
         correct = torch.stack(correct).float()  # (seeds, n_test)
         result.exact[task_name, variant] = correct.mean(1)  # (seeds,)
         long = test.src_lens >= long_from  # (n_test,)
@@ -603,3 +616,206 @@ def sort_with_pointers(
         pointers,
         pointer_weights,
     )
+
+
+# ---------------------------------------------------------------------------
+# 6. Alignments scored against the gold ones of copying and reversing
+
+# The ablation's digit tasks (chapter 10's cell ablation-code), its seeds, and the
+# local-p variant that python -m experiments.ch10_weights --digits trains on them with
+# the ablation's recipe (the window of local-m).
+ALIGNMENT_TASKS = {
+    "copy": CopyTask(min_len=3, max_len=8),
+    "reversal": ReversalTask(min_len=3, max_len=8),
+}
+ALIGNMENT_SEEDS = (0, 1, 2)
+LOCAL_P_VARIANT = dict(mode="local-p", window=2)
+
+
+# Where the weights script saves the local-p model of a digit task and seed.
+DIGIT_MODEL_FILE = "luong_{task_name}_local_p_seed{seed}.pt"
+
+
+def load_local_p_models(
+    folder: Path = WEIGHTS_DIR,
+) -> dict[tuple[str, str], list[Seq2Seq]]:
+    """The local-p models of ``python -m experiments.ch10_weights --digits``, keyed like
+    :attr:`LuongAblation.every_seed`: (task name, "local-p") -> one model per seed."""
+    return {
+        (name, "local-p"): [
+            load_seq2seq(
+                Path(folder) / DIGIT_MODEL_FILE.format(task_name=name, seed=seed)
+            )
+            for seed in ALIGNMENT_SEEDS
+        ]
+        for name in ALIGNMENT_TASKS
+    }
+
+
+@dataclass
+class AlignmentScores(Result):
+    """Teacher-forced attention of each model against the gold alignment of its task,
+    keyed by (task name, variant name), one number per seed: the mean weight on the
+    gold position (``mass``), the summed weight (``given``, below 1 for local-p), the
+    alignment error rate of each step's largest weight (``aer``), the digits predicted
+    right (``steps_right``), and greedy exact match (``exact``); and, for the steps whose
+    gold position lies inside local-m's window (|s - t| <= D, :data:`LUONG_VARIANTS`),
+    the share of the argmax links on it (``hits_in_reach``), and the digits predicted
+    right at the other steps (``right_out_of_reach``, NaN when there are none). ``reach``
+    maps each task to the share of its digit steps inside that window: a model whose
+    weights are 0 outside it has an AER of at least ``1 - reach`` and a gold mass of at
+    most ``reach``. The findings are those of the chapter's runs."""
+
+    mass: dict[tuple[str, str], Float[Tensor, "seeds"]]
+    given: dict[tuple[str, str], Float[Tensor, "seeds"]]
+    aer: dict[tuple[str, str], Float[Tensor, "seeds"]]
+    steps_right: dict[tuple[str, str], Float[Tensor, "seeds"]]
+    exact: dict[tuple[str, str], Float[Tensor, "seeds"]]
+    hits_in_reach: dict[tuple[str, str], Float[Tensor, "seeds"]] = field(
+        default_factory=dict
+    )
+    right_out_of_reach: dict[tuple[str, str], Float[Tensor, "seeds"]] = field(
+        default_factory=dict
+    )
+    reach: dict[str, float] = field(default_factory=dict)
+
+    FINDINGS = (
+        Finding(
+            "Every global model puts 90% or more of its weight on the gold position "
+            "and has an AER of 2% or less, copying and reversing.",
+            backs=("align-discussion", "summary"),
+            holds=lambda r: all(
+                r.mass[task, "global"].min() >= 0.90
+                and r.aer[task, "global"].max() <= 0.02
+                for task in ("copy", "reversal")
+            ),
+        ),
+        Finding(
+            "Copying, every local-m and local-p model has an AER of 2.5% or less.",
+            backs=("align-discussion", "summary"),
+            holds=lambda r: max(
+                r.aer["copy", "local-m"].max(), r.aer["copy", "local-p"].max()
+            )
+            <= 0.025,
+        ),
+        Finding(
+            "Reversing, every local-m model puts its largest weight on the gold "
+            "position at 85% or more of the steps whose gold digit is inside its window.",
+            backs=("align-discussion", "summary"),
+            holds=lambda r: r.hits_in_reach["reversal", "local-m"].min() >= 0.85,
+        ),
+        Finding(
+            "Reversing, every local-m model predicts the right digit at 80% or more "
+            "of the steps (teacher forced).",
+            backs=("align-discussion",),
+            holds=lambda r: r.steps_right["reversal", "local-m"].min() >= 0.80,
+        ),
+        Finding(
+            "Every local-p model reverses 90% or more of the held-out strings, with "
+            "an AER of 2% or less.",
+            backs=("align-discussion", "summary"),
+            holds=lambda r: r.exact["reversal", "local-p"].min() >= 0.90
+            and r.aer["reversal", "local-p"].max() <= 0.02,
+        ),
+        Finding(
+            "On both tasks, every local-p model puts less weight on the gold position "
+            "than every global model, and gives less than 95% of its weight in all.",
+            backs=("align-discussion",),
+            holds=lambda r: all(
+                r.mass[task, "local-p"].max() < r.mass[task, "global"].min()
+                and r.given[task, "local-p"].max() < 0.95
+                for task in ("copy", "reversal")
+            ),
+        ),
+        Finding(
+            "With and without input feeding, every global model reverses with an AER "
+            "of 2% or less.",
+            backs=("align-discussion", "summary"),
+            holds=lambda r: max(
+                r.aer["reversal", "global"].max(),
+                r.aer["reversal", "global, no input feeding"].max(),
+            )
+            <= 0.02,
+        ),
+        Finding(
+            "Reversing, on every seed the global model without input feeding puts less "
+            "weight on the gold position than the one with it.",
+            backs=("align-discussion",),
+            holds=lambda r: bool(
+                (
+                    r.mass["reversal", "global, no input feeding"]
+                    < r.mass["reversal", "global"]
+                ).all()
+            ),
+        ),
+        Finding(
+            "Reversing, every local-m model predicts the right digit at 75% or more "
+            "of the steps whose gold digit is outside its window (teacher forced).",
+            backs=("align-discussion",),
+            holds=lambda r: r.right_out_of_reach["reversal", "local-m"].min() >= 0.75,
+        ),
+    )
+
+
+@torch.no_grad()
+def score_alignments(
+    models: Mapping[tuple[str, str], list[Seq2Seq]],
+    tasks: Mapping[str, ReversalTask],
+    tests: Mapping[str, SequencePairs],
+) -> AlignmentScores:
+    """Score each model of ``models`` ((task name, variant) -> one model per seed) on
+    its task's held-out pairs ``tests[task name]``: the teacher-forced weights
+    (:meth:`Seq2Seq.attend`) against ``tasks[task name].gold_alignment``, the hard
+    alignment one link per digit step (:func:`hard_alignment`), and greedy exact
+    match."""
+    if not isinstance(models, Mapping) or not models:
+        raise ValueError(
+            "models must map (task name, variant) to a list of models, at least one "
+            f"entry; found {models!r}"
+        )
+    result = AlignmentScores({}, {}, {}, {}, {})
+    names = ("mass", "given", "aer", "steps_right", "exact")
+    names += ("hits_in_reach", "right_out_of_reach")
+    window = LUONG_VARIANTS["local-m"]["window"]
+    for (task_name, variant), seed_models in models.items():
+        if task_name not in tasks or task_name not in tests:
+            raise ValueError(
+                f"models must be keyed by a task of tasks and tests, {sorted(tasks)}; "
+                f"found {task_name!r}"
+            )
+        if not seed_models:
+            raise ValueError(
+                f"models[{(task_name, variant)!r}] must hold at least one model; "
+                "found none"
+            )
+        task, test = tasks[task_name], tests[task_name]
+        gold = task.gold_alignment(test)  # (N, T, S)
+        steps = gold.any(-1)  # (N, T): the digit steps
+        # inside local-m's window: the gold position s of step t has |s - t| <= D
+        near = (gold & _window_mask(gold.shape, window)).any(-1)  # (N, T)
+        result.reach[task_name] = near[steps].float().mean().item()
+        scores = {name: [] for name in names}
+        for model in seed_models:
+            logits, weights = model.attend(test.src, test.tgt_in, test.src_lens)
+            right = logits.argmax(-1) == test.tgt_out  # (N, T)
+            scores["mass"].append(gold_mass(weights, gold))
+            scores["given"].append(weights.sum(-1)[steps].mean())
+            hard = hard_alignment(weights, steps)
+            scores["aer"].append(torch.tensor(alignment_error_rate(hard, gold)))
+            scores["steps_right"].append(right[steps].float().mean())
+            correct = exact_matches(model, test, task.bos, task.eos)
+            scores["exact"].append(correct.float().mean())
+            on_gold = (hard & gold).any(-1)  # (N, T)
+            scores["hits_in_reach"].append(on_gold[near].float().mean())
+            scores["right_out_of_reach"].append(right[steps & ~near].float().mean())
+        for name, values in scores.items():
+            getattr(result, name)[task_name, variant] = torch.stack(values).float()
+    return result
+
+
+def _window_mask(shape: tuple[int, int, int], window: int) -> Tensor:
+    """``(1, T, S)``: True where source position s is within ``window`` of step t."""
+    _, steps, width = shape
+    t = torch.arange(steps)[:, None]  # (T, 1)
+    s = torch.arange(width)[None]  # (1, S)
+    return ((s - t).abs() <= window)[None]

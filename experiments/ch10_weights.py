@@ -1,9 +1,12 @@
-"""``python -m experiments.ch10_weights [--out DIR] [--n-train N] [--n-test N]
-[--epochs E] [--lr LR]``.
+"""``python -m experiments.ch10_weights [--digits] [--out DIR] [--n-train N]
+[--n-test N] [--epochs E] [--lr LR]``.
 
 Trains chapter 10's Luong models on :class:`lib.part4_attention.date_task.DateTask` and
 saves them where the chapter loads them from
-(:data:`experiments.ch10_seq2seq.WEIGHTS_DIR`), in about a minute of CPU time.
+(:data:`experiments.ch10_seq2seq.WEIGHTS_DIR`), in about a minute of CPU time. With
+``--digits``, trains instead the local-p models of the chapter's ablation on copying and
+reversing digits (:data:`DIGIT_RECIPE`, three seeds, about a minute too), which the
+section on scoring alignments loads beside the ablation's own global and local-m models.
 """
 
 from __future__ import annotations
@@ -14,7 +17,15 @@ from typing import Optional, Sequence
 
 import torch
 
-from experiments.ch10_seq2seq import WEIGHTS_DIR, train_model
+from experiments.ch10_seq2seq import (
+    DIGIT_MODEL_FILE,
+    ALIGNMENT_SEEDS,
+    ALIGNMENT_TASKS,
+    LOCAL_P_VARIANT,
+    WEIGHTS_DIR,
+    ablate_luong,
+    train_model,
+)
 from lib.part4_attention.seq2seq import exact_matches, save_seq2seq
 from lib.part4_attention.date_task import DateTask
 from lib.part4_attention.pairs import train_seq2seq
@@ -33,6 +44,35 @@ LUONG_RECIPES = {
 # learning rate LR, then SETTLING_EPOCHS at a tenth of it. Chapter 10 compares these
 # amounts with its own models'.
 N_TRAIN, EPOCHS, LR, SETTLING_EPOCHS = 10_000, 8, 5e-3, 1
+# The digit models (--digits): the recipe of chapter 10's ablation (cell ablation-code),
+# options of experiments.ch10_seq2seq.ablate_luong.
+DIGIT_RECIPE = dict(n_train=3000, n_test=500, epochs=2, settling_epochs=1, lr=1e-2)
+
+
+def train_digit_models(
+    out: Path,
+    task_names: Sequence[str] = tuple(ALIGNMENT_TASKS),
+    seeds: Sequence[int] = ALIGNMENT_SEEDS,
+    **recipe,
+) -> None:
+    """Train a local-p model (:data:`experiments.ch10_seq2seq.LOCAL_P_VARIANT`) on each
+    of :data:`ALIGNMENT_TASKS` named in ``task_names`` from each of ``seeds`` (all of
+    them by default; each task draws its strings alone, each model is seeded alone, so a
+    subset gives the same models) by the ablation's own loop, save it as
+    :data:`DIGIT_MODEL_FILE` and print its held-out exact match."""
+    tasks = {name: ALIGNMENT_TASKS[name] for name in task_names}
+    runs = [(name, "local-p") for name in tasks]
+    variants = {"local-p": LOCAL_P_VARIANT}
+    result = ablate_luong(tasks, runs, seeds, variants, **{**DIGIT_RECIPE, **recipe})
+    for task_name, variant in runs:
+        models = result.every_seed[task_name, variant]
+        for seed, model, exact in zip(seeds, models, result.exact[task_name, variant]):
+            save_seq2seq(
+                model, out / DIGIT_MODEL_FILE.format(task_name=task_name, seed=seed)
+            )
+            print(
+                f"{task_name}, local-p, seed {seed}: held-out exact match {exact:.1%}"
+            )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -49,19 +89,36 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         description="Train chapter 10's Luong models and save their weights.",
     )
     parser.add_argument(
+        "--digits",
+        action="store_true",
+        help="train the local-p models on copying and reversing digits instead",
+    )
+    parser.add_argument(
         "--out", type=Path, default=WEIGHTS_DIR, help="folder for the .pt files"
     )
-    parser.add_argument("--n-train", type=int, default=N_TRAIN, help="training dates")
-    parser.add_argument("--n-test", type=int, default=1_000, help="held-out dates")
-    parser.add_argument(
-        "--epochs", type=int, default=EPOCHS, help="passes at the full learning rate"
-    )
-    parser.add_argument("--lr", type=float, default=LR, help="learning rate of Adam")
+    parser.add_argument("--n-train", type=int, help="training examples")
+    parser.add_argument("--n-test", type=int, help="held-out examples")
+    parser.add_argument("--epochs", type=int, help="passes at the full learning rate")
+    parser.add_argument("--lr", type=float, help="learning rate of Adam")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the same weights on every run
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.digits:
+        given = dict(
+            n_train=args.n_train, n_test=args.n_test, epochs=args.epochs, lr=args.lr
+        )
+        # an option given as 0 reaches ablate_luong, which refuses it by name
+        train_digit_models(
+            args.out,
+            **{key: value for key, value in given.items() if value is not None},
+        )
+        return
+    defaults = dict(n_train=N_TRAIN, n_test=1_000, epochs=EPOCHS, lr=LR)
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     task = DateTask()
     train, test, _ = task.split(args.n_train, args.n_test, seed=0)
-    args.out.mkdir(parents=True, exist_ok=True)
     sizes = (task.src_vocab_size, task.tgt_vocab_size)
     for name, options in LUONG_RECIPES.items():
         model, _ = train_model(

@@ -317,3 +317,142 @@ check_reversal_reach = Check(
     shape_hint=lambda shape, n, window: (
         ": one entry per digit step t = 1 .. n (leave out the <eos> step)" if shape == (n + 1,) else ""),
 )
+
+
+# ---------------------------------------------------------------------------
+# The alignment error rate of attention maps on reversal, against its gold alignment.
+# ---------------------------------------------------------------------------
+
+
+def reversal_aer_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
+    """Fresh inputs ``(weights, src_lens)`` for :data:`check_reversal_aer`.
+
+    ``weights`` is ``(B, S + 1, S)`` in float64, teacher-forced attention of a reversal model:
+    every row (the ``n`` digit steps, the end-of-sequence step ``n + 1`` and the padded steps) a
+    softmax over the first ``n = src_lens[b]`` source positions, weight exactly 0 on the others.
+    About half of the digit steps have their largest weight on the gold position ``n + 1 - t``
+    (counted from 1). Every case has a string of 3 digits and one of ``S``, so that an average of
+    per-string rates differs from the corpus rate.
+    """
+    cases = []
+    for _ in range(trials):
+        batch = int(torch.randint(2, 6, (), generator=generator))
+        width = int(torch.randint(4, 9, (), generator=generator))
+        src_lens = torch.randint(3, width + 1, (batch,), generator=generator)
+        src_lens[0], src_lens[1] = 3, width
+        steps = width + 1
+        scores = torch.randn(batch, steps, width, generator=generator, dtype=torch.float64)
+        t = torch.arange(steps)[None]  # (1, T), from 0
+        gold = src_lens[:, None] - 1 - t  # (B, T): the gold position, from 0
+        boost = torch.rand(batch, steps, generator=generator) < 0.5  # (B, T)
+        boost &= t < src_lens[:, None]
+        rows = torch.arange(batch)[:, None].expand(batch, steps)[boost]
+        scores[rows, t.expand(batch, steps)[boost], gold[boost]] += 4.0
+        padding = torch.arange(width) >= src_lens[:, None, None]  # (B, 1, S)
+        weights = torch.softmax(scores.masked_fill(padding, float("-inf")), dim=-1)
+        cases.append((weights, src_lens))
+    return cases
+
+
+def reversal_aer_by_sets(weights: torch.Tensor, src_lens: torch.Tensor) -> torch.Tensor:
+    """Och and Ney's AER, ``1 - (|A ∩ S| + |A ∩ P|) / (|A| + |S|)`` with ``P = S``, over Python sets
+    of links ``(b, t, s)`` of the whole batch: ``A`` each digit step's largest weight, ``S`` reversal's
+    gold links ``s = n + 1 - t`` (from 1), the end-of-sequence and padded steps left out."""
+    alignment, sure = set(), set()
+    for b, n in enumerate(src_lens.tolist()):
+        for t in range(1, n + 1):
+            row = weights[b, t - 1, :n].tolist()
+            alignment.add((b, t, row.index(max(row)) + 1))
+            sure.add((b, t, n + 1 - t))
+    return torch.tensor(1 - 2 * len(alignment & sure) / (len(alignment) + len(sure)), dtype=torch.float64)
+
+
+def _reversal_aer_with(weights, src_lens, gold="reversal", eos=False, average="corpus", score="aer"):
+    """The AER, vectorised, with the known wrong answers switched on by the keywords: ``gold``
+    "reversal" (the right ``n - 1 - t`` from 0), "copy" (``t``) or "shifted" (``n - t`` from 0);
+    ``eos`` counts the end-of-sequence step's link in A; ``average`` "corpus" (the counts of the
+    whole batch) or "strings" (the mean of each string's rate); ``score`` "aer" or "precision" (the
+    share of right links, 1 - AER)."""
+    batch, steps, width = weights.shape
+    t = torch.arange(steps)[None]  # (1, T)
+    position = {"reversal": src_lens[:, None] - 1 - t, "copy": t.expand(batch, steps),
+                "shifted": src_lens[:, None] - t}[gold]  # (B, T)
+    digit = t < src_lens[:, None]  # (B, T)
+    hits = ((weights.argmax(-1) == position) & digit).sum(1).to(torch.float64)  # (B,)
+    links = src_lens.to(torch.float64)  # |S| per string; |A| the same, plus one with the eos link
+    found = links + 1 if eos else links
+    if average == "strings":
+        rate = (1 - 2 * hits / (found + links)).mean()
+    else:
+        rate = 1 - 2 * hits.sum() / (found.sum() + links.sum())
+    return 1 - rate if score == "precision" else rate
+
+
+def _aer(**options):
+    return lambda *case: _reversal_aer_with(*case, **options)
+
+
+def _reversal_slip(weights, src_lens, slip):
+    """The wrong answers that are not a switch of :func:`_reversal_aer_with`: ``slip``
+    "mass" (1 - the mean weight on the gold position, the soft score, no argmax),
+    "once" (|A ∩ S| counted once: 1 - hits / (|A| + |S|)), "padded" (every row of
+    ``weights``, end-of-sequence and padding included, linked in A) or "axis" (the argmax
+    over the output steps, one link per source position)."""
+    batch, steps, width = weights.shape
+    t = torch.arange(steps)[None]  # (1, T)
+    gold = src_lens[:, None] - 1 - t  # (B, T)
+    digit = t < src_lens[:, None]  # (B, T)
+    links = src_lens.sum().to(torch.float64)  # |S|
+    if slip == "mass":
+        on_gold = weights.gather(-1, gold.clamp(min=0)[..., None])[..., 0]  # (B, T)
+        return 1 - on_gold[digit].mean()
+    if slip == "axis":
+        s = torch.arange(width)[None]  # (1, S)
+        best = weights.argmax(1)  # (B, S): for each source position, the step of largest weight
+        hits = ((best == src_lens[:, None] - 1 - s) & (s < src_lens[:, None])).sum()
+        return 1 - 2 * hits / (2 * links)
+    hits = ((weights.argmax(-1) == gold) & digit).sum().to(torch.float64)
+    if slip == "once":
+        return 1 - hits / (2 * links)
+    return 1 - 2 * hits / (batch * steps + links)  # "padded"
+
+
+check_reversal_aer = Check(
+    "your alignment error rate agrees with Och and Ney's definition, counted over sets of links, on "
+    "20 fresh batches",
+    reversal_aer_cases, reversal_aer_by_sets,
+    describe=lambda weights, src_lens: (f"weights of shape {tuple(weights.shape)} and src_lens "
+                                        f"{src_lens.tolist()}"),
+    compared_with="the sets'", noun="AER", layout="",
+    slips=(
+        Slip(_aer(gold="copy"),
+             "that scores the diagonal, copying's alignment: reversing, output t writes source digit n + 1 - t"),
+        Slip(_aer(gold="shifted"),
+             "off by one: in tensors positions count from 0, so step t (from 0) reads source position "
+             "n - 1 - t, not n - t"),
+        Slip(_aer(eos=True),
+             "you linked the end-of-sequence step: it writes no digit and has no gold link, so leave it out "
+             "of A as the statement says"),
+        Slip(_aer(average="strings"),
+             "that is the mean of each string's AER: Och and Ney count the links of the whole corpus, "
+             "|A ∩ S| and |A| + |S| summed over the strings, then divide"),
+        Slip(_aer(score="precision"),
+             "that is the share of right links, 1 - AER: return the error rate"),
+        Slip(lambda *case: _reversal_slip(*case, "mass"),
+             "that is 1 - the gold mass, the mean weight on the gold position: the AER scores hard links, "
+             "each digit step linked to the argmax of its weights"),
+        Slip(lambda *case: _reversal_slip(*case, "once"),
+             "you counted the right links once: the numerator is |A ∩ S| + |A ∩ P|, and with P = S each "
+             "right link counts twice, over |A| + |S|"),
+        Slip(lambda *case: _reversal_slip(*case, "padded"),
+             "you linked every row, the end-of-sequence and padded steps too: only the digit steps "
+             "1, ..., n of each string belong in A"),
+        Slip(lambda *case: _reversal_slip(*case, "axis"),
+             "that argmax runs over the output steps (dim 1): each output step's link is the source "
+             "position of its largest weight, the argmax over the last dimension"),
+    ),
+    shape_hint=lambda shape, weights, src_lens: (
+        ": that is one rate per string; count the links of the whole batch and return one number"
+        if shape == (len(src_lens),) else ""),
+    tolerance=dict(atol=1e-9, rtol=1e-9),
+)

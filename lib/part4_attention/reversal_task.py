@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from jaxtyping import Bool
+from torch import Tensor
 
 from lib.checked import NonNegativeInt, PositiveInt, each
 from lib.part4_attention.pairs import SequencePairs
@@ -79,6 +81,21 @@ class ReversalTask:
     def _target(self, tokens: list[int]) -> list[int]:
         """The output for a source (token ids, no padding): the source reversed."""
         return list(reversed(tokens))
+
+    def _gold_position(self, t: Tensor, n: Tensor) -> Tensor:
+        """The source position output position ``t`` reads (from 0): ``n - 1 - t``."""
+        return n - 1 - t
+
+    def gold_alignment(self, data: SequencePairs) -> Bool[Tensor, "N T S"]:
+        """The known alignment of ``data``: ``[i, t, s]`` is True when output ``t`` of
+        example ``i`` is the digit at source position ``s`` (from 0). Reversing a string
+        of ``n`` digits, output ``t < n`` reads ``n - 1 - t``; the end-of-sequence step
+        ``t = n`` and the padding read no digit, so their rows are all False."""
+        n, width = data.src_lens[:, None], data.tgt_out.shape[1]  # (N, 1)
+        t = torch.arange(width)[None]  # (1, T)
+        gold = self._gold_position(t, n).masked_fill(t >= n, -1)  # (N, T); -1: none
+        positions = torch.arange(data.src.shape[1])  # (S,)
+        return gold[..., None] == positions  # (N, T, S)
 
     def pairs(self, sources: each(each(NonNegativeInt))) -> SequencePairs:
         """Pad the sources (token ids) and build their targets (reversed, or copied by
@@ -139,3 +156,7 @@ class CopyTask(ReversalTask):
     def _target(self, tokens: list[int]) -> list[int]:
         """The output for a source (token ids, no padding): the source itself."""
         return list(tokens)
+
+    def _gold_position(self, t: Tensor, n: Tensor) -> Tensor:
+        """The source position output position ``t`` reads (from 0): ``t`` itself."""
+        return t.expand(len(n), -1)

@@ -14,6 +14,11 @@ Bahdanau's and Luong's (chapter 10, syllabus S2S1-S2S5).
    a name and a :class:`Seq2SeqConfig`; :func:`save_seq2seq` / :func:`load_seq2seq`
    store it.
 4. Evaluation: :func:`exact_matches`, :func:`accuracy_by_length`, :func:`alignments`.
+5. Alignments against gold ones (copying and reversing digits, whose
+   :meth:`lib.part4_attention.reversal_task.ReversalTask.gold_alignment` is known):
+   :func:`gold_mass`, :func:`hard_alignment` and the alignment error rate
+   :func:`alignment_error_rate` of Och and Ney (2003, section 5), with which Luong et al. (2015,
+   section 5.4) scored their models' alignments.
 
 The scores, the masked softmax and the weighted average come from
 :mod:`lib.part4_attention.attention`. Tensors are batch-first: ``B`` batch, ``S`` source
@@ -32,6 +37,8 @@ References
 .. [4] K. Cho, B. van Merriënboer, C. Gulcehre, D. Bahdanau, F. Bougares,
    H. Schwenk, Y. Bengio. "Learning Phrase Representations using RNN
    Encoder-Decoder for Statistical Machine Translation". EMNLP 2014.
+.. [5] F. J. Och, H. Ney. "A Systematic Comparison of Various Statistical Alignment
+   Models". Computational Linguistics 29(1), 2003.
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ from lib.part4_attention.attention import (
     attention,
     masked_softmax,
 )
-from lib.checked import NonNegativeInt, PositiveInt, each, same_dtype
+from lib.checked import Fraction, NonNegativeInt, PositiveInt, each, same_dtype
 from lib.part3_words.decoding import beam_search_batch
 from lib.part4_attention.pairs import SequencePairs
 
@@ -78,6 +85,9 @@ __all__ = [
     "exact_matches",
     "accuracy_by_length",
     "alignments",
+    "gold_mass",
+    "hard_alignment",
+    "alignment_error_rate",
 ]
 
 Cell = Literal["gru", "lstm"]
@@ -718,6 +728,52 @@ def accuracy_by_length(
         nan = torch.tensor(float("nan"))
         accuracy.append(correct[inside].float().mean() if inside.any() else nan)
     return labels, torch.stack(accuracy), torch.tensor(counts)
+
+
+def gold_mass(
+    weights: Float[Tensor, "N T S"], gold: Bool[Tensor, "N T S"]
+) -> Float[Tensor, ""]:
+    """The mean attention weight on the gold source positions, over the output steps
+    that have one (a row of ``gold`` with no True, such as an end-of-sequence step, is
+    left out)."""
+    steps = gold.any(-1)  # (N, T)
+    if not steps.any():
+        raise ValueError("gold must link at least one output step; found none")
+    on_gold = (weights * gold).sum(-1)  # (N, T)
+    return on_gold[steps].mean()
+
+
+def hard_alignment(
+    weights: Float[Tensor, "N T S"], steps: Bool[Tensor, "N T"]
+) -> Bool[Tensor, "N T S"]:
+    """One link per output step in ``steps``, to the source position of its largest
+    weight (the first, on a tie); no link from the other steps."""
+    best = weights.argmax(-1)  # (N, T)
+    links = best[..., None] == torch.arange(weights.shape[-1])  # (N, T, S)
+    return links & steps[..., None]
+
+
+def alignment_error_rate(
+    alignment: Bool[Tensor, "N T S"],
+    sure: Bool[Tensor, "N T S"],
+    possible: Optional[Bool[Tensor, "N T S"]] = None,
+) -> Fraction:
+    r"""Och and Ney's (2003, section 5) alignment error rate of the links
+    ``alignment`` = A, against the gold links ``sure`` = S and ``possible`` = P (S when
+    None), all counted over the whole corpus:
+    :math:`1 - (|A \cap S| + |A \cap P|) / (|A| + |S|)`. With P = S it is 1 minus the
+    F-score of A against S."""
+    if possible is None:
+        possible = sure
+    if (sure & ~possible).any():
+        raise ValueError(
+            "possible must contain every sure link; found a sure link outside"
+        )
+    total = int(alignment.sum()) + int(sure.sum())
+    if total == 0:
+        raise ValueError("alignment and sure must hold at least one link; found none")
+    agree = int((alignment & sure).sum()) + int((alignment & possible).sum())
+    return 1 - agree / total
 
 
 def _described(value: object) -> str:

@@ -13,6 +13,7 @@ def test_the_checks_are_registered():
     assert CHECKS["check_centre_gradient"] is check_centre_gradient
     assert CHECKS["check_coverage_loss"] is check_coverage_loss
     assert CHECKS["check_reversal_reach"] is check_reversal_reach
+    assert CHECKS["check_reversal_aer"] is check_reversal_aer
 
 
 # ---- how local-p's centre learns ------------------------------------------------------------
@@ -395,4 +396,146 @@ FAIRNESS = {
             (reach_full_width_each_side, "D is the half-width"),
         ],
     },
+}
+
+
+# ---- the alignment error rate of reversal attention maps --------------------------------------
+from courseware.checks import check_reversal_aer  # noqa: E402
+from courseware.checks.seq2seq import reversal_aer_by_sets, reversal_aer_cases  # noqa: E402
+
+
+def reversal_aer_vectorised(weights, src_lens):
+    """The master solution's method: one comparison of argmax positions with n - 1 - t, counted."""
+    t = torch.arange(weights.shape[1])
+    gold = src_lens[:, None] - 1 - t  # (B, T)
+    digits = t < src_lens[:, None]
+    hits = ((weights.argmax(-1) == gold) & digits).sum()
+    return 1 - 2 * hits / (2 * src_lens.sum())
+
+
+def reversal_aer_f_score(weights, src_lens):
+    """Via precision and recall of the hard links (1 - F1 when P = S), built as boolean masks,
+    the gold one from a flipped identity matrix, in float32."""
+    batch, steps, width = weights.shape
+    hard = torch.zeros(batch, steps, width, dtype=torch.bool)
+    sure = torch.zeros_like(hard)
+    for b in range(batch):
+        n = int(src_lens[b])
+        sure[b, :n, :n] = torch.eye(n, dtype=torch.bool).flip(1)
+        hard[b, torch.arange(n), weights[b, :n, :n].argmax(-1)] = True
+    both = (hard & sure).sum().float()
+    precision, recall = both / hard.sum(), both / sure.sum()
+    return 1 - 2 * precision * recall / (precision + recall)
+
+
+def reversal_aer_numpy(weights, src_lens):
+    """String by string with numpy: count the hits and the links, divide once at the end."""
+    import numpy as np
+    hits = links = 0
+    for rows, n in zip(weights.numpy(), src_lens.tolist()):
+        hits += int(np.sum(np.argmax(rows[:n, :n], axis=1) == np.arange(n)[::-1]))
+        links += 2 * n
+    return torch.tensor(1 - 2 * hits / links, dtype=torch.float64)
+
+
+def reversal_aer_copying(weights, src_lens):
+    """The diagonal as gold: copying's alignment."""
+    t = torch.arange(weights.shape[1])
+    hits = ((weights.argmax(-1) == t) & (t < src_lens[:, None])).sum()
+    return 1 - hits / src_lens.sum()
+
+
+def reversal_aer_off_by_one(weights, src_lens):
+    """Gold position n - t (from 0): the 1-based formula n + 1 - t shifted once, not twice."""
+    t = torch.arange(weights.shape[1])
+    hits = ((weights.argmax(-1) == src_lens[:, None] - t) & (t < src_lens[:, None])).sum()
+    return 1 - hits / src_lens.sum()
+
+
+def reversal_aer_with_eos(weights, src_lens):
+    """Every target step up to and including the <eos> step linked: |A| = n + 1 per string."""
+    t = torch.arange(weights.shape[1])
+    hits = ((weights.argmax(-1) == src_lens[:, None] - 1 - t) & (t < src_lens[:, None])).sum()
+    return 1 - 2 * hits / ((src_lens + 1).sum() + src_lens.sum())
+
+
+def reversal_aer_per_string(weights, src_lens):
+    """The mean of each string's AER."""
+    rates = [reversal_aer_by_sets(weights[b:b + 1], src_lens[b:b + 1]) for b in range(len(src_lens))]
+    return torch.stack(rates).mean()
+
+
+def reversal_aer_precision(weights, src_lens):
+    return 1 - reversal_aer_by_sets(weights, src_lens)
+
+
+def reversal_aer_gold_mass(weights, src_lens):
+    """1 - the mean weight on the gold position, string by string."""
+    on_gold = [weights[b, t, n - 1 - t] for b, n in enumerate(src_lens.tolist()) for t in range(n)]
+    return 1 - torch.stack(on_gold).mean()
+
+
+def reversal_aer_counted_once(weights, src_lens):
+    """|A ∩ S| alone over |A| + |S|."""
+    hits = sum(int(weights[b, t, :n].argmax()) == n - 1 - t for b, n in enumerate(src_lens.tolist())
+               for t in range(n))
+    return torch.tensor(1 - hits / (2 * int(src_lens.sum())), dtype=torch.float64)
+
+
+def reversal_aer_every_row(weights, src_lens):
+    """Every row of weights linked, the <eos> and padded steps too, as numpy would with no mask."""
+    hard = weights.argmax(-1)  # (B, T)
+    hits = sum(int(hard[b, t]) == n - 1 - t for b, n in enumerate(src_lens.tolist()) for t in range(n))
+    return torch.tensor(1 - 2 * hits / (hard.numel() + int(src_lens.sum())), dtype=torch.float64)
+
+
+def reversal_aer_wrong_axis(weights, src_lens):
+    """argmax(1): for each source position, the output step that looks at it most."""
+    best = weights.argmax(1)  # (B, S)
+    hits = sum(int(best[b, s]) == n - 1 - s for b, n in enumerate(src_lens.tolist()) for s in range(n))
+    return torch.tensor(1 - hits / int(src_lens.sum()), dtype=torch.float64)
+
+
+WRONG_REVERSAL_AERS = [
+    (reversal_aer_copying, "copying's alignment"),
+    (reversal_aer_off_by_one, "off by one"),
+    (reversal_aer_with_eos, "you linked the end-of-sequence step"),
+    (reversal_aer_per_string, "the mean of each string's AER"),
+    (reversal_aer_precision, "the share of right links"),
+    (reversal_aer_gold_mass, "that is 1 - the gold mass"),
+    (reversal_aer_counted_once, "you counted the right links once"),
+    (reversal_aer_every_row, "you linked every row, the end-of-sequence and padded steps too"),
+    (reversal_aer_wrong_axis, "that argmax runs over the output steps"),
+]
+
+
+def test_the_reversal_aer_reference_by_hand():
+    """Two strings: "abc" reversed, steps 1-3 look at positions 3, 2, 1 (all gold); "ab", steps 1-2 at
+    positions 1 and 1 (gold 2, 1: one hit). A: 5 links, S: 5, A ∩ S: 4, so AER = 1 - 8/10 = 0.2."""
+    weights = torch.zeros(2, 4, 3, dtype=torch.float64)
+    weights[0, 0, 2] = weights[0, 1, 1] = weights[0, 2, 0] = 1.0
+    weights[1, 0, 0] = weights[1, 1, 0] = 1.0
+    weights[:, 3, 0] = 1.0  # the <eos> step of string 0 and a padded step of string 1: not counted
+    weights[1, 2, 1] = 1.0  # the <eos> step of string 1
+    assert float(reversal_aer_by_sets(weights, torch.tensor([3, 2]))) == pytest.approx(0.2, abs=1e-15)
+    for seed in range(5):
+        for case in reversal_aer_cases(torch.Generator().manual_seed(seed)):
+            assert 0 < float(reversal_aer_by_sets(*case)) < 1  # some links right, some wrong
+
+
+@pytest.mark.parametrize("answer", [reversal_aer_vectorised, reversal_aer_f_score, reversal_aer_numpy])
+def test_reversal_aer_accepts_right_answers_written_differently(answer, capsys):
+    check_reversal_aer(answer)
+    assert capsys.readouterr().out.startswith("✓ your alignment error rate agrees")
+
+
+@pytest.mark.parametrize("answer, message", WRONG_REVERSAL_AERS)
+def test_reversal_aer_rejects_wrong_answers_saying_why(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_reversal_aer(answer)
+
+
+FAIRNESS["check_reversal_aer"] = {
+    "right": [reversal_aer_f_score, reversal_aer_numpy],
+    "wrong": WRONG_REVERSAL_AERS,
 }

@@ -4,10 +4,13 @@ checked against the loop it stands for or for determinism and a falling loss; th
 seeds, naming them. (Moved from tests/experiments/test_ch10_weights.py, which keeps the weights
 script's tests.)"""
 
+import math
+
 import pytest
 import torch
 
 from experiments.ch10_seq2seq import (
+    AlignmentScores,
     DATE_EDGES,
     LENGTHS,
     LUONG_VARIANTS,
@@ -24,6 +27,7 @@ from experiments.ch10_seq2seq import (
     luong_month_weight,
     plain_reversal,
     reversal_by_length,
+    score_alignments,
     sort_with_pointers,
     train_model,
     train_on_dates,
@@ -497,3 +501,150 @@ def test_ablate_luong_names_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         ablate_luong(**{**call, **kwargs})
 
+
+
+# --- alignments scored against the gold ones
+
+ALIGNED = {  # (task, variant) -> (mass, given, aer, steps right, exact, hits in reach, right out of reach),
+    # one seed that shows every finding
+    ("copy", "global"): (0.95, 1.0, 0.01, 0.99, 0.97, 0.99, 0.9),
+    ("copy", "local-m"): (0.95, 1.0, 0.01, 0.99, 0.97, 0.99, 0.9),
+    ("copy", "local-p"): (0.8, 0.85, 0.01, 0.99, 0.95, 0.99, 0.9),
+    ("reversal", "global"): (0.95, 1.0, 0.01, 0.99, 0.97, 0.99, 0.99),
+    ("reversal", "local-m"): (0.4, 1.0, 0.6, 0.9, 0.65, 0.9, 0.85),
+    ("reversal", "global, no input feeding"): (0.85, 1.0, 0.01, 0.99, 0.97, 0.99, 0.99),
+    ("reversal", "local-p"): (0.85, 0.9, 0.01, 0.99, 0.95, 0.99, 0.99),
+}
+SCORES = ("mass", "given", "aer", "steps_right", "exact", "hits_in_reach", "right_out_of_reach")
+
+
+def aligned(dtype=F64, **second_seed):
+    """AlignmentScores of two seeds: the first ALIGNED's, the second ALIGNED's with ``second_seed``'s
+    changes, written ``copy_global_mass=0.89`` (task, variant with _ for - and spaces, score)."""
+    second = {key: dict(zip(SCORES, values)) for key, values in ALIGNED.items()}
+    for name, value in second_seed.items():
+        for key in second:
+            prefix = "_".join(key).replace("-", "_").replace(", ", "_").replace(" ", "_")
+            if name.startswith(prefix + "_") and name[len(prefix) + 1:] in SCORES:
+                second[key][name[len(prefix) + 1:]] = value
+                break
+        else:
+            raise KeyError(name)
+    result = AlignmentScores({}, {}, {}, {}, {})
+    for key, values in ALIGNED.items():
+        for score, first in zip(SCORES, values):
+            getattr(result, score)[key] = torch.tensor([first, second[key][score]], dtype=dtype)
+    return result
+
+
+@pytest.mark.parametrize("index, second_seed", [
+    (0, dict(copy_global_mass=0.89)),
+    (0, dict(reversal_global_mass=0.89)),
+    (0, dict(copy_global_aer=0.021)),
+    (1, dict(copy_local_m_aer=0.026)),
+    (1, dict(copy_local_p_aer=0.026)),
+    (2, dict(reversal_local_m_hits_in_reach=0.849)),
+    (3, dict(reversal_local_m_steps_right=0.79)),
+    (4, dict(reversal_local_p_exact=0.89)),
+    (4, dict(reversal_local_p_aer=0.021)),
+    (5, dict(copy_local_p_mass=0.95)),  # as much as global (0.95): not less
+    (5, dict(reversal_local_p_mass=0.95)),
+    (5, dict(reversal_local_p_given=0.95)),
+    (5, dict(copy_local_p_given=0.95)),
+    (6, dict(reversal_global_no_input_feeding_aer=0.021)),
+    (7, dict(reversal_global_no_input_feeding_mass=0.95)),  # as much as with it (0.95): not less
+    (7, dict(reversal_global_no_input_feeding_mass=0.96)),
+    (8, dict(reversal_local_m_right_out_of_reach=0.749)),
+])
+def test_alignment_findings_fail_alone_past_their_thresholds(index, second_seed):
+    assert aligned().failing() == []
+    assert aligned(**second_seed).failing() == [says(AlignmentScores)[index]]
+
+
+def test_alignment_findings_hold_at_their_thresholds():
+    """Each threshold reached exactly (float32, as the runs measure): the findings hold."""
+    for second_seed in (dict(copy_global_mass=0.9, reversal_global_aer=0.02, copy_global_aer=0.02),
+                        dict(copy_local_m_aer=0.025, copy_local_p_aer=0.025),
+                        dict(reversal_local_m_hits_in_reach=0.85),
+                        dict(reversal_local_m_steps_right=0.8),
+                        dict(reversal_local_p_exact=0.9, reversal_local_p_aer=0.02),
+                        dict(copy_local_p_mass=0.949, copy_local_p_given=0.949),
+                        dict(reversal_global_no_input_feeding_aer=0.02),
+                        dict(reversal_global_no_input_feeding_mass=0.949),
+                        dict(reversal_local_m_right_out_of_reach=0.75)):
+        assert aligned(F32, **second_seed).failing() == [], second_seed
+
+
+@pytest.mark.parametrize("mode", ["global", "local-p", "local-m"])
+def test_score_alignments_equals_the_scores_written_out_per_string(mode):
+    """Untrained models (two seeds) on 12 held-out strings: each score equals its definition computed one
+    string at a time, with the gold link found by searching the source for the output's own position."""
+    tasks = {"copy": CopyTask(min_len=3, max_len=5), "reversal": ReversalTask(min_len=3, max_len=5)}
+    tests = {name: task.split(8, 12, seed=2)[1] for name, task in tasks.items()}
+    models = {}
+    for name, task in tasks.items():
+        for seed in (0, 1):
+            torch.manual_seed(seed)
+            model = build_seq2seq("luong", task.vocab_size, task.vocab_size, SMALL, mode=mode, window=2)
+            models.setdefault((name, mode), []).append(model.eval())
+    result = score_alignments(models, tasks, tests)
+    for (name, _), seed_models in models.items():
+        test, task = tests[name], tasks[name]
+        for k, model in enumerate(seed_models):
+            masses, given, hits, right, steps = [], [], 0, 0, 0
+            near, near_hits, far, far_right = 0, 0, 0, 0
+            for i in range(12):
+                n = int(test.src_lens[i])
+                with torch.no_grad():
+                    logits, weights = model.attend(test.src[i:i + 1], test.tgt_in[i:i + 1], test.src_lens[i:i + 1])
+                for t in range(n):  # the digit steps; output t reads source t (copy) or n - 1 - t (reversal)
+                    s = t if name == "copy" else n - 1 - t
+                    row = weights[0, t].tolist()
+                    masses.append(row[s])
+                    given.append(sum(row))
+                    hits += row.index(max(row)) == s
+                    right += int(logits[0, t].argmax()) == int(test.tgt_out[i, t])
+                    steps += 1
+                    if abs(s - t) <= 2:  # inside local-m's window (D = 2)
+                        near += 1
+                        near_hits += row.index(max(row)) == s
+                    else:
+                        far += 1
+                        far_right += int(logits[0, t].argmax()) == int(test.tgt_out[i, t])
+            # one link per digit step in A and in S: AER = 1 - 2 hits / (steps + steps)
+            assert result.aer[name, mode][k].item() == pytest.approx(1 - hits / steps, abs=1e-6)
+            assert result.mass[name, mode][k].item() == pytest.approx(sum(masses) / steps, abs=1e-5)
+            assert result.given[name, mode][k].item() == pytest.approx(sum(given) / steps, abs=1e-5)
+            assert result.steps_right[name, mode][k].item() == pytest.approx(right / steps, abs=1e-6)
+            exact = exact_matches(model, test, task.bos, task.eos).float().mean()
+            assert result.exact[name, mode][k].item() == pytest.approx(exact.item(), abs=1e-7)
+            assert result.reach[name] == pytest.approx(near / steps, abs=1e-7)
+            assert result.hits_in_reach[name, mode][k].item() == pytest.approx(near_hits / near, abs=1e-6)
+            if far:
+                assert result.right_out_of_reach[name, mode][k].item() == pytest.approx(far_right / far, abs=1e-6)
+            else:  # copying: every gold digit is on the diagonal
+                assert name == "copy" and math.isnan(result.right_out_of_reach[name, mode][k].item())
+            if mode == "local-m":  # weight 0 outside the window: the AER's floor and the gold mass's ceiling
+                assert result.aer[name, mode][k].item() >= 1 - result.reach[name] - 1e-6
+                assert result.mass[name, mode][k].item() <= result.reach[name] + 1e-6
+        if name == "reversal":
+            assert 0 < result.reach[name] < 1  # lengths 3 to 5 reversed: some gold digits out of reach
+
+
+@pytest.mark.parametrize("models, match", [
+    ([], "models must map \\(task name, variant\\) to a list of models, at least one entry; found \\[\\]"),
+    ({}, "models must map .* at least one entry; found \\{\\}"),
+    ({("reversal", "global"): []}, "models\\[\\('reversal', 'global'\\)\\] must hold at least one model; found none"),
+])
+def test_score_alignments_names_empty_models(models, match):
+    task = ReversalTask(min_len=3, max_len=4)
+    with pytest.raises(ValueError, match=match):
+        score_alignments(models, {"reversal": task}, {"reversal": task.split(4, 4)[1]})
+
+
+def test_score_alignments_names_a_task_it_lacks():
+    task = ReversalTask(min_len=3, max_len=4)
+    model = build_seq2seq("luong", task.vocab_size, task.vocab_size, SMALL)
+    with pytest.raises(ValueError, match="models must be keyed by a task of tasks and tests, \\['reversal'\\]; "
+                                         "found 'copy'"):
+        score_alignments({("copy", "global"): [model]}, {"reversal": task}, {"reversal": task.split(4, 4)[1]})

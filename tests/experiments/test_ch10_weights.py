@@ -35,3 +35,121 @@ def test_the_chapters_saved_weights_are_the_recipes_of_the_script():
         assert saved["config"] == asdict(Seq2SeqConfig())
         model = load_seq2seq(path)  # the state dict fits the current code
         assert model.decoder.mode == options["mode"]
+
+
+def test_the_digit_models_script_runs_and_is_deterministic(tmp_path, capsys):
+    """A shortened run of ``python -m experiments.ch10_weights --digits``: one local-p model per task and
+    seed, the same weights twice, each the ablation's loop (ablate_luong) with the local-p variant."""
+    from experiments.ch10_seq2seq import ALIGNMENT_SEEDS, ALIGNMENT_TASKS, LOCAL_P_VARIANT, DIGIT_MODEL_FILE
+
+    arguments = ["--digits", "--n-train", "24", "--n-test", "8", "--epochs", "1"]
+    main(["--out", str(tmp_path / "a"), *arguments])
+    main(["--out", str(tmp_path / "b"), *arguments])
+    printed = capsys.readouterr().out
+    assert printed.count("local-p, seed") == 2 * len(ALIGNMENT_TASKS) * len(ALIGNMENT_SEEDS)
+    for name in ALIGNMENT_TASKS:
+        for seed in ALIGNMENT_SEEDS:
+            a, b = (torch.load(tmp_path / run / DIGIT_MODEL_FILE.format(task_name=name, seed=seed), weights_only=True) for run in "ab")
+            assert a["options"] == LOCAL_P_VARIANT
+            for key in a["state"]:
+                assert torch.equal(a["state"][key], b["state"][key]), f"{name}, {seed}: {key} differs"
+    seed_1 = torch.load(tmp_path / "a" / DIGIT_MODEL_FILE.format(task_name="copy", seed=1), weights_only=True)["state"]
+    seed_0 = torch.load(tmp_path / "a" / DIGIT_MODEL_FILE.format(task_name="copy", seed=0), weights_only=True)["state"]
+    assert not all(torch.equal(seed_0[key], seed_1[key]) for key in seed_0)  # the seeds differ
+
+
+def test_the_chapters_digit_models_are_the_recipe_of_the_script():
+    from experiments.ch10_seq2seq import ALIGNMENT_SEEDS, ALIGNMENT_TASKS, LOCAL_P_VARIANT, DIGIT_MODEL_FILE
+    from experiments.ch10_weights import DIGIT_RECIPE
+
+    assert DIGIT_RECIPE == dict(n_train=3000, n_test=500, epochs=2, settling_epochs=1, lr=1e-2)  # the ablation's
+    for name, task in ALIGNMENT_TASKS.items():
+        for seed in ALIGNMENT_SEEDS:
+            path = WEIGHTS_DIR / DIGIT_MODEL_FILE.format(task_name=name, seed=seed)
+            assert path.stat().st_size < 300_000, f"{path.name} should stay small"
+            saved = torch.load(path, weights_only=True)
+            assert saved["options"] == LOCAL_P_VARIANT and saved["config"] == asdict(Seq2SeqConfig())
+            assert saved["src_vocab_size"] == saved["tgt_vocab_size"] == task.vocab_size
+            model = load_seq2seq(path)
+            assert model.decoder.mode == "local-p" and model.decoder.window == 2
+
+
+def test_a_shipped_digit_model_is_the_full_recipe_retrained(tmp_path, capsys):
+    """One (task, seed) retrained by the script's own function at the full recipe (about 7 s): the same
+    tensors, bit for bit, as the file the chapter loads."""
+    from experiments.ch10_seq2seq import DIGIT_MODEL_FILE
+    from experiments.ch10_weights import train_digit_models
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the script does
+    try:
+        train_digit_models(tmp_path, task_names=("reversal",), seeds=(1,))
+    finally:
+        torch.set_num_threads(threads)
+    assert capsys.readouterr().out.count("local-p, seed") == 1
+    name = DIGIT_MODEL_FILE.format(task_name="reversal", seed=1)
+    fresh = torch.load(tmp_path / name, weights_only=True)
+    shipped = torch.load(WEIGHTS_DIR / name, weights_only=True)
+    assert {k: v for k, v in fresh.items() if k != "state"} == {k: v for k, v in shipped.items() if k != "state"}
+    assert fresh["state"].keys() == shipped["state"].keys()
+    for key in shipped["state"]:
+        assert torch.equal(fresh["state"][key], shipped["state"][key]), f"{key} differs from the shipped model"
+
+
+def test_the_digit_options_reach_the_ablation(tmp_path, monkeypatch):
+    """Every option given on the command line reaches ablate_luong (0 included, which it then refuses);
+    the ones not given are DIGIT_RECIPE's."""
+    import pytest
+
+    import experiments.ch10_weights as script
+
+    calls = []
+
+    def ablate(tasks, runs, seeds, variants, **options):
+        calls.append(options)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(script, "ablate_luong", ablate)
+    for arguments, expected in [
+        ([], script.DIGIT_RECIPE),
+        (["--n-train", "24", "--n-test", "8", "--epochs", "1", "--lr", "0.5"],
+         {**script.DIGIT_RECIPE, "n_train": 24, "n_test": 8, "epochs": 1, "lr": 0.5}),
+        (["--epochs", "0"], {**script.DIGIT_RECIPE, "epochs": 0}),
+    ]:
+        with pytest.raises(RuntimeError, match="stop"):
+            main(["--digits", "--out", str(tmp_path), *arguments])
+        assert calls.pop() == expected, arguments
+    monkeypatch.undo()
+    with pytest.raises(TypeError, match="parameter 'epochs'[\\s\\S]*Actual value: 0"):
+        main(["--digits", "--out", str(tmp_path), "--epochs", "0"])
+
+
+def test_the_digit_recipe_is_the_ablation_cells():
+    """DIGIT_RECIPE is what chapter 10's cell ablation-code passes to ablate_luong (its defaults filled
+    in), with the same seeds and tasks: the shipped local-p models are trained like the ablation's."""
+    import ast
+    import inspect
+    import json
+    from pathlib import Path
+
+    from experiments.ch10_seq2seq import ALIGNMENT_SEEDS, ALIGNMENT_TASKS, ablate_luong
+    from experiments.ch10_weights import DIGIT_RECIPE
+
+    notebook = json.loads((Path(__file__).parents[2] / "chapters" / "10_seq2seq.ipynb").read_text())
+    sources = {cell.get("id"): "".join(cell["source"]) for cell in notebook["cells"]}
+    calls = [node for node in ast.walk(ast.parse(sources["ablation-code"]))
+             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ablate_luong"]
+    assert len(calls) == 1
+    defaults = {name: p.default for name, p in inspect.signature(ablate_luong).parameters.items()}
+    given = {keyword.arg: ast.literal_eval(keyword.value) for keyword in calls[0].keywords}
+    assert {key: given.get(key, defaults[key]) for key in DIGIT_RECIPE} == DIGIT_RECIPE
+    assert set(given) <= set(DIGIT_RECIPE)  # nothing else changed, such as data_seed
+    seeds = [ast.literal_eval(node.value) for source in sources.values() if source and "seeds = " in source
+             for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Assign)
+             and [getattr(t, "id", None) for t in node.targets] == ["seeds"]]
+    assert seeds == [ALIGNMENT_SEEDS]
+    tasks = "short_tasks = " + sources["ablation-code"].split("short_tasks = ", 1)[1].split("\nruns", 1)[0]
+    built = {}
+    exec(tasks, {"CopyTask": type(ALIGNMENT_TASKS["copy"]), "ReversalTask": type(ALIGNMENT_TASKS["reversal"])}, built)
+    assert {name: (type(task), vars(task)) for name, task in built["short_tasks"].items()} == {
+        name: (type(task), vars(task)) for name, task in ALIGNMENT_TASKS.items()}

@@ -22,7 +22,8 @@ from lib.part4_attention.pointer import PointerNetwork
 from lib.part2_recurrent.rnn import GRU as ReferenceGRU
 from lib.part4_attention.seq2seq import (
     BahdanauDecoder, Encoder, LuongDecoder, Memory, PlainDecoder, Seq2Seq, Seq2SeqConfig,
-    accuracy_by_length, alignments, build_seq2seq, exact_matches, load_seq2seq, local_weights, save_seq2seq,
+    accuracy_by_length, alignment_error_rate, alignments, build_seq2seq, exact_matches, gold_mass, hard_alignment,
+    load_seq2seq, local_weights, save_seq2seq,
 )
 from lib.part4_attention.date_task import DateTask
 from lib.part4_attention.sorting_task import SortingTask
@@ -642,3 +643,89 @@ def test_pointer_network_errors_name_expected_and_found():
         net.greedy(torch.rand(3, 5, 2), torch.tensor([5, 3, 1], dtype=torch.uint8))
     with pytest.raises(ValueError, match="length must be an int >= 2; found 1"):
         SortingTask(1)
+
+
+# --- gold mass, hard alignments and the alignment error rate, against sets of links by hand
+
+
+def aer_by_sets(a, s, p):
+    """Och and Ney's (2003) AER written over Python sets of (sentence, t, s) links."""
+    return 1 - (len(a & s) + len(a & p)) / (len(a) + len(s))
+
+
+def links(mask):
+    return {tuple(link) for link in mask.nonzero().tolist()}
+
+
+def test_alignment_error_rate_by_hand():
+    """A = {(0,0), (1,1), (2,0)}, S = P = {(0,0), (1,1), (2,2)}: 1 - (2 + 2) / (3 + 3) = 1/3. With P adding
+    (2,0): 1 - (2 + 3) / 6 = 1/6. A perfect alignment scores 0, a disjoint one 1."""
+    def mask(*pairs):
+        m = torch.zeros(1, 3, 3, dtype=torch.bool)
+        for t, s in pairs:
+            m[0, t, s] = True
+        return m
+    a, s = mask((0, 0), (1, 1), (2, 0)), mask((0, 0), (1, 1), (2, 2))
+    assert alignment_error_rate(a, s) == pytest.approx(1 / 3, abs=1e-15)
+    assert alignment_error_rate(a, s, mask((0, 0), (1, 1), (2, 2), (2, 0))) == pytest.approx(1 / 6, abs=1e-15)
+    assert alignment_error_rate(s, s) == 0 and alignment_error_rate(mask((0, 1)), s) == 1
+    with pytest.raises(ValueError, match="possible must contain every sure link"):
+        alignment_error_rate(a, s, mask((0, 0)))
+    empty = torch.zeros(1, 3, 3, dtype=torch.bool)
+    with pytest.raises(ValueError, match="at least one link; found none"):
+        alignment_error_rate(empty, empty)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_alignment_scores_equal_loops_over_sets_of_links(seed):
+    """On random weights and random sure/possible links, gold_mass, hard_alignment and
+    alignment_error_rate equal their definitions written as loops over the steps and Python sets."""
+    g = torch.Generator().manual_seed(seed)
+    n, t_len, s_len = 4, 5, 6
+    weights = torch.rand(n, t_len, s_len, generator=g, dtype=torch.float64)
+    sure = torch.rand(n, t_len, s_len, generator=g) < 0.15
+    possible = sure | (torch.rand(n, t_len, s_len, generator=g) < 0.1)
+    steps = torch.rand(n, t_len, generator=g) < 0.7
+    hard = hard_alignment(weights, steps)
+    by_loop = set()
+    for i in range(n):
+        for t in range(t_len):
+            if steps[i, t]:
+                row = weights[i, t].tolist()
+                by_loop.add((i, t, row.index(max(row))))
+    assert links(hard) == by_loop
+    assert alignment_error_rate(hard, sure, possible) == pytest.approx(
+        aer_by_sets(by_loop, links(sure), links(possible)), abs=1e-12)
+    if sure.any():
+        on_gold = [sum(weights[i, t, s].item() for s in range(s_len) if sure[i, t, s])
+                   for i in range(n) for t in range(t_len) if sure[i, t].any()]
+        assert gold_mass(weights, sure).item() == pytest.approx(sum(on_gold) / len(on_gold), abs=1e-12)
+
+
+def test_gold_mass_by_hand_and_it_needs_a_gold_step():
+    """Two steps with gold positions 0 and 2 (weights 0.7 and 0.1) and an <eos> step with none: mass 0.4."""
+    weights = torch.tensor([[[0.7, 0.2, 0.1], [0.5, 0.4, 0.1], [0.3, 0.3, 0.4]]], dtype=torch.float64)
+    gold = torch.tensor([[[True, False, False], [False, False, True], [False, False, False]]])
+    assert gold_mass(weights, gold).item() == pytest.approx(0.4, abs=1e-15)
+    with pytest.raises(ValueError, match="gold must link at least one output step; found none"):
+        gold_mass(weights, torch.zeros_like(gold))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_alignment_error_rate_equals_nltk(seed):
+    """nltk.translate.metrics.alignment_error_rate, on the same links as (sentence * T + t, s) pairs."""
+    from nltk.translate import Alignment
+    from nltk.translate.metrics import alignment_error_rate as nltk_aer
+
+    g = torch.Generator().manual_seed(seed)
+    shape = (3, 6, 7)
+    hypothesis = torch.rand(shape, generator=g) < 0.2
+    sure = torch.rand(shape, generator=g) < 0.2
+    possible = sure | (torch.rand(shape, generator=g) < 0.1)
+
+    def pairs(mask):
+        return Alignment((i * shape[1] + t, s) for i, t, s in mask.nonzero().tolist())
+
+    expected = nltk_aer(pairs(sure), pairs(hypothesis), pairs(possible))
+    assert alignment_error_rate(hypothesis, sure, possible) == pytest.approx(expected, abs=1e-12)
+    assert alignment_error_rate(hypothesis, sure) == pytest.approx(nltk_aer(pairs(sure), pairs(hypothesis)), abs=1e-12)
