@@ -22,6 +22,20 @@ def seeded_checker_inputs(request, monkeypatch):
     monkeypatch.setattr(courseware.checks.core, "fresh_generator", lambda: generator)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def one_thread_per_lane():
+    """One torch thread for the whole session. ``make test`` runs two pytest lanes side by side
+    on two cores, and the chapters' runs compute on one thread each: a second thread per lane
+    only oversubscribes the cores, and small tensor operations then wait for a thread that
+    another process holds (several times slower; the unit lane took about 34 minutes).
+    Results do not depend on it beyond float noise, which every comparison's tolerance allows.
+    Subprocesses (notebook runs, the grader's sandboxes, book builds) keep their own settings."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """One torch thread for a module whose tensors are tiny: a second thread only waits, and many

@@ -1,5 +1,7 @@
 """Fair, reproducible verdicts: the classic mistakes fail on every seed, right answers computed in
 float32 pass on every seed (the dtype policy of courseware.checks.core.tolerance_for)."""
+import copy
+import functools
 import math
 
 import pytest
@@ -22,12 +24,20 @@ from test_checks_word2vec import (
 SEEDS = range(100)
 
 
+@functools.lru_cache(maxsize=None)
+def _drawn_cases(check_name, seed):
+    """The cases ``check_name`` draws from ``seed``, drawn once for the tests of this file: most
+    checks here judge a mistake and a right answer on the same seeds, and drawing (redrawn until the
+    cases tell the known slips apart) costs far more than judging."""
+    return CHECKS[check_name].make_cases(torch.Generator().manual_seed(seed))
+
+
 def verdicts(check_name, answer, seeds=SEEDS):
     """For each seed, the CheckFailed message (or "" for a pass) of ``answer``."""
     check = CHECKS[check_name]
     found = []
     for seed in seeds:
-        cases = check.make_cases(torch.Generator().manual_seed(seed))
+        cases = copy.deepcopy(_drawn_cases(check_name, seed))  # no answer sees another's leftovers
         try:
             check.judge(cases, [_outcome(answer, args) for args in cases])
             found.append("")
