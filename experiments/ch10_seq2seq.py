@@ -35,16 +35,25 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import argparse
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import torch
 from jaxtyping import Float, jaxtyped
 from torch import Tensor
 
 from experiments.findings import Finding, Result
-from lib.checked import NonNegativeInt, Positive, PositiveInt, each, typechecked
+from lib.checked import (
+    NonNegative,
+    NonNegativeInt,
+    Positive,
+    PositiveInt,
+    each,
+    typechecked,
+)
 from lib.part4_attention.pointer import PointerNetwork
 from lib.part4_attention.seq2seq import (
     DecoderName,
@@ -52,13 +61,16 @@ from lib.part4_attention.seq2seq import (
     Seq2SeqConfig,
     accuracy_by_length,
     alignments,
+    beam_translate,
     build_seq2seq,
     exact_matches,
+    load_seq2seq,
 )
 from lib.part4_attention.date_task import DateTask
 from lib.part4_attention.reversal_task import ReversalTask
 from lib.part4_attention.sorting_task import SortingTask
 from lib.part4_attention.pairs import SequencePairs, train_seq2seq
+from lib.part3_words.metrics import corpus_bleu
 from lib.training import TrainingLog
 
 # The Luong models of chapter 10 that python -m experiments.ch10_weights trains; shipped
@@ -603,3 +615,148 @@ def sort_with_pointers(
         pointers,
         pointer_weights,
     )
+
+
+# ---------------------------------------------------------------------------
+# 6. Beam size on trained models (Koehn and Knowles, 2017, section 3.6)
+
+BEAM_SIZES = (1, 2, 4, 8, 16, 32, 64)
+ALPHAS = (0.0, 1.0)  # without and with length normalisation
+# The sweep the chapter shows, made by python -m experiments.ch10_seq2seq beam-sizes.
+BEAM_SIZES_FILE = WEIGHTS_DIR / "ch10_beam_sizes.pt"
+# The models swept: the shipped Luong models, and Bahdanau models trained from each seed
+# on the first n_train dates for `epochs` passes: the chapter's recipe and a shorter one.
+BEAM_GROUPS = {
+    "Bahdanau": dict(n_train=2500, epochs=2),
+    "Bahdanau, 1,000 dates": dict(n_train=1000, epochs=1),
+}
+
+
+@jaxtyped(typechecker=typechecked)
+def beam_size_sweep(
+    model: Seq2Seq,
+    task: DateTask,
+    data: SequencePairs,
+    beam_sizes: each(PositiveInt) = BEAM_SIZES,
+    alphas: each(NonNegative) = ALPHAS,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Decode ``data`` with every beam size and rank the finished hypotheses with every
+    ``alpha``; return corpus BLEU on characters (sacreBLEU's smoothing), exact match and
+    the output characters per reference character, each (alphas, beam sizes)."""
+    references = [list(task.target_text(row)) for row in data.tgt_out.tolist()]
+    width = data.tgt_out.shape[1]
+    bleu, exact, length = [], [], []
+    for beam_size in beam_sizes:
+        runs = beam_translate(
+            model, data, task.bos, task.eos, beam_size, width + 5, alphas
+        )
+        for outputs in runs:
+            texts = [list(task.target_text(output)) for output in outputs]
+            score = corpus_bleu(texts, [[r] for r in references], smooth="exp").score
+            bleu.append(score)
+            ended = [output[-1:] == [task.eos] for output in outputs]
+            right = [t == r and e for t, r, e in zip(texts, references, ended)]
+            exact.append(sum(right) / len(right))
+            length.append(sum(map(len, texts)) / sum(map(len, references)))
+    shape = (len(beam_sizes), len(alphas))
+    as_table = lambda values: torch.tensor(values).reshape(shape).T  # noqa: E731
+    return as_table(bleu), as_table(exact), as_table(length)
+
+
+@dataclass
+class BeamSizes(Result):
+    """BLEU, exact match and relative length against beam size, by group of models
+    (``"Luong"``: global and local-p; the Bahdanau groups: one model per seed), each
+    (models, alphas, beam sizes)."""
+
+    beam_sizes: list[int]
+    alphas: list[float]
+    n_test: int  # held-out dates decoded
+    bleu: dict[str, Tensor]
+    exact: dict[str, Tensor]
+    length: dict[str, Tensor]
+
+    FINDINGS = ()
+
+    def to_dict(self) -> dict:
+        """What :func:`save_beam_sizes` stores (``torch.load(weights_only=True)``)."""
+        return {
+            "beam_sizes": list(self.beam_sizes),
+            "alphas": list(self.alphas),
+            "n_test": self.n_test,
+            "bleu": dict(self.bleu),
+            "exact": dict(self.exact),
+            "length": dict(self.length),
+        }
+
+
+@jaxtyped(typechecker=typechecked)
+def beam_sizes_on_dates(
+    seeds: each(NonNegativeInt),
+    n_test: PositiveInt = 50,
+    beam_sizes: each(PositiveInt) = BEAM_SIZES,
+    groups: Mapping[str, dict] = BEAM_GROUPS,
+    weights_dir: Path = WEIGHTS_DIR,
+    luong: bool = True,
+) -> BeamSizes:
+    """The sweep of :func:`beam_size_sweep` on the first ``n_test`` held-out dates of
+    the chapter's split, for the shipped Luong models (float64) and, for each group
+    and seed, a Bahdanau model trained by :func:`train_model` as the group says."""
+    if not seeds:
+        raise ValueError("seeds must be a non-empty sequence of ints; found none")
+    task = DateTask()
+    train, test, _ = task.split(n_train=5000, n_test=1000, seed=0)
+    data = test[torch.arange(n_test)]
+    sweeps = {"Luong": []} if luong else {}
+    for name in ("luong_global", "luong_local_p") if luong else ():
+        model = load_seq2seq(weights_dir / f"{name}.pt").double()
+        sweeps["Luong"].append(beam_size_sweep(model, task, data, beam_sizes))
+    sizes = (task.src_vocab_size, task.tgt_vocab_size)
+    for group, recipe in groups.items():
+        first = train[torch.arange(recipe["n_train"])]
+        sweeps[group] = []
+        for seed in seeds:
+            model, _ = train_model(
+                "bahdanau", *sizes, first, recipe["epochs"], seed=seed
+            )
+            sweeps[group].append(
+                beam_size_sweep(model.double(), task, data, beam_sizes)
+            )
+    tables = [
+        {group: torch.stack([run[k] for run in runs]) for group, runs in sweeps.items()}
+        for k in range(3)
+    ]
+    return BeamSizes(list(beam_sizes), list(ALPHAS), n_test, *tables)
+
+
+def save_beam_sizes(result: BeamSizes, path: Path = BEAM_SIZES_FILE) -> None:
+    """Store a sweep of :func:`beam_sizes_on_dates` where the chapter loads it."""
+    torch.save(result.to_dict(), path)
+
+
+def load_beam_sizes(path: Path = BEAM_SIZES_FILE) -> BeamSizes:
+    """The sweep stored by :func:`save_beam_sizes`."""
+    return BeamSizes(**torch.load(path, weights_only=True))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """``python -m experiments.ch10_seq2seq beam-sizes [--out FILE] [--n-test N]
+    [--seeds S ...] [--beam-sizes K ...]``: run :func:`beam_sizes_on_dates` on one
+    thread (deterministic) and save it; about 20 minutes of CPU time."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.ch10_seq2seq")
+    parser.add_argument("run", choices=["beam-sizes"])
+    parser.add_argument("--out", type=Path, default=BEAM_SIZES_FILE)
+    parser.add_argument("--n-test", type=int, default=50)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--beam-sizes", type=int, nargs="+", default=list(BEAM_SIZES))
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # the same models on every run
+    groups = BEAM_GROUPS  # looked up at the call: a test shortens the training
+    result = beam_sizes_on_dates(args.seeds, args.n_test, args.beam_sizes, groups)
+    save_beam_sizes(result, args.out)
+    for group, bleu in result.bleu.items():
+        print(group, "BLEU (models, alphas, beam sizes):", bleu)
+
+
+if __name__ == "__main__":
+    main()

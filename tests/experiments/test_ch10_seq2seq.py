@@ -6,6 +6,7 @@ script's tests.)"""
 
 import pytest
 import torch
+from sacrebleu.metrics import BLEU
 
 from experiments.ch10_seq2seq import (
     DATE_EDGES,
@@ -19,6 +20,9 @@ from experiments.ch10_seq2seq import (
     PlainReversal,
     PointerSorting,
     ablate_luong,
+    beam_size_sweep,
+    beam_sizes_on_dates,
+    load_beam_sizes,
     bahdanau_month_weight,
     bahdanau_reversal,
     luong_month_weight,
@@ -36,6 +40,7 @@ from lib.part4_attention.sorting_task import SortingTask
 from lib.part4_attention.seq2seq import (
     Seq2SeqConfig,
     accuracy_by_length,
+    beam_translate,
     build_seq2seq,
     exact_matches,
 )
@@ -497,3 +502,46 @@ def test_ablate_luong_names_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):
         ablate_luong(**{**call, **kwargs})
 
+
+
+# ---------------------------------------------------------------------------
+# Beam size on trained models.
+# ---------------------------------------------------------------------------
+
+
+def test_beam_size_sweep_equals_sacrebleu_on_characters_and_a_loop():
+    task = DateTask()
+    train, test, _ = task.split(200, 6, seed=0)
+    model, _ = train_model("bahdanau", task.src_vocab_size, task.tgt_vocab_size, train, 1, config=SMALL)
+    model = model.double()
+    bleu, exact, length = beam_size_sweep(model, task, test, beam_sizes=[1, 3], alphas=[0.0, 1.0])
+    assert bleu.shape == exact.shape == length.shape == (2, 2)
+    references = [task.target_text(row.tolist()) for row in test.tgt_out]
+    for k, beam_size in enumerate((1, 3)):
+        runs = beam_translate(model, test, task.bos, task.eos, beam_size, test.tgt_out.shape[1] + 5, (0.0, 1.0))
+        for a, outputs in enumerate(runs):
+            texts = [task.target_text(output) for output in outputs]
+            expected = BLEU(tokenize="char").corpus_score(texts, [references]).score / 100
+            assert bleu[a, k].item() == pytest.approx(expected, abs=1e-9)
+            right = sum(text == ref and output[-1] == task.eos for text, ref, output in zip(texts, references, outputs))
+            assert exact[a, k].item() == right / len(texts)
+            assert length[a, k].item() == pytest.approx(sum(map(len, texts)) / sum(map(len, references)))
+
+
+def test_beam_sizes_run_is_deterministic_and_saved_by_the_command(tmp_path, monkeypatch):
+    import experiments.ch10_seq2seq as ch10
+
+    tiny = {"Bahdanau": dict(n_train=30, epochs=1)}
+    monkeypatch.setattr(ch10, "BEAM_GROUPS", tiny)
+    out = tmp_path / "sweep.pt"
+    ch10.main(["beam-sizes", "--out", str(out), "--n-test", "3", "--seeds", "0", "1", "--beam-sizes", "1", "2"])
+    saved = load_beam_sizes(out)
+    again = beam_sizes_on_dates([0, 1], n_test=3, beam_sizes=[1, 2], groups=tiny)
+    assert saved.beam_sizes == [1, 2] and saved.alphas == [0.0, 1.0] and saved.n_test == 3
+    for name in ("bleu", "exact", "length"):
+        stored, direct = getattr(saved, name), getattr(again, name)
+        assert list(stored) == ["Luong", "Bahdanau"]
+        assert stored["Luong"].shape == (2, 2, 2) and stored["Bahdanau"].shape == (2, 2, 2)
+        assert all(torch.equal(stored[group], direct[group]) for group in stored)
+    with pytest.raises(ValueError, match="seeds must be a non-empty sequence"):
+        beam_sizes_on_dates([], n_test=3)
