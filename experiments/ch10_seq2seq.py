@@ -15,6 +15,10 @@ draws from it.
    reversing digits.
 5. :func:`sort_with_pointers`: pointer networks (Vinyals et al., 2015) sorting five
    numbers.
+6. :func:`beam_sizes_on_dates`: BLEU, exact match and output length against beam size,
+   with and without length normalisation (Koehn and Knowles, 2017, section 3.6), stored
+   by ``python -m experiments.ch10_seq2seq beam-sizes`` and read by
+   :func:`load_beam_sizes`.
 
 :func:`train_model` (a seeded initialisation, then training) makes every
 encoder-decoder here; :data:`WEIGHTS_DIR` holds the Luong models too slow to train in
@@ -31,6 +35,8 @@ References
    arXiv:1506.03134.
 .. [4] I. Sutskever, O. Vinyals, Q. V. Le. "Sequence to Sequence Learning with
    Neural Networks". NeurIPS 2014. arXiv:1409.3215.
+.. [5] P. Koehn, R. Knowles. "Six Challenges for Neural Machine Translation".
+   Workshop on Neural Machine Translation, 2017. arXiv:1706.03872.
 """
 
 from __future__ import annotations
@@ -626,9 +632,10 @@ ALPHAS = (0.0, 1.0)  # without and with length normalisation
 BEAM_SIZES_FILE = WEIGHTS_DIR / "ch10_beam_sizes.pt"
 # The models swept: the shipped Luong models, and Bahdanau models trained from each seed
 # on the first n_train dates for `epochs` passes: the chapter's recipe and a shorter one.
+UNDERTRAINED = "Bahdanau, 1,000 dates"
 BEAM_GROUPS = {
     "Bahdanau": dict(n_train=2500, epochs=2),
-    "Bahdanau, 1,000 dates": dict(n_train=1000, epochs=1),
+    UNDERTRAINED: dict(n_train=1000, epochs=1),
 }
 
 
@@ -676,7 +683,77 @@ class BeamSizes(Result):
     exact: dict[str, Tensor]
     length: dict[str, Tensor]
 
-    FINDINGS = ()
+    def at(self, table: str, group: str, alpha: float, beam_size: int) -> Tensor:
+        """The ``table`` ("bleu", "exact" or "length") of each model of ``group`` at
+        one ``alpha`` and beam size, (models,)."""
+        a, k = self.alphas.index(alpha), self.beam_sizes.index(beam_size)
+        return getattr(self, table)[group][:, a, k]
+
+    FINDINGS = (
+        Finding(
+            "Both Luong models score the same BLEU, exact match and length at every "
+            "beam size, with and without normalisation.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: all(
+                (t["Luong"] == t["Luong"][:, :1, :1]).all()
+                for t in (r.bleu, r.exact, r.length)
+            ),
+        ),
+        Finding(
+            "Every Bahdanau model of the chapter's recipe writes, in total, exactly "
+            "the references' number of characters at every beam size and alpha.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: (r.length["Bahdanau"] == 1).all(),
+        ),
+        Finding(
+            "From K = 1 to 64, no Bahdanau model of the chapter's recipe loses exact "
+            "match, and none changes its BLEU by more than 0.015.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: all(
+                (r.at("exact", "Bahdanau", a, 64) >= r.at("exact", "Bahdanau", a, 1))
+                .all()
+                .item()
+                and (r.at("bleu", "Bahdanau", a, 64) - r.at("bleu", "Bahdanau", a, 1))
+                .abs()
+                .max()
+                <= 0.015
+                for a in r.alphas
+            ),
+        ),
+        Finding(
+            "Without normalisation, every model trained on 1,000 dates scores a BLEU "
+            "at K = 64 that is 0.05 or more below its best over the beam sizes.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: (
+                r.bleu[UNDERTRAINED][:, 0].amax(1) - r.at("bleu", UNDERTRAINED, 0.0, 64)
+            ).min()
+            >= 0.05,
+        ),
+        Finding(
+            "Without normalisation, every model trained on 1,000 dates writes 10% "
+            "or more fewer characters at K = 64 than at K = 1.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: (
+                r.at("length", UNDERTRAINED, 0.0, 64)
+                <= 0.9 * r.at("length", UNDERTRAINED, 0.0, 1)
+            ).all(),
+        ),
+        Finding(
+            "With normalisation, every model trained on 1,000 dates writes at K = 64 "
+            "90% or more of the references' characters.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: r.at("length", UNDERTRAINED, 1.0, 64).min() >= 0.9,
+        ),
+        Finding(
+            "At K = 64, normalisation raises the BLEU of every model trained on "
+            "1,000 dates.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: (
+                r.at("bleu", UNDERTRAINED, 1.0, 64)
+                > r.at("bleu", UNDERTRAINED, 0.0, 64)
+            ).all(),
+        ),
+    )
 
     def to_dict(self) -> dict:
         """What :func:`save_beam_sizes` stores (``torch.load(weights_only=True)``)."""

@@ -12,7 +12,9 @@ from experiments.ch10_seq2seq import (
     DATE_EDGES,
     LENGTHS,
     LUONG_VARIANTS,
+    UNDERTRAINED,
     BahdanauMonthWeight,
+    BeamSizes,
     BahdanauReversal,
     DateTraining,
     LuongAblation,
@@ -545,3 +547,60 @@ def test_beam_sizes_run_is_deterministic_and_saved_by_the_command(tmp_path, monk
         assert all(torch.equal(stored[group], direct[group]) for group in stored)
     with pytest.raises(ValueError, match="seeds must be a non-empty sequence"):
         beam_sizes_on_dates([], n_test=3)
+
+
+def sweep(luong=(1.0, 0.98), bahdanau_exact=((0.7, 0.74), (0.58, 0.64), (0.56, 0.56)),
+          bahdanau_bleu=((0.917, 0.92), (0.885, 0.899), (0.872, 0.868)), bahdanau_length=1.0,
+          under_bleu=((0.2, 0.25, 0.14), (0.2, 0.24, 0.11), (0.25, 0.2, 0.19)),
+          under_length=((0.93, 0.62), (0.94, 0.46), (0.97, 0.85)),
+          under_norm=((0.22, 0.92), (0.23, 0.95), (0.22, 0.99)), dtype=F64):
+    """A BeamSizes of beam sizes 1, 8, 64: two Luong models flat at ``luong`` (BLEU, exact and length 1 for
+    length); three Bahdanau models of each recipe. Chapter recipe: exact and BLEU at (K = 1, K >= 8) for
+    both alphas, length everywhere. 1,000 dates: BLEU without normalisation at K = 1, 8, 64, length
+    without at (K = 1, K >= 8 ... K = 64 given), and with normalisation (BLEU, length) at every K."""
+    shape = (3, 2, 3)  # (models, alphas, beam sizes 1, 8, 64)
+
+    def per_k(values):  # (models, 2 values) -> (models, alphas, K): the first at K = 1, the second after
+        t = torch.tensor(values, dtype=dtype)
+        return torch.stack([t[:, 0], t[:, 1], t[:, 1]], 1)[:, None, :].expand(shape).clone()
+
+    luong_values = torch.tensor(luong, dtype=dtype)[:, None, None].expand(2, 2, 3).clone()
+    under_bleu_t = torch.tensor(under_bleu, dtype=dtype)
+    under_len_t = torch.tensor(under_length, dtype=dtype)
+    norm = torch.tensor(under_norm, dtype=dtype)
+    bleu_u, length_u = torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype)
+    bleu_u[:, 0] = under_bleu_t
+    length_u[:, 0] = torch.stack([under_len_t[:, 0], under_len_t[:, 0], under_len_t[:, 1]], 1)
+    bleu_u[:, 1], length_u[:, 1] = norm[:, :1], norm[:, 1:]
+    return BeamSizes(
+        beam_sizes=[1, 8, 64], alphas=[0.0, 1.0], n_test=50,
+        bleu={"Luong": luong_values, "Bahdanau": per_k(bahdanau_bleu), UNDERTRAINED: bleu_u},
+        exact={"Luong": luong_values.clone(), "Bahdanau": per_k(bahdanau_exact), UNDERTRAINED: torch.zeros(shape)},
+        length={"Luong": torch.ones(2, 2, 3, dtype=dtype), "Bahdanau": torch.full(shape, bahdanau_length, dtype=dtype),
+                UNDERTRAINED: length_u},
+    )
+
+
+def test_beam_sizes_findings_fail_alone_past_their_thresholds():
+    said = says(BeamSizes)
+    assert sweep().failing() == []
+    changed = sweep()
+    changed.bleu["Luong"][1, 1, 2] = 0.979  # one Luong model, one alpha, one beam size
+    assert changed.failing() == [said[0]]
+    changed = sweep()
+    changed.length["Luong"][0, 0, 1] = 0.999
+    assert changed.failing() == [said[0]]
+    assert sweep(bahdanau_length=0.999).failing() == [said[1]]
+    assert sweep(bahdanau_exact=((0.7, 0.74), (0.58, 0.64), (0.56, 0.54))).failing() == [said[2]]
+    # 0.015 has no exact binary form: just past it (1/64 = 0.015625, up and down) and just within
+    assert sweep(bahdanau_bleu=((0.5, 0.515625), (0.5, 0.5), (0.5, 0.5))).failing() == [said[2]]
+    assert sweep(bahdanau_bleu=((0.5, 0.5), (0.5, 0.484375), (0.5, 0.5))).failing() == [said[2]]
+    assert sweep(bahdanau_bleu=((0.5, 0.5146), (0.5, 0.4854), (0.5, 0.5))).failing() == []
+    assert sweep(under_bleu=((0.2, 0.25, 0.14), (0.2, 0.24, 0.11), (0.25, 0.2, 0.2))).failing() == [said[3]]
+    # best 0.25, K = 64 0.2: a fall of exactly 0.05 in binary fractions (0.25 - 0.1875 = 0.0625 holds too)
+    assert sweep(under_bleu=((0.2, 0.25, 0.14), (0.2, 0.24, 0.11), (0.25, 0.2, 0.1875))).failing() == []
+    assert sweep(under_length=((0.93, 0.62), (0.94, 0.46), (0.97, 0.874))).failing() == [said[4]]  # > 0.9 x 0.97
+    assert sweep(under_length=((0.93, 0.62), (0.94, 0.46), (0.97, 0.873))).failing() == []  # 0.873 = 0.9 x 0.97
+    assert sweep(under_norm=((0.22, 0.92), (0.23, 0.899), (0.22, 0.99))).failing() == [said[5]]
+    assert sweep(under_norm=((0.22, 0.92), (0.23, 0.9), (0.22, 0.99))).failing() == []
+    assert sweep(under_norm=((0.22, 0.92), (0.11, 0.95), (0.22, 0.99))).failing() == [said[6]]  # equal: no rise
