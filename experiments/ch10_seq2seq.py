@@ -819,7 +819,7 @@ def load_beam_sizes(path: Path = BEAM_SIZES_FILE) -> BeamSizes:
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """``python -m experiments.ch10_seq2seq beam-sizes [--out FILE] [--n-test N]
     [--seeds S ...] [--beam-sizes K ...]``: run :func:`beam_sizes_on_dates` on one
-    thread (deterministic) and save it; about 20 minutes of CPU time."""
+    thread (deterministic) and save it; about 4 minutes of CPU time."""
     parser = argparse.ArgumentParser(prog="python -m experiments.ch10_seq2seq")
     parser.add_argument("run", choices=["beam-sizes"])
     parser.add_argument("--out", type=Path, default=BEAM_SIZES_FILE)
