@@ -15,7 +15,7 @@ draws from it.
    reversing digits.
 5. :func:`sort_with_pointers`: pointer networks (Vinyals et al., 2015) sorting five
    numbers.
-6. :func:`beam_sizes_on_dates`: BLEU, exact match and output length against beam size,
+6. :func:`_beam_sizes_on_dates`: BLEU, exact match and output length against beam size,
    with and without length normalisation (Koehn and Knowles, 2017, section 3.6), stored
    by ``python -m experiments.ch10_seq2seq beam-sizes`` and read by
    :func:`load_beam_sizes`.
@@ -756,7 +756,7 @@ class BeamSizes(Result):
     )
 
     def to_dict(self) -> dict:
-        """What :func:`save_beam_sizes` stores (``torch.load(weights_only=True)``)."""
+        """What :func:`_save_beam_sizes` stores (``torch.load(weights_only=True)``)."""
         return {
             "beam_sizes": list(self.beam_sizes),
             "alphas": list(self.alphas),
@@ -768,7 +768,7 @@ class BeamSizes(Result):
 
 
 @jaxtyped(typechecker=typechecked)
-def beam_sizes_on_dates(
+def _beam_sizes_on_dates(
     seeds: each(NonNegativeInt),
     n_test: PositiveInt = 50,
     beam_sizes: each(PositiveInt) = BEAM_SIZES,
@@ -806,19 +806,19 @@ def beam_sizes_on_dates(
     return BeamSizes(list(beam_sizes), list(ALPHAS), n_test, *tables)
 
 
-def save_beam_sizes(result: BeamSizes, path: Path = BEAM_SIZES_FILE) -> None:
-    """Store a sweep of :func:`beam_sizes_on_dates` where the chapter loads it."""
+def _save_beam_sizes(result: BeamSizes, path: Path = BEAM_SIZES_FILE) -> None:
+    """Store a sweep of :func:`_beam_sizes_on_dates` where the chapter loads it."""
     torch.save(result.to_dict(), path)
 
 
 def load_beam_sizes(path: Path = BEAM_SIZES_FILE) -> BeamSizes:
-    """The sweep stored by :func:`save_beam_sizes`."""
+    """The sweep stored by :func:`_save_beam_sizes`."""
     return BeamSizes(**torch.load(path, weights_only=True))
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def _main(argv: Optional[Sequence[str]] = None) -> None:
     """``python -m experiments.ch10_seq2seq beam-sizes [--out FILE] [--n-test N]
-    [--seeds S ...] [--beam-sizes K ...]``: run :func:`beam_sizes_on_dates` on one
+    [--seeds S ...] [--beam-sizes K ...]``: run :func:`_beam_sizes_on_dates` on one
     thread (deterministic) and save it; about 4 minutes of CPU time."""
     parser = argparse.ArgumentParser(prog="python -m experiments.ch10_seq2seq")
     parser.add_argument("run", choices=["beam-sizes"])
@@ -829,11 +829,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the same models on every run
     groups = BEAM_GROUPS  # looked up at the call: a test shortens the training
-    result = beam_sizes_on_dates(args.seeds, args.n_test, args.beam_sizes, groups)
-    save_beam_sizes(result, args.out)
+    result = _beam_sizes_on_dates(args.seeds, args.n_test, args.beam_sizes, groups)
+    _save_beam_sizes(result, args.out)
     for group, bleu in result.bleu.items():
         print(group, "BLEU (models, alphas, beam sizes):", bleu)
 
 
 if __name__ == "__main__":
-    main()
+    _main()

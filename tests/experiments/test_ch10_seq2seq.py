@@ -23,7 +23,7 @@ from experiments.ch10_seq2seq import (
     PointerSorting,
     ablate_luong,
     beam_size_sweep,
-    beam_sizes_on_dates,
+    _beam_sizes_on_dates,
     load_beam_sizes,
     bahdanau_month_weight,
     bahdanau_reversal,
@@ -536,9 +536,9 @@ def test_beam_sizes_run_is_deterministic_and_saved_by_the_command(tmp_path, monk
     tiny = {"Bahdanau": dict(n_train=30, epochs=1)}
     monkeypatch.setattr(ch10, "BEAM_GROUPS", tiny)
     out = tmp_path / "sweep.pt"
-    ch10.main(["beam-sizes", "--out", str(out), "--n-test", "3", "--seeds", "0", "1", "--beam-sizes", "1", "2"])
+    ch10._main(["beam-sizes", "--out", str(out), "--n-test", "3", "--seeds", "0", "1", "--beam-sizes", "1", "2"])
     saved = load_beam_sizes(out)
-    again = beam_sizes_on_dates([0, 1], n_test=3, beam_sizes=[1, 2], groups=tiny)
+    again = _beam_sizes_on_dates([0, 1], n_test=3, beam_sizes=[1, 2], groups=tiny)
     assert saved.beam_sizes == [1, 2] and saved.alphas == [0.0, 1.0] and saved.n_test == 3
     for name in ("bleu", "exact", "length"):
         stored, direct = getattr(saved, name), getattr(again, name)
@@ -546,7 +546,7 @@ def test_beam_sizes_run_is_deterministic_and_saved_by_the_command(tmp_path, monk
         assert stored["Luong"].shape == (2, 2, 2) and stored["Bahdanau"].shape == (2, 2, 2)
         assert all(torch.equal(stored[group], direct[group]) for group in stored)
     with pytest.raises(ValueError, match="seeds must be a non-empty sequence"):
-        beam_sizes_on_dates([], n_test=3)
+        _beam_sizes_on_dates([], n_test=3)
 
 
 def sweep(luong=(1.0, 0.98), bahdanau_exact=((0.7, 0.74), (0.58, 0.64), (0.56, 0.56)),
