@@ -630,8 +630,9 @@ BEAM_SIZES = (1, 2, 4, 8, 16, 32, 64)
 ALPHAS = (0.0, 1.0)  # without and with length normalisation
 # The sweep the chapter shows, made by python -m experiments.ch10_seq2seq beam-sizes.
 BEAM_SIZES_FILE = WEIGHTS_DIR / "ch10_beam_sizes.pt"
-# The models swept: the shipped Luong models, and Bahdanau models trained from each seed
-# on the first n_train dates for `epochs` passes: the chapter's recipe and a shorter one.
+# The models swept: the shipped Luong models, and Bahdanau models trained from each
+# seed on the first n_train dates for `epochs` passes: the chapter's recipe and a
+# shorter one.
 UNDERTRAINED = "Bahdanau, 1,000 dates"
 BEAM_GROUPS = {
     "Bahdanau": dict(n_train=2500, epochs=2),
