@@ -42,6 +42,7 @@ References
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,7 @@ from lib.part4_attention.date_task import DateTask
 from lib.part4_attention.reversal_task import ReversalTask
 from lib.part4_attention.sorting_task import SortingTask
 from lib.part4_attention.pairs import SequencePairs, train_seq2seq
+from lib.part3_words.decoding import MAX_EXPANSIONS
 from lib.part3_words.metrics import corpus_bleu
 from lib.training import TrainingLog
 
@@ -651,13 +653,22 @@ def beam_size_sweep(
     """Decode ``data`` with every beam size and rank the finished hypotheses with every
     ``alpha``; return corpus BLEU on characters (sacreBLEU's smoothing), exact match and
     the output characters per reference character, each (alphas, beam sizes)."""
+    if not beam_sizes:
+        raise ValueError("beam_sizes must hold at least one beam size; found none")
     references = [list(task.target_text(row)) for row in data.tgt_out.tolist()]
     width = data.tgt_out.shape[1]
     bleu, exact, length = [], [], []
     for beam_size in beam_sizes:
-        runs = beam_translate(
-            model, data, task.bos, task.eos, beam_size, width + 5, alphas
-        )
+        # beam_search_batch takes at most MAX_EXPANSIONS source-beam-steps per call
+        chunk = max(1, MAX_EXPANSIONS // (beam_size * (width + 5)))
+        runs = [[] for _ in alphas]
+        for start in range(0, len(data), chunk):
+            part = data[torch.arange(start, min(start + chunk, len(data)))]
+            found = beam_translate(
+                model, part, task.bos, task.eos, beam_size, width + 5, alphas
+            )
+            for outputs, more in zip(runs, found):
+                outputs.extend(more)
         for outputs in runs:
             texts = [list(task.target_text(output)) for output in outputs]
             score = corpus_bleu(texts, [[r] for r in references], smooth="exp").score
@@ -780,8 +791,12 @@ def _beam_sizes_on_dates(
     """The sweep of :func:`beam_size_sweep` on the first ``n_test`` held-out dates of
     the chapter's split, for the shipped Luong models (float64) and, for each group
     and seed, a Bahdanau model trained by :func:`train_model` as the group says."""
-    if not seeds:
+    if not seeds and not luong:
         raise ValueError("seeds must be a non-empty sequence of ints; found none")
+    if n_test > 1000:
+        raise ValueError(
+            f"n_test must be at most the 1,000 held-out dates of the split; found {n_test}"
+        )
     task = DateTask()
     train, test, _ = task.split(n_train=5000, n_test=1000, seed=0)
     data = test[torch.arange(n_test)]
@@ -817,20 +832,67 @@ def load_beam_sizes(path: Path = BEAM_SIZES_FILE) -> BeamSizes:
     return BeamSizes(**torch.load(path, weights_only=True))
 
 
+def _merge_beam_sizes(parts: Sequence[BeamSizes]) -> BeamSizes:
+    """One sweep from ``parts`` run on the same dates and beam sizes: each group's
+    models in the order of ``parts`` (Luong from the part that ran it)."""
+    first = parts[0]
+    for part in parts:
+        if (part.beam_sizes, part.alphas, part.n_test) != (
+            first.beam_sizes,
+            first.alphas,
+            first.n_test,
+        ):
+            raise ValueError(
+                "parts must share beam sizes, alphas and n_test; found "
+                f"{(part.beam_sizes, part.alphas, part.n_test)} and "
+                f"{(first.beam_sizes, first.alphas, first.n_test)}"
+            )
+    tables = []
+    for table in ("bleu", "exact", "length"):
+        merged: dict[str, list[Tensor]] = {}
+        for part in parts:
+            for group, values in getattr(part, table).items():
+                merged.setdefault(group, []).append(values)
+        tables.append({group: torch.cat(runs) for group, runs in merged.items()})
+    return BeamSizes(first.beam_sizes, first.alphas, first.n_test, *tables)
+
+
+def _beam_sizes_part(job: tuple) -> BeamSizes:
+    """One process's part of :func:`_main`: the Luong models (no seeds) or one seed."""
+    seeds, n_test, beam_sizes, groups = job
+    torch.set_num_threads(1)  # the same models on every run
+    luong = not seeds
+    return _beam_sizes_on_dates(
+        seeds, n_test, beam_sizes, groups if seeds else {}, luong=luong
+    )
+
+
 def _main(argv: Optional[Sequence[str]] = None) -> None:
     """``python -m experiments.ch10_seq2seq beam-sizes [--out FILE] [--n-test N]
-    [--seeds S ...] [--beam-sizes K ...]``: run :func:`_beam_sizes_on_dates` on one
-    thread (deterministic) and save it; about 4 minutes of CPU time."""
+    [--seeds S ...] [--beam-sizes K ...] [--jobs J]``: run :func:`_beam_sizes_on_dates`
+    for the Luong models and for each seed in its own single-threaded process
+    (deterministic; ``J`` at a time), merge the parts in that order and save it. The
+    stored file is this command's output at its defaults; see the chapter for its
+    CPU time."""
     parser = argparse.ArgumentParser(prog="python -m experiments.ch10_seq2seq")
     parser.add_argument("run", choices=["beam-sizes"])
     parser.add_argument("--out", type=Path, default=BEAM_SIZES_FILE)
-    parser.add_argument("--n-test", type=int, default=50)
+    parser.add_argument("--n-test", type=int, default=200)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--beam-sizes", type=int, nargs="+", default=list(BEAM_SIZES))
+    parser.add_argument("--jobs", type=int, default=4)
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)  # the same models on every run
     groups = BEAM_GROUPS  # looked up at the call: a test shortens the training
-    result = _beam_sizes_on_dates(args.seeds, args.n_test, args.beam_sizes, groups)
+    jobs = [([], args.n_test, args.beam_sizes, groups)] + [
+        ([seed], args.n_test, args.beam_sizes, groups) for seed in args.seeds
+    ]
+    if args.jobs == 1:
+        parts = [_beam_sizes_part(job) for job in jobs]
+    else:
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(args.jobs) as pool:
+            parts = pool.map(_beam_sizes_part, jobs)  # in the order of jobs
+    result = _merge_beam_sizes(parts)
     _save_beam_sizes(result, args.out)
     for group, bleu in result.bleu.items():
         print(group, "BLEU (models, alphas, beam sizes):", bleu)

@@ -511,23 +511,74 @@ def test_ablate_luong_names_bad_arguments(kwargs, error, match):
 # ---------------------------------------------------------------------------
 
 
-def test_beam_size_sweep_equals_sacrebleu_on_characters_and_a_loop():
+def _luong_on_six_dates(change=None):
+    """The shipped Luong local-p model (float64) and the first 6 held-out dates; ``change`` rewrites the
+    log-probabilities of each step (an instance attribute: beam_translate calls model.step_fn)."""
+    import experiments.ch10_seq2seq as ch10
+    from lib.part4_attention.seq2seq import load_seq2seq
+
     task = DateTask()
-    train, test, _ = task.split(200, 6, seed=0)
-    model, _ = train_model("bahdanau", task.src_vocab_size, task.tgt_vocab_size, train, 1, config=SMALL)
-    model = model.double()
+    _, test, _ = task.split(n_train=5000, n_test=1000, seed=0)
+    model = load_seq2seq(ch10.WEIGHTS_DIR / "luong_local_p.pt").double()
+    if change is not None:
+        step_fn = model.step_fn
+        model.step_fn = lambda src, lens: (lambda step: lambda p, s: change(step(p, s), p))(step_fn(src, lens))
+    return model, task, test[torch.arange(6)]
+
+
+def _pads_for_eos(logp, prefixes, task=DateTask()):  # the model writes pads where it would end, to max_len
+    logp = logp[:, [task.eos if v == task.pad else task.pad if v == task.eos else v for v in range(logp.shape[1])]]
+    after_pad = prefixes[:, -1] == task.pad
+    logp[after_pad] = torch.where(torch.arange(logp.shape[1]) == task.pad, 0.0, -torch.inf).to(logp)
+    return logp
+
+
+def _eager_eos(logp, prefixes, eos=DateTask().eos):  # eos has probability 0.3 at every step
+    probs = logp.exp()
+    probs[:, eos] = 0.0
+    probs = 0.7 * probs / probs.sum(1, keepdim=True)
+    probs[:, eos] = 0.3
+    return probs.log()
+
+
+@pytest.mark.parametrize("change, case", [
+    (None, "ends"),  # right dates ending with eos: exact match > 0, and an eos a miscounted length would see
+    (_pads_for_eos, "no eos"),  # right characters, then pads to max_len and no eos: not exact matches
+    (_eager_eos, "eager"),  # short outputs score high without normalisation: alpha changes the choice
+])
+def test_beam_size_sweep_equals_sacrebleu_on_characters_and_a_loop(change, case):
+    model, task, test = _luong_on_six_dates(change)
     bleu, exact, length = beam_size_sweep(model, task, test, beam_sizes=[1, 3], alphas=[0.0, 1.0])
     assert bleu.shape == exact.shape == length.shape == (2, 2)
     references = [task.target_text(row.tolist()) for row in test.tgt_out]
+    ended = []
     for k, beam_size in enumerate((1, 3)):
         runs = beam_translate(model, test, task.bos, task.eos, beam_size, test.tgt_out.shape[1] + 5, (0.0, 1.0))
         for a, outputs in enumerate(runs):
             texts = [task.target_text(output) for output in outputs]
             expected = BLEU(tokenize="char").corpus_score(texts, [references]).score / 100
-            assert bleu[a, k].item() == pytest.approx(expected, abs=1e-9)
+            assert bleu[a, k].item() == pytest.approx(expected, abs=1e-6)  # a float32 table
             right = sum(text == ref and output[-1] == task.eos for text, ref, output in zip(texts, references, outputs))
             assert exact[a, k].item() == right / len(texts)
             assert length[a, k].item() == pytest.approx(sum(map(len, texts)) / sum(map(len, references)))
+            ended += [output[-1] == task.eos for output in outputs]
+            if case == "no eos":  # the preconditions: every text right, no output ended
+                assert texts == references and not any(ended)
+    if case == "ends":
+        assert all(ended) and (exact > 0).all()
+    if case == "no eos":
+        assert (exact == 0).all() and (bleu == 1).all()
+    if case == "eager":  # the alpha rows differ: a test that mixed them up would fail
+        assert not torch.equal(bleu[0], bleu[1]) and not torch.equal(length[0], length[1])
+
+
+def test_beam_size_sweep_decodes_in_chunks_under_max_expansions(monkeypatch):
+    import experiments.ch10_seq2seq as ch10
+
+    model, task, test = _luong_on_six_dates(_eager_eos)
+    whole = beam_size_sweep(model, task, test, beam_sizes=[3], alphas=[0.0, 1.0])
+    monkeypatch.setattr(ch10, "MAX_EXPANSIONS", 3 * (test.tgt_out.shape[1] + 5) * 4)  # chunks of 4 and 2 dates
+    assert all(torch.equal(x, y) for x, y in zip(whole, beam_size_sweep(model, task, test, [3], [0.0, 1.0])))
 
 
 def test_beam_sizes_run_is_deterministic_and_saved_by_the_command(tmp_path, monkeypatch):
@@ -536,17 +587,28 @@ def test_beam_sizes_run_is_deterministic_and_saved_by_the_command(tmp_path, monk
     tiny = {"Bahdanau": dict(n_train=30, epochs=1)}
     monkeypatch.setattr(ch10, "BEAM_GROUPS", tiny)
     out = tmp_path / "sweep.pt"
-    ch10._main(["beam-sizes", "--out", str(out), "--n-test", "3", "--seeds", "0", "1", "--beam-sizes", "1", "2"])
+    # seeds in parallel processes, merged in seed order
+    argv = ["beam-sizes", "--n-test", "3", "--seeds", "1", "0", "--beam-sizes", "1", "2", "--jobs", "2"]
+    ch10._main([*argv, "--out", str(out)])
     saved = load_beam_sizes(out)
-    again = _beam_sizes_on_dates([0, 1], n_test=3, beam_sizes=[1, 2], groups=tiny)
+    again = _beam_sizes_on_dates([1, 0], n_test=3, beam_sizes=[1, 2], groups=tiny)
     assert saved.beam_sizes == [1, 2] and saved.alphas == [0.0, 1.0] and saved.n_test == 3
     for name in ("bleu", "exact", "length"):
         stored, direct = getattr(saved, name), getattr(again, name)
         assert list(stored) == ["Luong", "Bahdanau"]
         assert stored["Luong"].shape == (2, 2, 2) and stored["Bahdanau"].shape == (2, 2, 2)
         assert all(torch.equal(stored[group], direct[group]) for group in stored)
-    with pytest.raises(ValueError, match="seeds must be a non-empty sequence"):
-        _beam_sizes_on_dates([], n_test=3)
+    assert not torch.equal(saved.bleu["Bahdanau"][0], saved.bleu["Bahdanau"][1])  # the order is seen
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: _beam_sizes_on_dates([], n_test=3, luong=False), "seeds must be a non-empty sequence"),
+    (lambda: _beam_sizes_on_dates([0], n_test=1001), "n_test must be at most the 1,000 held-out dates of the split; found 1001"),
+    (lambda: beam_size_sweep(*_luong_on_six_dates(), beam_sizes=[]), "beam_sizes must hold at least one beam size"),
+])
+def test_beam_sizes_name_bad_arguments(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
 
 
 def sweep(luong=(1.0, 0.98), bahdanau_exact=((0.7, 0.74), (0.58, 0.64), (0.56, 0.56)),

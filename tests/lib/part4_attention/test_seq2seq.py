@@ -688,6 +688,17 @@ def test_beam_translate_ranks_one_search_as_each_alpha_would_and_a_full_beam_is_
     assert full[0] != full[2]  # the exponents disagree somewhere, so the test can fail
 
 
+def test_beam_translate_breaks_ties_in_the_search_s_order(monkeypatch):
+    import lib.part4_attention.seq2seq as seq2seq
+
+    # two finished hypotheses of one length and score (tied for every alpha), then a worse one
+    found = [[([3, 2], -1.0), ([4, 2], -1.0), ([4, 4, 2], -5.0)] for _ in range(3)]
+    monkeypatch.setattr(seq2seq, "beam_search_batch", lambda *args: found)
+    data = SequencePairs(SRC, LENS, TGT, TGT)
+    outputs = beam_translate(small_model("bahdanau"), data, 1, 2, 2, 3, (0.0, 1.0))
+    assert outputs == [[[3, 2]] * 3, [[3, 2]] * 3]
+
+
 def test_beam_translate_errors_name_the_argument():
     data = SequencePairs(SRC, LENS, TGT, TGT)
     with pytest.raises(TypeError, match="model must have a step_fn"):
