@@ -703,8 +703,8 @@ class BeamSizes(Result):
 
     FINDINGS = (
         Finding(
-            "Both Luong models score the same BLEU, exact match and length at every "
-            "beam size, with and without normalisation.",
+            "Each Luong model scores at every K, with and without normalisation, what "
+            "it scores with greedy search (BLEU, exact match and length).",
             backs=("beam-size-discussion",),
             holds=lambda r: all(
                 (t["Luong"] == t["Luong"][:, :1, :1]).all()
@@ -712,34 +712,30 @@ class BeamSizes(Result):
             ),
         ),
         Finding(
-            "Every Bahdanau model of the chapter's recipe writes, in total, exactly "
-            "the references' number of characters at every beam size and alpha.",
+            "Every Bahdanau model of the chapter's recipe writes, in total, within 0.1% "
+            "of the references' number of characters at every beam size and alpha.",
             backs=("beam-size-discussion",),
-            holds=lambda r: (r.length["Bahdanau"] == 1).all(),
+            holds=lambda r: (r.length["Bahdanau"] - 1).abs().max() <= 0.001,
         ),
         Finding(
-            "From K = 1 to 64, no Bahdanau model of the chapter's recipe loses exact "
-            "match, and none changes its BLEU by more than 0.015.",
+            "At every K and alpha, no Bahdanau model of the chapter's recipe scores a "
+            "lower exact match than with greedy search, and none a BLEU more than "
+            "0.02 from greedy search's.",
             backs=("beam-size-discussion",),
-            holds=lambda r: all(
-                (r.at("exact", "Bahdanau", a, 64) >= r.at("exact", "Bahdanau", a, 1))
-                .all()
-                .item()
-                and (r.at("bleu", "Bahdanau", a, 64) - r.at("bleu", "Bahdanau", a, 1))
-                .abs()
-                .max()
-                <= 0.015
-                for a in r.alphas
+            holds=lambda r: (
+                (r.exact["Bahdanau"] >= r.exact["Bahdanau"][..., :1]).all()
+                and (r.bleu["Bahdanau"] - r.bleu["Bahdanau"][..., :1]).abs().max()
+                <= 0.02
             ),
         ),
         Finding(
             "Without normalisation, every model trained on 1,000 dates scores a BLEU "
-            "at K = 64 that is 0.05 or more below its best over the beam sizes.",
+            "at K = 64 that is 0.03 or more below its best over the beam sizes.",
             backs=("beam-size-discussion",),
             holds=lambda r: (
                 r.bleu[UNDERTRAINED][:, 0].amax(1) - r.at("bleu", UNDERTRAINED, 0.0, 64)
             ).min()
-            >= 0.05,
+            >= 0.03,
         ),
         Finding(
             "Without normalisation, every model trained on 1,000 dates writes 10% "
@@ -782,7 +778,7 @@ class BeamSizes(Result):
 @jaxtyped(typechecker=typechecked)
 def _beam_sizes_on_dates(
     seeds: each(NonNegativeInt),
-    n_test: PositiveInt = 50,
+    n_test: PositiveInt = 200,
     beam_sizes: each(PositiveInt) = BEAM_SIZES,
     groups: Mapping[str, dict] = BEAM_GROUPS,
     weights_dir: Path = WEIGHTS_DIR,

@@ -652,15 +652,23 @@ def test_beam_sizes_findings_fail_alone_past_their_thresholds():
     changed = sweep()
     changed.length["Luong"][0, 0, 1] = 0.999
     assert changed.failing() == [said[0]]
-    assert sweep(bahdanau_length=0.999).failing() == [said[1]]
+    assert sweep(bahdanau_length=0.9985).failing() == [said[1]]
+    assert sweep(bahdanau_length=1.0015).failing() == [said[1]]
+    assert sweep(bahdanau_length=0.9995).failing() == []
     assert sweep(bahdanau_exact=((0.7, 0.74), (0.58, 0.64), (0.56, 0.54))).failing() == [said[2]]
-    # 0.015 has no exact binary form: just past it (1/64 = 0.015625, up and down) and just within
-    assert sweep(bahdanau_bleu=((0.5, 0.515625), (0.5, 0.5), (0.5, 0.5))).failing() == [said[2]]
-    assert sweep(bahdanau_bleu=((0.5, 0.5), (0.5, 0.484375), (0.5, 0.5))).failing() == [said[2]]
-    assert sweep(bahdanau_bleu=((0.5, 0.5146), (0.5, 0.4854), (0.5, 0.5))).failing() == []
-    assert sweep(under_bleu=((0.2, 0.25, 0.14), (0.2, 0.24, 0.11), (0.25, 0.2, 0.2))).failing() == [said[3]]
-    # best 0.25, K = 64 0.2: a fall of exactly 0.05 in binary fractions (0.25 - 0.1875 = 0.0625 holds too)
-    assert sweep(under_bleu=((0.2, 0.25, 0.14), (0.2, 0.24, 0.11), (0.25, 0.2, 0.1875))).failing() == []
+    changed = sweep()  # below greedy search at K = 8 only, not at K = 64
+    changed.exact["Bahdanau"][1, 1, 1] = 0.57
+    assert changed.failing() == [said[2]]
+    changed = sweep(bahdanau_bleu=((0.5, 0.5), (0.5, 0.5), (0.5, 0.5)))
+    changed.bleu["Bahdanau"][0, 0, 1] = 0.4795  # 0.0205 below at K = 8 only
+    assert changed.failing() == [said[2]]
+    # just past 0.02, up and down, and just within
+    assert sweep(bahdanau_bleu=((0.5, 0.5205), (0.5, 0.5), (0.5, 0.5))).failing() == [said[2]]
+    assert sweep(bahdanau_bleu=((0.5, 0.5), (0.5, 0.4795), (0.5, 0.5))).failing() == [said[2]]
+    assert sweep(bahdanau_bleu=((0.5, 0.5195), (0.5, 0.4805), (0.5, 0.5))).failing() == []
+    assert sweep(under_bleu=((0.2, 0.25, 0.14), (0.2, 0.24, 0.215), (0.25, 0.2, 0.19))).failing() == [said[3]]
+    # best 0.25, K = 64 0.21875: a fall of 0.03125 in binary fractions, just past 0.03
+    assert sweep(under_bleu=((0.2, 0.25, 0.14), (0.2, 0.24, 0.11), (0.25, 0.2, 0.21875))).failing() == []
     assert sweep(under_length=((0.93, 0.62), (0.94, 0.46), (0.97, 0.874))).failing() == [said[4]]  # > 0.9 x 0.97
     assert sweep(under_length=((0.93, 0.62), (0.94, 0.46), (0.97, 0.873))).failing() == []  # 0.873 = 0.9 x 0.97
     assert sweep(under_norm=((0.22, 0.92), (0.23, 0.899), (0.22, 0.99))).failing() == [said[5]]
