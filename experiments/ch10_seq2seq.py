@@ -19,6 +19,10 @@ draws from it.
    (:func:`load_local_p_models`) scored against the known alignments of copying and
    reversing: the weight on the gold position and the alignment error rate of Och and
    Ney (2003, section 5), as Luong et al. (2015, section 5.4) scored theirs.
+7. :func:`_beam_sizes_on_dates`: BLEU, exact match and output length against beam size,
+   with and without length normalisation (Koehn and Knowles, 2017, section 3.6), stored
+   by ``python -m experiments.ch10_seq2seq beam-sizes`` and read by
+   :func:`load_beam_sizes`.
 
 :func:`train_model` (a seeded initialisation, then training) makes every
 encoder-decoder here; :data:`WEIGHTS_DIR` holds the Luong models too slow to train in
@@ -37,20 +41,32 @@ References
    Neural Networks". NeurIPS 2014. arXiv:1409.3215.
 .. [5] F. J. Och, H. Ney. "A Systematic Comparison of Various Statistical Alignment
    Models". Computational Linguistics 29(1), 2003.
+.. [6] P. Koehn, R. Knowles. "Six Challenges for Neural Machine Translation".
+   Workshop on Neural Machine Translation, 2017. arXiv:1706.03872.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import argparse
+import multiprocessing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import torch
 from jaxtyping import Float, jaxtyped
 from torch import Tensor
 
 from experiments.findings import Finding, Result
-from lib.checked import NonNegativeInt, Positive, PositiveInt, each, typechecked
+from lib.checked import (
+    NonNegative,
+    NonNegativeInt,
+    Positive,
+    PositiveInt,
+    each,
+    typechecked,
+)
 from lib.part4_attention.pointer import PointerNetwork
 from lib.part4_attention.seq2seq import (
     DecoderName,
@@ -59,6 +75,7 @@ from lib.part4_attention.seq2seq import (
     accuracy_by_length,
     alignment_error_rate,
     alignments,
+    beam_translate,
     build_seq2seq,
     exact_matches,
     gold_mass,
@@ -69,6 +86,8 @@ from lib.part4_attention.date_task import DateTask
 from lib.part4_attention.reversal_task import CopyTask, ReversalTask
 from lib.part4_attention.sorting_task import SortingTask
 from lib.part4_attention.pairs import SequencePairs, train_seq2seq
+from lib.part3_words.decoding import MAX_EXPANSIONS
+from lib.part3_words.metrics import corpus_bleu
 from lib.training import TrainingLog
 
 # The Luong models of chapter 10 that python -m experiments.ch10_weights trains; shipped
@@ -819,3 +838,276 @@ def _window_mask(shape: tuple[int, int, int], window: int) -> Tensor:
     t = torch.arange(steps)[:, None]  # (T, 1)
     s = torch.arange(width)[None]  # (1, S)
     return ((s - t).abs() <= window)[None]
+
+
+# ---------------------------------------------------------------------------
+# 7. Beam size on trained models (Koehn and Knowles, 2017, section 3.6)
+
+BEAM_SIZES = (1, 2, 4, 8, 16, 32, 64)
+ALPHAS = (0.0, 1.0)  # without and with length normalisation
+# The sweep the chapter shows, made by python -m experiments.ch10_seq2seq beam-sizes.
+BEAM_SIZES_FILE = WEIGHTS_DIR / "ch10_beam_sizes.pt"
+# The models swept: the shipped Luong models, and Bahdanau models trained from each
+# seed on the first n_train dates for `epochs` passes: the chapter's recipe and a
+# shorter one.
+UNDERTRAINED = "Bahdanau, 1,000 dates"
+BEAM_GROUPS = {
+    "Bahdanau": dict(n_train=2500, epochs=2),
+    UNDERTRAINED: dict(n_train=1000, epochs=1),
+}
+
+
+@jaxtyped(typechecker=typechecked)
+def beam_size_sweep(
+    model: Seq2Seq,
+    task: DateTask,
+    data: SequencePairs,
+    beam_sizes: each(PositiveInt) = BEAM_SIZES,
+    alphas: each(NonNegative) = ALPHAS,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Decode ``data`` with every beam size and rank the finished hypotheses with every
+    ``alpha``; return corpus BLEU on characters (sacreBLEU's smoothing), exact match and
+    the output characters per reference character, each (alphas, beam sizes)."""
+    if not beam_sizes:
+        raise ValueError("beam_sizes must hold at least one beam size; found none")
+    references = [list(task.target_text(row)) for row in data.tgt_out.tolist()]
+    width = data.tgt_out.shape[1]
+    bleu, exact, length = [], [], []
+    for beam_size in beam_sizes:
+        # beam_search_batch takes at most MAX_EXPANSIONS source-beam-steps per call
+        chunk = max(1, MAX_EXPANSIONS // (beam_size * (width + 5)))
+        runs = [[] for _ in alphas]
+        for start in range(0, len(data), chunk):
+            part = data[torch.arange(start, min(start + chunk, len(data)))]
+            found = beam_translate(
+                model, part, task.bos, task.eos, beam_size, width + 5, alphas
+            )
+            for outputs, more in zip(runs, found):
+                outputs.extend(more)
+        for outputs in runs:
+            texts = [list(task.target_text(output)) for output in outputs]
+            score = corpus_bleu(texts, [[r] for r in references], smooth="exp").score
+            bleu.append(score)
+            ended = [output[-1:] == [task.eos] for output in outputs]
+            right = [t == r and e for t, r, e in zip(texts, references, ended)]
+            exact.append(sum(right) / len(right))
+            length.append(sum(map(len, texts)) / sum(map(len, references)))
+    shape = (len(beam_sizes), len(alphas))
+    as_table = lambda values: torch.tensor(values).reshape(shape).T  # noqa: E731
+    return as_table(bleu), as_table(exact), as_table(length)
+
+
+@dataclass
+class BeamSizes(Result):
+    """BLEU, exact match and relative length against beam size, by group of models
+    (``"Luong"``: global and local-p; the Bahdanau groups: one model per seed), each
+    (models, alphas, beam sizes)."""
+
+    beam_sizes: list[int]
+    alphas: list[float]
+    n_test: int  # held-out dates decoded
+    bleu: dict[str, Tensor]
+    exact: dict[str, Tensor]
+    length: dict[str, Tensor]
+
+    def at(self, table: str, group: str, alpha: float, beam_size: int) -> Tensor:
+        """The ``table`` ("bleu", "exact" or "length") of each model of ``group`` at
+        one ``alpha`` and beam size, (models,)."""
+        a, k = self.alphas.index(alpha), self.beam_sizes.index(beam_size)
+        return getattr(self, table)[group][:, a, k]
+
+    FINDINGS = (
+        Finding(
+            "Each Luong model scores at every K, with and without normalisation, what "
+            "it scores with greedy search (BLEU, exact match and length).",
+            backs=("beam-size-discussion",),
+            holds=lambda r: all(
+                (t["Luong"] == t["Luong"][:, :1, :1]).all()
+                for t in (r.bleu, r.exact, r.length)
+            ),
+        ),
+        Finding(
+            "Every Bahdanau model of the chapter's recipe writes, in total, within 0.1% "
+            "of the references' number of characters at every beam size and alpha.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: (r.length["Bahdanau"] - 1).abs().max() <= 0.001,
+        ),
+        Finding(
+            "At every K and alpha, no Bahdanau model of the chapter's recipe scores a "
+            "lower exact match than with greedy search, and none a BLEU more than "
+            "0.02 from greedy search's.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: (
+                (r.exact["Bahdanau"] >= r.exact["Bahdanau"][..., :1]).all()
+                and (r.bleu["Bahdanau"] - r.bleu["Bahdanau"][..., :1]).abs().max()
+                <= 0.02
+            ),
+        ),
+        Finding(
+            "Without normalisation, every model trained on 1,000 dates scores a BLEU "
+            "at K = 64 that is 0.03 or more below its best over the beam sizes.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: (
+                r.bleu[UNDERTRAINED][:, 0].amax(1) - r.at("bleu", UNDERTRAINED, 0.0, 64)
+            ).min()
+            >= 0.03,
+        ),
+        Finding(
+            "Without normalisation, every model trained on 1,000 dates writes 10% "
+            "or more fewer characters at K = 64 than at K = 1.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: (
+                r.at("length", UNDERTRAINED, 0.0, 64)
+                <= 0.9 * r.at("length", UNDERTRAINED, 0.0, 1)
+            ).all(),
+        ),
+        Finding(
+            "With normalisation, every model trained on 1,000 dates writes at K = 64 "
+            "90% or more of the references' characters.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: r.at("length", UNDERTRAINED, 1.0, 64).min() >= 0.9,
+        ),
+        Finding(
+            "At K = 64, normalisation raises the BLEU of every model trained on "
+            "1,000 dates.",
+            backs=("beam-size-discussion",),
+            holds=lambda r: (
+                r.at("bleu", UNDERTRAINED, 1.0, 64)
+                > r.at("bleu", UNDERTRAINED, 0.0, 64)
+            ).all(),
+        ),
+    )
+
+    def to_dict(self) -> dict:
+        """What :func:`_save_beam_sizes` stores (``torch.load(weights_only=True)``)."""
+        return {
+            "beam_sizes": list(self.beam_sizes),
+            "alphas": list(self.alphas),
+            "n_test": self.n_test,
+            "bleu": dict(self.bleu),
+            "exact": dict(self.exact),
+            "length": dict(self.length),
+        }
+
+
+@jaxtyped(typechecker=typechecked)
+def _beam_sizes_on_dates(
+    seeds: each(NonNegativeInt),
+    n_test: PositiveInt = 200,
+    beam_sizes: each(PositiveInt) = BEAM_SIZES,
+    groups: Mapping[str, dict] = BEAM_GROUPS,
+    weights_dir: Path = WEIGHTS_DIR,
+    luong: bool = True,
+) -> BeamSizes:
+    """The sweep of :func:`beam_size_sweep` on the first ``n_test`` held-out dates of
+    the chapter's split, for the shipped Luong models (float64) and, for each group
+    and seed, a Bahdanau model trained by :func:`train_model` as the group says."""
+    if not seeds and not luong:
+        raise ValueError("seeds must be a non-empty sequence of ints; found none")
+    if n_test > 1000:
+        raise ValueError(
+            f"n_test must be at most the 1,000 held-out dates of the split; found {n_test}"
+        )
+    task = DateTask()
+    train, test, _ = task.split(n_train=5000, n_test=1000, seed=0)
+    data = test[torch.arange(n_test)]
+    sweeps = {"Luong": []} if luong else {}
+    for name in ("luong_global", "luong_local_p") if luong else ():
+        model = load_seq2seq(weights_dir / f"{name}.pt").double()
+        sweeps["Luong"].append(beam_size_sweep(model, task, data, beam_sizes))
+    sizes = (task.src_vocab_size, task.tgt_vocab_size)
+    for group, recipe in groups.items():
+        first = train[torch.arange(recipe["n_train"])]
+        sweeps[group] = []
+        for seed in seeds:
+            model, _ = train_model(
+                "bahdanau", *sizes, first, recipe["epochs"], seed=seed
+            )
+            sweeps[group].append(
+                beam_size_sweep(model.double(), task, data, beam_sizes)
+            )
+    tables = [
+        {group: torch.stack([run[k] for run in runs]) for group, runs in sweeps.items()}
+        for k in range(3)
+    ]
+    return BeamSizes(list(beam_sizes), list(ALPHAS), n_test, *tables)
+
+
+def _save_beam_sizes(result: BeamSizes, path: Path = BEAM_SIZES_FILE) -> None:
+    """Store a sweep of :func:`_beam_sizes_on_dates` where the chapter loads it."""
+    torch.save(result.to_dict(), path)
+
+
+def load_beam_sizes(path: Path = BEAM_SIZES_FILE) -> BeamSizes:
+    """The sweep stored by :func:`_save_beam_sizes`."""
+    return BeamSizes(**torch.load(path, weights_only=True))
+
+
+def _merge_beam_sizes(parts: Sequence[BeamSizes]) -> BeamSizes:
+    """One sweep from ``parts`` run on the same dates and beam sizes: each group's
+    models in the order of ``parts`` (Luong from the part that ran it)."""
+    first = parts[0]
+    for part in parts:
+        if (part.beam_sizes, part.alphas, part.n_test) != (
+            first.beam_sizes,
+            first.alphas,
+            first.n_test,
+        ):
+            raise ValueError(
+                "parts must share beam sizes, alphas and n_test; found "
+                f"{(part.beam_sizes, part.alphas, part.n_test)} and "
+                f"{(first.beam_sizes, first.alphas, first.n_test)}"
+            )
+    tables = []
+    for table in ("bleu", "exact", "length"):
+        merged: dict[str, list[Tensor]] = {}
+        for part in parts:
+            for group, values in getattr(part, table).items():
+                merged.setdefault(group, []).append(values)
+        tables.append({group: torch.cat(runs) for group, runs in merged.items()})
+    return BeamSizes(first.beam_sizes, first.alphas, first.n_test, *tables)
+
+
+def _beam_sizes_part(job: tuple) -> BeamSizes:
+    """One process's part of :func:`_main`: the Luong models (no seeds) or one seed."""
+    seeds, n_test, beam_sizes, groups = job
+    torch.set_num_threads(1)  # the same models on every run
+    luong = not seeds
+    return _beam_sizes_on_dates(
+        seeds, n_test, beam_sizes, groups if seeds else {}, luong=luong
+    )
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> None:
+    """``python -m experiments.ch10_seq2seq beam-sizes [--out FILE] [--n-test N]
+    [--seeds S ...] [--beam-sizes K ...] [--jobs J]``: run :func:`_beam_sizes_on_dates`
+    for the Luong models and for each seed in its own single-threaded process
+    (deterministic; ``J`` at a time), merge the parts in that order and save it. The
+    stored file is this command's output at its defaults; see the chapter for its
+    CPU time."""
+    parser = argparse.ArgumentParser(prog="python -m experiments.ch10_seq2seq")
+    parser.add_argument("run", choices=["beam-sizes"])
+    parser.add_argument("--out", type=Path, default=BEAM_SIZES_FILE)
+    parser.add_argument("--n-test", type=int, default=200)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--beam-sizes", type=int, nargs="+", default=list(BEAM_SIZES))
+    parser.add_argument("--jobs", type=int, default=4)
+    args = parser.parse_args(argv)
+    groups = BEAM_GROUPS  # looked up at the call: a test shortens the training
+    jobs = [([], args.n_test, args.beam_sizes, groups)] + [
+        ([seed], args.n_test, args.beam_sizes, groups) for seed in args.seeds
+    ]
+    if args.jobs == 1:
+        parts = [_beam_sizes_part(job) for job in jobs]
+    else:
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(args.jobs) as pool:
+            parts = pool.map(_beam_sizes_part, jobs)  # in the order of jobs
+    result = _merge_beam_sizes(parts)
+    _save_beam_sizes(result, args.out)
+    for group, bleu in result.bleu.items():
+        print(group, "BLEU (models, alphas, beam sizes):", bleu)
+
+
+if __name__ == "__main__":
+    _main()

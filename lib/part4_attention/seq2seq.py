@@ -13,7 +13,9 @@ Bahdanau's and Luong's (chapter 10, syllabus S2S1-S2S5).
 3. :class:`Seq2Seq` joins an encoder and a decoder; :func:`build_seq2seq` makes one from
    a name and a :class:`Seq2SeqConfig`; :func:`save_seq2seq` / :func:`load_seq2seq`
    store it.
-4. Evaluation: :func:`exact_matches`, :func:`accuracy_by_length`, :func:`alignments`.
+4. Evaluation: :func:`exact_matches`, :func:`accuracy_by_length`, :func:`alignments`;
+   :func:`greedy_translate` and :func:`beam_translate` decode any model with a
+   ``step_fn``.
 5. Alignments against gold ones (copying and reversing digits, whose
    :meth:`lib.part4_attention.reversal_task.ReversalTask.gold_alignment` is known):
    :func:`gold_mass`, :func:`hard_alignment` and the alignment error rate
@@ -63,7 +65,7 @@ from lib.part4_attention.attention import (
     masked_softmax,
 )
 from lib.checked import Fraction, NonNegativeInt, PositiveInt, each, same_dtype
-from lib.part3_words.decoding import beam_search_batch
+from lib.part3_words.decoding import Alpha, beam_search_batch, normalised_score
 from lib.part4_attention.pairs import SequencePairs
 
 __all__ = [
@@ -82,6 +84,7 @@ __all__ = [
     "save_seq2seq",
     "load_seq2seq",
     "greedy_translate",
+    "beam_translate",
     "exact_matches",
     "accuracy_by_length",
     "alignments",
@@ -677,6 +680,36 @@ def greedy_translate(
         step, len(data), bos, eos, beam_size=1, max_len=max_len
     )
     return [best[0][0] for best in hypotheses]
+
+
+def beam_translate(
+    model: nn.Module,
+    data: SequencePairs,
+    bos: NonNegativeInt,
+    eos: NonNegativeInt,
+    beam_size: PositiveInt,
+    max_len: PositiveInt,
+    alphas: each(Alpha) = (0.0,),
+) -> list[list[list[int]]]:
+    """For each length-normalisation exponent of ``alphas``, the beam-search output of
+    every source (no bos; eos if emitted, within ``max_len`` tokens). One search serves
+    every ``alpha``: :func:`lib.part3_words.decoding.beam_search_batch` applies it only
+    to rank the finished hypotheses, so each is re-ranked here by
+    :func:`lib.part3_words.decoding.normalised_score` (ties: the search's order)."""
+    if not callable(getattr(model, "step_fn", None)):
+        raise TypeError(
+            "model must have a step_fn(src, src_lens) method (Seq2Seq, "
+            f"Seq2SeqTransformer); found {type(model).__name__}"
+        )
+    if not alphas:
+        raise ValueError("alphas must hold at least one exponent; found none")
+    step = model.step_fn(data.src, data.src_lens)
+    hypotheses = beam_search_batch(step, len(data), bos, eos, beam_size, max_len)
+    outputs = []
+    for alpha in alphas:
+        rank = lambda h: normalised_score(h[1], len(h[0]), alpha)  # noqa: E731
+        outputs.append([max(finished, key=rank)[0] for finished in hypotheses])
+    return outputs
 
 
 def exact_matches(

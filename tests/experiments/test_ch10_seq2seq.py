@@ -8,13 +8,16 @@ import math
 
 import pytest
 import torch
+from sacrebleu.metrics import BLEU
 
 from experiments.ch10_seq2seq import (
     AlignmentScores,
     DATE_EDGES,
     LENGTHS,
     LUONG_VARIANTS,
+    UNDERTRAINED,
     BahdanauMonthWeight,
+    BeamSizes,
     BahdanauReversal,
     DateTraining,
     LuongAblation,
@@ -22,6 +25,9 @@ from experiments.ch10_seq2seq import (
     PlainReversal,
     PointerSorting,
     ablate_luong,
+    beam_size_sweep,
+    _beam_sizes_on_dates,
+    load_beam_sizes,
     bahdanau_month_weight,
     bahdanau_reversal,
     luong_month_weight,
@@ -40,6 +46,7 @@ from lib.part4_attention.sorting_task import SortingTask
 from lib.part4_attention.seq2seq import (
     Seq2SeqConfig,
     accuracy_by_length,
+    beam_translate,
     build_seq2seq,
     exact_matches,
 )
@@ -648,3 +655,173 @@ def test_score_alignments_names_a_task_it_lacks():
     with pytest.raises(ValueError, match="models must be keyed by a task of tasks and tests, \\['reversal'\\]; "
                                          "found 'copy'"):
         score_alignments({("copy", "global"): [model]}, {"reversal": task}, {"reversal": task.split(4, 4)[1]})
+
+
+# ---------------------------------------------------------------------------
+# Beam size on trained models.
+# ---------------------------------------------------------------------------
+
+
+def _luong_on_six_dates(change=None):
+    """The shipped Luong local-p model (float64) and the first 6 held-out dates; ``change`` rewrites the
+    log-probabilities of each step (an instance attribute: beam_translate calls model.step_fn)."""
+    import experiments.ch10_seq2seq as ch10
+    from lib.part4_attention.seq2seq import load_seq2seq
+
+    task = DateTask()
+    _, test, _ = task.split(n_train=5000, n_test=1000, seed=0)
+    model = load_seq2seq(ch10.WEIGHTS_DIR / "luong_local_p.pt").double()
+    if change is not None:
+        step_fn = model.step_fn
+        model.step_fn = lambda src, lens: (lambda step: lambda p, s: change(step(p, s), p))(step_fn(src, lens))
+    return model, task, test[torch.arange(6)]
+
+
+def _pads_for_eos(logp, prefixes, task=DateTask()):  # the model writes pads where it would end, to max_len
+    logp = logp[:, [task.eos if v == task.pad else task.pad if v == task.eos else v for v in range(logp.shape[1])]]
+    after_pad = prefixes[:, -1] == task.pad
+    logp[after_pad] = torch.where(torch.arange(logp.shape[1]) == task.pad, 0.0, -torch.inf).to(logp)
+    return logp
+
+
+def _eager_eos(logp, prefixes, eos=DateTask().eos):  # eos has probability 0.3 at every step
+    probs = logp.exp()
+    probs[:, eos] = 0.0
+    probs = 0.7 * probs / probs.sum(1, keepdim=True)
+    probs[:, eos] = 0.3
+    return probs.log()
+
+
+@pytest.mark.parametrize("change, case", [
+    (None, "ends"),  # right dates ending with eos: exact match > 0, and an eos a miscounted length would see
+    (_pads_for_eos, "no eos"),  # right characters, then pads to max_len and no eos: not exact matches
+    (_eager_eos, "eager"),  # short outputs score high without normalisation: alpha changes the choice
+])
+def test_beam_size_sweep_equals_sacrebleu_on_characters_and_a_loop(change, case):
+    model, task, test = _luong_on_six_dates(change)
+    bleu, exact, length = beam_size_sweep(model, task, test, beam_sizes=[1, 3], alphas=[0.0, 1.0])
+    assert bleu.shape == exact.shape == length.shape == (2, 2)
+    references = [task.target_text(row.tolist()) for row in test.tgt_out]
+    ended = []
+    for k, beam_size in enumerate((1, 3)):
+        runs = beam_translate(model, test, task.bos, task.eos, beam_size, test.tgt_out.shape[1] + 5, (0.0, 1.0))
+        for a, outputs in enumerate(runs):
+            texts = [task.target_text(output) for output in outputs]
+            expected = BLEU(tokenize="char").corpus_score(texts, [references]).score / 100
+            assert bleu[a, k].item() == pytest.approx(expected, abs=1e-6)  # a float32 table
+            right = sum(text == ref and output[-1] == task.eos for text, ref, output in zip(texts, references, outputs))
+            assert exact[a, k].item() == right / len(texts)
+            assert length[a, k].item() == pytest.approx(sum(map(len, texts)) / sum(map(len, references)))
+            ended += [output[-1] == task.eos for output in outputs]
+            if case == "no eos":  # the preconditions: every text right, no output ended
+                assert texts == references and not any(ended)
+    if case == "ends":
+        assert all(ended) and (exact > 0).all()
+    if case == "no eos":
+        assert (exact == 0).all() and (bleu == 1).all()
+    if case == "eager":  # the alpha rows differ: a test that mixed them up would fail
+        assert not torch.equal(bleu[0], bleu[1]) and not torch.equal(length[0], length[1])
+
+
+def test_beam_size_sweep_decodes_in_chunks_under_max_expansions(monkeypatch):
+    import experiments.ch10_seq2seq as ch10
+
+    model, task, test = _luong_on_six_dates(_eager_eos)
+    whole = beam_size_sweep(model, task, test, beam_sizes=[3], alphas=[0.0, 1.0])
+    monkeypatch.setattr(ch10, "MAX_EXPANSIONS", 3 * (test.tgt_out.shape[1] + 5) * 4)  # chunks of 4 and 2 dates
+    assert all(torch.equal(x, y) for x, y in zip(whole, beam_size_sweep(model, task, test, [3], [0.0, 1.0])))
+
+
+def test_beam_sizes_run_is_deterministic_and_saved_by_the_command(tmp_path, monkeypatch):
+    import experiments.ch10_seq2seq as ch10
+
+    tiny = {"Bahdanau": dict(n_train=30, epochs=1)}
+    monkeypatch.setattr(ch10, "BEAM_GROUPS", tiny)
+    out = tmp_path / "sweep.pt"
+    # seeds in parallel processes, merged in seed order
+    argv = ["beam-sizes", "--n-test", "3", "--seeds", "1", "0", "--beam-sizes", "1", "2", "--jobs", "2"]
+    ch10._main([*argv, "--out", str(out)])
+    saved = load_beam_sizes(out)
+    again = _beam_sizes_on_dates([1, 0], n_test=3, beam_sizes=[1, 2], groups=tiny)
+    assert saved.beam_sizes == [1, 2] and saved.alphas == [0.0, 1.0] and saved.n_test == 3
+    for name in ("bleu", "exact", "length"):
+        stored, direct = getattr(saved, name), getattr(again, name)
+        assert list(stored) == ["Luong", "Bahdanau"]
+        assert stored["Luong"].shape == (2, 2, 2) and stored["Bahdanau"].shape == (2, 2, 2)
+        assert all(torch.equal(stored[group], direct[group]) for group in stored)
+    assert not torch.equal(saved.bleu["Bahdanau"][0], saved.bleu["Bahdanau"][1])  # the order is seen
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: _beam_sizes_on_dates([], n_test=3, luong=False), "seeds must be a non-empty sequence"),
+    (lambda: _beam_sizes_on_dates([0], n_test=1001), "n_test must be at most the 1,000 held-out dates of the split; found 1001"),
+    (lambda: beam_size_sweep(*_luong_on_six_dates(), beam_sizes=[]), "beam_sizes must hold at least one beam size"),
+])
+def test_beam_sizes_name_bad_arguments(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def sweep(luong=(1.0, 0.98), bahdanau_exact=((0.7, 0.74), (0.58, 0.64), (0.56, 0.56)),
+          bahdanau_bleu=((0.917, 0.92), (0.885, 0.899), (0.872, 0.868)), bahdanau_length=1.0,
+          under_bleu=((0.2, 0.25, 0.14), (0.2, 0.24, 0.11), (0.25, 0.2, 0.19)),
+          under_length=((0.93, 0.62), (0.94, 0.46), (0.97, 0.85)),
+          under_norm=((0.22, 0.92), (0.23, 0.95), (0.22, 0.99)), dtype=F64):
+    """A BeamSizes of beam sizes 1, 8, 64: two Luong models flat at ``luong`` (BLEU, exact and length 1 for
+    length); three Bahdanau models of each recipe. Chapter recipe: exact and BLEU at (K = 1, K >= 8) for
+    both alphas, length everywhere. 1,000 dates: BLEU without normalisation at K = 1, 8, 64, length
+    without at (K = 1, K >= 8 ... K = 64 given), and with normalisation (BLEU, length) at every K."""
+    shape = (3, 2, 3)  # (models, alphas, beam sizes 1, 8, 64)
+
+    def per_k(values):  # (models, 2 values) -> (models, alphas, K): the first at K = 1, the second after
+        t = torch.tensor(values, dtype=dtype)
+        return torch.stack([t[:, 0], t[:, 1], t[:, 1]], 1)[:, None, :].expand(shape).clone()
+
+    luong_values = torch.tensor(luong, dtype=dtype)[:, None, None].expand(2, 2, 3).clone()
+    under_bleu_t = torch.tensor(under_bleu, dtype=dtype)
+    under_len_t = torch.tensor(under_length, dtype=dtype)
+    norm = torch.tensor(under_norm, dtype=dtype)
+    bleu_u, length_u = torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype)
+    bleu_u[:, 0] = under_bleu_t
+    length_u[:, 0] = torch.stack([under_len_t[:, 0], under_len_t[:, 0], under_len_t[:, 1]], 1)
+    bleu_u[:, 1], length_u[:, 1] = norm[:, :1], norm[:, 1:]
+    return BeamSizes(
+        beam_sizes=[1, 8, 64], alphas=[0.0, 1.0], n_test=50,
+        bleu={"Luong": luong_values, "Bahdanau": per_k(bahdanau_bleu), UNDERTRAINED: bleu_u},
+        exact={"Luong": luong_values.clone(), "Bahdanau": per_k(bahdanau_exact), UNDERTRAINED: torch.zeros(shape)},
+        length={"Luong": torch.ones(2, 2, 3, dtype=dtype), "Bahdanau": torch.full(shape, bahdanau_length, dtype=dtype),
+                UNDERTRAINED: length_u},
+    )
+
+
+def test_beam_sizes_findings_fail_alone_past_their_thresholds():
+    said = says(BeamSizes)
+    assert sweep().failing() == []
+    changed = sweep()
+    changed.bleu["Luong"][1, 1, 2] = 0.979  # one Luong model, one alpha, one beam size
+    assert changed.failing() == [said[0]]
+    changed = sweep()
+    changed.length["Luong"][0, 0, 1] = 0.999
+    assert changed.failing() == [said[0]]
+    assert sweep(bahdanau_length=0.9985).failing() == [said[1]]
+    assert sweep(bahdanau_length=1.0015).failing() == [said[1]]
+    assert sweep(bahdanau_length=0.9995).failing() == []
+    assert sweep(bahdanau_exact=((0.7, 0.74), (0.58, 0.64), (0.56, 0.54))).failing() == [said[2]]
+    changed = sweep()  # below greedy search at K = 8 only, not at K = 64
+    changed.exact["Bahdanau"][1, 1, 1] = 0.57
+    assert changed.failing() == [said[2]]
+    changed = sweep(bahdanau_bleu=((0.5, 0.5), (0.5, 0.5), (0.5, 0.5)))
+    changed.bleu["Bahdanau"][0, 0, 1] = 0.4795  # 0.0205 below at K = 8 only
+    assert changed.failing() == [said[2]]
+    # just past 0.02, up and down, and just within
+    assert sweep(bahdanau_bleu=((0.5, 0.5205), (0.5, 0.5), (0.5, 0.5))).failing() == [said[2]]
+    assert sweep(bahdanau_bleu=((0.5, 0.5), (0.5, 0.4795), (0.5, 0.5))).failing() == [said[2]]
+    assert sweep(bahdanau_bleu=((0.5, 0.5195), (0.5, 0.4805), (0.5, 0.5))).failing() == []
+    assert sweep(under_bleu=((0.2, 0.25, 0.14), (0.2, 0.24, 0.215), (0.25, 0.2, 0.19))).failing() == [said[3]]
+    # best 0.25, K = 64 0.21875: a fall of 0.03125 in binary fractions, just past 0.03
+    assert sweep(under_bleu=((0.2, 0.25, 0.14), (0.2, 0.24, 0.11), (0.25, 0.2, 0.21875))).failing() == []
+    assert sweep(under_length=((0.93, 0.62), (0.94, 0.46), (0.97, 0.874))).failing() == [said[4]]  # > 0.9 x 0.97
+    assert sweep(under_length=((0.93, 0.62), (0.94, 0.46), (0.97, 0.873))).failing() == []  # 0.873 = 0.9 x 0.97
+    assert sweep(under_norm=((0.22, 0.92), (0.23, 0.899), (0.22, 0.99))).failing() == [said[5]]
+    assert sweep(under_norm=((0.22, 0.92), (0.23, 0.9), (0.22, 0.99))).failing() == []
+    assert sweep(under_norm=((0.22, 0.92), (0.11, 0.95), (0.22, 0.99))).failing() == [said[6]]  # equal: no rise

@@ -8,6 +8,7 @@ hypothesis properties, and :mod:`lib.part3_words.decoding` (step-by-step decodin
 teacher forcing).
 """
 
+import itertools
 import re
 
 import pytest
@@ -22,8 +23,8 @@ from lib.part4_attention.pointer import PointerNetwork
 from lib.part2_recurrent.rnn import GRU as ReferenceGRU
 from lib.part4_attention.seq2seq import (
     BahdanauDecoder, Encoder, LuongDecoder, Memory, PlainDecoder, Seq2Seq, Seq2SeqConfig,
-    accuracy_by_length, alignment_error_rate, alignments, build_seq2seq, exact_matches, gold_mass, hard_alignment,
-    load_seq2seq, local_weights, save_seq2seq,
+    accuracy_by_length, alignment_error_rate, alignments, beam_translate, build_seq2seq, exact_matches,
+    gold_mass, hard_alignment, load_seq2seq, local_weights, save_seq2seq,
 )
 from lib.part4_attention.date_task import DateTask
 from lib.part4_attention.sorting_task import SortingTask
@@ -729,3 +730,64 @@ def test_alignment_error_rate_equals_nltk(seed):
     expected = nltk_aer(pairs(sure), pairs(hypothesis), pairs(possible))
     assert alignment_error_rate(hypothesis, sure, possible) == pytest.approx(expected, abs=1e-12)
     assert alignment_error_rate(hypothesis, sure) == pytest.approx(nltk_aer(pairs(sure), pairs(hypothesis)), abs=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Beam search with several length normalisations at once.
+# ---------------------------------------------------------------------------
+
+
+def _brute_force_best(model, b, bos, eos, max_len, alpha, vocab):
+    """The output of source b that maximises log p / len ** alpha, over every output of
+    at most max_len tokens that ends with eos (or reaches max_len), by enumeration."""
+    step = model.step_fn(SRC[b : b + 1], LENS[b : b + 1])
+    one = lambda prefixes: step(prefixes, torch.zeros(len(prefixes), dtype=torch.long))
+    best, best_score = None, -float("inf")
+    for length in range(1, max_len + 1):
+        for tokens in itertools.product(range(vocab), repeat=length):
+            if eos in tokens[:-1] or (length < max_len and tokens[-1] != eos):
+                continue
+            log_prob = sum(float(one(torch.tensor([[bos, *tokens[:t]]]))[0, token]) for t, token in enumerate(tokens))
+            score = log_prob / length**alpha
+            if score > best_score:
+                best, best_score = list(tokens), score
+    return best
+
+
+# (model, seed, eos) whose exact best outputs differ between alpha = 0 and 1
+@pytest.mark.parametrize("name, seed, eos", [("bahdanau", 0, 3), ("luong-general-global-no-feeding", 11, 2)])
+def test_beam_translate_ranks_one_search_as_each_alpha_would_and_a_full_beam_is_exact(name, seed, eos):
+    model = small_model(name, seed=seed, tgt_vocab=5).double()
+    data = SequencePairs(SRC, LENS, TGT, TGT)
+    alphas = (0.0, 0.5, 1.0)
+    for beam_size in (1, 2, 3):
+        found = beam_translate(model, data, 1, eos, beam_size, 3, alphas)
+        for alpha, outputs in zip(alphas, found):  # the search's own ranking by alpha
+            reference = beam_search_batch(model.step_fn(SRC, LENS), 3, 1, eos, beam_size, 3, alpha)
+            assert outputs == [r[0][0] for r in reference]
+        if beam_size == 1:
+            assert found[0] == model.greedy(SRC, LENS, 1, eos, 3)[0]
+    # 5 ** 3 = 125 outputs: a beam of 125 keeps them all, so it finds each alpha's best
+    full = beam_translate(model, data, 1, eos, 125, 3, alphas)
+    for alpha, outputs in zip(alphas, full):
+        assert outputs == [_brute_force_best(model, b, 1, eos, 3, alpha, 5) for b in range(3)]
+    assert full[0] != full[2]  # the exponents disagree somewhere, so the test can fail
+
+
+def test_beam_translate_breaks_ties_in_the_search_s_order(monkeypatch):
+    import lib.part4_attention.seq2seq as seq2seq
+
+    # two finished hypotheses of one length and score (tied for every alpha), then a worse one
+    found = [[([3, 2], -1.0), ([4, 2], -1.0), ([4, 4, 2], -5.0)] for _ in range(3)]
+    monkeypatch.setattr(seq2seq, "beam_search_batch", lambda *args: found)
+    data = SequencePairs(SRC, LENS, TGT, TGT)
+    outputs = beam_translate(small_model("bahdanau"), data, 1, 2, 2, 3, (0.0, 1.0))
+    assert outputs == [[[3, 2]] * 3, [[3, 2]] * 3]
+
+
+def test_beam_translate_errors_name_the_argument():
+    data = SequencePairs(SRC, LENS, TGT, TGT)
+    with pytest.raises(TypeError, match="model must have a step_fn"):
+        beam_translate(torch.nn.Linear(2, 2), data, 1, 2, 2, 3)
+    with pytest.raises(ValueError, match="alphas must hold at least one exponent"):
+        beam_translate(small_model("bahdanau"), data, 1, 2, 2, 3, ())
