@@ -14,6 +14,7 @@ import torch
 import lib.widgets.core as core
 from lib.widgets import Slider, Visual, explore
 from lib.widgets.activations import MarginLossExplorer
+from lib.widgets.attention import ScalingSaturation
 from lib.widgets.core import FRAME_CACHE_ENV, TIMINGS_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -74,10 +75,14 @@ def test_a_cached_player_is_the_uncached_one_byte_for_byte(tmp_path, monkeypatch
 
 
 def test_a_book_explorer_cached_equals_uncached(tmp_path, monkeypatch, count_renders):
-    uncached = player(MarginLossExplorer(), monkeypatch)
-    player(MarginLossExplorer(), monkeypatch, tmp_path)
+    from test_widgets import player_data
+
+    # The book's explorer with the fewest frames (10, all distinct), whose state holds tensors.
+    uncached = player(ScalingSaturation(), monkeypatch)
+    assert len(count_renders) == 10 and len(set(player_data(uncached)["frames"])) == 10
+    assert player(ScalingSaturation(), monkeypatch, tmp_path) == uncached
     before_warm = len(count_renders)
-    assert player(MarginLossExplorer(), monkeypatch, tmp_path) == uncached
+    assert player(ScalingSaturation(), monkeypatch, tmp_path) == uncached
     assert len(count_renders) == before_warm
 
 
