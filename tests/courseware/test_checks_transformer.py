@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from courseware.checks import (
+    check_warmup_for_peak,
     CHECKS, CheckFailed, check_combined_statistics, check_padded_cached_step, check_position_decoding,
 )
 from courseware.checks.transformer import (
@@ -475,6 +476,76 @@ def test_padded_step_names_the_slip(answer, message):
         check_padded_cached_step(answer)
 
 
+# ---- the warm-up for a peak rate --------------------------------------------------------------------
+
+
+def warmup_by_bisection(d_models, peaks):
+    """A right answer by another method: bisection on the schedule's own maximum, the rate at the last
+    warm-up step, computed as the paper writes it (min of the two branches)."""
+    answers = []
+    for d_model, peak in zip(d_models.tolist(), peaks.tolist()):
+        def too_high(w):
+            return d_model**-0.5 * min(w**-0.5, w * w**-1.5) > peak
+        low, high = 0, 1  # too_high(low) (or low = 0), not too_high(high)
+        while too_high(high):
+            low, high = high, 2 * high
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if too_high(middle) else (low, middle)
+        answers.append(high)
+    return torch.tensor(answers)
+
+
+def warmup_vectorised(d_models, peaks):
+    """A right answer in one tensor expression, float64 throughout."""
+    return torch.ceil(1 / (d_models.double() * peaks**2)).long()
+
+
+def warmup_rounded_down(d_models, peaks):
+    return torch.floor(1 / (d_models.double() * peaks**2)).long()
+
+
+def warmup_without_d_model(d_models, peaks):
+    return torch.ceil(1 / peaks**2).long()
+
+
+def warmup_peak_not_squared(d_models, peaks):
+    return torch.ceil(1 / (d_models.double() * peaks)).long()
+
+
+def test_warmup_cases_are_far_from_whole_numbers():
+    for d_models, peaks in check_warmup_for_peak.make_cases(torch.Generator().manual_seed(0)):
+        exact = 1 / (d_models.double() * peaks**2)
+        assert (exact >= 2).all() and ((exact - exact.round()).abs() >= 0.01).all()
+
+
+@pytest.mark.parametrize("answer", [warmup_by_bisection, warmup_vectorised])
+def test_warmup_for_peak_accepts_right_answers(answer, capsys):
+    check_warmup_for_peak(answer)
+    assert capsys.readouterr().out.startswith("✓ the warm-ups are the smallest")
+
+
+def test_warmup_for_peak_reference_is_the_smallest_warmup():
+    """The chapter's d_model = 32 and peak 0.03 give the 35 steps of its run, and 34 peaks above 0.03."""
+    from lib.part4_attention.transformer_recipe import warmup_rate
+    assert check_warmup_for_peak.reference(torch.tensor([32]), torch.tensor([0.03], dtype=torch.float64)).tolist() == [35]
+    assert warmup_rate(35, 32, 35) <= 0.03 < warmup_rate(34, 32, 34)
+
+
+@pytest.mark.parametrize(("answer", "message"), [
+    (warmup_rounded_down, "round 1/\(D · peak²\) up, not down"),
+    (lambda d, p: warmup_vectorised(d, p) + 1, "one more step than needed"),
+    (warmup_without_d_model, "you left out d_model"),
+    (warmup_peak_not_squared, "you did not square the peak"),
+    (lambda d, p: torch.ceil(d.double() ** -0.5 / p).long(), "not d_model\^\(-1/2\)/warmup"),
+    (lambda d, p: warmup_vectorised(d, p).double(), "return integers"),
+    (lambda d, p: warmup_vectorised(d, p)[:-1], "expected \(N,\)"),
+])
+def test_warmup_for_peak_names_the_slip(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_warmup_for_peak(answer)
+
+
 # ---- fairness: independent right answers and the most plausible wrong ones, over 20 seeds ----------
 # (tests/courseware/test_exercise_fairness.py runs each on 20 draws of the cases). The right answers are written
 # from the exercise statements alone, by other methods than the book's solutions.
@@ -516,6 +587,14 @@ FAIRNESS = {
             (scaled_by_positions, "square root of the number of positions"),
             (mask_inverted, "boolean attn_mask is True where attention is allowed"),
             (value_not_appended, "append the new value too"),
+        ],
+    },
+    "check_warmup_for_peak": {
+        "right": [warmup_by_bisection, warmup_vectorised],
+        "wrong": [
+            (warmup_rounded_down, "round 1/\\(D · peak²\\) up, not down"),
+            (warmup_without_d_model, "you left out d_model"),
+            (warmup_peak_not_squared, "you did not square the peak"),
         ],
     },
 }
