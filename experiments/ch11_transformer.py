@@ -11,9 +11,11 @@ pretraining.
 * :func:`gru_sweep` trains chapter 10's GRU encoder–decoder without attention (Cho et
   al. [2]_) on the same task, and :func:`seconds_per_epoch` compares the two's training
   time.
-* :func:`layout_sweep` trains post-norm and pre-norm blocks at a large learning rate
-  without warm-up, where Xiong et al. [3]_ find post-norm hard to train, and
-  :func:`dropout_sweep` trains with and without dropout on few strings.
+* :func:`layout_sweep` trains post-norm blocks at a large learning rate without and
+  with a warm-up (chapter 2's linear one and the paper's schedule), and pre-norm
+  blocks without, where Xiong et al. [3]_ find post-norm hard to train without one;
+  :func:`init_gradients` measures their gradients per block at initialisation (their
+  Section 3.2, Theorem 1, and Figure 3), and :func:`dropout_sweep` trains with and without dropout on few strings.
 * :func:`pretraining_sweep` pretrains a masked LM (BERT, Devlin et al. [4]_) on
   unlabelled walks of :mod:`lib.part4_attention.pretraining` and compares classifiers of
   the walk's step trained from scratch, on the frozen encoder and fine-tuned, with few
@@ -45,7 +47,9 @@ from itertools import combinations
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.optim.lr_scheduler import LambdaLR
 
 from experiments.findings import Finding, Result
 from lib.part4_attention.attention import MultiHeadAttention
@@ -71,7 +75,9 @@ from lib.part4_attention.seq2seq import (
 )
 from lib.part4_attention.reversal_task import ReversalTask
 from lib.part4_attention.pairs import SequencePairs, train_seq2seq
+from lib.part1_blocks.schedules import warmup_then_decay
 from lib.training import TrainingLog
+from lib.part4_attention.transformer_recipe import ffn_gradient_norms, warmup_lambda
 from lib.part4_attention.transformer import (
     DecoderOnlyLM,
     Seq2SeqTransformer,
@@ -434,30 +440,114 @@ def seconds_per_epoch(transformers: ReversalRuns, grus: GruRuns) -> EpochTimes:
     return EpochTimes(median_epoch(transformers.logs), median_epoch(grus.logs))
 
 
+WARMUP_RATE = 0.03  # the large learning rate of the warm-up runs
+WARMUP_STEPS = 188  # two epochs of 3000 strings in batches of 64
+
+
+def _train_scheduled(
+    model: nn.Module,
+    data: SequencePairs,
+    lr: float,
+    schedule: Callable[[int], float] | None,
+    seed: int,
+    steps: int = WARMUP_STEPS,
+    batch_size: int = 64,
+) -> list[float]:
+    """Train as :func:`lib.part4_attention.pairs.train_seq2seq` does (Adam, batches of
+    64 in a seeded order), the rate of step ``t`` (from 0) being ``lr * schedule(t)``
+    through ``LambdaLR`` (constant without one); return the loss of every step."""
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    scheduler = LambdaLR(optimiser, schedule) if schedule else None
+    generator = torch.Generator().manual_seed(seed)
+    losses: list[float] = []
+    model.train()
+    while len(losses) < steps:
+        order = torch.randperm(len(data), generator=generator)
+        for first in range(0, len(data), batch_size):
+            batch = data[order[first : first + batch_size]]
+            logits = model(batch.src, batch.tgt_in, batch.src_lens)  # (B, T, V)
+            loss = F.cross_entropy(
+                logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0
+            )
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            if scheduler:
+                scheduler.step()
+            losses.append(loss.item())
+            if len(losses) == steps:
+                break
+    model.eval()
+    return losses
+
+
+def warmup_arms(d_model: int) -> dict[str, tuple[bool, float, Callable | None]]:
+    """The runs of :func:`layout_sweep`: name -> (pre-norm?, lr, schedule). The linear
+    warm-up is chapter 2's :func:`lib.part1_blocks.schedules.warmup_then_decay` with no
+    decay (``min_factor=1``): 60 steps from 2% of the rate, then the rate. The paper's
+    schedule is :func:`lib.part4_attention.transformer_recipe.warmup_lambda` with
+    ``lr=1``; its warm-up of 35 steps makes it peak at ``(35 D)^-1/2``, just under
+    0.03 for ``D = 32``, then it decays like ``t^-1/2``."""
+
+    def linear(t):
+        return warmup_then_decay(t, 60, WARMUP_STEPS, 0.02, "linear", 1.0)
+
+    return {
+        "post-norm": (False, WARMUP_RATE, None),
+        "post-norm, linear warm-up": (False, WARMUP_RATE, linear),
+        "post-norm, paper's schedule": (False, 1.0, warmup_lambda(d_model, 35)),
+        "pre-norm": (True, WARMUP_RATE, None),
+    }
+
+
+def _end(losses: list[float]) -> float:
+    """The mean loss over the last 20 steps of a run."""
+    return sum(losses[-20:]) / 20
+
+
 @dataclass
 class LayoutRuns(Result):
-    """Training losses per epoch at a large learning rate, post-norm and pre-norm."""
+    """The loss of every step at a learning rate of 0.03, per run of
+    :func:`warmup_arms` and seed."""
 
-    losses: dict[str, list[list[float]]]  # layout -> (seeds, epochs)
+    losses: dict[str, list[list[float]]]  # run -> (seeds, steps)
     baseline_epoch2: list[float]  # (seeds,) the reversal models' second epoch at 0.002
+
+    def end(self, name: str) -> list[float]:
+        """(seeds,) the mean loss over the last 20 steps of each seed's run."""
+        return [_end(losses) for losses in self.losses[name]]
 
     FINDINGS = (
         Finding(
-            "At a learning rate of 0.02, for every seed the pre-norm model ends epoch "
-            "2 with a training loss at least 0.2 below the post-norm model's.",
-            backs=("recipe-layout-discussion", "summary"),
+            "Without warm-up, every post-norm model ends its 188 steps at a loss above "
+            "2.0: it has stalled.",
+            backs=("recipe-layout-discussion", "summary", "0211db0f"),
+            holds=lambda r: min(r.end("post-norm")) > 2.0,
+        ),
+        Finding(
+            "With either warm-up, every post-norm model ends at least 1.0 below the "
+            "same seed's post-norm model without it.",
+            backs=("recipe-layout-discussion", "summary", "0211db0f"),
             holds=lambda r: all(
-                pre[1] < post[1] - 0.2
-                for pre, post in zip(r.losses["pre-norm"], r.losses["post-norm"])
+                warm < cold - 1.0
+                for name in ("post-norm, linear warm-up", "post-norm, paper's schedule")
+                for warm, cold in zip(r.end(name), r.end("post-norm"))
             ),
         ),
         Finding(
-            "At a learning rate of 0.02, every post-norm model's loss after two epochs "
-            "is higher than every reversal model's after two epochs at a learning rate "
-            "of 0.002.",
-            backs=("recipe-layout-discussion", "0211db0f"),
-            holds=lambda r: min(loss[1] for loss in r.losses["post-norm"])
-            > max(r.baseline_epoch2),
+            "Without warm-up, every pre-norm model ends at least 1.0 below the same "
+            "seed's post-norm model.",
+            backs=("recipe-layout-discussion", "summary"),
+            holds=lambda r: all(
+                pre < post - 1.0
+                for pre, post in zip(r.end("pre-norm"), r.end("post-norm"))
+            ),
+        ),
+        Finding(
+            "Every post-norm model without warm-up ends above every reversal model's "
+            "mean loss in its second epoch at a learning rate of 0.002.",
+            backs=("recipe-layout-discussion",),
+            holds=lambda r: min(r.end("post-norm")) > max(r.baseline_epoch2),
         ),
     )
 
@@ -468,22 +558,90 @@ def layout_sweep(
     config: TransformerConfig,
     baseline: ReversalRuns,
     seeds: tuple[int, ...] = SEEDS,
+    steps: int = WARMUP_STEPS,
 ) -> LayoutRuns:
-    """Train ``config``'s model post-norm and pre-norm at lr 0.02, no warm-up, for two
-    epochs per seed; ``baseline`` holds the same model trained at 0.002."""
+    """Train ``config``'s model for ``steps`` steps per seed in each run of
+    :func:`warmup_arms`; ``baseline`` holds the same model trained at 0.002."""
     runs = LayoutRuns({}, [log.losses[1] for log in baseline.logs])
-    for name, norm_first in (("post-norm", False), ("pre-norm", True)):
+    for name, (norm_first, lr, schedule) in warmup_arms(config.d_model).items():
         runs.losses[name] = []
         for seed in seeds:
             torch.manual_seed(seed)
             model = Seq2SeqTransformer(
                 task.vocab_size, task.vocab_size, replace(config, norm_first=norm_first)
             )
-            log = train_seq2seq(
-                model, train, epochs=2, batch_size=64, lr=2e-2, seed=seed
+            runs.losses[name].append(
+                _train_scheduled(model, train, lr, schedule, seed, steps)
             )
-            runs.losses[name].append(log.losses)
     return runs
+
+
+@dataclass
+class InitGradients(Result):
+    """Xiong et al.'s measurement: ``||dL/dW_2||_F`` of every decoder block at
+    initialisation, float64, on the first training pairs, per depth and seed."""
+
+    depths: list[int]
+    norms: dict[str, dict[int, list[Tensor]]]  # layout -> depth -> (seeds,) of (L,)
+
+    def last_ratio(self, depth: int) -> list[float]:
+        """(seeds,) post-norm's last-block norm over pre-norm's."""
+        return [
+            (post[-1] / pre[-1]).item()
+            for post, pre in zip(
+                self.norms["post-norm"][depth], self.norms["pre-norm"][depth]
+            )
+        ]
+
+    FINDINGS = (
+        Finding(
+            "At every depth and for every seed, the last decoder block's gradient is "
+            "larger in post-norm than in pre-norm.",
+            backs=("xiong-discussion",),
+            holds=lambda r: all(min(r.last_ratio(L)) > 1.0 for L in r.depths),
+        ),
+        Finding(
+            "For every seed that ratio is larger with the most blocks than with one.",
+            backs=("xiong-discussion",),
+            holds=lambda r: all(
+                deep > shallow
+                for deep, shallow in zip(
+                    r.last_ratio(r.depths[-1]), r.last_ratio(r.depths[0])
+                )
+            ),
+        ),
+    )
+
+
+def init_gradients(
+    task: ReversalTask,
+    train: SequencePairs,
+    config: TransformerConfig,
+    depths: tuple[int, ...] = (1, 2, 4, 8),
+    seeds: tuple[int, ...] = SEEDS,
+    pairs: int = 128,
+) -> InitGradients:
+    """Per layout, depth and seed: a fresh model of ``config`` with ``depth`` blocks,
+    in float64, and :func:`lib.part4_attention.transformer_recipe.ffn_gradient_norms`
+    of its decoder blocks for the cross-entropy on the first ``pairs`` pairs."""
+    batch = train[:pairs]
+    result = InitGradients(list(depths), {})
+    for name, norm_first in (("post-norm", False), ("pre-norm", True)):
+        result.norms[name] = {}
+        for depth in depths:
+            result.norms[name][depth] = []
+            for seed in seeds:
+                torch.manual_seed(seed)
+                sized = replace(config, num_layers=depth, norm_first=norm_first)
+                model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, sized)
+                model.double()
+                logits = model(batch.src, batch.tgt_in, batch.src_lens)  # (B, T, V)
+                loss = F.cross_entropy(
+                    logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0
+                )
+                norms = ffn_gradient_norms(loss, model.decoder.blocks).detach()
+                result.norms[name][depth].append(norms)
+    return result
 
 
 @dataclass

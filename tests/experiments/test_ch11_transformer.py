@@ -10,7 +10,7 @@ import torch
 import experiments.ch11_transformer as ch11
 from experiments.ch11_transformer import (
     CacheTiming, ChunkErrors, CostCurves, DropoutRuns, EpochTimes, GruRuns,
-    HeldOutAccuracy, LayoutRuns, MirrorWeights, PretrainingRuns, ReversalRuns,
+    HeldOutAccuracy, InitGradients, LayoutRuns, MirrorWeights, PretrainingRuns, ReversalRuns,
     pretraining_splits,
 )
 from lib.part4_attention.pretraining import shared_strings, walks
@@ -104,13 +104,38 @@ def test_epoch_time_findings():
     only_fails(EpochTimes(transformer=1.0, gru=1.0), 0)
 
 
+def layout_runs(post=2.1, linear=1.0, paper=1.0, pre=1.0, baseline=(0.9, 0.99, 0.95)):
+    """Runs of 20 steps at a constant loss: every seed's as given, the second seed's
+    post-norm run (without warm-up) at ``post``."""
+    def runs(*ends):
+        return [[end] * 20 for end in ends]
+    return LayoutRuns({"post-norm": runs(2.3, post, 2.3),
+                       "post-norm, linear warm-up": runs(1.0, linear, 1.0),
+                       "post-norm, paper's schedule": runs(1.0, paper, 1.0),
+                       "pre-norm": runs(1.0, pre, 1.0)}, list(baseline))
+
+
 def test_layout_findings():
-    agreeing = LayoutRuns({"post-norm": [[2.0, 1.0]] * 3, "pre-norm": [[1.7, 0.79]] * 3},
-                          [0.9, 0.99, 0.95])
-    agrees(agreeing)
-    pre = [[1.7, 0.79], [1.7, 0.81], [1.7, 0.79]]  # one seed less than 0.2 below
-    only_fails(replace(agreeing, losses={**agreeing.losses, "pre-norm": pre}), 0)
-    only_fails(replace(agreeing, baseline_epoch2=[0.9, 1.0, 0.95]), 1)
+    agrees(layout_runs())
+    assert layout_runs().end("post-norm") == pytest.approx([2.3, 2.1, 2.3])
+    only_fails(layout_runs(post=2.0, linear=0.99, paper=0.99, pre=0.99), 0)  # not above 2.0
+    only_fails(layout_runs(post=2.05, linear=1.06), 1)  # linear warm-up less than 1.0 below
+    only_fails(layout_runs(post=2.05, paper=1.06), 1)  # the paper's schedule less than 1.0 below
+    only_fails(layout_runs(post=2.05, pre=1.06), 2)  # pre-norm less than 1.0 below
+    only_fails(layout_runs(baseline=(0.9, 2.11, 0.95)), 3)  # a baseline above one post-norm run
+
+
+def init_gradients(ratios_1, ratios_8):
+    """Norms (last block only matters) whose post/pre ratios at depths 1 and 8 are given."""
+    post = {1: [torch.tensor([r]) for r in ratios_1], 8: [torch.tensor([0.5, r]) for r in ratios_8]}
+    pre = {1: [torch.tensor([1.0])] * 3, 8: [torch.tensor([0.5, 1.0])] * 3}
+    return InitGradients([1, 8], {"post-norm": post, "pre-norm": pre})
+
+
+def test_init_gradient_findings():
+    agrees(init_gradients([1.1, 1.2, 1.3], [1.5, 1.6, 1.7]))
+    only_fails(init_gradients([1.1, 1.0, 1.3], [1.5, 1.6, 1.7]), 0)  # a ratio of 1 at depth 1
+    only_fails(init_gradients([1.1, 1.2, 1.3], [1.5, 1.6, 1.3]), 1)  # as large, not larger, at 8
 
 
 def dropout_runs(train_with, held_with, epochs=20):
@@ -251,7 +276,42 @@ def test_gru_sweep_and_seconds_per_epoch_run(tiny):
 
 def test_layout_sweep_runs(tiny):
     train, test, reversal = tiny
-    assert len(ch11.layout_sweep(TASK, train, TINY, reversal, seeds=(0,)).losses["pre-norm"][0]) == 2
+    runs = ch11.layout_sweep(TASK, train, TINY, reversal, seeds=(0,), steps=3)
+    assert list(runs.losses) == list(ch11.warmup_arms(TINY.d_model))
+    assert all(len(losses[0]) == 3 for losses in runs.losses.values())
+
+
+def test_warmup_arms_follow_the_libraries_schedules():
+    """The linear arm is chapter 2's warm-up with no decay, the paper's arm peaks just under 0.03."""
+    arms = ch11.warmup_arms(32)
+    _, lr, linear = arms["post-norm, linear warm-up"]
+    assert lr == ch11.WARMUP_RATE and linear(0) == pytest.approx(0.02) and linear(60) == linear(187) == 1.0
+    _, lr, paper = arms["post-norm, paper's schedule"]
+    rates = [lr * paper(t) for t in range(188)]
+    assert max(rates) == rates[34] and 0.029 < rates[34] <= 0.03
+    assert arms["post-norm"][2] is None and arms["pre-norm"][:2] == (True, ch11.WARMUP_RATE)
+
+
+def test_train_scheduled_sets_the_rate_of_every_step(monkeypatch):
+    """The optimiser's rate at step t is lr * schedule(t), read inside Adam.step."""
+    seen = []
+    original = torch.optim.Adam.step
+    def step(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    train, _ = TASK.split(n_train=40, n_test=8, seed=0)
+    torch.manual_seed(0)
+    model = ch11.Seq2SeqTransformer(TASK.vocab_size, TASK.vocab_size, TINY)
+    losses = ch11._train_scheduled(model, train, 0.5, lambda t: 1 / (t + 1), seed=0, steps=5, batch_size=16)
+    assert len(losses) == 5 and seen == pytest.approx([0.5 / (t + 1) for t in range(5)])
+
+
+def test_init_gradients_run(tiny):
+    train, test, reversal = tiny
+    result = ch11.init_gradients(TASK, train, TINY, depths=(1, 2), seeds=(0,), pairs=4)
+    assert [len(result.norms["pre-norm"][depth][0]) for depth in (1, 2)] == [1, 2]
+    assert result.norms["post-norm"][2][0].dtype == torch.float64
 
 
 def test_dropout_sweep_runs(tiny):
