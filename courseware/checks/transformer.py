@@ -454,8 +454,8 @@ check_padded_cached_step = Check(
 def warmup_peak_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
     """Fresh inputs ``(d_models, peaks)`` for :data:`check_warmup_for_peak`: 3 to 8 model sizes (int64,
     multiples of 8 from 16 to 1024) and peak rates (float64, log-uniform in [1e-4, 0.05]), each pair with
-    ``1/(D · peak²)`` at least 2 and at least 0.01 away from a whole number, so that rounding down, rounding
-    up and one more are three different answers."""
+    ``1/(D · peak²)`` at least 2 and at least 0.01 (and 10⁻⁵ of itself) away from a whole number, so that
+    rounding down, rounding up and one more are three different answers, whichever float precision computes it."""
     cases = []
     for _ in range(trials):
         count = int(torch.randint(3, 9, (), generator=generator))
@@ -464,7 +464,7 @@ def warmup_peak_cases(generator: torch.Generator, trials: int = 10) -> list[tupl
             d_model = 8 * int(torch.randint(2, 129, (), generator=generator))
             peak = 10 ** (-4 + 2.7 * float(torch.rand((), generator=generator, dtype=torch.float64)))
             exact = 1 / (d_model * peak**2)
-            if exact >= 2 and abs(exact - round(exact)) >= 0.01:
+            if exact >= 2 and abs(exact - round(exact)) >= max(0.01, 1e-5 * exact):
                 d_models.append(d_model)
                 peaks.append(peak)
         cases.append((torch.tensor(d_models), torch.tensor(peaks, dtype=torch.float64)))
