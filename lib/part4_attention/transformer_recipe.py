@@ -86,8 +86,14 @@ def ffn_gradient_norms(
     """``||d loss / d W_2^l||_F`` for each block ``l`` of ``blocks`` (each with an
     ``ffn.linear2``, the FFN's output weight ``W_2``): the quantity of Xiong et al.'s
     Theorem 1 and Figure 3. The graph of ``loss`` is kept; no ``.grad`` is written."""
+    if not len(blocks) or not all(hasattr(b, "ffn") for b in blocks):
+        raise TypeError(
+            f"blocks must hold at least one block with an ffn; found {blocks}"
+        )
     if not loss.requires_grad:
         raise ValueError("loss must depend on the blocks' weights; found a constant")
     weights = [block.ffn.linear2.weight for block in blocks]  # W_2 of each block
-    grads = torch.autograd.grad(loss, weights, retain_graph=True)
+    grads = torch.autograd.grad(loss, weights, retain_graph=True, allow_unused=True)
+    if any(grad is None for grad in grads):
+        raise ValueError("loss must depend on every block's W_2; found one it does not")
     return torch.stack([grad.norm() for grad in grads])  # (L,)

@@ -143,3 +143,14 @@ def test_ffn_gradient_norms_refuse_a_constant_loss():
     blocks = nn.ModuleList([EncoderBlock(4, 2, 6)])
     with pytest.raises(ValueError, match="loss must depend on the blocks' weights"):
         ffn_gradient_norms(torch.tensor(1.0), blocks)
+
+
+def test_ffn_gradient_norms_name_blocks_without_an_ffn_and_unused_blocks():
+    blocks = nn.ModuleList([EncoderBlock(4, 2, 6), EncoderBlock(4, 2, 6)])
+    with pytest.raises(TypeError, match="blocks must hold at least one block with an ffn"):
+        ffn_gradient_norms(torch.ones(1, requires_grad=True).sum(), nn.ModuleList())
+    with pytest.raises(TypeError, match="blocks must hold at least one block with an ffn"):
+        ffn_gradient_norms(torch.ones(1, requires_grad=True).sum(), nn.ModuleList([nn.Linear(2, 2)]))
+    h, _ = blocks[0](torch.randn(1, 3, 4))
+    with pytest.raises(ValueError, match="loss must depend on every block's W_2"):
+        ffn_gradient_norms(h.sum(), blocks)
