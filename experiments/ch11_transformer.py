@@ -15,7 +15,8 @@ pretraining.
   with a warm-up (chapter 2's linear one and the paper's schedule), and pre-norm
   blocks without, where Xiong et al. [3]_ find post-norm hard to train without one;
   :func:`init_gradients` measures their gradients per block at initialisation (their
-  Section 3.2, Theorem 1, and Figure 3), and :func:`dropout_sweep` trains with and without dropout on few strings.
+  Section 3.2, Theorem 1, and Figure 3), and :func:`dropout_sweep` trains with and
+  without dropout on few strings.
 * :func:`pretraining_sweep` pretrains a masked LM (BERT, Devlin et al. [4]_) on
   unlabelled walks of :mod:`lib.part4_attention.pretraining` and compares classifiers of
   the walk's step trained from scratch, on the frozen encoder and fine-tuned, with few

@@ -4,8 +4,9 @@ Transformer*, 2018): :func:`label_smoothed_cross_entropy` over ``N`` positions a
 :func:`warmup_rate` and :func:`warmup_lambda`, a linear warm-up then an
 inverse-square-root decay; and :func:`ffn_gradient_norms`, the gradient norms per
 layer at initialisation with which Xiong et al. [3]_ (Section 3.2, Theorem 1; Section
-3.3, Figure 3) explain why a post-norm Transformer needs the warm-up. The third item, embeddings scaled by ``sqrt(D)``, is an
-option of :class:`lib.part4_attention.transformer.TransformerEmbedding`.
+3.3, Figure 3) explain why a post-norm Transformer needs the warm-up. The third
+item, embeddings scaled by ``sqrt(D)``, is an option of
+:class:`lib.part4_attention.transformer.TransformerEmbedding`.
 
 .. [1] A. Vaswani et al. "Attention Is All You Need". NeurIPS 2017. arXiv:1706.03762.
 .. [2] C. Szegedy, V. Vanhoucke, S. Ioffe, J. Shlens, Z. Wojna. "Rethinking the
