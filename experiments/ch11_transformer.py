@@ -11,12 +11,14 @@ pretraining.
 * :func:`gru_sweep` trains chapter 10's GRU encoder–decoder without attention (Cho et
   al. [2]_) on the same task, and :func:`seconds_per_epoch` compares the two's training
   time.
-* :func:`layout_sweep` trains post-norm blocks at a large learning rate without and
-  with a warm-up (chapter 2's linear one and the paper's schedule), and pre-norm
-  blocks without, where Xiong et al. [3]_ find post-norm hard to train without one;
-  :func:`init_gradients` measures their gradients per block at initialisation (their
-  Section 3.2, Theorem 1, and Figure 3), and :func:`dropout_sweep` trains with and
-  without dropout on few strings.
+* ``python -m experiments.ch11_transformer layout-runs`` trains post-norm blocks at a
+  large learning rate without and with a warm-up (chapter 2's linear one and the
+  paper's schedule), and pre-norm blocks without, where Xiong et al. [3]_ find
+  post-norm hard to train without one, and stores every step's loss
+  (:data:`LAYOUT_RUNS_PATH`); :func:`load_layout_runs` reads them for the chapter,
+  which retrains two with :func:`layout_run`. :func:`init_gradients` measures their
+  gradients per block at initialisation (their Section 3.2, Theorem 1, and Figure 3),
+  and :func:`dropout_sweep` trains with and without dropout on few strings.
 * :func:`pretraining_sweep` pretrains a masked LM (BERT, Devlin et al. [4]_) on
   unlabelled walks of :mod:`lib.part4_attention.pretraining` and compares classifiers of
   the walk's step trained from scratch, on the frozen encoder and fine-tuned, with few
@@ -41,11 +43,16 @@ References
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import math
+import os
+import platform
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from itertools import combinations
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -443,6 +450,14 @@ def seconds_per_epoch(transformers: ReversalRuns, grus: GruRuns) -> EpochTimes:
 
 WARMUP_RATE = 0.03  # the large learning rate of the warm-up runs
 WARMUP_STEPS = 188  # four epochs of 3000 strings in 47 batches of up to 64
+# The chapter's reversal task, training strings and model, which the offline layout runs
+# rebuild; load_layout_runs checks them against the chapter's own.
+LAYOUT_TASK = ReversalTask(min_len=4, max_len=8)
+LAYOUT_SPLIT = {"n_train": 3000, "n_test": 1000, "seed": 0}
+LAYOUT_CONFIG = TransformerConfig(
+    d_model=32, num_heads=2, d_ff=64, num_layers=2, max_len=16
+)
+LAYOUT_RUNS_PATH = Path(__file__).with_name("weights") / "ch11_layout_runs.pt"
 
 
 def _train_scheduled(
@@ -513,6 +528,7 @@ class LayoutRuns(Result):
 
     losses: dict[str, list[list[float]]]  # run -> (seeds, steps)
     baseline_epoch2: list[float]  # (seeds,) the reversal models' second epoch at 0.002
+    arithmetic: dict[str, str] = field(default_factory=dict)  # where they were made
 
     def end(self, name: str) -> list[float]:
         """(seeds,) the mean loss over the last 20 steps of each seed's run."""
@@ -553,28 +569,187 @@ class LayoutRuns(Result):
     )
 
 
-def layout_sweep(
+def layout_run(
+    task: ReversalTask,
+    train: SequencePairs,
+    config: TransformerConfig,
+    name: str,
+    seed: int,
+    steps: int = WARMUP_STEPS,
+) -> list[float]:
+    """Train ``config``'s model from ``seed`` for ``steps`` steps in the run ``name`` of
+    :func:`warmup_arms`; return the loss of every step."""
+    arms = warmup_arms(config.d_model)
+    if name not in arms:
+        raise ValueError(f"name must be one of {list(arms)}; found {name!r}")
+    norm_first, lr, schedule = arms[name]
+    torch.manual_seed(seed)
+    model = Seq2SeqTransformer(
+        task.vocab_size, task.vocab_size, replace(config, norm_first=norm_first)
+    )
+    return _train_scheduled(model, train, lr, schedule, seed, steps)
+
+
+def _layout_recipe(
+    task: ReversalTask,
+    train: SequencePairs,
+    config: TransformerConfig,
+    seeds: tuple[int, ...],
+    steps: int,
+) -> dict:
+    """What the layout runs depend on: the task, the training strings (their SHA-256),
+    the model, the seeds, the steps and every run's layout and rate at every step."""
+    digest = hashlib.sha256()
+    for tensor in (train.src, train.src_lens, train.tgt_in, train.tgt_out):
+        digest.update(tensor.numpy().tobytes())
+    return {
+        "task": asdict(task),
+        "train_sha256": digest.hexdigest(),
+        "config": asdict(config),
+        "seeds": list(seeds),
+        "steps": steps,
+        "arms": {
+            name: {
+                "norm_first": norm_first,
+                "rates": [
+                    lr * (schedule(t) if schedule else 1.0) for t in range(steps)
+                ],
+            }
+            for name, (norm_first, lr, schedule) in warmup_arms(config.d_model).items()
+        },
+    }
+
+
+def _layout_losses(
+    task: ReversalTask,
+    train: SequencePairs,
+    config: TransformerConfig,
+    seeds: tuple[int, ...],
+    steps: int,
+) -> dict[str, Tensor]:
+    """Every run of :func:`warmup_arms` from every seed: run -> (seeds, steps)."""
+    return {
+        name: torch.tensor(
+            [layout_run(task, train, config, name, seed, steps) for seed in seeds],
+            dtype=torch.float32,  # the losses were float32: stored exactly
+        )
+        for name in warmup_arms(config.d_model)
+    }
+
+
+def load_layout_runs(
     task: ReversalTask,
     train: SequencePairs,
     config: TransformerConfig,
     baseline: ReversalRuns,
     seeds: tuple[int, ...] = SEEDS,
-    steps: int = WARMUP_STEPS,
+    path: Path = LAYOUT_RUNS_PATH,
 ) -> LayoutRuns:
-    """Train ``config``'s model for ``steps`` steps per seed in each run of
-    :func:`warmup_arms`; ``baseline`` holds the same model trained at 0.002."""
-    runs = LayoutRuns({}, [log.losses[1] for log in baseline.logs])
-    for name, (norm_first, lr, schedule) in warmup_arms(config.d_model).items():
-        runs.losses[name] = []
-        for seed in seeds:
-            torch.manual_seed(seed)
-            model = Seq2SeqTransformer(
-                task.vocab_size, task.vocab_size, replace(config, norm_first=norm_first)
-            )
-            runs.losses[name].append(
-                _train_scheduled(model, train, lr, schedule, seed, steps)
-            )
-    return runs
+    """The losses ``python -m experiments.ch11_transformer layout-runs`` stored, after
+    checking that they are the runs of this ``task``, ``train``, ``config`` and
+    ``seeds`` for :data:`WARMUP_STEPS` steps; ``baseline`` holds the same model trained
+    at 0.002."""
+    saved = torch.load(path, weights_only=True)
+    recipe = _layout_recipe(task, train, config, seeds, WARMUP_STEPS)
+    differ = [key for key in recipe if saved["recipe"].get(key) != recipe[key]]
+    if differ:
+        raise ValueError(
+            f"the runs stored in {path} differ from this recipe in {differ}; "
+            "run python -m experiments.ch11_transformer layout-runs again"
+        )
+    return LayoutRuns(
+        {name: losses.tolist() for name, losses in saved["losses"].items()},
+        [log.losses[1] for log in baseline.logs],
+        saved["arithmetic"],
+    )
+
+
+# the settings that change which kernels torch, oneDNN and MKL run
+_ARITHMETIC_SETTINGS = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_CBWR",
+)
+
+
+def _arithmetic() -> dict[str, str]:
+    """What the low bits of a float32 run depend on besides the code and the seeds:
+    torch's version, the processor, the vector instructions torch's kernels use, the
+    math libraries' settings and the number of threads."""
+    processor = platform.processor()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():  # Linux: the model's name, which platform leaves empty
+        lines = cpuinfo.read_text().splitlines()
+        models = [
+            line.split(":", 1)[1].strip() for line in lines if "model name" in line
+        ]
+        processor = models[0] if models else processor
+    found = {
+        "torch": str(torch.__version__),
+        "machine": platform.machine(),
+        "processor": processor,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": str(torch.get_num_threads()),
+    }
+    for name in _ARITHMETIC_SETTINGS:
+        found[name] = os.environ.get(name, "")
+    return found
+
+
+@dataclass
+class LayoutRederived(Result):
+    """Runs of :func:`warmup_arms` trained again, beside the stored ones of the same
+    seed."""
+
+    live: dict[str, list[float]]  # run -> the loss of every step, trained here
+    stored: dict[str, list[float]]  # run -> the stored loss of every step
+    same_arithmetic: bool  # this torch, processor and settings made the stored runs
+
+    def equal(self) -> bool:
+        """Whether every run retrained here has the stored loss at every step."""
+        return all(self.live[name] == self.stored[name] for name in self.live)
+
+    FINDINGS = (
+        Finding(
+            "Trained again here, the post-norm run without warm-up ends above 2.0 and "
+            "the one with the paper's schedule at least 1.0 below it.",
+            backs=("recipe-layout-live-text",),
+            holds=lambda r: (
+                _end(r.live["post-norm"]) > 2.0
+                and _end(r.live["post-norm, paper's schedule"])
+                < _end(r.live["post-norm"]) - 1.0
+            ),
+        ),
+        Finding(
+            "With the arithmetic that made the stored runs, every loss trained again "
+            "here equals the stored one.",
+            backs=("recipe-layout-live-text",),
+            holds=lambda r: not r.same_arithmetic or r.equal(),
+        ),
+    )
+
+
+def rederive_layout_runs(
+    task: ReversalTask,
+    train: SequencePairs,
+    config: TransformerConfig,
+    stored: LayoutRuns,
+    seed: int = 0,
+    names: tuple[str, ...] = ("post-norm", "post-norm, paper's schedule"),
+) -> LayoutRederived:
+    """Train the runs ``names`` from ``seed`` again with :func:`layout_run` and set
+    them beside ``stored``'s (whose seeds are 0, 1, ...)."""
+    if not 0 <= seed < len(stored.losses[names[0]]):
+        raise ValueError(
+            f"seed must be one of the stored seeds, 0 to "
+            f"{len(stored.losses[names[0]]) - 1}; found {seed}"
+        )
+    return LayoutRederived(
+        {name: layout_run(task, train, config, name, seed) for name in names},
+        {name: stored.losses[name][seed] for name in names},
+        _arithmetic() == stored.arithmetic,
+    )
 
 
 @dataclass
@@ -620,7 +795,7 @@ def init_gradients(
     config: TransformerConfig,
     depths: tuple[int, ...] = (1, 2, 4, 8),
     seeds: tuple[int, ...] = SEEDS,
-    pairs: int = 128,
+    pairs: int = 32,
 ) -> InitGradients:
     """Per layout, depth and seed: a fresh model of ``config`` with ``depth`` blocks,
     in float64, and :func:`lib.part4_attention.transformer_recipe.ffn_gradient_norms`
@@ -944,3 +1119,36 @@ def _chunk_statistics_errors(
         (squares32 - row_mean.float() ** 2 - variance.float()).abs(),
         variance.float(),
     )
+
+
+def _main(argv: Optional[list[str]] = None) -> None:
+    """``python -m experiments.ch11_transformer layout-runs [--steps S] [--seeds 0 1 2]
+    [--out PATH]``: train every run of :func:`warmup_arms` on the chapter's task,
+    strings and model from every seed, on one thread, and store each step's loss."""
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.ch11_transformer", description=_main.__doc__
+    )
+    parser.add_argument("command", choices=["layout-runs"])
+    parser.add_argument("--steps", type=int, default=WARMUP_STEPS)
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    parser.add_argument("--out", type=Path, default=LAYOUT_RUNS_PATH)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # the same losses on every run
+    train, _ = LAYOUT_TASK.split(**LAYOUT_SPLIT)
+    seeds = tuple(args.seeds)
+    start = time.process_time()
+    losses = _layout_losses(LAYOUT_TASK, train, LAYOUT_CONFIG, seeds, args.steps)
+    seconds = time.process_time() - start
+    recipe = _layout_recipe(LAYOUT_TASK, train, LAYOUT_CONFIG, seeds, args.steps)
+    saved = dict(recipe=recipe, losses=losses, arithmetic=_arithmetic())
+    saved.update(cpu_seconds=seconds)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(saved, args.out)
+    for name, runs in losses.items():
+        ends = [f"{end:.4f}" for end in runs[:, -20:].mean(1).tolist()]
+        print(f"{name}: mean loss over the last 20 steps, per seed {ends}")
+    print(f"saved to {args.out} after {seconds:.0f} s of CPU time")
+
+
+if __name__ == "__main__":
+    _main()

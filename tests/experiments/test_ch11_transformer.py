@@ -1,17 +1,21 @@
 """Tests for experiments/ch11_transformer.py: each result's findings hold on numbers that
 agree with the chapter's text, and each finding, alone, fails just past its threshold; the
-pretraining sets share no string; each experiment runs at a tiny size."""
+pretraining sets share no string; each experiment runs at a tiny size; the layout runs the
+chapter loads are those ``python -m experiments.ch11_transformer layout-runs`` trains on the
+chapter's recipe (a shortened run of the command, and one stored run retrained in full)."""
 
 from dataclasses import replace
+from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 
 import experiments.ch11_transformer as ch11
 from experiments.ch11_transformer import (
     CacheTiming, ChunkErrors, CostCurves, DropoutRuns, EpochTimes, GruRuns,
-    HeldOutAccuracy, InitGradients, LayoutRuns, MirrorWeights, PretrainingRuns, ReversalRuns,
-    pretraining_splits,
+    HeldOutAccuracy, InitGradients, LayoutRederived, LayoutRuns, MirrorWeights, PretrainingRuns,
+    ReversalRuns, pretraining_splits,
 )
 from lib.part4_attention.pretraining import shared_strings, walks
 from lib.part4_attention.seq2seq import Seq2SeqConfig
@@ -19,6 +23,7 @@ from lib.part4_attention.reversal_task import ReversalTask
 from lib.training import TrainingLog
 from lib.part4_attention.transformer import TransformerConfig
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -123,6 +128,24 @@ def test_layout_findings():
     only_fails(layout_runs(post=2.05, paper=1.06), 1)  # the paper's schedule less than 1.0 below
     only_fails(layout_runs(post=2.05, pre=1.06), 2)  # pre-norm less than 1.0 below
     only_fails(layout_runs(baseline=(0.9, 2.11, 0.95)), 3)  # a baseline above one post-norm run
+
+
+def rederived(post=2.01, paper=1.0, same_arithmetic=True, equal=True):
+    """Seed 0's two runs trained again, 20 steps at a constant loss each, beside stored ones
+    that are the same or not."""
+    live = {"post-norm": [post] * 20, "post-norm, paper's schedule": [paper] * 20}
+    stored = {name: list(losses) for name, losses in live.items()}
+    if not equal:
+        stored["post-norm, paper's schedule"][7] += 2.0 ** -20  # one step, one low bit
+    return LayoutRederived(live, stored, same_arithmetic)
+
+
+def test_layout_rederived_findings():
+    agrees(rederived())
+    agrees(rederived(same_arithmetic=False, equal=False))  # another machine: the conclusions only
+    only_fails(rederived(post=2.0, paper=0.99), 0)  # not above 2.0
+    only_fails(rederived(paper=1.02), 0)  # the paper's schedule less than 1.0 below
+    only_fails(rederived(equal=False), 1)  # one low bit apart where the arithmetic is the same
 
 
 def init_gradients(ratios_1, ratios_8):
@@ -274,11 +297,95 @@ def test_gru_sweep_and_seconds_per_epoch_run(tiny):
     assert ch11.seconds_per_epoch(reversal, grus).gru > 0
 
 
-def test_layout_sweep_runs(tiny):
+def test_layout_run_runs_and_refuses_an_unknown_run(tiny):
     train, test, reversal = tiny
-    runs = ch11.layout_sweep(TASK, train, TINY, reversal, seeds=(0,), steps=3)
-    assert list(runs.losses) == list(ch11.warmup_arms(TINY.d_model))
-    assert all(len(losses[0]) == 3 for losses in runs.losses.values())
+    losses = ch11.layout_run(TASK, train, TINY, "pre-norm", seed=0, steps=3)
+    assert len(losses) == 3 and losses == ch11.layout_run(TASK, train, TINY, "pre-norm", 0, 3)
+    with pytest.raises(ValueError, match="name must be one of \\['post-norm', .*found 'post norm'"):
+        ch11.layout_run(TASK, train, TINY, "post norm", seed=0, steps=3)
+
+
+@pytest.fixture(scope="module")
+def chapter_strings():
+    """The chapter's training strings, as the layout command rebuilds them."""
+    return ch11.LAYOUT_TASK.split(**ch11.LAYOUT_SPLIT)[0]
+
+
+def test_the_layout_command_stores_what_layout_run_trains(tmp_path, capsys, chapter_strings):
+    """A shortened run of ``python -m experiments.ch11_transformer layout-runs`` (the chapter's
+    losses come from the full run): every run, two seeds, three steps, each equal to a direct
+    call, and a recipe the loader accepts for those seeds and steps only."""
+    path = tmp_path / "runs.pt"
+    ch11._main(["layout-runs", "--steps", "3", "--seeds", "0", "1", "--out", str(path)])
+    assert "saved to" in capsys.readouterr().out
+    saved = torch.load(path, weights_only=True)
+    arms = list(ch11.warmup_arms(32))
+    assert list(saved["losses"]) == arms and saved["arithmetic"] == ch11._arithmetic()
+    for name in arms:
+        for i, seed in enumerate((0, 1)):
+            direct = ch11.layout_run(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, name, seed, 3)
+            assert saved["losses"][name][i].tolist() == direct, f"{name}, seed {seed}"
+    assert saved["recipe"] == ch11._layout_recipe(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG,
+                                                  (0, 1), 3)
+
+
+def test_the_stored_layout_runs_are_the_chapters_recipe(chapter_strings):
+    """The file the chapter loads holds every run of every seed for the full 188 steps, made on
+    the chapter's task, strings and model, which the chapter's own cells build."""
+    path = ch11.LAYOUT_RUNS_PATH
+    assert path.stat().st_size < 50_000, f"{path.name} should stay small"
+    saved = torch.load(path, weights_only=True)
+    recipe = ch11._layout_recipe(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, ch11.SEEDS,
+                                 ch11.WARMUP_STEPS)
+    assert saved["recipe"] == recipe and recipe["steps"] == 188 and recipe["seeds"] == [0, 1, 2]
+    assert [losses.shape for losses in saved["losses"].values()] == [(3, 188)] * 4
+    assert list(saved["losses"]) == list(ch11.warmup_arms(32))
+    # the chapter's cells that build the task, the strings and the model build these
+    cells = {cell.get("id"): cell.source
+             for cell in nbformat.read(ROOT / "chapters" / "11_transformer.ipynb", as_version=4).cells}
+    task_lines = "\n".join(cells["task-code"].splitlines()[:2])  # task = ..., train, test = ...
+    config_line = cells["2c4a15d7"].splitlines()[0]  # config = TransformerConfig(...)
+    assert task_lines.startswith("task = ") and config_line.startswith("config = ")
+    chapter = {"ReversalTask": ReversalTask, "TransformerConfig": TransformerConfig}
+    exec(task_lines + "\n" + config_line, chapter)  # noqa: S102, the chapter's own lines
+    assert chapter["task"] == ch11.LAYOUT_TASK and chapter["config"] == ch11.LAYOUT_CONFIG
+    assert ch11._layout_recipe(chapter["task"], chapter["train"], chapter["config"], ch11.SEEDS,
+                               ch11.WARMUP_STEPS) == recipe
+
+
+def test_the_loader_refuses_runs_of_another_recipe(chapter_strings):
+    reversal = ReversalRuns([], [log([2.0, 0.9])] * 3)
+    loaded = ch11.load_layout_runs(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, reversal)
+    assert loaded.baseline_epoch2 == [0.9] * 3 and loaded.failing() == []
+    assert loaded.end("post-norm")[0] == pytest.approx(2.2590, abs=5e-5)  # as the chapter printed it
+    with pytest.raises(ValueError, match="differ from this recipe in \\['config', 'arms'\\]"):
+        ch11.load_layout_runs(ch11.LAYOUT_TASK, chapter_strings, replace(ch11.LAYOUT_CONFIG, d_model=16),
+                              reversal)
+    with pytest.raises(ValueError, match="differ from this recipe in \\['train_sha256'\\]"):
+        ch11.load_layout_runs(ch11.LAYOUT_TASK, ch11.LAYOUT_TASK.split(3000, 1000, seed=1)[0],
+                              ch11.LAYOUT_CONFIG, reversal)
+    with pytest.raises(ValueError, match="differ from this recipe in \\['seeds'\\]"):
+        ch11.load_layout_runs(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, reversal,
+                              seeds=(0, 1, 3))
+
+
+def test_one_stored_layout_run_retrained_in_full_is_bit_equal(chapter_strings):
+    """The linear warm-up from seed 2, all 188 steps (the chapter retrains two runs of seed 0):
+    equal to the stored losses at every step where the arithmetic is the command's."""
+    saved = torch.load(ch11.LAYOUT_RUNS_PATH, weights_only=True)
+    name = "post-norm, linear warm-up"
+    losses = ch11.layout_run(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, name, seed=2)
+    if ch11._arithmetic() == saved["arithmetic"]:
+        assert torch.equal(torch.tensor(losses, dtype=torch.float32), saved["losses"][name][2])
+    else:  # another processor or settings: the low bits part, the outcome does not
+        assert sum(losses[-20:]) / 20 < 1.0
+
+
+def test_rederive_layout_runs_refuses_a_seed_it_has_not(tiny):
+    train, test, reversal = tiny
+    stored = LayoutRuns({"post-norm": [[2.3] * 3]}, [0.9])
+    with pytest.raises(ValueError, match="seed must be one of the stored seeds, 0 to 0; found 1"):
+        ch11.rederive_layout_runs(TASK, train, TINY, stored, seed=1, names=("post-norm",))
 
 
 def test_warmup_arms_follow_the_libraries_schedules():
