@@ -442,8 +442,9 @@ def test_the_student_repository_has_no_masters(tmp_path, masters, shown):
         assert [line for line in lines if line in text] == [], path.name
         assert notebook.metadata["exercises"] == {"master": path.stem}
     assert (out / "courseware" / "checks" / "__init__.py").is_file() and (out / "pyproject.toml").is_file()
-    # what binder/requirements.txt installs, and the trained models of chapters 10 and 12
+    # what binder/requirements.txt installs, the trained models of chapters 10 and 12 and
+    # chapter 11's stored layout runs
     assert (out / "requirements-runtime.txt").is_file()
-    assert len(list((out / "experiments" / "weights").glob("*.pt"))) == 3
+    assert len(list((out / "experiments" / "weights").glob("*.pt"))) == 4
     assert not (out / "backmatter").exists() and not (out / "tests").exists()
     assert not list(out.rglob("*solution*"))
