@@ -16,9 +16,10 @@ pretraining.
   paper's schedule), and pre-norm blocks without, where Xiong et al. [3]_ find
   post-norm hard to train without one, and stores every step's loss
   (:data:`LAYOUT_RUNS_PATH`); :func:`load_layout_runs` reads them for the chapter,
-  which retrains two with :func:`layout_run`. :func:`init_gradients` measures their
-  gradients per block at initialisation (their Section 3.2, Theorem 1, and Figure 3),
-  and :func:`dropout_sweep` trains with and without dropout on few strings.
+  which trains two again with :func:`layout_run` and compares them
+  (:func:`compare_layout_runs`). :func:`init_gradients` measures their gradients per
+  block at initialisation (their Section 3.2, Theorem 1, and Figure 3), and
+  :func:`dropout_sweep` trains with and without dropout on few strings.
 * :func:`pretraining_sweep` pretrains a masked LM (BERT, Devlin et al. [4]_) on
   unlabelled walks of :mod:`lib.part4_attention.pretraining` and compares classifiers of
   the walk's step trained from scratch, on the frozen encoder and fine-tuned, with few
@@ -730,24 +731,25 @@ class LayoutRederived(Result):
     )
 
 
-def rederive_layout_runs(
-    task: ReversalTask,
-    train: SequencePairs,
-    config: TransformerConfig,
-    stored: LayoutRuns,
-    seed: int = 0,
-    names: tuple[str, ...] = ("post-norm", "post-norm, paper's schedule"),
+def compare_layout_runs(
+    live: dict[str, list[float]], stored: LayoutRuns, seed: int = 0
 ) -> LayoutRederived:
-    """Train the runs ``names`` from ``seed`` again with :func:`layout_run` and set
-    them beside ``stored``'s (whose seeds are 0, 1, ...)."""
-    if not 0 <= seed < len(stored.losses[names[0]]):
+    """Set runs trained again with :func:`layout_run` from ``seed`` (run -> the loss of
+    every step) beside ``stored``'s of the same seed (whose seeds are 0, 1, ...)."""
+    needed = ["post-norm", "post-norm, paper's schedule"]  # what the findings read
+    if not set(needed) <= set(live) <= set(stored.losses):
+        raise ValueError(
+            f"live must hold the runs {needed}, and only runs of "
+            f"{list(stored.losses)}; found {list(live)}"
+        )
+    if not all(0 <= seed < len(stored.losses[name]) for name in live):
         raise ValueError(
             f"seed must be one of the stored seeds, 0 to "
-            f"{len(stored.losses[names[0]]) - 1}; found {seed}"
+            f"{min(len(stored.losses[name]) for name in live) - 1}; found {seed}"
         )
     return LayoutRederived(
-        {name: layout_run(task, train, config, name, seed) for name in names},
-        {name: stored.losses[name][seed] for name in names},
+        dict(live),
+        {name: stored.losses[name][seed] for name in live},
         _arithmetic() == stored.arithmetic,
     )
 

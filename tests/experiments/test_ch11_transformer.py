@@ -381,11 +381,22 @@ def test_one_stored_layout_run_retrained_in_full_is_bit_equal(chapter_strings):
         assert sum(losses[-20:]) / 20 < 1.0
 
 
-def test_rederive_layout_runs_refuses_a_seed_it_has_not(tiny):
-    train, test, reversal = tiny
-    stored = LayoutRuns({"post-norm": [[2.3] * 3]}, [0.9])
-    with pytest.raises(ValueError, match="seed must be one of the stored seeds, 0 to 0; found 1"):
-        ch11.rederive_layout_runs(TASK, train, TINY, stored, seed=1, names=("post-norm",))
+def test_compare_layout_runs_sets_live_runs_beside_the_stored_ones():
+    names = ("post-norm", "post-norm, paper's schedule")
+    stored = LayoutRuns({name: [[2.3] * 3, [1.0 + i] * 3] for i, name in enumerate(names)}, [0.9] * 2,
+                        ch11._arithmetic())
+    compared = ch11.compare_layout_runs({name: [2.3] * 3 for name in names}, stored, seed=0)
+    assert compared.same_arithmetic and compared.equal()
+    compared = ch11.compare_layout_runs({name: [2.3] * 3 for name in names}, stored, seed=1)
+    assert compared.stored == {"post-norm": [1.0] * 3, "post-norm, paper's schedule": [2.0] * 3}
+    assert not compared.equal()
+    assert not ch11.compare_layout_runs(compared.live, replace(stored, arithmetic={}), 0).same_arithmetic
+    with pytest.raises(ValueError, match="seed must be one of the stored seeds, 0 to 1; found 2"):
+        ch11.compare_layout_runs(compared.live, stored, seed=2)
+    with pytest.raises(ValueError, match="live must hold the runs .* found \\['post-norm'\\]"):
+        ch11.compare_layout_runs({"post-norm": [2.3] * 3}, stored, seed=0)
+    with pytest.raises(ValueError, match="and only runs of .* found .*'pre-norm'"):
+        ch11.compare_layout_runs({**compared.live, "pre-norm": [1.0] * 3}, stored, seed=0)
 
 
 def test_warmup_arms_follow_the_libraries_schedules():
