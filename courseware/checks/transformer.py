@@ -490,6 +490,23 @@ def warmup_for_peak(d_models: torch.Tensor, peaks: torch.Tensor) -> torch.Tensor
     return torch.tensor(answers)
 
 
+def _warmup_mismatch(found: torch.Tensor, expected: torch.Tensor, d_models: torch.Tensor,
+                     peaks: torch.Tensor) -> str:
+    """The first warm-up that is wrong, judged on its own: too small peaks above the rate, too large has a
+    smaller one that already stays at or below it."""
+    index = int((found != expected).nonzero()[0, 0])
+    warmup, d_model, peak = int(found[index]), int(d_models[index]), float(peaks[index])
+    if warmup < 1:
+        return f"at index {index} your warm-up is {warmup}; a warm-up is a whole number of steps, at least 1"
+    if warmup < int(expected[index]):
+        rate, asked = _distinct(_peak_rate(d_model, warmup), peak)
+        return (f"at index {index} your warm-up W = {warmup} makes the schedule peak at (D · W)^(-1/2) = {rate}, "
+                f"above the peak {asked} asked for: the peak falls as W grows, so round 1/(D · peak²) up")
+    rate, asked = _distinct(_peak_rate(d_model, warmup - 1), peak)
+    return (f"at index {index} your warm-up W = {warmup} is larger than needed: W - 1 = {warmup - 1} already keeps "
+            f"the schedule at or below the peak (its peak (D · (W - 1))^(-1/2) = {rate} is at most {asked})")
+
+
 def _warmup_slip(formula):
     return lambda d_models, peaks: torch.tensor(
         [formula(d, p) for d, p in zip(d_models.tolist(), peaks.tolist())])
@@ -519,5 +536,7 @@ check_warmup_for_peak = Check(
              "the peak is (d_model · warmup)^(-1/2), not d_model^(-1/2)/warmup: the rate at the end of the "
              "warm-up is warmup · warmup^(-3/2) = warmup^(-1/2) times d_model^(-1/2)"),
     ),
+    mismatch=lambda found, expected, d_models, peaks: (
+        f"(warm-ups {found.tolist()}): {_warmup_mismatch(found, expected, d_models, peaks)}"),
     tolerance=dict(atol=0.0, rtol=0.0), integers=True,
 )

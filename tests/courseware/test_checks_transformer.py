@@ -518,13 +518,27 @@ def warmup_peak_not_squared(d_models, peaks):
     return torch.ceil(1 / (d_models.double() * peaks)).long()
 
 
+def warmup_rounded_to_nearest(d_models, peaks):
+    return torch.round(1 / (d_models.double() * peaks**2)).long()
+
+
+def warmup_slope_for_peak(d_models, peaks):
+    """Sets the warm-up's slope d^(-1/2) W^(-3/2), not its peak, to the rate: too small a warm-up."""
+    return torch.ceil((d_models.double() ** -0.5 / peaks) ** (2 / 3)).long()
+
+
+def warmup_int32(d_models, peaks):
+    """Right, as int32: the statement asks for an integer tensor."""
+    return torch.ceil(1 / (d_models.double() * peaks**2)).int()
+
+
 def test_warmup_cases_are_far_from_whole_numbers():
     for d_models, peaks in check_warmup_for_peak.make_cases(torch.Generator().manual_seed(0)):
         exact = 1 / (d_models.double() * peaks**2)
         assert (exact >= 2).all() and ((exact - exact.round()).abs() >= (1e-5 * exact).clamp(min=0.01)).all()
 
 
-@pytest.mark.parametrize("answer", [warmup_by_bisection, warmup_vectorised, warmup_float32])
+@pytest.mark.parametrize("answer", [warmup_by_bisection, warmup_vectorised, warmup_float32, warmup_int32])
 def test_warmup_for_peak_accepts_right_answers(answer, capsys):
     check_warmup_for_peak(answer)
     assert capsys.readouterr().out.startswith("✓ the warm-ups are the smallest")
@@ -543,6 +557,13 @@ def test_warmup_for_peak_reference_is_the_smallest_warmup():
     (warmup_without_d_model, "you left out d_model"),
     (warmup_peak_not_squared, "you did not square the peak"),
     (lambda d, p: torch.ceil(d.double() ** -0.5 / p).long(), "not d_model\^\(-1/2\)/warmup"),
+    (warmup_rounded_to_nearest, r"your warm-up W = \d+ makes the schedule peak at \(D · W\)\^\(-1/2\) = "
+                                r"[\d.]+, above the peak [\d.]+ asked for: .* round 1/\(D · peak²\) up$"),
+    (warmup_slope_for_peak, r"at index \d+ your warm-up W = \d+ makes the schedule peak at .* above the peak"),
+    (lambda d, p: warmup_vectorised(d, p) + (torch.arange(len(d)) == len(d) - 1) * 2,
+     r"at index \d+ your warm-up W = \d+ is larger than needed: W - 1 = \d+ already keeps the schedule at or "
+     r"below the peak \(its peak \(D · \(W - 1\)\)\^\(-1/2\) = [\d.]+ is at most [\d.]+\)"),
+    (lambda d, p: torch.zeros_like(d), "your warm-up is 0; a warm-up is a whole number of steps, at least 1"),
     (lambda d, p: warmup_vectorised(d, p).double(), "return integers"),
     (lambda d, p: warmup_vectorised(d, p)[:-1], "expected \(N,\)"),
 ])
@@ -598,6 +619,7 @@ FAIRNESS = {
         "right": [warmup_by_bisection, warmup_vectorised, warmup_float32],
         "wrong": [
             (warmup_rounded_down, "round 1/\\(D · peak²\\) up, not down"),
+            (warmup_rounded_to_nearest, "round 1/\\(D · peak²\\) up"),
             (warmup_without_d_model, "you left out d_model"),
             (warmup_peak_not_squared, "you did not square the peak"),
         ],
