@@ -13,9 +13,9 @@ pretraining.
   time.
 * ``python -m experiments.ch11_transformer layout-runs`` trains post-norm blocks at a
   large learning rate without and with a warm-up (chapter 2's linear one and the
-  paper's schedule), and pre-norm blocks without, where Xiong et al. [3]_ find
-  post-norm hard to train without one, and stores every step's loss
-  (:data:`LAYOUT_RUNS_PATH`); :func:`load_layout_runs` reads them for the chapter,
+  paper's schedule), and pre-norm blocks without and with the linear one, where
+  Xiong et al. [3]_ find post-norm hard to train without one, and stores every step's
+  loss (:data:`LAYOUT_RUNS_PATH`); :func:`load_layout_runs` reads them for the chapter,
   which trains two again with :func:`layout_run` and compares them
   (:func:`compare_layout_runs`). :func:`init_gradients` measures their gradients per
   block at initialisation (their Section 3.2, Theorem 1, and Figure 3), and
@@ -514,6 +514,7 @@ def warmup_arms(d_model: int) -> dict[str, tuple[bool, float, Callable | None]]:
         "post-norm, linear warm-up": (False, WARMUP_RATE, linear),
         "post-norm, paper's schedule": (False, 1.0, warmup_lambda(d_model, 35)),
         "pre-norm": (True, WARMUP_RATE, None),
+        "pre-norm, linear warm-up": (True, WARMUP_RATE, linear),
     }
 
 
@@ -566,6 +567,17 @@ class LayoutRuns(Result):
             "mean loss in its second epoch at a learning rate of 0.002.",
             backs=("recipe-layout-discussion",),
             holds=lambda r: min(r.end("post-norm")) > max(r.baseline_epoch2),
+        ),
+        Finding(
+            "With chapter 2's linear warm-up, every pre-norm model ends below the same "
+            "seed's pre-norm model without it.",
+            backs=("recipe-layout-discussion", "summary"),
+            holds=lambda r: all(
+                warm < cold
+                for warm, cold in zip(
+                    r.end("pre-norm, linear warm-up"), r.end("pre-norm")
+                )
+            ),
         ),
     )
 

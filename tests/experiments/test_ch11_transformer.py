@@ -109,15 +109,17 @@ def test_epoch_time_findings():
     only_fails(EpochTimes(transformer=1.0, gru=1.0), 0)
 
 
-def layout_runs(post=2.1, linear=1.0, paper=1.0, pre=1.0, baseline=(0.9, 0.99, 0.95)):
+def layout_runs(post=2.1, linear=1.0, paper=1.0, pre=1.0, pre_linear=0.5,
+                baseline=(0.9, 0.99, 0.95)):
     """Runs of 20 steps at a constant loss: every seed's as given, the second seed's
-    post-norm run (without warm-up) at ``post``."""
+    run of each arm at the argument of its name (``post``: post-norm without warm-up)."""
     def runs(*ends):
         return [[end] * 20 for end in ends]
     return LayoutRuns({"post-norm": runs(2.3, post, 2.3),
                        "post-norm, linear warm-up": runs(1.0, linear, 1.0),
                        "post-norm, paper's schedule": runs(1.0, paper, 1.0),
-                       "pre-norm": runs(1.0, pre, 1.0)}, list(baseline))
+                       "pre-norm": runs(1.0, pre, 1.0),
+                       "pre-norm, linear warm-up": runs(0.5, pre_linear, 0.5)}, list(baseline))
 
 
 def test_layout_findings():
@@ -128,6 +130,8 @@ def test_layout_findings():
     only_fails(layout_runs(post=2.05, paper=1.06), 1)  # the paper's schedule less than 1.0 below
     only_fails(layout_runs(post=2.05, pre=1.06), 2)  # pre-norm less than 1.0 below
     only_fails(layout_runs(baseline=(0.9, 2.11, 0.95)), 3)  # a baseline above one post-norm run
+    agrees(layout_runs(pre=1.0, pre_linear=0.999))  # just below the run without warm-up
+    only_fails(layout_runs(pre=1.0, pre_linear=1.0), 4)  # pre-norm's warm-up no lower on one seed
 
 
 def rederived(post=2.01, paper=1.0, same_arithmetic=True, equal=True):
@@ -338,7 +342,7 @@ def test_the_stored_layout_runs_are_the_chapters_recipe(chapter_strings):
     recipe = ch11._layout_recipe(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, ch11.SEEDS,
                                  ch11.WARMUP_STEPS)
     assert saved["recipe"] == recipe and recipe["steps"] == 188 and recipe["seeds"] == [0, 1, 2]
-    assert [losses.shape for losses in saved["losses"].values()] == [(3, 188)] * 4
+    assert [losses.shape for losses in saved["losses"].values()] == [(3, 188)] * 5
     assert list(saved["losses"]) == list(ch11.warmup_arms(32))
     # the chapter's cells that build the task, the strings and the model build these
     cells = {cell.get("id"): cell.source
@@ -404,6 +408,10 @@ def test_warmup_arms_follow_the_libraries_schedules():
     arms = ch11.warmup_arms(32)
     _, lr, linear = arms["post-norm, linear warm-up"]
     assert lr == ch11.WARMUP_RATE and linear(0) == pytest.approx(0.02) and linear(60) == linear(187) == 1.0
+    assert linear(59) < 1.0  # the warm-up lasts 60 steps, not fewer
+    pre_norm, lr, pre_linear = arms["pre-norm, linear warm-up"]
+    assert pre_norm and lr == ch11.WARMUP_RATE
+    assert [pre_linear(t) for t in range(188)] == [linear(t) for t in range(188)]
     _, lr, paper = arms["post-norm, paper's schedule"]
     rates = [lr * paper(t) for t in range(188)]
     assert max(rates) == rates[34] and 0.029 < rates[34] <= 0.03
@@ -430,6 +438,19 @@ def test_init_gradients_run(tiny):
     result = ch11.init_gradients(TASK, train, TINY, depths=(1, 2), seeds=(0,), pairs=4)
     assert [len(result.norms["pre-norm"][depth][0]) for depth in (1, 2)] == [1, 2]
     assert result.norms["post-norm"][2][0].dtype == torch.float64
+    batch = train[:4]
+    for name, norm_first in (("post-norm", False), ("pre-norm", True)):  # labels match layouts
+        for depth in (1, 2):
+            torch.manual_seed(0)
+            model = ch11.Seq2SeqTransformer(
+                TASK.vocab_size, TASK.vocab_size, replace(TINY, num_layers=depth, norm_first=norm_first)
+            ).double()
+            logits = model(batch.src, batch.tgt_in, batch.src_lens)
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
+                                                     ignore_index=0)
+            expected = ch11.ffn_gradient_norms(loss, model.decoder.blocks)  # the decoder's blocks
+            assert torch.equal(result.norms[name][depth][0], expected), (name, depth)
+            assert not torch.equal(expected, ch11.ffn_gradient_norms(loss, model.encoder.blocks))
 
 
 def test_dropout_sweep_runs(tiny):
