@@ -18,7 +18,7 @@ pretraining.
   loss (:data:`LAYOUT_RUNS_PATH`); :func:`load_layout_runs` reads them for the chapter,
   which trains two again with :func:`layout_run` and compares them
   (:func:`compare_layout_runs`). :func:`init_gradients` measures their gradients per
-  block at initialisation (their Section 3.2, Theorem 1, and Figure 3), and
+  block at initialisation (their Section 3), and
   :func:`dropout_sweep` trains with and without dropout on few strings.
 * :func:`pretraining_sweep` pretrains a masked LM (BERT, Devlin et al. [4]_) on
   unlabelled walks of :mod:`lib.part4_attention.pretraining` and compares classifiers of

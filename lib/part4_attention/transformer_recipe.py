@@ -3,8 +3,8 @@ Transformer*, 2018): :func:`label_smoothed_cross_entropy` over ``N`` positions a
 ``V`` tokens (Szegedy et al. [2]_; Vaswani et al. [1]_ use ``epsilon = 0.1``), and
 :func:`warmup_rate` and :func:`warmup_lambda`, a linear warm-up then an
 inverse-square-root decay; and :func:`ffn_gradient_norms`, the gradient norms per
-layer at initialisation with which Xiong et al. [3]_ (Section 3.2, Theorem 1; Section
-3.3, Figure 3) explain why a post-norm Transformer needs the warm-up. The third
+layer at initialisation with which Xiong et al. [3]_ (Section 3) explain why a
+post-norm Transformer needs the warm-up. The third
 item, embeddings scaled by ``sqrt(D)``, is an option of
 :class:`lib.part4_attention.transformer.TransformerEmbedding`.
 
@@ -85,8 +85,9 @@ def ffn_gradient_norms(
     loss: Float[Tensor, ""], blocks: nn.ModuleList
 ) -> Float[Tensor, "L"]:
     """``||d loss / d W_2^l||_F`` for each block ``l`` of ``blocks`` (each with an
-    ``ffn.linear2``, the FFN's output weight ``W_2``): the quantity of Xiong et al.'s
-    Theorem 1 and Figure 3. The graph of ``loss`` is kept; no ``.grad`` is written."""
+    ``ffn.linear2``, the FFN's output weight ``W_2``): the quantity Xiong et al. bound
+    and measure (their Section 3). The graph of ``loss`` is kept; no ``.grad`` is
+    written."""
     if not len(blocks) or not all(hasattr(b, "ffn") for b in blocks):
         raise TypeError(
             f"blocks must hold at least one block with an ffn; found {blocks}"
