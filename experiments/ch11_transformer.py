@@ -11,8 +11,14 @@ pretraining.
 * :func:`gru_sweep` trains chapter 10's GRU encoder–decoder without attention (Cho et
   al. [2]_) on the same task, and :func:`seconds_per_epoch` compares the two's training
   time.
-* :func:`layout_sweep` trains post-norm and pre-norm blocks at a large learning rate
-  without warm-up, where Xiong et al. [3]_ find post-norm hard to train, and
+* ``python -m experiments.ch11_transformer layout-runs`` trains post-norm blocks at a
+  large learning rate without and with a warm-up (chapter 2's linear one and the
+  paper's schedule), and pre-norm blocks without and with the linear one, where
+  Xiong et al. [3]_ find post-norm hard to train without one, and stores every step's
+  loss (:data:`LAYOUT_RUNS_PATH`); :func:`load_layout_runs` reads them for the chapter,
+  which trains two again with :func:`layout_run` and compares them
+  (:func:`compare_layout_runs`). :func:`init_gradients` measures their gradients per
+  block at initialisation (their Section 3), and
   :func:`dropout_sweep` trains with and without dropout on few strings.
 * :func:`pretraining_sweep` pretrains a masked LM (BERT, Devlin et al. [4]_) on
   unlabelled walks of :mod:`lib.part4_attention.pretraining` and compares classifiers of
@@ -38,14 +44,21 @@ References
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import math
+import os
+import platform
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from itertools import combinations
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.optim.lr_scheduler import LambdaLR
 
 from experiments.findings import Finding, Result
 from lib.part4_attention.attention import MultiHeadAttention
@@ -71,7 +84,9 @@ from lib.part4_attention.seq2seq import (
 )
 from lib.part4_attention.reversal_task import ReversalTask
 from lib.part4_attention.pairs import SequencePairs, train_seq2seq
+from lib.part1_blocks.schedules import warmup_then_decay
 from lib.training import TrainingLog
+from lib.part4_attention.transformer_recipe import ffn_gradient_norms, warmup_lambda
 from lib.part4_attention.transformer import (
     DecoderOnlyLM,
     Seq2SeqTransformer,
@@ -434,56 +449,389 @@ def seconds_per_epoch(transformers: ReversalRuns, grus: GruRuns) -> EpochTimes:
     return EpochTimes(median_epoch(transformers.logs), median_epoch(grus.logs))
 
 
+WARMUP_RATE = 0.03  # the large learning rate of the warm-up runs
+WARMUP_STEPS = 188  # four epochs of 3000 strings in 47 batches of up to 64
+# The chapter's reversal task, training strings and model, which the offline layout runs
+# rebuild; load_layout_runs checks them against the chapter's own.
+LAYOUT_TASK = ReversalTask(min_len=4, max_len=8)
+LAYOUT_SPLIT = {"n_train": 3000, "n_test": 1000, "seed": 0}
+LAYOUT_CONFIG = TransformerConfig(
+    d_model=32, num_heads=2, d_ff=64, num_layers=2, max_len=16
+)
+LAYOUT_RUNS_PATH = Path(__file__).with_name("weights") / "ch11_layout_runs.pt"
+
+
+def _train_scheduled(
+    model: nn.Module,
+    data: SequencePairs,
+    lr: float,
+    schedule: Callable[[int], float] | None,
+    seed: int,
+    steps: int = WARMUP_STEPS,
+    batch_size: int = 64,
+) -> list[float]:
+    """Train as :func:`lib.part4_attention.pairs.train_seq2seq` does (Adam, batches of
+    64 in a seeded order), the rate of step ``t`` (from 0) being ``lr * schedule(t)``
+    through ``LambdaLR`` (constant without one); return the loss of every step."""
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    scheduler = LambdaLR(optimiser, schedule) if schedule else None
+    generator = torch.Generator().manual_seed(seed)
+    losses: list[float] = []
+    model.train()
+    while len(losses) < steps:
+        order = torch.randperm(len(data), generator=generator)
+        for first in range(0, len(data), batch_size):
+            batch = data[order[first : first + batch_size]]
+            logits = model(batch.src, batch.tgt_in, batch.src_lens)  # (B, T, V)
+            loss = F.cross_entropy(
+                logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0
+            )
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            if scheduler:
+                scheduler.step()
+            losses.append(loss.item())
+            if len(losses) == steps:
+                break
+    model.eval()
+    return losses
+
+
+def warmup_arms(d_model: int) -> dict[str, tuple[bool, float, Callable | None]]:
+    """The runs of :func:`layout_sweep`: name -> (pre-norm?, lr, schedule). The linear
+    warm-up is chapter 2's :func:`lib.part1_blocks.schedules.warmup_then_decay` with no
+    decay (``min_factor=1``): 60 steps from 2% of the rate, then the rate. The paper's
+    schedule is :func:`lib.part4_attention.transformer_recipe.warmup_lambda` with
+    ``lr=1``; its warm-up of 35 steps makes it peak at ``(35 D)^-1/2``, just under
+    0.03 for ``D = 32``, then it decays like ``t^-1/2``."""
+
+    def linear(t):
+        return warmup_then_decay(t, 60, WARMUP_STEPS, 0.02, "linear", 1.0)
+
+    return {
+        "post-norm": (False, WARMUP_RATE, None),
+        "post-norm, linear warm-up": (False, WARMUP_RATE, linear),
+        "post-norm, paper's schedule": (False, 1.0, warmup_lambda(d_model, 35)),
+        "pre-norm": (True, WARMUP_RATE, None),
+        "pre-norm, linear warm-up": (True, WARMUP_RATE, linear),
+    }
+
+
+def _end(losses: list[float]) -> float:
+    """The mean loss over the last 20 steps of a run."""
+    return sum(losses[-20:]) / 20
+
+
 @dataclass
 class LayoutRuns(Result):
-    """Training losses per epoch at a large learning rate, post-norm and pre-norm."""
+    """The loss of every step at a learning rate of 0.03, per run of
+    :func:`warmup_arms` and seed."""
 
-    losses: dict[str, list[list[float]]]  # layout -> (seeds, epochs)
+    losses: dict[str, list[list[float]]]  # run -> (seeds, steps)
     baseline_epoch2: list[float]  # (seeds,) the reversal models' second epoch at 0.002
+    arithmetic: dict[str, str] = field(default_factory=dict)  # where they were made
+
+    def end(self, name: str) -> list[float]:
+        """(seeds,) the mean loss over the last 20 steps of each seed's run."""
+        return [_end(losses) for losses in self.losses[name]]
 
     FINDINGS = (
         Finding(
-            "At a learning rate of 0.02, for every seed the pre-norm model ends epoch "
-            "2 with a training loss at least 0.2 below the post-norm model's.",
-            backs=("recipe-layout-discussion", "summary"),
+            "Without warm-up, every post-norm model ends its 188 steps at a loss above "
+            "2.0: it has stalled.",
+            backs=("recipe-layout-discussion", "summary", "0211db0f"),
+            holds=lambda r: min(r.end("post-norm")) > 2.0,
+        ),
+        Finding(
+            "With either warm-up, every post-norm model ends at least 1.0 below the "
+            "same seed's post-norm model without it.",
+            backs=("recipe-layout-discussion", "summary", "0211db0f"),
             holds=lambda r: all(
-                pre[1] < post[1] - 0.2
-                for pre, post in zip(r.losses["pre-norm"], r.losses["post-norm"])
+                warm < cold - 1.0
+                for name in ("post-norm, linear warm-up", "post-norm, paper's schedule")
+                for warm, cold in zip(r.end(name), r.end("post-norm"))
             ),
         ),
         Finding(
-            "At a learning rate of 0.02, every post-norm model's loss after two epochs "
-            "is higher than every reversal model's after two epochs at a learning rate "
-            "of 0.002.",
-            backs=("recipe-layout-discussion", "0211db0f"),
-            holds=lambda r: min(loss[1] for loss in r.losses["post-norm"])
-            > max(r.baseline_epoch2),
+            "Without warm-up, every pre-norm model ends at least 1.0 below the same "
+            "seed's post-norm model.",
+            backs=("recipe-layout-discussion", "summary"),
+            holds=lambda r: all(
+                pre < post - 1.0
+                for pre, post in zip(r.end("pre-norm"), r.end("post-norm"))
+            ),
+        ),
+        Finding(
+            "Every post-norm model without warm-up ends above every reversal model's "
+            "mean loss in its second epoch at a learning rate of 0.002.",
+            backs=("recipe-layout-discussion",),
+            holds=lambda r: min(r.end("post-norm")) > max(r.baseline_epoch2),
+        ),
+        Finding(
+            "With chapter 2's linear warm-up, every pre-norm model ends below the same "
+            "seed's pre-norm model without it.",
+            backs=("recipe-layout-discussion", "summary"),
+            holds=lambda r: all(
+                warm < cold
+                for warm, cold in zip(
+                    r.end("pre-norm, linear warm-up"), r.end("pre-norm")
+                )
+            ),
         ),
     )
 
 
-def layout_sweep(
+def layout_run(
+    task: ReversalTask,
+    train: SequencePairs,
+    config: TransformerConfig,
+    name: str,
+    seed: int,
+    steps: int = WARMUP_STEPS,
+) -> list[float]:
+    """Train ``config``'s model from ``seed`` for ``steps`` steps in the run ``name`` of
+    :func:`warmup_arms`; return the loss of every step."""
+    arms = warmup_arms(config.d_model)
+    if name not in arms:
+        raise ValueError(f"name must be one of {list(arms)}; found {name!r}")
+    norm_first, lr, schedule = arms[name]
+    torch.manual_seed(seed)
+    model = Seq2SeqTransformer(
+        task.vocab_size, task.vocab_size, replace(config, norm_first=norm_first)
+    )
+    return _train_scheduled(model, train, lr, schedule, seed, steps)
+
+
+def _layout_recipe(
+    task: ReversalTask,
+    train: SequencePairs,
+    config: TransformerConfig,
+    seeds: tuple[int, ...],
+    steps: int,
+) -> dict:
+    """What the layout runs depend on: the task, the training strings (their SHA-256),
+    the model, the seeds, the steps and every run's layout and rate at every step."""
+    digest = hashlib.sha256()
+    for tensor in (train.src, train.src_lens, train.tgt_in, train.tgt_out):
+        digest.update(tensor.numpy().tobytes())
+    return {
+        "task": asdict(task),
+        "train_sha256": digest.hexdigest(),
+        "config": asdict(config),
+        "seeds": list(seeds),
+        "steps": steps,
+        "arms": {
+            name: {
+                "norm_first": norm_first,
+                "rates": [
+                    lr * (schedule(t) if schedule else 1.0) for t in range(steps)
+                ],
+            }
+            for name, (norm_first, lr, schedule) in warmup_arms(config.d_model).items()
+        },
+    }
+
+
+def _layout_losses(
+    task: ReversalTask,
+    train: SequencePairs,
+    config: TransformerConfig,
+    seeds: tuple[int, ...],
+    steps: int,
+) -> dict[str, Tensor]:
+    """Every run of :func:`warmup_arms` from every seed: run -> (seeds, steps)."""
+    return {
+        name: torch.tensor(
+            [layout_run(task, train, config, name, seed, steps) for seed in seeds],
+            dtype=torch.float32,  # the losses were float32: stored exactly
+        )
+        for name in warmup_arms(config.d_model)
+    }
+
+
+def load_layout_runs(
     task: ReversalTask,
     train: SequencePairs,
     config: TransformerConfig,
     baseline: ReversalRuns,
     seeds: tuple[int, ...] = SEEDS,
+    path: Path = LAYOUT_RUNS_PATH,
 ) -> LayoutRuns:
-    """Train ``config``'s model post-norm and pre-norm at lr 0.02, no warm-up, for two
-    epochs per seed; ``baseline`` holds the same model trained at 0.002."""
-    runs = LayoutRuns({}, [log.losses[1] for log in baseline.logs])
+    """The losses ``python -m experiments.ch11_transformer layout-runs`` stored, after
+    checking that they are the runs of this ``task``, ``train``, ``config`` and
+    ``seeds`` for :data:`WARMUP_STEPS` steps; ``baseline`` holds the same model trained
+    at 0.002."""
+    saved = torch.load(path, weights_only=True)
+    recipe = _layout_recipe(task, train, config, seeds, WARMUP_STEPS)
+    differ = [key for key in recipe if saved["recipe"].get(key) != recipe[key]]
+    if differ:
+        raise ValueError(
+            f"the runs stored in {path} differ from this recipe in {differ}; "
+            "run python -m experiments.ch11_transformer layout-runs again"
+        )
+    return LayoutRuns(
+        {name: losses.tolist() for name, losses in saved["losses"].items()},
+        [log.losses[1] for log in baseline.logs],
+        saved["arithmetic"],
+    )
+
+
+# the settings that change which kernels torch, oneDNN and MKL run
+_ARITHMETIC_SETTINGS = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_CBWR",
+)
+
+
+def _arithmetic() -> dict[str, str]:
+    """What the low bits of a float32 run depend on besides the code and the seeds:
+    torch's version, the processor, the vector instructions torch's kernels use, the
+    math libraries' settings and the number of threads."""
+    processor = platform.processor()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():  # Linux: the model's name, which platform leaves empty
+        lines = cpuinfo.read_text().splitlines()
+        models = [
+            line.split(":", 1)[1].strip() for line in lines if "model name" in line
+        ]
+        processor = models[0] if models else processor
+    found = {
+        "torch": str(torch.__version__),
+        "machine": platform.machine(),
+        "processor": processor,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": str(torch.get_num_threads()),
+    }
+    for name in _ARITHMETIC_SETTINGS:
+        found[name] = os.environ.get(name, "")
+    return found
+
+
+@dataclass
+class LayoutRederived(Result):
+    """Runs of :func:`warmup_arms` trained again, beside the stored ones of the same
+    seed."""
+
+    live: dict[str, list[float]]  # run -> the loss of every step, trained here
+    stored: dict[str, list[float]]  # run -> the stored loss of every step
+    same_arithmetic: bool  # this torch, processor and settings made the stored runs
+
+    def equal(self) -> bool:
+        """Whether every run retrained here has the stored loss at every step."""
+        return all(self.live[name] == self.stored[name] for name in self.live)
+
+    FINDINGS = (
+        Finding(
+            "Trained again here, the post-norm run without warm-up ends above 2.0 and "
+            "the one with the paper's schedule at least 1.0 below it.",
+            backs=("recipe-layout-live-text",),
+            holds=lambda r: (
+                _end(r.live["post-norm"]) > 2.0
+                and _end(r.live["post-norm, paper's schedule"])
+                < _end(r.live["post-norm"]) - 1.0
+            ),
+        ),
+        Finding(
+            "With the arithmetic that made the stored runs, every loss trained again "
+            "here equals the stored one.",
+            backs=("recipe-layout-live-text",),
+            holds=lambda r: not r.same_arithmetic or r.equal(),
+        ),
+    )
+
+
+def compare_layout_runs(
+    live: dict[str, list[float]], stored: LayoutRuns, seed: int = 0
+) -> LayoutRederived:
+    """Set runs trained again with :func:`layout_run` from ``seed`` (run -> the loss of
+    every step) beside ``stored``'s of the same seed (whose seeds are 0, 1, ...)."""
+    needed = ["post-norm", "post-norm, paper's schedule"]  # what the findings read
+    if not set(needed) <= set(live) <= set(stored.losses):
+        raise ValueError(
+            f"live must hold the runs {needed}, and only runs of "
+            f"{list(stored.losses)}; found {list(live)}"
+        )
+    if not all(0 <= seed < len(stored.losses[name]) for name in live):
+        raise ValueError(
+            f"seed must be one of the stored seeds, 0 to "
+            f"{min(len(stored.losses[name]) for name in live) - 1}; found {seed}"
+        )
+    return LayoutRederived(
+        dict(live),
+        {name: stored.losses[name][seed] for name in live},
+        _arithmetic() == stored.arithmetic,
+    )
+
+
+@dataclass
+class InitGradients(Result):
+    """Xiong et al.'s measurement: ``||dL/dW_2||_F`` of every decoder block at
+    initialisation, float64, on the first training pairs, per depth and seed."""
+
+    depths: list[int]
+    norms: dict[str, dict[int, list[Tensor]]]  # layout -> depth -> (seeds,) of (L,)
+
+    def last_ratio(self, depth: int) -> list[float]:
+        """(seeds,) post-norm's last-block norm over pre-norm's."""
+        return [
+            (post[-1] / pre[-1]).item()
+            for post, pre in zip(
+                self.norms["post-norm"][depth], self.norms["pre-norm"][depth]
+            )
+        ]
+
+    FINDINGS = (
+        Finding(
+            "At every depth and for every seed, the last decoder block's gradient is "
+            "larger in post-norm than in pre-norm.",
+            backs=("xiong-discussion",),
+            holds=lambda r: all(min(r.last_ratio(L)) > 1.0 for L in r.depths),
+        ),
+        Finding(
+            "For every seed that ratio is larger with the most blocks than with one.",
+            backs=("xiong-discussion",),
+            holds=lambda r: all(
+                deep > shallow
+                for deep, shallow in zip(
+                    r.last_ratio(r.depths[-1]), r.last_ratio(r.depths[0])
+                )
+            ),
+        ),
+    )
+
+
+def init_gradients(
+    task: ReversalTask,
+    train: SequencePairs,
+    config: TransformerConfig,
+    depths: tuple[int, ...] = (1, 2, 4, 8),
+    seeds: tuple[int, ...] = SEEDS,
+    pairs: int = 32,
+) -> InitGradients:
+    """Per layout, depth and seed: a fresh model of ``config`` with ``depth`` blocks,
+    in float64, and :func:`lib.part4_attention.transformer_recipe.ffn_gradient_norms`
+    of its decoder blocks for the cross-entropy on the first ``pairs`` pairs."""
+    batch = train[:pairs]
+    result = InitGradients(list(depths), {})
     for name, norm_first in (("post-norm", False), ("pre-norm", True)):
-        runs.losses[name] = []
-        for seed in seeds:
-            torch.manual_seed(seed)
-            model = Seq2SeqTransformer(
-                task.vocab_size, task.vocab_size, replace(config, norm_first=norm_first)
-            )
-            log = train_seq2seq(
-                model, train, epochs=2, batch_size=64, lr=2e-2, seed=seed
-            )
-            runs.losses[name].append(log.losses)
-    return runs
+        result.norms[name] = {}
+        for depth in depths:
+            result.norms[name][depth] = []
+            for seed in seeds:
+                torch.manual_seed(seed)
+                sized = replace(config, num_layers=depth, norm_first=norm_first)
+                model = Seq2SeqTransformer(task.vocab_size, task.vocab_size, sized)
+                model.double()
+                logits = model(batch.src, batch.tgt_in, batch.src_lens)  # (B, T, V)
+                loss = F.cross_entropy(
+                    logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0
+                )
+                norms = ffn_gradient_norms(loss, model.decoder.blocks).detach()
+                result.norms[name][depth].append(norms)
+    return result
 
 
 @dataclass
@@ -785,3 +1133,36 @@ def _chunk_statistics_errors(
         (squares32 - row_mean.float() ** 2 - variance.float()).abs(),
         variance.float(),
     )
+
+
+def _main(argv: Optional[list[str]] = None) -> None:
+    """``python -m experiments.ch11_transformer layout-runs [--steps S] [--seeds 0 1 2]
+    [--out PATH]``: train every run of :func:`warmup_arms` on the chapter's task,
+    strings and model from every seed, on one thread, and store each step's loss."""
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.ch11_transformer", description=_main.__doc__
+    )
+    parser.add_argument("command", choices=["layout-runs"])
+    parser.add_argument("--steps", type=int, default=WARMUP_STEPS)
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    parser.add_argument("--out", type=Path, default=LAYOUT_RUNS_PATH)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # the same losses on every run
+    train, _ = LAYOUT_TASK.split(**LAYOUT_SPLIT)
+    seeds = tuple(args.seeds)
+    start = time.process_time()
+    losses = _layout_losses(LAYOUT_TASK, train, LAYOUT_CONFIG, seeds, args.steps)
+    seconds = time.process_time() - start
+    recipe = _layout_recipe(LAYOUT_TASK, train, LAYOUT_CONFIG, seeds, args.steps)
+    saved = dict(recipe=recipe, losses=losses, arithmetic=_arithmetic())
+    saved.update(cpu_seconds=seconds)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(saved, args.out)
+    for name, runs in losses.items():
+        ends = [f"{end:.4f}" for end in runs[:, -20:].mean(1).tolist()]
+        print(f"{name}: mean loss over the last 20 steps, per seed {ends}")
+    print(f"saved to {args.out} after {seconds:.0f} s of CPU time")
+
+
+if __name__ == "__main__":
+    _main()

@@ -42,7 +42,9 @@ CHECKERS_BY_MODULE = {
     "metrics": ("check_chrf", "check_negation_bleu", "check_rouge_multi"),
     "attention": ("check_attention_backward", "check_masked_softmax_backward", "check_sharpening_scale"),
     "seq2seq": ("check_centre_gradient", "check_coverage_loss", "check_reversal_aer", "check_reversal_reach"),
-    "transformer": ("check_combined_statistics", "check_padded_cached_step", "check_position_decoding"),
+    "transformer": (
+        "check_combined_statistics", "check_padded_cached_step", "check_position_decoding", "check_warmup_for_peak",
+    ),
     "memory": (
         "check_hopfield_capacity", "check_modern_update", "check_multi_head_write", "check_projection_weights",
     ),

@@ -1,6 +1,7 @@
 """Checkers for the exercises of chapter 11 (self-attention and the Transformer): reading positions
 back from their sinusoidal encodings, layer norm's mean and variance combined from chunks of a row,
-and one decoding step over the key-value cache of a left-padded batch."""
+one decoding step over the key-value cache of a left-padded batch, and the warm-up that makes the paper's
+learning-rate schedule peak at a given rate."""
 from __future__ import annotations
 
 import math
@@ -442,4 +443,100 @@ check_padded_cached_step = Check(
                 "rows as the keys)"),
     nan_hint=(": a sequence whose mask allows no row at all gets NaN. If you passed a boolean mask, "
               f"{MASK_CONVENTION}, and the new position is always allowed"),
+)
+
+
+# ---------------------------------------------------------------------------
+# The warm-up that makes the paper's schedule peak at a given rate (exercise ex-tr-warmup-peak).
+# ---------------------------------------------------------------------------
+
+
+def warmup_peak_cases(generator: torch.Generator, trials: int = 10) -> list[tuple]:
+    """Fresh inputs ``(d_models, peaks)`` for :data:`check_warmup_for_peak`: 3 to 8 model sizes (int64,
+    multiples of 8 from 16 to 1024) and peak rates (float64, log-uniform in [1e-4, 0.05]), each pair with
+    ``1/(D · peak²)`` at least 2 and at least 0.01 (and 10⁻⁵ of itself) away from a whole number, so that
+    rounding down, rounding up and one more are three different answers, whichever float precision computes it."""
+    cases = []
+    for _ in range(trials):
+        count = int(torch.randint(3, 9, (), generator=generator))
+        d_models, peaks = [], []
+        while len(d_models) < count:
+            d_model = 8 * int(torch.randint(2, 129, (), generator=generator))
+            peak = 10 ** (-4 + 2.7 * float(torch.rand((), generator=generator, dtype=torch.float64)))
+            exact = 1 / (d_model * peak**2)
+            if exact >= 2 and abs(exact - round(exact)) >= max(0.01, 1e-5 * exact):
+                d_models.append(d_model)
+                peaks.append(peak)
+        cases.append((torch.tensor(d_models), torch.tensor(peaks, dtype=torch.float64)))
+    return cases
+
+
+def _peak_rate(d_model: int, warmup: int) -> float:
+    """The schedule's largest rate, reached at step ``warmup``: ``(d_model · warmup)^(-1/2)``."""
+    return d_model**-0.5 * min(warmup**-0.5, warmup * warmup**-1.5)
+
+
+def warmup_for_peak(d_models: torch.Tensor, peaks: torch.Tensor) -> torch.Tensor:
+    """The reference: per pair, the smallest whole warm-up whose schedule never exceeds the peak, found
+    from ``ceil(1/(D peak²))`` and moved until the schedule's own maximum decides it."""
+    answers = []
+    for d_model, peak in zip(d_models.tolist(), peaks.tolist()):
+        warmup = max(1, math.ceil(1 / (d_model * peak**2)))
+        while warmup > 1 and _peak_rate(d_model, warmup - 1) <= peak:
+            warmup -= 1
+        while _peak_rate(d_model, warmup) > peak:
+            warmup += 1
+        answers.append(warmup)
+    return torch.tensor(answers)
+
+
+def _warmup_mismatch(found: torch.Tensor, expected: torch.Tensor, d_models: torch.Tensor,
+                     peaks: torch.Tensor) -> str:
+    """The first warm-up that is wrong, judged on its own: too small peaks above the rate, too large has a
+    smaller one that already stays at or below it."""
+    index = int((found != expected).nonzero()[0, 0])
+    warmup, d_model, peak = int(found[index]), int(d_models[index]), float(peaks[index])
+    if warmup < 1:
+        return f"at index {index} your warm-up is {warmup}; a warm-up is a whole number of steps, at least 1"
+    if warmup < int(expected[index]):
+        rate, asked = _distinct(_peak_rate(d_model, warmup), peak)
+        return (f"at index {index} your warm-up W = {warmup} makes the schedule peak at (D · W)^(-1/2) = {rate}, "
+                f"above the peak {asked} asked for: the peak falls as W grows, so round 1/(D · peak²) up")
+    rate, asked = _distinct(_peak_rate(d_model, warmup - 1), peak)
+    return (f"at index {index} your warm-up W = {warmup} is larger than needed: W - 1 = {warmup - 1} already keeps "
+            f"the schedule at or below the peak (its peak (D · (W - 1))^(-1/2) = {rate} is at most {asked})")
+
+
+def _warmup_slip(formula):
+    return lambda d_models, peaks: torch.tensor(
+        [formula(d, p) for d, p in zip(d_models.tolist(), peaks.tolist())])
+
+
+check_warmup_for_peak = Check(
+    "the warm-ups are the smallest whose schedule stays at or below the peak, for 10 fresh sets of sizes and "
+    "peaks",
+    warmup_peak_cases, warmup_for_peak,
+    describe=lambda d_models, peaks: (
+        f"d_models {d_models.tolist()} and peaks {[float(f'{p:.4g}') for p in peaks.tolist()]}"),
+    compared_with="the smallest such warm-up", noun="warm-ups", layout="(N,)",
+    slips=(
+        Slip(_warmup_slip(lambda d, p: math.floor(1 / (d * p**2))),
+             "with your warm-up the schedule peaks above the rate asked for: the peak (D · warmup)^(-1/2) "
+             "falls as the warm-up grows, so round 1/(D · peak²) up, not down"),
+        Slip(_warmup_slip(lambda d, p: math.ceil(1 / (d * p**2)) + 1),
+             "one more step than needed: the warm-up one below yours already keeps the schedule at or below "
+             "the peak"),
+        Slip(_warmup_slip(lambda d, p: math.ceil(1 / p**2)),
+             "you left out d_model: the schedule is multiplied by d_model^(-1/2), so its peak is "
+             "(d_model · warmup)^(-1/2)"),
+        Slip(_warmup_slip(lambda d, p: math.ceil(1 / (d * p))),
+             "the peak is (d_model · warmup)^(-1/2), a square root: warmup = 1/(d_model · peak²), you did not "
+             "square the peak"),
+        Slip(_warmup_slip(lambda d, p: math.ceil(d**-0.5 / p)),
+             "the peak is (d_model · warmup)^(-1/2), not d_model^(-1/2)/warmup: the rate at the end of the "
+             "warm-up is warmup · warmup^(-3/2) = warmup^(-1/2) times d_model^(-1/2)"),
+    ),
+    mismatch=lambda found, expected, d_models, peaks: (
+        f"(warm-ups {found.tolist()}): {_warmup_mismatch(found, expected, d_models, peaks)}"),
+    tolerance=dict(atol=0.0, rtol=0.0), integers=True,
 )

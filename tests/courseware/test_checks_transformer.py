@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from courseware.checks import (
+    check_warmup_for_peak,
     CHECKS, CheckFailed, check_combined_statistics, check_padded_cached_step, check_position_decoding,
 )
 from courseware.checks.transformer import (
@@ -475,6 +476,102 @@ def test_padded_step_names_the_slip(answer, message):
         check_padded_cached_step(answer)
 
 
+# ---- the warm-up for a peak rate --------------------------------------------------------------------
+
+
+def warmup_by_bisection(d_models, peaks):
+    """A right answer by another method: bisection on the schedule's own maximum, the rate at the last
+    warm-up step, computed as the paper writes it (min of the two branches)."""
+    answers = []
+    for d_model, peak in zip(d_models.tolist(), peaks.tolist()):
+        def too_high(w):
+            return d_model**-0.5 * min(w**-0.5, w * w**-1.5) > peak
+        low, high = 0, 1  # too_high(low) (or low = 0), not too_high(high)
+        while too_high(high):
+            low, high = high, 2 * high
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if too_high(middle) else (low, middle)
+        answers.append(high)
+    return torch.tensor(answers)
+
+
+def warmup_vectorised(d_models, peaks):
+    """A right answer in one tensor expression, float64 throughout."""
+    return torch.ceil(1 / (d_models.double() * peaks**2)).long()
+
+
+def warmup_float32(d_models, peaks):
+    """Right in float32 too: the cases keep 1/(D peak²) 10⁻⁵ of itself away from a whole number."""
+    return torch.ceil(1 / (d_models.float() * peaks.float() ** 2)).long()
+
+
+def warmup_rounded_down(d_models, peaks):
+    return torch.floor(1 / (d_models.double() * peaks**2)).long()
+
+
+def warmup_without_d_model(d_models, peaks):
+    return torch.ceil(1 / peaks**2).long()
+
+
+def warmup_peak_not_squared(d_models, peaks):
+    return torch.ceil(1 / (d_models.double() * peaks)).long()
+
+
+def warmup_rounded_to_nearest(d_models, peaks):
+    return torch.round(1 / (d_models.double() * peaks**2)).long()
+
+
+def warmup_slope_for_peak(d_models, peaks):
+    """Sets the warm-up's slope d^(-1/2) W^(-3/2), not its peak, to the rate: too small a warm-up."""
+    return torch.ceil((d_models.double() ** -0.5 / peaks) ** (2 / 3)).long()
+
+
+def warmup_int32(d_models, peaks):
+    """Right, as int32: the statement asks for an integer tensor."""
+    return torch.ceil(1 / (d_models.double() * peaks**2)).int()
+
+
+def test_warmup_cases_are_far_from_whole_numbers():
+    for d_models, peaks in check_warmup_for_peak.make_cases(torch.Generator().manual_seed(0)):
+        exact = 1 / (d_models.double() * peaks**2)
+        assert (exact >= 2).all() and ((exact - exact.round()).abs() >= (1e-5 * exact).clamp(min=0.01)).all()
+
+
+@pytest.mark.parametrize("answer", [warmup_by_bisection, warmup_vectorised, warmup_float32, warmup_int32])
+def test_warmup_for_peak_accepts_right_answers(answer, capsys):
+    check_warmup_for_peak(answer)
+    assert capsys.readouterr().out.startswith("✓ the warm-ups are the smallest")
+
+
+def test_warmup_for_peak_reference_is_the_smallest_warmup():
+    """The chapter's d_model = 32 and peak 0.03 give the 35 steps of its run, and 34 peaks above 0.03."""
+    from lib.part4_attention.transformer_recipe import warmup_rate
+    assert check_warmup_for_peak.reference(torch.tensor([32]), torch.tensor([0.03], dtype=torch.float64)).tolist() == [35]
+    assert warmup_rate(35, 32, 35) <= 0.03 < warmup_rate(34, 32, 34)
+
+
+@pytest.mark.parametrize(("answer", "message"), [
+    (warmup_rounded_down, "round 1/\(D · peak²\) up, not down"),
+    (lambda d, p: warmup_vectorised(d, p) + 1, "one more step than needed"),
+    (warmup_without_d_model, "you left out d_model"),
+    (warmup_peak_not_squared, "you did not square the peak"),
+    (lambda d, p: torch.ceil(d.double() ** -0.5 / p).long(), "not d_model\^\(-1/2\)/warmup"),
+    (warmup_rounded_to_nearest, r"your warm-up W = \d+ makes the schedule peak at \(D · W\)\^\(-1/2\) = "
+                                r"[\d.]+, above the peak [\d.]+ asked for: .* round 1/\(D · peak²\) up$"),
+    (warmup_slope_for_peak, r"at index \d+ your warm-up W = \d+ makes the schedule peak at .* above the peak"),
+    (lambda d, p: warmup_vectorised(d, p) + (torch.arange(len(d)) == len(d) - 1) * 2,
+     r"at index \d+ your warm-up W = \d+ is larger than needed: W - 1 = \d+ already keeps the schedule at or "
+     r"below the peak \(its peak \(D · \(W - 1\)\)\^\(-1/2\) = [\d.]+ is at most [\d.]+\)"),
+    (lambda d, p: torch.zeros_like(d), "your warm-up is 0; a warm-up is a whole number of steps, at least 1"),
+    (lambda d, p: warmup_vectorised(d, p).double(), "return integers"),
+    (lambda d, p: warmup_vectorised(d, p)[:-1], "expected \(N,\)"),
+])
+def test_warmup_for_peak_names_the_slip(answer, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_warmup_for_peak(answer)
+
+
 # ---- fairness: independent right answers and the most plausible wrong ones, over 20 seeds ----------
 # (tests/courseware/test_exercise_fairness.py runs each on 20 draws of the cases). The right answers are written
 # from the exercise statements alone, by other methods than the book's solutions.
@@ -516,6 +613,15 @@ FAIRNESS = {
             (scaled_by_positions, "square root of the number of positions"),
             (mask_inverted, "boolean attn_mask is True where attention is allowed"),
             (value_not_appended, "append the new value too"),
+        ],
+    },
+    "check_warmup_for_peak": {
+        "right": [warmup_by_bisection, warmup_vectorised, warmup_float32],
+        "wrong": [
+            (warmup_rounded_down, "round 1/\\(D · peak²\\) up, not down"),
+            (warmup_rounded_to_nearest, "round 1/\\(D · peak²\\) up"),
+            (warmup_without_d_model, "you left out d_model"),
+            (warmup_peak_not_squared, "you did not square the peak"),
         ],
     },
 }

@@ -1,17 +1,21 @@
 """Tests for experiments/ch11_transformer.py: each result's findings hold on numbers that
 agree with the chapter's text, and each finding, alone, fails just past its threshold; the
-pretraining sets share no string; each experiment runs at a tiny size."""
+pretraining sets share no string; each experiment runs at a tiny size; the layout runs the
+chapter loads are those ``python -m experiments.ch11_transformer layout-runs`` trains on the
+chapter's recipe (a shortened run of the command, and one stored run retrained in full)."""
 
 from dataclasses import replace
+from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 
 import experiments.ch11_transformer as ch11
 from experiments.ch11_transformer import (
     CacheTiming, ChunkErrors, CostCurves, DropoutRuns, EpochTimes, GruRuns,
-    HeldOutAccuracy, LayoutRuns, MirrorWeights, PretrainingRuns, ReversalRuns,
-    pretraining_splits,
+    HeldOutAccuracy, InitGradients, LayoutRederived, LayoutRuns, MirrorWeights, PretrainingRuns,
+    ReversalRuns, pretraining_splits,
 )
 from lib.part4_attention.pretraining import shared_strings, walks
 from lib.part4_attention.seq2seq import Seq2SeqConfig
@@ -19,6 +23,7 @@ from lib.part4_attention.reversal_task import ReversalTask
 from lib.training import TrainingLog
 from lib.part4_attention.transformer import TransformerConfig
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -104,13 +109,60 @@ def test_epoch_time_findings():
     only_fails(EpochTimes(transformer=1.0, gru=1.0), 0)
 
 
+def layout_runs(post=2.1, linear=1.0, paper=1.0, pre=1.0, pre_linear=0.5,
+                baseline=(0.9, 0.99, 0.95)):
+    """Runs of 20 steps at a constant loss: every seed's as given, the second seed's
+    run of each arm at the argument of its name (``post``: post-norm without warm-up)."""
+    def runs(*ends):
+        return [[end] * 20 for end in ends]
+    return LayoutRuns({"post-norm": runs(2.3, post, 2.3),
+                       "post-norm, linear warm-up": runs(1.0, linear, 1.0),
+                       "post-norm, paper's schedule": runs(1.0, paper, 1.0),
+                       "pre-norm": runs(1.0, pre, 1.0),
+                       "pre-norm, linear warm-up": runs(0.5, pre_linear, 0.5)}, list(baseline))
+
+
 def test_layout_findings():
-    agreeing = LayoutRuns({"post-norm": [[2.0, 1.0]] * 3, "pre-norm": [[1.7, 0.79]] * 3},
-                          [0.9, 0.99, 0.95])
-    agrees(agreeing)
-    pre = [[1.7, 0.79], [1.7, 0.81], [1.7, 0.79]]  # one seed less than 0.2 below
-    only_fails(replace(agreeing, losses={**agreeing.losses, "pre-norm": pre}), 0)
-    only_fails(replace(agreeing, baseline_epoch2=[0.9, 1.0, 0.95]), 1)
+    agrees(layout_runs())
+    assert layout_runs().end("post-norm") == pytest.approx([2.3, 2.1, 2.3])
+    only_fails(layout_runs(post=2.0, linear=0.99, paper=0.99, pre=0.99), 0)  # not above 2.0
+    only_fails(layout_runs(post=2.05, linear=1.06), 1)  # linear warm-up less than 1.0 below
+    only_fails(layout_runs(post=2.05, paper=1.06), 1)  # the paper's schedule less than 1.0 below
+    only_fails(layout_runs(post=2.05, pre=1.06), 2)  # pre-norm less than 1.0 below
+    only_fails(layout_runs(baseline=(0.9, 2.11, 0.95)), 3)  # a baseline above one post-norm run
+    agrees(layout_runs(pre=1.0, pre_linear=0.999))  # just below the run without warm-up
+    only_fails(layout_runs(pre=1.0, pre_linear=1.0), 4)  # pre-norm's warm-up no lower on one seed
+
+
+def rederived(post=2.01, paper=1.0, same_arithmetic=True, equal=True):
+    """Seed 0's two runs trained again, 20 steps at a constant loss each, beside stored ones
+    that are the same or not."""
+    live = {"post-norm": [post] * 20, "post-norm, paper's schedule": [paper] * 20}
+    stored = {name: list(losses) for name, losses in live.items()}
+    if not equal:
+        stored["post-norm, paper's schedule"][7] += 2.0 ** -20  # one step, one low bit
+    return LayoutRederived(live, stored, same_arithmetic)
+
+
+def test_layout_rederived_findings():
+    agrees(rederived())
+    agrees(rederived(same_arithmetic=False, equal=False))  # another machine: the conclusions only
+    only_fails(rederived(post=2.0, paper=0.99), 0)  # not above 2.0
+    only_fails(rederived(paper=1.02), 0)  # the paper's schedule less than 1.0 below
+    only_fails(rederived(equal=False), 1)  # one low bit apart where the arithmetic is the same
+
+
+def init_gradients(ratios_1, ratios_8):
+    """Norms (last block only matters) whose post/pre ratios at depths 1 and 8 are given."""
+    post = {1: [torch.tensor([r]) for r in ratios_1], 8: [torch.tensor([0.5, r]) for r in ratios_8]}
+    pre = {1: [torch.tensor([1.0])] * 3, 8: [torch.tensor([0.5, 1.0])] * 3}
+    return InitGradients([1, 8], {"post-norm": post, "pre-norm": pre})
+
+
+def test_init_gradient_findings():
+    agrees(init_gradients([1.1, 1.2, 1.3], [1.5, 1.6, 1.7]))
+    only_fails(init_gradients([1.1, 1.0, 1.3], [1.5, 1.6, 1.7]), 0)  # a ratio of 1 at depth 1
+    only_fails(init_gradients([1.1, 1.2, 1.3], [1.5, 1.6, 1.3]), 1)  # as large, not larger, at 8
 
 
 def dropout_runs(train_with, held_with, epochs=20):
@@ -249,9 +301,156 @@ def test_gru_sweep_and_seconds_per_epoch_run(tiny):
     assert ch11.seconds_per_epoch(reversal, grus).gru > 0
 
 
-def test_layout_sweep_runs(tiny):
+def test_layout_run_runs_and_refuses_an_unknown_run(tiny):
     train, test, reversal = tiny
-    assert len(ch11.layout_sweep(TASK, train, TINY, reversal, seeds=(0,)).losses["pre-norm"][0]) == 2
+    losses = ch11.layout_run(TASK, train, TINY, "pre-norm", seed=0, steps=3)
+    assert len(losses) == 3 and losses == ch11.layout_run(TASK, train, TINY, "pre-norm", 0, 3)
+    with pytest.raises(ValueError, match="name must be one of \\['post-norm', .*found 'post norm'"):
+        ch11.layout_run(TASK, train, TINY, "post norm", seed=0, steps=3)
+
+
+@pytest.fixture(scope="module")
+def chapter_strings():
+    """The chapter's training strings, as the layout command rebuilds them."""
+    return ch11.LAYOUT_TASK.split(**ch11.LAYOUT_SPLIT)[0]
+
+
+def test_the_layout_command_stores_what_layout_run_trains(tmp_path, capsys, chapter_strings):
+    """A shortened run of ``python -m experiments.ch11_transformer layout-runs`` (the chapter's
+    losses come from the full run): every run, two seeds, three steps, each equal to a direct
+    call, and a recipe the loader accepts for those seeds and steps only."""
+    path = tmp_path / "runs.pt"
+    ch11._main(["layout-runs", "--steps", "3", "--seeds", "0", "1", "--out", str(path)])
+    assert "saved to" in capsys.readouterr().out
+    saved = torch.load(path, weights_only=True)
+    arms = list(ch11.warmup_arms(32))
+    assert list(saved["losses"]) == arms and saved["arithmetic"] == ch11._arithmetic()
+    for name in arms:
+        for i, seed in enumerate((0, 1)):
+            direct = ch11.layout_run(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, name, seed, 3)
+            assert saved["losses"][name][i].tolist() == direct, f"{name}, seed {seed}"
+    assert saved["recipe"] == ch11._layout_recipe(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG,
+                                                  (0, 1), 3)
+
+
+def test_the_stored_layout_runs_are_the_chapters_recipe(chapter_strings):
+    """The file the chapter loads holds every run of every seed for the full 188 steps, made on
+    the chapter's task, strings and model, which the chapter's own cells build."""
+    path = ch11.LAYOUT_RUNS_PATH
+    assert path.stat().st_size < 50_000, f"{path.name} should stay small"
+    saved = torch.load(path, weights_only=True)
+    recipe = ch11._layout_recipe(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, ch11.SEEDS,
+                                 ch11.WARMUP_STEPS)
+    assert saved["recipe"] == recipe and recipe["steps"] == 188 and recipe["seeds"] == [0, 1, 2]
+    assert [losses.shape for losses in saved["losses"].values()] == [(3, 188)] * 5
+    assert list(saved["losses"]) == list(ch11.warmup_arms(32))
+    # the chapter's cells that build the task, the strings and the model build these
+    cells = {cell.get("id"): cell.source
+             for cell in nbformat.read(ROOT / "chapters" / "11_transformer.ipynb", as_version=4).cells}
+    task_lines = "\n".join(cells["task-code"].splitlines()[:2])  # task = ..., train, test = ...
+    config_line = cells["2c4a15d7"].splitlines()[0]  # config = TransformerConfig(...)
+    assert task_lines.startswith("task = ") and config_line.startswith("config = ")
+    chapter = {"ReversalTask": ReversalTask, "TransformerConfig": TransformerConfig}
+    exec(task_lines + "\n" + config_line, chapter)  # noqa: S102, the chapter's own lines
+    assert chapter["task"] == ch11.LAYOUT_TASK and chapter["config"] == ch11.LAYOUT_CONFIG
+    assert ch11._layout_recipe(chapter["task"], chapter["train"], chapter["config"], ch11.SEEDS,
+                               ch11.WARMUP_STEPS) == recipe
+
+
+def test_the_loader_refuses_runs_of_another_recipe(chapter_strings):
+    reversal = ReversalRuns([], [log([2.0, 0.9])] * 3)
+    loaded = ch11.load_layout_runs(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, reversal)
+    assert loaded.baseline_epoch2 == [0.9] * 3 and loaded.failing() == []
+    assert loaded.end("post-norm")[0] == pytest.approx(2.2590, abs=5e-5)  # as the chapter printed it
+    with pytest.raises(ValueError, match="differ from this recipe in \\['config', 'arms'\\]"):
+        ch11.load_layout_runs(ch11.LAYOUT_TASK, chapter_strings, replace(ch11.LAYOUT_CONFIG, d_model=16),
+                              reversal)
+    with pytest.raises(ValueError, match="differ from this recipe in \\['train_sha256'\\]"):
+        ch11.load_layout_runs(ch11.LAYOUT_TASK, ch11.LAYOUT_TASK.split(3000, 1000, seed=1)[0],
+                              ch11.LAYOUT_CONFIG, reversal)
+    with pytest.raises(ValueError, match="differ from this recipe in \\['seeds'\\]"):
+        ch11.load_layout_runs(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, reversal,
+                              seeds=(0, 1, 3))
+
+
+def test_one_stored_layout_run_retrained_in_full_is_bit_equal(chapter_strings):
+    """The linear warm-up from seed 2, all 188 steps (the chapter retrains two runs of seed 0):
+    equal to the stored losses at every step where the arithmetic is the command's."""
+    saved = torch.load(ch11.LAYOUT_RUNS_PATH, weights_only=True)
+    name = "post-norm, linear warm-up"
+    losses = ch11.layout_run(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, name, seed=2)
+    if ch11._arithmetic() == saved["arithmetic"]:
+        assert torch.equal(torch.tensor(losses, dtype=torch.float32), saved["losses"][name][2])
+    else:  # another processor or settings: the low bits part, the outcome does not
+        assert sum(losses[-20:]) / 20 < 1.0
+
+
+def test_compare_layout_runs_sets_live_runs_beside_the_stored_ones():
+    names = ("post-norm", "post-norm, paper's schedule")
+    stored = LayoutRuns({name: [[2.3] * 3, [1.0 + i] * 3] for i, name in enumerate(names)}, [0.9] * 2,
+                        ch11._arithmetic())
+    compared = ch11.compare_layout_runs({name: [2.3] * 3 for name in names}, stored, seed=0)
+    assert compared.same_arithmetic and compared.equal()
+    compared = ch11.compare_layout_runs({name: [2.3] * 3 for name in names}, stored, seed=1)
+    assert compared.stored == {"post-norm": [1.0] * 3, "post-norm, paper's schedule": [2.0] * 3}
+    assert not compared.equal()
+    assert not ch11.compare_layout_runs(compared.live, replace(stored, arithmetic={}), 0).same_arithmetic
+    with pytest.raises(ValueError, match="seed must be one of the stored seeds, 0 to 1; found 2"):
+        ch11.compare_layout_runs(compared.live, stored, seed=2)
+    with pytest.raises(ValueError, match="live must hold the runs .* found \\['post-norm'\\]"):
+        ch11.compare_layout_runs({"post-norm": [2.3] * 3}, stored, seed=0)
+    with pytest.raises(ValueError, match="and only runs of .* found .*'pre-norm'"):
+        ch11.compare_layout_runs({**compared.live, "pre-norm": [1.0] * 3}, stored, seed=0)
+
+
+def test_warmup_arms_follow_the_libraries_schedules():
+    """The linear arm is chapter 2's warm-up with no decay, the paper's arm peaks just under 0.03."""
+    arms = ch11.warmup_arms(32)
+    _, lr, linear = arms["post-norm, linear warm-up"]
+    assert lr == ch11.WARMUP_RATE and linear(0) == pytest.approx(0.02) and linear(60) == linear(187) == 1.0
+    assert linear(59) < 1.0  # the warm-up lasts 60 steps, not fewer
+    pre_norm, lr, pre_linear = arms["pre-norm, linear warm-up"]
+    assert pre_norm and lr == ch11.WARMUP_RATE
+    assert [pre_linear(t) for t in range(188)] == [linear(t) for t in range(188)]
+    _, lr, paper = arms["post-norm, paper's schedule"]
+    rates = [lr * paper(t) for t in range(188)]
+    assert max(rates) == rates[34] and 0.029 < rates[34] <= 0.03
+    assert arms["post-norm"][2] is None and arms["pre-norm"][:2] == (True, ch11.WARMUP_RATE)
+
+
+def test_train_scheduled_sets_the_rate_of_every_step(monkeypatch):
+    """The optimiser's rate at step t is lr * schedule(t), read inside Adam.step."""
+    seen = []
+    original = torch.optim.Adam.step
+    def step(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    train, _ = TASK.split(n_train=40, n_test=8, seed=0)
+    torch.manual_seed(0)
+    model = ch11.Seq2SeqTransformer(TASK.vocab_size, TASK.vocab_size, TINY)
+    losses = ch11._train_scheduled(model, train, 0.5, lambda t: 1 / (t + 1), seed=0, steps=5, batch_size=16)
+    assert len(losses) == 5 and seen == pytest.approx([0.5 / (t + 1) for t in range(5)])
+
+
+def test_init_gradients_run(tiny):
+    train, test, reversal = tiny
+    result = ch11.init_gradients(TASK, train, TINY, depths=(1, 2), seeds=(0,), pairs=4)
+    assert [len(result.norms["pre-norm"][depth][0]) for depth in (1, 2)] == [1, 2]
+    assert result.norms["post-norm"][2][0].dtype == torch.float64
+    batch = train[:4]
+    for name, norm_first in (("post-norm", False), ("pre-norm", True)):  # labels match layouts
+        for depth in (1, 2):
+            torch.manual_seed(0)
+            model = ch11.Seq2SeqTransformer(
+                TASK.vocab_size, TASK.vocab_size, replace(TINY, num_layers=depth, norm_first=norm_first)
+            ).double()
+            logits = model(batch.src, batch.tgt_in, batch.src_lens)
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
+                                                     ignore_index=0)
+            expected = ch11.ffn_gradient_norms(loss, model.decoder.blocks)  # the decoder's blocks
+            assert torch.equal(result.norms[name][depth][0], expected), (name, depth)
+            assert not torch.equal(expected, ch11.ffn_gradient_norms(loss, model.encoder.blocks))
 
 
 def test_dropout_sweep_runs(tiny):

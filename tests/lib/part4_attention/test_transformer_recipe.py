@@ -12,7 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lib.part4_attention.transformer_recipe import label_smoothed_cross_entropy, warmup_lambda, warmup_rate
+from lib.part4_attention.transformer_blocks import EncoderBlock
+from lib.part4_attention.transformer_recipe import (
+    ffn_gradient_norms, label_smoothed_cross_entropy, warmup_lambda, warmup_rate,
+)
 
 TOLERANCE = dict(atol=1e-10, rtol=1e-10)
 
@@ -86,3 +89,68 @@ def test_warmup_lambda_makes_lambda_lr_follow_the_schedule():
         parameter.grad = torch.ones(1)
         optimizer.step()
         scheduler.step()
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_ffn_gradient_norms_equal_torch_layers_backward(norm_first):
+    """Per block, the norm of the gradient of W_2 equals what .backward() leaves on torch's own
+    encoder layers, copied into ours (post-norm and pre-norm)."""
+    torch.manual_seed(3)
+    layers = [nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=norm_first,
+                                         dtype=torch.float64) for _ in range(3)]
+    blocks = nn.ModuleList(EncoderBlock.from_torch(layer) for layer in layers)
+    x, target = randn(2, 5, 8, seed=4), randn(2, 5, 8, seed=5)
+    h = x
+    for block in blocks:
+        h, _ = block(h)
+    norms = ffn_gradient_norms(((h - target) ** 2).mean(), blocks)
+    h = x
+    for layer in layers:
+        h = layer(h)
+    ((h - target) ** 2).mean().backward()
+    expected = torch.stack([layer.linear2.weight.grad.norm() for layer in layers])
+    torch.testing.assert_close(norms, expected, **TOLERANCE)
+    assert all(block.ffn.linear2.weight.grad is None for block in blocks)  # no .grad written
+
+
+def test_ffn_gradient_norms_match_finite_differences():
+    """Brute force: central differences of the loss in every entry of the last block's W_2."""
+    torch.manual_seed(6)
+    blocks = nn.ModuleList(EncoderBlock(4, 2, 6) for _ in range(2)).double()
+    x = randn(1, 3, 4, seed=7)
+
+    def loss():
+        h = x
+        for block in blocks:
+            h, _ = block(h)
+        return (h[..., 0] ** 3).sum()
+
+    weight, step = blocks[1].ffn.linear2.weight, 1e-6
+    grad = torch.zeros_like(weight)
+    with torch.no_grad():
+        for index in torch.cartesian_prod(*(torch.arange(n) for n in weight.shape)):
+            i, j = index.tolist()
+            weight[i, j] += step
+            up = loss()
+            weight[i, j] -= 2 * step
+            down = loss()
+            weight[i, j] += step
+            grad[i, j] = (up - down) / (2 * step)
+    assert torch.isclose(ffn_gradient_norms(loss(), blocks)[1], grad.norm(), rtol=1e-7)
+
+
+def test_ffn_gradient_norms_refuse_a_constant_loss():
+    blocks = nn.ModuleList([EncoderBlock(4, 2, 6)])
+    with pytest.raises(ValueError, match="loss must depend on the blocks' weights"):
+        ffn_gradient_norms(torch.tensor(1.0), blocks)
+
+
+def test_ffn_gradient_norms_name_blocks_without_an_ffn_and_unused_blocks():
+    blocks = nn.ModuleList([EncoderBlock(4, 2, 6), EncoderBlock(4, 2, 6)])
+    with pytest.raises(TypeError, match="blocks must hold at least one block with an ffn"):
+        ffn_gradient_norms(torch.ones(1, requires_grad=True).sum(), nn.ModuleList())
+    with pytest.raises(TypeError, match="blocks must hold at least one block with an ffn"):
+        ffn_gradient_norms(torch.ones(1, requires_grad=True).sum(), nn.ModuleList([nn.Linear(2, 2)]))
+    h, _ = blocks[0](torch.randn(1, 3, 4))
+    with pytest.raises(ValueError, match="loss must depend on every block's W_2"):
+        ffn_gradient_norms(h.sum(), blocks)
