@@ -58,6 +58,7 @@ import torch
 from jaxtyping import Float, jaxtyped
 from torch import Tensor
 
+from experiments.ch11_transformer import _arithmetic
 from experiments.findings import Finding, Result
 from lib.checked import (
     NonNegative,
@@ -426,6 +427,8 @@ class LuongAblation(Result):
     models: dict[tuple[str, str], Seq2Seq]
     # the model of every seed, in the order of the seeds
     every_seed: dict[tuple[str, str], list[Seq2Seq]] = field(default_factory=dict)
+    # how each of those models was trained (ablation_recipe), in the same order
+    recipes: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
 
     FINDINGS = (
         Finding(
@@ -502,6 +505,111 @@ class LuongAblation(Result):
     )
 
 
+# The runs of chapter 10's ablation (cell ablation-code), whose models
+# python -m experiments.ch10_weights --ablation trains and saves as ABLATION_MODEL_FILE.
+ABLATION_RUNS = (
+    ("copy", "global"),
+    ("copy", "local-m"),
+    ("reversal", "global"),
+    ("reversal", "local-m"),
+    ("reversal", "global, no input feeding"),
+)
+ABLATION_MODEL_FILE = "luong_{task_name}_{variant}_seed{seed}.pt"
+
+
+def ablation_model_file(task_name: str, variant: str, seed: int) -> str:
+    """The file name of the ablation's model of ``task_name``, ``variant`` and ``seed``
+    (the variant's spaces, commas and hyphens become underscores)."""
+    slug = variant.replace(", ", "_").replace(" ", "_").replace("-", "_")
+    return ABLATION_MODEL_FILE.format(task_name=task_name, variant=slug, seed=seed)
+
+
+def ablation_recipe(task: ReversalTask, options: dict, seed: int, **training) -> dict:
+    """Everything that makes one model of :func:`ablate_luong`: the task (its class and
+    settings), the variant's options, the seed and the training options (``n_train``,
+    ``n_test``, ``data_seed``, ``epochs``, ``settling_epochs``, ``lr``). Saved with each
+    shipped model and compared when it is loaded."""
+    return dict(
+        task=type(task).__name__,
+        **{f"task_{key}": value for key, value in sorted(vars(task).items())},
+        options=dict(options),
+        seed=seed,
+        **training,
+    )
+
+
+def load_ablation_model(path: Path, recipe: dict) -> Seq2Seq:
+    """The model saved at ``path`` by ``python -m experiments.ch10_weights
+    --ablation``, in evaluation mode, after checking that it was trained by ``recipe``
+    (:func:`ablation_recipe`); a file of another recipe raises ValueError."""
+    saved = torch.load(path, weights_only=True)
+    if saved.get("recipe") != recipe:
+        raise ValueError(
+            f"{Path(path).name} must hold a model trained by the recipe {recipe}; "
+            f"found one trained by {saved.get('recipe')}"
+        )
+    return load_seq2seq(path)
+
+
+@dataclass
+class AblationRederived(Result):
+    """Models of :func:`ablate_luong` trained again here, beside the loaded ones of the
+    same run and seed, keyed by (task name, variant name, seed): whether their weights
+    are equal bit for bit, and the exact match of each on the held-out strings."""
+
+    equal: dict[tuple[str, str, int], bool]
+    exact_here: dict[tuple[str, str, int], float]
+    exact_loaded: dict[tuple[str, str, int], float]
+    same_arithmetic: bool  # this torch, processor and settings made the loaded files
+
+    FINDINGS = (
+        Finding(
+            "With the arithmetic that made the shipped models, every model trained "
+            "again here equals the loaded one bit for bit.",
+            backs=("ablation-redo-text",),
+            holds=lambda r: not r.same_arithmetic or all(r.equal.values()),
+        ),
+        Finding(
+            "Every model trained again here is within 5 points of the loaded one's "
+            "exact match.",
+            backs=("ablation-redo-text",),
+            holds=lambda r: all(
+                abs(r.exact_here[key] - r.exact_loaded[key]) <= 0.05
+                for key in r.exact_here
+            ),
+        ),
+    )
+
+
+def compare_ablation_models(
+    here: LuongAblation, loaded: LuongAblation, folder: Path = WEIGHTS_DIR
+) -> AblationRederived:
+    """Every model of ``here`` (trained by :func:`ablate_luong`) beside the model of
+    ``loaded`` (loaded from ``folder`` by ``ablate_luong(..., weights=folder)``) that has
+    the same recipe; the arithmetic is compared with the one saved in its file."""
+    equal, exact_here, exact_loaded, same = {}, {}, {}, True
+    for run, recipes in here.recipes.items():
+        for i, recipe in enumerate(recipes):
+            if recipe not in loaded.recipes.get(run, []):
+                raise ValueError(
+                    f"loaded must hold a model of {run} trained by the recipe "
+                    f"{recipe}; found none"
+                )
+            j = loaded.recipes[run].index(recipe)
+            a = here.every_seed[run][i].state_dict()
+            b = loaded.every_seed[run][j].state_dict()
+            key = (*run, recipe["seed"])
+            equal[key] = a.keys() == b.keys() and all(
+                torch.equal(a[name], b[name]) for name in b
+            )
+            exact_here[key] = here.exact[run][i].item()
+            exact_loaded[key] = loaded.exact[run][j].item()
+            path = Path(folder) / ablation_model_file(*run, recipe["seed"])
+            saved = torch.load(path, weights_only=True)
+            same = same and saved.get("arithmetic") == _arithmetic()
+    return AblationRederived(equal, exact_here, exact_loaded, same)
+
+
 @jaxtyped(typechecker=typechecked)
 def ablate_luong(
     tasks: Mapping[str, ReversalTask],
@@ -515,6 +623,7 @@ def ablate_luong(
     settling_epochs: NonNegativeInt = 0,
     lr: Positive = 1e-2,
     long_from: PositiveInt = 6,
+    weights: Optional[Path] = None,
 ) -> LuongAblation:
     """Train "luong" models of several ``variants`` (options of
     :func:`lib.part4_attention.seq2seq.build_seq2seq`) on several digit tasks from
@@ -525,6 +634,10 @@ def ablate_luong(
     passes at ``lr``, then ``settling_epochs`` at ``lr / 10`` (a fresh Adam, as
     ``python -m experiments.ch10_weights`` settles the date models), and
     :func:`lib.part4_attention.seq2seq.exact_matches` decodes the test strings.
+    With ``weights`` (a folder), each model is instead loaded from the file that
+    ``python -m experiments.ch10_weights --ablation`` saved there
+    (:func:`ablation_model_file`), which must have been trained by the same recipe
+    (:func:`load_ablation_model`), and scored the same way.
     """
     for name, task in tasks.items():  # the signature checks one item of a mapping
         if not isinstance(task, ReversalTask):
@@ -547,16 +660,32 @@ def ablate_luong(
         vocab, options = task.vocab_size, variants[variant]
         correct = []
         for seed in seeds:
-            model, _ = train_model(
-                "luong", vocab, vocab, train, epochs, lr, seed=seed, **options
+            recipe = ablation_recipe(
+                task,
+                options,
+                seed,
+                n_train=n_train,
+                n_test=n_test,
+                data_seed=data_seed,
+                epochs=epochs,
+                settling_epochs=settling_epochs,
+                lr=lr,
             )
-            if settling_epochs:
-                train_seq2seq(
-                    model, train, epochs=settling_epochs, lr=lr / 10, seed=seed
+            if weights is not None:
+                path = Path(weights) / ablation_model_file(task_name, variant, seed)
+                model = load_ablation_model(path, recipe)
+            else:
+                model, _ = train_model(
+                    "luong", vocab, vocab, train, epochs, lr, seed=seed, **options
                 )
+                if settling_epochs:
+                    train_seq2seq(
+                        model, train, epochs=settling_epochs, lr=lr / 10, seed=seed
+                    )
             correct.append(exact_matches(model, test, task.bos, task.eos))
             result.models.setdefault((task_name, variant), model)
             result.every_seed.setdefault((task_name, variant), []).append(model)
+            result.recipes.setdefault((task_name, variant), []).append(recipe)
         correct = torch.stack(correct).float()  # (seeds, n_test)
         result.exact[task_name, variant] = correct.mean(1)  # (seeds,)
         long = test.src_lens >= long_from  # (n_test,)

@@ -825,3 +825,44 @@ def test_beam_sizes_findings_fail_alone_past_their_thresholds():
     assert sweep(under_norm=((0.22, 0.92), (0.23, 0.899), (0.22, 0.99))).failing() == [said[5]]
     assert sweep(under_norm=((0.22, 0.92), (0.23, 0.9), (0.22, 0.99))).failing() == []
     assert sweep(under_norm=((0.22, 0.92), (0.11, 0.95), (0.22, 0.99))).failing() == [said[6]]  # equal: no rise
+
+
+def _rederived(same_arithmetic=True, equal=True, here=0.67):
+    from experiments.ch10_seq2seq import AblationRederived
+
+    key = ("reversal", "local-m", 1)
+    return AblationRederived({key: equal}, {key: here}, {key: 0.67}, same_arithmetic)
+
+
+def test_the_rederived_ablation_models_findings_each_fail_alone():
+    from experiments.ch10_seq2seq import AblationRederived
+
+    said = [finding.says for finding in AblationRederived.FINDINGS]
+    assert _rederived().failing() == []
+    assert _rederived(equal=False).failing() == [said[0]]
+    assert _rederived(equal=False, same_arithmetic=False).failing() == []  # elsewhere
+    assert _rederived(here=0.67 + 0.051).failing() == [said[1]]  # just past 5 points
+    assert _rederived(here=0.67 - 0.051, same_arithmetic=False).failing() == [said[1]]
+    assert _rederived(here=0.67 + 0.049).failing() == []
+
+
+def test_compare_ablation_models_pairs_models_by_recipe(tmp_path):
+    """Two shortened ablations, one saved and loaded: the same seed compares equal, its
+    exact matches are the loaded one's; a model of another recipe is refused."""
+    from experiments.ch10_seq2seq import ALIGNMENT_TASKS, ablate_luong, compare_ablation_models
+    from experiments.ch10_weights import train_ablation_models
+
+    recipe = dict(n_train=24, n_test=8, epochs=1, settling_epochs=1)
+    run = ("reversal", "local-m")
+    train_ablation_models(tmp_path, runs=[run], seeds=(0, 1), **recipe)
+    loaded = ablate_luong(ALIGNMENT_TASKS, [run], [0, 1], weights=tmp_path, **recipe)
+    here = ablate_luong(ALIGNMENT_TASKS, [run], [1], **recipe)
+    rederived = compare_ablation_models(here, loaded, tmp_path)
+    assert rederived.equal == {(*run, 1): True}
+    assert rederived.exact_here[(*run, 1)] == loaded.exact[run][1].item()
+    assert rederived.same_arithmetic
+    seed_0 = ablate_luong(ALIGNMENT_TASKS, [run], [0], **recipe)
+    assert compare_ablation_models(seed_0, loaded, tmp_path).equal == {(*run, 0): True}
+    other = ablate_luong(ALIGNMENT_TASKS, [run], [1], **{**recipe, "n_train": 25})
+    with pytest.raises(ValueError, match="loaded must hold a model of .*'n_train': 25"):
+        compare_ablation_models(other, loaded, tmp_path)
