@@ -427,7 +427,7 @@ class LuongAblation(Result):
     models: dict[tuple[str, str], Seq2Seq]
     # the model of every seed, in the order of the seeds
     every_seed: dict[tuple[str, str], list[Seq2Seq]] = field(default_factory=dict)
-    # how each of those models was trained (ablation_recipe), in the same order
+    # how each of those models was trained (_ablation_recipe), in the same order
     recipes: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
 
     FINDINGS = (
@@ -517,14 +517,14 @@ ABLATION_RUNS = (
 ABLATION_MODEL_FILE = "luong_{task_name}_{variant}_seed{seed}.pt"
 
 
-def ablation_model_file(task_name: str, variant: str, seed: int) -> str:
+def _ablation_model_file(task_name: str, variant: str, seed: int) -> str:
     """The file name of the ablation's model of ``task_name``, ``variant`` and ``seed``
     (the variant's spaces, commas and hyphens become underscores)."""
     slug = variant.replace(", ", "_").replace(" ", "_").replace("-", "_")
     return ABLATION_MODEL_FILE.format(task_name=task_name, variant=slug, seed=seed)
 
 
-def ablation_recipe(task: ReversalTask, options: dict, seed: int, **training) -> dict:
+def _ablation_recipe(task: ReversalTask, options: dict, seed: int, **training) -> dict:
     """Everything that makes one model of :func:`ablate_luong`: the task (its class and
     settings), the variant's options, the seed and the training options (``n_train``,
     ``n_test``, ``data_seed``, ``epochs``, ``settling_epochs``, ``lr``). Saved with each
@@ -538,10 +538,10 @@ def ablation_recipe(task: ReversalTask, options: dict, seed: int, **training) ->
     )
 
 
-def load_ablation_model(path: Path, recipe: dict) -> Seq2Seq:
+def _load_ablation_model(path: Path, recipe: dict) -> Seq2Seq:
     """The model saved at ``path`` by ``python -m experiments.ch10_weights
     --ablation``, in evaluation mode, after checking that it was trained by ``recipe``
-    (:func:`ablation_recipe`); a file of another recipe raises ValueError."""
+    (:func:`_ablation_recipe`); a file of another recipe raises ValueError."""
     saved = torch.load(path, weights_only=True)
     if saved.get("recipe") != recipe:
         raise ValueError(
@@ -604,7 +604,7 @@ def compare_ablation_models(
             )
             exact_here[key] = here.exact[run][i].item()
             exact_loaded[key] = loaded.exact[run][j].item()
-            path = Path(folder) / ablation_model_file(*run, recipe["seed"])
+            path = Path(folder) / _ablation_model_file(*run, recipe["seed"])
             saved = torch.load(path, weights_only=True)
             same = same and saved.get("arithmetic") == _arithmetic()
     return AblationRederived(equal, exact_here, exact_loaded, same)
@@ -636,8 +636,8 @@ def ablate_luong(
     :func:`lib.part4_attention.seq2seq.exact_matches` decodes the test strings.
     With ``weights`` (a folder), each model is instead loaded from the file that
     ``python -m experiments.ch10_weights --ablation`` saved there
-    (:func:`ablation_model_file`), which must have been trained by the same recipe
-    (:func:`load_ablation_model`), and scored the same way.
+    (:func:`_ablation_model_file`), which must have been trained by the same recipe
+    (:func:`_load_ablation_model`), and scored the same way.
     """
     for name, task in tasks.items():  # the signature checks one item of a mapping
         if not isinstance(task, ReversalTask):
@@ -660,7 +660,7 @@ def ablate_luong(
         vocab, options = task.vocab_size, variants[variant]
         correct = []
         for seed in seeds:
-            recipe = ablation_recipe(
+            recipe = _ablation_recipe(
                 task,
                 options,
                 seed,
@@ -672,8 +672,8 @@ def ablate_luong(
                 lr=lr,
             )
             if weights is not None:
-                path = Path(weights) / ablation_model_file(task_name, variant, seed)
-                model = load_ablation_model(path, recipe)
+                path = Path(weights) / _ablation_model_file(task_name, variant, seed)
+                model = _load_ablation_model(path, recipe)
             else:
                 model, _ = train_model(
                     "luong", vocab, vocab, train, epochs, lr, seed=seed, **options

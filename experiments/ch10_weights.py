@@ -29,7 +29,7 @@ from experiments.ch10_seq2seq import (
     LOCAL_P_VARIANT,
     WEIGHTS_DIR,
     ablate_luong,
-    ablation_model_file,
+    _ablation_model_file,
     train_model,
 )
 from lib.part4_attention.seq2seq import exact_matches, save_seq2seq
@@ -91,7 +91,7 @@ def train_ablation_models(
     from each of ``seeds``; a subset gives the same models) by
     :func:`experiments.ch10_seq2seq.ablate_luong` with :data:`DIGIT_RECIPE`, save each
     with its recipe and the arithmetic that made it (torch, processor, settings) as
-    :func:`ablation_model_file`, and print its held-out exact match."""
+    :func:`_ablation_model_file`, and print its held-out exact match."""
     tasks = {name: ALIGNMENT_TASKS[name] for name, _ in runs}
     result = ablate_luong(tasks, runs, seeds, **{**DIGIT_RECIPE, **recipe})
     for task_name, variant in runs:
@@ -99,7 +99,7 @@ def train_ablation_models(
         for seed, model, recipe_, exact in zip(
             seeds, result.every_seed[key], result.recipes[key], result.exact[key]
         ):
-            path = out / ablation_model_file(task_name, variant, seed)
+            path = out / _ablation_model_file(task_name, variant, seed)
             saved = dict(
                 state=model.state_dict(), recipe=recipe_, arithmetic=_arithmetic()
             )

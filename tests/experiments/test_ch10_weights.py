@@ -165,7 +165,7 @@ def test_the_digit_recipe_is_the_ablation_cells():
 def test_the_ablation_models_script_runs_and_is_deterministic(tmp_path, capsys):
     """A shortened run of ``python -m experiments.ch10_weights --ablation``: one model per run of the
     ablation and seed, the same weights twice, each saved with its recipe."""
-    from experiments.ch10_seq2seq import ABLATION_RUNS, ALIGNMENT_SEEDS, LUONG_VARIANTS, ablation_model_file
+    from experiments.ch10_seq2seq import ABLATION_RUNS, ALIGNMENT_SEEDS, LUONG_VARIANTS, _ablation_model_file
 
     arguments = ["--ablation", "--n-train", "24", "--n-test", "8", "--epochs", "1"]
     main(["--out", str(tmp_path / "a"), *arguments])
@@ -174,7 +174,7 @@ def test_the_ablation_models_script_runs_and_is_deterministic(tmp_path, capsys):
     assert printed.count(", seed ") == 2 * len(ABLATION_RUNS) * len(ALIGNMENT_SEEDS)
     for task_name, variant in ABLATION_RUNS:
         for seed in ALIGNMENT_SEEDS:
-            name = ablation_model_file(task_name, variant, seed)
+            name = _ablation_model_file(task_name, variant, seed)
             a, b = (torch.load(tmp_path / run / name, weights_only=True) for run in "ab")
             assert a["options"] == LUONG_VARIANTS[variant] == a["recipe"]["options"]
             assert (a["recipe"]["seed"], a["recipe"]["n_train"], a["recipe"]["epochs"]) == (seed, 24, 1)
@@ -188,18 +188,18 @@ def test_the_ablation_models_script_runs_and_is_deterministic(tmp_path, capsys):
 
 def test_the_chapters_ablation_models_are_the_recipe_of_the_script():
     from experiments.ch10_seq2seq import (ABLATION_RUNS, ALIGNMENT_SEEDS, ALIGNMENT_TASKS, LUONG_VARIANTS,
-                                          ablation_model_file, ablation_recipe)
+                                          _ablation_model_file, _ablation_recipe)
     from experiments.ch10_weights import DIGIT_RECIPE
 
     total = 0
     for task_name, variant in ABLATION_RUNS:
         for seed in ALIGNMENT_SEEDS:
-            path = WEIGHTS_DIR / ablation_model_file(task_name, variant, seed)
+            path = WEIGHTS_DIR / _ablation_model_file(task_name, variant, seed)
             total += path.stat().st_size
             assert path.stat().st_size < 250_000, f"{path.name} should stay small"
             saved = torch.load(path, weights_only=True)
             options = LUONG_VARIANTS[variant]
-            assert saved["recipe"] == ablation_recipe(ALIGNMENT_TASKS[task_name], options, seed, data_seed=0,
+            assert saved["recipe"] == _ablation_recipe(ALIGNMENT_TASKS[task_name], options, seed, data_seed=0,
                                                       **DIGIT_RECIPE)
             assert saved["options"] == options and saved["config"] == asdict(Seq2SeqConfig())
             assert load_seq2seq(path).decoder.mode == options["mode"]
@@ -209,7 +209,7 @@ def test_the_chapters_ablation_models_are_the_recipe_of_the_script():
 def test_a_shipped_ablation_model_is_the_full_recipe_retrained(tmp_path, capsys):
     """One model of the ablation retrained by the script's own function at the full recipe (about 3 s):
     the same tensors, bit for bit, as the file the chapter loads."""
-    from experiments.ch10_seq2seq import ablation_model_file
+    from experiments.ch10_seq2seq import _ablation_model_file
     from experiments.ch10_weights import train_ablation_models
 
     threads = torch.get_num_threads()
@@ -219,7 +219,7 @@ def test_a_shipped_ablation_model_is_the_full_recipe_retrained(tmp_path, capsys)
     finally:
         torch.set_num_threads(threads)
     assert capsys.readouterr().out.count(", seed ") == 1
-    name = ablation_model_file("copy", "local-m", 2)
+    name = _ablation_model_file("copy", "local-m", 2)
     fresh = torch.load(tmp_path / name, weights_only=True)
     shipped = torch.load(WEIGHTS_DIR / name, weights_only=True)
     assert {k: v for k, v in fresh.items() if k != "state"} == {k: v for k, v in shipped.items() if k != "state"}
@@ -235,21 +235,21 @@ def test_the_ablation_refuses_a_file_of_another_recipe(tmp_path):
 
     import pytest
 
-    from experiments.ch10_seq2seq import ALIGNMENT_TASKS, ablate_luong, ablation_model_file, load_ablation_model
+    from experiments.ch10_seq2seq import ALIGNMENT_TASKS, ablate_luong, _ablation_model_file, _load_ablation_model
     from experiments.ch10_weights import DIGIT_RECIPE
 
     run = [("copy", "local-m")]
     with pytest.raises(ValueError, match="luong_copy_local_m_seed0.pt must hold a model trained by .*'epochs': 3"):
         ablate_luong(ALIGNMENT_TASKS, run, [0], weights=WEIGHTS_DIR, **{**DIGIT_RECIPE, "epochs": 3})
-    shutil.copy(WEIGHTS_DIR / ablation_model_file("copy", "local-m", 1), tmp_path / ablation_model_file("copy", "local-m", 0))
+    shutil.copy(WEIGHTS_DIR / _ablation_model_file("copy", "local-m", 1), tmp_path / _ablation_model_file("copy", "local-m", 0))
     with pytest.raises(ValueError, match="found one trained by .*'seed': 1"):
         ablate_luong(ALIGNMENT_TASKS, run, [0], weights=tmp_path, **DIGIT_RECIPE)
-    shutil.copy(WEIGHTS_DIR / ablation_model_file("copy", "global", 0), tmp_path / ablation_model_file("copy", "local-m", 0))
+    shutil.copy(WEIGHTS_DIR / _ablation_model_file("copy", "global", 0), tmp_path / _ablation_model_file("copy", "local-m", 0))
     with pytest.raises(ValueError, match="'mode': 'global'"):
         ablate_luong(ALIGNMENT_TASKS, run, [0], weights=tmp_path, **DIGIT_RECIPE)
     # a date model has no recipe
     with pytest.raises(ValueError, match="found one trained by None"):
-        load_ablation_model(WEIGHTS_DIR / "luong_global.pt", {"seed": 0})
+        _load_ablation_model(WEIGHTS_DIR / "luong_global.pt", {"seed": 0})
     # the right file loads, and scores as the chapter's table
     loaded = ablate_luong(ALIGNMENT_TASKS, run, [0], weights=WEIGHTS_DIR, **DIGIT_RECIPE)
     assert round(loaded.exact["copy", "local-m"][0].item(), 3) == 0.980
