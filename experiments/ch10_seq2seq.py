@@ -58,8 +58,7 @@ import torch
 from jaxtyping import Float, jaxtyped
 from torch import Tensor
 
-from experiments.ch11_transformer import _arithmetic
-from experiments.findings import Finding, Result
+from experiments.findings import Finding, Result, run_arithmetic
 from lib.checked import (
     NonNegative,
     NonNegativeInt,
@@ -585,8 +584,8 @@ def compare_ablation_models(
     here: LuongAblation, loaded: LuongAblation, folder: Path = WEIGHTS_DIR
 ) -> AblationRederived:
     """Every model of ``here`` (trained by :func:`ablate_luong`) beside the model of
-    ``loaded`` (loaded from ``folder`` by ``ablate_luong(..., weights=folder)``) that has
-    the same recipe; the arithmetic is compared with the one saved in its file."""
+    ``loaded`` (loaded from ``folder`` by ``ablate_luong(..., weights=folder)``) that
+    has the same recipe; the arithmetic is compared with the one saved in its file."""
     equal, exact_here, exact_loaded, same = {}, {}, {}, True
     for run, recipes in here.recipes.items():
         for i, recipe in enumerate(recipes):
@@ -606,7 +605,7 @@ def compare_ablation_models(
             exact_loaded[key] = loaded.exact[run][j].item()
             path = Path(folder) / _ablation_model_file(*run, recipe["seed"])
             saved = torch.load(path, weights_only=True)
-            same = same and saved.get("arithmetic") == _arithmetic()
+            same = same and saved.get("arithmetic") == run_arithmetic()
     return AblationRederived(equal, exact_here, exact_loaded, same)
 
 
@@ -806,13 +805,14 @@ class AlignmentScores(Result):
     keyed by (task name, variant name), one number per seed: the mean weight on the
     gold position (``mass``), the summed weight (``given``, below 1 for local-p), the
     alignment error rate of each step's largest weight (``aer``), the digits predicted
-    right (``steps_right``), and greedy exact match (``exact``); and, for the steps whose
-    gold position lies inside local-m's window (|s - t| <= D, :data:`LUONG_VARIANTS`),
-    the share of the argmax links on it (``hits_in_reach``), and the digits predicted
-    right at the other steps (``right_out_of_reach``, NaN when there are none). ``reach``
-    maps each task to the share of its digit steps inside that window: a model whose
-    weights are 0 outside it has an AER of at least ``1 - reach`` and a gold mass of at
-    most ``reach``. The findings are those of the chapter's runs."""
+    right (``steps_right``), and greedy exact match (``exact``); and, for the steps
+    whose gold position lies inside local-m's window (|s - t| <= D,
+    :data:`LUONG_VARIANTS`), the share of the argmax links on it (``hits_in_reach``),
+    and the digits predicted right at the other steps (``right_out_of_reach``, NaN when
+    there are none). ``reach`` maps each task to the share of its digit steps inside
+    that window: a model whose weights are 0 outside it has an AER of at least
+    ``1 - reach`` and a gold mass of at most ``reach``. The findings are those of the
+    chapter's runs."""
 
     mass: dict[tuple[str, str], Float[Tensor, "seeds"]]
     given: dict[tuple[str, str], Float[Tensor, "seeds"]]
@@ -848,7 +848,8 @@ class AlignmentScores(Result):
         ),
         Finding(
             "Reversing, every local-m model puts its largest weight on the gold "
-            "position at 85% or more of the steps whose gold digit is inside its window.",
+            "position at 85% or more of the steps whose gold digit is inside its "
+            "window.",
             backs=("align-discussion", "summary"),
             holds=lambda r: r.hits_in_reach["reversal", "local-m"].min() >= 0.85,
         ),
@@ -1056,8 +1057,9 @@ class BeamSizes(Result):
             ),
         ),
         Finding(
-            "Every Bahdanau model of the chapter's recipe writes, in total, within 0.1% "
-            "of the references' number of characters at every beam size and alpha.",
+            "Every Bahdanau model of the chapter's recipe writes, in total, within "
+            "0.1% of the references' number of characters at every beam size and "
+            "alpha.",
             backs=("beam-size-discussion",),
             holds=lambda r: (r.length["Bahdanau"] - 1).abs().max() <= 0.001,
         ),
@@ -1135,7 +1137,8 @@ def _beam_sizes_on_dates(
         raise ValueError("seeds must be a non-empty sequence of ints; found none")
     if n_test > 1000:
         raise ValueError(
-            f"n_test must be at most the 1,000 held-out dates of the split; found {n_test}"
+            "n_test must be at most the 1,000 held-out dates of the split; "
+            f"found {n_test}"
         )
     task = DateTask()
     train, test, _ = task.split(n_train=5000, n_test=1000, seed=0)

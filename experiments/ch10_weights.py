@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 import torch
 
-from experiments.ch11_transformer import _arithmetic
+from experiments.findings import run_arithmetic
 from experiments.ch10_seq2seq import (
     ABLATION_RUNS,
     DIGIT_MODEL_FILE,
@@ -101,7 +101,7 @@ def train_ablation_models(
         ):
             path = out / _ablation_model_file(task_name, variant, seed)
             saved = dict(
-                state=model.state_dict(), recipe=recipe_, arithmetic=_arithmetic()
+                state=model.state_dict(), recipe=recipe_, arithmetic=run_arithmetic()
             )
             torch.save({**model.spec, **saved}, path)
             print(

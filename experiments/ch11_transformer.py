@@ -47,8 +47,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
-import os
-import platform
 import time
 from dataclasses import asdict, dataclass, field, replace
 from itertools import combinations
@@ -60,7 +58,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.optim.lr_scheduler import LambdaLR
 
-from experiments.findings import Finding, Result
+from experiments.findings import Finding, Result, run_arithmetic
 from lib.part4_attention.attention import MultiHeadAttention
 from lib.part4_attention.pretraining import (
     STEPS,
@@ -677,39 +675,6 @@ def load_layout_runs(
     )
 
 
-# the settings that change which kernels torch, oneDNN and MKL run
-_ARITHMETIC_SETTINGS = (
-    "ATEN_CPU_CAPABILITY",
-    "ONEDNN_MAX_CPU_ISA",
-    "MKL_ENABLE_INSTRUCTIONS",
-    "MKL_CBWR",
-)
-
-
-def _arithmetic() -> dict[str, str]:
-    """What the low bits of a float32 run depend on besides the code and the seeds:
-    torch's version, the processor, the vector instructions torch's kernels use, the
-    math libraries' settings and the number of threads."""
-    processor = platform.processor()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():  # Linux: the model's name, which platform leaves empty
-        lines = cpuinfo.read_text().splitlines()
-        models = [
-            line.split(":", 1)[1].strip() for line in lines if "model name" in line
-        ]
-        processor = models[0] if models else processor
-    found = {
-        "torch": str(torch.__version__),
-        "machine": platform.machine(),
-        "processor": processor,
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "threads": str(torch.get_num_threads()),
-    }
-    for name in _ARITHMETIC_SETTINGS:
-        found[name] = os.environ.get(name, "")
-    return found
-
-
 @dataclass
 class LayoutRederived(Result):
     """Runs of :func:`warmup_arms` trained again, beside the stored ones of the same
@@ -762,7 +727,7 @@ def compare_layout_runs(
     return LayoutRederived(
         dict(live),
         {name: stored.losses[name][seed] for name in live},
-        _arithmetic() == stored.arithmetic,
+        run_arithmetic() == stored.arithmetic,
     )
 
 
@@ -1154,7 +1119,7 @@ def _main(argv: Optional[list[str]] = None) -> None:
     losses = _layout_losses(LAYOUT_TASK, train, LAYOUT_CONFIG, seeds, args.steps)
     seconds = time.process_time() - start
     recipe = _layout_recipe(LAYOUT_TASK, train, LAYOUT_CONFIG, seeds, args.steps)
-    saved = dict(recipe=recipe, losses=losses, arithmetic=_arithmetic())
+    saved = dict(recipe=recipe, losses=losses, arithmetic=run_arithmetic())
     saved.update(cpu_seconds=seconds)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(saved, args.out)

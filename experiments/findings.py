@@ -6,13 +6,23 @@ is a :class:`Finding` of the run's result class: the sentence, the markdown cell
 prose it backs, and a test with a tolerance that holds over seeds and CPUs. The chapter
 calls ``result.check()`` in a visible cell: it prints every finding with a tick, a line
 nbval compares exactly, and fails, naming the findings, when one does not hold.
+
+A run too slow for a chapter is made offline and stored (``experiments/weights``) with
+:func:`run_arithmetic`, what its low bits depend on: a chapter that trains part of it
+again expects the same bits only where that arithmetic is the same, and elsewhere
+checks the conclusion.
 """
 
 from __future__ import annotations
 
+import os
+import platform
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, ClassVar
+
+import torch
 
 from lib.display import LINE_WIDTH
 
@@ -87,3 +97,36 @@ class Result:
             raise AssertionError(
                 "the chapter says what this run does not show: " + "; ".join(failed)
             )
+
+
+# the settings that change which kernels torch, oneDNN and MKL run
+ARITHMETIC_SETTINGS = (
+    "ATEN_CPU_CAPABILITY",
+    "ONEDNN_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_CBWR",
+)
+
+
+def run_arithmetic() -> dict[str, str]:
+    """What the low bits of a stored float32 run depend on besides the code and seeds:
+    torch's version, the processor, the vector instructions torch's kernels use, the
+    math libraries' settings and the number of threads."""
+    processor = platform.processor()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():  # Linux: the model's name, which platform leaves empty
+        lines = cpuinfo.read_text().splitlines()
+        models = [
+            line.split(":", 1)[1].strip() for line in lines if "model name" in line
+        ]
+        processor = models[0] if models else processor
+    found = {
+        "torch": str(torch.__version__),
+        "machine": platform.machine(),
+        "processor": processor,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": str(torch.get_num_threads()),
+    }
+    for name in ARITHMETIC_SETTINGS:
+        found[name] = os.environ.get(name, "")
+    return found

@@ -19,8 +19,8 @@ Bahdanau's and Luong's (chapter 10, syllabus S2S1-S2S5).
 5. Alignments against gold ones (copying and reversing digits, whose
    :meth:`lib.part4_attention.reversal_task.ReversalTask.gold_alignment` is known):
    :func:`gold_mass`, :func:`hard_alignment` and the alignment error rate
-   :func:`alignment_error_rate` of Och and Ney (2003, section 5), with which Luong et al. (2015,
-   section 5.4) scored their models' alignments.
+   :func:`alignment_error_rate` of Och and Ney (2003, section 5), with which Luong et
+   al. (2015, section 5.4) scored their models' alignments.
 
 The scores, the masked softmax and the weighted average come from
 :mod:`lib.part4_attention.attention`. Tensors are batch-first: ``B`` batch, ``S`` source

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import experiments.ch11_transformer as ch11
+from experiments.findings import run_arithmetic
 from experiments.ch11_transformer import (
     CacheTiming, ChunkErrors, CostCurves, DropoutRuns, EpochTimes, GruRuns,
     HeldOutAccuracy, InitGradients, LayoutRederived, LayoutRuns, MirrorWeights, PretrainingRuns,
@@ -324,7 +325,7 @@ def test_the_layout_command_stores_what_layout_run_trains(tmp_path, capsys, chap
     assert "saved to" in capsys.readouterr().out
     saved = torch.load(path, weights_only=True)
     arms = list(ch11.warmup_arms(32))
-    assert list(saved["losses"]) == arms and saved["arithmetic"] == ch11._arithmetic()
+    assert list(saved["losses"]) == arms and saved["arithmetic"] == run_arithmetic()
     for name in arms:
         for i, seed in enumerate((0, 1)):
             direct = ch11.layout_run(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, name, seed, 3)
@@ -379,7 +380,7 @@ def test_one_stored_layout_run_retrained_in_full_is_bit_equal(chapter_strings):
     saved = torch.load(ch11.LAYOUT_RUNS_PATH, weights_only=True)
     name = "post-norm, linear warm-up"
     losses = ch11.layout_run(ch11.LAYOUT_TASK, chapter_strings, ch11.LAYOUT_CONFIG, name, seed=2)
-    if ch11._arithmetic() == saved["arithmetic"]:
+    if run_arithmetic() == saved["arithmetic"]:
         assert torch.equal(torch.tensor(losses, dtype=torch.float32), saved["losses"][name][2])
     else:  # another processor or settings: the low bits part, the outcome does not
         assert sum(losses[-20:]) / 20 < 1.0
@@ -388,7 +389,7 @@ def test_one_stored_layout_run_retrained_in_full_is_bit_equal(chapter_strings):
 def test_compare_layout_runs_sets_live_runs_beside_the_stored_ones():
     names = ("post-norm", "post-norm, paper's schedule")
     stored = LayoutRuns({name: [[2.3] * 3, [1.0 + i] * 3] for i, name in enumerate(names)}, [0.9] * 2,
-                        ch11._arithmetic())
+                        run_arithmetic())
     compared = ch11.compare_layout_runs({name: [2.3] * 3 for name in names}, stored, seed=0)
     assert compared.same_arithmetic and compared.equal()
     compared = ch11.compare_layout_runs({name: [2.3] * 3 for name in names}, stored, seed=1)
