@@ -541,6 +541,11 @@ def _load_ablation_model(path: Path, recipe: dict) -> Seq2Seq:
     """The model saved at ``path`` by ``python -m experiments.ch10_weights
     --ablation``, in evaluation mode, after checking that it was trained by ``recipe``
     (:func:`_ablation_recipe`); a file of another recipe raises ValueError."""
+    if not Path(path).is_file():
+        raise ValueError(
+            f"no stored model {path}: make the ablation's models with python -m "
+            f"experiments.ch10_weights --ablation --out {Path(path).parent}"
+        )
     saved = torch.load(path, weights_only=True)
     if saved.get("recipe") != recipe:
         raise ValueError(

@@ -866,3 +866,28 @@ def test_compare_ablation_models_pairs_models_by_recipe(tmp_path):
     other = ablate_luong(ALIGNMENT_TASKS, [run], [1], **{**recipe, "n_train": 25})
     with pytest.raises(ValueError, match="loaded must hold a model of .*'n_train': 25"):
         compare_ablation_models(other, loaded, tmp_path)
+
+
+def test_compare_ablation_models_sees_other_weights_and_another_arithmetic(tmp_path):
+    """A saved model changed by 1e-6 in one tensor, with another arithmetic recorded: not
+    equal, not the same arithmetic, and the loaded model's own exact match is reported."""
+    from experiments.ch10_seq2seq import (
+        ALIGNMENT_TASKS, _ablation_model_file, ablate_luong, compare_ablation_models)
+    from experiments.ch10_weights import train_ablation_models
+
+    recipe = dict(n_train=24, n_test=8, epochs=1, settling_epochs=1)
+    run = ("reversal", "local-m")
+    train_ablation_models(tmp_path, runs=[run], seeds=(1,), **recipe)
+    path = tmp_path / _ablation_model_file(*run, 1)
+    saved = torch.load(path, weights_only=True)
+    key = next(iter(saved["state"]))
+    saved["state"][key] = saved["state"][key] + 1e-6
+    saved["arithmetic"] = {}
+    torch.save(saved, path)
+    loaded = ablate_luong(ALIGNMENT_TASKS, [run], [1], weights=tmp_path, **recipe)
+    loaded.exact[run][0] = loaded.exact[run][0] + 0.25  # a score only the loaded one has
+    here = ablate_luong(ALIGNMENT_TASKS, [run], [1], **recipe)
+    compared = compare_ablation_models(here, loaded, tmp_path)
+    assert compared.equal == {(*run, 1): False} and not compared.same_arithmetic
+    assert compared.exact_loaded[(*run, 1)] == loaded.exact[run][0].item()
+    assert compared.exact_here[(*run, 1)] == here.exact[run][0].item()
