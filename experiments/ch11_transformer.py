@@ -24,6 +24,9 @@ pretraining.
   unlabelled walks of :mod:`lib.part4_attention.pretraining` and compares classifiers of
   the walk's step trained from scratch, on the frozen encoder and fine-tuned, with few
   labels (:func:`pretraining_splits`).
+  ``python -m experiments.ch11_transformer pretraining-runs`` runs it for the chapter's
+  model and seeds and stores the result (:data:`PRETRAINING_RUNS_PATH`), which
+  :func:`load_pretraining_runs` reads for the chapter.
 * :func:`_chunk_statistics_errors` measures how far a variance assembled from chunks'
   sums of squares is off, against one assembled from their M2s (Chan et al. [5]_); a
   test holds the exercise's solution to it.
@@ -960,6 +963,7 @@ class PretrainingRuns(Result):
     accuracy: dict[str, list[float]]  # classifier -> (seeds,)
     best_possible: list[float]  # (seeds,)
     vocab_size: int  # the tokens the masked LM's output layer scores
+    arithmetic: dict[str, str] = field(default_factory=dict)  # where they were made
 
     FINDINGS = (
         Finding(
@@ -1040,6 +1044,60 @@ def pretraining_sweep(
     return runs
 
 
+# The chapter's pretraining runs, which ``pretraining-runs`` makes offline.
+PRETRAIN_CONFIG = TransformerConfig(
+    d_model=32, num_heads=4, d_ff=64, num_layers=2, max_len=9, learned_positions=True
+)
+PRETRAIN_SIZES = {"num_labels": 32, "pretrain_epochs": 30, "epochs": 40}
+PRETRAINING_RUNS_PATH = Path(__file__).with_name("weights") / "ch11_pretraining_runs.pt"
+
+
+def _pretraining_recipe(
+    config: TransformerConfig, seeds: tuple[int, ...], sizes: dict[str, int]
+) -> dict:
+    """What the pretraining runs depend on: the model, the seeds, the sizes and every
+    seed's strings and labels (their SHA-256)."""
+    digests = []
+    for seed in seeds:
+        digest = hashlib.sha256()
+        corpus, labelled, held_out = pretraining_splits(sizes["num_labels"], seed=seed)
+        for tensor in (corpus, *labelled, *held_out):
+            digest.update(tensor.numpy().tobytes())
+        digests.append(digest.hexdigest())
+    return {
+        "config": asdict(config),
+        "seeds": list(seeds),
+        "sizes": dict(sizes),
+        "splits_sha256": digests,
+    }
+
+
+def load_pretraining_runs(
+    config: TransformerConfig,
+    seeds: tuple[int, ...] = SEEDS,
+    path: Path = PRETRAINING_RUNS_PATH,
+) -> PretrainingRuns:
+    """What ``python -m experiments.ch11_transformer pretraining-runs`` stored, after
+    checking that it is :func:`pretraining_sweep` of this ``config`` and ``seeds`` at
+    :data:`PRETRAIN_SIZES`."""
+    saved = torch.load(path, weights_only=True)
+    recipe = _pretraining_recipe(config, seeds, PRETRAIN_SIZES)
+    differ = [key for key in recipe if saved["recipe"].get(key) != recipe[key]]
+    if differ:
+        raise ValueError(
+            f"the runs stored in {path} differ from this recipe in {differ}; "
+            "run python -m experiments.ch11_transformer pretraining-runs again"
+        )
+    runs = saved["runs"]
+    return PretrainingRuns(
+        runs["mlm_losses"],
+        runs["accuracy"],
+        runs["best_possible"],
+        runs["vocab_size"],
+        saved["arithmetic"],
+    )
+
+
 @dataclass
 class ChunkErrors(Result):
     """How far from ``x.var`` the variances of rows assembled from chunks are, per
@@ -1110,16 +1168,28 @@ def _chunk_statistics_errors(
 def _main(argv: Optional[list[str]] = None) -> None:
     """``python -m experiments.ch11_transformer layout-runs [--steps S] [--seeds 0 1 2]
     [--out PATH]``: train every run of :func:`warmup_arms` on the chapter's task,
-    strings and model from every seed, on one thread, and store each step's loss."""
+    strings and model from every seed, on one thread, and store each step's loss.
+
+    ``python -m experiments.ch11_transformer pretraining-runs [--pretrain-epochs P]
+    [--epochs E] [--seeds 0 1 2] [--out PATH]``: run :func:`pretraining_sweep` for
+    the chapter's model, on one thread, and store what it returns."""
     parser = argparse.ArgumentParser(
         prog="python -m experiments.ch11_transformer", description=_main.__doc__
     )
-    parser.add_argument("command", choices=["layout-runs"])
+    parser.add_argument("command", choices=["layout-runs", "pretraining-runs"])
     parser.add_argument("--steps", type=int, default=WARMUP_STEPS)
+    parser.add_argument(
+        "--pretrain-epochs", type=int, default=PRETRAIN_SIZES["pretrain_epochs"]
+    )
+    parser.add_argument("--epochs", type=int, default=PRETRAIN_SIZES["epochs"])
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
-    parser.add_argument("--out", type=Path, default=LAYOUT_RUNS_PATH)
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the same losses on every run
+    if args.command == "pretraining-runs":
+        _save_pretraining_runs(args)
+        return
+    args.out = args.out or LAYOUT_RUNS_PATH
     train, _ = LAYOUT_TASK.split(**LAYOUT_SPLIT)
     seeds = tuple(args.seeds)
     start = time.process_time()
@@ -1134,6 +1204,30 @@ def _main(argv: Optional[list[str]] = None) -> None:
         ends = [f"{end:.4f}" for end in runs[:, -20:].mean(1).tolist()]
         print(f"{name}: mean loss over the last 20 steps, per seed {ends}")
     print(f"saved to {args.out} after {seconds:.0f} s of CPU time")
+
+
+def _save_pretraining_runs(args: argparse.Namespace) -> None:
+    """The ``pretraining-runs`` command of :func:`_main`."""
+    sizes = dict(
+        PRETRAIN_SIZES, pretrain_epochs=args.pretrain_epochs, epochs=args.epochs
+    )
+    seeds = tuple(args.seeds)
+    start = time.process_time()
+    runs = pretraining_sweep(PRETRAIN_CONFIG, seeds, **sizes)
+    seconds = time.process_time() - start
+    out = args.out or PRETRAINING_RUNS_PATH
+    fields = ("mlm_losses", "accuracy", "best_possible", "vocab_size")
+    saved = dict(
+        recipe=_pretraining_recipe(PRETRAIN_CONFIG, seeds, sizes),
+        runs={name: getattr(runs, name) for name in fields},
+        arithmetic=run_arithmetic(),
+        cpu_seconds=seconds,
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(saved, out)
+    for name, accuracies in runs.accuracy.items():
+        print(f"{name}: held-out accuracy per seed {[f'{a:.3f}' for a in accuracies]}")
+    print(f"saved to {out} after {seconds:.0f} s of CPU time")
 
 
 if __name__ == "__main__":
