@@ -53,22 +53,80 @@ def test_cache_timing_findings():
     only_fails(replace(agreeing, speedup={32: 1.6, 256: 1.6}), 2)  # no larger at 256
 
 
-def curves(attention_slope, gru_slope, attention_at_32=1.0, gru_at_32=2.0):
-    lengths = [32, 64, 128, 256]
-    return CostCurves(lengths, {
-        "self-attention": [attention_at_32 * (n / 32) ** attention_slope for n in lengths],
-        "GRU": [gru_at_32 * (n / 32) ** gru_slope for n in lengths],
-    })
+LENGTHS = [32, 64, 128, 256, 512, 1024, 2048]
+
+
+def curves(attention_slope, gru_slope, attention=0.2, gru=1.0, at=None):
+    """Power laws from T = 32 (times in ms), with ``at`` = {(layer, T): time} put in."""
+    times = {"self-attention": [attention * (n / 32) ** attention_slope for n in LENGTHS],
+             "GRU": [gru * (n / 32) ** gru_slope for n in LENGTHS]}
+    for (name, length), value in (at or {}).items():
+        times[name][LENGTHS.index(length)] = value
+    return CostCurves(LENGTHS, times)
 
 
 def test_cost_findings():
     agreeing = curves(1.51, 1.0)
     assert agreeing.slope("self-attention") == pytest.approx(1.51)
+    assert agreeing.at("GRU", 64) == pytest.approx(2.0)
     agrees(agreeing)
     only_fails(curves(1.49, 0.9), 0)  # self-attention under 1.5
-    only_fails(curves(2.0, 1.31), 1)  # the GRU over 1.3
+    only_fails(curves(2.0, 1.31, attention=0.1), 1)  # the GRU over 1.3
     only_fails(curves(1.6, 1.11), 2)  # less than 0.5 steeper
-    only_fails(curves(1.51, 1.0, attention_at_32=2.0), 3)  # not faster at T = 32
+    for length in (64, 128, 256):  # just over 0.7 of the GRU's time at one of them
+        gru = curves(1.51, 1.0).at("GRU", length)
+        only_fails(curves(1.51, 1.0, at={("self-attention", length): 0.701 * gru}), 3)
+    agrees(curves(1.51, 1.0, at={("self-attention", 64): 0.7 * 2.0}))
+    only_fails(curves(1.51, 1.0, attention=0.01), 4)  # not slower at T = 2048
+    level = 64 ** -0.51  # the start at which self-attention ties the GRU at T = 2048
+    only_fails(curves(1.51, 1.0, attention=0.999 * level), 4)
+    agrees(curves(1.51, 1.0, attention=1.001 * level))
+
+
+class _Clock:
+    """A fake process_time and two fake layers: each call of a layer costs what
+    ``costs[(layer, T)]`` lists for that call, in turn; calls are logged."""
+
+    def __init__(self, costs):
+        self.now, self.costs, self.calls = 0.0, costs, []
+
+    def process_time(self):
+        return self.now
+
+    def layer(self, name):
+        def forward(h, *_):
+            self.calls.append((name, h.shape[1]))
+            self.now += self.costs[name, h.shape[1]].pop(0)
+            return h
+        return forward
+
+
+def test_attention_vs_gru_cost_keeps_the_fastest_round_of_timed_calls_in_turns(monkeypatch):
+    """Each (layer, length) is timed once per round, each timed call right after an untimed
+    call of the same layer and length, the rounds going over every length in turn; the time
+    kept is the fastest round's. Mutants (max for min, no untimed call, one round) fail."""
+    lengths, rounds = (4, 8, 16), 3  # one round (a mutant) keeps 5 and 7 ms
+    # per call: untimed, timed (round 1); untimed, timed (round 2); ...; the timed ones are
+    # 5, 2, 9 ms for self-attention and 7, 7, 3 ms for the GRU, untimed ones 100 ms
+    costs = {("self-attention", T): [0.1, 0.005, 0.1, 0.002, 0.1, 0.009] for T in lengths}
+    costs.update({("GRU", T): [0.1, 0.007, 0.1, 0.007, 0.1, 0.003] for T in lengths})
+    clock = _Clock(costs)
+    monkeypatch.setattr(ch11.time, "process_time", clock.process_time)
+    monkeypatch.setattr(ch11, "MultiHeadAttention", lambda d, heads: clock.layer("self-attention"))
+    monkeypatch.setattr(ch11.nn, "GRU", lambda d, hidden, batch_first: clock.layer("GRU"))
+    cost = ch11.attention_vs_gru_cost(lengths=lengths, d=8, rounds=rounds)
+    assert cost.times == {"self-attention": [pytest.approx(2.0)] * 3, "GRU": [pytest.approx(3.0)] * 3}
+    one_round = [(name, T) for T in lengths for name in ("self-attention", "GRU") for _ in (1, 2)]
+    assert clock.calls == one_round * rounds
+
+
+def test_attention_vs_gru_cost_refuses_what_it_cannot_time():
+    with pytest.raises(ValueError, match="rounds must be a whole number of at least 1; found 0"):
+        ch11.attention_vs_gru_cost(lengths=(4, 8, 16), d=8, rounds=0)
+    with pytest.raises(ValueError, match="lengths must be at least three increasing .*found \\(4, 8\\)"):
+        ch11.attention_vs_gru_cost(lengths=(4, 8), d=8)
+    with pytest.raises(ValueError, match="found \\(8, 4, 16\\)"):
+        ch11.attention_vs_gru_cost(lengths=(8, 4, 16), d=8)
 
 
 def test_reversal_findings():
