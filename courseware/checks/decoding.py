@@ -726,6 +726,27 @@ def _eos_as_a_word(first, transitions, max_len):
     return torch.tensor(_search_outputs(first, transitions, max_len, eos_ends=False)[0], dtype=torch.float64)
 
 
+def _break_in_index_order(first, transitions, max_len):
+    """A slip: the children tried in index order, the loop left at the first one the bound prunes, as
+    if they were sorted most probable first."""
+    start, table = first.tolist(), transitions.tolist()
+    best = -math.inf
+
+    def extend(row, length, log_prob):
+        nonlocal best
+        for token, entry in enumerate(row):
+            score = log_prob + entry
+            if score <= best:
+                break
+            if token == BOUND_EOS or length + 1 == max_len:
+                best = score
+            else:
+                extend(table[token], length + 1, score)
+
+    extend(start, 0, 0.0)
+    return torch.tensor(best, dtype=torch.float64)
+
+
 _BOUND_MISTAKES = (
     (_greedy_output, "you took the most probable token at each step (greedy search), or stopped at the first "
      "finished output; a finished output is only a bound: keep searching every prefix more probable than it"),
@@ -737,6 +758,8 @@ _BOUND_MISTAKES = (
      "eos included, and one that reaches max_len tokens without eos ends there"),
     (_eos_as_a_word, "you searched sequences of exactly max_len tokens; eos ends an output, so an output can "
      "be shorter, and nothing follows eos"),
+    (_break_in_index_order, "you stopped at the first pruned child, but the children were not sorted most "
+     "probable first: a later, more probable child can still beat the bound"),
 )
 _BOUND_SLIPS = tuple(Slip(answer, message) for answer, message in _BOUND_MISTAKES)
 

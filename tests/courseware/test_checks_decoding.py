@@ -761,6 +761,26 @@ def eos_as_an_ordinary_word(first, transitions, max_len, eos=0):
     return best_prefix.max()
 
 
+def break_in_index_order(first, transitions, max_len, eos=0):
+    """Wrong: the children in index order, the loop left at the first pruned one (the referee's)."""
+    best = -math.inf
+
+    def extend(last, length, log_prob):
+        nonlocal best
+        row = first if last is None else transitions[last]
+        for token in range(len(row)):
+            score = log_prob + row[token].item()
+            if score <= best:
+                break
+            if token == eos or length + 1 == max_len:
+                best = score
+            else:
+                extend(token, length + 1, score)
+
+    extend(None, 0, 0.0)
+    return torch.tensor(best, dtype=torch.float64)
+
+
 def test_the_bound_checker_is_registered_and_its_reference_is_brute_force():
     assert CHECKS["check_best_output_log_prob"] is check_best_output_log_prob
     for seed in range(3):
@@ -793,5 +813,6 @@ FAIRNESS["check_best_output_log_prob"] = {
         (one_token_too_many, "max_len \\+ 1 tokens"),
         (one_token_too_few, "at most max_len - 1 tokens"),
         (eos_as_an_ordinary_word, "sequences of exactly max_len tokens"),
+        (break_in_index_order, "the children were not sorted most probable first"),
     ],
 }

@@ -264,6 +264,10 @@ def test_the_ablation_refuses_a_file_of_another_recipe(tmp_path):
     shutil.copy(WEIGHTS_DIR / _ablation_model_file("copy", "global", 0), tmp_path / _ablation_model_file("copy", "local-m", 0))
     with pytest.raises(ValueError, match="'mode': 'global'"):
         ablate_luong(ALIGNMENT_TASKS, run, [0], weights=tmp_path, **DIGIT_RECIPE)
+    # a folder without the model names the command that makes it
+    with pytest.raises(ValueError, match=f"no stored model {tmp_path / 'empty'}/luong_copy_local_m_seed0.pt: make the "
+                       f"ablation's models with python -m experiments.ch10_weights --ablation --out {tmp_path / 'empty'}$"):
+        ablate_luong(ALIGNMENT_TASKS, run, [0], weights=tmp_path / "empty", **DIGIT_RECIPE)
     # a date model has no recipe
     with pytest.raises(ValueError, match="found one trained by None"):
         _load_ablation_model(WEIGHTS_DIR / "luong_global.pt", {"seed": 0})
