@@ -19,7 +19,7 @@ runs of skip-gram and CBOW against gensim, and the evaluation of the vectors the
   Goldberg and Dagan 2015) on the same corpus, window and subsampling, evaluated beside
   the word2vec runs, with 3CosAdd and 3CosMul (Levy and Goldberg 2014, section 6).
 * ``python -m experiments.ch05_word2vec runs`` makes the chapter's word2vec runs and
-  PPMI-SVD scores offline (:func:`make_runs`, on one thread) and stores our vectors,
+  PPMI-SVD scores offline (:func:`_make_runs`, on one thread) and stores our vectors,
   their losses, every run's CPU seconds and the SVD scores with their recipe in
   :data:`RUNS_PATH`; :func:`load_runs` reads them for the chapter, refusing another
   recipe, and trains gensim's runs again.
@@ -904,7 +904,7 @@ def _sha256(items) -> str:
     return digest.hexdigest()
 
 
-def chapter_data(sentences: Optional[int] = None) -> dict:
+def _chapter_data(sentences: Optional[int] = None) -> dict:
     """The corpus, vocabulary and tests as chapter 5 builds them (``sentences``: only
     the first so many lines, a shortened run)."""
     from gensim.parsing.porter import PorterStemmer
@@ -924,7 +924,7 @@ def chapter_data(sentences: Optional[int] = None) -> dict:
     )
 
 
-def runs_recipe(
+def _runs_recipe(
     sentences: Sequence[Sequence[str]],
     vocab: Vocabulary,
     wordsim: list[WordPair],
@@ -954,7 +954,7 @@ def _key(run: Run) -> str:
     return f"{run[0]}/{run[1]}/{run[2]}"
 
 
-def make_runs(data: dict, seeds=SEEDS, base=None, svd_seeds=(1, 2, 3)) -> dict:
+def _make_runs(data: dict, seeds=SEEDS, base=None, svd_seeds=(1, 2, 3)) -> dict:
     """Everything the file holds: :func:`train_runs` (our vectors, every run's CPU
     seconds, our losses) and :func:`svd_scores`, with the recipe, the arithmetic and
     the CPU seconds of it all."""
@@ -969,7 +969,7 @@ def make_runs(data: dict, seeds=SEEDS, base=None, svd_seeds=(1, 2, 3)) -> dict:
         seeds=svd_seeds,
     )
     return dict(
-        recipe=runs_recipe(**data, seeds=seeds, base=base, svd_seeds=svd_seeds),
+        recipe=_runs_recipe(**data, seeds=seeds, base=base, svd_seeds=svd_seeds),
         arithmetic=run_arithmetic(),
         cpu_seconds=time.process_time() - start,
         vectors={
@@ -1044,7 +1044,7 @@ def load_runs(
     if not Path(path).is_file():
         raise FileNotFoundError(f"no stored runs at {path}; make them: {RUNS_COMMAND}")
     saved = torch.load(path, weights_only=True)
-    recipe = runs_recipe(sentences, vocab, [], [], [], seeds)
+    recipe = _runs_recipe(sentences, vocab, [], [], [], seeds)
     keys = [key for key in recipe if key not in _TESTS]
     _refuse_another(saved["recipe"], recipe, keys, path)
     runs = {}
@@ -1073,6 +1073,48 @@ def load_runs(
     )
 
 
+@dataclass
+class Retrained(Result):
+    """One of our stored runs trained again with :func:`train_runs`, beside the
+    stored one."""
+
+    live: list[float]  # the loss per example of every epoch, trained here
+    stored: list[float]  # and as stored
+    equal: bool  # the vectors and losses bit for bit
+    same_arithmetic: bool  # this torch, processor and settings made the stored runs
+
+    FINDINGS = (
+        Finding(
+            "Trained again here, the run has the stored run's loss at every epoch, "
+            "within 0.1%.",
+            backs=("cbow-gradient",),
+            holds=lambda r: len(r.live) == len(r.stored)
+            and all(abs(a - b) <= 1e-3 * b for a, b in zip(r.live, r.stored)),
+        ),
+        Finding(
+            "On the arithmetic that made the file, its vectors and losses equal the "
+            "stored ones bit for bit.",
+            backs=("cbow-gradient",),
+            holds=lambda r: r.equal or not r.same_arithmetic,
+        ),
+    )
+
+
+def compare_retrained(stored: StoredRuns, live: Training, run: Run) -> Retrained:
+    """Our ``run`` of ``live`` (trained again by :func:`train_runs`) against the
+    stored one."""
+    name, who, seed = run
+    if who != "ours" or run not in live.runs or run not in stored.training.runs:
+        raise ValueError(
+            f"run must be one of our runs in both live and stored; found {run!r}"
+        )
+    losses = live.losses[name, seed], stored.training.losses[name, seed]
+    equal = losses[0] == losses[1] and torch.equal(
+        live.runs[run].vectors, stored.training.runs[run].vectors
+    )
+    return Retrained(*losses, equal, stored.arithmetic == run_arithmetic())
+
+
 def _main(argv: Optional[list[str]] = None) -> None:
     """``python -m experiments.ch05_word2vec runs [--sentences N] [--epochs E]
     [--cbow-seeds 1 2 3] [--svd-seeds 1 2 3] [--out PATH]``: train the chapter's
@@ -1090,10 +1132,10 @@ def _main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--out", type=Path, default=RUNS_PATH)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # as the chapter: the same vectors on every run
-    data = chapter_data(args.sentences)
+    data = _chapter_data(args.sentences)
     seeds = {"skip-gram": SEEDS["skip-gram"], "CBOW": tuple(args.cbow_seeds)}
     base = {**BASE, "epochs": args.epochs}
-    saved = make_runs(data, seeds, base, tuple(args.svd_seeds))
+    saved = _make_runs(data, seeds, base, tuple(args.svd_seeds))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(saved, args.out)
     for key, seconds in saved["seconds"].items():

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from experiments import ch05_word2vec as ch05
+from experiments.findings import run_arithmetic
 from lib.corpus import Vocabulary
 from lib.part3_words.embeddings import AnalogyScore, WordPair, WordVectors
 from lib.part3_words.ppmi import cooccurrence_counts, shifted_ppmi, svd_vectors
@@ -532,3 +533,50 @@ def test_plot_count_vectors_draws_one_bar_per_vectors_and_test():
     assert len(bars) == 4 * 4  # two SVDs, skip-gram, CBOW's median; four tests
     assert bars[0].get_height() == pytest.approx(0.64)  # k = 1 on WordSim-353
     assert bars[-1].get_height() == pytest.approx(0.055)  # CBOW's median 3CosMul
+
+
+# ---------------------------------------------------------------------------
+# One stored run trained again (compare_retrained).
+# ---------------------------------------------------------------------------
+
+STORED = [3.26, 2.59, 2.34, 2.19, 2.11]
+
+
+def retrained(live=STORED, equal=True, same_arithmetic=True):
+    return ch05.Retrained(list(live), list(STORED), equal, same_arithmetic)
+
+
+def test_retrained_findings():
+    assert retrained().failing() == []
+    # another processor: the losses within 0.1% are enough
+    within = [s * 1.001 for s in STORED]
+    assert retrained(within, False, False).failing() == []
+    past = STORED[:4] + [STORED[4] * 1.0011]  # one epoch 0.11% off
+    assert retrained(past, False, False).failing() == says(ch05.Retrained, 0)
+    assert retrained(STORED[:4], False, False).failing() == says(ch05.Retrained, 0)
+    assert retrained(equal=False).failing() == says(ch05.Retrained, 1)
+
+
+def test_compare_retrained_compares_one_of_our_runs(models):
+    vectors = models["CBOW (ours)"]
+    run = ("CBOW", "ours", 2)
+
+    def training(v, losses):
+        runs = {run: v, ("CBOW", "gensim", 2): v}
+        return ch05.Training(runs, {}, {("CBOW", 2): losses}, {"CBOW": (2,)})
+
+    stored = ch05.StoredRuns(
+        training(vectors, STORED), run_arithmetic(), 1.0, {}, ch05.RUNS_PATH
+    )
+    same = ch05.compare_retrained(stored, training(vectors, list(STORED)), run)
+    assert (same.equal, same.same_arithmetic, same.failing()) == (True, True, [])
+    moved = WordVectors(vectors.vectors.clone(), vectors.vocab)
+    moved.vectors[0, 0] += 1e-6
+    assert not ch05.compare_retrained(stored, training(moved, STORED), run).equal
+    later = STORED[:4] + [2.1100001]
+    assert not ch05.compare_retrained(stored, training(vectors, later), run).equal
+    stored.arithmetic = {**stored.arithmetic, "processor": "another"}
+    other = ch05.compare_retrained(stored, training(moved, STORED), run)
+    assert (other.equal, other.same_arithmetic, other.failing()) == (False, False, [])
+    with pytest.raises(ValueError, match="run must be one of our runs"):
+        ch05.compare_retrained(stored, training(vectors, STORED), ("CBOW", "gensim", 2))
