@@ -946,8 +946,13 @@ def _runs_recipe(
         "seeds": {name: list(s) for name, s in seeds.items()},
         "base": dict(base or BASE),
         "alphas": dict(ALPHAS),
-        "svd": {"ks": [1, 5], "dim": 50, "p": 0.5, "seeds": list(svd_seeds)},
+        "svd": _svd_recipe(svd_seeds),
     }
+
+
+def _svd_recipe(seeds: Sequence[int]) -> dict:
+    """The settings of :func:`svd_scores` as the chapter calls it, and its ``seeds``."""
+    return {"ks": [1, 5], "dim": 50, "p": 0.5, "seeds": list(seeds)}
 
 
 def _key(run: Run) -> str:
@@ -995,7 +1000,7 @@ def _refuse_another(saved: dict, recipe: dict, keys: Sequence[str], path) -> Non
         )
 
 
-_TESTS = ("wordsim_sha256", "simlex_sha256", "questions_sha256")
+_TESTS = ("wordsim_sha256", "simlex_sha256", "questions_sha256", "svd")
 
 
 @dataclass
@@ -1013,13 +1018,16 @@ class StoredRuns:
         wordsim: list[WordPair],
         simlex: list[WordPair],
         questions: Sequence[Question],
+        seeds: Sequence[int] = (1, 2, 3),
     ) -> tuple[dict[tuple[int, int], Scores], float]:
         """The stored :func:`svd_scores` (``count_vectors(stored=...)``), after checking
-        that they were scored on these tests."""
+        that they were scored on these tests, from these subsample ``seeds`` with
+        :func:`count_vectors`' other defaults."""
         recipe = {
             "wordsim_sha256": _sha256(wordsim),
             "simlex_sha256": _sha256(simlex),
             "questions_sha256": _sha256(questions),
+            "svd": _svd_recipe(seeds),
         }
         _refuse_another(self.saved["recipe"], recipe, _TESTS, self.path)
         svd = {
