@@ -18,6 +18,11 @@ runs of skip-gram and CBOW against gensim, and the evaluation of the vectors the
 * :func:`count_vectors`: shifted PPMI factorised by SVD (Levy and Goldberg 2014b; Levy,
   Goldberg and Dagan 2015) on the same corpus, window and subsampling, evaluated beside
   the word2vec runs, with 3CosAdd and 3CosMul (Levy and Goldberg 2014, section 6).
+* ``python -m experiments.ch05_word2vec runs`` makes the chapter's word2vec runs and
+  PPMI-SVD scores offline (:func:`_make_runs`, on one thread) and stores our vectors,
+  their losses, every run's CPU seconds and the SVD scores with their recipe in
+  :data:`RUNS_PATH`; :func:`load_runs` reads them for the chapter, refusing another
+  recipe, and trains gensim's runs again.
 
 Every result declares the findings chapter 5 draws from it
 (:mod:`experiments.findings`).
@@ -25,16 +30,19 @@ Every result declares the findings chapter 5 draws from it
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
+from pathlib import Path
 from statistics import median
-from typing import Literal
+from typing import Literal, Optional
 
 import torch
 
-from experiments.findings import Finding, Result
+from experiments.findings import Finding, Result, run_arithmetic
 from lib.corpus import Vocabulary
 from lib.part3_words.embeddings import (
     AnalogyScore,
@@ -271,14 +279,16 @@ def train_runs(
     vocab: Vocabulary,
     seeds: dict[str, tuple[int, ...]],
     min_count: int = 5,
+    base: Optional[dict] = None,
 ) -> Training:
     """Each architecture from each of its seeds, ours and gensim's, timed in CPU
-    seconds (which a busy machine does not inflate as it does wall time)."""
+    seconds (which a busy machine does not inflate as it does wall time); ``base``
+    replaces :data:`BASE` (a shortened run)."""
     runs, seconds, losses = {}, {}, {}
     for name, alpha in ALPHAS.items():
         for seed in seeds[name]:
             config = Word2VecConfig(
-                architecture=name.lower(), alpha=alpha, seed=seed, **BASE
+                architecture=name.lower(), alpha=alpha, seed=seed, **(base or BASE)
             )
             start = time.process_time()
             # train_word2vec(..., progress=True) draws a progress bar
@@ -780,24 +790,20 @@ def count_vectors(
     dim: int = 50,
     p: float = 0.5,
     seeds: Sequence[int] = (1, 2, 3),
+    stored: Optional[tuple[dict[tuple[int, int], Scores], float]] = None,
 ) -> CountVectors:
     """Shifted PPMI factorised into ``dim``-dimensional vectors ``U_d Σ_d^p`` for each
     shift ``k`` and each subsample seed, cut with word2vec's shrunk windows in
     expectation and the contexts' counts raised to 3/4, scored on the three tests
     beside the word2vec ``runs`` (their ρ and 3CosAdd accuracy from ``similarity``
-    and ``accuracy``; 3CosMul for ours only, to save time)."""
-    start = time.process_time()
-    corpus = encode(sentences, vocab)
-    keep = keep_probabilities(vocab.counts, BASE["sample"])
-    vectors = {}
-    for seed in seeds:
-        drawn = subsample(corpus, keep, torch.Generator().manual_seed(seed))
-        counts = cooccurrence_counts(drawn, len(vocab), BASE["window"])
-        for k in ks:
-            matrix = svd_vectors(shifted_ppmi(counts, k, 0.75), dim, p)
-            vectors[k, seed] = WordVectors(matrix.float(), vocab)
-    seconds = time.process_time() - start
-    svd = {key: _scores(v, wordsim, simlex, questions) for key, v in vectors.items()}
+    and ``accuracy``; 3CosMul for ours only, to save time). ``stored`` holds the SVD
+    vectors' scores and CPU seconds :func:`svd_scores` measured (the stored runs), in
+    place of computing them here."""
+    if stored is None:
+        stored = svd_scores(
+            sentences, vocab, wordsim, simlex, questions, ks, dim, p, seeds
+        )
+    svd, seconds = stored
     word2vec = {
         key: Scores(
             *similarity.spearman[key],
@@ -811,6 +817,35 @@ def count_vectors(
         for key, vectors in runs.items()
     }
     return CountVectors(svd, word2vec, seconds)
+
+
+def svd_scores(
+    sentences: Sequence[Sequence[str]],
+    vocab: Vocabulary,
+    wordsim: list[WordPair],
+    simlex: list[WordPair],
+    questions: Sequence[Question],
+    ks: Sequence[int] = (1, 5),
+    dim: int = 50,
+    p: float = 0.5,
+    seeds: Sequence[int] = (1, 2, 3),
+) -> tuple[dict[tuple[int, int], Scores], float]:
+    """The PPMI-SVD half of :func:`count_vectors`: (shift k, subsample seed) -> the
+    scores of its vectors, and the CPU seconds of counting, weighting and factorising.
+    """
+    start = time.process_time()
+    corpus = encode(sentences, vocab)
+    keep = keep_probabilities(vocab.counts, BASE["sample"])
+    vectors = {}
+    for seed in seeds:
+        drawn = subsample(corpus, keep, torch.Generator().manual_seed(seed))
+        counts = cooccurrence_counts(drawn, len(vocab), BASE["window"])
+        for k in ks:
+            matrix = svd_vectors(shifted_ppmi(counts, k, 0.75), dim, p)
+            vectors[k, seed] = WordVectors(matrix.float(), vocab)
+    seconds = time.process_time() - start
+    svd = {key: _scores(v, wordsim, simlex, questions) for key, v in vectors.items()}
+    return svd, seconds
 
 
 def plot_count_vectors(result: CountVectors):
@@ -846,3 +881,279 @@ def plot_count_vectors(result: CountVectors):
     ax.set_ylabel("ρ, or share right")
     ax.legend(fontsize=7, ncol=2)
     return fig
+
+
+# ---------------------------------------------------------------------------
+# The stored runs: our word2vec runs and the PPMI-SVD scores, made offline.
+# ---------------------------------------------------------------------------
+
+# The chapter's seeds, corpus and tests, which the offline runs rebuild;
+# load_runs checks them against the chapter's own.
+SEEDS = {"skip-gram": (1,), "CBOW": (1, 2, 3)}
+CORPUS = "head500.noblanks.cor"
+MIN_COUNT = 5
+RUNS_PATH = Path(__file__).with_name("weights") / "ch05_runs.pt"
+RUNS_COMMAND = "python -m experiments.ch05_word2vec runs"
+
+
+def _sha256(items) -> str:
+    """SHA-256 of the repr of every item, one per line."""
+    digest = hashlib.sha256()
+    for item in items:
+        digest.update(repr(item).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def _chapter_data(sentences: Optional[int] = None) -> dict:
+    """The corpus, vocabulary and tests as chapter 5 builds them (``sentences``: only
+    the first so many lines, a shortened run)."""
+    from gensim.parsing.porter import PorterStemmer
+
+    from lib.corpus import gensim_data, read_sentences
+    from lib.part3_words.embeddings import read_analogies, read_word_pairs
+
+    stem = PorterStemmer().stem
+    lines = read_sentences(gensim_data(CORPUS))[:sentences]
+    sections = read_analogies(gensim_data("questions-words.txt"), normalise=stem)
+    return dict(
+        sentences=lines,
+        vocab=Vocabulary.from_sentences(lines, min_count=MIN_COUNT),
+        wordsim=read_word_pairs(gensim_data("wordsim353.tsv"), normalise=stem),
+        simlex=read_word_pairs(gensim_data("simlex999.txt"), normalise=stem),
+        questions=[q for qs in sections.values() for q in qs if len(set(q)) == 4],
+    )
+
+
+def _runs_recipe(
+    sentences: Sequence[Sequence[str]],
+    vocab: Vocabulary,
+    wordsim: list[WordPair],
+    simlex: list[WordPair],
+    questions: Sequence[Question],
+    seeds: dict[str, tuple[int, ...]] = SEEDS,
+    base: Optional[dict] = None,
+    svd_seeds: Sequence[int] = (1, 2, 3),
+) -> dict:
+    """What the stored runs depend on: the corpus, vocabulary and tests (their SHA-256),
+    the seeds, word2vec's settings and the SVD's."""
+    return {
+        "corpus_sha256": _sha256(sentences),
+        "vocab_sha256": _sha256(zip(vocab.words, vocab.counts)),
+        "wordsim_sha256": _sha256(wordsim),
+        "simlex_sha256": _sha256(simlex),
+        "questions_sha256": _sha256(questions),
+        "min_count": MIN_COUNT,
+        "seeds": {name: list(s) for name, s in seeds.items()},
+        "base": dict(base or BASE),
+        "alphas": dict(ALPHAS),
+        "svd": _svd_recipe(svd_seeds),
+    }
+
+
+def _svd_recipe(seeds: Sequence[int]) -> dict:
+    """The settings of :func:`svd_scores` as the chapter calls it, and its ``seeds``."""
+    return {"ks": [1, 5], "dim": 50, "p": 0.5, "seeds": list(seeds)}
+
+
+def _key(run: Run) -> str:
+    return f"{run[0]}/{run[1]}/{run[2]}"
+
+
+def _make_runs(data: dict, seeds=SEEDS, base=None, svd_seeds=(1, 2, 3)) -> dict:
+    """Everything the file holds: :func:`train_runs` (our vectors, every run's CPU
+    seconds, our losses) and :func:`svd_scores`, with the recipe, the arithmetic and
+    the CPU seconds of it all."""
+    start = time.process_time()
+    training = train_runs(data["sentences"], data["vocab"], seeds, MIN_COUNT, base)
+    svd, svd_seconds = svd_scores(
+        data["sentences"],
+        data["vocab"],
+        data["wordsim"],
+        data["simlex"],
+        data["questions"],
+        seeds=svd_seeds,
+    )
+    return dict(
+        recipe=_runs_recipe(**data, seeds=seeds, base=base, svd_seeds=svd_seeds),
+        arithmetic=run_arithmetic(),
+        cpu_seconds=time.process_time() - start,
+        vectors={
+            _key(run): v.vectors for run, v in training.runs.items() if run[1] == "ours"
+        },
+        seconds={_key(run): s for run, s in training.seconds.items()},
+        losses={
+            _key((name, "ours", seed)): log
+            for (name, seed), log in training.losses.items()
+        },
+        svd={f"{k}/{seed}": list(astuple(s)) for (k, seed), s in svd.items()},
+        svd_seconds=svd_seconds,
+    )
+
+
+def _refuse_another(saved: dict, recipe: dict, keys: Sequence[str], path) -> None:
+    """A ValueError naming each of ``keys`` whose stored value differs from ``recipe``'s."""
+    differ = [key for key in keys if saved.get(key) != recipe[key]]
+    if differ:
+        raise ValueError(
+            f"the runs stored in {path} differ from this recipe in {differ}; "
+            f"run {RUNS_COMMAND} again"
+        )
+
+
+_TESTS = ("wordsim_sha256", "simlex_sha256", "questions_sha256", "svd")
+
+
+@dataclass
+class StoredRuns:
+    """The runs :data:`RUNS_COMMAND` stored, as the chapter uses them."""
+
+    training: Training  # our runs loaded, gensim's trained here; stored CPU seconds
+    arithmetic: dict[str, str]  # what made the stored runs (run_arithmetic)
+    cpu_seconds: float  # of the whole offline command
+    saved: dict  # the file's contents
+    path: Path
+
+    def svd_scores(
+        self,
+        wordsim: list[WordPair],
+        simlex: list[WordPair],
+        questions: Sequence[Question],
+        seeds: Sequence[int] = (1, 2, 3),
+    ) -> tuple[dict[tuple[int, int], Scores], float]:
+        """The stored :func:`svd_scores` (``count_vectors(stored=...)``), after checking
+        that they were scored on these tests, from these subsample ``seeds`` with
+        :func:`count_vectors`' other defaults."""
+        recipe = {
+            "wordsim_sha256": _sha256(wordsim),
+            "simlex_sha256": _sha256(simlex),
+            "questions_sha256": _sha256(questions),
+            "svd": _svd_recipe(seeds),
+        }
+        _refuse_another(self.saved["recipe"], recipe, _TESTS, self.path)
+        svd = {
+            tuple(map(int, key.split("/"))): Scores(*values)
+            for key, values in self.saved["svd"].items()
+        }
+        return svd, self.saved["svd_seconds"]
+
+
+def load_runs(
+    sentences: Sequence[Sequence[str]],
+    vocab: Vocabulary,
+    seeds: dict[str, tuple[int, ...]] = SEEDS,
+    path: Path = RUNS_PATH,
+) -> StoredRuns:
+    """Our word2vec runs, their losses and every run's CPU seconds as
+    :data:`RUNS_COMMAND` stored them, after checking that they were made from these
+    ``sentences``, ``vocab`` and ``seeds`` with :data:`BASE` and :data:`ALPHAS`;
+    gensim's runs (a few seconds) are trained here again, with the same settings and
+    seeds. The CPU seconds are those of the machine that made the file
+    (``arithmetic["processor"]``)."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no stored runs at {path}; make them: {RUNS_COMMAND}")
+    saved = torch.load(path, weights_only=True)
+    recipe = _runs_recipe(sentences, vocab, [], [], [], seeds)
+    keys = [key for key in recipe if key not in _TESTS]
+    _refuse_another(saved["recipe"], recipe, keys, path)
+    runs = {}
+    for name, alpha in ALPHAS.items():
+        for seed in seeds[name]:
+            config = Word2VecConfig(
+                architecture=name.lower(), alpha=alpha, seed=seed, **BASE
+            )
+            ours = saved["vectors"][_key((name, "ours", seed))]
+            runs[name, "ours", seed] = WordVectors(ours, vocab)
+            runs[name, "gensim", seed], _ = train_gensim(
+                sentences, vocab, config, min_count=MIN_COUNT
+            )
+    seconds = {run: saved["seconds"][_key(run)] for run in runs}
+    losses = {
+        (name, seed): saved["losses"][_key((name, "ours", seed))]
+        for name in ALPHAS
+        for seed in seeds[name]
+    }
+    return StoredRuns(
+        Training(runs, seconds, losses, dict(seeds)),
+        saved["arithmetic"],
+        saved["cpu_seconds"],
+        saved,
+        Path(path),
+    )
+
+
+@dataclass
+class Retrained(Result):
+    """One of our stored runs trained again with :func:`train_runs`, beside the
+    stored one."""
+
+    live: list[float]  # the loss per example of every epoch, trained here
+    stored: list[float]  # and as stored
+    equal: bool  # the vectors and losses bit for bit
+    same_arithmetic: bool  # this torch, processor and settings made the stored runs
+
+    FINDINGS = (
+        Finding(
+            "Trained again here, the run has the stored run's loss at every epoch, "
+            "within 0.1%.",
+            backs=("cbow-gradient",),
+            holds=lambda r: len(r.live) == len(r.stored)
+            and all(abs(a - b) <= 1e-3 * b for a, b in zip(r.live, r.stored)),
+        ),
+        Finding(
+            "On the arithmetic that made the file, its vectors and losses equal the "
+            "stored ones bit for bit.",
+            backs=("cbow-gradient",),
+            holds=lambda r: r.equal or not r.same_arithmetic,
+        ),
+    )
+
+
+def compare_retrained(stored: StoredRuns, live: Training, run: Run) -> Retrained:
+    """Our ``run`` of ``live`` (trained again by :func:`train_runs`) against the
+    stored one."""
+    name, who, seed = run
+    if who != "ours" or run not in live.runs or run not in stored.training.runs:
+        raise ValueError(
+            f"run must be one of our runs in both live and stored; found {run!r}"
+        )
+    losses = live.losses[name, seed], stored.training.losses[name, seed]
+    equal = losses[0] == losses[1] and torch.equal(
+        live.runs[run].vectors, stored.training.runs[run].vectors
+    )
+    return Retrained(*losses, equal, stored.arithmetic == run_arithmetic())
+
+
+def _main(argv: Optional[list[str]] = None) -> None:
+    """``python -m experiments.ch05_word2vec runs [--sentences N] [--epochs E]
+    [--cbow-seeds 1 2 3] [--svd-seeds 1 2 3] [--out PATH]``: train the chapter's
+    word2vec runs (ours and gensim's, timed) and score its PPMI-SVD vectors, on one
+    thread, and store our vectors, the losses, every run's CPU seconds and the SVD
+    scores (a shortened run: fewer sentences, epochs or seeds)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.ch05_word2vec", description=_main.__doc__
+    )
+    parser.add_argument("command", choices=["runs"])
+    parser.add_argument("--sentences", type=int, default=None)
+    parser.add_argument("--epochs", type=int, default=BASE["epochs"])
+    parser.add_argument("--cbow-seeds", type=int, nargs="+", default=SEEDS["CBOW"])
+    parser.add_argument("--svd-seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--out", type=Path, default=RUNS_PATH)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # as the chapter: the same vectors on every run
+    data = _chapter_data(args.sentences)
+    seeds = {"skip-gram": SEEDS["skip-gram"], "CBOW": tuple(args.cbow_seeds)}
+    base = {**BASE, "epochs": args.epochs}
+    saved = _make_runs(data, seeds, base, tuple(args.svd_seeds))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(saved, args.out)
+    for key, seconds in saved["seconds"].items():
+        print(f"{key}: {seconds:.1f} s of CPU time")
+    size = args.out.stat().st_size / 1e6
+    print(
+        f"saved to {args.out} ({size:.1f} MB) after {saved['cpu_seconds']:.0f} s "
+        "of CPU time"
+    )
+
+
+if __name__ == "__main__":
+    _main()

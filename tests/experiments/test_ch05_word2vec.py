@@ -3,17 +3,27 @@ made-up numbers that agree with the chapter and fail on numbers that contradict 
 every experiment runs at a tiny size."""
 
 import itertools
+import json
 import math
+from dataclasses import astuple
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from experiments import ch05_word2vec as ch05
+from experiments.findings import run_arithmetic
 from lib.corpus import Vocabulary
 from lib.part3_words.embeddings import AnalogyScore, WordPair, WordVectors
 from lib.part3_words.ppmi import cooccurrence_counts, shifted_ppmi, svd_vectors
-from lib.part3_words.word2vec import encode, keep_probabilities, subsample
+from lib.part3_words.word2vec import (
+    Word2VecConfig,
+    encode,
+    keep_probabilities,
+    subsample,
+    train_word2vec,
+)
 
 
 def says(result_class, *indices):
@@ -532,3 +542,211 @@ def test_plot_count_vectors_draws_one_bar_per_vectors_and_test():
     assert len(bars) == 4 * 4  # two SVDs, skip-gram, CBOW's median; four tests
     assert bars[0].get_height() == pytest.approx(0.64)  # k = 1 on WordSim-353
     assert bars[-1].get_height() == pytest.approx(0.055)  # CBOW's median 3CosMul
+
+
+# ---------------------------------------------------------------------------
+# One stored run trained again (compare_retrained).
+# ---------------------------------------------------------------------------
+
+STORED = [3.26, 2.59, 2.34, 2.19, 2.11]
+
+
+def retrained(live=STORED, equal=True, same_arithmetic=True):
+    return ch05.Retrained(list(live), list(STORED), equal, same_arithmetic)
+
+
+def test_retrained_findings():
+    assert retrained().failing() == []
+    # another processor: the losses within 0.1% are enough
+    within = [s * 1.001 for s in STORED]
+    assert retrained(within, False, False).failing() == []
+    past = STORED[:4] + [STORED[4] * 1.0011]  # one epoch 0.11% off
+    assert retrained(past, False, False).failing() == says(ch05.Retrained, 0)
+    assert retrained(STORED[:4], False, False).failing() == says(ch05.Retrained, 0)
+    assert retrained(equal=False).failing() == says(ch05.Retrained, 1)
+
+
+def test_compare_retrained_compares_one_of_our_runs(models):
+    vectors = models["CBOW (ours)"]
+    run = ("CBOW", "ours", 2)
+
+    def training(v, losses):
+        runs = {run: v, ("CBOW", "gensim", 2): v}
+        return ch05.Training(runs, {}, {("CBOW", 2): losses}, {"CBOW": (2,)})
+
+    stored = ch05.StoredRuns(
+        training(vectors, STORED), run_arithmetic(), 1.0, {}, ch05.RUNS_PATH
+    )
+    same = ch05.compare_retrained(stored, training(vectors, list(STORED)), run)
+    assert (same.equal, same.same_arithmetic, same.failing()) == (True, True, [])
+    moved = WordVectors(vectors.vectors.clone(), vectors.vocab)
+    moved.vectors[0, 0] += 1e-6
+    assert not ch05.compare_retrained(stored, training(moved, STORED), run).equal
+    later = STORED[:4] + [2.1100001]
+    assert not ch05.compare_retrained(stored, training(vectors, later), run).equal
+    stored.arithmetic = {**stored.arithmetic, "processor": "another"}
+    other = ch05.compare_retrained(stored, training(moved, STORED), run)
+    assert (other.equal, other.same_arithmetic, other.failing()) == (False, False, [])
+    with pytest.raises(ValueError, match="run must be one of our runs"):
+        ch05.compare_retrained(stored, training(vectors, STORED), ("CBOW", "gensim", 2))
+
+
+# ---------------------------------------------------------------------------
+# The stored runs (python -m experiments.ch05_word2vec runs): a shortened run of the
+# command stores what direct calls compute, the stored file is the chapter's recipe,
+# one stored run retrained in full is bit-equal on the arithmetic that made the file,
+# and the loader refuses another recipe.
+# ---------------------------------------------------------------------------
+
+CHAPTER = Path(__file__).parents[2] / "chapters" / "05_word2vec.ipynb"
+SHORT = 20  # sentences of a shortened run
+
+
+@pytest.fixture(scope="module")
+def data():
+    """The chapter's corpus, vocabulary and tests, as the command rebuilds them."""
+    return ch05._chapter_data()
+
+
+@pytest.fixture
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def short_data(data):
+    sentences = data["sentences"][:SHORT]
+    vocab = Vocabulary.from_sentences(sentences, min_count=ch05.MIN_COUNT)
+    return dict(data, sentences=sentences, vocab=vocab)
+
+
+def test_the_runs_command_stores_what_train_runs_and_svd_scores_compute(
+    tmp_path, capsys, data, one_thread
+):
+    """A shortened run (20 sentences, CBOW and the SVD from seed 1 only) stores our
+    vectors and losses as train_word2vec makes them, every run's CPU seconds, the SVD
+    scores svd_scores computes, and its recipe; load_runs reads it back."""
+    path = tmp_path / "runs.pt"
+    argv = ["runs", "--sentences", str(SHORT), "--cbow-seeds", "1", "--svd-seeds", "1"]
+    ch05._main(argv + ["--out", str(path)])
+    assert f"saved to {path}" in capsys.readouterr().out
+    saved = torch.load(path, weights_only=True)
+    short = short_data(data)
+    seeds = {"skip-gram": (1,), "CBOW": (1,)}
+    assert saved["recipe"] == ch05._runs_recipe(**short, seeds=seeds, svd_seeds=(1,))
+    assert saved["arithmetic"] == run_arithmetic()
+    assert list(saved["vectors"]) == ["skip-gram/ours/1", "CBOW/ours/1"]
+    assert list(saved["seconds"]) == [
+        f"{name}/{who}/1"
+        for name in ("skip-gram", "CBOW")
+        for who in ("ours", "gensim")
+    ]
+    assert all(s > 0 for s in saved["seconds"].values())
+    for name, alpha in ch05.ALPHAS.items():
+        config = Word2VecConfig(
+            architecture=name.lower(), alpha=alpha, seed=1, **ch05.BASE
+        )
+        model, log = train_word2vec(short["sentences"], short["vocab"], config)
+        assert torch.equal(
+            saved["vectors"][f"{name}/ours/1"], model.word_vectors().vectors
+        )
+        assert saved["losses"][f"{name}/ours/1"] == log.losses
+    svd, seconds = ch05.svd_scores(**short, seeds=(1,))
+    assert saved["svd"] == {f"{k}/{s}": list(astuple(v)) for (k, s), v in svd.items()}
+    assert len(saved["svd"]) == 2 and saved["svd_seconds"] > 0
+    # the loader gives the chapter what train_runs and svd_scores gave it
+    loaded = ch05.load_runs(short["sentences"], short["vocab"], seeds, path)
+    assert list(loaded.training.runs) == [
+        (name, who, 1) for name in ("skip-gram", "CBOW") for who in ("ours", "gensim")
+    ]
+    assert torch.equal(
+        loaded.training.runs["CBOW", "ours", 1].vectors, saved["vectors"]["CBOW/ours/1"]
+    )
+    assert loaded.training.losses["CBOW", 1] == saved["losses"]["CBOW/ours/1"]
+    assert (
+        loaded.training.seconds["CBOW", "gensim", 1]
+        == saved["seconds"]["CBOW/gensim/1"]
+    )
+    tests = short["wordsim"], short["simlex"], short["questions"]
+    assert loaded.svd_scores(*tests, seeds=(1,)) == (svd, saved["svd_seconds"])
+    with pytest.raises(ValueError, match=r"in \['svd'\]"):
+        loaded.svd_scores(*tests)  # the chapter's three subsamples
+
+
+def chapter_seeds() -> dict:
+    """The seeds the chapter's training cell names."""
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    train = "".join(next(c for c in cells if c.get("id") == "train")["source"])
+    line = next(line for line in train.splitlines() if line.startswith("seeds = "))
+    return eval(line.removeprefix("seeds = "))
+
+
+def test_the_stored_runs_are_the_chapters_recipe(data):
+    """The shipped file was made from the chapter's corpus, vocabulary (min_count 5),
+    tests, seeds and settings (BASE and ALPHAS, which its cells print and use)."""
+    saved = torch.load(ch05.RUNS_PATH, weights_only=True)
+    assert chapter_seeds() == ch05.SEEDS
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    corpus = "".join(next(c for c in cells if c.get("id") == "corpus-code")["source"])
+    assert f'gensim_data("{ch05.CORPUS}")' in corpus
+    assert f"min_count={ch05.MIN_COUNT}" in corpus
+    assert saved["recipe"] == ch05._runs_recipe(**data)
+    assert saved["recipe"]["base"] == ch05.BASE and len(data["vocab"]) == 8087
+    assert list(saved["vectors"]) == [
+        "skip-gram/ours/1",
+        "CBOW/ours/1",
+        "CBOW/ours/2",
+        "CBOW/ours/3",
+    ]
+    assert all(v.shape == (8087, 50) for v in saved["vectors"].values())
+    assert ch05.RUNS_PATH.stat().st_size < 7e6
+
+
+def test_one_stored_run_retrained_in_full_is_bit_equal(data, one_thread):
+    """Our CBOW run from seed 1, trained again in full on one thread: the stored vectors
+    and losses bit for bit where the arithmetic is the one that made the file; elsewhere
+    its losses within 0.1%, falling every epoch."""
+    saved = torch.load(ch05.RUNS_PATH, weights_only=True)
+    config = Word2VecConfig(
+        architecture="cbow", alpha=ch05.ALPHAS["CBOW"], seed=1, **ch05.BASE
+    )
+    model, log = train_word2vec(data["sentences"], data["vocab"], config)
+    stored = saved["losses"]["CBOW/ours/1"]
+    assert log.losses == pytest.approx(stored, rel=1e-3)
+    assert all(b < a for a, b in zip(log.losses, log.losses[1:]))
+    if saved["arithmetic"] != run_arithmetic():
+        pytest.skip(f"other arithmetic than the file's: {saved['arithmetic']}")
+    assert torch.equal(model.word_vectors().vectors, saved["vectors"]["CBOW/ours/1"])
+    assert log.losses == stored
+
+
+def test_the_loader_refuses_another_recipe(data, tmp_path, monkeypatch):
+    sentences, vocab = data["sentences"], data["vocab"]
+    with pytest.raises(ValueError, match=r"differ from this recipe in \['seeds'\]"):
+        ch05.load_runs(sentences, vocab, {"skip-gram": (1,), "CBOW": (1, 2)})
+    with pytest.raises(ValueError, match=r"in \['corpus_sha256'\]; run python -m"):
+        ch05.load_runs(sentences[:-1], vocab)
+    fewer = Vocabulary.from_sentences(sentences, min_count=6)
+    with pytest.raises(ValueError, match=r"in \['vocab_sha256'\]"):
+        ch05.load_runs(sentences, fewer)
+    monkeypatch.setitem(ch05.BASE, "window", 4)
+    with pytest.raises(ValueError, match=r"in \['base'\]"):
+        ch05.load_runs(sentences, vocab)
+    monkeypatch.undo()
+    with pytest.raises(FileNotFoundError, match="python -m experiments.ch05_word2vec"):
+        ch05.load_runs(sentences, vocab, path=tmp_path / "none.pt")
+
+
+def test_the_stored_svd_scores_refuse_other_tests(data, tmp_path):
+    saved = torch.load(ch05.RUNS_PATH, weights_only=True)
+    stored = ch05.StoredRuns(None, saved["arithmetic"], 0.0, saved, ch05.RUNS_PATH)
+    tests = data["wordsim"], data["simlex"], data["questions"]
+    svd, seconds = stored.svd_scores(*tests)
+    assert set(svd) == {(k, s) for k in (1, 5) for s in (1, 2, 3)}
+    assert seconds == saved["svd_seconds"]
+    with pytest.raises(ValueError, match=r"in \['wordsim_sha256'\]"):
+        stored.svd_scores(data["wordsim"][:-1], *tests[1:])
+    with pytest.raises(ValueError, match=r"in \['questions_sha256'\]"):
+        stored.svd_scores(*tests[:2], data["questions"][1:])
