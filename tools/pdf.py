@@ -96,6 +96,7 @@ class Entry:
     maths: list[dict] = field(default_factory=list)  # its display equations: id, height in CSS px
     first: int = 0  # index of its first page in the book's PDF
     dests: dict[str, tuple[int, float, float]] = field(default_factory=dict)  # id -> (page, left, top)
+    unresolved: list[str] = field(default_factory=list)  # its links to a place the PDF has no destination for
 
     @property
     def path(self) -> str:
@@ -132,12 +133,18 @@ def link_targets(build: Path, paths: list[str]) -> dict[str, set[str]]:
     return targets
 
 
-def _print_pdf(page) -> bytes:
-    return page.pdf(prefer_css_page_size=True, print_background=True)
+def _print_pdf(page, ranges: str = "") -> bytes:
+    return page.pdf(prefer_css_page_size=True, print_background=True, page_ranges=ranges)
 
 
-def print_entries(browser, server: str, build: Path, entries: list[Entry], html_url: str, ready: bool = True) -> None:
-    """Print each entry's page into ``entry.pdf`` (``ready=False`` prints without waiting for the maths)."""
+def print_entries(
+    browser, server: str, build: Path, entries: list[Entry], html_url: str, ready: bool = True, ranges: str = ""
+) -> None:
+    """Print each entry's page into ``entry.pdf``.
+
+    ``ready=False`` prints a page as it stands, without waiting for the maths; ``ranges`` ("1-8")
+    prints only those pages of each (both for tests).
+    """
     targets = link_targets(build, [entry.path for entry in entries])
     context = browser.new_context(viewport={"width": 1366, "height": 900}, color_scheme="light")
     try:
@@ -154,7 +161,7 @@ def print_entries(browser, server: str, build: Path, entries: list[Entry], html_
             info = page.evaluate(_PREPARE_JS, [sorted(targets[entry.path]), html_url])
             entry.title, entry.sections = info["title"], info["sections"]
             entry.glyphs, entry.formulas, entry.maths = info["glyphs"], info["formulas"], info["maths"]
-            entry.pdf = _print_pdf(page)
+            entry.pdf = _print_pdf(page, ranges)
     finally:
         context.close()
 
@@ -263,8 +270,10 @@ def join(
     by_path = {entry.path: entry for entry in entries}
     root = server.rstrip("/") + "/"
 
-    def resolve(entry: Entry, fragment: str):
+    def resolve(entry: Entry, fragment: str, source: Entry | None):
         where = entry.dests.get(fragment)
+        if where is None and fragment and source is not None:
+            source.unresolved.append(f"{entry.path}#{fragment}")
         if where is None:
             page = readers[entries.index(entry)].pages[0]
             where = (entry.first, 0.0, float(page.mediabox.top))
@@ -285,14 +294,14 @@ def join(
                 if "/Dest" in annot or (action is not None and action.get("/S") == "/GoTo"):
                     name = annot["/Dest"] if "/Dest" in annot else action["/D"]
                     if entry is not None and isinstance(name, (str, bytes)):
-                        target = resolve(entry, _dest_name(name))
+                        target = resolve(entry, _dest_name(name), entry)
                 elif action is not None and action.get("/S") == "/URI":
                     uri = str(action["/URI"])
                     if uri.startswith(root):
                         path, fragment = urldefrag(uri[len(root) :])
                         path = path.split("?")[0]
                         if path in by_path:
-                            target = resolve(by_path[path], unquote(fragment))
+                            target = resolve(by_path[path], unquote(fragment), entry)
                         else:
                             target = html_url + uri[len(root) :]
                 if target is not None:
@@ -434,6 +443,12 @@ def main(argv=None) -> int:
 
     count = len(PdfReader(args.out).pages)
     print(f"{args.out}: {count} pages from {len(entries)} pages of the book in {time.perf_counter() - start:.0f} s")
+    for entry in entries:
+        if entry.unresolved:
+            print(
+                f"{entry.path}: {len(entry.unresolved)} links go to the top of a page, their place not found:",
+                ", ".join(sorted(set(entry.unresolved))[:5]),
+            )
     return 0
 
 

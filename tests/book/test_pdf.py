@@ -14,6 +14,7 @@ Needs ``_build/html`` (``make book``), Debian's ``chromium`` and pypdf, like
 ``tests/book/test_book_html.py``, whose fixtures it uses.
 """
 
+import functools
 import io
 import re
 import sys
@@ -49,6 +50,20 @@ def font_name(font) -> str:
     return str(name or "")
 
 
+def per_page(function):
+    """Read each PDF page once (extracting text is slow): the result kept by the page object."""
+    kept = {}
+
+    @functools.wraps(function)
+    def read_once(page):
+        if id(page) not in kept:
+            kept[id(page)] = (page, function(page))
+        return kept[id(page)][1]
+
+    return read_once
+
+
+@per_page
 def runs(page) -> list[tuple[str, float, float, str]]:
     """The text runs of a PDF page: (text, x, y, font name), y measured up from the foot."""
     found = []
@@ -123,7 +138,8 @@ def plain(text: str) -> str:
 
 
 def page_text(reader, number) -> str:
-    return plain(reader.pages[number].extract_text())
+    """The text of a PDF page, its runs in the order they are drawn, ligatures spelled out."""
+    return plain(" ".join(text for text, *_ in runs(reader.pages[number])))
 
 
 def test_every_display_equation_is_typeset(book):
@@ -139,10 +155,11 @@ def test_the_maths_check_sees_blank_formulas(browser):  # noqa: F811
     """Printed as a page stands (MathJax's lazy typesetting left to itself), formulas are blank."""
     [lazy] = [entry for entry in pdf.toc_entries() if entry.docname == PAGES[0]]
     with pdf.serve(BUILD) as url:
-        pdf.print_entries(browser, url, BUILD, [lazy], BUILD.as_uri() + "/", ready=False)
-    blank = blank_equations(read(lazy.pdf), lazy)
-    assert len(blank) >= len(lazy.maths) // 2, f"only {blank} printed blank without waiting for MathJax"
-    assert mathjax_glyphs(read(lazy.pdf)) < lazy.formulas
+        pdf.print_entries(browser, url, BUILD, [lazy], BUILD.as_uri() + "/", ready=False, ranges="1-8")
+    printed = read(lazy.pdf)
+    blank = [name for name in blank_equations(printed, lazy) if "not in the PDF" not in name]
+    assert len(blank) >= 3, f"only {blank} printed blank without waiting for MathJax"
+    assert mathjax_glyphs(printed) < 50
 
 
 def test_page_count_and_text(book):
@@ -206,6 +223,7 @@ def test_internal_links_jump_inside_the_pdf(book):
     entries, reader = book
     chapter, bibliography = entries
     assert stray_links(reader) == []
+    assert chapter.unresolved == [] and bibliography.unresolved == [], "links to places with no destination"
     links = link_targets(reader, entry_pages(entries, reader, chapter.docname))
     figures = [link for link in links if re.match(r"Fig\. 9\.\d+$", link[0])]
     equations = [link for link in links if re.match(r"\(9\.\d+\)", link[0])]
