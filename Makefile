@@ -27,8 +27,10 @@ book: $(STAMP)
 # The PDF edition: Debian's Chromium prints every page of the built book (tools/pdf.py), pypdf joins
 # them into _build/pdf/book.pdf with a contents page, an outline and links that jump inside it.
 # tests/book/test_pdf.py (a browser test, in test-other-lane) prints two pages the same way.
+# PDF_HTML_URL: where the HTML edition is published (each explorer's link; default the build's folder).
+PDF_HTML_URL ?=
 pdf: book chromium
-	$(BIN)/python tools/pdf.py
+	$(BIN)/python tools/pdf.py $(if $(PDF_HTML_URL),--html-url $(PDF_HTML_URL))
 
 # Debian's Chromium drives the browser tests (playwright never downloads a browser here).
 chromium:
