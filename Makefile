@@ -5,7 +5,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-.PHONY: nbval test-other-lane check-seeds site-weight setup book test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
+.PHONY: nbval test-other-lane check-seeds site-weight setup book pdf test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
 
 setup: $(STAMP)
 
@@ -23,6 +23,14 @@ $(STAMP): requirements.txt pyproject.toml
 book: $(STAMP)
 	$(BIN)/python tools/chapter_runs.py book
 	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going
+
+# The PDF edition: Debian's Chromium prints every page of the built book (tools/pdf.py), pypdf joins
+# them into _build/pdf/book.pdf with a contents page, an outline and links that jump inside it.
+# tests/book/test_pdf.py (a browser test, in test-other-lane) prints two pages the same way.
+# PDF_HTML_URL: where the HTML edition is published (each explorer's link; default the build's folder).
+PDF_HTML_URL ?=
+pdf: book chromium
+	$(BIN)/python tools/pdf.py $(if $(PDF_HTML_URL),--html-url $(PDF_HTML_URL))
 
 # Debian's Chromium drives the browser tests (playwright never downloads a browser here).
 chromium:

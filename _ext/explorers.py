@@ -13,6 +13,10 @@
   the title its output names (the static player's and a live output's ``text/plain``
   alike). An output that names no visual of ``lib.widgets`` is a warning (the build
   fails); a visual without a caption shows its title, and ``tests/lib/widgets/test_widgets.py`` fails.
+* On paper (``_static/print.css``, ``make pdf``) an explorer is its default frame: under it a
+  print-only line, "Interactive in the HTML edition:" and a link to the figure on its page
+  (relative, so a printed page names wherever it was read; ``tools/pdf.py`` points it at the
+  HTML edition the PDF goes with).
 """
 import functools
 import os
@@ -75,8 +79,18 @@ class ExplorerFigures(SphinxTransform):
             figure["names"].append(figure_label(visual))
             bundle.replace_self(figure)
             figure += bundle
+            figure += _print_line(self.env.docname, figure_label(visual))
             figure += nodes.caption(caption, caption)
             self.document.note_explicit_target(figure, figure)
+
+
+def _print_line(docname: str, label: str) -> nodes.paragraph:
+    """The print-only line under an explorer: where to find it interactive (its page, its anchor)."""
+    target = f"{docname.rsplit('/', 1)[-1]}.html#{label}"
+    line = nodes.paragraph(classes=["book-print-only", "book-explorer-print-line"])
+    line += nodes.Text("Interactive in the HTML edition: ")
+    line += nodes.reference(target, f"{docname}.html#{label}", refuri=target, internal=False)
+    return line
 
 
 @functools.cache
@@ -90,4 +104,4 @@ def setup(app):
     app.connect("build-finished", _externalise_explorer_frames)
     # The version of what the transform above writes into the doctrees: raising it makes the
     # next build re-read every page instead of reusing doctrees read by an older transform.
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 3}
