@@ -228,6 +228,11 @@ def attention_vs_gru_cost(
             "lengths must be at least three increasing positive lengths (the slope "
             f"reads the last three); found {lengths!r}"
         )
+    if missing := [T for T in (64, 128, 256, 2048) if T not in lengths]:
+        raise ValueError(
+            f"lengths must include 64, 128, 256 and 2048, which the findings compare; "
+            f"{missing} missing from {lengths!r}"
+        )
     self_attention = MultiHeadAttention(d, 4)
     recurrent = nn.GRU(d, d, batch_first=True)
     layers = {
@@ -1103,6 +1108,11 @@ def load_pretraining_runs(
     """What ``python -m experiments.ch11_transformer pretraining-runs`` stored, after
     checking that it is :func:`pretraining_sweep` of this ``config`` and ``seeds`` at
     :data:`PRETRAIN_SIZES`."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(
+            f"no stored pretraining runs {path}: make them with python -m "
+            f"experiments.ch11_transformer pretraining-runs --out {path}"
+        )
     saved = torch.load(path, weights_only=True)
     recipe = _pretraining_recipe(config, seeds, PRETRAIN_SIZES)
     differ = [key for key in recipe if saved["recipe"].get(key) != recipe[key]]

@@ -105,7 +105,7 @@ def test_attention_vs_gru_cost_keeps_the_fastest_round_of_timed_calls_in_turns(m
     """Each (layer, length) is timed once per round, each timed call right after an untimed
     call of the same layer and length, the rounds going over every length in turn; the time
     kept is the fastest round's. Mutants (max for min, no untimed call, one round) fail."""
-    lengths, rounds = (4, 8, 16), 3  # one round (a mutant) keeps 5 and 7 ms
+    lengths, rounds = (64, 128, 256, 2048), 3  # one round (a mutant) keeps 5 and 7 ms
     # per call: untimed, timed (round 1); untimed, timed (round 2); ...; the timed ones are
     # 5, 2, 9 ms for self-attention and 7, 7, 3 ms for the GRU, untimed ones 100 ms
     costs = {("self-attention", T): [0.1, 0.005, 0.1, 0.002, 0.1, 0.009] for T in lengths}
@@ -115,18 +115,20 @@ def test_attention_vs_gru_cost_keeps_the_fastest_round_of_timed_calls_in_turns(m
     monkeypatch.setattr(ch11, "MultiHeadAttention", lambda d, heads: clock.layer("self-attention"))
     monkeypatch.setattr(ch11.nn, "GRU", lambda d, hidden, batch_first: clock.layer("GRU"))
     cost = ch11.attention_vs_gru_cost(lengths=lengths, d=8, rounds=rounds)
-    assert cost.times == {"self-attention": [pytest.approx(2.0)] * 3, "GRU": [pytest.approx(3.0)] * 3}
+    assert cost.times == {"self-attention": [pytest.approx(2.0)] * 4, "GRU": [pytest.approx(3.0)] * 4}
     one_round = [(name, T) for T in lengths for name in ("self-attention", "GRU") for _ in (1, 2)]
     assert clock.calls == one_round * rounds
 
 
 def test_attention_vs_gru_cost_refuses_what_it_cannot_time():
     with pytest.raises(ValueError, match="rounds must be a whole number of at least 1; found 0"):
-        ch11.attention_vs_gru_cost(lengths=(4, 8, 16), d=8, rounds=0)
+        ch11.attention_vs_gru_cost(lengths=(64, 128, 256, 2048), d=8, rounds=0)
     with pytest.raises(ValueError, match="lengths must be at least three increasing .*found \\(4, 8\\)"):
         ch11.attention_vs_gru_cost(lengths=(4, 8), d=8)
     with pytest.raises(ValueError, match="found \\(8, 4, 16\\)"):
         ch11.attention_vs_gru_cost(lengths=(8, 4, 16), d=8)
+    with pytest.raises(ValueError, match="must include 64, 128, 256 and 2048.*\\[128, 2048\\] missing"):
+        ch11.attention_vs_gru_cost(lengths=(32, 64, 256), d=8)
 
 
 def test_reversal_findings():
@@ -337,7 +339,7 @@ def test_cache_speedup_runs():
 
 
 def test_attention_vs_gru_cost_runs():
-    assert len(ch11.attention_vs_gru_cost(lengths=(4, 8, 16), d=8).times["GRU"]) == 3
+    assert len(ch11.attention_vs_gru_cost(lengths=(4, 64, 128, 256, 2048), d=8, rounds=1).times["GRU"]) == 5
 
 
 def test_reversal_sweep_and_held_out_accuracy_run(tiny):
@@ -574,8 +576,12 @@ def test_one_stored_pretraining_run_retrained_in_full_is_bit_equal():
     if run_arithmetic() == saved["arithmetic"]:
         assert runs.mlm_losses[0] == saved["runs"]["mlm_losses"][2]
         assert {name: [a[2]] for name, a in saved["runs"]["accuracy"].items()} == runs.accuracy
-    else:
+    else:  # another processor or settings: the low bits part, the losses stay close
+        assert runs.mlm_losses[0] == pytest.approx(saved["runs"]["mlm_losses"][2], rel=0.01)
         assert runs.failing() == []
+    with pytest.raises(FileNotFoundError, match="no stored pretraining runs .*none.pt: make them with "
+                       "python -m experiments.ch11_transformer pretraining-runs --out .*none.pt"):
+        ch11.load_pretraining_runs(ch11.PRETRAIN_CONFIG, path=ch11.PRETRAINING_RUNS_PATH.with_name("none.pt"))
 
 
 def test_the_solution_of_ex_tr_layer_norm_chunks_holds_what_its_discussion_says():
