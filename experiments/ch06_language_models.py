@@ -621,8 +621,9 @@ def _judge_clock_model(model, language, test_sentences, seed, curves=None):
     }
 
 
-def _change(before, after):  # key -> (seeds,) after - before
-    return {key: [after[s][key] - before[s][key] for s in before] for key in before[0]}
+def _change(before, after):  # key -> (seeds,) after - before, any seeds
+    keys = next(iter(before.values()), {})
+    return {key: [after[s][key] - before[s][key] for s in before] for key in keys}
 
 
 _BOTH = ("reinforce-clock-discussion", "ex-lm-reinforce-run-solution")
