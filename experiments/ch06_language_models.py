@@ -8,19 +8,23 @@ language.
   1999); :func:`smoothed_baselines`: linear interpolation (weights fitted by EM on
   the validation stories), absolute discounting and Kneser-Ney, which fall back on
   shorter histories and reverse that order.
-* :func:`train_neural_lms` and :func:`versus_counts`: the feed-forward neural
-  language model of Bengio et al. (2003), trained for three seeds and compared with
-  the n-gram models.
+* :func:`load_neural_lms` and :func:`versus_counts`: the feed-forward neural
+  language model of Bengio et al. (2003), trained for three seeds offline
+  (:mod:`experiments.ch06_weights`) and compared with the n-gram models.
 * :func:`embedding_neighbours`: what its input and output matrices learned, next to
   word2vec (Mikolov et al., 2013; Press & Wolf, 2017 on the output embedding).
 * :func:`next_word_temperatures` and :func:`samples_at_temperatures`: sampling with a
   temperature.
-* :func:`exposure_drift` and :func:`scheduled_sampling_drift`: exposure bias on a
-  language whose true next-token distribution is known, with teacher forcing and
+* :func:`exposure_drift` and :func:`load_scheduled_sampling_drift`: exposure bias on
+  a language whose true next-token distribution is known, with teacher forcing and
   with scheduled sampling (Bengio et al., 2015).
-* :func:`reinforce_clock_models` and :func:`reinforce_without_baseline`: fine-tuning
-  those models on a sequence-level reward by REINFORCE (Williams, 1992; Ranzato et
-  al., 2016), with the leave-one-out baseline (Kool et al., 2019) and without one.
+* :func:`load_reinforce_clock_models` and :func:`load_reinforce_without_baseline`:
+  fine-tuning those models on a sequence-level reward by REINFORCE (Williams, 1992;
+  Ranzato et al., 2016), with the leave-one-out baseline (Kool et al., 2019) and
+  without one.
+* The runs of :func:`load_neural_lms` and the three clock loaders are made offline by
+  ``python -m experiments.ch06_weights neural-lms`` and ``... clock-runs``, which
+  store them with their recipe; the loaders refuse a file of another recipe.
 * :func:`layer_costs`, :func:`frequency_bins_on_test` and :func:`softmax_timing`:
   what the output layer costs, and what the two-level softmax (Goodman, 2001;
   Mikolov et al., 2011) and the binary tree (Morin & Bengio, 2005) save, counted and
@@ -31,12 +35,12 @@ language.
 
 from __future__ import annotations
 
-import copy
+import hashlib
 import math
 import time
 from collections import Counter
 from dataclasses import dataclass
-from functools import partial
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -47,7 +51,7 @@ from lib.part2_recurrent.char_lm import teacher_forcing_batch
 from lib.corpus import Vocabulary
 from lib.part3_words.decoding import sample, sampling_distribution
 from lib.part3_words.embeddings import WordVectors
-from lib.part3_words.lm import NeuralLM, drift, rollout, token_log_probs, train_lm
+from lib.part3_words.lm import NeuralLM, drift, rollout, train_lm
 from lib.part3_words.ngram import (
     EOS,
     KneserNeyModel,
@@ -55,7 +59,7 @@ from lib.part3_words.ngram import (
     NGramModel,
     perplexity,
 )
-from lib.part3_words.reinforce import bigram_precision, reinforce_fine_tune
+from lib.part3_words.reinforce import bigram_precision
 from lib.part3_words.softmax_approx import (
     ClassSoftmax,
     equal_classes,
@@ -68,6 +72,11 @@ from lib.part3_words.word2vec import Word2VecConfig, train_word2vec
 SEEDS = (0, 1, 2)
 DELTAS = (0.0, 1.0, 0.1, 0.03, 0.01, 0.003, 0.001)
 CLOCK_BOS, CLOCK_PROMPT = 12, 3  # the clock language's start token and prompt length
+# The neural language model of the Lee corpus and its training.
+NEURAL_LM = {"context": 2, "embedding_dim": 32, "hidden_size": 32}
+NEURAL_STEPS, NEURAL_BATCH, NEURAL_LR = 106, 4, 2e-2
+# The clock models: steps of maximum likelihood and of REINFORCE.
+CLOCK_STEPS, REINFORCE_STEPS = 200, 100
 
 
 def _median(values):
@@ -246,25 +255,6 @@ class NeuralLMRuns(Result):
             and min(s - e for s, e in zip(r.start_loss, r.end_loss)) > 2,
         ),
     )
-
-
-def train_neural_lms(batches, vocab_size, seeds=SEEDS) -> NeuralLMRuns:
-    """Bengio et al.'s model with a trigram's history, two passes over the training
-    stories (``batches[part] = (inputs, targets)``), one model per seed."""
-    runs = NeuralLMRuns({}, [], [], [], [])
-    for seed in seeds:
-        torch.manual_seed(seed)
-        model = NeuralLM(vocab_size, context=2, embedding_dim=32, hidden_size=32)
-        losses = train_lm(model, *batches["train"], steps=106, batch_size=4, lr=2e-2)
-        runs.models[seed] = model
-        runs.start_loss.append(losses[0])
-        runs.end_loss.append(sum(losses[-10:]) / 10)
-        for part, found in (
-            ("valid", runs.valid_perplexity),
-            ("test", runs.test_perplexity),
-        ):
-            found.append(perplexity(token_log_probs(model, *batches[part])))
-    return runs
 
 
 @dataclass
@@ -501,22 +491,24 @@ def _growth(own):  # the KL of the last four positions over that of the first tw
     return float(own[-4:].mean() / own[:2].mean())
 
 
-def _counting_model(inputs, targets, schedule, seed):
+def _counting_model(inputs, targets, schedule, seed, steps=CLOCK_STEPS):
     torch.manual_seed(seed)
     model = NeuralLM(12, context=3, embedding_dim=16, hidden_size=64)
     train_lm(
-        model, inputs, targets, steps=200, batch_size=128, lr=1e-2,
+        model, inputs, targets, steps=steps, batch_size=128, lr=1e-2,
         schedule=schedule, prompt=CLOCK_PROMPT,
     )  # fmt: skip
     return model
 
 
-def _drift_runs(language, sentences, test_sentences, schedule, seeds):
+def _drift_runs(
+    language, sentences, test_sentences, schedule, seeds, steps=CLOCK_STEPS
+):
     """seed -> (model, (KL after data, KL after own samples) at each position)."""
     inputs, targets = teacher_forcing_batch(sentences.tolist(), bos=CLOCK_BOS)
     runs = {}
     for seed in seeds:
-        model = _counting_model(inputs, targets, schedule, seed)
+        model = _counting_model(inputs, targets, schedule, seed, steps)
         curves = drift(
             model, language, test_sentences, bos=CLOCK_BOS, prompt=CLOCK_PROMPT,
             generator=torch.Generator().manual_seed(5 + seed),
@@ -554,11 +546,13 @@ class ExposureDrift(Result):
     )
 
 
-def exposure_drift(language, sentences, test_sentences, seeds=SEEDS) -> ExposureDrift:
+def exposure_drift(
+    language, sentences, test_sentences, seeds=SEEDS, steps=CLOCK_STEPS
+) -> ExposureDrift:
     """Teacher-forced models of the clock language, one per seed, and their KL error
     after real and after their own prefixes at each position
     (:func:`lib.part3_words.lm.drift`)."""
-    runs = _drift_runs(language, sentences, test_sentences, None, seeds)
+    runs = _drift_runs(language, sentences, test_sentences, None, seeds, steps)
     return ExposureDrift(
         {seed: model for seed, (model, _) in runs.items()},
         {seed: curves for seed, (_, curves) in runs.items()},
@@ -591,18 +585,6 @@ class ScheduledDrift(Result):
                 for ss, tf in zip(r.mean_own(r.scheduled), r.mean_own(r.teacher_forced))
             ),
         ),
-    )
-
-
-def scheduled_sampling_drift(
-    language, sentences, test_sentences, schedule, teacher_forced: ExposureDrift,
-    seeds=SEEDS,
-) -> ScheduledDrift:  # fmt: skip
-    """The same models trained with scheduled sampling (``schedule``), measured the
-    same way."""
-    runs = _drift_runs(language, sentences, test_sentences, schedule, seeds)
-    return ScheduledDrift(
-        teacher_forced.curves, {seed: curves for seed, (_, curves) in runs.items()}
     )
 
 
@@ -639,8 +621,9 @@ def _judge_clock_model(model, language, test_sentences, seed, curves=None):
     }
 
 
-def _change(before, after):  # key -> (seeds,) after - before
-    return {key: [after[s][key] - before[s][key] for s in before] for key in before[0]}
+def _change(before, after):  # key -> (seeds,) after - before, any seeds
+    keys = next(iter(before.values()), {})
+    return {key: [after[s][key] - before[s][key] for s in before] for key in keys}
 
 
 _BOTH = ("reinforce-clock-discussion", "ex-lm-reinforce-run-solution")
@@ -682,32 +665,6 @@ class ClockFineTuning(Result):
     )
 
 
-def reinforce_clock_models(
-    drifted: ExposureDrift,
-    language,
-    sentences,
-    test_sentences,
-    lr=3e-3,
-    baseline="leave-one-out",
-) -> ClockFineTuning:
-    """For each seed: judge a copy of the teacher-forced model (the original is left
-    untouched), fine-tune it on ``sentences`` by REINFORCE (bigram precision as reward,
-    100 steps of 64 samples, seeded with the seed), and judge it again."""
-    before, after = {}, {}
-    for seed, trained in drifted.models.items():
-        model = copy.deepcopy(trained)
-        before[seed] = _judge_clock_model(
-            model, language, test_sentences, seed, drifted.curves[seed]
-        )
-        reinforce_fine_tune(
-            model, sentences, partial(bigram_precision, prompt=CLOCK_PROMPT),
-            prompt=CLOCK_PROMPT, bos=CLOCK_BOS, steps=100, batch_size=64, lr=lr,
-            baseline=baseline, seed=seed,
-        )  # fmt: skip
-        after[seed] = _judge_clock_model(model, language, test_sentences, seed)
-    return ClockFineTuning(before, after)
-
-
 @dataclass
 class WithoutBaseline(Result):
     at_3e3: dict  # key -> (seeds,) change at lr=3e-3, no baseline
@@ -740,20 +697,6 @@ class WithoutBaseline(Result):
             and max(r.at_1e3["KL after own"]) < -0.01,
         ),
     )
-
-
-def reinforce_without_baseline(
-    drifted: ExposureDrift, language, sentences, test_sentences
-) -> WithoutBaseline:
-    """The exercise's runs: the same fine-tuning with no baseline, at lr=3e-3 and
-    at lr=1e-3."""
-    fast, slow = (
-        reinforce_clock_models(
-            drifted, language, sentences, test_sentences, lr=lr, baseline=None
-        )
-        for lr in (3e-3, 1e-3)
-    )
-    return WithoutBaseline(fast.change, slow.change)
 
 
 # ---- the cost of the softmax ---------------------------------------------------------
@@ -1019,3 +962,144 @@ def importance_sampling_errors(
                 float(noise / exact.norm()),
             )
     return ImportanceErrors(errors)
+
+
+# ---- the runs made offline -----------------------------------------------------------
+# ``python -m experiments.ch06_weights neural-lms`` and ``... clock-runs`` make
+# the chapter's longest runs once, on one thread, and store them with their recipe (what
+# they depend on, the data by its SHA-256) and the arithmetic that made them; the
+# chapter loads them through loaders that refuse any other recipe.
+
+NEURAL_LMS_PATH = Path(__file__).with_name("weights") / "ch06_neural_lms.pt"
+CLOCK_RUNS_PATH = Path(__file__).with_name("weights") / "ch06_clock_runs.pt"
+CLOCK_LR, CLOCK_BASELINE = 3e-3, "leave-one-out"  # the chapter's REINFORCE run
+NO_BASELINE_LRS = (3e-3, 1e-3)  # reinforce_without_baseline's two runs
+
+
+def _sha256(*tensors) -> str:
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        digest.update(str(tuple(tensor.shape)).encode())
+        digest.update(tensor.contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _neural_recipe(batches, vocab_size, seeds, steps=NEURAL_STEPS) -> dict:
+    """What :func:`experiments.ch06_weights.train_neural_lms` depends on: the model,
+    its training, the seeds and the three parts' inputs and targets (their
+    SHA-256)."""
+    return {
+        "model": dict(NEURAL_LM, vocab_size=vocab_size),
+        "training": {"steps": steps, "batch_size": NEURAL_BATCH, "lr": NEURAL_LR},
+        "seeds": list(seeds),
+        "batches_sha256": {part: _sha256(*batches[part]) for part in sorted(batches)},
+    }
+
+
+def _clock_recipe(
+    language, sentences, test_sentences, schedule, seeds,
+    steps=CLOCK_STEPS, reinforce_steps=REINFORCE_STEPS,
+) -> dict:  # fmt: skip
+    """What the clock runs depend on: the language, its training and test sentences
+    (their SHA-256), the scheduled-sampling schedule, the seeds and the steps and rates
+    of every run."""
+    return {
+        "language": {
+            "hours": language.hours,
+            "steps": list(language.steps),
+            "length": language.length,
+            "typo": language.typo,
+        },
+        "sentences_sha256": _sha256(sentences),
+        "test_sentences_sha256": _sha256(test_sentences),
+        "schedule": {
+            "kind": schedule.kind,
+            "k": schedule.k,
+            "c": schedule.c,
+            "minimum": schedule.minimum,
+        },
+        "seeds": list(seeds),
+        "steps": steps,
+        "reinforce": {
+            "steps": reinforce_steps,
+            "lr": CLOCK_LR,
+            "baseline": CLOCK_BASELINE,
+            "no_baseline_lrs": list(NO_BASELINE_LRS),
+        },
+    }
+
+
+def _load(path: Path, recipe: dict, command: str) -> dict:
+    """The file ``command`` stored at ``path``, after checking its recipe."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(
+            f"no stored runs at {path}; make them with "
+            f"python -m experiments.ch06_weights {command}"
+        )
+    saved = torch.load(path, weights_only=True)
+    differ = [key for key in recipe if saved["recipe"].get(key) != recipe[key]]
+    if differ:
+        raise ValueError(
+            f"the runs stored in {path} differ from this recipe in {differ}; "
+            f"run python -m experiments.ch06_weights {command} again"
+        )
+    return saved
+
+
+def load_neural_lms(
+    batches, vocab_size, seeds=SEEDS, path: Path = NEURAL_LMS_PATH
+) -> NeuralLMRuns:
+    """What ``python -m experiments.ch06_weights neural-lms`` stored: the models and
+    numbers of :func:`experiments.ch06_weights.train_neural_lms` for these
+    ``batches``, ``vocab_size`` and ``seeds``, after checking that they are its
+    recipe."""
+    saved = _load(path, _neural_recipe(batches, vocab_size, seeds), "neural-lms")
+    runs = NeuralLMRuns({}, *(list(saved["runs"][name]) for name in _NEURAL_FIELDS))
+    for seed, state in zip(seeds, saved["models"]):
+        model = NeuralLM(vocab_size, **NEURAL_LM)
+        model.load_state_dict(state)
+        runs.models[seed] = model
+    return runs
+
+
+_NEURAL_FIELDS = ("start_loss", "end_loss", "valid_perplexity", "test_perplexity")
+
+
+def _load_clock_runs(language, sentences, test_sentences, schedule, seeds, path):
+    recipe = _clock_recipe(language, sentences, test_sentences, schedule, seeds)
+    return _load(path, recipe, "clock-runs")["runs"]
+
+
+def load_scheduled_sampling_drift(
+    language, sentences, test_sentences, schedule, teacher_forced: ExposureDrift,
+    seeds=SEEDS, path: Path = CLOCK_RUNS_PATH,
+) -> ScheduledDrift:  # fmt: skip
+    """:func:`experiments.ch06_weights.scheduled_sampling_drift` as ``clock-runs``
+    stored it, next to the live ``teacher_forced`` curves."""
+    runs = _load_clock_runs(language, sentences, test_sentences, schedule, seeds, path)
+    return ScheduledDrift(teacher_forced.curves, runs["scheduled"])
+
+
+def load_reinforce_clock_models(
+    language, sentences, test_sentences, schedule, seeds=SEEDS,
+    lr=CLOCK_LR, baseline=CLOCK_BASELINE, path: Path = CLOCK_RUNS_PATH,
+) -> ClockFineTuning:  # fmt: skip
+    """:func:`experiments.ch06_weights.reinforce_clock_models` as ``clock-runs``
+    stored it (only at the stored ``lr`` and ``baseline``)."""
+    if (lr, baseline) != (CLOCK_LR, CLOCK_BASELINE):
+        raise ValueError(
+            f"the stored REINFORCE run has lr={CLOCK_LR} and baseline="
+            f"{CLOCK_BASELINE!r}; found lr={lr} and baseline={baseline!r}"
+        )
+    runs = _load_clock_runs(language, sentences, test_sentences, schedule, seeds, path)
+    return ClockFineTuning(runs["before"], runs["after"])
+
+
+def load_reinforce_without_baseline(
+    language, sentences, test_sentences, schedule, seeds=SEEDS,
+    path: Path = CLOCK_RUNS_PATH,
+) -> WithoutBaseline:  # fmt: skip
+    """:func:`experiments.ch06_weights.reinforce_without_baseline` as ``clock-runs``
+    stored it."""
+    runs = _load_clock_runs(language, sentences, test_sentences, schedule, seeds, path)
+    return WithoutBaseline(runs["at_3e3"], runs["at_1e3"])

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from experiments import ch06_language_models as ch06
+from experiments import ch06_weights as ch06w
 from lib.part2_recurrent.char_lm import teacher_forcing_batch
 from lib.corpus import Vocabulary, read_sentences
 from lib.part3_words.lm import CountingLanguage, EpsilonSchedule, NeuralLM, drift, rollout
@@ -337,7 +338,7 @@ def test_neural_runs_sampling_and_costs_run():
     V = len(vocabulary)
     stories = [vocabulary.encode(s) + [vocabulary.index(EOS)] for s in TOY]
     batch = teacher_forcing_batch(stories, bos=V)
-    runs = ch06.train_neural_lms(
+    runs = ch06w.train_neural_lms(
         {"train": batch, "valid": batch, "test": batch}, V, (0,)
     )
     assert runs.end_loss[0] < runs.start_loss[0]  # it learns the three sentences
@@ -363,7 +364,7 @@ def test_exposure_and_scheduled_sampling_run(clock):
     language, sentences, test_sentences, drifted = clock
     assert [len(own) for _, own in drifted.curves.values()] == [8 - 3] * 2
     schedule = EpsilonSchedule("inverse_sigmoid", k=50)
-    scheduled = ch06.scheduled_sampling_drift(
+    scheduled = ch06w.scheduled_sampling_drift(
         language, sentences, test_sentences, schedule, drifted, seeds=(0,)
     )
     assert scheduled.teacher_forced is drifted.curves
@@ -402,7 +403,7 @@ def test_reinforce_fine_tunes_a_copy_and_judges_it_before_and_after(clock):
     originals = {
         s: [p.clone() for p in m.parameters()] for s, m in drifted.models.items()
     }
-    tuned = ch06.reinforce_clock_models(drifted, language, sentences, test_sentences)
+    tuned = ch06w.reinforce_clock_models(drifted, language, sentences, test_sentences)
     for seed, model in drifted.models.items():  # the originals are untouched
         assert all(
             torch.equal(p, q) for p, q in zip(model.parameters(), originals[seed])
