@@ -148,54 +148,52 @@ def lighten_page(html: str, search_page: bool = False) -> str:
     return _IMG.sub(lambda match: _lazy_image(match.group(0)), html)
 
 
-def _css_string(value: str) -> str:
-    out = []
-    for i, char in enumerate(value):
-        if char in '"\\' or ord(char) < 0x20 or ord(char) > 0x7E:
-            if char in '"\\':
-                out.append("\\" + char)
-                continue
-            out.append("\\%x" % ord(char))
-            following = value[i + 1:i + 2]
-            if following and (following in " \t\n" or following in "0123456789abcdefABCDEF"):
-                out.append(" ")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
 _TIGHT = {",", ";", "{", "}"}  # no whitespace is needed on either side of these
 
 
-def _serialise(nodes) -> list[str]:
+def _serialise(nodes, exact_spaces: bool = False) -> list[str]:
+    """Tokens back to text, whitespace runs as one space, dropped next to ``{ } ; ,`` — except inside
+    ``var()`` and custom property values, whose text browsers keep as written (``exact_spaces``)."""
     import tinycss2
 
     out: list[str] = []
     space = comment = False
+    custom = False  # inside a custom property's value (``--name: …;``), up to its semicolon
     for node in nodes:
         if node.type == "whitespace":
-            space = True
+            if exact_spaces or (custom and out[-1] != ":"):
+                out.append(node.value)  # kept as written: browsers keep these values' text
+            else:
+                space = True
             continue
         if node.type == "comment":
             comment = True
             continue
         if node.type == "error":
             raise ValueError(f"CSS parse error at line {node.source_line}: {node.message}")
+        keep = exact_spaces or custom
         if node.type == "string":
-            text = _css_string(node.value)
+            text = node.representation  # tinycss2 writes the characters themselves (pages are UTF-8)
         elif node.type in ("() block", "[] block", "{} block", "function"):
             opening = {"() block": "(", "[] block": "[", "{} block": "{"}.get(node.type)
             if opening is None:
                 opening = tinycss2.serializer.serialize_identifier(node.name) + "("
             closing = {"(": ")", "[": "]", "{": "}"}[opening[-1]]
-            text = opening + "".join(_serialise(node.arguments if node.type == "function" else node.content)) + closing
+            inner_exact = keep and node.type != "{} block" or (node.type == "function" and node.lower_name == "var")
+            text = opening + "".join(_serialise(node.arguments if node.type == "function" else node.content,
+                                                inner_exact)) + closing
         else:
             text = node.serialize()
-        if space and out and out[-1][-1:] not in _TIGHT and text[:1] not in _TIGHT:
+        tight = out and (out[-1][-1:] in _TIGHT or text[:1] in _TIGHT)
+        if space and out and (not tight or (keep and text != ";" and out[-1] != ":")):
             out.append(" ")
         elif comment and not space and out:
             out.append("/**/")  # a comment between two tokens keeps them apart, as the original did
         out.append(text)
+        if node.type == "literal" and node.value == ";":
+            custom = False
+        elif node.type == "literal" and node.value == ":" and len(out) >= 2 and out[-2].startswith("--"):
+            custom = True
         space = comment = False
     return out
 
@@ -205,8 +203,9 @@ def minify_css(text: str) -> str:
 
     Only whitespace and comments change: every other token is written back as tinycss2 parsed it,
     a run of whitespace (or a comment) becomes one space, and that space is dropped only next to
-    ``{``, ``}``, ``;`` or ``,``. Characters outside printable ASCII inside strings are written as
-    CSS escapes, so the result does not depend on the encoding a browser assumes.
+    ``{``, ``}``, ``;`` or ``,`` (not inside ``var()`` or a custom property's value, which browsers
+    keep as written). A string's escaped characters are written as characters: every page is UTF-8,
+    the encoding a style sheet without ``@charset`` inherits.
     """
     import tinycss2
 

@@ -8,7 +8,8 @@ Run after a build (``make book``), from the repository root::
 It writes ``benchmarks/site_weight.json``, which the Benchmarks page renders
 (:func:`benchmarks.report.site_weight_tables`). Sizes are bytes on disk. A page's
 *first load* (:func:`first_load`, the goal of issue 31: at most 1.5 MB) is what a fresh visit
-fetches before the page's ``load`` event in a 1366×900 window that is not scrolled, the bodies
+fetches in a 1366×900 window that is not scrolled, until the page has loaded and the network has been
+quiet for 0.5 s (lazily loaded images in view and the fonts of the maths in view included), the bodies
 served uncompressed from 127.0.0.1 to headless Chromium with an empty cache (also given as a
 host that compresses them would send them), with where those bytes go. A page's *transfer*
 (:func:`page_transfer`) is every response of a visit that then scrolls to the end of the page,
@@ -94,16 +95,17 @@ def site_size(build: Path) -> dict:
 
 FIRST_LOAD_VIEWPORT = {"width": 1366, "height": 900}
 
-# Every resource the page fetched before its `load` event began (the document itself included): the
-# Resource Timing entries of the page, with their body sizes as the server sent them (uncompressed here).
+# Every resource the page fetched (the document itself included): the page's Resource Timing entries, with
+# their body sizes as the server sent them (uncompressed here).
 _FIRST_LOAD_JS = """() => {
   const nav = performance.getEntriesByType('navigation')[0];
   const entries = [{url: nav.name, bytes: nav.decodedBodySize, kind: 'document'}];
   for (const r of performance.getEntriesByType('resource')) {
-    if (r.startTime < nav.loadEventStart) entries.push({url: r.name, bytes: r.decodedBodySize, kind: r.initiatorType});
+    entries.push({url: r.name, bytes: r.decodedBodySize, kind: r.initiatorType});
   }
   return {entries, load: nav.loadEventStart};
 }"""
+QUIET_MS = 500  # the network counts as settled after this long without a new request
 
 
 def resource_kind(path: str) -> str:
@@ -124,12 +126,15 @@ def _gzip_size(data: bytes) -> int:
 
 
 def first_load(browser, url: str, build: Optional[Path] = None) -> dict:
-    """What a fresh visit to ``url`` fetches before the page's ``load`` event, unscrolled at 1366×900.
+    """What a fresh visit to ``url`` fetches to show its first screen: unscrolled, at 1366×900.
 
     This is the book's definition of a page's *first load*: an empty cache, a 1366×900 window that is
-    never scrolled, and every request (the HTML page, styles, scripts, fonts, images) that started
-    before the ``load`` event fired. What loads later (lazily loaded images below the fold, the search
-    index when the reader searches, explorer frames when a control moves) is not counted. ``bytes`` is
+    never scrolled, and every request (the HTML page, styles, scripts, fonts, images) made until the
+    page's ``load`` event has fired and then no request has started for 0.5 s. That is more than what
+    starts before ``load``: Chromium fetches a lazily loaded image in view, and MathJax the fonts of
+    the equations in view, only after ``load``, and a reader needs both. What waits for the reader
+    (images further down, which Chromium fetches as they come within about 1250 px of the window, the
+    search index when the reader searches, explorer frames when a control moves) is not counted. ``bytes`` is
     the bodies' total as served (uncompressed), ``gzip_bytes`` the same bodies compressed as a static
     host would send them (gzip level 6; a file that does not shrink is sent as it is), ``resources``
     each response's path and sizes, largest first. ``build`` is the folder served at ``url``'s root;
@@ -140,8 +145,18 @@ def first_load(browser, url: str, build: Optional[Path] = None) -> dict:
 
     context = browser.new_context(viewport=FIRST_LOAD_VIEWPORT)
     page = context.new_page()
+    started = []
+    page.on("request", lambda request: started.append(request.url))
     try:
         page.goto(url, wait_until="load")
+        seen = -1
+        for _ in range(20_000 // QUIET_MS):  # until no request starts for QUIET_MS (at most 20 s)
+            if len(started) == seen:
+                break
+            seen = len(started)
+            page.wait_for_timeout(QUIET_MS)
+        else:
+            raise RuntimeError(f"{url} kept requesting for 20 s; its first load has no end")
         measured = page.evaluate(_FIRST_LOAD_JS)
     finally:
         context.close()
