@@ -17,8 +17,7 @@
   but before the theme's own deferred scripts (sidebar toggles at every width).
 * Drops sphinx-thebe's scripts and style sheet, which Jupyter Book always adds: the book
   launches Binder instead, and those scripts name a CDN and are registered twice per page
-  (a console error in every browser). sphinx-design's style sheet and script (62 KB) are
-  left out of the pages that use none of its components (``sd-`` classes): today, all.
+  (a console error in every browser).
 
 After the build, what a reader's first visit to a page fetches is trimmed
 (``benchmarks/site_weight.py`` measures it; ``tests/book/test_site_weight.py`` checks each step):
@@ -38,6 +37,8 @@ After the build, what a reader's first visit to a page fetches is trimmed
   needs: tokens are re-serialised with tinycss2 exactly as parsed, whitespace runs become
   one space and vanish only next to ``{ } ; ,``. (The theme's 397 KB sheet was already
   minified by its build; the gain is in the others.)
+* **No sphinx-design where it is unused**: its style sheet and script (62 KB) are removed from
+  the pages that hold none of its components (``sd-`` classes): today, all of them.
 * **Images below the fold load lazily**: every ``<img>`` with a file ``src`` gets
   ``loading="lazy"`` (Chromium still fetches the ones within about a screen of the window).
 """
@@ -103,20 +104,9 @@ def _is_thebe(script) -> bool:
     return "thebe" in (script.filename or "") or "THEBE_JS_URL" in script.attributes.get("body", "")
 
 
-SPHINX_DESIGN_ASSETS = ("sphinx-design.min.css", "design-tabs.js")
-
-
-def _uses_sphinx_design(body: str) -> bool:
-    return re.search(r'class="(?:[^"]* )?sd-', body) is not None
-
-
-def _drop_unused_assets(app, pagename, templatename, context, doctree):
-    """No thebe on any page; no sphinx-design where the page has none of its components."""
-    unused = () if _uses_sphinx_design(context.get("body", "")) else SPHINX_DESIGN_ASSETS
-    context["script_files"] = [js for js in context.get("script_files", [])
-                               if not _is_thebe(js) and (js.filename or "").split("?")[0] not in unused]
-    context["css_files"] = [css for css in context.get("css_files", [])
-                            if "thebe" not in (css.filename or "") and (css.filename or "").split("?")[0] not in unused]
+def _drop_thebe(app, pagename, templatename, context, doctree):
+    context["script_files"] = [js for js in context.get("script_files", []) if not _is_thebe(js)]
+    context["css_files"] = [css for css in context.get("css_files", []) if "thebe" not in (css.filename or "")]
 
 
 # ---- after the build: trim what every page loads -------------------------------------------------
@@ -126,6 +116,14 @@ _SEARCH_TAGS = re.compile(
     r'[ \t]*<script src="(?:\.\./)*(?:_static/searchtools\.js|_static/language_data\.js|searchindex\.js)(?:\?[^"]*)?">'
     r'</script>\n?')
 _IMG = re.compile(r"<img\b[^>]*>")
+# sphinx-design's style sheet and script, which it links from every page.
+_SPHINX_DESIGN_TAGS = re.compile(r'[ \t]*<(?:link [^>]*href="[^"]*sphinx-design\.min\.css[^"]*"[^>]*|'
+                                 r'script [^>]*src="[^"]*design-tabs\.js[^"]*"[^>]*>\s*</script)>\n?')
+
+
+def uses_sphinx_design(html: str) -> bool:
+    """Whether a page holds any of sphinx-design's components (their classes start with ``sd-``)."""
+    return re.search(r'class="(?:[^"]* )?sd-', html) is not None
 
 
 def _pages(outdir: Path):
@@ -142,9 +140,12 @@ def _lazy_image(tag: str) -> str:
 
 
 def lighten_page(html: str, search_page: bool = False) -> str:
-    """One page as the book serves it: no search index unless it is the search page, lazy images."""
+    """One page as the book serves it: no search index unless it is the search page, no sphinx-design
+    assets unless it uses them, lazy images."""
     if not search_page:
         html = _SEARCH_TAGS.sub("", html)
+    if not uses_sphinx_design(html):
+        html = _SPHINX_DESIGN_TAGS.sub("", html)
     return _IMG.sub(lambda match: _lazy_image(match.group(0)), html)
 
 
@@ -268,6 +269,16 @@ FONT_AWESOME = "vendor/fontawesome/webfonts"
 ICON_FONTS = ("fa-solid-900", "fa-regular-400", "fa-brands-400")
 
 
+def theme_fonts() -> Path:
+    """Font Awesome's fonts as pydata-sphinx-theme ships them."""
+    import pydata_sphinx_theme
+
+    folder = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / FONT_AWESOME
+    if not folder.is_dir():
+        raise RuntimeError(f"pydata-sphinx-theme's Font Awesome fonts are not at {folder}: update _ext/page_assets.py")
+    return folder
+
+
 def subset_font(source: Path, target: Path, codepoints: set[int]) -> None:
     """Write the glyphs of ``codepoints`` that ``source`` has to ``target`` (WOFF, zlib)."""
     from fontTools import subset
@@ -299,15 +310,17 @@ def _trim_icons_and_styles(outdir: Path) -> None:
                          for c in value if _PRIVATE_USE.match(c))
     fonts = static / FONT_AWESOME
     for name in ICON_FONTS:
-        source = fonts / f"{name}.ttf"  # the theme ships each font as WOFF2 and TTF: same glyphs
-        subset_font(source, fonts / f"{name}.woff", drawn)
+        # From the theme's own copy (it ships each font as WOFF2 and TTF, the same glyphs), so that
+        # trimming a build twice starts from the full font both times.
+        subset_font(theme_fonts() / f"{name}.ttf", fonts / f"{name}.woff", drawn)
         for original in (f"{name}.ttf", f"{name}.woff2"):
-            (fonts / original).unlink()
+            (fonts / original).unlink(missing_ok=True)
         old_src = (f'url(../{FONT_AWESOME}/{name}.woff2) format("woff2"),'
                    f'url(../{FONT_AWESOME}/{name}.ttf) format("truetype")')
-        if old_src not in css:
+        new_src = f'url(../{FONT_AWESOME}/{name}.woff) format("woff")'
+        if old_src not in css and new_src not in css:
             raise RuntimeError(f"pydata-sphinx-theme.css no longer loads {name} as {old_src}: update _ext/page_assets.py")
-        css = css.replace(old_src, f'url(../{FONT_AWESOME}/{name}.woff) format("woff")')
+        css = css.replace(old_src, new_src)
     theme_css.write_text(css, encoding="utf-8")
     for sheet in static.rglob("*.css"):
         if "mathjax" not in sheet.relative_to(static).parts:
@@ -342,7 +355,7 @@ def setup(app):
     app.connect("config-inited", _defer_nav_script)
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _lighten_theme)
-    app.connect("html-page-context", _drop_unused_assets)
+    app.connect("html-page-context", _drop_thebe)
     # After every other extension's build-finished handler (myst-nb copies its style sheet there).
     app.connect("build-finished", _lighten_build, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -220,6 +220,11 @@ def test_lighten_page_drops_the_search_index_except_on_the_search_page_and_makes
     assert '<img loading="eager" src="b.svg">' in light  # an explicit choice stays
     assert page_assets.lighten_page(light) == light
     assert page_assets.lighten_page(page, search_page=True).count("searchindex.js") == 1
+    design = ('<link rel="stylesheet" type="text/css" href="../_static/sphinx-design.min.css?v=6a604523" />\n'
+              '<script data-sd-tabs-storage-prefix="sphinx-design-tab-id-" src="../_static/design-tabs.js?v=fc"></script>\n')
+    assert page_assets.lighten_page(design + "<p>text</p>") == "<p>text</p>"
+    used = design + '<div class="sd-tab-set docutils">'
+    assert page_assets.lighten_page(used) == used
 
 
 def test_subset_font_keeps_exactly_the_glyphs_asked_for(tmp_path):
@@ -251,9 +256,7 @@ def _pages():
 
 
 def _theme_fonts() -> Path:
-    import pydata_sphinx_theme
-
-    return Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / page_assets.FONT_AWESOME
+    return page_assets.theme_fonts()
 
 
 def test_only_the_search_page_loads_the_search_index():
@@ -312,7 +315,7 @@ def test_sphinx_design_and_thebe_assets_only_where_used():
     for page in _pages():
         text = page.read_text()
         assert "sphinx-thebe.css" not in text, page.name
-        if not page_assets._uses_sphinx_design(text):
+        if not page_assets.uses_sphinx_design(text):
             assert "sphinx-design.min.css" not in text and "design-tabs.js" not in text, page.name
 
 
