@@ -70,10 +70,10 @@ def test_site_weight_tables_mark_the_goals():
     assert "| 1.50 s | ✗ over 3 MB, explorer after 1 s |" in text
     assert "| no explorer | ✓ |" in text
     # first load, uncompressed and gzip, where it goes ("–": nothing of that kind), against 1.5 MB
-    assert "| chapters/01_a.html | 1.20 MB | 0.30 MB | 20 | 0.30 MB | 0.60 MB | – | – | – | – | – | ✓ |" in text
-    assert "| chapters/02_b.html | 1.60 MB | 0.40 MB | 20 | 0.40 MB | 0.90 MB |" in text
+    assert "| chapters/01_a.html | 1.20 MB | 0.30 MB | 20 | 300 KB | 600 KB | – | – | – | – | – | ✓ |" in text
+    assert "| chapters/02_b.html | 1.60 MB | 0.40 MB | 20 | 400 KB | 900 KB |" in text
     assert "| – | ✗ over 1.5 MB |" in text
-    assert "| chapters/03_c.html | 1.50 MB | 0.38 MB | 20 | 0.40 MB | 0.90 MB | – | – | – | – | – | ✓ |" in text
+    assert "| chapters/03_c.html | 1.50 MB | 0.38 MB | 20 | 400 KB | 900 KB | – | – | – | – | – | ✓ |" in text
 
 
 def test_resource_kinds():
@@ -428,7 +428,8 @@ def test_every_icon_the_book_shows_draws_as_with_the_full_font():
             page = browser.new_page()
             page.route("**/__original/*.ttf", lambda route: route.fulfill(
                 body=(_theme_fonts() / route.request.url.rsplit("/", 1)[1]).read_bytes(), content_type="font/ttf"))
-            page.goto(f"{url}/index.html")
+            page.route("**/__blank.html", lambda route: route.fulfill(body="<!doctype html><p>", content_type="text/html"))
+            page.goto(f"{url}/__blank.html")  # same origin as the build's fonts; index.html would redirect
             report = page.evaluate(_DRAW_GLYPHS_JS, [points, 48])
         finally:
             browser.close()
@@ -490,3 +491,28 @@ def test_a_first_load_fetches_no_search_index_full_icon_font_or_image_out_of_vie
         assert fonts and all(r["path"].endswith(".woff") and r["bytes"] < 10_000 for r in fonts), page
         assert not [p for p in paths if "thebe" in p or "sphinx-design" in p], page
         assert "/_static/images/logo_binder.svg" not in paths  # inside the closed launch menu
+
+
+# The theme, its scripts and the icon fonts: everything a first load fetches but the page itself, MathJax
+# and images. Before the trims 1.21 MB on every chapter (search index, full icon fonts, comments, sphinx-design);
+# after, 0.54 MB.
+ASSETS_CEILING_MB = 0.6
+IMAGES_CEILING_MB = 0.3  # images in or near the first screen (lazy loading keeps the others out)
+
+
+@pytest.mark.browser
+def test_a_first_load_fetches_at_most_the_ceilings_besides_the_page_and_mathjax(first_loads):
+    for page, measured in first_loads.items():
+        kinds = measured["by_kind"]
+        assets = sum(part["bytes"] for kind, part in kinds.items() if kind not in ("page (HTML)", "MathJax", "images"))
+        assert assets <= ASSETS_CEILING_MB * 1e6, f"{page}: {assets / 1e6:.2f} MB of style sheets, scripts and fonts"
+        images = kinds.get("images", {"bytes": 0})["bytes"]
+        assert images <= IMAGES_CEILING_MB * 1e6, f"{page}: {images / 1e6:.2f} MB of images in the first load"
+
+
+@pytest.mark.browser
+@pytest.mark.xfail(strict=True, reason="not met: chapters' first loads are 2.0-2.2 MB, of which MathJax's bundle is "
+                   "1.16 MB and the page's own HTML 0.23-0.53 MB (issue 31)")
+def test_every_chapter_first_load_meets_the_goal(first_loads):
+    over = {page: round(m["bytes"] / 1e6, 2) for page, m in first_loads.items() if m["bytes"] > GOALS["first_load_mb"] * 1e6}
+    assert over == {}
