@@ -15,10 +15,34 @@
 * Loads ``_static/book-nav.js`` deferred: Jupyter Book adds every file of ``_static/``
   (``book.css`` too) as a plain script, and that one must run after the page is parsed
   but before the theme's own deferred scripts (sidebar toggles at every width).
-* Drops sphinx-thebe's scripts, which Jupyter Book always adds: the book launches
-  Binder instead, and those scripts name a CDN and are registered twice per page
+* Drops sphinx-thebe's scripts and style sheet, which Jupyter Book always adds: the book
+  launches Binder instead, and those scripts name a CDN and are registered twice per page
   (a console error in every browser).
+
+After the build, what a reader's first visit to a page fetches is trimmed
+(``benchmarks/site_weight.py`` measures it; ``tests/book/test_site_weight.py`` checks each step):
+
+* **Search index on first use.** pydata-sphinx-theme puts Sphinx's search index
+  (``searchindex.js``, 200 KB and growing with the book) and its search scripts on every
+  page, for a search-as-you-type box the book does not turn on: its search box sends the
+  query to ``search.html``, which loads them itself. They are removed from every other page.
+* **Icon fonts cut to the icons the book shows.** Font Awesome's fonts (solid 156 KB and
+  brands 118 KB as WOFF2) are subset with fontTools to the glyphs the book uses: every
+  ``fa-*`` icon class named in a built page or script, and every private-use character a
+  style sheet draws outside those icon classes (the theme's admonition and link icons). They
+  are written as WOFF (zlib: the venv has no Brotli for WOFF2), the ``@font-face`` rules now
+  point at them, and the CSS rules of the other ~1,900 icons go too.
+* **Minified style sheets.** Every style sheet in ``_static`` (not MathJax's) loses its
+  comments (not the ``/*!`` licence notices) and the whitespace that no selector or value
+  needs: tokens are re-serialised with tinycss2 exactly as parsed, whitespace runs become
+  one space and vanish only next to ``{ } ; ,``. (The theme's 397 KB sheet was already
+  minified by its build; the gain is in the others.)
+* **No sphinx-design where it is unused**: its style sheet and script (62 KB) are removed from
+  the pages that hold none of its components (``sd-`` classes): today, all of them.
+* **Images below the fold load lazily**: every ``<img>`` with a file ``src`` gets
+  ``loading="lazy"`` (Chromium still fetches the ones within about a screen of the window).
 """
+import re
 import shutil
 from pathlib import Path
 
@@ -82,6 +106,245 @@ def _is_thebe(script) -> bool:
 
 def _drop_thebe(app, pagename, templatename, context, doctree):
     context["script_files"] = [js for js in context.get("script_files", []) if not _is_thebe(js)]
+    context["css_files"] = [css for css in context.get("css_files", []) if "thebe" not in (css.filename or "")]
+
+
+# ---- after the build: trim what every page loads -------------------------------------------------
+
+# The three tags pydata-sphinx-theme's layout.html puts in every page but search.html (its extrahead block).
+_SEARCH_TAGS = re.compile(
+    r'[ \t]*<script src="(?:\.\./)*(?:_static/searchtools\.js|_static/language_data\.js|searchindex\.js)(?:\?[^"]*)?">'
+    r'</script>\n?')
+_IMG = re.compile(r"<img\b[^>]*>")
+# sphinx-design's style sheet and script, which it links from every page.
+_SPHINX_DESIGN_TAGS = re.compile(r'[ \t]*<(?:link [^>]*href="[^"]*sphinx-design\.min\.css[^"]*"[^>]*|'
+                                 r'script [^>]*src="[^"]*design-tabs\.js[^"]*"[^>]*>\s*</script)>\n?')
+
+
+def uses_sphinx_design(html: str) -> bool:
+    """Whether a page holds any of sphinx-design's components (their classes start with ``sd-``)."""
+    return re.search(r'class="(?:[^"]* )?sd-', html) is not None
+
+
+def _pages(outdir: Path):
+    """The built HTML pages (not the theme's templates copied into _static, nor the sources)."""
+    for page in outdir.rglob("*.html"):
+        if page.relative_to(outdir).parts[0] not in ("_static", "_sources", "_images"):
+            yield page
+
+
+def _lazy_image(tag: str) -> str:
+    if "loading=" in tag or re.search(r'\bsrc="data:', tag):
+        return tag  # an image inside the page's own bytes has nothing to fetch
+    return tag[:4] + ' loading="lazy"' + tag[4:]
+
+
+def lighten_page(html: str, search_page: bool = False) -> str:
+    """One page as the book serves it: no search index unless it is the search page, no sphinx-design
+    assets unless it uses them, lazy images."""
+    if not search_page:
+        html = _SEARCH_TAGS.sub("", html)
+    if not uses_sphinx_design(html):
+        html = _SPHINX_DESIGN_TAGS.sub("", html)
+    return _IMG.sub(lambda match: _lazy_image(match.group(0)), html)
+
+
+_TIGHT = {",", ";", "{", "}"}  # no whitespace is needed on either side of these
+
+
+def _serialise(nodes, exact_spaces: bool = False) -> list[str]:
+    """Tokens back to text, whitespace runs as one space, dropped next to ``{ } ; ,`` — except inside
+    ``var()`` and custom property values, whose text browsers keep as written (``exact_spaces``)."""
+    import tinycss2
+
+    out: list[str] = []
+    space = comment = False
+    custom = False  # inside a custom property's value (``--name: …;``), up to its semicolon
+    for node in nodes:
+        if node.type == "whitespace":
+            if exact_spaces or (custom and out[-1] != ":"):
+                out.append(node.value)  # kept as written: browsers keep these values' text
+            else:
+                space = True
+            continue
+        if node.type == "comment":
+            comment = True
+            continue
+        if node.type == "error":
+            raise ValueError(f"CSS parse error at line {node.source_line}: {node.message}")
+        keep = exact_spaces or custom
+        if node.type == "string":
+            text = node.representation  # tinycss2 writes the characters themselves (pages are UTF-8)
+        elif node.type in ("() block", "[] block", "{} block", "function"):
+            opening = {"() block": "(", "[] block": "[", "{} block": "{"}.get(node.type)
+            if opening is None:
+                opening = tinycss2.serializer.serialize_identifier(node.name) + "("
+            closing = {"(": ")", "[": "]", "{": "}"}[opening[-1]]
+            inner_exact = keep and node.type != "{} block" or (node.type == "function" and node.lower_name == "var")
+            text = opening + "".join(_serialise(node.arguments if node.type == "function" else node.content,
+                                                inner_exact)) + closing
+        else:
+            text = node.serialize()
+        tight = out and (out[-1][-1:] in _TIGHT or text[:1] in _TIGHT)
+        if space and out and (not tight or (keep and text != ";" and out[-1] != ":")):
+            out.append(" ")
+        elif comment and not space and out:
+            out.append("/**/")  # a comment between two tokens keeps them apart, as the original did
+        out.append(text)
+        if node.type == "literal" and node.value == ";":
+            custom = False
+        elif node.type == "literal" and node.value == ":" and len(out) >= 2 and out[-2].startswith("--"):
+            custom = True
+        space = comment = False
+    return out
+
+
+def minify_css(text: str) -> str:
+    """The style sheet without comments (licence notices ``/*! … */`` kept) and needless whitespace.
+
+    Only whitespace and comments change: every other token is written back as tinycss2 parsed it,
+    a run of whitespace (or a comment) becomes one space, and that space is dropped only next to
+    ``{``, ``}``, ``;`` or ``,`` (not inside ``var()`` or a custom property's value, which browsers
+    keep as written). A string's escaped characters are written as characters: every page is UTF-8,
+    the encoding a style sheet without ``@charset`` inherits.
+    """
+    import tinycss2
+
+    nodes = tinycss2.parse_component_value_list(text, skip_comments=False)
+    if any(node.type == "error" for node in nodes):
+        raise ValueError("CSS parse error: " + next(n.message for n in nodes if n.type == "error"))
+    notices = [node for node in nodes if node.type == "comment" and node.value.startswith("!")]
+    head = "".join(f"/*{node.value}*/\n" for node in notices)
+    return head + "".join(_serialise([node for node in nodes if node not in notices])) + "\n"
+
+
+# A whole rule (it starts the sheet or follows another rule's brace) whose every selector is an icon's.
+_ICON_RULE = re.compile(r'(?:(?<=[{}])|^)((?:\.fa-[a-z0-9-]+::?(?:before|after),?)+)\{content:("(?:[^"\\]|\\.)*")\}')
+_PRIVATE_USE = re.compile(r"[\ue000-\uf8ff\U000f0000-\U000ffffd]")
+
+
+def _string_chars(css_string: str) -> str:
+    import tinycss2
+
+    (token,) = tinycss2.parse_component_value_list(css_string)
+    return token.value
+
+
+def _strings(nodes):
+    """Every string token's value in a tinycss2 node list, at any depth."""
+    for node in nodes:
+        if node.type == "string":
+            yield node.value
+        for child in (getattr(node, "content", None), getattr(node, "arguments", None)):
+            if isinstance(child, list):
+                yield from _strings(child)
+
+
+def trim_icon_rules(css: str, used: set[str]) -> tuple[str, set[int]]:
+    """Drop Font Awesome's ``.fa-NAME:before{content:…}`` rules whose names are all unused.
+
+    Works on minified CSS (as the theme ships it). Returns the CSS and the code points the kept
+    icon rules draw.
+    """
+    kept: set[int] = set()
+
+    def keep_or_drop(match):
+        names = set(re.findall(r"\.fa-([a-z0-9-]+)", match.group(1)))
+        if names & used:
+            kept.update(ord(c) for c in _string_chars(match.group(2)))
+            return match.group(0)
+        return ""
+
+    return _ICON_RULE.sub(keep_or_drop, css), kept
+
+
+def _used_icon_names(outdir: Path) -> set[str]:
+    texts = [page.read_text(encoding="utf-8") for page in _pages(outdir)]
+    texts += [js.read_text(encoding="utf-8") for js in (outdir / "_static").rglob("*.js")
+              if "mathjax" not in js.relative_to(outdir).parts]
+    return {name for text in texts for name in re.findall(r"\bfa-([a-z0-9-]+)", text)}
+
+
+FONT_AWESOME = "vendor/fontawesome/webfonts"
+ICON_FONTS = ("fa-solid-900", "fa-regular-400", "fa-brands-400")
+
+
+def theme_fonts() -> Path:
+    """Font Awesome's fonts as pydata-sphinx-theme ships them."""
+    import pydata_sphinx_theme
+
+    folder = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / FONT_AWESOME
+    if not folder.is_dir():
+        raise RuntimeError(f"pydata-sphinx-theme's Font Awesome fonts are not at {folder}: update _ext/page_assets.py")
+    return folder
+
+
+def subset_font(source: Path, target: Path, codepoints: set[int]) -> None:
+    """Write the glyphs of ``codepoints`` that ``source`` has to ``target`` (WOFF, zlib)."""
+    from fontTools import subset
+
+    options = subset.Options()
+    options.flavor = "woff"
+    options.layout_features = ["*"]
+    options.name_IDs = ["*"]  # keep the licence and names
+    options.notdef_outline = True
+    font = subset.load_font(str(source), options)
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(unicodes=sorted(codepoints))
+    subsetter.subset(font)
+    subset.save_font(font, str(target), options)
+
+
+def _trim_icons_and_styles(outdir: Path) -> None:
+    import tinycss2
+
+    static = outdir / "_static"
+    theme_css = static / "styles" / "pydata-sphinx-theme.css"
+    css = theme_css.read_text(encoding="utf-8")
+    css, icon_points = trim_icon_rules(css, _used_icon_names(outdir))
+    drawn = set(icon_points)
+    for sheet in static.rglob("*.css"):  # private-use characters drawn by other rules (admonition icons, ...)
+        if "mathjax" not in sheet.relative_to(static).parts:
+            text = _ICON_RULE.sub("", css if sheet == theme_css else sheet.read_text(encoding="utf-8"))
+            drawn.update(ord(c) for value in _strings(tinycss2.parse_component_value_list(text))
+                         for c in value if _PRIVATE_USE.match(c))
+    fonts = static / FONT_AWESOME
+    for name in ICON_FONTS:
+        # From the theme's own copy (it ships each font as WOFF2 and TTF, the same glyphs), so that
+        # trimming a build twice starts from the full font both times.
+        subset_font(theme_fonts() / f"{name}.ttf", fonts / f"{name}.woff", drawn)
+        for original in (f"{name}.ttf", f"{name}.woff2"):
+            (fonts / original).unlink(missing_ok=True)
+        old_src = (f'url(../{FONT_AWESOME}/{name}.woff2) format("woff2"),'
+                   f'url(../{FONT_AWESOME}/{name}.ttf) format("truetype")')
+        new_src = f'url(../{FONT_AWESOME}/{name}.woff) format("woff")'
+        if old_src not in css and new_src not in css:
+            raise RuntimeError(f"pydata-sphinx-theme.css no longer loads {name} as {old_src}: update _ext/page_assets.py")
+        css = css.replace(old_src, new_src)
+    theme_css.write_text(css, encoding="utf-8")
+    for sheet in static.rglob("*.css"):
+        if "mathjax" not in sheet.relative_to(static).parts:
+            sheet.write_text(minify_css(sheet.read_text(encoding="utf-8")), encoding="utf-8")
+
+
+def lighten_build(outdir: Path) -> None:
+    """Trim a built book in place: its pages (search scripts, lazy images), icon fonts and style sheets.
+
+    Run once per build, on files Sphinx has just copied or written (pages it did not rewrite were
+    trimmed by an earlier build; trimming a page twice changes nothing).
+    """
+    outdir = Path(outdir)
+    for page in _pages(outdir):
+        html = page.read_text(encoding="utf-8")
+        lighter = lighten_page(html, search_page=page == outdir / "search.html")
+        if lighter != html:
+            page.write_text(lighter, encoding="utf-8")
+    _trim_icons_and_styles(outdir)
+
+
+def _lighten_build(app, exception):
+    if exception is None and app.builder.format == "html":
+        lighten_build(Path(app.outdir))
 
 
 def setup(app):
@@ -93,4 +356,6 @@ def setup(app):
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _lighten_theme)
     app.connect("html-page-context", _drop_thebe)
+    # After every other extension's build-finished handler (myst-nb copies its style sheet there).
+    app.connect("build-finished", _lighten_build, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -124,13 +124,29 @@ def _mb(size: float) -> str:
 
 
 def site_weight_tables(weight: dict) -> str:
-    """Markdown: the site's size by part, then what each chapter page transfers and when it is ready."""
+    """Markdown: the site's size by part, each chapter's first load and where it goes, then what each
+    chapter page transfers when read to its end and when it is ready."""
     goals, sizes = weight["goals"], weight["sizes"]
     site_met = sizes["site"] <= goals["site_mb"] * 1e6
     lines = [f"Measured {weight['date']}.", "", "| part of the site | size | goal | |", "|---|---|---|---|",
              f"| whole site | {_mb(sizes['site'])} | ≤ {goals['site_mb']:g} MB | {_verdict({'met': site_met})} |"]
     lines += [f"| {part} | {_mb(size)} | | |" for part, size in sizes.items() if part != "site"]
-    lines += ["", f"Goals for a chapter page: at most {goals['chapter_page_mb']:g} MB transferred, and its first "
+    if "first_load_mb" in goals:
+        kinds = ["page (HTML)", "MathJax", "style sheets", "scripts", "fonts", "images", "search index"]
+        lines += ["", "First load: what a fresh visit fetches in a 1366×900 window that is not scrolled, until the "
+                  "page has loaded and no request has started for 0.5 s (images and maths fonts in view included); "
+                  f"goal: at most {goals['first_load_mb']:g} MB uncompressed. Where it goes, uncompressed:", "",
+                  "| chapter page | first load | gzip | requests | " + " | ".join(kinds) + " | goal |",
+                  "|---" * (len(kinds) + 5) + "|"]
+        for page, t in weight["pages"].items():
+            first = t["first_load"]
+            parts = [f"{first['by_kind'][kind]['bytes'] / 1e3:.0f} KB" if kind in first["by_kind"] else "–"
+                     for kind in kinds]
+            met = first["bytes"] <= goals["first_load_mb"] * 1e6
+            lines.append(f"| {page} | {_mb(first['bytes'])} | {_mb(first['gzip_bytes'])} | {first['requests']} | "
+                         + " | ".join(parts) + f" | {'✓' if met else '✗ over ' + format(goals['first_load_mb'], 'g') + ' MB'} |")
+    lines += ["", "The whole page, scrolled to its end (lazily loaded images included). "
+              f"Goals for a chapter page: at most {goals['chapter_page_mb']:g} MB transferred, and its first "
               f"explorer answering a moved control within {goals['first_explorer_s']:g} s.", "",
               "| chapter page | transferred | gzip | requests | DOM ready | loaded | maths typeset "
               "| first explorer | goals |", "|---|---|---|---|---|---|---|---|---|"]

@@ -1,17 +1,30 @@
-"""The site-weight measurement (benchmarks/site_weight.py) and its table on the Benchmarks page."""
+"""What a page weighs: the measurement (benchmarks/site_weight.py), its tables on the Benchmarks page,
+and the build steps of _ext/page_assets.py that trim each page's first load (issue 31, item 7).
+
+The build tests read ``BOOK_HTML`` (default ``_build/html``) and fail on a build made before those
+steps (``BOOK_HTML=/path/to/an/old/_build/html``): the search index on every page, full icon fonts,
+style sheets with comments, images that load eagerly, a first load over the goal.
+"""
 
 import base64
 import io
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from benchmarks.report import DEFAULT_SITE_WEIGHT, load_site_weight, site_weight_tables
-from benchmarks.site_weight import GOALS, first_explorer_ms, launch_chromium, measure, page_transfer, serve, site_size
+from benchmarks.site_weight import (GOALS, first_explorer_ms, first_load, launch_chromium, measure, page_transfer,
+                                    resource_kind, serve, site_size)
 
-CHAPTERS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "chapters").glob("*.ipynb"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "_ext"))
+import page_assets  # noqa: E402  (the book's Sphinx extension, a plain module)
+
+CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
 
 
 def _tiny_site(folder: Path) -> dict:
@@ -33,27 +46,56 @@ def test_site_size_adds_up_its_parts(tmp_path):
     assert sizes["site"] == 5000 + 20_004 + sizes["pages (HTML)"]
 
 
+def _first(total, html, mathjax):
+    return {"bytes": total, "gzip_bytes": total / 4, "requests": 20, "load_ms": 300.0,
+            "by_kind": {"page (HTML)": {"bytes": html, "gzip_bytes": 1}, "MathJax": {"bytes": mathjax, "gzip_bytes": 1}}}
+
+
 def test_site_weight_tables_mark_the_goals():
     weight = {"date": "2026-01-01", "goals": GOALS,
               "sizes": {"site": 30e6, "mathjax": 3e6},
               "pages": {"chapters/01_a.html": {"bytes": 2.5e6, "gzip_bytes": 1e6, "requests": 9, "dom_content_loaded_ms": 100.0,
-                                               "load_ms": 250.0, "typeset_ms": 400.0, "first_explorer_ms": 300.0},
+                                               "load_ms": 250.0, "typeset_ms": 400.0, "first_explorer_ms": 300.0,
+                                               "first_load": _first(1.2e6, 0.3e6, 0.6e6)},
                         "chapters/02_b.html": {"bytes": 3.5e6, "gzip_bytes": 1e6, "requests": 9, "dom_content_loaded_ms": 100.0,
-                                               "load_ms": 250.0, "typeset_ms": 400.0, "first_explorer_ms": 1500.0},
+                                               "load_ms": 250.0, "typeset_ms": 400.0, "first_explorer_ms": 1500.0,
+                                               "first_load": _first(1.6e6, 0.4e6, 0.9e6)},
                         "chapters/03_c.html": {"bytes": 1e6, "gzip_bytes": 1e6, "requests": 9, "dom_content_loaded_ms": 100.0,
-                                               "load_ms": 250.0, "typeset_ms": 400.0, "first_explorer_ms": None}}}
+                                               "load_ms": 250.0, "typeset_ms": 400.0, "first_explorer_ms": None,
+                                               "first_load": _first(1.5e6, 0.4e6, 0.9e6)}}}
     text = site_weight_tables(weight)
     assert "| whole site | 30.00 MB | ≤ 25 MB | ✗ missed |" in text
     assert "| chapters/01_a.html | 2.50 MB | 1.00 MB | 9 | 0.10 s | 0.25 s | 0.40 s | 0.30 s | ✓ |" in text
     assert "| chapters/02_b.html | 3.50 MB |" in text
     assert "| 1.50 s | ✗ over 3 MB, explorer after 1 s |" in text
     assert "| no explorer | ✓ |" in text
+    # first load, uncompressed and gzip, where it goes ("–": nothing of that kind), against 1.5 MB
+    assert "| chapters/01_a.html | 1.20 MB | 0.30 MB | 20 | 300 KB | 600 KB | – | – | – | – | – | ✓ |" in text
+    assert "| chapters/02_b.html | 1.60 MB | 0.40 MB | 20 | 400 KB | 900 KB |" in text
+    assert "| – | ✗ over 1.5 MB |" in text
+    assert "| chapters/03_c.html | 1.50 MB | 0.38 MB | 20 | 400 KB | 900 KB | – | – | – | – | – | ✓ |" in text
+
+
+def test_resource_kinds():
+    assert resource_kind("/chapters/09_attention.html") == "page (HTML)"
+    assert resource_kind("/_static/mathjax/tex-chtml.js") == "MathJax"
+    assert resource_kind("/_static/mathjax/output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff") == "MathJax"
+    assert resource_kind("/searchindex.js") == "search index"
+    assert resource_kind("/_static/styles/theme.css") == "style sheets"
+    assert resource_kind("/_static/vendor/fontawesome/webfonts/fa-solid-900.woff") == "fonts"
+    assert resource_kind("/_images/x.svg") == "images"
+    assert resource_kind("/") == "page (HTML)"
 
 
 def test_the_committed_weight_covers_every_chapter_page():
     weight = load_site_weight()
     assert sorted(Path(page).stem for page in weight["pages"]) == CHAPTERS
     assert json.loads(DEFAULT_SITE_WEIGHT.read_text())["goals"] == GOALS
+    for page, measured in weight["pages"].items():
+        first = measured["first_load"]
+        assert first["bytes"] == sum(r["bytes"] for r in first["resources"]) == sum(
+            part["bytes"] for part in first["by_kind"].values()), page
+        assert first["gzip_bytes"] <= first["bytes"]
 
 
 def test_measure_refuses_a_folder_that_is_no_build(tmp_path):
@@ -105,3 +147,372 @@ def test_first_explorer_ms_waits_for_a_new_frame_and_skips_pages_without_one(tmp
             browser.close()
     assert late >= 400
     assert plain is None
+
+
+@pytest.mark.browser
+def test_first_load_counts_what_loads_before_the_load_event_and_no_more(tmp_path):
+    """A script fetched before ``load`` and a lazily loaded image in view (Chromium fetches it after
+    ``load``) count; an image far below the fold and a script fetched after 2 s of quiet do not."""
+    from playwright.sync_api import sync_playwright
+
+    (tmp_path / "early.js").write_text("/*" + "e" * 30_000 + "*/")
+    (tmp_path / "late.js").write_text("/*" + "l" * 50_000 + "*/")
+    for name, colour in (("top", "red"), ("low", "blue")):
+        Image.effect_noise((64, 64), 64).convert("RGB").save(tmp_path / f"{name}.png")
+    page = ('<!doctype html><html><head><link rel="icon" href="data:,"></head><body><script src="early.js"></script><img src="top.png" loading="lazy">'
+            '<div style="height: 6000px"></div><img src="low.png" loading="lazy">'
+            "<script>addEventListener('load', () => setTimeout(() => {"
+            "const s = document.createElement('script'); s.src = 'late.js'; document.body.append(s); }, 2000));"
+            "</script></body></html>")
+    (tmp_path / "page.html").write_text(page)
+    with serve(tmp_path) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            measured = first_load(browser, f"{url}/page.html", tmp_path)
+            without_build = first_load(browser, f"{url}/page.html")
+        finally:
+            browser.close()
+    paths = sorted(r["path"] for r in measured["resources"])
+    assert paths == ["/early.js", "/page.html", "/top.png"]
+    sizes = {"/early.js": 30_004, "/page.html": len(page), "/top.png": (tmp_path / "top.png").stat().st_size}
+    assert measured["bytes"] == sum(sizes.values())
+    assert {r["path"]: r["bytes"] for r in measured["resources"]} == sizes
+    assert measured["gzip_bytes"] < measured["bytes"] - 29_000  # the run of one letter compresses well
+    assert without_build["bytes"] == measured["bytes"] and without_build["gzip_bytes"] == measured["gzip_bytes"]
+    assert measured["by_kind"]["scripts"]["bytes"] == 30_004
+
+
+# ---- the build steps of _ext/page_assets.py, on small inputs -------------------------------------------------
+
+def test_minify_css_removes_only_comments_and_needless_whitespace():
+    css = ("/*! licence */\n/* a note */\na  b , c > d {\n  x : calc(1px + 2px) ;\n  content: \"\\f002\";\n}\n"
+           "@media (min-width: 1px) and (max-width: 9px) { .a/**/.b { y: z } .c /* c */ .d { } }\n")
+    assert page_assets.minify_css(css) == ('/*! licence */\na b,c > d{x : calc(1px + 2px);content: "\uf002";}'
+                                           "@media (min-width: 1px) and (max-width: 9px){.a/**/.b{y: z}.c .d{}}\n")
+    assert page_assets.minify_css(page_assets.minify_css(css)) == page_assets.minify_css(css)
+    # escaped characters written as characters; var() and custom properties keep their spaces (browsers keep them)
+    assert page_assets.minify_css('a{content:"\uf002a \\e9 "}') == 'a{content:"\uf002a é"}\n'
+    assert page_assets.minify_css("a{left:calc(var(--w, 2em)*-1); --x: a , b ;font: 1px a, b}") == (
+        "a{left:calc(var(--w, 2em)*-1);--x: a , b ;font: 1px a,b}\n")
+    with pytest.raises(ValueError, match="CSS parse error"):
+        page_assets.minify_css('a{content:"unclosed}')
+
+
+def test_trim_icon_rules_keeps_the_icons_used_and_whole_rules_only():
+    css = ('.fa-a:before{content:"\\f001"}.fa-b:before,.fa-bee:before{content:"\\f002"}'
+           '.x .fa-c:before{content:"\\f003"}.fa-d:before{content:"\\f004"}@media print{.fa-e:before{content:"E"}}')
+    trimmed, kept = page_assets.trim_icon_rules(css, {"bee", "d", "solid"})
+    assert trimmed == ('.fa-b:before,.fa-bee:before{content:"\\f002"}.x .fa-c:before{content:"\\f003"}'
+                       '.fa-d:before{content:"\\f004"}@media print{}')
+    assert kept == {0xF002, 0xF004}
+
+
+def test_lighten_page_drops_the_search_index_except_on_the_search_page_and_makes_images_lazy():
+    page = ('<head>\n    <script src="../_static/searchtools.js"></script>\n'
+            '    <script src="../_static/language_data.js"></script>\n    <script src="../searchindex.js"></script>\n'
+            '<script src="../_static/doctools.js?v=1"></script></head><body><img alt="a" src="../_images/a.png" />'
+            '<img class="book-explorer-frame" src="data:image/webp;base64,AAAA"><img loading="eager" src="b.svg"></body>')
+    light = page_assets.lighten_page(page)
+    assert "searchindex" not in light and "searchtools" not in light and "language_data" not in light
+    assert '<script src="../_static/doctools.js?v=1"></script>' in light
+    assert '<img loading="lazy" alt="a" src="../_images/a.png" />' in light
+    assert '<img class="book-explorer-frame" src="data:image/webp;base64,AAAA">' in light  # nothing to fetch
+    assert '<img loading="eager" src="b.svg">' in light  # an explicit choice stays
+    assert page_assets.lighten_page(light) == light
+    assert page_assets.lighten_page(page, search_page=True).count("searchindex.js") == 1
+    design = ('<link rel="stylesheet" type="text/css" href="../_static/sphinx-design.min.css?v=6a604523" />\n'
+              '<script data-sd-tabs-storage-prefix="sphinx-design-tab-id-" src="../_static/design-tabs.js?v=fc"></script>\n')
+    assert page_assets.lighten_page(design + "<p>text</p>") == "<p>text</p>"
+    used = design + '<div class="sd-tab-set docutils">'
+    assert page_assets.lighten_page(used) == used
+
+
+def test_subset_font_keeps_exactly_the_glyphs_asked_for(tmp_path):
+    from fontTools.ttLib import TTFont
+
+    fonts = _theme_fonts()
+    page_assets.subset_font(fonts / "fa-solid-900.ttf", tmp_path / "solid.woff", {0xF002, 0xF0C9, 0x41})
+    subset = TTFont(tmp_path / "solid.woff")
+    assert subset.flavor == "woff"
+    assert set(subset.getBestCmap()) == {0xF002, 0xF0C9, 0x41} & set(TTFont(fonts / "fa-solid-900.ttf").getBestCmap())
+    assert (tmp_path / "solid.woff").stat().st_size < 5000
+
+
+# ---- the built book -----------------------------------------------------------------------------------------
+
+import os  # noqa: E402
+
+BUILD = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
+
+
+def _built():
+    if not (BUILD / "index.html").is_file():
+        pytest.fail(f"the book is not built ({BUILD} has no index.html): run `make book` first")
+
+
+def _pages():
+    _built()
+    return sorted(page_assets._pages(BUILD))
+
+
+def _theme_fonts() -> Path:
+    return page_assets.theme_fonts()
+
+
+def test_only_the_search_page_loads_the_search_index():
+    loads = {page.relative_to(BUILD).as_posix(): bool(re.search(r'<script src="[^"]*searchindex\.js', page.read_text()))
+             for page in _pages()}
+    assert loads.pop("search.html") is True
+    assert [page for page, loaded in loads.items() if loaded] == []
+    assert len(loads) >= 20
+
+
+def test_icon_fonts_hold_only_the_icons_the_book_shows():
+    from fontTools.ttLib import TTFont
+
+    fonts = BUILD / "_static" / page_assets.FONT_AWESOME
+    shipped = sorted(p.name for p in fonts.iterdir())
+    assert shipped == [f"{name}.woff" for name in sorted(page_assets.ICON_FONTS)]
+    sizes = {p.name: p.stat().st_size for p in fonts.iterdir()}
+    assert sum(sizes.values()) < 20_000, sizes  # the theme's WOFF2 files: 156 KB + 118 KB + 25 KB
+    css = (BUILD / "_static" / "styles" / "pydata-sphinx-theme.css").read_text()
+    assert "woff2" not in css and ".ttf" not in css
+    # Every icon class a page names has its rule, and its font draws it (the glyph is in that font's subset).
+    original = (_theme_fonts().parent.parent.parent / "styles" / "pydata-sphinx-theme.css").read_text()
+    rules = {name: page_assets._string_chars(value) for names, value in page_assets._ICON_RULE.findall(original)
+             for name in re.findall(r"\.fa-([a-z0-9-]+)", names)}
+    cmaps = {name: set(TTFont(fonts / f"{name}.woff").getBestCmap()) for name in page_assets.ICON_FONTS}
+    shown = 0
+    for page in _pages():
+        for classes in re.findall(r'class="([^"]*\bfa-[^"]*)"', page.read_text()):
+            names = [c[3:] for c in classes.split() if c.startswith("fa-") and c[3:] in rules]
+            font = "fa-brands-400" if {"fab", "fa-brands"} & set(classes.split()) else (
+                "fa-regular-400" if {"far", "fa-regular"} & set(classes.split()) else "fa-solid-900")
+            for name in names:
+                shown += 1
+                assert f".fa-{name}:before" in css, f"{page.name}: the rule of fa-{name} was trimmed"
+                assert all(ord(c) in cmaps[font] for c in rules[name]), f"{page.name}: {font} lacks fa-{name}"
+    assert shown > 100
+    assert len(re.findall(r"\.fa-[a-z0-9-]+:before", css)) < 100  # of ~2,000 icon rules
+
+
+def test_style_sheets_are_minified():
+    sheets = [s for s in (BUILD / "_static").rglob("*.css") if "mathjax" not in s.parts]
+    assert len(sheets) >= 8
+    for sheet in sheets:
+        text = sheet.read_text()
+        assert page_assets.minify_css(text) == text, f"{sheet.name} is not minified"
+        assert re.search(r"/\*(?!!)", text.replace("/**/", "")) is None, f"{sheet.name} keeps a comment"
+
+
+def test_images_that_need_a_request_load_lazily():
+    eager = [(page.name, tag[:80]) for page in _pages() for tag in re.findall(r"<img\b[^>]*>", page.read_text())
+             if 'src="data:' not in tag and 'loading="lazy"' not in tag]
+    assert eager == []
+
+
+def test_sphinx_design_and_thebe_assets_only_where_used():
+    for page in _pages():
+        text = page.read_text()
+        assert "sphinx-thebe.css" not in text, page.name
+        if not page_assets.uses_sphinx_design(text):
+            assert "sphinx-design.min.css" not in text and "design-tabs.js" not in text, page.name
+
+
+# ---- in the browser: the trimmed book works and looks as before ---------------------------------------------
+
+def _original_style_sheets() -> dict:
+    """The style sheets as their packages ship them, by their path in the build (those that exist there)."""
+    import myst_nb
+    import pydata_sphinx_theme
+    import sphinx_book_theme
+    import sphinx_copybutton
+    import sphinx_togglebutton
+
+    def package(module, *parts):
+        return Path(module.__file__).parent.joinpath(*parts)
+
+    sources = {
+        "styles/pydata-sphinx-theme.css": _theme_fonts().parent.parent.parent / "styles" / "pydata-sphinx-theme.css",
+        "styles/sphinx-book-theme.css": package(sphinx_book_theme, "theme", "sphinx_book_theme", "static", "styles",
+                                                "sphinx-book-theme.css"),
+        "togglebutton.css": package(sphinx_togglebutton, "_static", "togglebutton.css"),
+        "copybutton.css": package(sphinx_copybutton, "_static", "copybutton.css"),
+        "book.css": ROOT / "_static" / "book.css",
+    }
+    mystnb = package(myst_nb, "static", "mystnb.css")
+    import hashlib
+
+    sources[f"mystnb.{hashlib.sha256(mystnb.read_bytes()).hexdigest()}.css"] = mystnb
+    return {name: path.read_text(encoding="utf-8") for name, path in sources.items() if path.is_file()}
+
+
+_CSSOM_JS = "text => { const s = new CSSStyleSheet(); s.replaceSync(text); return [...s.cssRules].map(r => r.cssText); }"
+
+
+@pytest.mark.browser
+def test_minified_style_sheets_parse_to_the_same_rules_in_chromium():
+    """Chromium's own serialisation of every rule is the same before and after minify_css, for the
+    style sheets the book serves (as their packages ship them); removing all whitespace would not be."""
+    from playwright.sync_api import sync_playwright
+
+    originals = _original_style_sheets()
+    assert len(originals) >= 6
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page()
+            for name, css in originals.items():
+                rules = page.evaluate(_CSSOM_JS, css)
+                assert len(rules) > 3, name
+                assert page.evaluate(_CSSOM_JS, page_assets.minify_css(css)) == rules, name
+            book = originals["book.css"]
+            assert page.evaluate(_CSSOM_JS, re.sub(r"\s+", "", book)) != page.evaluate(_CSSOM_JS, book)
+        finally:
+            browser.close()
+
+
+def _icon_code_points() -> dict:
+    """Per icon font of the theme: the code points the built book draws with it, as found in the pages
+    (icon classes, looked up in the theme's own style sheet) and in the built style sheets' other strings."""
+    from fontTools.ttLib import TTFont
+
+    original = (_theme_fonts().parent.parent.parent / "styles" / "pydata-sphinx-theme.css").read_text()
+    rules = {name: page_assets._string_chars(value) for names, value in page_assets._ICON_RULE.findall(original)
+             for name in re.findall(r"\.fa-([a-z0-9-]+)", names)}
+    used = {c for page in _pages() for name in re.findall(r"\bfa-([a-z0-9-]+)", page.read_text())
+            for c in rules.get(name, "")}
+    import tinycss2
+
+    for sheet in (BUILD / "_static").rglob("*.css"):
+        if "mathjax" not in sheet.parts:
+            used.update(c for value in page_assets._strings(tinycss2.parse_component_value_list(sheet.read_text()))
+                        for c in value if page_assets._PRIVATE_USE.match(c))
+    return {name: sorted(ord(c) for c in used if ord(c) in TTFont(_theme_fonts() / f"{name}.ttf").getBestCmap())
+            for name in page_assets.ICON_FONTS}
+
+
+_DRAW_GLYPHS_JS = """async ([points, size]) => {
+  const draw = (family, cp) => {
+    const canvas = document.createElement('canvas'); canvas.width = canvas.height = size * 2;
+    const ctx = canvas.getContext('2d'); ctx.font = `${size}px "${family}"`; ctx.textBaseline = 'middle';
+    ctx.fillText(String.fromCodePoint(cp), size / 2, size);
+    return Array.from(ctx.getImageData(0, 0, size * 2, size * 2).data);
+  };
+  const report = [];
+  for (const [name, cps] of Object.entries(points)) {
+    for (const [family, url] of [['orig-' + name, '/__original/' + name + '.ttf'],
+                                 ['subset-' + name, '/_static/vendor/fontawesome/webfonts/' + name + '.woff']]) {
+      const face = new FontFace(family, `url(${url})`); await face.load(); document.fonts.add(face);
+    }
+    for (const cp of cps) {
+      const a = draw('orig-' + name, cp), b = draw('subset-' + name, cp);
+      report.push({name, cp, inked: a.some(v => v > 0), same: a.every((v, i) => v === b[i])});
+    }
+  }
+  return report;
+}"""
+
+
+@pytest.mark.browser
+def test_every_icon_the_book_shows_draws_as_with_the_full_font():
+    """Each glyph the book uses, drawn by Chromium from the subset font and from the theme's full font,
+    gives the same pixels (and some ink)."""
+    from playwright.sync_api import sync_playwright
+
+    points = _icon_code_points()
+    assert len(points["fa-solid-900"]) >= 15 and len(points["fa-brands-400"]) >= 1
+    with serve(BUILD) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page()
+            page.route("**/__original/*.ttf", lambda route: route.fulfill(
+                body=(_theme_fonts() / route.request.url.rsplit("/", 1)[1]).read_bytes(), content_type="font/ttf"))
+            page.route("**/__blank.html", lambda route: route.fulfill(body="<!doctype html><p>", content_type="text/html"))
+            page.goto(f"{url}/__blank.html")  # same origin as the build's fonts; index.html would redirect
+            report = page.evaluate(_DRAW_GLYPHS_JS, [points, 48])
+        finally:
+            browser.close()
+    assert len(report) == sum(map(len, points.values()))
+    assert [r for r in report if not (r["inked"] and r["same"])] == []
+
+
+@pytest.mark.browser
+def test_searching_from_a_chapter_loads_the_index_and_finds_the_chapter():
+    """The chapter page fetches no search index; typing a word in its search box and pressing Enter
+    opens search.html, which loads it and lists the chapter among its results."""
+    from playwright.sync_api import sync_playwright
+
+    with serve(BUILD) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            requested = []
+            page.on("request", lambda request: requested.append(request.url))
+            page.goto(f"{url}/chapters/11_transformer.html", wait_until="load")
+            assert not [u for u in requested if "searchindex" in u]
+            page.locator(".search-button__button").filter(visible=True).first.click()
+            box = page.locator("#pst-search-dialog input[name=q]")
+            box.fill("transformer")
+            box.press("Enter")
+            page.wait_for_url("**/search.html?q=transformer*")
+            results = page.locator("#search-results ul.search li a")
+            results.first.wait_for(timeout=20_000)
+            links = results.evaluate_all("links => links.map(a => a.getAttribute('href'))")
+        finally:
+            browser.close()
+    assert [u for u in requested if u.endswith("searchindex.js")]
+    assert any("chapters/11_transformer.html" in link for link in links), links
+
+
+def _chapter_pages():
+    return [f"chapters/{c}.html" for c in CHAPTERS]
+
+
+@pytest.fixture(scope="module")
+def first_loads():
+    from playwright.sync_api import sync_playwright
+
+    _built()
+    with serve(BUILD) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            yield {page: first_load(browser, f"{url}/{page}", BUILD) for page in _chapter_pages()}
+        finally:
+            browser.close()
+
+
+@pytest.mark.browser
+def test_a_first_load_fetches_no_search_index_full_icon_font_or_image_out_of_view(first_loads):
+    for page, measured in first_loads.items():
+        paths = [r["path"] for r in measured["resources"]]
+        assert not [p for p in paths if "search" in p or "language_data" in p], page
+        fonts = [r for r in measured["resources"] if "webfonts" in r["path"]]
+        assert fonts and all(r["path"].endswith(".woff") and r["bytes"] < 10_000 for r in fonts), page
+        assert not [p for p in paths if "thebe" in p or "sphinx-design" in p], page
+        assert "/_static/images/logo_binder.svg" not in paths  # inside the closed launch menu
+
+
+# The theme, its scripts and the icon fonts: everything a first load fetches but the page itself, MathJax
+# and images. Before the trims 1.21 MB on every chapter (search index, full icon fonts, comments, sphinx-design);
+# after, 0.54 MB.
+ASSETS_CEILING_MB = 0.6
+IMAGES_CEILING_MB = 0.3  # images in or near the first screen (lazy loading keeps the others out)
+
+
+@pytest.mark.browser
+def test_a_first_load_fetches_at_most_the_ceilings_besides_the_page_and_mathjax(first_loads):
+    for page, measured in first_loads.items():
+        kinds = measured["by_kind"]
+        assets = sum(part["bytes"] for kind, part in kinds.items() if kind not in ("page (HTML)", "MathJax", "images"))
+        assert assets <= ASSETS_CEILING_MB * 1e6, f"{page}: {assets / 1e6:.2f} MB of style sheets, scripts and fonts"
+        images = kinds.get("images", {"bytes": 0})["bytes"]
+        assert images <= IMAGES_CEILING_MB * 1e6, f"{page}: {images / 1e6:.2f} MB of images in the first load"
+
+
+@pytest.mark.browser
+@pytest.mark.xfail(strict=True, reason="not met: chapters' first loads are 2.0-2.2 MB, of which MathJax's bundle is "
+                   "1.16 MB and the page's own HTML 0.23-0.53 MB (issue 31)")
+def test_every_chapter_first_load_meets_the_goal(first_loads):
+    over = {page: round(m["bytes"] / 1e6, 2) for page, m in first_loads.items() if m["bytes"] > GOALS["first_load_mb"] * 1e6}
+    assert over == {}
