@@ -154,61 +154,49 @@ def fallback_fonts(runs: list[dict], resolved: dict[str, str]) -> list[str]:
     return found
 
 
-def open_svg(browser, path: Path):  # noqa: F811  (the fixture's value)
-    context = browser.new_context(viewport={"width": 960, "height": 960}, device_scale_factor=1)
-    page = context.new_page()
-    page.goto(path.resolve().as_uri(), wait_until="load")
-    return context, page
-
-
-def measure(browser, path: Path) -> dict:  # noqa: F811
-    context, page = open_svg(browser, path)
-    try:
-        return page.evaluate(MEASURE_JS)
-    finally:
-        context.close()
-
-
-def font_runs(browser, path: Path) -> tuple[list[dict], dict[str, str]]:  # noqa: F811
+def font_runs(context, page) -> tuple[list[dict], dict[str, str]]:
     """Every text node's text, generic family and the platform fonts that drew it; and what each
-    generic family resolves to (the font that draws a plain "Hxg" in it)."""
-    context, page = open_svg(browser, path)
-    try:
-        page.evaluate("""() => { const ns = 'http://www.w3.org/2000/svg';
+    generic family resolves to (the font that draws a plain "Hxg" in it). Adds three texts to the page."""
+    page.evaluate("""() => { const ns = 'http://www.w3.org/2000/svg';
           for (const family of %r) { const t = document.createElementNS(ns, 'text');
             t.setAttribute('font-family', family); t.setAttribute('class', 'reference-font'); t.setAttribute('y', -50);
             t.textContent = 'Hxg'; document.documentElement.appendChild(t); } }""" % (list(GENERIC_FAMILIES),))
-        cdp = context.new_cdp_session(page)
-        cdp.send("DOM.enable")
-        cdp.send("CSS.enable")
-        root = cdp.send("DOM.getDocument", {"depth": -1, "pierce": False})["root"]
-        runs, resolved = [], {}
+    cdp = context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": -1, "pierce": False})["root"]
+    runs, resolved = [], {}
 
-        def walk(node, parent=None):
-            if node.get("nodeType") == 3 and parent is not None and parent["localName"] in ("text", "tspan"):
-                if node["nodeValue"].strip():
-                    style = cdp.send("CSS.getComputedStyleForNode", {"nodeId": parent["nodeId"]})["computedStyle"]
-                    family = next(p["value"] for p in style if p["name"] == "font-family")
-                    family = family.split(",")[0].strip().strip("'\"")
-                    fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node["nodeId"]})["fonts"]
-                    classes = dict(zip(parent.get("attributes", [])[::2], parent.get("attributes", [])[1::2]))
-                    if classes.get("class") == "reference-font":
-                        resolved[family] = max(fonts, key=lambda f: f["glyphCount"])["familyName"]
-                    else:
-                        runs.append({"text": node["nodeValue"].strip(), "family": family, "fonts": fonts})
-            for child in node.get("children", []):
-                walk(child, node)
+    def walk(node, parent=None):
+        if node.get("nodeType") == 3 and parent is not None and parent["localName"] in ("text", "tspan"):
+            if node["nodeValue"].strip():
+                style = cdp.send("CSS.getComputedStyleForNode", {"nodeId": parent["nodeId"]})["computedStyle"]
+                family = next(p["value"] for p in style if p["name"] == "font-family")
+                family = family.split(",")[0].strip().strip("'\"")
+                fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node["nodeId"]})["fonts"]
+                classes = dict(zip(parent.get("attributes", [])[::2], parent.get("attributes", [])[1::2]))
+                if classes.get("class") == "reference-font":
+                    resolved[family] = max(fonts, key=lambda f: f["glyphCount"])["familyName"]
+                else:
+                    runs.append({"text": node["nodeValue"].strip(), "family": family, "fonts": fonts})
+        for child in node.get("children", []):
+            walk(child, node)
 
-        walk(root)
-        return runs, resolved
+    walk(root)
+    return runs, resolved
+
+
+def label_problems(browser, path: Path) -> list[str]:  # noqa: F811  (the fixture's value)
+    """Everything the checks find in the SVG file at ``path``, opened on its own in ``browser``."""
+    context = browser.new_context(viewport={"width": 960, "height": 960}, device_scale_factor=1)
+    try:
+        page = context.new_page()
+        page.goto(path.resolve().as_uri(), wait_until="load")
+        measured = page.evaluate(MEASURE_JS)
+        runs, resolved = font_runs(context, page)
     finally:
         context.close()
-
-
-def label_problems(browser, path: Path) -> list[str]:  # noqa: F811
-    measured = measure(browser, path)
     labels = measured["labels"]
-    runs, resolved = font_runs(browser, path)
     return (overlapping_labels(labels) + labels_outside(labels, measured["viewBox"])
             + labels_across_shapes(labels, measured["shapes"]) + unstacked_scripts(labels)
             + combining_marks(labels) + fallback_fonts(runs, resolved))
