@@ -9,18 +9,36 @@ transforms. Then
   unit: anti-aliasing and rounding of glyph metrics, far below what a reader could see);
 - every label lies inside the canvas (the viewBox), within the same tolerance: a subscript
   cut at the bottom edge fails;
-- a superscript that follows a subscript stands above it, starting within
+- a superscript next to a subscript (after it or before it) stands above it, starting within
   :data:`STACK_TOLERANCE` of the subscript's start (``XW_q`` with ``(m)`` stacked over the ``q``,
-  not beside it);
-- no label crosses the edge of a filled box, node or bar: it lies inside the shape's box (within
-  the tolerance) or clear of it ("× N" running into an "add & LN" box fails; outlines drawn
-  with ``fill="none"``, such as the dashed frames of a repeated block, are not boxes);
+  not beside it); a script is a tspan with ``baseline-shift`` sub or super, or one that the
+  ``dy`` attributes before it in its text (their first numbers, summed) put below or above the
+  text's start;
+- no label crosses the edge of a filled box, node, bar or filled path or polygon: it lies
+  inside the shape's box (within the tolerance) or clear of it ("× N" running into an "add & LN"
+  box fails; outlines drawn with ``fill="none"``, such as the dashed frames of a repeated block,
+  are not boxes);
+- no stroked ``line``, ``path``, ``polyline`` or ``polygon`` and no arrowhead (its start and
+  end markers) reaches into a label's box by more than the tolerance: a line is sampled every
+  unit along its length and widened by half its stroke width; a marker by the outline of its
+  shapes, every half unit, placed, scaled and turned as Chromium draws it (``orient`` auto,
+  auto-start-reverse or an angle; ``markerUnits``; the viewBox scaled to markerWidth/Height
+  with the default ``meet``). Parts of a line under a filled shape painted after it (an edge
+  ending under a node's circle) are hidden and not counted. Exempt: paths of class ``glyph``
+  (a tilde, hat or ∇ drawn as part of a label) and of class ``halo`` (background-coloured,
+  to make a gap).
 - no label contains a combining mark (U+0300-U+036F): ``h`` + U+0304 is drawn by no
   single font here, so Chromium takes the pair from a fallback font (a monospace ``h̄``);
   an overline or a precomposed character does the job;
 - every glyph of every label comes from the font its generic family (serif, sans-serif,
   monospace) resolves to on this machine: DevTools' ``CSS.getPlatformFontsForNode`` names the
   fonts that drew each text node, and a label drawn partly by another font is a fallback.
+
+Not checked: ``marker-mid``; a marker's interior (only its outline is sampled, so an arrowhead
+that swallows a whole label smaller than itself would pass); the ink of glyphs (a label's box
+is its glyph cells, ascent to descent, so a line through the empty descent of "x" counts as a
+touch: stricter than the eye); ``dy`` lists beyond their first number; strokes of rects,
+circles and ellipses (a label across them is caught by the filled-shape check only if filled).
 
 The checks are pure functions of the measurements, tested on planted defects below.
 Needs Debian's ``chromium``, like ``tests/book/test_book_html.py``, whose browser fixture it uses;
@@ -58,22 +76,97 @@ MEASURE_JS = """() => {
     return [Math.min(...xs), Math.min(...ys), Math.max(...xs), Math.max(...ys)];
   };
   const shift = element => element.getAttribute('baseline-shift') || getComputedStyle(element).baselineShift;
+  // a script's level: baseline-shift sub/super, or else the running sum of the dy attributes
+  // (their first number) before it within its text, relative to the text's own start
+  const levels = new Map();
+  const level = element => {
+    const s = shift(element);
+    if (s === 'sub' || s === 'super') return s;
+    const offset = levels.get(element) || 0;
+    return offset > 0.5 ? 'sub' : offset < -0.5 ? 'super' : null;
+  };
   const labels = [...svg.querySelectorAll('text')].map(text => {
+    let running = 0;
+    for (const element of text.querySelectorAll('tspan')) {
+      const dy = parseFloat(element.getAttribute('dy'));
+      if (!isNaN(dy)) running += dy;
+      levels.set(element, running);
+    }
     const stacks = [];
     for (const tspan of text.querySelectorAll('tspan')) {
       let next = tspan.nextSibling;
       while (next && next.nodeType === Node.TEXT_NODE && !next.textContent.trim()) next = next.nextSibling;
-      if (shift(tspan) === 'sub' && next && next.nodeType === Node.ELEMENT_NODE && shift(next) === 'super')
-        stacks.push({sub: tspan.textContent, sup: next.textContent, subBox: box(tspan), supBox: box(next)});
+      if (!next || next.nodeType !== Node.ELEMENT_NODE) continue;
+      const pair = [level(tspan), level(next)];
+      if (pair[0] === 'sub' && pair[1] === 'super')
+        stacks.push({sub: tspan.textContent, sup: next.textContent, subBox: box(tspan), supBox: box(next), supFirst: false});
+      else if (pair[0] === 'super' && pair[1] === 'sub')
+        stacks.push({sub: next.textContent, sup: tspan.textContent, subBox: box(next), supBox: box(tspan), supFirst: true});
     }
     return {text: text.textContent.replace(/\\s+/g, ' ').trim(), box: box(text), stacks};
   });
-  const shapes = [...svg.querySelectorAll('rect, circle, ellipse')]
-    .filter(shape => !shape.closest('defs, marker, clipPath, mask, pattern, symbol') && getComputedStyle(shape).fill !== 'none')
+  const shapes = [...svg.querySelectorAll('rect, circle, ellipse, path, polygon')]
+    .filter(shape => !shape.closest('defs, marker, clipPath, mask, pattern, symbol') && getComputedStyle(shape).fill !== 'none'
+                     && shape.getAttribute('fill') !== 'none')
     .map(shape => ({what: shape.outerHTML.replace(/ xmlns="[^"]*"/, '').replace(/\s+/g, ' ').slice(0, 80), box: box(shape)}))
     .filter(shape => !(shape.box[0] <= vb.x && shape.box[1] <= vb.y && shape.box[2] >= vb.x + vb.width
                        && shape.box[3] >= vb.y + vb.height));  // the background: labels_outside's business
-  return {viewBox: [vb.x, vb.y, vb.x + vb.width, vb.y + vb.height], labels, shapes};
+  // every stroked line, path, polyline or polygon (not a part of a glyph, class "glyph"; not a
+  // halo, class "halo", which paints the background over lines to make a gap): points every
+  // unit along it, in the root's user space, with half its stroke width; and each of its
+  // start and end markers (arrowheads): the outline of the marker's shapes, every half unit
+  const point = (m, x, y) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f];
+  const outline = (element, step) => {
+    const length = element.getTotalLength(), points = [];
+    for (let at = 0; at < length; at += step) { const p = element.getPointAtLength(at); points.push([p.x, p.y]); }
+    const p = element.getPointAtLength(length); points.push([p.x, p.y]);
+    return points;
+  };
+  const strokes = [];
+  for (const line of svg.querySelectorAll('line, path, polyline, polygon')) {
+    if (line.closest('defs, marker, clipPath, mask, pattern, symbol') || line.matches('.glyph, .halo')) continue;
+    const style = getComputedStyle(line);
+    if (style.stroke === 'none' || style.visibility === 'hidden') continue;
+    const m = toRoot.multiply(line.getScreenCTM()), width = parseFloat(style.strokeWidth) || 1;
+    const scale = Math.hypot(m.a, m.b);
+    const what = line.outerHTML.replace(/ xmlns="[^"]*"/, '').replace(/\s+/g, ' ').slice(0, 70);
+    // a point is hidden under a filled shape painted after the line (a node's circle over the ends of its edges)
+    const covers = [...svg.querySelectorAll('rect, circle, ellipse, path, polygon')].filter(shape =>
+      !shape.closest('defs, marker, clipPath, mask, pattern, symbol') && getComputedStyle(shape).fill !== 'none'
+      && shape.getAttribute('fill') !== 'none' && (line.compareDocumentPosition(shape) & Node.DOCUMENT_POSITION_FOLLOWING));
+    const visible = ([x, y]) => !covers.some(shape => {
+      const inv = toRoot.multiply(shape.getScreenCTM()).inverse();
+      return shape.isPointInFill(new DOMPoint(inv.a * x + inv.c * y + inv.e, inv.b * x + inv.d * y + inv.f));
+    });
+    strokes.push({what, half: width * scale / 2, points: outline(line, 1).map(([x, y]) => point(m, x, y)).filter(visible)});
+    const length = line.getTotalLength();
+    for (const [end, property] of [['start', 'markerStart'], ['end', 'markerEnd']]) {
+      const url = style[property];
+      if (!url || url === 'none') continue;
+      const marker = svg.querySelector(url.replace(/^url\\(["']?(?:[^#]*)?(#[^"')]+)["']?\\)$/, '$1'));
+      if (!marker) continue;
+      const at = end === 'end' ? length : 0, tip = line.getPointAtLength(at);
+      const near = line.getPointAtLength(end === 'end' ? Math.max(0, length - 0.5) : Math.min(length, 0.5));
+      let angle = end === 'end' ? Math.atan2(tip.y - near.y, tip.x - near.x) : Math.atan2(near.y - tip.y, near.x - tip.x);
+      const orient = marker.getAttribute('orient') || '0';
+      if (orient === 'auto-start-reverse' && end === 'start') angle += Math.PI;
+      else if (orient !== 'auto' && orient !== 'auto-start-reverse') angle = parseFloat(orient) * Math.PI / 180;
+      const view = marker.viewBox.baseVal;
+      const mw = marker.markerWidth.baseVal.value, mh = marker.markerHeight.baseVal.value;
+      const units = marker.getAttribute('markerUnits') === 'userSpaceOnUse' ? 1 : width;
+      const k = units * (view && view.width ? Math.min(mw / view.width, mh / view.height) : 1);
+      const refX = marker.refX.baseVal.value, refY = marker.refY.baseVal.value;
+      const cos = Math.cos(angle), sin = Math.sin(angle);
+      for (const part of marker.querySelectorAll('path, polygon, polyline, line, rect, circle, ellipse')) {
+        const points = outline(part, 0.5).map(([x, y]) => {
+          const u = (x - refX) * k, v = (y - refY) * k;
+          return point(m, tip.x + u * cos - v * sin, tip.y + u * sin + v * cos);
+        });
+        strokes.push({what: `the ${end} marker (${marker.id}) of ${what}`, half: 0, points: points.filter(visible)});
+      }
+    }
+  }
+  return {viewBox: [vb.x, vb.y, vb.x + vb.width, vb.y + vb.height], labels, shapes, strokes};
 }"""
 
 
@@ -122,13 +215,34 @@ def labels_across_shapes(labels: list[dict], shapes: list[dict], tolerance: floa
 
 
 def unstacked_scripts(labels: list[dict], tolerance: float = STACK_TOLERANCE) -> list[str]:
-    """Superscripts that follow a subscript but start right of it (beside it, not above it)."""
+    """Superscripts next to a subscript (after it or before it) that do not start where it starts
+    (beside it, not above it)."""
     found = []
     for label in labels:
         for stack in label["stacks"]:
             offset = stack["supBox"][0] - stack["subBox"][0]
             if abs(offset) > tolerance:
-                found.append(f"{label['text']!r}: superscript {stack['sup']!r} starts {offset:.1f} right of subscript {stack['sub']!r}")
+                where = "before" if stack.get("supFirst") else "after"
+                found.append(f"{label['text']!r}: superscript {stack['sup']!r} ({where} subscript {stack['sub']!r})"
+                             f" starts {offset:.1f} right of it")
+    return found
+
+
+def strokes_through_labels(labels: list[dict], strokes: list[dict], tolerance: float = TOLERANCE) -> list[str]:
+    """Lines, paths and arrowheads that reach into a label's box by more than ``tolerance``.
+
+    ``strokes``: each a description, points along it (for an arrowhead, along its outline) and
+    half its stroke width; a point reaches into a box by the stroke's half width past it.
+    """
+    found = []
+    for label in labels:
+        x0, y0, x1, y1 = label["box"]
+        for stroke in strokes:
+            reach = stroke["half"] - tolerance
+            depth = max((min(x - x0, x1 - x, y - y0, y1 - y) + stroke["half"] for x, y in stroke["points"]
+                         if x0 - reach < x < x1 + reach and y0 - reach < y < y1 + reach), default=None)
+            if depth is not None:
+                found.append(f"{label['text']!r} is touched by {stroke['what']} ({depth:.1f} deep)")
     return found
 
 
@@ -199,6 +313,7 @@ def label_problems(browser, path: Path) -> list[str]:  # noqa: F811  (the fixtur
     labels = measured["labels"]
     return (overlapping_labels(labels) + labels_outside(labels, measured["viewBox"])
             + labels_across_shapes(labels, measured["shapes"]) + unstacked_scripts(labels)
+            + strokes_through_labels(labels, measured["strokes"])
             + combining_marks(labels) + fallback_fonts(runs, resolved))
 
 
@@ -231,13 +346,31 @@ PLANTED = """<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 200 100" role=
         ('<text x="10" y="40">h\u0304</text>', "COMBINING MACRON"),
         ('<text x="10" y="40">h\u0304</text>', "is drawn by"),
         ('<text x="10" y="40">K<tspan baseline-shift="super">\u22a4</tspan></text>', "is drawn by"),
+        # lines, arrowheads and filled paths (the referee's blind cases)
+        ('<path d="M0,36H200" stroke="#000" stroke-width="2"/><text x="10" y="40">label</text>', "is touched by <path"),
+        ('<defs><marker id="a" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
+         '<path d="M0,0L10,5L0,10z"/></marker></defs><text x="10" y="40">x<tspan baseline-shift="sub">1</tspan></text>'
+         '<path d="M16,66V50" stroke="#000" stroke-width="1.6" marker-end="url(#a)"/>', "end marker (a)"),
+        ('<line x1="0" y1="36" x2="200" y2="36" stroke="#000"/><text x="10" y="40">label</text>', "is touched by <line"),
+        ('<polyline points="0,60 40,36 80,60" stroke="#000" fill="none"/><text x="10" y="40">label</text>', "is touched by <polyline"),
+        ('<path d="M5,20H45V50H5Z" fill="#eee" stroke="#000"/><text x="30" y="40">× N</text>', "crosses the edge of <path"),
+        # a superscript before its subscript, or placed by dy, standing beside it
+        ('<text x="10" y="40">w<tspan baseline-shift="super">c</tspan><tspan baseline-shift="sub">t</tspan></text>',
+         "(before subscript 't') starts"),
+        ('<text x="10" y="40">W<tspan dy="4" font-size="12px">q</tspan><tspan dy="-10" font-size="12px">(m)</tspan></text>',
+         "(after subscript 'q') starts"),
     ],
 )
 def test_the_checks_see_each_planted_defect(browser, tmp_path, fragment, problem):  # noqa: F811
     good = tmp_path / "good.svg"
     good.write_text(PLANTED.format('<rect x="70" y="10" width="80" height="50" fill="#eee"/><rect x="60" y="20" width="80" height="50" fill="#fff"/>'
                                    '<text x="64" y="40">card</text><text x="10" y="40">left</text><text x="10" y="80">X<tspan baseline-shift="sub" x="30">q</tspan>'
-                                   '<tspan baseline-shift="super" x="30">m</tspan></text>'), encoding="utf-8")
+                                   '<tspan baseline-shift="super" x="30">m</tspan></text>'
+                                   '<defs><marker id="a" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
+                                   '<path d="M0,0L10,5L0,10z"/></marker></defs><path d="M54,75V55" stroke="#000" stroke-width="1.6" marker-end="url(#a)"/>'
+                                   '<path class="glyph" d="M10,27h8" stroke="#000"/><path class="halo" d="M0,38H50" stroke="#fff"/>'
+                                   '<path d="M160,90H195" stroke="#000"/><circle cx="180" cy="90" r="12" fill="#fff"/><text x="176" y="94">n</text>'
+                                   '<text x="100" y="92">W<tspan dy="3" font-size="12px" x="116">q</tspan><tspan dy="-9" font-size="12px" x="116">m</tspan></text>'), encoding="utf-8")
     assert label_problems(browser, good) == []
     bad = tmp_path / "bad.svg"
     bad.write_text(PLANTED.format(fragment), encoding="utf-8")
