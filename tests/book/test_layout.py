@@ -1,0 +1,298 @@
+"""The built book's layout on a phone and a laptop (issue 31, item 6), opened in headless Chromium.
+
+* Explorers scale with the column like the diagrams, centred: a frame is as wide as its column,
+  its image's own pixel width (one image pixel per CSS pixel: never blown up on a 1x screen) or,
+  on a laptop, the width at which its foot stays on the screen below the controls, whichever is
+  least, and keeps its proportions (``_static/book.css``).
+* A wrapped code line, or a wrapped line of a printed output, continues 2 columns right of its
+  own first character, never left of it (``_ext/code_lines.py``), and the copy button and the
+  rendered text still give the code exactly as written.
+* On a phone every control of an explorer is at least 44 CSS px tall and wide.
+* The phone's drawer shows the book's title once; every page names a favicon that is served,
+  and no request of a page fails.
+
+Needs ``_build/html`` (or ``BOOK_HTML``) and Debian's ``chromium``, like
+``tests/book/test_book_html.py``, whose fixtures and page helper it uses.
+"""
+import json
+import re
+
+import pytest
+
+from test_book_html import BUILD, Visit, book_pages, browser, explorer_pages, server  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.browser
+
+CHAPTER = "chapters/09_attention.html"  # explorers, long code cells and listings printed as outputs
+PHONE, LAPTOP = 390, 1366
+
+
+# ---- explorers scale with the column, centred ---------------------------------------------------
+
+FRAMES_JS = """() => [...document.querySelectorAll('img.book-explorer-frame')].map(img => {
+  const box = img.getBoundingClientRect(), column = img.parentElement.getBoundingClientRect();
+  const limit = parseFloat(getComputedStyle(img).maxHeight);  // NaN for "none"
+  return {alt: img.alt, width: box.width, height: box.height, left: box.left - column.left,
+          right: column.right - box.right, column: column.width,
+          naturalWidth: img.naturalWidth, naturalHeight: img.naturalHeight, maxHeight: limit};
+})"""
+
+
+def frame_problems(frames) -> list[str]:
+    """What is wrong with each frame's size and place (:data:`FRAMES_JS`)."""
+    problems = []
+    for f in frames:
+        ratio = f["naturalWidth"] / f["naturalHeight"]
+        by_height = f["maxHeight"] * ratio if f["maxHeight"] == f["maxHeight"] else float("inf")  # NaN: no limit
+        wanted = min(f["column"], f["naturalWidth"], by_height)
+        if abs(f["width"] - wanted) > 1:
+            problems.append(f"{f['alt']}: {f['width']:.0f} px wide, wanted {wanted:.0f} (column {f['column']:.0f})")
+        if abs(f["width"] / f["height"] - ratio) > 0.01:
+            problems.append(f"{f['alt']}: shown {f['width']:.0f} x {f['height']:.0f}, drawn {ratio:.3f}:1")
+        if abs(f["left"] - f["right"]) > 1:
+            problems.append(f"{f['alt']}: not centred ({f['left']:.0f} px left, {f['right']:.0f} px right)")
+    return problems
+
+
+def frames_at(browser, server, page, width):
+    visit = Visit(browser, f"{server}/{page}", width=width)
+    try:
+        visit.page.wait_for_function("() => [...document.querySelectorAll('img.book-explorer-frame')]"
+                                     ".every(img => img.complete && img.naturalWidth > 0)")
+        return visit.page.evaluate(FRAMES_JS)
+    finally:
+        visit.close()
+
+
+@pytest.mark.parametrize("width", [PHONE, 1024, LAPTOP])
+def test_explorers_fill_their_column_centred_and_keep_their_proportions(server, browser, width):
+    """Old build: every frame 432 px wide (its natural CSS width) at 1366 px, left-aligned."""
+    problems, widths = [], []
+    for page in explorer_pages():
+        frames = frames_at(browser, server, page, width)
+        assert frames, f"{page} lost its explorers"
+        problems += [f"{page}: {p}" for p in frame_problems(frames)]
+        widths += [(f["width"], f["naturalWidth"] / f["width"], f["column"]) for f in frames]
+    print(f"at {width} px: frames {min(w for w, _, _ in widths):.0f}-{max(w for w, _, _ in widths):.0f} px wide "
+          f"in columns of {min(c for _, _, c in widths):.0f}-{max(c for _, _, c in widths):.0f} px, "
+          f"{min(r for _, r, _ in widths):.2f}-{max(r for _, r, _ in widths):.2f} image px per CSS px")
+    assert problems == [], f"at {width} px: " + "; ".join(problems)
+    if width == LAPTOP:  # a laptop's column is wider than a frame's natural width: the frames grew
+        assert all(w > 600 for w, _, _ in widths), widths
+
+
+def test_the_frame_check_sees_a_small_a_stretched_and_an_off_centre_frame():
+    frame = {"alt": "x", "width": 700, "height": 500, "left": 28, "right": 29, "column": 757,
+             "naturalWidth": 864, "naturalHeight": 720, "maxHeight": 756}
+    assert frame_problems([{**frame, "width": 757, "height": 630.8, "left": 0, "right": 0}]) == []
+    assert len(frame_problems([{**frame, "width": 432, "height": 360, "left": 0, "right": 325}])) == 2
+    assert "drawn" in frame_problems([{**frame, "width": 757, "height": 500, "left": 0, "right": 0}])[0]
+    tall = {**frame, "naturalHeight": 1188, "width": 550, "height": 756.25, "left": 103.5, "right": 103.5}
+    assert frame_problems([tall]) == []  # a tall frame stops where its foot leaves the screen
+    assert frame_problems([{**tall, "maxHeight": float("nan")}]) != []
+
+
+def test_the_tallest_explorer_and_its_controls_fit_a_laptop_screen(server, browser):
+    """At 1366 x 900 a reader sees the controls and the whole frame at once (the frame of the
+    heads viewer is the tallest, 4.8 x 6.6 in)."""
+    visit = Visit(browser, f"{server}/chapters/11_transformer.html", width=LAPTOP)
+    try:
+        heights = visit.page.evaluate("""() => [...document.querySelectorAll('div.book-explorer')].map(p => {
+            const img = p.querySelector('img.book-explorer-frame');
+            return img.getBoundingClientRect().bottom - p.querySelector('.book-explorer-controls')
+                .getBoundingClientRect().top; })""")
+        assert heights and max(heights) <= 900 - 40, heights  # 40 px: the page's own top bar
+    finally:
+        visit.close()
+
+
+# ---- wrapped code continues under its own indentation ------------------------------------------
+
+# For every line of every code block and printed output that wraps: the x of its first non-space
+# character and of each continuation's start, and the width of a column (1ch).
+WRAPPED_JS = """() => {
+  const found = [];
+  for (const pre of document.querySelectorAll('main div.highlight pre')) {
+    if (!pre.getClientRects().length) continue;
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT), chars = [];
+    for (let n = walker.nextNode(); n; n = walker.nextNode())
+      for (let i = 0; i < n.data.length; i++) chars.push([n, i]);
+    const range = document.createRange(), rectOf = k => {
+      range.setStart(chars[k][0], chars[k][1]); range.setEnd(chars[k][0], chars[k][1] + 1);
+      return range.getBoundingClientRect(); };
+    const text = pre.textContent, ch = rectOf(0).width || 1;
+    let start = 0;
+    for (const line of text.split('\\n')) {
+      const end = start + line.length, first = start + line.length - line.trimStart().length;
+      if (line.trim()) {
+        const top = rectOf(first).top, x0 = rectOf(first).left, starts = [];
+        let lastTop = top;
+        for (let k = first + 1; k < end; k++) {
+          const r = rectOf(k);
+          if (r.width && r.top > lastTop + 2) { starts.push(r.left); lastTop = r.top; }
+        }
+        if (starts.length) found.push({line: line.slice(0, 60), indent: first - start, x0, starts,
+                                       ch: rectOf(first).width});
+      }
+      start = end + 1;
+    }
+  }
+  return found;
+}"""
+
+
+def continuation_problems(wrapped) -> list[str]:
+    return [f"{w['indent']} spaces, {w['line'].strip()[:40]!r}: continues at {(s - w['x0']) / w['ch']:+.1f} columns"
+            for w in wrapped for s in w["starts"] if abs(s - w["x0"] - 2 * w["ch"]) > 1]
+
+
+def test_a_wrapped_line_continues_two_columns_right_of_its_own_text(server, browser):
+    """At 390 px the long lines of chapter 9 wrap; each continuation starts 2 columns right of its
+    line's first character. Old build: an indented line continued at 2 columns from the block's
+    edge (-2 columns for a 4-space line)."""
+    visit = Visit(browser, f"{server}/{CHAPTER}", width=PHONE)
+    try:
+        wrapped = visit.page.evaluate(WRAPPED_JS)
+    finally:
+        visit.close()
+    indented = [w for w in wrapped if w["indent"] > 0]
+    print(f"{len(wrapped)} wrapped lines at {PHONE} px, {len(indented)} of them indented")
+    assert len(indented) >= 10, "chapter 9 should wrap indented lines on a phone"
+    assert continuation_problems(wrapped) == []
+
+
+def test_the_continuation_check_sees_a_dedented_continuation(server, browser):
+    visit = Visit(browser, f"{server}/intro.html", width=PHONE)
+    try:
+        visit.page.evaluate("""() => document.querySelector('main .bd-article').insertAdjacentHTML('beforeend',
+            '<div class="highlight"><pre>    ' + 'word '.repeat(30) + '</pre></div>')""")
+        wrapped = visit.page.evaluate(WRAPPED_JS)
+    finally:
+        visit.close()
+    assert len(wrapped) == 1 and wrapped[0]["indent"] == 4
+    assert continuation_problems(wrapped) != []  # a plain <pre> continues 2 columns from its edge
+
+
+def notebook_texts(page: str) -> set[str]:
+    """The code cells' sources and the printed outputs' texts of the page's notebook, as built."""
+    source = BUILD / "_sources" / re.sub(r"\.html$", ".ipynb", page)
+    cells = json.loads(source.read_text(encoding="utf-8"))["cells"]
+    texts = set()
+    for cell in cells:
+        if cell["cell_type"] == "code":
+            texts.add("".join(cell["source"]))
+            for out in cell.get("outputs", ()):
+                texts.add("".join(out.get("text", "")))
+                texts.add("".join(out.get("data", {}).get("text/plain", "")))
+    return {text.rstrip("\n") for text in texts}
+
+
+COPY_JS = """async () => {
+  const copied = [];
+  for (const button of document.querySelectorAll('main button.copybtn')) {
+    button.click();
+    await new Promise(r => setTimeout(r, 20));
+    copied.push(await navigator.clipboard.readText());
+  }
+  return copied;
+}"""
+
+
+def test_the_copy_button_and_the_page_give_the_code_as_written(server, browser):
+    """Every copy button of chapter 9 copies a code cell's source or a printed output exactly as
+    the notebook holds it, and each block's rendered text (what a reader selects) is its text."""
+    expected = notebook_texts(CHAPTER)
+    visit = Visit(browser, f"{server}/{CHAPTER}", width=PHONE)
+    try:
+        visit.context.grant_permissions(["clipboard-read", "clipboard-write"])
+        copied = visit.page.evaluate(COPY_JS)
+        rendered = visit.page.evaluate("() => [...document.querySelectorAll('main div.highlight pre')]"
+                                       ".filter(p => p.innerText !== p.textContent).length")
+        spans = visit.page.locator("main span.code-line").count()
+    finally:
+        visit.close()
+    assert len(copied) >= 30
+    print(f"{len(copied)} copy buttons, {spans} indented lines in spans")
+    assert [text for text in copied if text not in expected] == []
+    assert rendered == 0
+
+
+def test_the_copy_check_sees_a_changed_character(server, browser):
+    visit = Visit(browser, f"{server}/{CHAPTER}", width=PHONE)
+    try:
+        visit.context.grant_permissions(["clipboard-read", "clipboard-write"])
+        visit.page.evaluate("() => document.querySelector('main div.cell_input div.highlight pre')"
+                            ".insertAdjacentText('afterbegin', ' ')")
+        copied = visit.page.evaluate(COPY_JS)
+    finally:
+        visit.close()
+    assert len([text for text in copied if text not in notebook_texts(CHAPTER)]) == 1
+
+
+# ---- touch targets, the drawer's title, the favicon ----------------------------------------------
+
+TARGETS_JS = """() => [...document.querySelectorAll('div.book-explorer .book-explorer-control')].map(el => {
+  const r = el.getBoundingClientRect(); return [el.tagName, Math.round(r.width), Math.round(r.height)]; })"""
+
+
+def test_explorer_controls_are_touch_targets_on_a_phone(server, browser):
+    """At 390 px every slider and drop-down of every explorer is at least 44 x 44 CSS px (old build:
+    sliders 16 px tall)."""
+    small = []
+    for page in explorer_pages():
+        visit = Visit(browser, f"{server}/{page}", width=PHONE)
+        try:
+            targets = visit.page.evaluate(TARGETS_JS)
+        finally:
+            visit.close()
+        assert targets, f"{page} lost its explorers"
+        small += [f"{page}: {tag} {w}x{h}" for tag, w, h in targets if w < 44 or h < 44]
+    assert small == []
+
+
+def test_a_slider_moves_when_touched_at_the_edge_of_its_target(server, browser):
+    """A tap 20 px above a slider's track, at its right end (inside its 44 px box), moves it to its
+    last value (old build: the tap missed the 16 px slider)."""
+    visit = Visit(browser, f"{server}/{CHAPTER}", width=PHONE)
+    try:
+        slider = visit.page.locator("div.book-explorer input[type=range]").first
+        slider.scroll_into_view_if_needed()
+        box = slider.bounding_box()
+        last = slider.get_attribute("max")
+        assert slider.input_value() != last
+        visit.page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2 - 20)
+        assert slider.input_value() == last
+    finally:
+        visit.close()
+
+
+def test_the_phone_drawer_shows_the_book_title_once(server, browser):
+    title = "Attention, Sequence Models and Memory"
+    visit = Visit(browser, f"{server}/{CHAPTER}", width=PHONE)
+    try:
+        visit.page.locator(".primary-toggle:visible").click()
+        drawer = visit.page.locator("#pst-primary-sidebar-modal")
+        drawer.wait_for(state="visible", timeout=2000)
+        shown = drawer.evaluate("""(d, title) => [...d.querySelectorAll('*')].filter(e =>
+            e.children.length === 0 && e.textContent.trim() === title && e.getClientRects().length
+            && getComputedStyle(e).visibility !== 'hidden').length""", title)
+    finally:
+        visit.close()
+    assert shown == 1
+
+
+@pytest.mark.parametrize("page", book_pages() if BUILD.is_dir() else ["index.html"])
+def test_every_page_names_a_served_favicon_and_nothing_fails(server, browser, page):
+    visit = Visit(browser, f"{server}/{page}")
+    failed = []
+    visit.page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
+    try:
+        visit.page.reload(wait_until="load")
+        visit.page.wait_for_timeout(200)
+        icon = visit.page.evaluate("() => { const l = document.querySelector('link[rel~=icon]'); return l && l.href; }")
+        assert icon, f"{page} names no favicon"
+        response = visit.context.request.get(icon)
+        assert response.status == 200 and response.headers["content-type"].startswith("image/"), icon
+    finally:
+        visit.close()
+    assert failed == [], f"{page}: requests failed"
