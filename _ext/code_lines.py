@@ -9,7 +9,8 @@ into its own ``span.code-line`` whose ``--indent`` is the line's leading spaces;
 gives that span a hanging indent of those spaces plus 2 columns, so a wrapped piece starts 2
 columns right of the line's own text. The leading spaces themselves go in a ``span.code-indent``
 that cannot break (else a line whose first word is long breaks after its indentation and shows
-it alone). Lines without leading spaces keep the block's 2 columns.
+it alone), up to :data:`HELD_INDENT` columns. Lines without leading spaces keep the
+block's 2 columns.
 
 The text of a block is unchanged, character for character: the spans hold the lines without
 their newlines, which stay between them, and a highlighting span that runs over a newline
@@ -27,6 +28,10 @@ import re
 BLOCK = re.compile(r'(<div class="highlight"><pre[^>]*>)(.*?)(</pre>)', re.S)
 TAG = re.compile(r"(<[^>]*>)")
 TAG_NAME = re.compile(r"<([A-Za-z][A-Za-z0-9]*)")
+# The deepest indentation held to its line's first character: more than half of the 44 columns of
+# a phone's code block (an argument aligned under an opening bracket far right) may wrap on its
+# own rather than push the line past the block's edge.
+HELD_INDENT = 24
 
 
 def _hold_indentation(pieces: list[str], indent: int) -> list[str]:
@@ -55,7 +60,7 @@ def _line_html(pieces: list[str], still_open: list[str]) -> str:
     span that carries its indentation around it."""
     text = html.unescape(TAG.sub("", "".join(pieces)))
     indent = len(text) - len(text.lstrip(" "))
-    if indent and text.strip():
+    if 0 < indent <= HELD_INDENT and text.strip():
         pieces = _hold_indentation(pieces, indent)
     body = "".join(pieces) + "".join(
         f"</{TAG_NAME.match(tag).group(1)}>" for tag in reversed(still_open)
@@ -115,4 +120,5 @@ def _indent_code_lines(app, pagename, templatename, context, doctree):
 
 def setup(app):
     app.connect("html-page-context", _indent_code_lines)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    # Raising env_version makes the next build re-read and so re-write every page.
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}

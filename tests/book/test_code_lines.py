@@ -11,7 +11,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
-from code_lines import indent_blocks, indent_lines  # noqa: E402
+from code_lines import HELD_INDENT, indent_blocks, indent_lines  # noqa: E402
 
 SOURCE = '''def f(x):
     """A docstring
@@ -85,3 +85,12 @@ def test_bad_input_is_named():
         indent_lines(b"x")
     with pytest.raises(ValueError, match="pre must close only the tags it opened; found '</span>' with none open"):
         indent_lines("x</span>")
+
+
+def test_an_indentation_deeper_than_half_a_phone_is_not_held():
+    """An argument aligned far right keeps its span (its hanging indent) but its spaces may wrap
+    alone: held, 48 spaces would push the line past a phone's 44-column block."""
+    deep = " " * (HELD_INDENT + 1) + "x)\n"
+    assert indent_lines(deep) == f'<span class="code-line" style="--indent:{HELD_INDENT + 1}">{deep[:-1]}</span>\n'
+    held = " " * HELD_INDENT + "x)\n"
+    assert '<span class="code-indent">' in indent_lines(held)
