@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.textpath import TextPath
 
 from lib.part4_attention.positional import positional_encoding
 from lib.widgets.core import Choice, Slider, Visual
@@ -212,9 +213,14 @@ class HeadsViewer(Visual):
         self.update(handles, data)
         # Leave the longest token of any example on every tick: the layout, frozen after
         # draw, then has room for all of them (the next update puts the real ones back).
+        # Turned only if some frame turns its labels, judged on columns a fifth narrower than
+        # now (the layout narrows the axes by less): otherwise the frames' feet stay empty.
         tokens = [token for sentence in (*self.sources, *self.targets) for token in sentence] + ["<bos>"]
         longest = max(tokens, key=len)
-        ax.set_xticks(ax.get_xticks(), [longest] * len(ax.get_xticks()), rotation=90)
+        examples = range(1, len(self.sources) + 1)
+        turned = any(not fits_upright(ax, self.compute(kind=kind, example=example)["column_labels"], room=0.8)
+                     for kind in KINDS for example in examples)
+        ax.set_xticks(ax.get_xticks(), [longest] * len(ax.get_xticks()), rotation=90 if turned else 0)
         ax.set_yticks(ax.get_yticks(), [longest] * len(ax.get_yticks()))
         return handles
 
@@ -222,13 +228,38 @@ class HeadsViewer(Visual):
         ax = handles["ax"]
         handles["image"].set_data(np.ma.masked_invalid(data["weights"]))
         rows, columns = data["row_labels"], data["column_labels"]
-        ax.set_xticks(range(len(columns)), columns, rotation=90)  # upright tokens would overlap on a phone
+        ax.set_xticks(range(len(columns)), columns)
+        # Upright where every token fits its column (digits); turned where one would run into the next.
+        ax.tick_params(axis="x", labelrotation=0 if fits_upright(ax, columns) else 90)
         ax.set_yticks(range(len(rows)), rows)
         ax.set_xlim(-0.5, len(columns) - 0.5)
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_title(data["title"])
         ax.set_xlabel(data["xlabel"])
         ax.set_ylabel(data["ylabel"])
+
+
+def fits_upright(ax, labels: Sequence[str], room: float = 1.0) -> bool:
+    """Whether ``labels``, one per column of ``ax`` (at x = 0, 1, ...), can be drawn upright.
+
+    Each pair of neighbours, drawn in the font of ``ax``'s x tick labels, must keep a third
+    of an em between them in columns ``room`` times as wide as ``ax``'s, and the first and
+    last must stay inside the figure. Measured on the glyphs' outlines (no renderer needed).
+    """
+    if len(labels) == 0:
+        raise ValueError("labels must name at least one column; found none")
+    if not 0 < room <= 1:
+        raise ValueError(f"room must be a fraction of the column in (0, 1]; found {room}")
+    prop = ax.xaxis.get_majorticklabels()[0].get_fontproperties()
+    box = ax.get_position()
+    width_pt = ax.figure.get_figwidth() * 72
+    column_pt = room * box.width * width_pt / len(labels)
+    widths = [TextPath((0, 0), str(label), prop=prop).get_extents().width for label in labels]
+    gap = prop.get_size_in_points() / 3
+    apart = all((left + right) / 2 + gap <= column_pt for left, right in zip(widths, widths[1:]))
+    inside = (box.x0 * width_pt + (column_pt - widths[0]) / 2 >= 0
+              and box.x1 * width_pt - (column_pt - widths[-1]) / 2 <= width_pt)
+    return bool(apart and inside)
 
 
 def draw_all_heads(fig: Figure, viewer: HeadsViewer, example: int = 1) -> np.ndarray:

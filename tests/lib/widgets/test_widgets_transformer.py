@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from lib.part4_attention.positional import positional_encoding
 from lib.part4_attention.transformer import Seq2SeqTransformer, TransformerConfig
 from lib.widgets import explore
-from lib.widgets.transformer import HeadsViewer, PositionalEncodingExplorer, draw_all_heads
+from lib.widgets.transformer import HeadsViewer, PositionalEncodingExplorer, draw_all_heads, fits_upright
 from test_widgets_legibility import assert_legible
 
 WEBP_TAG = b"WEBP"  # bytes 8-11 of a WebP file: frames are lossless WebP
@@ -115,3 +115,63 @@ def test_heads_viewer_renders_and_the_grid_has_every_map(trained_like_maps):
 
 def test_heads_viewer_is_legible_on_a_phone(trained_like_maps):
     assert_legible(HeadsViewer(*trained_like_maps))
+
+
+def key_labels(viewer, values):
+    """The x tick labels of the frame of ``values`` as drawn: [(text, rotation, window box)]."""
+    from test_widgets_legibility import frame_texts
+
+    explorer = explore(viewer)
+    renderer, _ = frame_texts(explorer, values)
+    ax = explorer._handles["ax"]
+    return [(t.get_text(), t.get_rotation(), t.get_window_extent(renderer)) for t in ax.get_xticklabels()]
+
+
+def assert_apart(labels):
+    for (a, _, box_a), (b, _, box_b) in zip(labels, labels[1:]):
+        assert box_a.x1 <= box_b.x0, f"key labels {a!r} and {b!r} overlap: {box_a.bounds} and {box_b.bounds}"
+
+
+WORDS = (
+    [["tokenisation", "embedding", "attention", "softmax", "projection", "residual"]] * 2,
+    [["normalisation", "feedforward", "dropout", "positional", "encoding", "<eos>"]] * 2,
+)
+
+
+def test_heads_viewer_draws_short_key_labels_upright_and_turns_long_ones(trained_like_maps):
+    """Digits (and <bos> beside them) stand upright and apart in every frame; words too wide for
+    their columns are turned, apart, and the layout left room for them (issue 31: single digits
+    were turned by 90 degrees)."""
+    maps, sources, targets = trained_like_maps
+    viewer = HeadsViewer(maps, sources, targets)
+    for kind in ("encoder", "decoder", "cross"):
+        for example in (1, 2):
+            labels = key_labels(viewer, {"kind": kind, "example": example})
+            assert [rotation for _, rotation, _ in labels] == [0.0] * len(labels), (kind, example, labels)
+            assert_apart(labels)
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(13, 13, TransformerConfig(d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=12))
+    src, tgt = torch.randint(3, 13, (2, 6)), torch.randint(3, 13, (2, 6))
+    wide = {kind: value.numpy() for kind, value in model.attention_maps(src, tgt, torch.tensor([6, 6])).items()}
+    words = HeadsViewer(wide, *WORDS)
+    labels = key_labels(words, {"kind": "cross"})
+    assert {rotation for _, rotation, _ in labels} == {90.0}
+    assert [text for text, _, _ in labels] == WORDS[0][0]
+    assert all(box_a.x1 <= box_b.x0 for (_, _, box_a), (_, _, box_b) in zip(labels, labels[1:]))
+    assert_legible(words)  # turned labels inside the frame: the frozen layout left room
+
+
+def test_fits_upright_measures_neighbours_and_names_bad_arguments(trained_like_maps):
+    fig = Figure(figsize=(4.8, 5.0))
+    ax = fig.add_subplot()
+    ax.set_xticks(range(4), ["0", "1", "2", "3"])
+    assert fits_upright(ax, ["0", "1", "2", "3"])
+    assert fits_upright(ax, ["<bos>", "1", "2", "3"])  # a wide label beside narrow ones
+    assert not fits_upright(ax, ["<bos>", "<bos>", "<bos>", "<bos>"], room=0.5)
+    assert fits_upright(ax, ["tokenisation", "embedding", "attention", "softmax"]) is True
+    ax.set_xticks(range(6), WORDS[0][0])
+    assert fits_upright(ax, WORDS[0][0]) is False
+    with pytest.raises(ValueError, match="labels must name at least one column; found none"):
+        fits_upright(ax, [])
+    with pytest.raises(ValueError, match=r"room must be a fraction of the column in \(0, 1\]; found 0"):
+        fits_upright(ax, ["0"], room=0)

@@ -1,0 +1,124 @@
+"""Sphinx extension for the book: a wrapped code line continues under its own indentation.
+
+Code cells and printed outputs wrap where a line does not fit (a phone, a zoomed page;
+``_static/book.css``). The ``<pre>`` of a block can give its continuation lines one hanging
+indent only, which puts the continuation of an indented line left of the line's own start, so
+it reads as a dedented statement. This extension puts every indented line of every
+highlighted block (``div.highlight pre``: code cells, code blocks and printed outputs alike)
+into its own ``span.code-line`` whose ``--indent`` is the line's leading spaces; ``book.css``
+gives that span a hanging indent of those spaces plus 2 columns, so a wrapped piece starts 2
+columns right of the line's own text. The leading spaces themselves go in a ``span.code-indent``
+that cannot break (else a line whose first word is long breaks after its indentation and shows
+it alone), up to :data:`HELD_INDENT` columns. Lines without leading spaces keep the
+block's 2 columns.
+
+The text of a block is unchanged, character for character: the spans hold the lines without
+their newlines, which stay between them, and a highlighting span that runs over a newline
+(a docstring) is closed before it and opened again after it. What the copy button copies
+and what a reader selects are therefore the code as written (``tests/book/test_layout.py``).
+
+Runs on ``html-page-context``, on the body of each page as it is written, so an incremental
+build treats only the pages it writes.
+"""
+
+import html
+import re
+
+# A highlighted block as Pygments and myst-nb write it (its <pre> holds only spans and text).
+BLOCK = re.compile(r'(<div class="highlight"><pre[^>]*>)(.*?)(</pre>)', re.S)
+TAG = re.compile(r"(<[^>]*>)")
+TAG_NAME = re.compile(r"<([A-Za-z][A-Za-z0-9]*)")
+# The deepest indentation held to its line's first character: more than half of the 44 columns of
+# a phone's code block (an argument aligned under an opening bracket far right) may wrap on its
+# own rather than push the line past the block's edge.
+HELD_INDENT = 24
+
+
+def _hold_indentation(pieces: list[str], indent: int) -> list[str]:
+    """``pieces`` with the line's first ``indent`` spaces in ``span.code-indent``(s).
+
+    ``book.css`` draws that span ``white-space: pre``: a line cannot break between its
+    indentation and its first character (the indentation alone on a line, the code below it).
+    """
+    held, left = [], indent
+    for piece in pieces:
+        if left and not piece.startswith("<"):
+            spaces = min(left, len(piece) - len(piece.lstrip(" ")))
+            if (
+                spaces
+            ):  # the line's text starts with its indentation: these are some of it
+                piece = (
+                    f'<span class="code-indent">{piece[:spaces]}</span>{piece[spaces:]}'
+                )
+                left -= spaces
+        held.append(piece)
+    return held
+
+
+def _line_html(pieces: list[str], still_open: list[str]) -> str:
+    """One line: its pieces, the tags still open at its end closed, and, if it is indented, the
+    span that carries its indentation around it."""
+    text = html.unescape(TAG.sub("", "".join(pieces)))
+    indent = len(text) - len(text.lstrip(" "))
+    if 0 < indent <= HELD_INDENT and text.strip():
+        pieces = _hold_indentation(pieces, indent)
+    body = "".join(pieces) + "".join(
+        f"</{TAG_NAME.match(tag).group(1)}>" for tag in reversed(still_open)
+    )
+    if indent == 0 or not text.strip():
+        return body
+    return f'<span class="code-line" style="--indent:{indent}">{body}</span>'
+
+
+def indent_lines(pre: str) -> str:
+    """The inner HTML ``pre`` of a highlighted ``<pre>`` with each indented line in a ``span.code-line``.
+
+    Removing every ``span.code-line`` start tag and its matching end tag, and every end tag
+    added before a newline with the start tag added after it, gives ``pre`` back; the text
+    (tags removed) is ``pre``'s text exactly.
+    """
+    if not isinstance(pre, str):
+        raise TypeError(
+            f"pre must be the HTML inside a <pre> as str; found {type(pre).__name__}"
+        )
+    out: list[str] = []
+    pieces: list[str] = []
+    open_tags: list[str] = []  # the start tags of the spans open at this point
+    for token in TAG.split(pre):
+        if token.startswith("<"):
+            if token.startswith("</"):
+                if not open_tags:
+                    raise ValueError(
+                        f"pre must close only the tags it opened; found {token!r} with none open"
+                    )
+                open_tags.pop()
+            elif not token.endswith("/>"):
+                open_tags.append(token)
+            pieces.append(token)
+            continue
+        *complete, rest = token.split("\n")
+        for piece in complete:
+            pieces.append(piece)
+            out.append(_line_html(pieces, open_tags) + "\n")
+            pieces = list(open_tags)  # the next line opens again what this one closed
+        pieces.append(rest)
+    out.append(
+        _line_html(pieces, [])
+    )  # the last line (usually empty) closes its own tags
+    return "".join(out)
+
+
+def indent_blocks(body: str) -> str:
+    """``body`` (a page's HTML) with :func:`indent_lines` applied to every highlighted block."""
+    return BLOCK.sub(lambda m: m.group(1) + indent_lines(m.group(2)) + m.group(3), body)
+
+
+def _indent_code_lines(app, pagename, templatename, context, doctree):
+    if "body" in context:
+        context["body"] = indent_blocks(context["body"])
+
+
+def setup(app):
+    app.connect("html-page-context", _indent_code_lines)
+    # Raising env_version makes the next build re-read and so re-write every page.
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}

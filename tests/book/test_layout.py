@@ -1,0 +1,340 @@
+"""The built book's layout on a phone and a laptop (issue 31, item 6), opened in headless Chromium.
+
+* Explorers scale with the column like the diagrams, centred: a frame is as wide as its column,
+  its image's own pixel width (one image pixel per CSS pixel: never blown up on a 1x screen) or,
+  on a laptop, the width at which its foot stays on the screen below the controls, whichever is
+  least, and keeps its proportions (``_static/book.css``).
+* A wrapped code line, or a wrapped line of a printed output, continues 2 columns right of its
+  own first character, never left of it (``_ext/code_lines.py``), and the copy button and the
+  rendered text still give the code exactly as written.
+* On a phone every control of an explorer is at least 44 CSS px tall and wide.
+* The phone's drawer shows the book's title once; every page names a favicon that is served,
+  and no request of a page fails.
+
+Needs ``_build/html`` (or ``BOOK_HTML``) and Debian's ``chromium``, like
+``tests/book/test_book_html.py``, whose fixtures and page helper it uses.
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_book_html import BUILD, Visit, browser, content_pages, explorer_pages, server  # noqa: F401  (fixtures)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
+from code_lines import HELD_INDENT  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+CHAPTER = "chapters/09_attention.html"  # explorers, long code cells and listings printed as outputs
+PHONE, LAPTOP = 390, 1366
+
+
+# ---- explorers scale with the column, centred ---------------------------------------------------
+
+FRAMES_JS = """() => [...document.querySelectorAll('img.book-explorer-frame')].map(img => {
+  const box = img.getBoundingClientRect(), column = img.parentElement.getBoundingClientRect();
+  const limit = parseFloat(getComputedStyle(img).maxHeight);  // NaN for "none"
+  return {alt: img.alt, width: box.width, height: box.height, left: box.left - column.left,
+          right: column.right - box.right, column: column.width,
+          naturalWidth: img.naturalWidth, naturalHeight: img.naturalHeight, maxHeight: limit};
+})"""
+
+
+def frame_problems(frames) -> list[str]:
+    """What is wrong with each frame's size and place (:data:`FRAMES_JS`)."""
+    problems = []
+    for f in frames:
+        ratio = f["naturalWidth"] / f["naturalHeight"]
+        by_height = f["maxHeight"] * ratio if f["maxHeight"] == f["maxHeight"] else float("inf")  # NaN: no limit
+        wanted = min(f["column"], f["naturalWidth"], by_height)
+        if abs(f["width"] - wanted) > 1:
+            problems.append(f"{f['alt']}: {f['width']:.0f} px wide, wanted {wanted:.0f} (column {f['column']:.0f})")
+        if abs(f["width"] / f["height"] - ratio) > 0.01:
+            problems.append(f"{f['alt']}: shown {f['width']:.0f} x {f['height']:.0f}, drawn {ratio:.3f}:1")
+        if abs(f["left"] - f["right"]) > 1:
+            problems.append(f"{f['alt']}: not centred ({f['left']:.0f} px left, {f['right']:.0f} px right)")
+    return problems
+
+
+def frames_at(browser, server, page, width):
+    visit = Visit(browser, f"{server}/{page}", width=width)
+    try:
+        visit.page.wait_for_function("() => [...document.querySelectorAll('img.book-explorer-frame')]"
+                                     ".every(img => img.complete && img.naturalWidth > 0)")
+        return visit.page.evaluate(FRAMES_JS)
+    finally:
+        visit.close()
+
+
+@pytest.mark.parametrize("width", [PHONE, 1024, LAPTOP])
+def test_explorers_fill_their_column_centred_and_keep_their_proportions(server, browser, width):
+    """Old build: every frame 432 px wide (its natural CSS width) at 1366 px, left-aligned."""
+    problems, widths = [], []
+    for page in explorer_pages():
+        frames = frames_at(browser, server, page, width)
+        assert frames, f"{page} lost its explorers"
+        problems += [f"{page}: {p}" for p in frame_problems(frames)]
+        widths += [(f["width"], f["naturalWidth"] / f["width"], f["column"]) for f in frames]
+    print(f"at {width} px: frames {min(w for w, _, _ in widths):.0f}-{max(w for w, _, _ in widths):.0f} px wide "
+          f"in columns of {min(c for _, _, c in widths):.0f}-{max(c for _, _, c in widths):.0f} px, "
+          f"{min(r for _, r, _ in widths):.2f}-{max(r for _, r, _ in widths):.2f} image px per CSS px")
+    assert problems == [], f"at {width} px: " + "; ".join(problems)
+    if width == LAPTOP:  # the column is wider than a frame's natural width (2 image px per CSS px);
+        # the tallest frames, held by the screen's height, grow least (to 538 px: 1.61)
+        assert max(r for _, r, _ in widths) < 1.7, "the frames did not grow with the column"
+
+
+def test_the_frame_check_sees_a_small_a_stretched_and_an_off_centre_frame():
+    frame = {"alt": "x", "width": 700, "height": 500, "left": 28, "right": 29, "column": 757,
+             "naturalWidth": 864, "naturalHeight": 720, "maxHeight": 756}
+    assert frame_problems([{**frame, "width": 757, "height": 630.8, "left": 0, "right": 0}]) == []
+    assert len(frame_problems([{**frame, "width": 432, "height": 360, "left": 0, "right": 325}])) == 2
+    assert "drawn" in frame_problems([{**frame, "width": 757, "height": 500, "left": 0, "right": 0}])[0]
+    tall = {**frame, "naturalHeight": 1188, "width": 550, "height": 756.25, "left": 103.5, "right": 103.5}
+    assert frame_problems([tall]) == []  # a tall frame stops where its foot leaves the screen
+    assert frame_problems([{**tall, "maxHeight": float("nan")}]) != []
+
+
+def test_the_tallest_explorer_and_its_controls_fit_a_laptop_screen(server, browser):
+    """At 1366 x 900 a reader sees an explorer's controls and its whole frame at once below the
+    page's bar (chapter 11's frames are the tallest, 4.8 x 6.6 in: grown to the column's width
+    they would be 1040 px tall)."""
+    visit = Visit(browser, f"{server}/chapters/11_transformer.html", width=LAPTOP)
+    try:
+        found = visit.page.evaluate("""() => {
+            const bar = document.querySelector('.bd-header-article').getBoundingClientRect().height;
+            return [innerHeight - bar, [...document.querySelectorAll('div.book-explorer')].map(p =>
+                p.querySelector('img.book-explorer-frame').getBoundingClientRect().bottom
+                - p.querySelector('.book-explorer-controls').getBoundingClientRect().top)]; }""")
+    finally:
+        visit.close()
+    room, heights = found
+    print(f"room below the bar {room:.0f} px; controls and frame {[round(h) for h in heights]} px")
+    assert heights and max(heights) <= room
+
+
+# ---- wrapped code continues under its own indentation ------------------------------------------
+
+# For every line of every code block and printed output that wraps: the x of its first non-space
+# character and of each continuation's start, and the width of a column (1ch).
+WRAPPED_JS = """() => {
+  const found = [];
+  for (const pre of document.querySelectorAll('main div.highlight pre')) {
+    if (!pre.getClientRects().length) continue;
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT), chars = [];
+    for (let n = walker.nextNode(); n; n = walker.nextNode())
+      for (let i = 0; i < n.data.length; i++) chars.push([n, i]);
+    const range = document.createRange(), rectOf = k => {
+      range.setStart(chars[k][0], chars[k][1]); range.setEnd(chars[k][0], chars[k][1] + 1);
+      return range.getBoundingClientRect(); };
+    const text = pre.textContent, ch = rectOf(0).width || 1;
+    let start = 0;
+    for (const line of text.split('\\n')) {
+      const end = start + line.length, first = start + line.length - line.trimStart().length;
+      if (line.trim()) {
+        const top = rectOf(first).top, x0 = rectOf(first).left, starts = [];
+        let lastTop = top;
+        for (let k = first + 1; k < end; k++) {
+          const r = rectOf(k);
+          if (r.width && r.top > lastTop + 2) { starts.push(r.left); lastTop = r.top; }
+        }
+        if (starts.length) found.push({line: line.slice(0, 60), indent: first - start, x0, starts,
+                                       ch: rectOf(first).width});
+      }
+      start = end + 1;
+    }
+  }
+  return found;
+}"""
+
+
+def continuation_problems(wrapped) -> list[str]:
+    """Continuations not 2 columns right of their line's text, for indentations the build holds
+    (``code_lines.HELD_INDENT``; deeper ones may wrap alone, and the sideways check covers them)."""
+    return [f"{w['indent']} spaces, {w['line'].strip()[:40]!r}: continues at {(s - w['x0']) / w['ch']:+.1f} columns"
+            for w in wrapped for s in w["starts"] if w["indent"] <= HELD_INDENT and abs(s - w["x0"] - 2 * w["ch"]) > 1]
+
+
+def test_a_wrapped_line_continues_two_columns_right_of_its_own_text(server, browser):
+    """At 390 px the long lines of chapter 9 wrap; each continuation starts 2 columns right of its
+    line's first character. Old build: an indented line continued at 2 columns from the block's
+    edge (-2 columns for a 4-space line)."""
+    visit = Visit(browser, f"{server}/{CHAPTER}", width=PHONE)
+    try:
+        wrapped = visit.page.evaluate(WRAPPED_JS)
+    finally:
+        visit.close()
+    indented = [w for w in wrapped if w["indent"] > 0]
+    print(f"{len(wrapped)} wrapped lines at {PHONE} px, {len(indented)} of them indented")
+    assert len(indented) >= 10, "chapter 9 should wrap indented lines on a phone"
+    assert continuation_problems(wrapped) == []
+
+
+def test_the_continuation_check_sees_a_dedented_continuation(server, browser):
+    visit = Visit(browser, f"{server}/intro.html", width=PHONE)
+    try:
+        visit.page.evaluate("""() => document.querySelector('main .bd-article').insertAdjacentHTML('beforeend',
+            '<div class="highlight"><pre>    ' + 'word '.repeat(30) + '</pre></div>')""")
+        wrapped = visit.page.evaluate(WRAPPED_JS)
+    finally:
+        visit.close()
+    assert len(wrapped) == 1 and wrapped[0]["indent"] == 4
+    assert continuation_problems(wrapped) != []  # a plain <pre> continues 2 columns from its edge
+
+
+def code_sources(page: str) -> set[str]:
+    """The code cells' sources of the page's notebook, as the build copied it."""
+    source = BUILD / "_sources" / re.sub(r"\.html$", ".ipynb", page)
+    cells = json.loads(source.read_text(encoding="utf-8"))["cells"]
+    return {"".join(cell["source"]).rstrip("\n") for cell in cells if cell["cell_type"] == "code"}
+
+
+# Click every copy button; what it copied, and whether its block is a code cell's and its text.
+# The clipboard is set to a sentinel first and read once it changed (the copy is asynchronous).
+COPY_JS = """async () => {
+  const copied = [], sentinel = '\\u0000not copied';
+  for (const button of document.querySelectorAll('main button.copybtn')) {
+    const pre = document.querySelector(button.dataset.clipboardTarget);
+    await navigator.clipboard.writeText(sentinel);
+    let text = sentinel;
+    for (let clicks = 0; text === sentinel && clicks < 3; clicks++) {  // a busy machine may drop one
+      button.click();
+      for (let tries = 0; text === sentinel && tries < 100; tries++) {
+        await new Promise(r => setTimeout(r, 10));
+        text = await navigator.clipboard.readText();
+      }
+    }
+    copied.push({text, input: !!pre.closest('.cell_input'), block: pre.textContent});
+  }
+  return copied;
+}"""
+
+
+def copy_problems(copied, sources) -> list[str]:
+    """Copies that are not the code as written: a code cell's must be its source in the notebook,
+    a printed output's its block's text (the build's run prints it; measured numbers change)."""
+    return [c["text"][:60] for c in copied
+            if (c["text"] not in sources if c["input"] else c["text"] != c["block"].removesuffix("\n"))]
+
+
+def test_the_copy_button_and_the_page_give_the_code_as_written(server, browser):
+    """Every copy button of chapter 9 copies a code cell's source exactly as the notebook holds it
+    (a printed output: its text), and each block's rendered text (what a reader selects) is its text."""
+    visit = Visit(browser, f"{server}/{CHAPTER}", width=PHONE)
+    try:
+        visit.context.grant_permissions(["clipboard-read", "clipboard-write"])
+        copied = visit.page.evaluate(COPY_JS)
+        # (a block in a collapsed solution is hidden: its innerText is empty)
+        rendered = visit.page.evaluate(
+            "() => [...document.querySelectorAll('main div.highlight pre')].filter(p =>"
+            " p.checkVisibility({visibilityProperty: true}) && p.innerText !== p.textContent).length")
+        spans = visit.page.locator("main span.code-line").count()
+    finally:
+        visit.close()
+    inputs = sum(c["input"] for c in copied)
+    print(f"{len(copied)} copy buttons ({inputs} code cells), {spans} indented lines in spans")
+    assert inputs >= 30 and len(copied) > inputs
+    assert copy_problems(copied, code_sources(CHAPTER)) == []
+    assert rendered == 0
+
+
+def test_the_copy_check_sees_a_changed_character(server, browser):
+    visit = Visit(browser, f"{server}/{CHAPTER}", width=PHONE)
+    try:
+        visit.context.grant_permissions(["clipboard-read", "clipboard-write"])
+        visit.page.evaluate("() => document.querySelector('main div.cell_input div.highlight pre')"
+                            ".insertAdjacentText('afterbegin', ' ')")
+        copied = visit.page.evaluate(COPY_JS)
+    finally:
+        visit.close()
+    planted = next(c for c in copied if c["input"])  # the first code cell's block, one space longer
+    assert planted["text"].startswith(" ")
+    assert copy_problems(copied, code_sources(CHAPTER))[0] == planted["text"][:60]
+    # A line drawn as a block of its own would add a newline to the rendered text.
+    visit = Visit(browser, f"{server}/intro.html", width=PHONE)
+    try:
+        differs = visit.page.evaluate("""() => { document.querySelector('main').insertAdjacentHTML('beforeend',
+            '<div class="highlight"><pre>a\\n<span style="display: block">  b</span>\\nc</pre></div>');
+            const pre = [...document.querySelectorAll('main div.highlight pre')].pop();
+            return pre.innerText !== pre.textContent; }""")
+    finally:
+        visit.close()
+    assert differs
+    block = next(c for c in copied if not c["input"])
+    assert copy_problems([{**block, "text": block["text"] + " "}], set()) != []
+
+
+# ---- touch targets, the drawer's title, the favicon ----------------------------------------------
+
+# An explorer's controls and the buttons of the bar above the page (menu, launch, download, ...).
+TARGETS_JS = """() => [...document.querySelectorAll('div.book-explorer .book-explorer-control, .bd-header-article .btn')]
+  .filter(el => el.getClientRects().length && getComputedStyle(el).visibility !== 'hidden').map(el => {
+  const r = el.getBoundingClientRect(); return [el.tagName + '.' + el.className.split(' ')[0],
+                                                Math.round(r.width), Math.round(r.height)]; })"""
+
+
+def test_explorer_controls_are_touch_targets_on_a_phone(server, browser):
+    """At 390 px every slider and drop-down of every explorer, and every button of the page's bar,
+    is at least 44 x 44 CSS px (old build: sliders 16 px tall, the bar's buttons 29-34 px)."""
+    small = []
+    for page in explorer_pages():
+        visit = Visit(browser, f"{server}/{page}", width=PHONE)
+        try:
+            targets = visit.page.evaluate(TARGETS_JS)
+        finally:
+            visit.close()
+        assert any(tag.endswith(".book-explorer-control") for tag, _, _ in targets), f"{page} lost its explorers"
+        small += [f"{page}: {tag} {w}x{h}" for tag, w, h in targets if w < 44 or h < 44]
+    assert small == []
+
+
+def test_a_slider_moves_when_touched_at_the_edge_of_its_target(server, browser):
+    """A tap 20 px above a slider's track, at its right end (inside its 44 px box), moves it to its
+    last value (old build: the tap missed the 16 px slider)."""
+    visit = Visit(browser, f"{server}/{CHAPTER}", width=PHONE)
+    try:
+        slider = visit.page.locator("div.book-explorer input[type=range]").first
+        slider.scroll_into_view_if_needed()
+        box = slider.bounding_box()
+        last = slider.get_attribute("max")
+        assert slider.input_value() != last
+        visit.page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2 - 20)
+        assert slider.input_value() == last
+    finally:
+        visit.close()
+
+
+def test_the_phone_drawer_shows_the_book_title_once(server, browser):
+    title = "Attention, Sequence Models and Memory"
+    visit = Visit(browser, f"{server}/{CHAPTER}", width=PHONE)
+    try:
+        visit.page.locator(".primary-toggle:visible").click()
+        drawer = visit.page.locator("#pst-primary-sidebar-modal")
+        drawer.wait_for(state="visible", timeout=2000)
+        shown = drawer.evaluate("""(d, title) => [...d.querySelectorAll('*')].filter(e =>
+            e.children.length === 0 && e.textContent.trim() === title && e.getClientRects().length
+            && getComputedStyle(e).visibility !== 'hidden').length""", title)
+    finally:
+        visit.close()
+    assert shown == 1
+
+
+@pytest.mark.parametrize("page", content_pages() if BUILD.is_dir() else ["intro.html"])
+def test_every_page_names_a_served_favicon_and_nothing_fails(server, browser, page):
+    """(``index.html`` only redirects to the introduction.)"""
+    visit = Visit(browser, f"{server}/{page}")
+    failed = []
+    visit.page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
+    try:
+        visit.page.reload(wait_until="load")
+        visit.page.wait_for_timeout(200)
+        icon = visit.page.evaluate("() => { const l = document.querySelector('link[rel~=icon]'); return l && l.href; }")
+        assert icon, f"{page} names no favicon"
+        response = visit.context.request.get(icon)
+        assert response.status == 200 and response.headers["content-type"].startswith("image/"), icon
+    finally:
+        visit.close()
+    assert failed == [], f"{page}: requests failed"
