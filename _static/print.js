@@ -44,7 +44,16 @@
     });
   }
 
+  // The build marks pictures loading="lazy" (_ext/page_assets.py): a printed page needs every one,
+  // and a lazy picture out of view (or in a closed menu) would never fire the load awaited below.
+  function loadEveryPicture() {
+    document.querySelectorAll('img[loading="lazy"]').forEach(function (img) {
+      img.loading = "eager";
+    });
+  }
+
   function picturesLoaded() {
+    loadEveryPicture();
     var pending = Array.prototype.filter.call(document.images, function (img) {
       return !img.complete;
     });
@@ -125,6 +134,7 @@
   // A print started elsewhere (the browser's menu): typeset what is left now (synchronous once
   // MathJax's fonts and extensions are loaded) and show each explorer's default frame.
   window.addEventListener("beforeprint", function () {
+    loadEveryPicture();
     showDefaultFrames();
     typesetAll();
   });

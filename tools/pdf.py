@@ -157,7 +157,9 @@ def print_entries(
             page.goto(f"{server}/{entry.path}", wait_until="load")
             if ready:
                 page.wait_for_function("() => typeof window.bookPrintReady === 'function'")
-                page.evaluate("() => window.bookPrintReady()")
+                # a page that never gets ready fails the print instead of hanging it
+                page.evaluate("() => Promise.race([window.bookPrintReady(), new Promise((_, fail) => "
+                              "setTimeout(() => fail(new Error('not ready to print after 120 s')), 120000))])")
             info = page.evaluate(_PREPARE_JS, [sorted(targets[entry.path]), html_url])
             entry.title, entry.sections = info["title"], info["sections"]
             entry.glyphs, entry.formulas, entry.maths = info["glyphs"], info["formulas"], info["maths"]
