@@ -992,7 +992,7 @@ def plot_search_curse(result: SearchCurse):
     fig, axes = plt.subplots(
         2, 2, figsize=(4.8, 6.2), sharex=True, sharey="row", layout="constrained"
     )
-    exact_x = 2 * CURSE_BEAMS[-1]  # where exact search is drawn, right of K = 64
+    exact_x = 4 * CURSE_BEAMS[-1]  # where exact search is drawn, right of K = 64
     styles = {"log p": "C3", "|y|^0.7": "C0", "GNMT lp": "C2"}
     for column, n in enumerate(result.per_times):
         for row, (table, exact_table) in enumerate(
