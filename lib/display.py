@@ -331,9 +331,11 @@ def use_book_plots(shell=None) -> None:
         return
     from matplotlib.figure import Figure
 
-    # pyplot first: in a kernel it configures the inline backend, which would otherwise
-    # put back its own PNG formatter when a later cell imports pyplot
-    from matplotlib import pyplot  # noqa: F401
+    # Resolve the backend now: a kernel's inline backend sets its own PNG formatter when it
+    # loads, which pyplot otherwise does at the first figure, replacing the one below.
+    from matplotlib import pyplot
+
+    pyplot.switch_backend(matplotlib.get_backend())
 
     matplotlib.rcParams.update(PLOT_STYLE)  # the backend may have loaded its own rc
     formatters = shell.display_formatter.formatters
