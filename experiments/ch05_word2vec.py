@@ -856,10 +856,10 @@ def plot_count_vectors(result: CountVectors):
 
     tests = ("wordsim", "simlex", "add", "mul")
     labels = (
-        "WordSim-353 ρ",
-        "SimLex-999 ρ",
-        "analogies,\n3CosAdd",
-        "analogies,\n3CosMul",
+        "WordSim\nρ",
+        "SimLex\nρ",
+        "analogies\n3CosAdd",
+        "analogies\n3CosMul",
     )
     cbow = [
         s for (n, who, _), s in result.word2vec.items() if (n, who) == ("CBOW", "ours")
@@ -872,14 +872,14 @@ def plot_count_vectors(result: CountVectors):
         getattr(result.word2vec["skip-gram", "ours", 1], t) for t in tests
     ]
     bars["CBOW (ours), median"] = [median(getattr(s, t) for s in cbow) for t in tests]
-    fig, ax = plt.subplots(figsize=(6.4, 2.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(4.8, 4.2), layout="constrained")
     width = 0.8 / len(bars)
     for i, (name, values) in enumerate(bars.items()):
         offset = (i - (len(bars) - 1) / 2) * width
         ax.bar([j + offset for j in range(len(tests))], values, width, label=name)
     ax.set_xticks(range(len(tests)), labels)
     ax.set_ylabel("ρ, or share right")
-    ax.legend(fontsize=7, ncol=2)
+    fig.legend(loc="outside lower center")
     return fig
 
 

@@ -989,8 +989,10 @@ def plot_search_curse(result: SearchCurse):
     search at the right end."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(6.4, 4.6), layout="constrained")
-    exact_x = 2 * CURSE_BEAMS[-1]  # where exact search is drawn, right of K = 64
+    fig, axes = plt.subplots(
+        2, 2, figsize=(4.8, 6.2), sharex=True, sharey="row", layout="constrained"
+    )
+    exact_x = 4 * CURSE_BEAMS[-1]  # where exact search is drawn, right of K = 64
     styles = {"log p": "C3", "|y|^0.7": "C0", "GNMT lp": "C2"}
     for column, n in enumerate(result.per_times):
         for row, (table, exact_table) in enumerate(
@@ -1032,11 +1034,14 @@ def plot_search_curse(result: SearchCurse):
                 best = statistics.median(result.best_length.values())
                 ax.axhline(best, color="grey", linestyle="--", label="y*")
             ax.set_xscale("log", base=2)
-            ax.set_xticks([*CURSE_BEAMS, exact_x], [*map(str, CURSE_BEAMS), "exact"])
-            ax.tick_params(labelsize=7)
-        axes[0, column].set_title(f"{n} phrasings per time", fontsize=9)
-        axes[1, column].set_xlabel("beam size K", fontsize=8)
-    axes[0, 0].set_ylabel("outputs equal to y*, of 48", fontsize=8)
-    axes[1, 0].set_ylabel("mean length, tokens", fontsize=8)
-    axes[1, 1].legend(fontsize=6, loc="center right")
+            shown = CURSE_BEAMS[::2]  # every other beam size: room for the labels
+            ax.set_xticks([*shown, exact_x], [*map(str, shown), "exact"])
+            ax.minorticks_off()
+        axes[0, column].set_title(f"{n} phrasings\nper time")
+        axes[1, column].set_xlabel("beam size K")
+    axes[0, 0].set_ylabel("outputs equal to y*, of 48")
+    axes[1, 0].set_ylabel("mean length, tokens")
+    fig.legend(
+        *axes[1, 1].get_legend_handles_labels(), loc="outside lower center", ncol=2
+    )
     return fig
