@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass
@@ -282,8 +283,8 @@ def train_runs(
     base: Optional[dict] = None,
 ) -> Training:
     """Each architecture from each of its seeds, ours and gensim's, timed in CPU
-    seconds (which a busy machine does not inflate as it does wall time); ``base``
-    replaces :data:`BASE` (a shortened run)."""
+    seconds (these too rise on a busy machine: processes sharing its cores and
+    caches slow each other); ``base`` replaces :data:`BASE` (a shortened run)."""
     runs, seconds, losses = {}, {}, {}
     for name, alpha in ALPHAS.items():
         for seed in seeds[name]:
@@ -790,20 +791,29 @@ def count_vectors(
     dim: int = 50,
     p: float = 0.5,
     seeds: Sequence[int] = (1, 2, 3),
-    stored: Optional[tuple[dict[tuple[int, int], Scores], float]] = None,
+    stored: Optional[tuple[dict[tuple[int, int], Scores], float, dict]] = None,
 ) -> CountVectors:
     """Shifted PPMI factorised into ``dim``-dimensional vectors ``U_d Σ_d^p`` for each
     shift ``k`` and each subsample seed, cut with word2vec's shrunk windows in
     expectation and the contexts' counts raised to 3/4, scored on the three tests
     beside the word2vec ``runs`` (their ρ and 3CosAdd accuracy from ``similarity``
     and ``accuracy``; 3CosMul for ours only, to save time). ``stored`` holds the SVD
-    vectors' scores and CPU seconds :func:`svd_scores` measured (the stored runs), in
-    place of computing them here."""
+    vectors' scores, CPU seconds and settings (``ks``, ``dim``, ``p``, ``seeds``) of
+    :func:`svd_scores` (the stored runs, :meth:`StoredRuns.svd_scores`), in place of
+    computing them here; they must be this call's."""
     if stored is None:
-        stored = svd_scores(
+        svd, seconds = svd_scores(
             sentences, vocab, wordsim, simlex, questions, ks, dim, p, seeds
         )
-    svd, seconds = stored
+    else:
+        svd, seconds, settings = stored
+        wanted = {"ks": list(ks), "dim": dim, "p": p, "seeds": list(seeds)}
+        found = {key: settings.get(key) for key in wanted}
+        if found != wanted or set(svd) != {(k, s) for k in ks for s in seeds}:
+            raise ValueError(
+                f"stored must hold the SVD scores of {wanted}; found {found} with "
+                f"keys {sorted(svd)}"
+            )
     word2vec = {
         key: Scores(
             *similarity.spearman[key],
@@ -817,6 +827,11 @@ def count_vectors(
         for key, vectors in runs.items()
     }
     return CountVectors(svd, word2vec, seconds)
+
+
+# The contexts' counts are raised to this power in the PPMI (Levy, Goldberg and Dagan
+# 2015's smoothing, as word2vec's noise distribution).
+CONTEXT_POWER = 0.75
 
 
 def svd_scores(
@@ -841,7 +856,7 @@ def svd_scores(
         drawn = subsample(corpus, keep, torch.Generator().manual_seed(seed))
         counts = cooccurrence_counts(drawn, len(vocab), BASE["window"])
         for k in ks:
-            matrix = svd_vectors(shifted_ppmi(counts, k, 0.75), dim, p)
+            matrix = svd_vectors(shifted_ppmi(counts, k, CONTEXT_POWER), dim, p)
             vectors[k, seed] = WordVectors(matrix.float(), vocab)
     seconds = time.process_time() - start
     svd = {key: _scores(v, wordsim, simlex, questions) for key, v in vectors.items()}
@@ -946,13 +961,40 @@ def _runs_recipe(
         "seeds": {name: list(s) for name, s in seeds.items()},
         "base": dict(base or BASE),
         "alphas": dict(ALPHAS),
+        "training_sha256": _source_sha256(TRAINING_SOURCES),
         "svd": _svd_recipe(svd_seeds),
     }
 
 
 def _svd_recipe(seeds: Sequence[int]) -> dict:
-    """The settings of :func:`svd_scores` as the chapter calls it, and its ``seeds``."""
-    return {"ks": [1, 5], "dim": 50, "p": 0.5, "seeds": list(seeds)}
+    """The settings of :func:`svd_scores` as the chapter calls it, its ``seeds``, and
+    all else its scores depend on: the window, subsampling and smoothing it counts
+    and weights with, and the SHA-256 of the code that does it."""
+    return {
+        "ks": [1, 5],
+        "dim": 50,
+        "p": 0.5,
+        "seeds": list(seeds),
+        "window": BASE["window"],
+        "sample": BASE["sample"],
+        "context_power": CONTEXT_POWER,
+        "source_sha256": _source_sha256(["lib/part3_words/ppmi.py"]),
+    }
+
+
+# The code our runs are trained with: word2vec and what it imports for training
+# (the Huffman tree of the hierarchical softmax, the training log).
+TRAINING_SOURCES = (
+    "lib/part3_words/word2vec.py",
+    "lib/part3_words/tree_softmax.py",
+    "lib/training.py",
+)
+
+
+def _source_sha256(paths: Sequence[str]) -> str:
+    """SHA-256 of these files of the repository, in order (any edit counts)."""
+    root = Path(__file__).parents[1]
+    return _sha256((path, (root / path).read_bytes()) for path in paths)
 
 
 def _key(run: Run) -> str:
@@ -962,7 +1004,10 @@ def _key(run: Run) -> str:
 def _make_runs(data: dict, seeds=SEEDS, base=None, svd_seeds=(1, 2, 3)) -> dict:
     """Everything the file holds: :func:`train_runs` (our vectors, every run's CPU
     seconds, our losses) and :func:`svd_scores`, with the recipe, the arithmetic and
-    the CPU seconds of it all."""
+    the CPU seconds of it all, the machine's load averages when it ends (CPU seconds
+    rise under load) and gensim's version (which made its runs' times)."""
+    import gensim
+
     start = time.process_time()
     training = train_runs(data["sentences"], data["vocab"], seeds, MIN_COUNT, base)
     svd, svd_seconds = svd_scores(
@@ -987,6 +1032,9 @@ def _make_runs(data: dict, seeds=SEEDS, base=None, svd_seeds=(1, 2, 3)) -> dict:
         },
         svd={f"{k}/{seed}": list(astuple(s)) for (k, seed), s in svd.items()},
         svd_seconds=svd_seconds,
+        loadavg=list(os.getloadavg()),
+        cpus=os.cpu_count(),
+        gensim=gensim.__version__,
     )
 
 
@@ -1019,10 +1067,11 @@ class StoredRuns:
         simlex: list[WordPair],
         questions: Sequence[Question],
         seeds: Sequence[int] = (1, 2, 3),
-    ) -> tuple[dict[tuple[int, int], Scores], float]:
-        """The stored :func:`svd_scores` (``count_vectors(stored=...)``), after checking
-        that they were scored on these tests, from these subsample ``seeds`` with
-        :func:`count_vectors`' other defaults."""
+    ) -> tuple[dict[tuple[int, int], Scores], float, dict]:
+        """The stored :func:`svd_scores` and their settings
+        (``count_vectors(stored=...)``), after checking that they were scored on these
+        tests, from these subsample ``seeds`` with :func:`count_vectors`' other
+        defaults."""
         recipe = {
             "wordsim_sha256": _sha256(wordsim),
             "simlex_sha256": _sha256(simlex),
@@ -1034,7 +1083,20 @@ class StoredRuns:
             tuple(map(int, key.split("/"))): Scores(*values)
             for key, values in self.saved["svd"].items()
         }
-        return svd, self.saved["svd_seconds"]
+        return svd, self.saved["svd_seconds"], dict(self.saved["recipe"]["svd"])
+
+    @property
+    def load(self) -> float:
+        """The machine's load average (over a minute) when the file was made."""
+        return self.saved["loadavg"][0]
+
+    @property
+    def gensims(self) -> tuple[str, str]:
+        """The version of gensim that made the stored gensim times, and this one's
+        (which trains gensim's runs again here)."""
+        import gensim
+
+        return self.saved["gensim"], gensim.__version__
 
 
 def load_runs(

@@ -5,9 +5,11 @@ every experiment runs at a tiny size."""
 import itertools
 import json
 import math
+import os
 from dataclasses import astuple
 from pathlib import Path
 
+import gensim
 import numpy as np
 import pytest
 import torch
@@ -531,6 +533,23 @@ def test_count_vectors_runs_on_a_toy_corpus():
     )
     assert any(scores.mul != scores.add for scores in result.svd.values())
     assert result.seconds > 0
+    # stored scores stand in for the SVD's only if they are this call's settings
+    args = sentences, vocab, runs, similarity, accuracy, pairs, simlex, questions
+    settings = {"ks": [1, 2], "dim": 3, "p": 0.5, "seeds": [1, 2, 3], "window": 5}
+    stored = ch05.count_vectors(*args, ks, 3, stored=(result.svd, 7.0, settings))
+    assert (stored.svd, stored.word2vec, stored.seconds) == (
+        result.svd,
+        result.word2vec,
+        7.0,
+    )
+    for change in (dict(ks=(1, 5)), dict(dim=50), dict(p=1.0), dict(seeds=(1, 2))):
+        call = dict(ks=ks, dim=3) | change
+        with pytest.raises(ValueError, match=r"stored must hold .* found \{'ks'"):
+            ch05.count_vectors(*args, **call, stored=(result.svd, 7.0, settings))
+    # settings that say so, but keys that are another call's
+    fewer = {key: v for key, v in result.svd.items() if key[1] != 3}
+    with pytest.raises(ValueError, match=r"with keys \[\(1, 1\), \(1, 2\), \(2, 1\)"):
+        ch05.count_vectors(*args, ks, 3, stored=(fewer, 7.0, settings))
 
 
 def test_plot_count_vectors_draws_one_bar_per_vectors_and_test():
@@ -656,6 +675,9 @@ def test_the_runs_command_stores_what_train_runs_and_svd_scores_compute(
     svd, seconds = ch05.svd_scores(**short, seeds=(1,))
     assert saved["svd"] == {f"{k}/{s}": list(astuple(v)) for (k, s), v in svd.items()}
     assert len(saved["svd"]) == 2 and saved["svd_seconds"] > 0
+    # what the CPU seconds were measured at, and the gensim that made its times
+    assert len(saved["loadavg"]) == 3 and all(x >= 0 for x in saved["loadavg"])
+    assert saved["cpus"] == os.cpu_count() and saved["gensim"] == gensim.__version__
     # the loader gives the chapter what train_runs and svd_scores gave it
     loaded = ch05.load_runs(short["sentences"], short["vocab"], seeds, path)
     assert list(loaded.training.runs) == [
@@ -670,7 +692,13 @@ def test_the_runs_command_stores_what_train_runs_and_svd_scores_compute(
         == saved["seconds"]["CBOW/gensim/1"]
     )
     tests = short["wordsim"], short["simlex"], short["questions"]
-    assert loaded.svd_scores(*tests, seeds=(1,)) == (svd, saved["svd_seconds"])
+    assert loaded.svd_scores(*tests, seeds=(1,)) == (
+        svd,
+        saved["svd_seconds"],
+        ch05._svd_recipe((1,)),
+    )
+    assert loaded.load == saved["loadavg"][0]
+    assert loaded.gensims == (gensim.__version__, gensim.__version__)
     with pytest.raises(ValueError, match=r"in \['svd'\]"):
         loaded.svd_scores(*tests)  # the chapter's three subsamples
 
@@ -702,6 +730,35 @@ def test_the_stored_runs_are_the_chapters_recipe(data):
     ]
     assert all(v.shape == (8087, 50) for v in saved["vectors"].values())
     assert ch05.RUNS_PATH.stat().st_size < 7e6
+    # the gensim the requirements pin made the stored gensim times
+    pins = (CHAPTER.parents[1] / "requirements-runtime.txt").read_text().splitlines()
+    assert f"gensim=={saved['gensim']}" in pins
+    assert saved["cpus"] >= 1 and saved["loadavg"][0] >= 0
+    # the SVD's recipe names all its scores depend on (the rest are the tests' hashes)
+    assert saved["recipe"]["svd"] == dict(
+        ks=[1, 5],
+        dim=50,
+        p=0.5,
+        seeds=[1, 2, 3],
+        window=5,
+        sample=1e-3,
+        context_power=0.75,
+        source_sha256=ch05._source_sha256(["lib/part3_words/ppmi.py"]),
+    )
+
+
+def test_the_stored_svd_scores_are_recomputed_in_full(data, one_thread):
+    """svd_scores run again in full, as the chapter calls count_vectors: the stored
+    scores bit for bit on the arithmetic that made the file, else within 1e-3."""
+    saved = torch.load(ch05.RUNS_PATH, weights_only=True)
+    svd, _ = ch05.svd_scores(**data)
+    recomputed = {f"{k}/{s}": list(astuple(v)) for (k, s), v in svd.items()}
+    assert list(recomputed) == list(saved["svd"])
+    for key, scores in recomputed.items():
+        assert scores == pytest.approx(saved["svd"][key], abs=1e-3), key
+    if saved["arithmetic"] != run_arithmetic():
+        pytest.skip(f"other arithmetic than the file's: {saved['arithmetic']}")
+    assert recomputed == saved["svd"]
 
 
 def test_one_stored_run_retrained_in_full_is_bit_equal(data, one_thread):
@@ -735,18 +792,27 @@ def test_the_loader_refuses_another_recipe(data, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"in \['base'\]"):
         ch05.load_runs(sentences, vocab)
     monkeypatch.undo()
+    # another training code (any edit to it changes its hash)
+    monkeypatch.setattr(ch05, "TRAINING_SOURCES", ch05.TRAINING_SOURCES[:2])
+    with pytest.raises(ValueError, match=r"in \['training_sha256'\]"):
+        ch05.load_runs(sentences, vocab)
+    monkeypatch.undo()
     with pytest.raises(FileNotFoundError, match="python -m experiments.ch05_word2vec"):
         ch05.load_runs(sentences, vocab, path=tmp_path / "none.pt")
 
 
-def test_the_stored_svd_scores_refuse_other_tests(data, tmp_path):
+def test_the_stored_svd_scores_refuse_other_tests(data, monkeypatch):
     saved = torch.load(ch05.RUNS_PATH, weights_only=True)
     stored = ch05.StoredRuns(None, saved["arithmetic"], 0.0, saved, ch05.RUNS_PATH)
     tests = data["wordsim"], data["simlex"], data["questions"]
-    svd, seconds = stored.svd_scores(*tests)
+    svd, seconds, settings = stored.svd_scores(*tests)
     assert set(svd) == {(k, s) for k in (1, 5) for s in (1, 2, 3)}
-    assert seconds == saved["svd_seconds"]
+    assert seconds == saved["svd_seconds"] and settings == saved["recipe"]["svd"]
     with pytest.raises(ValueError, match=r"in \['wordsim_sha256'\]"):
         stored.svd_scores(data["wordsim"][:-1], *tests[1:])
     with pytest.raises(ValueError, match=r"in \['questions_sha256'\]"):
         stored.svd_scores(*tests[:2], data["questions"][1:])
+    # another smoothing of the contexts' counts than the stored scores'
+    monkeypatch.setattr(ch05, "CONTEXT_POWER", 1.0)
+    with pytest.raises(ValueError, match=r"in \['svd'\]"):
+        stored.svd_scores(*tests)
