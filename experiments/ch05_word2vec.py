@@ -1039,7 +1039,8 @@ def _make_runs(data: dict, seeds=SEEDS, base=None, svd_seeds=(1, 2, 3)) -> dict:
 
 
 def _refuse_another(saved: dict, recipe: dict, keys: Sequence[str], path) -> None:
-    """A ValueError naming each of ``keys`` whose stored value differs from ``recipe``'s."""
+    """A ValueError naming each of ``keys`` whose stored value differs from
+    ``recipe``'s."""
     differ = [key for key in keys if saved.get(key) != recipe[key]]
     if differ:
         raise ValueError(
