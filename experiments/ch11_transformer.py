@@ -20,13 +20,11 @@ pretraining.
   (:func:`compare_layout_runs`). :func:`init_gradients` measures their gradients per
   block at initialisation (their Section 3), and
   :func:`dropout_sweep` trains with and without dropout on few strings.
-* :func:`pretraining_sweep` pretrains a masked LM (BERT, Devlin et al. [4]_) on
-  unlabelled walks of :mod:`lib.part4_attention.pretraining` and compares classifiers of
-  the walk's step trained from scratch, on the frozen encoder and fine-tuned, with few
-  labels (:func:`pretraining_splits`).
-  ``python -m experiments.ch11_transformer pretraining-runs`` runs it for the chapter's
-  model and seeds and stores the result (:data:`PRETRAINING_RUNS_PATH`), which
-  :func:`load_pretraining_runs` reads for the chapter.
+* :func:`load_pretraining_runs` reads what ``python -m experiments.ch11_weights
+  pretraining-runs`` stored (:data:`PRETRAINING_RUNS_PATH`): a masked LM (BERT, Devlin
+  et al. [4]_) pretrained on unlabelled walks of :mod:`lib.part4_attention.pretraining`,
+  and classifiers of the walk's step trained from scratch, on the frozen encoder and
+  fine-tuned, with few labels (:func:`pretraining_splits`), as :class:`PretrainingRuns`.
 * :func:`_chunk_statistics_errors` measures how far a variance assembled from chunks'
   sums of squares is off, against one assembled from their M2s (Chan et al. [5]_); a
   test holds the exercise's solution to it.
@@ -65,16 +63,8 @@ from experiments.findings import Finding, Result, run_arithmetic
 from lib.part4_attention.attention import MultiHeadAttention
 from lib.part4_attention.pretraining import (
     STEPS,
-    VOCAB_SIZE,
-    ClassifierLog,
-    MaskedLM,
-    PretrainLog,
-    SequenceClassifier,
-    best_possible_accuracy,
     distinct_walks,
-    pretrain_masked_lm,
     shared_strings,
-    train_classifier,
     walk_space_size,
 )
 from lib.part4_attention.seq2seq import (
@@ -92,8 +82,6 @@ from lib.part4_attention.transformer import (
     DecoderOnlyLM,
     Seq2SeqTransformer,
     TransformerConfig,
-    TransformerStack,
-    embedding,
     teacher_forced_loss,
 )
 
@@ -949,39 +937,6 @@ def pretraining_splits(
     return corpus, labelled, held_out
 
 
-def _with_and_without_pretraining(
-    config: TransformerConfig, splits, pretrain_epochs: int, epochs: int, seed: int
-) -> tuple[PretrainLog, dict[str, ClassifierLog]]:
-    """Pretrain a masked LM of ``config``'s size on the corpus, then train three
-    classifiers of the step on the same labelled strings: ``"scratch"`` (a fresh
-    encoder, all trained), ``"frozen"`` (the pretrained encoder fixed, the head trained)
-    and ``"fine-tuned"`` (both trained). ``seed`` seeds the initialisation, the
-    shuffling and the corruption."""
-    corpus, (train_tokens, train_labels), (test_tokens, test_labels) = splits
-    torch.manual_seed(seed)
-    model = MaskedLM(
-        TransformerStack(embedding(VOCAB_SIZE, config), config), VOCAB_SIZE
-    )
-    pretrain_log = pretrain_masked_lm(model, corpus, epochs=pretrain_epochs, seed=seed)
-    logs = {}
-    for name in ("scratch", "frozen", "fine-tuned"):
-        torch.manual_seed(seed)
-        encoder = TransformerStack(embedding(VOCAB_SIZE, config), config)  # fresh ...
-        if name != "scratch":
-            encoder.load_state_dict(model.encoder.state_dict())  # ... or pretrained
-        classifier = SequenceClassifier(encoder, len(STEPS), freeze=name == "frozen")
-        logs[name] = train_classifier(
-            classifier,
-            train_tokens,
-            train_labels,
-            test_tokens,
-            test_labels,
-            epochs=epochs,
-            seed=seed,
-        )
-    return pretrain_log, logs
-
-
 @dataclass
 class PretrainingRuns(Result):
     """Per seed: the masked LM's loss per epoch and the classifiers' final held-out
@@ -1049,30 +1004,8 @@ class PretrainingRuns(Result):
     )
 
 
-def pretraining_sweep(
-    config: TransformerConfig,
-    seeds: tuple[int, ...] = SEEDS,
-    num_labels: int = 32,
-    pretrain_epochs: int = 30,
-    epochs: int = 40,
-) -> PretrainingRuns:
-    """Per seed, on its own :func:`pretraining_splits`: pretrain a masked LM for
-    ``pretrain_epochs``, then train the classifiers from scratch, frozen and fine-tuned
-    on ``num_labels`` labelled strings for ``epochs`` each."""
-    runs = PretrainingRuns([], {}, [], VOCAB_SIZE)
-    for seed in seeds:
-        splits = pretraining_splits(num_labels, seed=seed)
-        pretrain_log, logs = _with_and_without_pretraining(
-            config, splits, pretrain_epochs, epochs, seed
-        )
-        runs.mlm_losses.append(pretrain_log.losses)
-        for name, log in logs.items():
-            runs.accuracy.setdefault(name, []).append(log.accuracies[-1])
-        runs.best_possible.append(best_possible_accuracy(*splits[2]))
-    return runs
-
-
-# The chapter's pretraining runs, which ``pretraining-runs`` makes offline.
+# The chapter's pretraining runs, which ``python -m experiments.ch11_weights
+# pretraining-runs`` makes offline.
 PRETRAIN_CONFIG = TransformerConfig(
     d_model=32, num_heads=4, d_ff=64, num_layers=2, max_len=9, learned_positions=True
 )
@@ -1105,13 +1038,13 @@ def load_pretraining_runs(
     seeds: tuple[int, ...] = SEEDS,
     path: Path = PRETRAINING_RUNS_PATH,
 ) -> PretrainingRuns:
-    """What ``python -m experiments.ch11_transformer pretraining-runs`` stored, after
-    checking that it is :func:`pretraining_sweep` of this ``config`` and ``seeds`` at
-    :data:`PRETRAIN_SIZES`."""
+    """What ``python -m experiments.ch11_weights pretraining-runs`` stored, after
+    checking that it is :func:`experiments.ch11_weights.pretraining_sweep` of this
+    ``config`` and ``seeds`` at :data:`PRETRAIN_SIZES`."""
     if not Path(path).is_file():
         raise FileNotFoundError(
             f"no stored pretraining runs {path}: make them with python -m "
-            f"experiments.ch11_transformer pretraining-runs --out {path}"
+            f"experiments.ch11_weights pretraining-runs --out {path}"
         )
     saved = torch.load(path, weights_only=True)
     recipe = _pretraining_recipe(config, seeds, PRETRAIN_SIZES)
@@ -1119,7 +1052,7 @@ def load_pretraining_runs(
     if differ:
         raise ValueError(
             f"the runs stored in {path} differ from this recipe in {differ}; "
-            "run python -m experiments.ch11_transformer pretraining-runs again"
+            "run python -m experiments.ch11_weights pretraining-runs again"
         )
     runs = saved["runs"]
     return PretrainingRuns(
@@ -1201,28 +1134,16 @@ def _chunk_statistics_errors(
 def _main(argv: Optional[list[str]] = None) -> None:
     """``python -m experiments.ch11_transformer layout-runs [--steps S] [--seeds 0 1 2]
     [--out PATH]``: train every run of :func:`warmup_arms` on the chapter's task,
-    strings and model from every seed, on one thread, and store each step's loss.
-
-    ``python -m experiments.ch11_transformer pretraining-runs [--pretrain-epochs P]
-    [--epochs E] [--seeds 0 1 2] [--out PATH]``: run :func:`pretraining_sweep` for
-    the chapter's model, on one thread, and store what it returns."""
+    strings and model from every seed, on one thread, and store each step's loss."""
     parser = argparse.ArgumentParser(
         prog="python -m experiments.ch11_transformer", description=_main.__doc__
     )
-    parser.add_argument("command", choices=["layout-runs", "pretraining-runs"])
+    parser.add_argument("command", choices=["layout-runs"])
     parser.add_argument("--steps", type=int, default=WARMUP_STEPS)
-    parser.add_argument(
-        "--pretrain-epochs", type=int, default=PRETRAIN_SIZES["pretrain_epochs"]
-    )
-    parser.add_argument("--epochs", type=int, default=PRETRAIN_SIZES["epochs"])
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, default=LAYOUT_RUNS_PATH)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the same losses on every run
-    if args.command == "pretraining-runs":
-        _save_pretraining_runs(args)
-        return
-    args.out = args.out or LAYOUT_RUNS_PATH
     train, _ = LAYOUT_TASK.split(**LAYOUT_SPLIT)
     seeds = tuple(args.seeds)
     start = time.process_time()
@@ -1237,30 +1158,6 @@ def _main(argv: Optional[list[str]] = None) -> None:
         ends = [f"{end:.4f}" for end in runs[:, -20:].mean(1).tolist()]
         print(f"{name}: mean loss over the last 20 steps, per seed {ends}")
     print(f"saved to {args.out} after {seconds:.0f} s of CPU time")
-
-
-def _save_pretraining_runs(args: argparse.Namespace) -> None:
-    """The ``pretraining-runs`` command of :func:`_main`."""
-    sizes = dict(
-        PRETRAIN_SIZES, pretrain_epochs=args.pretrain_epochs, epochs=args.epochs
-    )
-    seeds = tuple(args.seeds)
-    start = time.process_time()
-    runs = pretraining_sweep(PRETRAIN_CONFIG, seeds, **sizes)
-    seconds = time.process_time() - start
-    out = args.out or PRETRAINING_RUNS_PATH
-    fields = ("mlm_losses", "accuracy", "best_possible", "vocab_size")
-    saved = dict(
-        recipe=_pretraining_recipe(PRETRAIN_CONFIG, seeds, sizes),
-        runs={name: getattr(runs, name) for name in fields},
-        arithmetic=run_arithmetic(),
-        cpu_seconds=seconds,
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(saved, out)
-    for name, accuracies in runs.accuracy.items():
-        print(f"{name}: held-out accuracy per seed {[f'{a:.3f}' for a in accuracies]}")
-    print(f"saved to {out} after {seconds:.0f} s of CPU time")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,13 @@ MEASURE = """async () => {
   await document.fonts.ready;  // MathJax's fonts load as maths is typeset; measure what they draw
   await frames();
   const article = document.querySelector('main .bd-article') || document.body;
+  // After a resize the theme's layout animates for about half a second: measure once it is still.
+  for (let last = -1, i = 0; i < 40; i++) {
+    const width = article.getBoundingClientRect().width;
+    if (width === last) break;
+    last = width;
+    await new Promise(done => setTimeout(done, 100));
+  }
   const style = e => getComputedStyle(e);
   const px = v => parseFloat(v) || 0;
   const box = e => e.getBoundingClientRect();
@@ -144,9 +151,18 @@ MEASURE = """async () => {
 }"""
 
 
+# MathJax draws TeX it cannot read as a red error box, which may well fit the column.
+ERRORS = """() => [...document.querySelectorAll('mjx-merror')].map(e => {
+  const display = e.closest('div.math, mjx-container');
+  return (display && (display.id || display.textContent.slice(0, 40))) || e.textContent;
+})"""
+
+
 def measure(visit) -> list[dict]:
     left = visit.page.evaluate(PREPARE)
     assert left == 0, f"{left} equations were left untypeset"
+    errors = visit.page.evaluate(ERRORS)
+    assert errors == [], f"{visit.page.url}: MathJax could not typeset {errors}"
     return visit.page.evaluate(MEASURE)
 
 
@@ -242,5 +258,12 @@ def test_the_fit_check_sees_clipped_cueless_and_unreachable_content(server, brow
         assert found["cued"]["problems"] == [] and found["cued"]["wider"]
         assert found["narrow"]["problems"] == [] and not found["narrow"]["wider"]
         assert found["eq. (9.3)"]["problems"] == ["clipped (overflow hidden)"], found["eq. (9.3)"]
+        assert visit.page.evaluate(ERRORS) == []
+        # TeX that MathJax cannot read (a stray alignment tab) is typeset as an error box
+        visit.page.evaluate("""async () => {
+          const node = await MathJax.tex2chtmlPromise('x & y', {display: true});
+          document.querySelector('main .bd-article').append(node);
+        }""")
+        assert visit.page.evaluate(ERRORS) != []
     finally:
         visit.close()
