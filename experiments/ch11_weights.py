@@ -8,8 +8,8 @@ step from scratch, on the frozen encoder and fine-tuned, with few labels
 chapter's model and seeds on one thread and stores what it returns, with its recipe,
 :func:`experiments.findings.run_arithmetic` and the CPU seconds, in
 :data:`experiments.ch11_transformer.PRETRAINING_RUNS_PATH`; the chapter reads it
-through :func:`experiments.ch11_transformer.load_pretraining_runs`, which refuses another
-recipe.
+through :func:`experiments.ch11_transformer.load_pretraining_runs`, which refuses
+another recipe.
 The tests (``tests/experiments/test_ch11_weights.py``) run the command shortened and
 retrain one seed in full.
 
