@@ -229,15 +229,17 @@ def unscaled_colours(fig) -> list[str]:
     return problems
 
 
-def legend_overlaps(fig) -> list[str]:
+def legend_overlaps(fig, renderer=None) -> list[str]:
     """The legends of ``fig`` that cover data: line vertices or scatter points inside the
-    legend's box (the check the explorers' frames pass, tests/lib/widgets)."""
+    legend's box (the explorers' frames pass it too, tests/lib/widgets). ``renderer``:
+    that of a draw of ``fig`` just made, else ``fig`` is drawn here."""
     import numpy as np
     from matplotlib.collections import PathCollection
     from matplotlib.lines import Line2D
 
-    fig.draw_without_rendering()
-    renderer = fig._get_renderer()
+    if renderer is None:
+        fig.draw_without_rendering()
+        renderer = fig._get_renderer()
     problems = []
     for ax in fig.axes:
         legend = ax.get_legend()

@@ -12,12 +12,11 @@ from unittest import mock
 import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.collections import PathCollection
 from matplotlib.legend import Legend
-from matplotlib.lines import Line2D
 from PIL import Image
 
 import lib.widgets.core as core
+from lib.display import legend_overlaps
 from lib.widgets import Choice, Slider, explore
 from lib.widgets.activations import ActivationExplorer, MarginLossExplorer
 from lib.widgets.attention import AttentionHeatmap, MultiHeadWeights, ScalingSaturation
@@ -64,31 +63,6 @@ def drawn_texts(fig):
     canvas.draw()
     assert canvas.get_renderer() is renderer
     return renderer, drawn
-
-
-def legend_overlaps(fig, renderer) -> list[str]:
-    """Data points (line vertices, scatter points) that a legend covers."""
-    problems = []
-    for ax in fig.axes:
-        legend = ax.get_legend()
-        if legend is None or not legend.get_visible():
-            continue
-        box = legend.get_window_extent(renderer).padded(-1)
-        for artist in ax.get_children():
-            if isinstance(artist, Line2D) and artist.get_visible() and len(artist.get_xydata()):
-                points = artist.get_transform().transform(artist.get_xydata())
-            elif isinstance(artist, PathCollection) and artist.get_visible() and len(artist.get_offsets()):
-                points = artist.get_offset_transform().transform(artist.get_offsets())
-            else:
-                continue
-            points = points[np.isfinite(points).all(axis=1)]
-            shown = ax.bbox
-            points = points[(points[:, 0] >= shown.x0) & (points[:, 0] <= shown.x1)
-                            & (points[:, 1] >= shown.y0) & (points[:, 1] <= shown.y1)]  # the ones not cut off
-            inside = (points[:, 0] > box.x0) & (points[:, 0] < box.x1) & (points[:, 1] > box.y0) & (points[:, 1] < box.y1)
-            if inside.any():
-                problems.append(f"legend of {ax.get_title()!r} covers {inside.sum()} points of {artist.get_label()!r}")
-    return problems
 
 
 def frame_texts(explorer, values):
@@ -180,7 +154,7 @@ def test_the_checks_fail_on_clipped_text_and_on_a_legend_over_data():
     explorer = explore(Covered())
     renderer, _ = drawn_texts(explorer._fig)
     (problem,) = legend_overlaps(explorer._fig, renderer)
-    assert problem.startswith("legend of '' covers") and problem.endswith("points of 'flat'")
+    assert problem.startswith("the legend of '' covers") and problem.endswith("points of 'flat'")
 
 
 @pytest.mark.parametrize("visual_class", DATA_FREE, ids=lambda v: v.__name__)
