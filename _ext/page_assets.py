@@ -152,6 +152,14 @@ def lighten_page(html: str, search_page: bool = False) -> str:
 _TIGHT = {",", ";", "{", "}"}  # no whitespace is needed on either side of these
 
 
+def _holds_var(node) -> bool:
+    """Whether ``node`` is a ``var()`` function or a function or bracket with one inside."""
+    if node.type == "function" and node.lower_name == "var":
+        return True
+    children = node.arguments if node.type == "function" else getattr(node, "content", None) or []
+    return any(_holds_var(child) for child in children if hasattr(child, "type"))
+
+
 def _serialise(nodes, exact_spaces: bool = False) -> list[str]:
     """Tokens back to text, whitespace runs as one space, dropped next to ``{ } ; ,`` — except inside
     ``var()`` and custom property values, whose text browsers keep as written (``exact_spaces``)."""
@@ -180,7 +188,9 @@ def _serialise(nodes, exact_spaces: bool = False) -> list[str]:
             if opening is None:
                 opening = tinycss2.serializer.serialize_identifier(node.name) + "("
             closing = {"(": ")", "[": "]", "{": "}"}[opening[-1]]
-            inner_exact = keep and node.type != "{} block" or (node.type == "function" and node.lower_name == "var")
+            # A value with var() is kept as written by browsers, so every function or bracket around
+            # a var() keeps its spaces too (`min(calc(var(--x) + 2), 60%)`, comma's space included).
+            inner_exact = keep and node.type != "{} block" or (node.type != "{} block" and _holds_var(node))
             text = opening + "".join(_serialise(node.arguments if node.type == "function" else node.content,
                                                 inner_exact)) + closing
         else:
