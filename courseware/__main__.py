@@ -15,8 +15,19 @@ which uses both, is the only place that sees them together.
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import sys
+import tempfile
 from pathlib import Path
+
+# lib imports matplotlib, which wants a writable config folder and otherwise warns on stderr,
+# naming the account's home; an instructor's grading account may have none, and a grader's
+# output must not carry paths. It draws nothing, so a private folder for this run will do.
+if "MPLCONFIGDIR" not in os.environ:
+    _matplotlib_config = tempfile.TemporaryDirectory(prefix="book-matplotlib-")
+    atexit.register(_matplotlib_config.cleanup)
+    os.environ["MPLCONFIGDIR"] = _matplotlib_config.name
 
 from courseware.exercises import BOOK_CHAPTERS, write_student_repo, write_student_versions
 from courseware.grading.gradebook import Gradebook

@@ -164,7 +164,8 @@ def test_heads_viewer_draws_short_key_labels_upright_and_turns_long_ones(trained
 def test_fits_upright_measures_neighbours_and_names_bad_arguments(trained_like_maps):
     fig = Figure(figsize=(4.8, 5.0))
     ax = fig.add_subplot()
-    ax.set_xticks(range(4), ["0", "1", "2", "3"])
+    # the labels' size set here: lib.display, once imported, makes matplotlib's default 12 pt
+    ax.set_xticks(range(4), ["0", "1", "2", "3"], fontsize=10)
     assert fits_upright(ax, ["0", "1", "2", "3"])
     assert fits_upright(ax, ["<bos>", "1", "2", "3"])  # a wide label beside narrow ones
     assert not fits_upright(ax, ["<bos>", "<bos>", "<bos>", "<bos>"], room=0.5)
