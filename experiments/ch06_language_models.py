@@ -77,6 +77,13 @@ NEURAL_LM = {"context": 2, "embedding_dim": 32, "hidden_size": 32}
 NEURAL_STEPS, NEURAL_BATCH, NEURAL_LR = 106, 4, 2e-2
 # The clock models: steps of maximum likelihood and of REINFORCE.
 CLOCK_STEPS, REINFORCE_STEPS = 200, 100
+# The clock model and its teacher-forced training; REINFORCE's samples per step; the
+# seeds of the samples that judge a model: its rollouts use the run's seed, the drift
+# curves' samples DRIFT_SEED_OFFSET + seed.
+CLOCK_MODEL = {"vocab_size": 12, "context": 3, "embedding_dim": 16, "hidden_size": 64}
+CLOCK_BATCH, CLOCK_TRAIN_LR = 128, 1e-2
+REINFORCE_BATCH = 64
+DRIFT_SEED_OFFSET = 5
 
 
 def _median(values):
@@ -493,9 +500,9 @@ def _growth(own):  # the KL of the last four positions over that of the first tw
 
 def _counting_model(inputs, targets, schedule, seed, steps=CLOCK_STEPS):
     torch.manual_seed(seed)
-    model = NeuralLM(12, context=3, embedding_dim=16, hidden_size=64)
+    model = NeuralLM(**CLOCK_MODEL)
     train_lm(
-        model, inputs, targets, steps=steps, batch_size=128, lr=1e-2,
+        model, inputs, targets, steps=steps, batch_size=CLOCK_BATCH, lr=CLOCK_TRAIN_LR,
         schedule=schedule, prompt=CLOCK_PROMPT,
     )  # fmt: skip
     return model
@@ -511,7 +518,7 @@ def _drift_runs(
         model = _counting_model(inputs, targets, schedule, seed, steps)
         curves = drift(
             model, language, test_sentences, bos=CLOCK_BOS, prompt=CLOCK_PROMPT,
-            generator=torch.Generator().manual_seed(5 + seed),
+            generator=torch.Generator().manual_seed(DRIFT_SEED_OFFSET + seed),
         )  # fmt: skip
         runs[seed] = model, curves
     return runs
@@ -597,7 +604,7 @@ def _judge_clock_model(model, language, test_sentences, seed, curves=None):
     test sentences' prompts (:func:`lib.part3_words.lm.rollout`, seeded with ``seed``),
     the test perplexity under teacher forcing, and the mean KL errors of
     :func:`lib.part3_words.lm.drift` after real and after own prefixes (its samples
-    seeded with ``5 + seed``), unless
+    seeded with ``DRIFT_SEED_OFFSET + seed``), unless
     its ``curves`` are given."""
     inputs, targets = teacher_forcing_batch(test_sentences.tolist(), bos=CLOCK_BOS)
     prompts = test_sentences[:, :CLOCK_PROMPT]  # (N, prompt)
@@ -609,7 +616,7 @@ def _judge_clock_model(model, language, test_sentences, seed, curves=None):
     if curves is None:
         curves = drift(
             model, language, test_sentences, bos=CLOCK_BOS, prompt=CLOCK_PROMPT,
-            generator=torch.Generator().manual_seed(5 + seed),
+            generator=torch.Generator().manual_seed(DRIFT_SEED_OFFSET + seed),
         )  # fmt: skip
     on_data, on_own = curves
     reward = bigram_precision(own, test_sentences, CLOCK_PROMPT)  # (N,)
@@ -1001,8 +1008,9 @@ def _clock_recipe(
     steps=CLOCK_STEPS, reinforce_steps=REINFORCE_STEPS,
 ) -> dict:  # fmt: skip
     """What the clock runs depend on: the language, its training and test sentences
-    (their SHA-256), the scheduled-sampling schedule, the seeds and the steps and rates
-    of every run."""
+    (their SHA-256), the scheduled-sampling schedule, the seeds (of the models and of
+    the samples that judge them), the model, and the steps, batches and rates of every
+    run."""
     return {
         "language": {
             "hours": language.hours,
@@ -1019,9 +1027,15 @@ def _clock_recipe(
             "minimum": schedule.minimum,
         },
         "seeds": list(seeds),
+        "drift_seed_offset": DRIFT_SEED_OFFSET,
+        "model": dict(CLOCK_MODEL),
         "steps": steps,
+        "training": {"batch_size": CLOCK_BATCH, "lr": CLOCK_TRAIN_LR},
         "reinforce": {
             "steps": reinforce_steps,
+            "batch_size": REINFORCE_BATCH,
+            "prompt": CLOCK_PROMPT,
+            "bos": CLOCK_BOS,
             "lr": CLOCK_LR,
             "baseline": CLOCK_BASELINE,
             "no_baseline_lrs": list(NO_BASELINE_LRS),

@@ -42,6 +42,7 @@ from experiments.ch06_language_models import (
     NEURAL_LMS_PATH,
     NEURAL_LR,
     NEURAL_STEPS,
+    REINFORCE_BATCH,
     REINFORCE_STEPS,
     SEEDS,
     ClockFineTuning,
@@ -117,7 +118,8 @@ def reinforce_clock_models(
 ) -> ClockFineTuning:
     """For each seed: judge a copy of the teacher-forced model (the original is left
     untouched), fine-tune it on ``sentences`` by REINFORCE (bigram precision as reward,
-    ``steps`` steps of 64 samples, seeded with the seed), and judge it again."""
+    ``steps`` steps of ``REINFORCE_BATCH`` samples, seeded with the seed), and judge it again.
+    """
     before, after = {}, {}
     for seed, trained in drifted.models.items():
         model = copy.deepcopy(trained)
@@ -126,7 +128,7 @@ def reinforce_clock_models(
         )
         reinforce_fine_tune(
             model, sentences, partial(bigram_precision, prompt=CLOCK_PROMPT),
-            prompt=CLOCK_PROMPT, bos=CLOCK_BOS, steps=steps, batch_size=64, lr=lr,
+            prompt=CLOCK_PROMPT, bos=CLOCK_BOS, steps=steps, batch_size=REINFORCE_BATCH, lr=lr,
             baseline=baseline, seed=seed,
         )  # fmt: skip
         after[seed] = _judge_clock_model(model, language, test_sentences, seed)
@@ -151,8 +153,8 @@ def clock_runs(
     language, sentences, test_sentences, schedule, seeds=SEEDS,
     steps=CLOCK_STEPS, reinforce_steps=REINFORCE_STEPS,
 ) -> dict:  # fmt: skip
-    """Chapter 6's runs on the clock language after its teacher-forced models: the
-    scheduled-sampling curves, the REINFORCE fine-tuning with the leave-one-out
+    """Chapter 6's runs on the clock language: the teacher-forced models' curves (the
+    start of every other run), the scheduled-sampling curves, the REINFORCE fine-tuning with the leave-one-out
     baseline (its four numbers before and after) and without a baseline (the
     changes at each rate of :data:`NO_BASELINE_LRS`)."""
     drifted = exposure_drift(language, sentences, test_sentences, seeds, steps)
@@ -167,6 +169,7 @@ def clock_runs(
         drifted, language, sentences, test_sentences, reinforce_steps
     )
     return {
+        "teacher_forced": drifted.curves,
         "scheduled": scheduled.scheduled,
         "before": fine_tuned.before,
         "after": fine_tuned.after,

@@ -142,6 +142,7 @@ def test_the_clock_command_stores_what_the_clock_runs_give(tmp_path, clock_data)
     runs = saved["runs"]
     assert list(runs["scheduled"]) == [1]
     assert all(torch.equal(a, b) for a, b in zip(runs["scheduled"][1], scheduled.scheduled[1]))
+    assert all(torch.equal(a, b) for a, b in zip(runs["teacher_forced"][1], drifted.curves[1]))
     assert runs["before"] == tuned.before and runs["after"] == tuned.after
     assert runs["at_3e3"] == plain.at_3e3 and runs["at_1e3"] == plain.at_1e3
     assert saved["recipe"] == ch06._clock_recipe(*clock_data, (1,), 3, 2)
@@ -188,6 +189,9 @@ def test_one_stored_clock_seed_retrained_in_full_is_bit_equal(clock_data):
     )
     if run_arithmetic() == saved["arithmetic"]:
         assert all(
+            torch.equal(a, b) for a, b in zip(drifted.curves[2], stored["teacher_forced"][2])
+        )
+        assert all(
             torch.equal(a, b) for a, b in zip(scheduled.scheduled[2], stored["scheduled"][2])
         )
         assert tuned.before[2] == stored["before"][2]
@@ -211,3 +215,27 @@ def test_the_clock_loaders_refuse_another_recipe(clock_data):
         ch06.load_reinforce_clock_models(language, sentences, test_sentences, other)
     with pytest.raises(ValueError, match="lr=0.003 and baseline='leave-one-out'; found lr=0.001"):
         ch06.load_reinforce_clock_models(*clock_data, lr=1e-3)
+
+
+@pytest.mark.parametrize(
+    "name, other, key",
+    [
+        ("CLOCK_MODEL", {"vocab_size": 12, "context": 3, "embedding_dim": 16, "hidden_size": 32},
+         "model"),
+        ("CLOCK_BATCH", 64, "training"),
+        ("CLOCK_TRAIN_LR", 2e-2, "training"),
+        ("REINFORCE_BATCH", 32, "reinforce"),
+        ("CLOCK_PROMPT", 4, "reinforce"),
+        ("CLOCK_BOS", 11, "reinforce"),
+        ("DRIFT_SEED_OFFSET", 6, "drift_seed_offset"),
+    ],
+)
+def test_the_clock_loaders_refuse_runs_of_another_model_training_or_sampling(
+    monkeypatch, clock_data, name, other, key
+):
+    """Every setting of the clock runs is in the stored recipe: changing one makes each
+    loader refuse the file and name what differs."""
+    monkeypatch.setattr(ch06, name, other)
+    for load in (ch06.load_reinforce_clock_models, ch06.load_reinforce_without_baseline):
+        with pytest.raises(ValueError, match=rf"in \[[^]]*'{key}'"):
+            load(*clock_data)
