@@ -947,6 +947,7 @@ class PretrainingRuns(Result):
     best_possible: list[float]  # (seeds,)
     vocab_size: int  # the tokens the masked LM's output layer scores
     arithmetic: dict[str, str] = field(default_factory=dict)  # where they were made
+    cpu_seconds: Optional[float] = None  # what making them cost, when they were stored
 
     FINDINGS = (
         Finding(
@@ -1061,6 +1062,7 @@ def load_pretraining_runs(
         runs["best_possible"],
         runs["vocab_size"],
         saved["arithmetic"],
+        saved["cpu_seconds"],
     )
 
 
