@@ -36,6 +36,7 @@ language.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 import time
 from collections import Counter
@@ -46,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from experiments.findings import Finding, Result
+from experiments.findings import Finding, Result, run_arithmetic
 from lib.part2_recurrent.char_lm import teacher_forcing_batch
 from lib.corpus import Vocabulary
 from lib.part3_words.decoding import sample, sampling_distribution
@@ -59,7 +60,7 @@ from lib.part3_words.ngram import (
     NGramModel,
     perplexity,
 )
-from lib.part3_words.reinforce import bigram_precision
+from lib.part3_words.reinforce import bigram_precision, reinforce_fine_tune
 from lib.part3_words.softmax_approx import (
     ClassSoftmax,
     equal_classes,
@@ -81,7 +82,9 @@ CLOCK_STEPS, REINFORCE_STEPS = 200, 100
 # seeds of the samples that judge a model: its rollouts use the run's seed, the drift
 # curves' samples DRIFT_SEED_OFFSET + seed.
 CLOCK_MODEL = {"vocab_size": 12, "context": 3, "embedding_dim": 16, "hidden_size": 64}
-CLOCK_BATCH, CLOCK_TRAIN_LR = 128, 1e-2
+# train_lm's batch order, and scheduled sampling's own samples, come from CLOCK_TRAIN["seed"]
+# for every model: the models differ in their initial weights (torch.manual_seed(seed)).
+CLOCK_TRAIN = {"batch_size": 128, "lr": 1e-2, "max_norm": 1.0, "seed": 0}
 REINFORCE_BATCH = 64
 DRIFT_SEED_OFFSET = 5
 
@@ -502,8 +505,8 @@ def _counting_model(inputs, targets, schedule, seed, steps=CLOCK_STEPS):
     torch.manual_seed(seed)
     model = NeuralLM(**CLOCK_MODEL)
     train_lm(
-        model, inputs, targets, steps=steps, batch_size=CLOCK_BATCH, lr=CLOCK_TRAIN_LR,
-        schedule=schedule, prompt=CLOCK_PROMPT,
+        model, inputs, targets, steps=steps, schedule=schedule, prompt=CLOCK_PROMPT,
+        **CLOCK_TRAIN,
     )  # fmt: skip
     return model
 
@@ -1028,14 +1031,26 @@ def _clock_recipe(
         },
         "seeds": list(seeds),
         "drift_seed_offset": DRIFT_SEED_OFFSET,
+        "prompt": CLOCK_PROMPT,
+        "bos": CLOCK_BOS,
         "model": dict(CLOCK_MODEL),
         "steps": steps,
-        "training": {"batch_size": CLOCK_BATCH, "lr": CLOCK_TRAIN_LR},
+        "training": dict(CLOCK_TRAIN),
+        # the code that trains, samples and scores: an edit to it makes the file stale
+        "code_sha256": {
+            fn.__name__: hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()
+            for fn in (
+                NeuralLM,
+                train_lm,
+                drift,
+                rollout,
+                reinforce_fine_tune,
+                bigram_precision,
+            )
+        },
         "reinforce": {
             "steps": reinforce_steps,
             "batch_size": REINFORCE_BATCH,
-            "prompt": CLOCK_PROMPT,
-            "bos": CLOCK_BOS,
             "lr": CLOCK_LR,
             "baseline": CLOCK_BASELINE,
             "no_baseline_lrs": list(NO_BASELINE_LRS),
@@ -1089,9 +1104,28 @@ def load_scheduled_sampling_drift(
     seeds=SEEDS, path: Path = CLOCK_RUNS_PATH,
 ) -> ScheduledDrift:  # fmt: skip
     """:func:`experiments.ch06_weights.scheduled_sampling_drift` as ``clock-runs``
-    stored it, next to the live ``teacher_forced`` curves."""
-    runs = _load_clock_runs(language, sentences, test_sentences, schedule, seeds, path)
-    return ScheduledDrift(teacher_forced.curves, runs["scheduled"])
+    stored it, next to the live ``teacher_forced`` curves, after checking that these
+    are the teacher-forced models the file's runs were made with (bit for bit on the
+    arithmetic that made the file, within 5 % elsewhere)."""
+    recipe = _clock_recipe(language, sentences, test_sentences, schedule, seeds)
+    saved = _load(path, recipe, "clock-runs")
+    same_arithmetic = run_arithmetic() == saved["arithmetic"]
+    for seed in seeds:
+        for live, stored in zip(
+            teacher_forced.curves[seed], saved["runs"]["teacher_forced"][seed]
+        ):
+            if not (
+                torch.equal(live, stored)
+                if same_arithmetic
+                else torch.allclose(live, stored, rtol=0.05, atol=1e-3)
+            ):
+                raise ValueError(
+                    f"the teacher-forced curves of seed {seed} differ from those the "
+                    f"runs in {path} started from (largest difference "
+                    f"{float((live - stored).abs().max()):.3g}); make the runs again with "
+                    "python -m experiments.ch06_weights clock-runs"
+                )
+    return ScheduledDrift(teacher_forced.curves, saved["runs"]["scheduled"])
 
 
 def load_reinforce_clock_models(

@@ -42,6 +42,7 @@ from experiments.ch06_language_models import (
     NEURAL_LMS_PATH,
     NEURAL_LR,
     NEURAL_STEPS,
+    NO_BASELINE_LRS,
     REINFORCE_BATCH,
     REINFORCE_STEPS,
     SEEDS,
@@ -138,13 +139,13 @@ def reinforce_clock_models(
 def reinforce_without_baseline(
     drifted: ExposureDrift, language, sentences, test_sentences, steps=REINFORCE_STEPS
 ) -> WithoutBaseline:
-    """The exercise's runs: the same fine-tuning with no baseline, at lr=3e-3 and
-    at lr=1e-3."""
+    """The exercise's runs: the same fine-tuning with no baseline, at each rate of
+    :data:`NO_BASELINE_LRS` (3e-3, then 1e-3)."""
     fast, slow = (
         reinforce_clock_models(
             drifted, language, sentences, test_sentences, lr, None, steps
         )
-        for lr in (3e-3, 1e-3)
+        for lr in NO_BASELINE_LRS
     )
     return WithoutBaseline(fast.change, slow.change)
 
@@ -153,8 +154,9 @@ def clock_runs(
     language, sentences, test_sentences, schedule, seeds=SEEDS,
     steps=CLOCK_STEPS, reinforce_steps=REINFORCE_STEPS,
 ) -> dict:  # fmt: skip
-    """Chapter 6's runs on the clock language: the teacher-forced models' curves (the
-    start of every other run), the scheduled-sampling curves, the REINFORCE fine-tuning with the leave-one-out
+    """Chapter 6's runs on the clock language: the teacher-forced models' curves
+    (REINFORCE starts from these models, and scheduled sampling is compared with
+    them), the scheduled-sampling curves, the REINFORCE fine-tuning with the leave-one-out
     baseline (its four numbers before and after) and without a baseline (the
     changes at each rate of :data:`NO_BASELINE_LRS`)."""
     drifted = exposure_drift(language, sentences, test_sentences, seeds, steps)

@@ -217,25 +217,49 @@ def test_the_clock_loaders_refuse_another_recipe(clock_data):
         ch06.load_reinforce_clock_models(*clock_data, lr=1e-3)
 
 
+TRAIN = dict(ch06.CLOCK_TRAIN)
+
+
 @pytest.mark.parametrize(
     "name, other, key",
     [
         ("CLOCK_MODEL", {"vocab_size": 12, "context": 3, "embedding_dim": 16, "hidden_size": 32},
          "model"),
-        ("CLOCK_BATCH", 64, "training"),
-        ("CLOCK_TRAIN_LR", 2e-2, "training"),
+        ("CLOCK_TRAIN", {**TRAIN, "batch_size": 64}, "training"),
+        ("CLOCK_TRAIN", {**TRAIN, "lr": 2e-2}, "training"),
+        ("CLOCK_TRAIN", {**TRAIN, "max_norm": float("inf")}, "training"),
+        ("CLOCK_TRAIN", {**TRAIN, "seed": 1}, "training"),
         ("REINFORCE_BATCH", 32, "reinforce"),
-        ("CLOCK_PROMPT", 4, "reinforce"),
-        ("CLOCK_BOS", 11, "reinforce"),
+        ("NO_BASELINE_LRS", (3e-3, 3e-4), "reinforce"),
+        ("CLOCK_PROMPT", 4, "prompt"),
+        ("CLOCK_BOS", 11, "bos"),
         ("DRIFT_SEED_OFFSET", 6, "drift_seed_offset"),
+        ("train_lm", lambda *args, **kwargs: None, "code_sha256"),
+        ("reinforce_fine_tune", lambda *args, **kwargs: None, "code_sha256"),
     ],
 )
 def test_the_clock_loaders_refuse_runs_of_another_model_training_or_sampling(
     monkeypatch, clock_data, name, other, key
 ):
-    """Every setting of the clock runs is in the stored recipe: changing one makes each
-    loader refuse the file and name what differs."""
+    """Every setting of the clock runs, and the code that trains, samples and scores,
+    is in the stored recipe: changing one makes each loader refuse the file and name
+    what differs."""
     monkeypatch.setattr(ch06, name, other)
     for load in (ch06.load_reinforce_clock_models, ch06.load_reinforce_without_baseline):
         with pytest.raises(ValueError, match=rf"in \[[^]]*'{key}'"):
             load(*clock_data)
+
+
+def test_the_scheduled_runs_load_only_beside_the_teacher_forced_models_they_came_from(
+    clock_data,
+):
+    """The stored scheduled-sampling curves are compared with live teacher-forced ones:
+    the loader takes the curves the file's runs started from, and refuses others."""
+    saved = torch.load(ch06.CLOCK_RUNS_PATH, weights_only=True)
+    stored = saved["runs"]["teacher_forced"]
+    same = ch06.ExposureDrift({}, stored)
+    loaded = ch06.load_scheduled_sampling_drift(*clock_data, same)
+    assert loaded.teacher_forced is stored
+    shifted = {seed: (on_data, on_own * 1.1) for seed, (on_data, on_own) in stored.items()}
+    with pytest.raises(ValueError, match="teacher-forced curves of seed 0 differ"):
+        ch06.load_scheduled_sampling_drift(*clock_data, ch06.ExposureDrift({}, shifted))

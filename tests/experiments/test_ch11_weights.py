@@ -53,6 +53,8 @@ def test_the_stored_pretraining_runs_are_the_chapters_recipe():
     loaded = ch11.load_pretraining_runs(ch11.PRETRAIN_CONFIG)
     assert loaded.failing() == [] and [len(losses) for losses in loaded.mlm_losses] == [30] * 3
     assert loaded.accuracy["fine-tuned"][0] == pytest.approx(0.604)  # as the chapter printed it
+    saved = torch.load(path, weights_only=True)
+    assert loaded.cpu_seconds == saved["cpu_seconds"] > 0  # the chapter glues it as stored
     cells = {cell.get("id"): cell.source
              for cell in nbformat.read(ROOT / "chapters" / "11_transformer.ipynb", as_version=4).cells}
     config_lines = "\n".join(cells["pretraining-run"].splitlines()[:2])  # pretrain_config = ...
