@@ -9,7 +9,12 @@ book and JupyterLab show it that wide) and the smallest ``font_pt`` drawn in it.
 shown :data:`PLOT_DPI` CSS pixels per figure inch, shrunk to :data:`PHONE_WIDTH_PX` on a
 phone; :func:`phone_text_px` is then the height of its smallest text there, which
 ``tests/book/test_plot_outputs.py`` holds to :data:`MIN_TEXT_PX` (9 pt) for every plot of
-every committed chapter, the rule the explorers follow (:mod:`lib.widgets.core`).
+every committed chapter, the rule the explorers follow (:mod:`lib.widgets.core`). The
+smallest text is the smallest glyph: a formula's exponents and subscripts, which mathtext
+draws at 0.7 of its size, count, and log axes are labelled in plain text
+(:class:`PlainLogFormatter`). The metadata also lists what a reader would misread: colour
+scales without a colour bar or axis titles, legends over data, texts colliding with each
+other or the data, colour bars between an axes and its axis title.
 """
 
 from __future__ import annotations
@@ -301,8 +306,9 @@ def _segments_hit(segments, box) -> "np.ndarray":
 
 def _data_marks(ax) -> list[tuple[str, "np.ndarray", "np.ndarray", "np.ndarray"]]:
     """``[(label, points (N, 2), their radii (N,), segments (M, 2, 2))]`` of the lines,
-    line collections and scatter points of ``ax``, in display coordinates: the vertices
-    drawn with a marker (radius half its size) and the segments drawn between them."""
+    line collections and scatter points of ``ax``, in display coordinates: a line's
+    vertices (reaching half its marker's size, if it has one) and the segments drawn
+    between them."""
     import numpy as np
     from matplotlib.collections import LineCollection, PathCollection
     from matplotlib.lines import Line2D
@@ -317,10 +323,11 @@ def _data_marks(ax) -> list[tuple[str, "np.ndarray", "np.ndarray", "np.ndarray"]
         if isinstance(artist, Line2D):
             xy = np.asarray(artist.get_transform().transform(artist.get_xydata()))
             xy = xy.reshape(-1, 2)
+            points = xy[np.isfinite(xy).all(axis=1)]  # the line's data points
+            radius = 0.0
             if artist.get_marker() not in (None, "None", "", " ", ","):
-                points = xy[np.isfinite(xy).all(axis=1)]
                 radius = (artist.get_markersize() + artist.get_markeredgewidth()) / 2
-                radii = np.full(len(points), radius * px_per_pt)
+            radii = np.full(len(points), radius * px_per_pt)
             if (
                 artist.get_linestyle() not in ("None", "", " ")
                 and artist.get_linewidth()
@@ -373,6 +380,13 @@ def _marks_in(box, points, radii, segments, shown) -> tuple[int, int]:
     return int(inside.sum()), int(crossing.sum())
 
 
+def _what_is_hit(covered: int, crossed: int) -> str:
+    """ "3 points" of a line (its vertices) if any, else "2 line segments" between them."""
+    if covered:
+        return f"{covered} points"
+    return f"{crossed} line segments" if crossed else ""
+
+
 def _legend_artists(fig) -> list:
     """Every legend of ``fig``: its axes' and its own (``fig.legend``)."""
     legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
@@ -395,12 +409,10 @@ def legend_overlaps(fig, renderer=None) -> list[str]:
         for ax in [owner] if owner is not None else fig.axes:
             for label, points, radii, segments in _data_marks(ax):
                 covered, crossed = _marks_in(box, points, radii, segments, ax.bbox)
-                what = [f"{covered} points"] * bool(covered)
-                what += [f"{crossed} line segments"] * bool(crossed)
+                what = _what_is_hit(covered, crossed)
                 if what:
                     problems.append(
-                        f"the legend of {ax.get_title()!r} covers {' and '.join(what)} "
-                        f"of {label!r}"
+                        f"the legend of {ax.get_title()!r} covers {what} of {label!r}"
                     )
     return problems
 
@@ -433,12 +445,9 @@ def text_overlaps(fig, renderer=None, texts=None) -> list[str]:
         for ax in fig.axes:
             for label, points, radii, segments in _data_marks(ax):
                 covered, crossed = _marks_in(box, points, radii, segments, ax.bbox)
-                what = [f"{covered} points"] * bool(covered)
-                what += [f"{crossed} line segments"] * bool(crossed)
+                what = _what_is_hit(covered, crossed)
                 if what:
-                    problems.append(
-                        f"{text.get_text()!r} touches {' and '.join(what)} of {label!r}"
-                    )
+                    problems.append(f"{text.get_text()!r} touches {what} of {label!r}")
     return problems
 
 

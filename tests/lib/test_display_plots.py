@@ -155,7 +155,7 @@ def test_a_legend_over_data_is_found():
     assert legend_overlaps(flat("lower left")) == []
     assert legend_overlaps(flat("outside")) == []
     (problem,) = legend_overlaps(flat("center"))
-    assert problem.startswith("the legend of '' covers") and problem.endswith("line segments of 'flat'")
+    assert problem.startswith("the legend of '' covers") and problem.endswith("points of 'flat'")
     assert legend_overlaps(flat("upper center")) == ["the legend of '' covers 1 points of 'dot'"]
     assert plot_png(flat("center"))[1]["legend_overlaps"] == [problem]
 
@@ -275,7 +275,8 @@ def test_texts_colliding_with_each_other_or_the_data_are_found():
 
     assert text_overlaps(labelled((0.25, 0.85))) == []
     # Over a vertex drawn with a marker, over a segment (between two vertices outside the text).
-    assert text_overlaps(labelled((0.5, 0.5))) == ["'label' touches 1 points and 2 line segments of 'data'"]
+    assert text_overlaps(labelled((0.5, 0.5))) == ["'label' touches 1 points of 'data'"]
+    assert text_overlaps(labelled((0.5, 0.5), marker="")) == ["'label' touches 1 points of 'data'"]  # a vertex
     assert text_overlaps(labelled((0.25, 0.5))) == ["'label' touches 1 line segments of 'data'"]
     assert text_overlaps(labelled((0.25, 0.5), line="none")) == []
     # A marker's disc reaching into the text's box counts, not only its centre.
@@ -294,7 +295,7 @@ def test_texts_colliding_with_each_other_or_the_data_are_found():
     legend = labelled((0.25, 0.85))
     legend.axes[0].legend(loc="center")
     assert text_overlaps(legend) == []
-    assert legend_overlaps(legend) == ["the legend of '' covers 1 points and 2 line segments of 'data'"]
+    assert legend_overlaps(legend) == ["the legend of '' covers 1 points of 'data'"]
     # A tick label crowding the next one.
     crowded = labelled()
     crowded.axes[0].set_xticks([0.5, 0.52], ["long tick", "label"])
