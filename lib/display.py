@@ -9,19 +9,26 @@ book and JupyterLab show it that wide) and the smallest ``font_pt`` drawn in it.
 shown :data:`PLOT_DPI` CSS pixels per figure inch, shrunk to :data:`PHONE_WIDTH_PX` on a
 phone; :func:`phone_text_px` is then the height of its smallest text there, which
 ``tests/book/test_plot_outputs.py`` holds to :data:`MIN_TEXT_PX` (9 pt) for every plot of
-every committed chapter, the rule the explorers follow (:mod:`lib.widgets.core`).
+every committed chapter, the rule the explorers follow (:mod:`lib.widgets.core`). The
+smallest text is the smallest glyph: a formula's exponents and subscripts, which mathtext
+draws at 0.7 of its size, count, and log axes are labelled in plain text
+(:class:`PlainLogFormatter`). The metadata also lists what a reader would misread: colour
+scales without a colour bar or axis titles, legends over data, texts colliding with each
+other or the data, colour bars between an axes and its axis title.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import inspect
 import io
 import math
 import textwrap
 
 import matplotlib
+import matplotlib.ticker
 import torch
 
 
@@ -158,16 +165,51 @@ def phone_text_px(font_pt: float, width_px: float) -> float:
     return font_pt / 72 * PLOT_DPI * min(1.0, PHONE_WIDTH_PX / width_px)
 
 
+# Boxes may share this much (CSS pixels) before they count as overlapping: antialiasing.
+TOUCH_PX = 1.0
+# What plot_png's metadata has been checked for; tests/book/test_plot_outputs.py refuses a
+# plot drawn before one of them existed (its metadata could not show that defect).
+PLOT_CHECKS = (
+    "font_pt of scripts",
+    "unscaled_colours",
+    "legend_overlaps of segments",
+    "text_overlaps",
+    "split_titles",
+)
+
+
+@functools.cache
+def _math_parser():
+    from matplotlib.mathtext import MathTextParser
+
+    return MathTextParser("path")
+
+
+def _smallest_glyph_pt(s: str, prop, ismath) -> float:
+    """The size (points) of the smallest glyph of text ``s``: a formula's (mathtext)
+    exponents and subscripts are drawn at 0.7 of its size, and their own scripts at 0.7
+    of that."""
+    size = prop.get_size_in_points()
+    if not ismath:
+        return size
+    glyphs = _math_parser().parse(s, 72, prop).glyphs
+    return min((glyph[1] for glyph in glyphs), default=size)
+
+
 @contextlib.contextmanager
-def _recording_text(sizes: list):
-    """Append the size (points) of every non-blank text Agg draws to ``sizes``."""
+def _recording_text(sizes: list, texts: dict | None = None):
+    """Append the smallest glyph size (points, :func:`_smallest_glyph_pt`) of every
+    non-blank text Agg draws to ``sizes`` and, if given, put its text artist in ``texts``
+    (keyed by ``id``)."""
     from matplotlib.backends.backend_agg import RendererAgg
 
     draw_text = RendererAgg.draw_text
 
     def recording(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
         if s.strip():
-            sizes.append(prop.get_size_in_points())
+            sizes.append(_smallest_glyph_pt(s, prop, ismath))
+            if texts is not None and mtext is not None:
+                texts[id(mtext)] = mtext
         return draw_text(self, gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
 
     RendererAgg.draw_text = recording
@@ -175,6 +217,16 @@ def _recording_text(sizes: list):
         yield
     finally:
         RendererAgg.draw_text = draw_text
+
+
+def _draw_recording(fig):
+    """Draw ``fig`` at its own dpi (coordinates in CSS pixels); return the renderer and
+    the text artists drawn (a tick label outside the view is not)."""
+    renderer = fig._get_renderer()
+    texts: dict = {}
+    with _recording_text([], texts):
+        fig.draw(renderer)
+    return renderer, list(texts.values())
 
 
 def unscaled_colours(fig) -> list[str]:
@@ -229,51 +281,250 @@ def unscaled_colours(fig) -> list[str]:
     return problems
 
 
-def legend_overlaps(fig, renderer=None) -> list[str]:
-    """The legends of ``fig`` that cover data: line vertices or scatter points inside the
-    legend's box (the explorers' frames pass it too, tests/lib/widgets). ``renderer``:
-    that of a draw of ``fig`` just made, else ``fig`` is drawn here."""
+def _segments_hit(segments, box) -> "np.ndarray":
+    """Which of ``segments`` (M, 2, 2), display coordinates, pass through ``box``
+    (Liang-Barsky clipping)."""
     import numpy as np
-    from matplotlib.collections import PathCollection
+
+    start, end = segments[:, 0], segments[:, 1]
+    delta = end - start
+    low = np.zeros(len(segments))
+    high = np.ones(len(segments))
+    missed = np.zeros(len(segments), dtype=bool)
+    for axis, lo, hi in ((0, box.x0, box.x1), (1, box.y0, box.y1)):
+        for p, q in (
+            (-delta[:, axis], start[:, axis] - lo),
+            (delta[:, axis], hi - start[:, axis]),
+        ):
+            missed |= (p == 0) & (q < 0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = q / p
+            low = np.where(p < 0, np.maximum(low, ratio), low)
+            high = np.where(p > 0, np.minimum(high, ratio), high)
+    return ~missed & (low <= high)
+
+
+def _data_marks(ax) -> list[tuple[str, "np.ndarray", "np.ndarray", "np.ndarray"]]:
+    """``[(label, points (N, 2), their radii (N,), segments (M, 2, 2))]`` of the lines,
+    line collections and scatter points of ``ax``, in display coordinates: a line's
+    vertices (reaching half its marker's size, if it has one) and the segments drawn
+    between them."""
+    import numpy as np
+    from matplotlib.collections import LineCollection, PathCollection
     from matplotlib.lines import Line2D
 
+    px_per_pt = ax.figure.dpi / 72
+    none = np.zeros((0, 2)), np.zeros(0), np.zeros((0, 2, 2))
+    found = []
+    for artist in ax.get_children():
+        if not artist.get_visible():
+            continue
+        points, radii, segments = none
+        if isinstance(artist, Line2D):
+            xy = np.asarray(artist.get_transform().transform(artist.get_xydata()))
+            xy = xy.reshape(-1, 2)
+            points = xy[np.isfinite(xy).all(axis=1)]  # the line's data points
+            radius = 0.0
+            if artist.get_marker() not in (None, "None", "", " ", ","):
+                radius = (artist.get_markersize() + artist.get_markeredgewidth()) / 2
+            radii = np.full(len(points), radius * px_per_pt)
+            if (
+                artist.get_linestyle() not in ("None", "", " ")
+                and artist.get_linewidth()
+            ):
+                pairs = np.stack([xy[:-1], xy[1:]], axis=1)
+                segments = pairs[np.isfinite(pairs).all(axis=(1, 2))]
+        elif isinstance(artist, PathCollection):
+            points = artist.get_offset_transform().transform(artist.get_offsets())
+            points = np.asarray(points).reshape(-1, 2)
+            sizes = np.resize(np.asarray(artist.get_sizes(), dtype=float), len(points))
+            keep = np.isfinite(points).all(axis=1)
+            points, radii = points[keep], np.sqrt(sizes[keep]) / 2 * px_per_pt
+        elif isinstance(artist, LineCollection):
+            transform = artist.get_transform()
+            pieces = []
+            for line in artist.get_segments():
+                xy = np.asarray(transform.transform(np.asarray(line).reshape(-1, 2)))
+                pieces.append(np.stack([xy[:-1], xy[1:]], axis=1))
+            if pieces:
+                segments = np.concatenate(pieces).reshape(-1, 2, 2)
+                segments = segments[np.isfinite(segments).all(axis=(1, 2))]
+        else:
+            continue
+        if len(points) or len(segments):
+            found.append((artist.get_label(), points, radii, segments))
+    return found
+
+
+def _marks_in(box, points, radii, segments, shown) -> tuple[int, int]:
+    """How many of the points (reaching ``radii`` around them) and segments enter ``box``
+    by more than :data:`TOUCH_PX`, counting only what lies inside ``shown`` (the axes).
+    """
+    import numpy as np
+    from matplotlib.transforms import Bbox
+
+    inner = Bbox.intersection(box, shown)
+    if inner is None or inner.width <= 2 * TOUCH_PX or inner.height <= 2 * TOUCH_PX:
+        return 0, 0
+    inner = inner.padded(-TOUCH_PX)
+    x, y = points[:, 0], points[:, 1]
+    visible = (x >= shown.x0) & (x <= shown.x1) & (y >= shown.y0) & (y <= shown.y1)
+    inside = (
+        visible
+        & (x > inner.x0 - radii)
+        & (x < inner.x1 + radii)
+        & (y > inner.y0 - radii)
+        & (y < inner.y1 + radii)
+    )
+    crossing = _segments_hit(segments, inner) if len(segments) else np.zeros(0, bool)
+    return int(inside.sum()), int(crossing.sum())
+
+
+def _what_is_hit(covered: int, crossed: int) -> str:
+    """ "3 points" of a line (its vertices) if any, else "2 line segments" between them."""
+    if covered:
+        return f"{covered} points"
+    return f"{crossed} line segments" if crossed else ""
+
+
+def _legend_artists(fig) -> list:
+    """Every legend of ``fig``: its axes' and its own (``fig.legend``)."""
+    legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
+    return [legend for legend in legends if legend is not None and legend.get_visible()]
+
+
+def legend_overlaps(fig, renderer=None) -> list[str]:
+    """The legends of ``fig`` that cover data: a scatter point or marker reaching into the
+    legend's box, or a line passing through it (a segment between two vertices outside
+    the box counts); a figure's own legend is held against every axes. The explorers'
+    frames pass it too (tests/lib/widgets). ``renderer``: that of a draw of ``fig`` just
+    made, else ``fig`` is drawn here."""
     if renderer is None:
         fig.draw_without_rendering()
         renderer = fig._get_renderer()
     problems = []
-    for ax in fig.axes:
-        legend = ax.get_legend()
-        if legend is None or not legend.get_visible():
+    for legend in _legend_artists(fig):
+        box = legend.get_window_extent(renderer)
+        owner = legend.axes if legend.axes is not None else None
+        for ax in [owner] if owner is not None else fig.axes:
+            for label, points, radii, segments in _data_marks(ax):
+                covered, crossed = _marks_in(box, points, radii, segments, ax.bbox)
+                what = _what_is_hit(covered, crossed)
+                if what:
+                    problems.append(
+                        f"the legend of {ax.get_title()!r} covers {what} of {label!r}"
+                    )
+    return problems
+
+
+def text_overlaps(fig, renderer=None, texts=None) -> list[str]:
+    """The texts of ``fig`` that collide: two text boxes sharing more than
+    :data:`TOUCH_PX` both ways, and a text (a legend's excepted: :func:`legend_overlaps`
+    holds the legend's box) that a line, its markers or a scatter point enters.
+    ``renderer`` and ``texts``: a draw of ``fig`` and the text artists it drew
+    (:func:`_draw_recording`); else ``fig`` is drawn here."""
+    from matplotlib.transforms import Bbox
+
+    if renderer is None or texts is None:
+        renderer, texts = _draw_recording(fig)
+    in_legends = {
+        id(text)
+        for legend in _legend_artists(fig)
+        for text in [*legend.texts, legend.get_title()]
+    }
+    boxes = [(text, text.get_window_extent(renderer)) for text in texts]
+    boxes = [(text, box) for text, box in boxes if box.width > 0 and box.height > 0]
+    problems = []
+    for i, (text, box) in enumerate(boxes):
+        for other, other_box in boxes[i + 1 :]:
+            shared = Bbox.intersection(box, other_box)
+            if shared is not None and min(shared.width, shared.height) > TOUCH_PX:
+                problems.append(f"{text.get_text()!r} overlaps {other.get_text()!r}")
+        if id(text) in in_legends:
             continue
-        box = legend.get_window_extent(renderer).padded(-1)
-        shown = ax.bbox
-        for artist in ax.get_children():
-            if isinstance(artist, Line2D) and artist.get_visible():
-                points = artist.get_transform().transform(artist.get_xydata())
-            elif isinstance(artist, PathCollection) and artist.get_visible():
-                points = artist.get_offset_transform().transform(artist.get_offsets())
+        for ax in fig.axes:
+            for label, points, radii, segments in _data_marks(ax):
+                covered, crossed = _marks_in(box, points, radii, segments, ax.bbox)
+                what = _what_is_hit(covered, crossed)
+                if what:
+                    problems.append(f"{text.get_text()!r} touches {what} of {label!r}")
+    return problems
+
+
+def _colour_bar_axes(fig) -> list:
+    from matplotlib.cm import ScalarMappable
+
+    found = []
+    for mappable in fig.findobj(lambda a: isinstance(a, ScalarMappable)):
+        bar = getattr(mappable, "colorbar", None)
+        if bar is not None and all(bar.ax is not ax for ax in found):
+            found.append(bar.ax)
+    return found
+
+
+def _axis_title(ax, which):
+    """The text naming ``ax``'s ``which`` ("x" or "y") axis: its own label, else the
+    ``supxlabel``/``supylabel`` of the nearest figure holding it; None if there is none.
+    """
+    label = getattr(ax, f"{which}axis").label
+    if label.get_visible() and label.get_text():
+        return label
+    figure = ax.get_figure(root=False)
+    while True:
+        label = getattr(figure, f"_sup{which}label", None)
+        if label is not None and label.get_visible() and label.get_text():
+            return label
+        if figure.get_figure(root=False) is figure:  # the root figure
+            return None
+        figure = figure.get_figure(root=False)
+
+
+def split_titles(fig, renderer=None) -> list[str]:
+    """The axis titles of ``fig`` that a colour bar separates from their axes (a bar
+    under a plot puts the x title under the bar): a colour bar's box entering the gap
+    between an axes and its title by more than :data:`TOUCH_PX` both ways."""
+    from matplotlib.transforms import Bbox
+
+    if renderer is None:
+        fig.draw_without_rendering()
+        renderer = fig._get_renderer()
+    bars = _colour_bar_axes(fig)
+    problems = []
+    for ax in fig.axes:
+        if any(ax is bar for bar in bars):
+            continue
+        frame = ax.bbox
+        for which in "xy":
+            title = _axis_title(ax, which)
+            if title is None:
+                continue
+            box = title.get_window_extent(renderer)
+            if which == "x" and box.y1 <= frame.y0:  # under the axes
+                gap = Bbox([[frame.x0, box.y1], [frame.x1, frame.y0]])
+            elif which == "x" and box.y0 >= frame.y1:  # above it
+                gap = Bbox([[frame.x0, frame.y1], [frame.x1, box.y0]])
+            elif which == "y" and box.x1 <= frame.x0:  # left of it
+                gap = Bbox([[box.x1, frame.y0], [frame.x0, frame.y1]])
+            elif which == "y" and box.x0 >= frame.x1:  # right of it
+                gap = Bbox([[frame.x1, frame.y0], [box.x0, frame.y1]])
             else:
                 continue
-            points = np.asarray(points).reshape(-1, 2)
-            points = points[np.isfinite(points).all(axis=1)]
-            x, y = points[:, 0], points[:, 1]
-            visible = (
-                (x >= shown.x0) & (x <= shown.x1) & (y >= shown.y0) & (y <= shown.y1)
-            )
-            inside = visible & (x > box.x0) & (x < box.x1) & (y > box.y0) & (y < box.y1)
-            if inside.any():
-                problems.append(
-                    f"the legend of {ax.get_title()!r} covers {inside.sum()} points "
-                    f"of {artist.get_label()!r}"
-                )
+            for bar in bars:
+                shared = Bbox.intersection(gap, bar.bbox)
+                if shared is not None and min(shared.width, shared.height) > TOUCH_PX:
+                    problems.append(
+                        f"a colour bar sits between {ax.get_title() or 'untitled axes'!r}"
+                        f" and its {which} title {title.get_text()!r}"
+                    )
     return problems
 
 
 def plot_png(fig) -> tuple[bytes, dict]:
     """``fig`` as the book shows it: a 256-colour PNG at :data:`PIXEL_DENSITY` times its CSS
     size (cropped to what is drawn, as the inline backend does), and its output metadata:
-    the CSS ``width``, the smallest ``font_pt`` drawn and what :func:`unscaled_colours`
-    and :func:`legend_overlaps` find."""
+    the CSS ``width``, the smallest ``font_pt`` drawn (a formula's scripts included), what
+    :func:`unscaled_colours`, :func:`legend_overlaps`, :func:`text_overlaps` and
+    :func:`split_titles` find, and ``checked``: :data:`PLOT_CHECKS`."""
     from PIL import Image
 
     sizes: list[float] = []
@@ -303,14 +554,59 @@ def plot_png(fig) -> tuple[bytes, dict]:
         "width": width // PIXEL_DENSITY,
         "font_pt": round(min(sizes), 3) if sizes else None,
     }
-    for key, check in (
-        ("unscaled_colours", unscaled_colours),
-        ("legend_overlaps", legend_overlaps),
+    renderer, texts = _draw_recording(fig)
+    for key, problems in (
+        ("unscaled_colours", unscaled_colours(fig)),
+        ("legend_overlaps", legend_overlaps(fig, renderer)),
+        ("text_overlaps", text_overlaps(fig, renderer, texts)),
+        ("split_titles", split_titles(fig, renderer)),
     ):
-        problems = check(fig)
         if problems:
             metadata[key] = problems
+    metadata["checked"] = list(PLOT_CHECKS)
     return out.getvalue(), metadata
+
+
+def power_label(value: float) -> str:
+    """A log axis' tick label as plain text at the text's own size: 0.001 to 10000 as
+    decimals, other powers as ``1e−10``; never a formula, whose exponent mathtext draws
+    at 0.7 of the text size (8.4 pt, under the phone rule).
+
+    Examples
+    --------
+    >>> [power_label(v) for v in (1e-10, 0.002, 1.0, 300.0, 1e5, 2e-7)]
+    ['1e−10', '0.002', '1', '300', '1e5', '2e−7']
+    """
+    if not value > 0:
+        return ""
+    if 1e-3 <= value < 1e5:
+        return f"{value:g}"
+    mantissa, exponent = f"{value:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}".replace("-", "\N{MINUS SIGN}")
+
+
+class PlainLogFormatter(matplotlib.ticker.LogFormatter):
+    """matplotlib's choice of which log ticks to label, each labelled by
+    :func:`power_label`. :func:`use_book_plots` gives it to every log axis."""
+
+    def _num_to_string(self, x, vmin, vmax):
+        return power_label(x)
+
+
+def _plain_log_ticks(set_default_locators_and_formatters):
+    """``LogScale.set_default_locators_and_formatters``, with :class:`PlainLogFormatter`
+    for the labels."""
+
+    @functools.wraps(set_default_locators_and_formatters)
+    def plain(self, axis):
+        set_default_locators_and_formatters(self, axis)
+        axis.set_major_formatter(PlainLogFormatter(self.base))
+        axis.set_minor_formatter(
+            PlainLogFormatter(self.base, labelOnlyBase=(self.subs is not None))
+        )
+
+    plain.book_plots = True
+    return plain
 
 
 def _show_plot(fig) -> tuple[str, dict]:
@@ -320,9 +616,16 @@ def _show_plot(fig) -> tuple[str, dict]:
 
 
 def use_book_plots(shell=None) -> None:
-    """Set :data:`PLOT_STYLE` and, in an IPython ``shell`` (default: the running one, if
-    any), show figures through :func:`plot_png`. Importing this module calls it."""
+    """Set :data:`PLOT_STYLE`, label every log axis with :class:`PlainLogFormatter` and,
+    in an IPython ``shell`` (default: the running one, if any), show figures through
+    :func:`plot_png`. Importing this module calls it."""
+    from matplotlib.scale import LogScale
+
     matplotlib.rcParams.update(PLOT_STYLE)
+    if not getattr(LogScale.set_default_locators_and_formatters, "book_plots", False):
+        LogScale.set_default_locators_and_formatters = _plain_log_ticks(
+            LogScale.set_default_locators_and_formatters
+        )
     if shell is None:
         try:
             from IPython import get_ipython

@@ -220,7 +220,7 @@ class AlignmentExplorer(Visual):
     def draw(self, fig, data):
         ax = fig.add_subplot()
         image = ax.imshow(data["weights"], vmin=0, vmax=1, cmap="viridis", aspect="auto", interpolation="nearest")
-        fig.colorbar(image, ax=ax, label="weight $\\alpha_{t,s}$", fraction=0.04)
+        fig.colorbar(image, ax=ax, label="attention weight", fraction=0.04)
         # Labels are plain texts created once (tick labels would be rebuilt, and laid out, on every frame).
         ax.set_xticks([])
         ax.set_yticks([])

@@ -2,8 +2,11 @@
 
 Cheap: it reads the committed notebooks, never runs them. Each plot's output carries the metadata that
 ``lib.display.plot_png`` wrote when the chapter ran (its CSS ``width``, the smallest ``font_pt`` the
-renderer drew, any colour scale without a colour bar or axis titles, any legend over data); ``tests/lib/test_display_plots.py``
-shows that the metadata tells the truth. An explorer's preview (a PNG beside its widget) is held to the
+renderer drew, a formula's exponents and subscripts included, any colour scale without a colour bar or axis
+titles, any legend over data, texts colliding with each other or with the data, a colour bar between an axes
+and its axis title, and ``checked``: which of these it was drawn with); ``tests/lib/test_display_plots.py``
+shows that the metadata tells the truth. A plot drawn before a check existed fails: its metadata cannot show
+that defect. An explorer's preview (a PNG beside its widget) is held to the
 2x rule here and to the text rule by ``tests/lib/widgets/test_widgets_legibility.py``.
 """
 import base64
@@ -14,7 +17,7 @@ import nbformat
 import pytest
 from PIL import Image
 
-from lib.display import MIN_TEXT_PX, PIXEL_DENSITY, phone_text_px
+from lib.display import MIN_TEXT_PX, PIXEL_DENSITY, PLOT_CHECKS, phone_text_px
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -33,6 +36,9 @@ def images(notebook: Path) -> list[tuple[str, dict, dict]]:
     return found
 
 
+DEFECTS = ("unscaled_colours", "legend_overlaps", "text_overlaps", "split_titles")  # plot_png's lists
+
+
 def problems(where: str, data: dict, metadata: dict) -> list[str]:
     """What keeps one PNG output from being sharp on a 2x screen and legible on a phone."""
     found = []
@@ -46,11 +52,14 @@ def problems(where: str, data: dict, metadata: dict) -> list[str]:
         return found
     if metadata.get("font_pt") is None:
         return found + [f"{where}: no smallest font size in its metadata"]
+    unchecked = [check for check in PLOT_CHECKS if check not in metadata.get("checked", [])]
+    if unchecked:
+        found.append(f"{where}: drawn before lib.display checked {', '.join(unchecked)} (re-execute the chapter)")
     shown = phone_text_px(metadata["font_pt"], width)
     if shown < MIN_TEXT_PX:
         found.append(f"{where}: {metadata['font_pt']:g} pt text in a plot {width} px wide is {shown:.1f} px on a "
                      f"phone, under {MIN_TEXT_PX} px")
-    found += [f"{where}: {problem}" for key in ("unscaled_colours", "legend_overlaps") for problem in metadata.get(key, [])]
+    found += [f"{where}: {problem}" for key in DEFECTS for problem in metadata.get(key, [])]
     return found
 
 
@@ -71,20 +80,29 @@ def test_the_check_finds_each_defect():
         Image.new("RGB", (width_px, height_px), "white").save(buffer, format="png")
         return {"image/png": base64.b64encode(buffer.getvalue()).decode()}
 
-    assert problems("p", png(960), {"width": 480, "font_pt": 12}) == []
+    checked = {"checked": list(PLOT_CHECKS)}
+    assert problems("p", png(960), {"width": 480, "font_pt": 12, **checked}) == []
+    # Drawn before a check existed (the committed outputs of stop 41 had no "checked"): refused.
+    assert problems("p", png(960), {"width": 480, "font_pt": 12}) == [
+        "p: drawn before lib.display checked " + ", ".join(PLOT_CHECKS) + " (re-execute the chapter)"]
+    assert problems("p", png(960), {"width": 480, "font_pt": 12, "checked": list(PLOT_CHECKS[1:])}) == [
+        f"p: drawn before lib.display checked {PLOT_CHECKS[0]} (re-execute the chapter)"]
     assert problems("p", png(960), {}) == [
         "p: no CSS width in its metadata (shown at its pixel size, blurred on a 2x screen)"]
-    assert problems("p", png(480), {"width": 480, "font_pt": 12}) == ["p: 480 px wide shown at 480 CSS px, not 2x"]
+    assert problems("p", png(480), {"width": 480, "font_pt": 12, **checked}) == [
+        "p: 480 px wide shown at 480 CSS px, not 2x"]
     assert problems("p", png(960), {"width": 480}) == ["p: no smallest font size in its metadata"]
-    assert problems("p", png(960), {"width": 480, "font_pt": 11}) == [
+    assert problems("p", png(960), {"width": 480, "font_pt": 11, **checked}) == [
         "p: 11 pt text in a plot 480 px wide is 11.3 px on a phone, under 12 px"]
     # 12 pt holds up to 494 px (4.94 inches); 500 px is too wide.
-    assert problems("p", png(1000), {"width": 500, "font_pt": 12}) == [
+    assert problems("p", png(1000), {"width": 500, "font_pt": 12, **checked}) == [
         "p: 12 pt text in a plot 500 px wide is 11.9 px on a phone, under 12 px"]
-    assert problems("p", png(960), {"width": 480, "font_pt": 12, "unscaled_colours": ["AxesImage has no colour bar"]}
-                    ) == ["p: AxesImage has no colour bar"]
-    assert problems("p", png(960), {"width": 480, "font_pt": 12, "legend_overlaps": ["the legend covers 3 points"]}
-                    ) == ["p: the legend covers 3 points"]
+    # A formula's subscript at 0.7 of 12 pt is what font_pt records (tests/lib/test_display_plots.py).
+    assert problems("p", png(960), {"width": 480, "font_pt": 8.4, **checked}) == [
+        "p: 8.4 pt text in a plot 480 px wide is 8.7 px on a phone, under 12 px"]
+    for key in DEFECTS:
+        assert problems("p", png(960), {"width": 480, "font_pt": 12, key: ["one defect", "two"], **checked}
+                        ) == ["p: one defect", "p: two"]
     preview = {**png(864), WIDGET: {}}
     assert problems("p", preview, {"width": 432}) == []
     assert problems("p", preview, {}) == [

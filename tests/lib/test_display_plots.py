@@ -16,9 +16,9 @@ from PIL import Image
 
 import lib.display as display
 import lib.widgets.core as core
-from lib.display import (MIN_TEXT_PX, PHONE_WIDTH_PX, PIXEL_DENSITY, PLOT_DPI, PLOT_FONT_PT, PLOT_STYLE,
-                         legend_overlaps, phone_text_px, plot_png, unscaled_colours,
-                         use_book_plots)
+from lib.display import (MIN_TEXT_PX, PHONE_WIDTH_PX, PIXEL_DENSITY, PLOT_CHECKS, PLOT_DPI, PLOT_FONT_PT,
+                         PLOT_STYLE, TOUCH_PX, legend_overlaps, phone_text_px, plot_png, split_titles,
+                         text_overlaps, unscaled_colours, use_book_plots)
 
 
 def every_kind_of_text(width_in: float, height_in: float = 3.0) -> Figure:
@@ -100,6 +100,13 @@ def test_a_colour_scale_needs_a_colour_bar_and_axis_titles():
     assert unscaled_colours(heat_map(shared=True)) == []  # one bar for two maps of the same scale
     assert unscaled_colours(heat_map(bar=False)) == ["AxesImage in 'untitled axes' has no colour bar"]
     assert unscaled_colours(heat_map(titles=False)) == ["AxesImage in 'untitled axes' lacks an axis title"]
+    # One axis title is not enough: either one missing is found.
+    only_x = heat_map()
+    only_x.axes[0].set_ylabel("")
+    assert unscaled_colours(only_x) == ["AxesImage in 'untitled axes' lacks an axis title"]
+    only_y = heat_map(titles=False)
+    only_y.axes[0].set_ylabel("query")
+    assert unscaled_colours(only_y) == ["AxesImage in 'untitled axes' lacks an axis title"]
     other = heat_map(shared=True)
     other.axes[1].images[0].set_clim(0, 2)  # a bar for another scale does not explain it
     other.axes[1].set_title("other")
@@ -151,3 +158,167 @@ def test_a_legend_over_data_is_found():
     assert problem.startswith("the legend of '' covers") and problem.endswith("points of 'flat'")
     assert legend_overlaps(flat("upper center")) == ["the legend of '' covers 1 points of 'dot'"]
     assert plot_png(flat("center"))[1]["legend_overlaps"] == [problem]
+
+
+def test_a_legend_over_the_middle_of_a_segment_is_found():
+    def diagonal(loc="center", vertices=2, figure_legend=False):
+        fig = Figure(figsize=(4.8, 3), layout="constrained")
+        ax = fig.add_subplot()
+        ax.plot(np.linspace(0, 1, vertices), np.linspace(0, 1, vertices), label="line")
+        (fig if figure_legend else ax).legend(loc=loc)
+        return fig
+
+    # Two vertices, both far outside the legend: only the segment between them crosses it.
+    assert legend_overlaps(diagonal()) == ["the legend of '' covers 1 line segments of 'line'"]
+    assert legend_overlaps(diagonal("upper left")) == []
+    # A figure's own legend over an axes is held against that axes' data.
+    assert legend_overlaps(diagonal(figure_legend=True)) == ["the legend of '' covers 1 line segments of 'line'"]
+    assert legend_overlaps(diagonal("outside lower center", figure_legend=True)) == []
+
+
+def test_a_pcolormesh_and_filled_contours_need_the_same():
+    def mesh(bar=True, titles=True, filled=False):
+        fig = Figure()
+        ax = fig.add_subplot()
+        values = np.arange(12.0).reshape(3, 4)
+        shown = ax.contourf(values) if filled else ax.pcolormesh(values, cmap="magma")
+        if bar:
+            fig.colorbar(shown, ax=ax, label="value")
+        if titles:
+            ax.set(xlabel="column", ylabel="row")
+        return fig
+
+    assert unscaled_colours(mesh()) == unscaled_colours(mesh(filled=True)) == []
+    assert unscaled_colours(mesh(bar=False)) == ["QuadMesh in 'untitled axes' has no colour bar"]
+    assert unscaled_colours(mesh(titles=False)) == ["QuadMesh in 'untitled axes' lacks an axis title"]
+    assert unscaled_colours(mesh(bar=False, filled=True)) == [
+        f"{type(mesh(filled=True).axes[0].collections[0]).__name__} in 'untitled axes' has no colour bar"]
+
+
+def test_a_formulas_exponents_and_subscripts_are_measured():
+    def labelled(xlabel, log=False, formula_ticks=False):
+        with matplotlib.rc_context(PLOT_STYLE):
+            fig = Figure(figsize=(4.8, 3), layout="constrained")
+            ax = fig.add_subplot()
+            ax.plot([1, 10, 100], [1, 2, 3])
+            ax.set(xlabel=xlabel, ylabel="y")
+            if log:
+                ax.set_xscale("log")
+            if formula_ticks:  # matplotlib's own log labels: 10^0, 10^1, 10^2 in mathtext
+                ax.xaxis.set_major_formatter(matplotlib.ticker.LogFormatterSciNotation())
+        return plot_png(fig)[1]
+
+    assert labelled("plain")["font_pt"] == PLOT_FONT_PT
+    assert labelled(r"$x$ with no script")["font_pt"] == PLOT_FONT_PT
+    assert labelled(r"weight $\alpha_{t,s}$")["font_pt"] == pytest.approx(0.7 * PLOT_FONT_PT)
+    assert labelled(r"$e^{x_i}$")["font_pt"] == pytest.approx(0.49 * PLOT_FONT_PT)  # a script's script
+    assert labelled("plain", log=True, formula_ticks=True)["font_pt"] == pytest.approx(0.7 * PLOT_FONT_PT)
+    assert labelled("plain", log=True)["font_pt"] == PLOT_FONT_PT  # the book's log labels: plain text
+    # 8.4 pt in a 480 px plot is 8.7 px on a phone: the book's test refuses it.
+    assert phone_text_px(0.7 * PLOT_FONT_PT, 480) < MIN_TEXT_PX
+    assert labelled("plain")["checked"] == list(PLOT_CHECKS)
+
+
+def bar_and_title(location: str, figure_titles: bool = False, panels: int = 1) -> Figure:
+    """Heat maps in a row with one colour bar at ``location`` and axis titles of their own (constrained
+    layout puts a bar beyond them) or of the figure (``supxlabel``, ``supylabel``: beyond the bar)."""
+    with matplotlib.rc_context(PLOT_STYLE):
+        fig = Figure(figsize=(4.8, 3.6), layout="constrained")
+        axes = fig.subplots(1, panels, squeeze=False)[0]
+        images = [ax.imshow(np.eye(3), vmin=0, vmax=1, aspect="auto") for ax in axes]
+        fig.colorbar(images[0], ax=list(axes), location=location, label="weight")
+        for ax in axes:
+            if not figure_titles:
+                ax.set(xlabel="key", ylabel="query")
+        if figure_titles:
+            fig.supxlabel("key")
+            fig.supylabel("query")
+    return fig
+
+
+def test_a_colour_bar_between_an_axes_and_its_title_is_found():
+    for location in ("right", "top", "bottom", "left"):  # a bar beyond the axes' own titles
+        assert split_titles(bar_and_title(location)) == [], location
+    assert split_titles(bar_and_title("right", figure_titles=True)) == []
+    assert split_titles(bar_and_title("top", figure_titles=True)) == []
+    # Figs 3.5, 10.6, 10.9 and 12.5 of stop 41: the figure's x title under the bottom bar, for each panel.
+    assert split_titles(bar_and_title("bottom", figure_titles=True, panels=2)) == [
+        "a colour bar sits between 'untitled axes' and its x title 'key'"] * 2
+    assert split_titles(bar_and_title("left", figure_titles=True)) == [
+        "a colour bar sits between 'untitled axes' and its y title 'query'"]
+    # An axes' own x title moved above it, with the bar still below: nothing between them.
+    above = bar_and_title("bottom")
+    above.axes[0].xaxis.set_label_position("top")
+    assert split_titles(above) == []
+    # The same x title with the bar moved up against the axes (no constrained layout): found.
+    squeezed = bar_and_title("bottom")
+    squeezed.set_layout_engine("none")
+    squeezed.axes[1].set_position([0.1, 0.05, 0.8, 0.05])  # the bar, between the title and the axes
+    squeezed.axes[0].set_position([0.1, 0.4, 0.8, 0.5])
+    squeezed.axes[0].xaxis.labelpad = 60
+    assert split_titles(squeezed) == ["a colour bar sits between 'untitled axes' and its x title 'key'"]
+    assert plot_png(bar_and_title("bottom", figure_titles=True))[1]["split_titles"] == [
+        "a colour bar sits between 'untitled axes' and its x title 'key'"]
+
+
+def test_texts_colliding_with_each_other_or_the_data_are_found():
+    def labelled(*where, marker="o", line="-"):
+        """A line through (0, 0.5), (0.5, 0.5), (1, 0.5) and a text "label" at each of ``where``."""
+        with matplotlib.rc_context(PLOT_STYLE):
+            fig = Figure(figsize=(4.8, 3), layout="constrained")
+            ax = fig.add_subplot()
+            ax.plot([0, 0.5, 1], [0.5, 0.5, 0.5], marker=marker, linestyle=line, label="data")
+            ax.set(xlim=(-0.1, 1.1), ylim=(0, 1), xlabel="x", ylabel="y")
+            for x, y in where:
+                ax.text(x, y, "label", ha="center", va="center")
+        return fig
+
+    assert text_overlaps(labelled((0.25, 0.85))) == []
+    # Over a vertex drawn with a marker, over a segment (between two vertices outside the text).
+    assert text_overlaps(labelled((0.5, 0.5))) == ["'label' touches 1 points of 'data'"]
+    assert text_overlaps(labelled((0.5, 0.5), marker="")) == ["'label' touches 1 points of 'data'"]  # a vertex
+    assert text_overlaps(labelled((0.25, 0.5))) == ["'label' touches 1 line segments of 'data'"]
+    assert text_overlaps(labelled((0.25, 0.5), line="none")) == []
+    # A marker's disc reaching into the text's box counts, not only its centre.
+    fig = labelled((0.5, 0.5), line="none")
+    ax = fig.axes[0]
+    fig.draw_without_rendering()
+    box = ax.texts[0].get_window_extent(fig._get_renderer())
+    radius = (ax.lines[0].get_markersize() + ax.lines[0].get_markeredgewidth()) / 2 * fig.dpi / 72
+    for gap, found in ((radius - 2 * TOUCH_PX, 1), (radius + 0.5, 0)):  # px from the box's bottom edge
+        y = ax.transData.inverted().transform((0, box.y0 - gap))[1]
+        ax.lines[0].set_ydata([y] * 3)
+        expected = ["'label' touches 1 points of 'data'"] if found else []
+        assert text_overlaps(fig) == expected, gap
+    # Two texts on each other; the legend's own texts are the legend check's, not this one's.
+    assert text_overlaps(labelled((0.25, 0.85), (0.3, 0.85))) == ["'label' overlaps 'label'"]
+    legend = labelled((0.25, 0.85))
+    legend.axes[0].legend(loc="center")
+    assert text_overlaps(legend) == []
+    assert legend_overlaps(legend) == ["the legend of '' covers 1 points of 'data'"]
+    # A tick label crowding the next one.
+    crowded = labelled()
+    crowded.axes[0].set_xticks([0.5, 0.52], ["long tick", "label"])
+    assert text_overlaps(crowded) == ["'long tick' overlaps 'label'"]
+    assert plot_png(labelled((0.25, 0.5)))[1]["text_overlaps"] == ["'label' touches 1 line segments of 'data'"]
+
+
+def test_every_log_axis_is_labelled_in_plain_text():
+    assert [display.power_label(v) for v in (1e-10, 1e-4, 0.001, 0.5, 1, 250, 12345, 1e5, 3e7, 0, -1)] == [
+        "1e\N{MINUS SIGN}10", "1e\N{MINUS SIGN}4", "0.001", "0.5", "1", "250", "12345", "1e5", "3e7", "", ""]
+    use_book_plots()  # twice: the log scale's labels are wrapped once
+    use_book_plots()
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.loglog([1e-6, 1e2], [1, 2])
+    fig.draw_without_rendering()
+    for axis in (ax.xaxis, ax.yaxis):
+        assert type(axis.get_major_formatter()) is display.PlainLogFormatter
+        assert type(axis.get_minor_formatter()) is display.PlainLogFormatter
+    shown = [t.get_text() for t in ax.get_xticklabels() if ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]]
+    assert shown == ["1e\N{MINUS SIGN}6", "1e\N{MINUS SIGN}4", "0.01", "1", "100"]
+    # Less than a decade: matplotlib labels some minor ticks, in plain text too.
+    ax.set_ylim(1.1, 1.9)
+    fig.draw_without_rendering()
+    assert [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()] != []
+    assert not any("$" in t.get_text() for t in ax.get_yticklabels(minor=True) + ax.get_yticklabels())
