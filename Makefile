@@ -65,15 +65,16 @@ browser: book chromium
 # about as long as the other: the unit tests, grading and the chapters' outputs in the build's
 # runs; then the chapters' runs under the other configuration, compared, the browser tests and
 # the packaging test. Each lane's output is printed when it ends; together they are every test.
+# Each lane ends with its 40 slowest tests (--durations), so CI's log shows where the time goes.
 test: book chromium sandbox
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-suite test-other-lane
 
 test-suite: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not browser and not packaging and not other_cpu"
+	$(BIN)/python -m pytest tests -m "not browser and not packaging and not other_cpu" --durations=40
 
 test-other-lane: $(STAMP)
 	$(BIN)/python tools/chapter_runs.py other-cpu --jobs 1
-	$(BIN)/python -m pytest tests -m "browser or packaging or other_cpu"
+	$(BIN)/python -m pytest tests -m "browser or packaging or other_cpu" --durations=40
 
 # Instructors: the hand-out version of every chapter, and grading (SUBMISSIONS=file or folder,
 # GRADE_OPTIONS e.g. "-j 2 --csv grades.csv --feedback feedback"; each submission runs in bwrap).
