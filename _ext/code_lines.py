@@ -5,12 +5,14 @@ Code cells and printed outputs wrap where a line does not fit (a phone, a zoomed
 indent only, which puts the continuation of an indented line left of the line's own start, so
 it reads as a dedented statement. This extension puts every indented line of every
 highlighted block (``div.highlight pre``: code cells, code blocks and printed outputs alike)
-into its own ``span.code-line`` whose ``--indent`` is the line's leading spaces; ``book.css``
-gives that span a hanging indent of those spaces plus 2 columns, so a wrapped piece starts 2
-columns right of the line's own text. The leading spaces themselves go in a ``span.code-indent``
-that cannot break (else a line whose first word is long breaks after its indentation and shows
-it alone), up to :data:`HELD_INDENT` columns. Lines without leading spaces keep the
-block's 2 columns.
+into its own ``span.code-line`` whose ``--indent`` is the column where the line's own text
+starts: its leading spaces, its tabs (to the next multiple of :data:`TAB_SIZE`, the
+``tab-size`` ``book.css`` gives code blocks) and, on a doctest line, the prompt (``>>> `` or
+``... ``) and the spaces after it; ``book.css`` gives that span a hanging indent of those
+columns plus 2, so a wrapped piece starts 2 columns right of the line's own text. That lead
+(whitespace and prompt) goes in ``span.code-indent``\ s that cannot break (else a line whose
+first word is long breaks after its indentation and shows it alone), up to
+:data:`HELD_INDENT` columns. Lines without a lead keep the block's 2 columns.
 
 The text of a block is unchanged, character for character: the spans hold the lines without
 their newlines, which stay between them, and a highlighting span that runs over a newline
@@ -32,46 +34,59 @@ TAG_NAME = re.compile(r"<([A-Za-z][A-Za-z0-9]*)")
 # a phone's code block (an argument aligned under an opening bracket far right) may wrap on its
 # own rather than push the line past the block's edge.
 HELD_INDENT = 24
+# The columns of a tab stop, as book.css sets ``tab-size`` for code blocks (the CSS default).
+TAB_SIZE = 8
+# A line's lead: leading spaces and tabs, then a doctest prompt and the spaces and tabs after it.
+LEAD = re.compile(r"[ \t]*(?:(?:>>>|\.\.\.)(?= |\t)[ \t]+)?")
+# One character of HTML text: an entity (``&gt;``) or a character.
+CHAR = re.compile(r"&(?:#[0-9]+|#x[0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);|.", re.S)
 
 
-def _hold_indentation(pieces: list[str], indent: int) -> list[str]:
-    """``pieces`` with the line's first ``indent`` spaces in ``span.code-indent``(s).
+def _columns(lead: str) -> int:
+    """The column where text written after ``lead`` starts (tabs stop every :data:`TAB_SIZE`)."""
+    column = 0
+    for char in lead:
+        column = (column // TAB_SIZE + 1) * TAB_SIZE if char == "\t" else column + 1
+    return column
 
-    ``book.css`` draws that span ``white-space: pre``: a line cannot break between its
-    indentation and its first character (the indentation alone on a line, the code below it).
+
+def _hold_lead(pieces: list[str], length: int) -> list[str]:
+    """``pieces`` with the line's first ``length`` characters of text in ``span.code-indent``\ (s).
+
+    ``book.css`` draws that span ``white-space: pre``: a line cannot break between its lead and
+    its first character (the indentation alone on a line, the code below it). Characters are
+    counted in the text the HTML shows (``&gt;`` is one).
     """
-    held, left = [], indent
+    held, left = [], length
     for piece in pieces:
-        if left and not piece.startswith("<"):
-            spaces = min(left, len(piece) - len(piece.lstrip(" ")))
-            if (
-                spaces
-            ):  # the line's text starts with its indentation: these are some of it
-                piece = (
-                    f'<span class="code-indent">{piece[:spaces]}</span>{piece[spaces:]}'
-                )
-                left -= spaces
+        if left and piece and not piece.startswith("<"):
+            chars = CHAR.findall(piece)[:left]
+            cut = sum(len(c) for c in chars)
+            piece = f'<span class="code-indent">{piece[:cut]}</span>{piece[cut:]}'
+            left -= len(chars)
         held.append(piece)
     return held
 
 
 def _line_html(pieces: list[str], still_open: list[str]) -> str:
-    """One line: its pieces, the tags still open at its end closed, and, if it is indented, the
+    """One line: its pieces, the tags still open at its end closed, and, if it has a lead, the
     span that carries its indentation around it."""
     text = html.unescape(TAG.sub("", "".join(pieces)))
-    indent = len(text) - len(text.lstrip(" "))
-    if 0 < indent <= HELD_INDENT and text.strip():
-        pieces = _hold_indentation(pieces, indent)
+    lead = LEAD.match(text).group(0)
+    indent = _columns(lead) if lead != text else 0  # a line of whitespace only has no text to hang under
+    if 0 < indent <= HELD_INDENT:
+        pieces = _hold_lead(pieces, len(lead))
     body = "".join(pieces) + "".join(
         f"</{TAG_NAME.match(tag).group(1)}>" for tag in reversed(still_open)
     )
-    if indent == 0 or not text.strip():
+    if indent == 0:
         return body
     return f'<span class="code-line" style="--indent:{indent}">{body}</span>'
 
 
 def indent_lines(pre: str) -> str:
-    """The inner HTML ``pre`` of a highlighted ``<pre>`` with each indented line in a ``span.code-line``.
+    """The inner HTML ``pre`` of a highlighted ``<pre>`` with each line that has a lead (indentation,
+    a doctest prompt) in a ``span.code-line``.
 
     Removing every ``span.code-line`` start tag and its matching end tag, and every end tag
     added before a newline with the start tag added after it, gives ``pre`` back; the text
@@ -121,4 +136,4 @@ def _indent_code_lines(app, pagename, templatename, context, doctree):
 def setup(app):
     app.connect("html-page-context", _indent_code_lines)
     # Raising env_version makes the next build re-read and so re-write every page.
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 3}

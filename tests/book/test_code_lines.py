@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
-from pygments.lexers import PythonLexer
+from pygments.lexers import PythonConsoleLexer, PythonLexer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
-from code_lines import HELD_INDENT, indent_blocks, indent_lines  # noqa: E402
+from code_lines import HELD_INDENT, TAB_SIZE, indent_blocks, indent_lines  # noqa: E402
 
 SOURCE = '''def f(x):
     """A docstring
@@ -25,9 +25,9 @@ SOURCE = '''def f(x):
 LINE = re.compile(r'<span class="code-line" style="--indent:(\d+)">')
 
 
-def pygments_pre(source: str) -> str:
+def pygments_pre(source: str, lexer=PythonLexer) -> str:
     """The inside of the <pre> Pygments writes for ``source``."""
-    return highlight(source, PythonLexer(), HtmlFormatter(nowrap=True))
+    return highlight(source, lexer(), HtmlFormatter(nowrap=True))
 
 
 def text(fragment: str) -> str:
@@ -94,3 +94,64 @@ def test_an_indentation_deeper_than_half_a_phone_is_not_held():
     assert indent_lines(deep) == f'<span class="code-line" style="--indent:{HELD_INDENT + 1}">{deep[:-1]}</span>\n'
     held = " " * HELD_INDENT + "x)\n"
     assert '<span class="code-indent">' in indent_lines(held)
+
+
+def lines_and_indents(out: str) -> list[tuple[int, str]]:
+    """Each line of ``out`` as (its span's --indent or 0, its text)."""
+    found = []
+    for line in out.split("\n"):
+        match = LINE.match(line)
+        found.append((int(match.group(1)) if match else 0, text(line)))
+    return found
+
+
+def test_a_doctest_line_hangs_under_the_code_after_its_prompt():
+    """``>>> `` and ``... `` count as the lead (Pygments' console lexer puts the prompt in its own
+    span; a docstring holds it in its text): the code after them is the line's own text."""
+    console = ">>> def f(x):\n...     return {'a': 1,\n...             'b': 2}\n>>> f(1)\n{'a': 1, 'b': 2}\n"
+    out = indent_lines(pygments_pre(console, PythonConsoleLexer))
+    assert text(out) == console
+    assert lines_and_indents(out) == [(4, ">>> def f(x):"), (8, "...     return {'a': 1,"),
+                                      (16, "...             'b': 2}"), (4, ">>> f(1)"),
+                                      (0, "{'a': 1, 'b': 2}"), (0, "")]
+    # the prompt and the spaces after it are held with the code: "... " and 4 spaces, in two pieces
+    assert ('<span class="gp"><span class="code-indent">... </span></span><span class="code-indent">    </span>'
+            '<span class="k">return</span>') in out
+    docstring = 'def f(x):\n    """\n    >>> f(1)\n    ... # more\n    ..."""\n'
+    out = indent_lines(pygments_pre(docstring))
+    assert text(out) == docstring
+    assert [n for n, _ in lines_and_indents(out)] == [0, 4, 8, 8, 4, 0]  # "..." alone is Python's Ellipsis
+    assert '<span class="code-indent">    &gt;&gt;&gt; </span>f(1)' in out  # an entity is one character
+    prompt = '<span class="gp">&gt;&gt;&gt; </span>  x = 1\n'  # a lead over two pieces after entities
+    assert indent_lines(prompt) == ('<span class="code-line" style="--indent:6"><span class="gp">'
+                                    '<span class="code-indent">&gt;&gt;&gt; </span></span>'
+                                    '<span class="code-indent">  </span>x = 1</span>\n')
+
+
+def test_a_tab_reaches_the_next_tab_stop():
+    source = "def f():\n\tif x:\n\t\treturn 1\n  \tpass\n\t  y\n"
+    out = indent_lines(pygments_pre(source))
+    assert text(out) == source
+    assert [n for n, _ in lines_and_indents(out)] == [0, TAB_SIZE, 2 * TAB_SIZE, TAB_SIZE, TAB_SIZE + 2, 0]
+    # the lead held is its characters (2 tabs), not its columns (16): the keyword after it may break
+    assert ('<span class="code-line" style="--indent:16"><span class="code-indent">\t\t</span>'
+            '<span class="k">return</span> <span class="mi">1</span></span>') in out
+
+
+def test_nested_tags_over_a_newline_close_in_order_and_self_closing_tags_stay_closed():
+    nested = '<span class="a"><b>one\n  two</b></span><br/>\n  three\n'
+    out = indent_lines(nested)
+    assert out == ('<span class="a"><b>one</b></span>\n'
+                   '<span class="code-line" style="--indent:2"><span class="a"><b>'
+                   '<span class="code-indent">  </span>two</b></span><br/></span>\n'
+                   '<span class="code-line" style="--indent:2"><span class="code-indent">  </span>three</span>\n')
+    assert text(out) == text(nested)
+
+
+def test_whitespace_only_lines_a_last_line_without_newline_and_every_block_of_a_page():
+    assert indent_lines("a\n    \n\t\n") == "a\n    \n\t\n"  # no text to hang under
+    assert indent_lines("if a:\n  b") == ('if a:\n<span class="code-line" style="--indent:2">'
+                                          '<span class="code-indent">  </span>b</span>')
+    block = '<div class="highlight"><pre>if a:\n  b\n</pre></div>'
+    page = indent_blocks(block + "<p>between</p>" + block)
+    assert page.count('class="code-line"') == 2 and page.split("<p>between</p>")[0] == page.split("<p>between</p>")[1]

@@ -1,13 +1,16 @@
 """The built book's layout on a phone and a laptop (issue 31, item 6), opened in headless Chromium.
 
 * Explorers scale with the column like the diagrams, centred: a frame is as wide as its column,
-  its image's own pixel width (one image pixel per CSS pixel: never blown up on a 1x screen) or,
-  on a laptop, the width at which its foot stays on the screen below the controls, whichever is
-  least, and keeps its proportions (``_static/book.css``).
+  its image's own pixel width (one image pixel per CSS pixel: never blown up on a 1x screen; on a
+  2x screen its width attribute, one image pixel per device pixel) or, on a laptop, the width at
+  which its foot stays on the screen below the controls, whichever is least, and keeps its
+  proportions; its controls start at the frame's left edge and wrap within its width
+  (``_static/book.css``).
 * A wrapped code line, or a wrapped line of a printed output, continues 2 columns right of its
-  own first character, never left of it (``_ext/code_lines.py``), and the copy button and the
-  rendered text still give the code exactly as written.
-* On a phone every control of an explorer is at least 44 CSS px tall and wide.
+  own text (after its spaces, tabs and doctest prompt), never left of it (``_ext/code_lines.py``),
+  and the copy button and the rendered text still give the code exactly as written.
+* On a phone every control of an explorer, every button of the page's bar, every copy button and
+  every solution's toggle takes touches over at least 44 x 44 CSS px.
 * The phone's drawer shows the book's title once; every page names a favicon that is served,
   and no request of a page fails.
 
@@ -20,11 +23,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonConsoleLexer, PythonLexer
 
 from test_book_html import BUILD, Visit, browser, content_pages, explorer_pages, server  # noqa: F401  (fixtures)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
-from code_lines import HELD_INDENT  # noqa: E402
+from code_lines import HELD_INDENT, _columns, indent_lines  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -35,32 +41,51 @@ PHONE, LAPTOP = 390, 1366
 # ---- explorers scale with the column, centred ---------------------------------------------------
 
 FRAMES_JS = """() => [...document.querySelectorAll('img.book-explorer-frame')].map(img => {
-  const box = img.getBoundingClientRect(), column = img.parentElement.getBoundingClientRect();
+  const box = img.getBoundingClientRect(), column = img.closest('figure').getBoundingClientRect();
+  const controls = img.closest('div.book-explorer').querySelector('.book-explorer-controls').getBoundingClientRect();
   const limit = parseFloat(getComputedStyle(img).maxHeight);  // NaN for "none"
   return {alt: img.alt, width: box.width, height: box.height, left: box.left - column.left,
-          right: column.right - box.right, column: column.width,
-          naturalWidth: img.naturalWidth, naturalHeight: img.naturalHeight, maxHeight: limit};
+          right: column.right - box.right, column: column.width, attribute: +img.getAttribute('width'),
+          naturalWidth: img.naturalWidth, naturalHeight: img.naturalHeight, maxHeight: limit,
+          controlsLeft: controls.left - box.left, controlsRight: controls.right - box.right,
+          scale: devicePixelRatio};
 })"""
 
 
 def frame_problems(frames) -> list[str]:
-    """What is wrong with each frame's size and place (:data:`FRAMES_JS`)."""
+    """What is wrong with each frame's size and place (:data:`FRAMES_JS`): on a screen of under
+    1.5 device pixels per CSS pixel a frame may grow to its image's width, from 1.5 to its width
+    attribute (half its image's: one image pixel per device pixel on a 2x screen)."""
     problems = []
     for f in frames:
         ratio = f["naturalWidth"] / f["naturalHeight"]
         by_height = f["maxHeight"] * ratio if f["maxHeight"] == f["maxHeight"] else float("inf")  # NaN: no limit
-        wanted = min(f["column"], f["naturalWidth"], by_height)
+        grows_to = f["naturalWidth"] if f["scale"] < 1.5 else f["attribute"]
+        wanted = min(f["column"], grows_to, by_height)
         if abs(f["width"] - wanted) > 1:
             problems.append(f"{f['alt']}: {f['width']:.0f} px wide, wanted {wanted:.0f} (column {f['column']:.0f})")
         if abs(f["width"] / f["height"] - ratio) > 0.01:
             problems.append(f"{f['alt']}: shown {f['width']:.0f} x {f['height']:.0f}, drawn {ratio:.3f}:1")
         if abs(f["left"] - f["right"]) > 1:
             problems.append(f"{f['alt']}: not centred ({f['left']:.0f} px left, {f['right']:.0f} px right)")
+        if abs(f["controlsLeft"]) > 1 or f["controlsRight"] > 1:
+            problems.append(f"{f['alt']}: controls {f['controlsLeft']:+.0f} px left of the frame's left edge, "
+                            f"{f['controlsRight']:+.0f} px past its right")
     return problems
 
 
-def frames_at(browser, server, page, width):
-    visit = Visit(browser, f"{server}/{page}", width=width)
+class Scaled:
+    """``browser`` whose new contexts have ``scale`` device pixels per CSS pixel (for :class:`Visit`)."""
+
+    def __init__(self, browser, scale):
+        self.browser, self.scale = browser, scale
+
+    def new_context(self, **options):
+        return self.browser.new_context(device_scale_factor=self.scale, **options)
+
+
+def frames_at(browser, server, page, width, scale=1):
+    visit = Visit(Scaled(browser, scale), f"{server}/{page}", width=width)
     try:
         visit.page.wait_for_function("() => [...document.querySelectorAll('img.book-explorer-frame')]"
                                      ".every(img => img.complete && img.naturalWidth > 0)")
@@ -69,56 +94,73 @@ def frames_at(browser, server, page, width):
         visit.close()
 
 
-@pytest.mark.parametrize("width", [PHONE, 1024, LAPTOP])
-def test_explorers_fill_their_column_centred_and_keep_their_proportions(server, browser, width):
-    """Old build: every frame 432 px wide (its natural CSS width) at 1366 px, left-aligned."""
+@pytest.mark.parametrize("width, scale", [(PHONE, 2), (1024, 1), (LAPTOP, 1), (LAPTOP, 2)])
+def test_explorers_fill_their_column_centred_and_keep_their_proportions(server, browser, width, scale):
+    """Old build: every frame 432 px wide (its natural CSS width) at 1366 px, left-aligned; then
+    (stop 41) grown on a 2x screen too, to 0.57-0.93 image pixels per device pixel, with its
+    controls flush left under a narrower frame."""
     problems, widths = [], []
     for page in explorer_pages():
-        frames = frames_at(browser, server, page, width)
+        frames = frames_at(browser, server, page, width, scale)
         assert frames, f"{page} lost its explorers"
         problems += [f"{page}: {p}" for p in frame_problems(frames)]
         widths += [(f["width"], f["naturalWidth"] / f["width"], f["column"]) for f in frames]
-    print(f"at {width} px: frames {min(w for w, _, _ in widths):.0f}-{max(w for w, _, _ in widths):.0f} px wide "
-          f"in columns of {min(c for _, _, c in widths):.0f}-{max(c for _, _, c in widths):.0f} px, "
-          f"{min(r for _, r, _ in widths):.2f}-{max(r for _, r, _ in widths):.2f} image px per CSS px")
-    assert problems == [], f"at {width} px: " + "; ".join(problems)
-    if width == LAPTOP:  # the column is wider than a frame's natural width (2 image px per CSS px);
-        # the tallest frames, held by the screen's height, grow least (to 538 px: 1.61)
+    density = [r / scale for _, r, _ in widths]  # image pixels per device pixel
+    print(f"at {width} px, {scale}x: frames {min(w for w, _, _ in widths):.0f}-{max(w for w, _, _ in widths):.0f} px "
+          f"wide in columns of {min(c for _, _, c in widths):.0f}-{max(c for _, _, c in widths):.0f} px, "
+          f"{min(r for _, r, _ in widths):.2f}-{max(r for _, r, _ in widths):.2f} image px per CSS px, "
+          f"{min(density):.2f}-{max(density):.2f} per device px")
+    assert problems == [], f"at {width} px, {scale}x: " + "; ".join(problems)
+    if width == LAPTOP and scale == 1:  # the column is wider than a frame's natural width (2 image px per
+        # CSS px); the tallest frames, held by the screen's height, grow least (to 519 px: 1.66)
         assert max(r for _, r, _ in widths) < 1.7, "the frames did not grow with the column"
+    assert min(density) >= 0.99, "a frame is blown up: fewer image pixels than the screen's"
 
 
-def test_the_frame_check_sees_a_small_a_stretched_and_an_off_centre_frame():
-    frame = {"alt": "x", "width": 700, "height": 500, "left": 28, "right": 29, "column": 757,
-             "naturalWidth": 864, "naturalHeight": 720, "maxHeight": 756}
+def test_the_frame_check_sees_a_small_a_stretched_an_off_centre_and_a_blown_up_frame():
+    frame = {"alt": "x", "width": 700, "height": 500, "left": 28, "right": 29, "column": 757, "attribute": 432,
+             "naturalWidth": 864, "naturalHeight": 720, "maxHeight": 756, "controlsLeft": 0, "controlsRight": 0,
+             "scale": 1}
     assert frame_problems([{**frame, "width": 757, "height": 630.8, "left": 0, "right": 0}]) == []
     assert len(frame_problems([{**frame, "width": 432, "height": 360, "left": 0, "right": 325}])) == 2
     assert "drawn" in frame_problems([{**frame, "width": 757, "height": 500, "left": 0, "right": 0}])[0]
     tall = {**frame, "naturalHeight": 1188, "width": 550, "height": 756.25, "left": 103.5, "right": 103.5}
     assert frame_problems([tall]) == []  # a tall frame stops where its foot leaves the screen
     assert frame_problems([{**tall, "maxHeight": float("nan")}]) != []
+    sharp = {**frame, "scale": 2, "width": 432, "height": 360, "left": 162.5, "right": 162.5}
+    assert frame_problems([sharp]) == []  # on a 2x screen a frame keeps its width attribute
+    assert "wanted 432" in frame_problems([{**sharp, "width": 757, "height": 630.8, "left": 0, "right": 0}])[0]
+    assert "controls -162 px left" in frame_problems([{**sharp, "controlsLeft": -162.5}])[0]
+    assert "+20 px past" in frame_problems([{**sharp, "controlsRight": 20}])[0]
 
 
-def test_the_tallest_explorer_and_its_controls_fit_a_laptop_screen(server, browser):
+def test_every_explorer_and_its_controls_fit_a_laptop_screen(server, browser):
     """At 1366 x 900 a reader sees an explorer's controls and its whole frame at once below the
     page's bar (chapter 11's frames are the tallest, 4.8 x 6.6 in: grown to the column's width
-    they would be 1040 px tall)."""
-    visit = Visit(browser, f"{server}/chapters/11_transformer.html", width=LAPTOP)
-    try:
-        found = visit.page.evaluate("""() => {
-            const bar = document.querySelector('.bd-header-article').getBoundingClientRect().height;
-            return [innerHeight - bar, [...document.querySelectorAll('div.book-explorer')].map(p =>
-                p.querySelector('img.book-explorer-frame').getBoundingClientRect().bottom
-                - p.querySelector('.book-explorer-controls').getBoundingClientRect().top)]; }""")
-    finally:
-        visit.close()
-    room, heights = found
-    print(f"room below the bar {room:.0f} px; controls and frame {[round(h) for h in heights]} px")
-    assert heights and max(heights) <= room
+    they would be 1040 px tall; a frame narrower than the column wraps its controls into up to
+    four rows). Old build: chapter 2's optimiser explorer, its seven controls in three rows, 8 px
+    too tall; then, with the controls within the frame's width, chapter 12's NTM step by step, 24."""
+    heights = []
+    for page in explorer_pages():
+        visit = Visit(browser, f"{server}/{page}", width=LAPTOP)
+        try:
+            room, found = visit.page.evaluate("""() => {
+                const bar = document.querySelector('.bd-header-article').getBoundingClientRect().height;
+                return [innerHeight - bar, [...document.querySelectorAll('div.book-explorer')].map(p =>
+                    p.querySelector('img.book-explorer-frame').getBoundingClientRect().bottom
+                    - p.querySelector('.book-explorer-controls').getBoundingClientRect().top)]; }""")
+        finally:
+            visit.close()
+        assert found, f"{page} lost its explorers"
+        heights += [(round(h), page) for h in found]
+    print(f"room below the bar {room:.0f} px; controls and frame {sorted(h for h, _ in heights)} px")
+    assert [(h, page) for h, page in heights if h > room] == []
 
 
 # ---- wrapped code continues under its own indentation ------------------------------------------
 
-# For every line of every code block and printed output that wraps: the x of its first non-space
+# For every line of every code block and printed output that wraps: its lead (the spaces, tabs and
+# doctest prompt before its own text, as _ext/code_lines.py reads it), the x of its text's first
 # character and of each continuation's start, and the width of a column (1ch).
 WRAPPED_JS = """() => {
   const found = [];
@@ -133,7 +175,8 @@ WRAPPED_JS = """() => {
     const text = pre.textContent, ch = rectOf(0).width || 1;
     let start = 0;
     for (const line of text.split('\\n')) {
-      const end = start + line.length, first = start + line.length - line.trimStart().length;
+      const lead = line.match(/^[ \\t]*(?:(?:>>>|\\.\\.\\.)(?=[ \\t])[ \\t]+)?/)[0];
+      const end = start + line.length, first = start + lead.length;
       if (line.trim()) {
         const top = rectOf(first).top, x0 = rectOf(first).left, starts = [];
         let lastTop = top;
@@ -141,8 +184,7 @@ WRAPPED_JS = """() => {
           const r = rectOf(k);
           if (r.width && r.top > lastTop + 2) { starts.push(r.left); lastTop = r.top; }
         }
-        if (starts.length) found.push({line: line.slice(0, 60), indent: first - start, x0, starts,
-                                       ch: rectOf(first).width});
+        if (starts.length) found.push({line: line.slice(0, 60), lead, x0, starts, ch: rectOf(first).width});
       }
       start = end + 1;
     }
@@ -152,10 +194,11 @@ WRAPPED_JS = """() => {
 
 
 def continuation_problems(wrapped) -> list[str]:
-    """Continuations not 2 columns right of their line's text, for indentations the build holds
-    (``code_lines.HELD_INDENT``; deeper ones may wrap alone, and the sideways check covers them)."""
-    return [f"{w['indent']} spaces, {w['line'].strip()[:40]!r}: continues at {(s - w['x0']) / w['ch']:+.1f} columns"
-            for w in wrapped for s in w["starts"] if w["indent"] <= HELD_INDENT and abs(s - w["x0"] - 2 * w["ch"]) > 1]
+    """Continuations not 2 columns right of their line's text, for leads the build holds
+    (``code_lines.HELD_INDENT`` columns; deeper ones may wrap alone, and the sideways check covers them)."""
+    return [f"lead {w['lead']!r}, {w['line'].strip()[:40]!r}: continues at {(s - w['x0']) / w['ch']:+.1f} columns"
+            for w in wrapped for s in w["starts"]
+            if _columns(w["lead"]) <= HELD_INDENT and abs(s - w["x0"] - 2 * w["ch"]) > 1]
 
 
 def test_a_wrapped_line_continues_two_columns_right_of_its_own_text(server, browser):
@@ -167,7 +210,7 @@ def test_a_wrapped_line_continues_two_columns_right_of_its_own_text(server, brow
         wrapped = visit.page.evaluate(WRAPPED_JS)
     finally:
         visit.close()
-    indented = [w for w in wrapped if w["indent"] > 0]
+    indented = [w for w in wrapped if w["lead"]]
     print(f"{len(wrapped)} wrapped lines at {PHONE} px, {len(indented)} of them indented")
     assert len(indented) >= 10, "chapter 9 should wrap indented lines on a phone"
     assert continuation_problems(wrapped) == []
@@ -181,8 +224,43 @@ def test_the_continuation_check_sees_a_dedented_continuation(server, browser):
         wrapped = visit.page.evaluate(WRAPPED_JS)
     finally:
         visit.close()
-    assert len(wrapped) == 1 and wrapped[0]["indent"] == 4
+    assert len(wrapped) == 1 and wrapped[0]["lead"] == "    "
     assert continuation_problems(wrapped) != []  # a plain <pre> continues 2 columns from its edge
+
+
+# Code the book does not hold yet, highlighted as Sphinx would and passed through _ext/code_lines.py:
+# doctest prompts (a console session and a docstring's example) and tab indentation, each line long
+# enough to wrap on a phone.
+LONG = "first_argument, second_argument, third_argument, fourth_argument"
+PLANTED = [
+    (f">>> result = function_with_a_long_name({LONG})\n"
+     f"...     return {{'key': [{LONG}]}}\n>>> short = 1\n", PythonConsoleLexer),
+    (f'def f():\n    """An example.\n\n    >>> f({LONG})\n    ... # {LONG}\n    """\n', PythonLexer),
+    (f"def f():\n\tif x:\n\t\treturn g({LONG})\n\t  h({LONG})\n", PythonLexer),
+]
+
+
+def test_a_wrapped_doctest_or_tab_indented_line_continues_under_its_text(server, browser):
+    """Blocks with doctest prompts and tabs, as the build would write them, placed in a page at
+    390 px: every wrapped line continues 2 columns right of the code after its prompt or tabs, and
+    the block's text, rendered and in the DOM, is the source exactly. Before (stop 41's
+    code_lines.py) they continued 2 columns from the block's edge."""
+    blocks = "".join('<div class="highlight"><pre>' + indent_lines(highlight(source, lexer(), HtmlFormatter(nowrap=True)))
+                     + "</pre></div>" for source, lexer in PLANTED)
+    visit = Visit(browser, f"{server}/intro.html", width=PHONE)
+    try:
+        texts = visit.page.evaluate("""blocks => { const main = document.querySelector('main .bd-article');
+            main.querySelectorAll('div.highlight').forEach(b => b.remove());
+            main.insertAdjacentHTML('beforeend', blocks);
+            return [...main.querySelectorAll('div.highlight pre')].map(p => [p.textContent, p.innerText]); }""", blocks)
+        wrapped = visit.page.evaluate(WRAPPED_JS)
+    finally:
+        visit.close()
+    assert texts == [[source, source] for source, _ in PLANTED]
+    leads = {w["lead"] for w in wrapped}
+    print(f"{len(wrapped)} wrapped lines, leads {sorted(leads)}")
+    assert {">>> ", "...     ", "    >>> ", "    ... ", "\t\t", "\t  "} <= leads
+    assert continuation_problems(wrapped) == []
 
 
 def code_sources(page: str) -> set[str]:
@@ -269,26 +347,66 @@ def test_the_copy_check_sees_a_changed_character(server, browser):
 
 # ---- touch targets, the drawer's title, the favicon ----------------------------------------------
 
-# An explorer's controls and the buttons of the bar above the page (menu, launch, download, ...).
-TARGETS_JS = """() => [...document.querySelectorAll('div.book-explorer .book-explorer-control, .bd-header-article .btn')]
-  .filter(el => el.getClientRects().length && getComputedStyle(el).visibility !== 'hidden').map(el => {
-  const r = el.getBoundingClientRect(); return [el.tagName + '.' + el.className.split(' ')[0],
-                                                Math.round(r.width), Math.round(r.height)]; })"""
+# An explorer's controls, the buttons of the bar above the page (menu, launch, download, ...), the
+# code blocks' copy buttons and the solutions' toggles: for each one shown, the rectangle over which
+# a touch reaches it (from its centre, in steps of 1 px, as far as elementFromPoint finds it or a
+# child of it), with the points of a 5 x 5 grid over that rectangle, its corners left out, that miss it. A copy button draws
+# a smaller square than it takes touches over (its ::before), so its box alone would not tell.
+TARGETS_JS = """() => {
+  const hits = (el, x, y) => { const h = document.elementFromPoint(x, y); return !!h && el.contains(h); };
+  return [...document.querySelectorAll('div.book-explorer .book-explorer-control, .bd-header-article .btn,'
+                                       + ' main button.copybtn, main button.toggle-button')]
+    .filter(el => el.getClientRects().length && el.checkVisibility({visibilityProperty: true})).map(el => {
+      el.scrollIntoView({block: 'center', inline: 'center'});
+      const r = el.getBoundingClientRect(), cx = r.x + r.width / 2, cy = r.y + r.height / 2;
+      const reach = (dx, dy) => { let k = 0; while (k < 60 && hits(el, cx + (k + 1) * dx, cy + (k + 1) * dy)) k++; return k; };
+      const left = cx - reach(-1, 0), right = cx + reach(1, 0), top = cy - reach(0, -1), bottom = cy + reach(0, 1);
+      let misses = 0;  // (not the 4 corners: Chromium hit-tests a button's rounded corners as drawn)
+      for (let i = 0; i <= 4; i++) for (let j = 0; j <= 4; j++)
+        misses += (i % 4 || j % 4) && !hits(el, left + (right - left) * i / 4, top + (bottom - top) * j / 4);
+      return [el.tagName + '.' + el.className.split(' ')[0], Math.round(right - left + 1), Math.round(bottom - top + 1), misses];
+    });
+}"""
 
 
-def test_explorer_controls_are_touch_targets_on_a_phone(server, browser):
-    """At 390 px every slider and drop-down of every explorer, and every button of the page's bar,
-    is at least 44 x 44 CSS px (old build: sliders 16 px tall, the bar's buttons 29-34 px)."""
-    small = []
+def test_every_control_and_button_is_a_touch_target_on_a_phone(server, browser):
+    """At 390 px a touch anywhere in a 44 x 44 CSS px rectangle reaches every slider and drop-down of
+    every explorer, every button of the page's bar, every copy button and every solution's toggle
+    (old build: sliders 16 px tall, the bar's buttons 29-34 px; then, stop 41, copy buttons 27 px
+    and toggles 24 x 26 px)."""
+    small, kinds = [], {}
     for page in explorer_pages():
         visit = Visit(browser, f"{server}/{page}", width=PHONE)
         try:
             targets = visit.page.evaluate(TARGETS_JS)
         finally:
             visit.close()
-        assert any(tag.endswith(".book-explorer-control") for tag, _, _ in targets), f"{page} lost its explorers"
-        small += [f"{page}: {tag} {w}x{h}" for tag, w, h in targets if w < 44 or h < 44]
-    assert small == []
+        assert any(tag.endswith(".book-explorer-control") for tag, *_ in targets), f"{page} lost its explorers"
+        for tag, w, h, misses in targets:
+            kinds.setdefault(tag, []).append((w, h))
+            if w < 44 or h < 44 or misses:
+                small.append(f"{page}: {tag} {w}x{h}" + (f", {misses} of 21 points miss it" if misses else ""))
+    print({tag: f"{len(sizes)}, from {min(sizes)}" for tag, sizes in kinds.items()})
+    assert {"BUTTON.copybtn", "BUTTON.toggle-button", "INPUT.book-explorer-control"} <= set(kinds)
+    assert small == [], f"{len(small)} small targets: " + "; ".join(small[:12])
+
+
+def test_a_tap_beside_a_copy_button_copies(server, browser):
+    """A tap 13 px left of and below a code cell's copy button's drawn square copies the cell (old
+    build: it landed on the code)."""
+    visit = Visit(browser, f"{server}/{CHAPTER}", width=PHONE)
+    try:
+        visit.context.grant_permissions(["clipboard-read", "clipboard-write"])
+        button = visit.page.locator("main div.cell_input button.copybtn").first
+        button.scroll_into_view_if_needed()
+        visit.page.evaluate("() => navigator.clipboard.writeText('not copied')")
+        box = button.bounding_box()
+        visit.page.mouse.click(box["x"] - 13, box["y"] + box["height"] + 13)
+        visit.page.wait_for_timeout(300)
+        copied = visit.page.evaluate("() => navigator.clipboard.readText()")
+    finally:
+        visit.close()
+    assert copied in code_sources(CHAPTER)
 
 
 def test_a_slider_moves_when_touched_at_the_edge_of_its_target(server, browser):
