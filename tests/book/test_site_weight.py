@@ -555,9 +555,10 @@ def test_a_first_load_fetches_at_most_the_ceilings_besides_the_page_and_mathjax(
 
 # MathJax's components (the loader, core, TeX input, CHTML output and its font data, lazy typesetting,
 # assistive MathML) are 0.77 MB; its fonts for the maths of a first screen at most 0.11 MB so far. The
-# tex-chtml bundle with its menu was 1.16 MB. The style sheets: 0.39 MB before unmatchable rules went, 0.13 after.
+# tex-chtml bundle with its menu was 1.16 MB. The style sheets: 0.39 MB before unmatchable rules went, 0.15 after
+# (the ceiling leaves the book's own sheets room to grow).
 MATHJAX_SCRIPTS_CEILING_MB = 0.8
-STYLE_SHEETS_CEILING_MB = 0.16
+STYLE_SHEETS_CEILING_MB = 0.2
 
 
 @pytest.mark.browser
@@ -571,7 +572,7 @@ def test_a_first_load_fetches_mathjax_without_its_menu_and_only_style_rules_that
 
 
 @pytest.mark.browser
-@pytest.mark.xfail(strict=True, reason="not met on 3 chapters: first loads are 1.36-1.61 MB (chapters 2, 6 and 11 "
+@pytest.mark.xfail(strict=True, reason="not met on 3 chapters: first loads are 1.39-1.64 MB (chapters 2, 6 and 11 "
                    "over 1.5 MB), of which MathJax's components are 0.77 MB and the pages' own HTML 0.21-0.50 MB "
                    "(issue 31)")
 def test_every_chapter_first_load_meets_the_goal(first_loads):
