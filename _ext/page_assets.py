@@ -3,9 +3,12 @@
 * Copies the part of MathJax 3 the book uses (shipped on PyPI by ``django-static-mathjax``
   as the ``mathjax`` package) into ``_static/mathjax``, so ``mathjax_path`` in
   ``_config.yml`` points at a local file and the built book typesets maths with no
-  network: the ``tex-chtml`` bundle, the TeX extensions it may autoload, its CHTML fonts
-  and what its menu loads on demand (accessibility, English speech rules). The other
-  bundles, SVG output and speech rules of other languages (about 20 MB) stay out.
+  network: the components every page loads (the loader, core, TeX input, CHTML output and
+  its font data, lazy typesetting, assistive MathML), the TeX extensions they may autoload,
+  the CHTML fonts, and what is loaded on demand: the contextual menu
+  (``_static/math-menu.js`` loads it on a reader's first right-click or Space on a formula)
+  and what the menu loads (accessibility, English speech rules). The combined bundles, SVG
+  output and speech rules of other languages (about 20 MB) stay out.
   A missing MathJax fails the build at start-up, not after a long build.
 * Replaces pydata-sphinx-theme's ``fontawesome.js`` (1.5 MB on every page, there "so
   that users can add custom icons") by an empty script: the book adds none, and the
@@ -37,6 +40,21 @@ After the build, what a reader's first visit to a page fetches is trimmed
   needs: tokens are re-serialised with tinycss2 exactly as parsed, whitespace runs become
   one space and vanish only next to ``{ } ; ,``. (The theme's 397 KB sheet was already
   minified by its build; the gain is in the others.)
+* **Style rules nothing can match dropped** from the third-party style sheets (``PURGED_SHEETS``;
+  the book's own are left as written): a rule goes when each of its selectors names a class or
+  id that no page has in a ``class``/``id`` attribute or an inline script, and no script of
+  ``_static`` has anywhere (the theme's and Bootstrap's scripts add ``show``, ``collapsing``,
+  ``fade``, tooltips, the search dialog's classes at run time; every word of a script counts,
+  in a string or not, and a word ending in ``-`` keeps every name it begins). Attribute
+  selectors (``html[data-theme=dark]``), pseudo-classes and what ``:not()``/``:is()``/
+  ``:where()``/``:has()`` hold never drop a rule. The theme's 311 KB sheet keeps 116 KB.
+* **Code tokens drawn as plain text lose their spans**: in Python code blocks, a Pygments token
+  class whose only declaration, in every colour theme, is the colour that theme gives the code
+  block (``n`` names, ``p`` punctuation, ``w`` spaces, ``nn`` module names today) is dropped,
+  ``<span class="n">x</span>`` becoming ``x`` (a sixth of a code-heavy page), and a rule added
+  to ``pygments.css`` gives those blocks' ``pre`` that colour (the theme's ``pre`` colour would
+  win otherwise; the Python lexer leaves only whitespace outside token spans), so the code draws
+  the same pixels. Copying (which reads the text) is unchanged.
 * **No sphinx-design where it is unused**: its style sheet and script (62 KB) are removed from
   the pages that hold none of its components (``sd-`` classes): today, all of them.
 * **Images below the fold load lazily**: every ``<img>`` with a file ``src`` gets
@@ -51,7 +69,7 @@ def _mathjax_dir() -> Path:
     import mathjax  # the django-static-mathjax distribution
 
     source = Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
-    if not (source / "tex-chtml.js").is_file():
+    if not (source / "startup.js").is_file():
         raise RuntimeError(f"MathJax's es5 build was not found at {source}; reinstall django-static-mathjax")
     return source
 
@@ -60,11 +78,15 @@ NAV_SCRIPT = "book-nav.js"
 
 # Paths inside MathJax's es5 folder that the book requests, or that the MathJax menu may request.
 MATHJAX_FILES = (
-    "tex-chtml.js",  # mathjax_path: TeX input, CHTML output, menu
+    "startup.js",  # mathjax_path: the loader, which loads the components below (_config.yml)
+    "core.js",
+    "input/tex.js",  # TeX with the base, ams, newcommand, require, autoload, configmacros packages
+    "output/chtml.js",
+    "output/chtml/fonts/tex.js",  # the TeX fonts' metrics, loaded by output/chtml
     "input/tex/extensions",  # autoloaded by TeX macros that are not in the bundle
     "output/chtml/fonts/woff-v2",  # the CHTML fonts
-    "ui",  # the menu's lazy parts
-    "a11y",  # the menu's accessibility options
+    "ui",  # ui/lazy (every page), ui/menu (on first use)
+    "a11y",  # a11y/assistive-mml (every page), the menu's accessibility options
     "sre/mathmaps/base.json",  # speech rules that the explorer loads: common part,
     "sre/mathmaps/en.json",  # English
     "sre/mathmaps/nemeth.json",  # and Nemeth braille
@@ -139,9 +161,25 @@ def _lazy_image(tag: str) -> str:
     return tag[:4] + ' loading="lazy"' + tag[4:]
 
 
-def lighten_page(html: str, search_page: bool = False) -> str:
+# Python code blocks: their lexer puts every character but whitespace in a token span.
+PLAIN_CODE_LEXERS = ("ipython3", "python", "python3")
+_HIGHLIGHT_BLOCK = re.compile(r'<div class="highlight-(?:%s) notranslate"><div class="highlight"><pre>.*?</pre>'
+                              % "|".join(PLAIN_CODE_LEXERS), re.S)
+
+
+def unwrap_plain_tokens(html: str, plain: frozenset = frozenset()) -> str:
+    """Python code blocks without the spans of the token classes ``plain`` (see :func:`plain_token_classes`):
+    their text is then coloured by the block's ``pre`` (:func:`plain_code_rules`)."""
+    if not plain:
+        return html
+    span = re.compile(r'<span class="(?:%s)">([^<]*)</span>' % "|".join(map(re.escape, sorted(plain))))
+    return _HIGHLIGHT_BLOCK.sub(lambda block: span.sub(r"\1", block.group(0)), html)
+
+
+def lighten_page(html: str, search_page: bool = False, plain_tokens: frozenset = frozenset()) -> str:
     """One page as the book serves it: no search index unless it is the search page, no sphinx-design
-    assets unless it uses them, lazy images."""
+    assets unless it uses them, lazy images, no spans for code tokens drawn as plain text."""
+    html = unwrap_plain_tokens(html, plain_tokens)
     if not search_page:
         html = _SEARCH_TAGS.sub("", html)
     if not uses_sphinx_design(html):
@@ -268,6 +306,144 @@ def trim_icon_rules(css: str, used: set[str]) -> tuple[str, set[int]]:
     return _ICON_RULE.sub(keep_or_drop, css), kept
 
 
+# ---- style rules no page can match, code tokens drawn as plain text -------------------------------------
+
+# The third-party style sheets that are purged (paths under _static, shell patterns); the book's own are not.
+PURGED_SHEETS = ("styles/pydata-sphinx-theme.css", "styles/sphinx-book-theme.css", "basic.css", "pygments.css",
+                 "togglebutton.css", "copybutton.css", "mystnb.*.css", "sphinx-design.min.css", "sphinx-thebe.css")
+_WORD = re.compile(r"-?[A-Za-z_][A-Za-z0-9_-]*")
+_INLINE_SCRIPT = re.compile(r"<script\b[^>]*>(.*?)</script>", re.S)
+
+
+def script_words(js: str) -> set[str]:
+    """Every class- or id-like word of a script, in its strings or not: telling a minified script's strings
+    from its regular expressions takes a parser, and a word too many only keeps a rule."""
+    return set(_WORD.findall(js))
+
+
+def page_words(html: str) -> set[str]:
+    """The classes and ids a page names: its ``class`` and ``id`` attributes, and its inline scripts' strings."""
+    words = {word for value in re.findall(r'\b(?:class|id)="([^"]*)"', html) for word in value.split()}
+    for script in _INLINE_SCRIPT.findall(html):
+        words |= script_words(script)
+    return words
+
+
+def selector_names(selector: str) -> list[str]:
+    """The classes and ids an element must have to match ``selector`` (one complex selector, no commas at
+    its top level): attribute selectors and what functional pseudo-classes hold are left out."""
+    text = re.sub(r'\[(?:[^\]"\']|"[^"]*"|\'[^\']*\')*\]', "", selector)
+    while True:  # innermost functional pseudo-classes first: :not(.a), :is(.b, .c), :where(), :has()
+        lighter = re.sub(r":[A-Za-z-]+\([^()]*\)", "", text)
+        if lighter == text:
+            break
+        text = lighter
+    return re.findall(r"[.#](-?[A-Za-z_][A-Za-z0-9_-]*)", text)
+
+
+def _split_selectors(prelude: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(prelude):
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(prelude[start:i])
+            start = i + 1
+    return parts + [prelude[start:]]
+
+
+def can_match(prelude: str, words: set[str]) -> bool:
+    """Whether some selector of a rule names only classes and ids in ``words`` (or one that a word
+    ending in ``-`` begins); a selector with an escape is always kept."""
+    prefixes = tuple(word for word in words if word.endswith("-"))
+    for selector in _split_selectors(prelude):
+        if "\\" in selector or all(name in words or name.startswith(prefixes) for name in selector_names(selector)):
+            return True
+    return False
+
+
+def purge_css(css: str, words: set[str]) -> str:
+    """``css`` without the style rules that :func:`can_match` says nothing matches (inside ``@media``,
+    ``@supports``, ``@container`` and ``@layer`` blocks too; a block left empty goes as well)."""
+    import tinycss2
+
+    def purge(rules) -> str:
+        out = []
+        for rule in rules:
+            if rule.type == "qualified-rule":
+                if can_match(tinycss2.serialize(rule.prelude), words):
+                    out.append(rule.serialize())
+            elif rule.type == "at-rule" and rule.content is not None and rule.lower_at_keyword in (
+                    "media", "supports", "container", "layer"):
+                inner = purge(tinycss2.parse_rule_list(rule.content, skip_comments=True, skip_whitespace=True))
+                if inner:
+                    out.append(f"@{rule.at_keyword}{tinycss2.serialize(rule.prelude)}{{{inner}}}")
+            elif rule.type == "error":
+                raise ValueError(f"CSS parse error at line {rule.source_line}: {rule.message}")
+            else:
+                out.append(rule.serialize())
+        return "".join(out)
+
+    return purge(tinycss2.parse_stylesheet(css, skip_comments=False, skip_whitespace=True))
+
+
+def plain_token_classes(pygments_css: str, other_sheets: tuple = ()) -> frozenset:
+    """Pygments token classes that draw as the code around them: in every colour theme of ``pygments_css``
+    their one declaration is the ``color`` that theme gives ``.highlight``, and no other sheet names them."""
+    themes = _pygments_themes(pygments_css)
+    if not themes:
+        return frozenset()
+    names = set.union(*(set(theme) - {""} for theme in themes.values()))
+    plain = {name for name in names
+             if all(set(theme.get(name, {})) == {"color"} and "color" in theme.get("", {})
+                    and theme[name]["color"] == theme[""]["color"] for theme in themes.values())}
+    return frozenset(name for name in plain if not any(_names_alone(sheet, name) for sheet in other_sheets))
+
+
+def plain_code_rules(pygments_css: str) -> str:
+    """Rules giving the ``pre`` of a Python code block the colour its theme gives ``.highlight`` (the
+    theme's own ``pre`` colour would win otherwise), so the text of an unwrapped plain token keeps the
+    colour its span gave it. Besides those tokens the ``pre`` holds only whitespace."""
+    rules = []
+    for selector, theme in sorted(_pygments_themes(pygments_css).items()):
+        if "color" in theme.get("", {}):
+            where = ",".join(f"{selector} .highlight-{lexer} .highlight pre".strip() for lexer in PLAIN_CODE_LEXERS)
+            rules.append(f"{where}{{color:{theme['']['color']}}}")
+    return "".join(rules)
+
+
+def _pygments_themes(pygments_css: str) -> dict:
+    """Per theme selector (``html[data-theme="light"]``): ``""`` -> the declarations of ``.highlight``,
+    a token class -> those of ``.highlight .class``."""
+    import tinycss2
+
+    themes: dict = {}
+    for rule in tinycss2.parse_stylesheet(pygments_css, skip_comments=True, skip_whitespace=True):
+        if rule.type != "qualified-rule":
+            continue
+        declarations = {d.lower_name: tinycss2.serialize(d.value).strip().lower()
+                        for d in tinycss2.parse_declaration_list(rule.content, skip_comments=True, skip_whitespace=True)
+                        if d.type == "declaration"}
+        for selector in _split_selectors(tinycss2.serialize(rule.prelude)):
+            match = re.fullmatch(r"\s*(.*?)\s*\.highlight(?:\s+\.([A-Za-z0-9_-]+))?\s*", selector)
+            if match is None:
+                continue
+            theme = themes.setdefault(match.group(1), {})
+            theme.setdefault(match.group(2) or "", {}).update(declarations)
+    return themes
+
+
+def _names_alone(css: str, name: str) -> bool:
+    """Whether a selector of ``css`` could match an element whose only class is ``name``: a compound
+    selector with ``.name`` and no other class or id (``.sig-param.n`` cannot match a code token's span)."""
+    for compound in re.findall(r"[^\s>+~,{}()]*\.%s(?![\w-])[^\s>+~,{}()]*" % re.escape(name), css):
+        if not [part for part in re.findall(r"[.#][\w-]+", compound) if part != "." + name]:
+            return True
+    return False
+
+
 def _used_icon_names(outdir: Path) -> set[str]:
     texts = [page.read_text(encoding="utf-8") for page in _pages(outdir)]
     texts += [js.read_text(encoding="utf-8") for js in (outdir / "_static").rglob("*.js")
@@ -305,10 +481,28 @@ def subset_font(source: Path, target: Path, codepoints: set[int]) -> None:
     subset.save_font(font, str(target), options)
 
 
+def _pristine_sheets(static: Path, sheets: list[Path], store: Path) -> None:
+    """Put back the sheets as their packages ship them, where Sphinx left the trimmed copy of an earlier
+    build in place (it does not copy the theme's files again): trimming must start from the whole sheet,
+    or a class a page has begun to use since would stay purged. ``store`` keeps each sheet as shipped
+    (``pristine``) and as last written (``written``); a sheet that differs from what was written is new."""
+    for sheet in sheets:
+        name = sheet.relative_to(static)
+        pristine, written = store / "pristine" / name, store / "written" / name
+        if written.is_file() and pristine.is_file() and sheet.read_bytes() == written.read_bytes():
+            sheet.write_bytes(pristine.read_bytes())
+        else:
+            pristine.parent.mkdir(parents=True, exist_ok=True)
+            pristine.write_bytes(sheet.read_bytes())
+
+
 def _trim_icons_and_styles(outdir: Path) -> None:
     import tinycss2
 
     static = outdir / "_static"
+    store = outdir.parent / ".page_assets"  # _build/.page_assets, beside the HTML
+    trimmed = sorted(set(_purged_sheets(static)) | {static / "styles" / "pydata-sphinx-theme.css"})
+    _pristine_sheets(static, trimmed, store)
     theme_css = static / "styles" / "pydata-sphinx-theme.css"
     css = theme_css.read_text(encoding="utf-8")
     css, icon_points = trim_icon_rules(css, _used_icon_names(outdir))
@@ -332,21 +526,57 @@ def _trim_icons_and_styles(outdir: Path) -> None:
             raise RuntimeError(f"pydata-sphinx-theme.css no longer loads {name} as {old_src}: update _ext/page_assets.py")
         css = css.replace(old_src, new_src)
     theme_css.write_text(css, encoding="utf-8")
+    words = set()
+    for page in _pages(outdir):
+        words |= page_words(page.read_text(encoding="utf-8"))
+    for script in static.rglob("*.js"):
+        if "mathjax" not in script.relative_to(static).parts:
+            words |= script_words(script.read_text(encoding="utf-8"))
+    for sheet in _purged_sheets(static):
+        sheet.write_text(purge_css(sheet.read_text(encoding="utf-8"), words), encoding="utf-8")
     for sheet in static.rglob("*.css"):
         if "mathjax" not in sheet.relative_to(static).parts:
             sheet.write_text(minify_css(sheet.read_text(encoding="utf-8")), encoding="utf-8")
+    for sheet in trimmed:
+        (store / "written" / sheet.relative_to(static)).parent.mkdir(parents=True, exist_ok=True)
+        (store / "written" / sheet.relative_to(static)).write_bytes(sheet.read_bytes())
+
+
+def _purged_sheets(static: Path) -> list[Path]:
+    import fnmatch
+
+    return sorted(sheet for sheet in static.rglob("*.css")
+                  if any(fnmatch.fnmatch(sheet.relative_to(static).as_posix(), pattern) for pattern in PURGED_SHEETS))
+
+
+def build_plain_tokens(static: Path) -> frozenset:
+    """:func:`plain_token_classes` of the build's ``pygments.css``, checked against its other style sheets."""
+    pygments = static / "pygments.css"
+    if not pygments.is_file():
+        return frozenset()
+    others = tuple(sheet.read_text(encoding="utf-8") for sheet in static.rglob("*.css")
+                   if sheet != pygments and "mathjax" not in sheet.relative_to(static).parts)
+    return plain_token_classes(pygments.read_text(encoding="utf-8"), others)
 
 
 def lighten_build(outdir: Path) -> None:
-    """Trim a built book in place: its pages (search scripts, lazy images), icon fonts and style sheets.
+    """Trim a built book in place: its pages (search scripts, lazy images, plain code tokens), icon fonts and
+    style sheets (unmatchable rules, whitespace).
 
     Run once per build, on files Sphinx has just copied or written (pages it did not rewrite were
     trimmed by an earlier build; trimming a page twice changes nothing).
     """
     outdir = Path(outdir)
+    plain = build_plain_tokens(outdir / "_static")  # before the style sheets are purged and minified
+    if plain:
+        pygments = outdir / "_static" / "pygments.css"
+        css = pygments.read_text(encoding="utf-8")
+        rules = plain_code_rules(css)
+        if rules not in css:  # Sphinx writes pygments.css again on every build; this keeps a second run a no-op
+            pygments.write_text(css + "\n" + rules + "\n", encoding="utf-8")
     for page in _pages(outdir):
         html = page.read_text(encoding="utf-8")
-        lighter = lighten_page(html, search_page=page == outdir / "search.html")
+        lighter = lighten_page(html, search_page=page == outdir / "search.html", plain_tokens=plain)
         if lighter != html:
             page.write_text(lighter, encoding="utf-8")
     _trim_icons_and_styles(outdir)
