@@ -1,0 +1,171 @@
+"""Check the Chinese catalogues (locale/zh_CN/LC_MESSAGES/**/*.po) against their English messages.
+
+Each translated message must keep what the build resolves or shows verbatim: its roles and
+their targets ({term}, {eq}, {numref}, {ref}, {doc}, {cite:*}, and {glue:*} whole), its inline
+maths, inline code and link addresses; every {term} shows the glossary's Chinese form; bold and
+italic delimiters stay where CommonMark can read them next to Chinese punctuation; and no line
+break falls between two Chinese characters (a browser shows it as a space).
+
+    python tools/po_check.py [PO ...]          problems of translated messages
+    python tools/po_check.py --complete PO ...  also every untranslated or fuzzy message
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import unicodedata
+from collections import Counter
+from pathlib import Path
+
+from babel.messages.pofile import read_po
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOGUES = ROOT / "locale" / "zh_CN" / "LC_MESSAGES"
+GLOSSARY = ROOT / "backmatter" / "glossary.md"
+
+ROLE = re.compile(r"\{([a-z][a-z:-]*)\}`([^`]*)`")
+MATHS = re.compile(r"(?<![\\$])\$(?!\$)([^$]+?)(?<!\\)\$")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+CJK = "\u3400-\u9fff\uf900-\ufaff"
+CJK_PUNCT = "\u3000-\u303f\uff00-\uffef\u2018-\u201f\u2026\u2014"
+BREAK_BETWEEN_CJK = re.compile(rf"[{CJK}{CJK_PUNCT}]\s*\n\s*[{CJK}{CJK_PUNCT}]")
+
+
+def glossary_chinese() -> dict[str, list[str]]:
+    """English term (lower case) -> the Chinese forms the glossary gives it."""
+    text = GLOSSARY.read_text(encoding="utf-8")
+    body = text.split("```{glossary}", 1)[1].split("\n```", 1)[0]
+    forms: dict[str, list[str]] = {}
+    pending: list[str] = []
+    for line in body.splitlines():
+        if not line.strip() or line.startswith(":"):
+            continue
+        if not line.startswith(" "):
+            pending.append(line.strip().lower())
+            continue
+        if pending:
+            span = re.search(r'<span lang="zh-Hans">(.*?)</span>', line)
+            chinese = [form.strip() for form in span.group(1).split("/")] if span else []
+            for term in pending:
+                forms[term] = chinese
+            pending = []
+    return forms
+
+
+def role_target(name: str, content: str) -> str:
+    """What a role points at: glue keeps its whole content; the others their <target> or text."""
+    if name.startswith("glue"):
+        return content
+    explicit = re.search(r"<([^<>]+)>\s*$", content)
+    return (explicit.group(1) if explicit else content).strip()
+
+
+def without_roles(text: str) -> str:
+    return ROLE.sub(" ", text)
+
+
+def inline_code(text: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", without_roles(text))
+
+
+def _is_punctuation(char: str) -> bool:
+    return unicodedata.category(char)[0] in "PS"
+
+
+def emphasis_problems(text: str) -> list[str]:
+    """Bold or italic delimiters CommonMark will print literally.
+
+    A run of `*` opens only if it is left-flanking and closes only if it is right-flanking
+    (CommonMark 6.2); next to Chinese punctuation that fails, e.g. `**“注意力”**机制`.
+    Runs are paired in order, first an opener, then a closer.
+    """
+    plain = MATHS.sub("x", re.sub(r"`[^`]*`", "x", ROLE.sub("x", text)))
+    problems = []
+    for stars in ("**", "*"):
+        runs = [m for m in re.finditer(r"\*+", plain) if m.group() == stars]
+        for index, run in enumerate(runs):
+            before = plain[run.start() - 1] if run.start() else " "
+            after = plain[run.end()] if run.end() < len(plain) else " "
+            left = not after.isspace() and (
+                not _is_punctuation(after) or before.isspace() or _is_punctuation(before)
+            )
+            right = not before.isspace() and (
+                not _is_punctuation(before) or after.isspace() or _is_punctuation(after)
+            )
+            if not (right if index % 2 else left):
+                context = plain[max(0, run.start() - 6) : run.end() + 6].replace("\n", " ")
+                problems.append(f"{'closing' if index % 2 else 'opening'} {stars!r} in {context!r}")
+    return problems
+
+
+def check_message(source: str, translation: str, glossary: dict[str, list[str]]) -> list[str]:
+    problems = []
+    source_roles = Counter((n, role_target(n, c)) for n, c in ROLE.findall(source))
+    target_roles = Counter((n, role_target(n, c)) for n, c in ROLE.findall(translation))
+    if source_roles != target_roles:
+        missing = source_roles - target_roles
+        extra = target_roles - source_roles
+        problems.append(f"roles differ: missing {dict(missing)}, extra {dict(extra)}")
+    for name, content in ROLE.findall(translation):
+        if name == "term":
+            target = role_target(name, content).lower()
+            shown = re.sub(r"\s*<[^<>]+>\s*$", "", content)
+            forms = glossary.get(target)
+            if forms is None:
+                problems.append(f"{{term}} target {target!r} is not in the glossary")
+            elif forms and not any(form in shown for form in forms):
+                problems.append(f"{{term}}`{content}` shows none of the glossary's forms {forms}")
+    if Counter(MATHS.findall(source)) != Counter(MATHS.findall(translation)):
+        problems.append("inline maths differs (it must be copied unchanged)")
+    if Counter(inline_code(source)) != Counter(inline_code(translation)):
+        problems.append("inline code differs (it must be copied unchanged)")
+    if without_roles(translation).count("`") % 2:
+        problems.append("an odd number of backticks")
+    if Counter(LINK.findall(source)) != Counter(LINK.findall(translation)):
+        problems.append("link addresses differ")
+    if translation.count("**") % 2:
+        problems.append("an odd number of '**'")
+    for problem in [] if "$$" in source or "\\begin{" in source else emphasis_problems(translation):
+        problems.append(f"emphasis next to punctuation prints literally: {problem}")
+    if BREAK_BETWEEN_CJK.search(translation):
+        problems.append("a line break between two Chinese characters (shown as a space)")
+    return problems
+
+
+def check_file(path: Path, complete: bool, glossary) -> list[str]:
+    with path.open("rb") as handle:
+        catalogue = read_po(handle)
+    found = []
+    for message in catalogue:
+        if not message.id:
+            continue
+        source = message.id if isinstance(message.id, str) else message.id[0]
+        translation = message.string if isinstance(message.string, str) else message.string[0]
+        label = source[:70].replace("\n", " ")
+        if not translation or message.fuzzy:
+            if complete:
+                found.append(f"{path}: {'fuzzy' if message.fuzzy else 'untranslated'}: {label!r}")
+            continue
+        for problem in check_message(source, translation, glossary):
+            found.append(f"{path}: {problem}: {label!r}")
+    return found
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("po", nargs="*", type=Path)
+    parser.add_argument("--complete", action="store_true")
+    args = parser.parse_args(argv)
+    glossary = glossary_chinese()
+    paths = args.po or sorted(CATALOGUES.rglob("*.po"))
+    found = [line for path in paths for line in check_file(path, args.complete, glossary)]
+    print("\n".join(found) if found else f"{len(paths)} catalogue(s): no problem found")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
