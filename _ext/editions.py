@@ -12,7 +12,8 @@ The English pages are the source; the Chinese edition is the same build with
   (``09_attention.ipynb::key``), which it resolves after reading from the page's own glue data.
 * **Exercise titles.** sphinx-exercise builds the title of ``:::{exercise} Title`` without a
   source, so gettext never extracted it (sphinx-exercise #13, #73); it now carries its
-  directive's source, line and raw text, and is extracted and translated like a heading.
+  directive's source, line and raw text, and is extracted and translated like a heading (the
+  solution's title, built from sphinx-exercise's own copy of the exercise, too).
 * **Explorer captions.** ``_ext/explorers.py`` makes them after Sphinx's translation step; they
   are given a source here (so they are extracted) and translated from the page's catalogue.
 * **No maths, no outputs in the catalogues.** Display maths and every node inside a cell's
@@ -179,6 +180,25 @@ class ExerciseTitlesForGettext(SphinxPostTransform):
                 subtitle.parent.parent.insert(1, copy)
 
 
+class TranslatedExerciseRegistry(SphinxTransform):
+    """After Locale (20): sphinx-exercise keeps a copy of each exercise, made before translation,
+    from which it titles the exercise's solution ("Solution to Exercise 9.1 (title)"); give it the
+    translated exercise instead."""
+
+    default_priority = 22
+
+    def apply(self, **kwargs):
+        from sphinx_exercise.nodes import exercise_enumerable_node, exercise_node
+
+        registry = getattr(self.env, "sphinx_exercise_registry", {})
+        if edition_of(self.config) == "en" or not registry:
+            return
+        for node in self.document.findall(lambda n: isinstance(n, (exercise_node, exercise_enumerable_node))):
+            entry = registry.get(node.get("label"))
+            if entry is not None and entry.get("docname") == self.env.docname:
+                entry["node"] = node.deepcopy()
+
+
 # --- what is not prose ------------------------------------------------------------------------
 
 
@@ -318,4 +338,5 @@ def setup(app):
     app.add_post_transform(ExerciseTitlesForGettext)
     app.add_transform(ExplorerCaptions)
     app.add_transform(TranslatedMarkupCheck)
+    app.add_transform(TranslatedExerciseRegistry)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
