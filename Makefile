@@ -1,11 +1,12 @@
 # The two commands of README.md:
 #   make book   create .venv, install everything, build the HTML book into _build/html
+#               (English at its root, the Chinese edition in _build/html/zh_CN)
 #   make test   everything `make book` does, then every test (lib, notebooks, browser)
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-.PHONY: nbval test-other-lane check-seeds site-weight setup book pdf test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
+.PHONY: pot msgfmt nbval test-other-lane check-seeds site-weight setup book pdf test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
 
 setup: $(STAMP)
 
@@ -20,9 +21,23 @@ $(STAMP): requirements.txt pyproject.toml
 # its code cells or a file it read, such as a lib module it imported, changed); the build then
 # reads the runs from myst-nb's cache and, being incremental, re-reads only the pages whose
 # source or run changed. Both steps run every time: with nothing to do they take seconds.
+# The Chinese edition is the same build with language zh_CN (tools/i18n.py build): it reads the
+# same runs from the same cache (nothing runs twice), takes the English build's plot images, and
+# lands in _build/html/zh_CN; a translation whose markup broke fails it like any warning.
 book: $(STAMP)
 	$(BIN)/python tools/chapter_runs.py book
 	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going
+	$(BIN)/python tools/i18n.py build
+
+# After a change to English prose: extract the pages' messages again and merge them into the
+# Chinese catalogues (locale/zh_CN/LC_MESSAGES/<page>.po; a changed paragraph turns fuzzy, a new
+# one untranslated, a removed one obsolete). Then translate them and run tools/po_check.py.
+pot: $(STAMP)
+	$(BIN)/python tools/i18n.py update
+
+# GNU gettext's msgfmt checks the catalogues (tests/i18n/test_catalogues.py).
+msgfmt:
+	@command -v msgfmt >/dev/null || { apt-get update -qq && apt-get install -y -qq gettext >/dev/null; }
 
 # The PDF edition: Debian's Chromium prints every page of the built book (tools/pdf.py), pypdf joins
 # them into _build/pdf/book.pdf with a contents page, an outline and links that jump inside it.
@@ -66,7 +81,7 @@ browser: book chromium
 # runs; then the chapters' runs under the other configuration, compared, the browser tests and
 # the packaging test. Each lane's output is printed when it ends; together they are every test.
 # Each lane ends with its 40 slowest tests (--durations), so CI's log shows where the time goes.
-test: book chromium sandbox
+test: book chromium sandbox msgfmt
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-suite test-other-lane
 
 test-suite: $(STAMP)

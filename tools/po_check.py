@@ -70,6 +70,12 @@ def inline_code(text: str) -> list[str]:
     return re.findall(r"`([^`]+)`", without_roles(text))
 
 
+def prose(text: str) -> str:
+    """The text less roles, inline code and maths (display and inline), each left as an ``x``."""
+    text = re.sub(r"\$\$.*?\$\$", "x", text, flags=re.S)
+    return MATHS.sub("x", re.sub(r"`[^`]*`", "x", ROLE.sub("x", text)))
+
+
 def _is_punctuation(char: str) -> bool:
     return unicodedata.category(char)[0] in "PS"
 
@@ -81,7 +87,7 @@ def emphasis_problems(text: str) -> list[str]:
     (CommonMark 6.2); next to Chinese punctuation that fails, e.g. `**“注意力”**机制`.
     Runs are paired in order, first an opener, then a closer.
     """
-    plain = MATHS.sub("x", re.sub(r"`[^`]*`", "x", ROLE.sub("x", text)))
+    plain = prose(text)
     problems = []
     for stars in ("**", "*"):
         runs = [m for m in re.finditer(r"\*+", plain) if m.group() == stars]
@@ -125,7 +131,7 @@ def check_message(source: str, translation: str, glossary: dict[str, list[str]])
         problems.append("an odd number of backticks")
     if Counter(LINK.findall(source)) != Counter(LINK.findall(translation)):
         problems.append("link addresses differ")
-    if translation.count("**") % 2:
+    if prose(translation).count("**") % 2:
         problems.append("an odd number of '**'")
     for problem in [] if "$$" in source or "\\begin{" in source else emphasis_problems(translation):
         problems.append(f"emphasis next to punctuation prints literally: {problem}")

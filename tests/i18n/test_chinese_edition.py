@@ -1,0 +1,118 @@
+"""The built editions (``make book``): English in ``_build/html``, Chinese in ``_build/html/zh_CN``.
+
+* Every page of each edition links, from its header, to the same page in the other edition.
+* A Chinese page whose translation is complete (``locale/complete.txt``) shows no block of English
+  prose (6 or more Latin words in a row with no Chinese) outside code, maths, outputs and the
+  bibliography, and no markup left as text (``**``, a backtick, ``{role}``).
+
+``BOOK_HTML`` names another build (its root, the English edition).
+"""
+import os
+import re
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from bs4 import BeautifulSoup
+
+from tests.i18n.test_catalogues import complete_pages
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
+CHINESE = BUILD / "zh_CN"
+
+CJK = "\u3400-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef"
+LATIN_RUN = re.compile(r"(?:[A-Za-z][A-Za-z'’.-]*[^\w" + CJK + r"]+){5,}[A-Za-z][A-Za-z'’-]*")
+LEFTOVER = re.compile(r"\*\*|`|\{[a-z][a-z:-]*\}")
+# What is not prose, or is shared with the English edition: code and its outputs, maths,
+# bibliography entries, the explorers' own labels, print-only lines and the page's chrome.
+NOT_PROSE = ["pre", "code", "script", "style", "svg", "math", ".math", "mjx-container", ".cell_output",
+             ".output", ".highlight", ".citation", ".bibliography", "#bibliography", "dl.citation",
+             ".book-explorer", ".book-print-only", ".headerlink", ".footnote", "img"]
+
+
+def edition_pages(root: Path, exclude: Path | None = None) -> list[str]:
+    """An edition's pages, less those that only redirect (``index.html``)."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html")
+                  if not p.relative_to(root).parts[0].startswith("_")
+                  and not (exclude and p.is_relative_to(exclude))
+                  and 'http-equiv="Refresh"' not in p.read_text(encoding="utf-8")[:2000])
+
+
+def switch_target(root: Path, page: str) -> Path | None:
+    soup = BeautifulSoup((root / page).read_text(encoding="utf-8"), "html.parser")
+    link = soup.select_one("a.book-language-switch")
+    if link is None:
+        return None
+    href = urlparse(link["href"]).path
+    return Path(os.path.normpath((root / page).parent / href))
+
+
+def english_prose(html: str) -> list[str]:
+    """Blocks of English prose and markup left as text in a page's article, each a short quote."""
+    soup = BeautifulSoup(html, "html.parser")
+    article = soup.select_one("article") or soup
+    for selector in NOT_PROSE:
+        for node in article.select(selector):
+            node.decompose()
+    found = []
+    for block in article.find_all(["p", "li", "h1", "h2", "h3", "h4", "figcaption", "caption", "td",
+                                   "th", "dt", "dd", "span"]):
+        if block.find(["p", "li", "div", "table"]):
+            continue
+        text = " ".join(block.get_text(" ").split())
+        for match in LATIN_RUN.finditer(text):
+            found.append(f"English prose: {match.group()[:80]!r}")
+        for match in LEFTOVER.finditer(text):
+            found.append(f"markup left as text: {text[max(0, match.start() - 20):match.end() + 20]!r}")
+    return sorted(set(found))
+
+
+@pytest.fixture(scope="module")
+def built():
+    if not (CHINESE / "intro.html").is_file():
+        pytest.fail(f"the Chinese edition is not built ({CHINESE} has no intro.html): run `make book`")
+
+
+def test_both_editions_have_the_same_pages(built):
+    assert edition_pages(BUILD, exclude=CHINESE) == edition_pages(CHINESE)
+
+
+@pytest.mark.parametrize("edition", ["en", "zh_CN"])
+def test_every_page_switches_to_the_same_page_in_the_other_edition(built, edition):
+    root, other = (BUILD, CHINESE) if edition == "en" else (CHINESE, BUILD)
+    wrong = []
+    for page in edition_pages(root, exclude=CHINESE if edition == "en" else None):
+        target = switch_target(root, page)
+        if target != other / page or not target.is_file():
+            wrong.append(f"{page} -> {target}")
+    assert not wrong, "\n".join(wrong[:20])
+
+
+@pytest.mark.parametrize("page", complete_pages())
+def test_complete_chinese_page_has_no_english_prose(built, page):
+    found = english_prose((CHINESE / f"{page}.html").read_text(encoding="utf-8"))
+    assert not found, f"zh_CN/{page}.html:\n" + "\n".join(found[:30])
+
+
+# The checks above, shown to fail on planted pages.
+
+
+def test_english_prose_and_leftover_markup_are_found():
+    html = ("<article><p>注意力机制 This sentence was never translated into Chinese.</p>"
+            "<p>中文段落 **注意力** 以及 {term}`x`</p><pre>print('six latin words in a row here')</pre>"
+            "<p>Vaswani 等人（2017）提出了 Transformer。</p></article>")
+    found = english_prose(html)
+    assert any("This sentence was never translated" in line for line in found), found
+    assert sum("markup left as text" in line for line in found) >= 2, found
+    assert not any("six latin words" in line or "Vaswani" in line for line in found), found
+
+
+def test_a_wrong_or_missing_switch_is_found(tmp_path):
+    (tmp_path / "zh_CN" / "chapters").mkdir(parents=True)
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "chapters" / "a.html").write_text(
+        '<a class="book-language-switch" href="../zh_CN/chapters/b.html">中文</a>')
+    (tmp_path / "zh_CN" / "chapters" / "a.html").write_text("<p>no switch</p>")
+    assert switch_target(tmp_path, "chapters/a.html") == tmp_path / "zh_CN" / "chapters" / "b.html"
+    assert switch_target(tmp_path / "zh_CN", "chapters/a.html") is None
