@@ -82,8 +82,9 @@ CLOCK_STEPS, REINFORCE_STEPS = 200, 100
 # seeds of the samples that judge a model: its rollouts use the run's seed, the drift
 # curves' samples DRIFT_SEED_OFFSET + seed.
 CLOCK_MODEL = {"vocab_size": 12, "context": 3, "embedding_dim": 16, "hidden_size": 64}
-# train_lm's batch order, and scheduled sampling's own samples, come from CLOCK_TRAIN["seed"]
-# for every model: the models differ in their initial weights (torch.manual_seed(seed)).
+# train_lm's batch order, and scheduled sampling's own samples, come from
+# CLOCK_TRAIN["seed"] for every model: the models differ in their initial weights
+# (torch.manual_seed(seed)).
 CLOCK_TRAIN = {"batch_size": 128, "lr": 1e-2, "max_norm": 1.0, "seed": 0}
 REINFORCE_BATCH = 64
 DRIFT_SEED_OFFSET = 5
@@ -1122,7 +1123,8 @@ def load_scheduled_sampling_drift(
                 raise ValueError(
                     f"the teacher-forced curves of seed {seed} differ from those the "
                     f"runs in {path} started from (largest difference "
-                    f"{float((live - stored).abs().max()):.3g}); make the runs again with "
+                    f"{float((live - stored).abs().max()):.3g}); make the runs again "
+                    "with "
                     "python -m experiments.ch06_weights clock-runs"
                 )
     return ScheduledDrift(teacher_forced.curves, saved["runs"]["scheduled"])

@@ -119,8 +119,8 @@ def reinforce_clock_models(
 ) -> ClockFineTuning:
     """For each seed: judge a copy of the teacher-forced model (the original is left
     untouched), fine-tune it on ``sentences`` by REINFORCE (bigram precision as reward,
-    ``steps`` steps of ``REINFORCE_BATCH`` samples, seeded with the seed), and judge it again.
-    """
+    ``steps`` steps of ``REINFORCE_BATCH`` samples, seeded with the seed), and judge it
+    again."""
     before, after = {}, {}
     for seed, trained in drifted.models.items():
         model = copy.deepcopy(trained)
@@ -129,8 +129,8 @@ def reinforce_clock_models(
         )
         reinforce_fine_tune(
             model, sentences, partial(bigram_precision, prompt=CLOCK_PROMPT),
-            prompt=CLOCK_PROMPT, bos=CLOCK_BOS, steps=steps, batch_size=REINFORCE_BATCH, lr=lr,
-            baseline=baseline, seed=seed,
+            prompt=CLOCK_PROMPT, bos=CLOCK_BOS, steps=steps,
+            batch_size=REINFORCE_BATCH, lr=lr, baseline=baseline, seed=seed,
         )  # fmt: skip
         after[seed] = _judge_clock_model(model, language, test_sentences, seed)
     return ClockFineTuning(before, after)
@@ -156,9 +156,9 @@ def clock_runs(
 ) -> dict:  # fmt: skip
     """Chapter 6's runs on the clock language: the teacher-forced models' curves
     (REINFORCE starts from these models, and scheduled sampling is compared with
-    them), the scheduled-sampling curves, the REINFORCE fine-tuning with the leave-one-out
-    baseline (its four numbers before and after) and without a baseline (the
-    changes at each rate of :data:`NO_BASELINE_LRS`)."""
+    them), the scheduled-sampling curves, the REINFORCE fine-tuning with the
+    leave-one-out baseline (its four numbers before and after) and without a baseline
+    (the changes at each rate of :data:`NO_BASELINE_LRS`)."""
     drifted = exposure_drift(language, sentences, test_sentences, seeds, steps)
     scheduled = scheduled_sampling_drift(
         language, sentences, test_sentences, schedule, drifted, seeds, steps
