@@ -716,7 +716,8 @@ class PlainLogFormatter(matplotlib.ticker.LogFormatter):
     """matplotlib's choice of which log ticks to label, each labelled by
     :func:`power_label` in the axis' base, one notation per axis: if one label needs a
     power (``1e−6``, ``2^20``), every power of the base is written so (``1e0``, ``1e−2``
-    beside it, not ``1``, ``0.01``). :func:`use_book_plots` gives it to every log axis."""
+    beside it, not ``1``, ``0.01``). :func:`use_book_plots` gives it to every log axis.
+    """
 
     def _num_to_string(self, x, vmin, vmax):
         label = power_label(x, self._base)
