@@ -185,11 +185,25 @@ def _math_parser():
     return MathTextParser("path")
 
 
+# A Unicode subscript or superscript character ("W₂", "2¹⁰") is a small glyph at the text's
+# size: DejaVu Sans draws "₂" 4.99 pt tall at 12 pt, "2" 8.91 pt (mathtext's script: 0.7).
+UNICODE_SCRIPT_SCALE = 0.56
+
+
+def _unicode_script(char: str) -> bool:
+    import unicodedata
+
+    return unicodedata.decomposition(char).startswith(("<super>", "<sub>"))
+
+
 def _smallest_glyph_pt(s: str, prop, ismath) -> float:
     """The size (points) of the smallest glyph of text ``s``: a formula's (mathtext)
     exponents and subscripts are drawn at 0.7 of its size, and their own scripts at 0.7
-    of that."""
+    of that; a Unicode sub- or superscript character counts at
+    :data:`UNICODE_SCRIPT_SCALE` of the size it is drawn at."""
     size = prop.get_size_in_points()
+    if any(_unicode_script(char) for char in s):
+        size *= UNICODE_SCRIPT_SCALE
     if not ismath:
         return size
     glyphs = _math_parser().parse(s, 72, prop).glyphs
@@ -230,11 +244,13 @@ def _draw_recording(fig):
 
 
 def unscaled_colours(fig) -> list[str]:
-    """The colour-mapped images and meshes of ``fig`` that a reader cannot decode: no colour
-    bar shows their colour map and limits, or their axes lack an x or y axis title (their
-    own, or a ``supxlabel``/``supylabel`` of a figure holding them)."""
+    """The colour-mapped images, meshes and scatter points (``c=values``) of ``fig`` that a
+    reader cannot decode: no colour bar shows their colour map and limits, or their axes
+    lack an x or y axis title (their own, or a ``supxlabel``/``supylabel`` of a figure
+    holding them); and the colour bars that do not say what they show (no label or
+    title)."""
     from matplotlib.cm import ScalarMappable
-    from matplotlib.collections import QuadMesh
+    from matplotlib.collections import PathCollection, QuadMesh
     from matplotlib.contour import ContourSet
     from matplotlib.image import AxesImage
 
@@ -265,11 +281,17 @@ def unscaled_colours(fig) -> list[str]:
         for m in fig.findobj(lambda a: isinstance(a, ScalarMappable))
         if getattr(m, "colorbar", None)
     }
+    for bar_ax in _colour_bar_axes(fig):
+        if not (bar_ax.get_xlabel() or bar_ax.get_ylabel() or bar_ax.get_title()):
+            problems.append("a colour bar has no label")
     for ax in fig.axes:
         if ax in colorbar_axes:
             continue
         for mappable in ax.get_children():
-            if not isinstance(mappable, (AxesImage, QuadMesh, ContourSet)):
+            if isinstance(mappable, PathCollection):
+                if mappable.get_array() is None:
+                    continue  # points of given colours, not colour-mapped values
+            elif not isinstance(mappable, (AxesImage, QuadMesh, ContourSet)):
                 continue
             if isinstance(mappable, ContourSet) and not mappable.filled:
                 continue  # contour lines of one colour encode nothing by colour
@@ -356,6 +378,47 @@ def _data_marks(ax) -> list[tuple[str, "np.ndarray", "np.ndarray", "np.ndarray"]
     return found
 
 
+def _data_areas(ax) -> list[tuple[str, object]]:
+    """``[(label, path)]`` of the filled shapes of ``ax`` in display coordinates: its
+    patches (bars, ``axvspan``) and polygon collections (``fill_between``); a bar is
+    named by its bar chart's label."""
+    from matplotlib.collections import PolyCollection
+
+    names = {
+        id(patch): container.get_label()
+        for container in getattr(ax, "containers", [])
+        for patch in container
+        if hasattr(patch, "get_path")
+    }
+    found = []
+    for patch in ax.patches:
+        if patch.get_visible() and patch.get_fill():
+            path = patch.get_transform().transform_path(patch.get_path())
+            found.append((names.get(id(patch), patch.get_label()), path))
+    for collection in ax.collections:
+        if isinstance(collection, PolyCollection) and collection.get_visible():
+            transform = collection.get_transform()
+            for path in collection.get_paths():
+                found.append((collection.get_label(), transform.transform_path(path)))
+    return found
+
+
+def _areas_in(box, areas, shown) -> list[str]:
+    """The labels of the ``areas`` (:func:`_data_areas`) entering ``box`` by more than
+    :data:`TOUCH_PX`, inside ``shown`` (the axes)."""
+    from matplotlib.transforms import Bbox
+
+    inner = Bbox.intersection(box, shown)
+    if inner is None or inner.width <= 2 * TOUCH_PX or inner.height <= 2 * TOUCH_PX:
+        return []
+    inner = inner.padded(-TOUCH_PX)
+    hit = []
+    for label, path in areas:
+        if path.intersects_bbox(inner, filled=True) and label not in hit:
+            hit.append(label)
+    return hit
+
+
 def _marks_in(box, points, radii, segments, shown) -> tuple[int, int]:
     """How many of the points (reaching ``radii`` around them) and segments enter ``box``
     by more than :data:`TOUCH_PX`, counting only what lies inside ``shown`` (the axes).
@@ -395,8 +458,9 @@ def _legend_artists(fig) -> list:
 
 def legend_overlaps(fig, renderer=None) -> list[str]:
     """The legends of ``fig`` that cover data: a scatter point or marker reaching into the
-    legend's box, or a line passing through it (a segment between two vertices outside
-    the box counts); a figure's own legend is held against every axes. The explorers'
+    legend's box, a line passing through it (a segment between two vertices outside
+    the box counts) or a filled shape (a bar, ``fill_between``) entering it; a figure's
+    own legend is held against every axes. The explorers'
     frames pass it too (tests/lib/widgets). ``renderer``: that of a draw of ``fig`` just
     made, else ``fig`` is drawn here."""
     if renderer is None:
@@ -414,13 +478,19 @@ def legend_overlaps(fig, renderer=None) -> list[str]:
                     problems.append(
                         f"the legend of {ax.get_title()!r} covers {what} of {label!r}"
                     )
+            for label in _areas_in(box, _data_areas(ax), ax.bbox):
+                problems.append(
+                    f"the legend of {ax.get_title()!r} covers the area of {label!r}"
+                )
     return problems
 
 
 def text_overlaps(fig, renderer=None, texts=None) -> list[str]:
     """The texts of ``fig`` that collide: two text boxes sharing more than
-    :data:`TOUCH_PX` both ways, and a text (a legend's excepted: :func:`legend_overlaps`
-    holds the legend's box) that a line, its markers or a scatter point enters.
+    :data:`TOUCH_PX` both ways, a text and the box of a colour bar or an inset axes not
+    its own (its ticks and label are), and a text (a legend's excepted:
+    :func:`legend_overlaps` holds the legend's box) that a line, its markers, a scatter
+    point or a filled shape (a bar, ``fill_between``) enters.
     ``renderer`` and ``texts``: a draw of ``fig`` and the text artists it drew
     (:func:`_draw_recording`); else ``fig`` is drawn here."""
     from matplotlib.transforms import Bbox
@@ -432,6 +502,7 @@ def text_overlaps(fig, renderer=None, texts=None) -> list[str]:
         for legend in _legend_artists(fig)
         for text in [*legend.texts, legend.get_title()]
     }
+    insets = _inset_axes(fig)
     boxes = [(text, text.get_window_extent(renderer)) for text in texts]
     boxes = [(text, box) for text, box in boxes if box.width > 0 and box.height > 0]
     problems = []
@@ -440,6 +511,9 @@ def text_overlaps(fig, renderer=None, texts=None) -> list[str]:
             shared = Bbox.intersection(box, other_box)
             if shared is not None and min(shared.width, shared.height) > TOUCH_PX:
                 problems.append(f"{text.get_text()!r} overlaps {other.get_text()!r}")
+        for inset in insets:
+            if text.axes is not inset and _shared(box, inset.bbox):
+                problems.append(f"{text.get_text()!r} overlaps {_name_of(inset)}")
         if id(text) in in_legends:
             continue
         for ax in fig.axes:
@@ -448,7 +522,34 @@ def text_overlaps(fig, renderer=None, texts=None) -> list[str]:
                 what = _what_is_hit(covered, crossed)
                 if what:
                     problems.append(f"{text.get_text()!r} touches {what} of {label!r}")
+            for label in _areas_in(box, _data_areas(ax), ax.bbox):
+                problems.append(f"{text.get_text()!r} touches the area of {label!r}")
     return problems
+
+
+def _name_of(inset) -> str:
+    """ "a colour bar" or "an inset axes 'its title'"."""
+    if any(inset is bar for bar in _colour_bar_axes(inset.figure)):
+        return "a colour bar"
+    return f"an inset axes {inset.get_title()!r}"
+
+
+def _shared(box, other) -> bool:
+    """Whether two display boxes share more than :data:`TOUCH_PX` both ways."""
+    from matplotlib.transforms import Bbox
+
+    shared = Bbox.intersection(box, other)
+    return shared is not None and min(shared.width, shared.height) > TOUCH_PX
+
+
+def _inset_axes(fig) -> list:
+    """The colour bars of ``fig`` and the axes drawn inside another axes (``inset_axes``)."""
+    found = _colour_bar_axes(fig)
+    for ax in fig.axes:
+        for child in getattr(ax, "child_axes", []):
+            if all(child is not other for other in found):
+                found.append(child)
+    return found
 
 
 def _colour_bar_axes(fig) -> list:
@@ -481,8 +582,10 @@ def _axis_title(ax, which):
 
 def split_titles(fig, renderer=None) -> list[str]:
     """The axis titles of ``fig`` that a colour bar separates from their axes (a bar
-    under a plot puts the x title under the bar): a colour bar's box entering the gap
-    between an axes and its title by more than :data:`TOUCH_PX` both ways."""
+    under a plot puts the x title under the bar) or covers: a colour bar's box entering
+    the gap between an axes and its title, or the title's box, by more than
+    :data:`TOUCH_PX` both ways. A title beyond another plot (a ``supxlabel`` under two
+    rows, for the top row) is only the nearest plot's to reach."""
     from matplotlib.transforms import Bbox
 
     if renderer is None:
@@ -499,19 +602,27 @@ def split_titles(fig, renderer=None) -> list[str]:
             if title is None:
                 continue
             box = title.get_window_extent(renderer)
+            # the gap and the title itself: a bar lying on the title hides it as well
             if which == "x" and box.y1 <= frame.y0:  # under the axes
-                gap = Bbox([[frame.x0, box.y1], [frame.x1, frame.y0]])
+                gap = Bbox([[frame.x0, box.y0], [frame.x1, frame.y0]])
             elif which == "x" and box.y0 >= frame.y1:  # above it
-                gap = Bbox([[frame.x0, frame.y1], [frame.x1, box.y0]])
+                gap = Bbox([[frame.x0, frame.y1], [frame.x1, box.y1]])
             elif which == "y" and box.x1 <= frame.x0:  # left of it
-                gap = Bbox([[box.x1, frame.y0], [frame.x0, frame.y1]])
+                gap = Bbox([[box.x0, frame.y0], [frame.x0, frame.y1]])
             elif which == "y" and box.x0 >= frame.x1:  # right of it
-                gap = Bbox([[frame.x1, frame.y0], [box.x0, frame.y1]])
+                gap = Bbox([[frame.x1, frame.y0], [box.x1, frame.y1]])
             else:
                 continue
+            if any(
+                _shared(gap, other.bbox)
+                for other in fig.axes
+                if other is not ax
+                and other.get_visible()
+                and not any(other is bar for bar in bars)
+            ):
+                continue  # another plot lies between: the title is that plot's to reach
             for bar in bars:
-                shared = Bbox.intersection(gap, bar.bbox)
-                if shared is not None and min(shared.width, shared.height) > TOUCH_PX:
+                if _shared(gap, bar.bbox):
                     problems.append(
                         f"a colour bar sits between {ax.get_title() or 'untitled axes'!r}"
                         f" and its {which} title {title.get_text()!r}"
@@ -567,30 +678,65 @@ def plot_png(fig) -> tuple[bytes, dict]:
     return out.getvalue(), metadata
 
 
-def power_label(value: float) -> str:
+def power_label(value: float, base: float = 10) -> str:
     """A log axis' tick label as plain text at the text's own size: 0.001 to 10000 as
-    decimals, other powers as ``1e−10``; never a formula, whose exponent mathtext draws
-    at 0.7 of the text size (8.4 pt, under the phone rule).
+    exact decimals, ``d×10^n`` beyond them as ``1e−10``, another power of ``base`` (2) as
+    ``2^17``; never a formula, whose exponent mathtext draws at 0.7 of the text size
+    (8.4 pt, under the phone rule). A value none of these writes exactly is rounded to
+    three digits (``1.05e6``).
 
     Examples
     --------
     >>> [power_label(v) for v in (1e-10, 0.002, 1.0, 300.0, 1e5, 2e-7)]
     ['1e−10', '0.002', '1', '300', '1e5', '2e−7']
+    >>> [power_label(v, base=2) for v in (2**17, 2**-10, 2**-5, 32768, 2**20)]
+    ['2^17', '2^−10', '0.03125', '32768', '2^20']
+    >>> power_label(2**20)  # base 10: not d×10^n, so not 1e6
+    '1.05e6'
     """
     if not value > 0:
         return ""
+    if 1e-3 <= value < 1e5 and float(f"{value:.12g}") == value:
+        return f"{value:.12g}"
+    rounded = f"{value:.0e}"
+    if base != 10 and not math.isclose(float(rounded), value, rel_tol=1e-9):
+        exponent = round(math.log(value, base))
+        if math.isclose(base**exponent, value, rel_tol=1e-9):
+            return f"{base:g}^{exponent}".replace("-", "\N{MINUS SIGN}")
     if 1e-3 <= value < 1e5:
-        return f"{value:g}"
-    mantissa, exponent = f"{value:.0e}".split("e")
+        return f"{value:.3g}"
+    if not math.isclose(float(rounded), value, rel_tol=1e-9):
+        rounded = f"{value:.2e}"  # not d×10^n: three digits
+    mantissa, exponent = rounded.split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
     return f"{mantissa}e{int(exponent)}".replace("-", "\N{MINUS SIGN}")
 
 
 class PlainLogFormatter(matplotlib.ticker.LogFormatter):
     """matplotlib's choice of which log ticks to label, each labelled by
-    :func:`power_label`. :func:`use_book_plots` gives it to every log axis."""
+    :func:`power_label` in the axis' base, one notation per axis: if one label needs a
+    power (``1e−6``, ``2^20``), every power of the base is written so (``1e0``, ``1e−2``
+    beside it, not ``1``, ``0.01``). :func:`use_book_plots` gives it to every log axis.
+    """
 
     def _num_to_string(self, x, vmin, vmax):
-        return power_label(x)
+        label = power_label(x, self._base)
+        if getattr(self, "_powers", False) and "e" not in label and "^" not in label:
+            exponent = round(math.log(x, self._base))
+            if math.isclose(self._base**exponent, x, rel_tol=1e-9):
+                if self._base == 10:
+                    return f"1e{exponent}".replace("-", "\N{MINUS SIGN}")
+                return f"{self._base:g}^{exponent}".replace("-", "\N{MINUS SIGN}")
+        return label
+
+    def format_ticks(self, values):
+        self._powers = False
+        labels = super().format_ticks(values)
+        if any("e" in label or "^" in label for label in labels):
+            self._powers = True
+            labels = super().format_ticks(values)
+            self._powers = False
+        return labels
 
 
 def _plain_log_ticks(set_default_locators_and_formatters):

@@ -2,9 +2,12 @@
 
 Cheap: it reads the committed notebooks, never runs them. Each plot's output carries the metadata that
 ``lib.display.plot_png`` wrote when the chapter ran (its CSS ``width``, the smallest ``font_pt`` the
-renderer drew, a formula's exponents and subscripts included, any colour scale without a colour bar or axis
-titles, any legend over data, texts colliding with each other or with the data, a colour bar between an axes
-and its axis title, and ``checked``: which of these it was drawn with); ``tests/lib/test_display_plots.py``
+renderer drew, a formula's exponents and subscripts and Unicode ones included, any colour scale (a scatter's
+``c=values`` too) without a colour bar or axis titles, any colour bar without a label, any legend over data
+(bars and filled areas too), texts colliding with each other, with the data or with a colour bar or inset
+axes, a colour bar between an axes and its axis title or on it, and ``checked``: which of these it was drawn
+with; the checks named there grew stricter at stop 42 under the same names, so chapters drawn before are not
+refused); ``tests/lib/test_display_plots.py``
 shows that the metadata tells the truth. A plot drawn before a check existed fails: its metadata cannot show
 that defect. An explorer's preview (a PNG beside its widget) is held to the
 2x rule here and to the text rule by ``tests/lib/widgets/test_widgets_legibility.py``.

@@ -117,9 +117,23 @@ def test_a_colour_scale_needs_a_colour_bar_and_axis_titles():
     ax = panel.add_subplot()
     ax.contour(np.random.default_rng(0).random((5, 5)), colors="0.8")
     image = ax.imshow(np.eye(2), vmin=0, vmax=1)
-    panel.colorbar(image, ax=ax)
+    bar = panel.colorbar(image, ax=ax)
     panel.supxlabel("x")
     ax.set_ylabel("y")
+    # A colour bar must say what it shows: a label or a title.
+    assert unscaled_colours(fig) == ["a colour bar has no label"]
+    bar.ax.set_title("weight")
+    assert unscaled_colours(fig) == []
+    bar.ax.set_title("")
+    bar.set_label("weight")
+    assert unscaled_colours(fig) == []
+    # Scatter points coloured by values (c=...) need a bar too; points of one given colour do not.
+    fig = Figure()
+    ax = fig.add_subplot(xlabel="x", ylabel="y")
+    points = ax.scatter([0, 1, 2], [0, 1, 2], c=[0.0, 0.5, 1.0])
+    ax.scatter([0, 1], [1, 0], c="tab:red")
+    assert unscaled_colours(fig) == ["PathCollection in 'untitled axes' has no colour bar"]
+    fig.colorbar(points, ax=ax, label="value")
     assert unscaled_colours(fig) == []
     assert plot_png(heat_map(bar=False))[1]["unscaled_colours"] == [
         "AxesImage in 'untitled axes' has no colour bar"]
@@ -214,6 +228,10 @@ def test_a_formulas_exponents_and_subscripts_are_measured():
     assert labelled(r"$e^{x_i}$")["font_pt"] == pytest.approx(0.49 * PLOT_FONT_PT)  # a script's script
     assert labelled("plain", log=True, formula_ticks=True)["font_pt"] == pytest.approx(0.7 * PLOT_FONT_PT)
     assert labelled("plain", log=True)["font_pt"] == PLOT_FONT_PT  # the book's log labels: plain text
+    # A Unicode subscript or superscript is a small glyph too (Fig 11.7's "W₂" of stop 42).
+    assert labelled("‖∂L/∂W₂‖")["font_pt"] == pytest.approx(display.UNICODE_SCRIPT_SCALE * PLOT_FONT_PT)
+    assert labelled("size 2¹⁰")["font_pt"] == pytest.approx(display.UNICODE_SCRIPT_SCALE * PLOT_FONT_PT)
+    assert labelled("‖∂L/∂W2‖, √|V|, ∂h(42)")["font_pt"] == PLOT_FONT_PT
     # 8.4 pt in a 480 px plot is 8.7 px on a phone: the book's test refuses it.
     assert phone_text_px(0.7 * PLOT_FONT_PT, 480) < MIN_TEXT_PX
     assert labelled("plain")["checked"] == list(PLOT_CHECKS)
@@ -257,6 +275,49 @@ def test_a_colour_bar_between_an_axes_and_its_title_is_found():
     squeezed.axes[0].set_position([0.1, 0.4, 0.8, 0.5])
     squeezed.axes[0].xaxis.labelpad = 60
     assert split_titles(squeezed) == ["a colour bar sits between 'untitled axes' and its x title 'key'"]
+    # A bar lying on the title itself (no layout engine to move it): found by both checks.
+    def bar_on_title(layout):
+        with matplotlib.rc_context(PLOT_STYLE):
+            fig = Figure(figsize=(4.8, 3), layout=layout)
+            ax = fig.add_subplot(xlabel="x title", ylabel="y")
+            fig.colorbar(ax.imshow(np.eye(4)), ax=ax, location="bottom", label="v")
+        return fig
+
+    on_title = bar_on_title(None)
+    assert split_titles(on_title) == ["a colour bar sits between 'untitled axes' and its x title 'x title'"]
+    assert text_overlaps(on_title) == ["'x title' overlaps a colour bar"]
+    clear = bar_on_title("constrained")  # the layout moves the bar clear
+    assert split_titles(clear) == [] and text_overlaps(clear) == []
+    # An inset axes (a colour bar drawn by inset_axes) on the title: text_overlaps finds it.
+    with matplotlib.rc_context(PLOT_STYLE):
+        inset = Figure(figsize=(4.8, 3))
+        ax = inset.add_subplot(xlabel="x title", ylabel="y")
+        inset.colorbar(ax.imshow(np.eye(4)), cax=ax.inset_axes([0.1, -0.25, 0.8, 0.05]),
+                       orientation="horizontal", label="v")
+    assert "'x title' overlaps a colour bar" in text_overlaps(inset)
+    def zoom(where):
+        with matplotlib.rc_context(PLOT_STYLE):
+            fig = Figure(figsize=(4.8, 3))
+            ax = fig.add_subplot(xlabel="x", ylabel="y", xlim=(0, 1), ylim=(0, 1))
+            ax.text(0.1, 0.9, "note", va="top")
+            ax.inset_axes(where, xticks=[], yticks=[])
+        return fig
+
+    assert text_overlaps(zoom([0.55, 0.1, 0.4, 0.4])) == []
+    assert text_overlaps(zoom([0.05, 0.5, 0.4, 0.4])) == ["'note' overlaps an inset axes ''"]  # on the note
+    # Two rows sharing a supxlabel, a bar under the top row: the bottom row lies between the top row
+    # and the title, so the bar does not separate them (stop 42's false positive).
+    with matplotlib.rc_context(PLOT_STYLE):
+        rows = Figure(figsize=(4.8, 5), layout="constrained")
+        top, bottom = rows.subplots(2, 1)
+        for ax in (top, bottom):
+            ax.imshow(np.eye(4), vmin=0, vmax=1, aspect="auto")
+        rows.colorbar(top.images[0], ax=top, location="bottom", label="v")
+        rows.supxlabel("shared x")
+        rows.supylabel("shared y")
+    assert split_titles(rows) == []
+    rows.colorbar(bottom.images[0], ax=bottom, location="bottom", label="v")  # under the bottom row: found
+    assert split_titles(rows) == ["a colour bar sits between 'untitled axes' and its x title 'shared x'"]
     assert plot_png(bar_and_title("bottom", figure_titles=True))[1]["split_titles"] == [
         "a colour bar sits between 'untitled axes' and its x title 'key'"]
 
@@ -300,6 +361,29 @@ def test_texts_colliding_with_each_other_or_the_data_are_found():
     crowded = labelled()
     crowded.axes[0].set_xticks([0.5, 0.52], ["long tick", "label"])
     assert text_overlaps(crowded) == ["'long tick' overlaps 'label'"]
+    # Filled shapes: a text or a legend over a bar or a fill_between area; beside them, nothing.
+    def filled(kind, where, legend=None):
+        with matplotlib.rc_context(PLOT_STYLE):
+            fig = Figure(figsize=(4.8, 3), layout="constrained")
+            ax = fig.add_subplot(xlabel="x", ylabel="y")
+            if kind == "bar":
+                ax.bar([0, 1], [1, 2], width=0.5, label="bars")
+            else:
+                ax.fill_between([0, 1], [0, 0], [1, 2], label="band")
+            ax.set(xlim=(-0.5, 1.5), ylim=(0, 4))
+            if where:
+                ax.text(*where, "label", ha="center", va="center")
+            if legend:
+                ax.legend(loc=legend)
+        return fig
+
+    assert text_overlaps(filled("bar", (1, 1))) == ["'label' touches the area of 'bars'"]
+    assert text_overlaps(filled("bar", (0, 3))) == []
+    assert text_overlaps(filled("fill", (0.5, 0.5))) == ["'label' touches the area of 'band'"]
+    assert text_overlaps(filled("fill", (0.2, 2.5))) == []  # above the sloping top edge, inside its box
+    assert legend_overlaps(filled("bar", None, legend="lower right")) == ["the legend of '' covers the area of 'bars'"]
+    assert legend_overlaps(filled("bar", None, legend="upper left")) == []
+    assert legend_overlaps(filled("fill", None, legend="lower right")) == ["the legend of '' covers the area of 'band'"]
     assert plot_png(labelled((0.25, 0.5)))[1]["text_overlaps"] == ["'label' touches 1 line segments of 'data'"]
 
 
@@ -316,9 +400,25 @@ def test_every_log_axis_is_labelled_in_plain_text():
         assert type(axis.get_major_formatter()) is display.PlainLogFormatter
         assert type(axis.get_minor_formatter()) is display.PlainLogFormatter
     shown = [t.get_text() for t in ax.get_xticklabels() if ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]]
-    assert shown == ["1e\N{MINUS SIGN}6", "1e\N{MINUS SIGN}4", "0.01", "1", "100"]
+    # One notation per axis: 1e−6 beside 1e−2, not 0.01 (Fig 4.4 of stop 42 mixed them).
+    assert shown == ["1e\N{MINUS SIGN}6", "1e\N{MINUS SIGN}4", "1e\N{MINUS SIGN}2", "1e0", "1e2"]
+    ax.set_xlim(0.01, 100)  # all decimals: kept
+    fig.draw_without_rendering()
+    assert [t.get_text() for t in ax.get_xticklabels() if 0.01 <= t.get_position()[0] <= 100] == [
+        "0.01", "0.1", "1", "10", "100"]
     # Less than a decade: matplotlib labels some minor ticks, in plain text too.
     ax.set_ylim(1.1, 1.9)
     fig.draw_without_rendering()
     assert [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()] != []
     assert not any("$" in t.get_text() for t in ax.get_yticklabels(minor=True) + ax.get_yticklabels())
+    # A base-2 axis: exact numbers, or powers of 2 where no short exact number exists (not '1e6').
+    assert [display.power_label(2.0**e, base=2) for e in (-15, -10, -5, 0, 5, 10, 15, 17, 20)] == [
+        "2^\N{MINUS SIGN}15", "2^\N{MINUS SIGN}10", "0.03125", "1", "32", "1024", "32768", "2^17", "2^20"]
+    assert display.power_label(2.0**20) == "1.05e6"  # base 10: three digits, not '1e6'
+    base2 = Figure()
+    ax = base2.add_subplot()
+    ax.plot([2.0**-15, 2.0**25], [1, 2])
+    ax.set_xscale("log", base=2)
+    base2.draw_without_rendering()
+    shown = [t.get_text() for t in ax.get_xticklabels() if ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]]
+    assert shown and all(label.startswith("2^") for label in shown), shown
