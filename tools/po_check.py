@@ -70,10 +70,10 @@ def inline_code(text: str) -> list[str]:
     return re.findall(r"`([^`]+)`", without_roles(text))
 
 
-def prose(text: str) -> str:
-    """The text less roles, inline code and maths (display and inline), each left as an ``x``."""
-    text = re.sub(r"\$\$.*?\$\$", "x", text, flags=re.S)
-    return MATHS.sub("x", re.sub(r"`[^`]*`", "x", ROLE.sub("x", text)))
+def prose(text: str, stand_in: str = "x") -> str:
+    """The text less roles, inline code and maths (display and inline), each left as ``stand_in``."""
+    text = re.sub(r"\$\$.*?\$\$", stand_in, text, flags=re.S)
+    return MATHS.sub(stand_in, re.sub(r"`[^`]*`", stand_in, ROLE.sub(stand_in, text)))
 
 
 def _is_punctuation(char: str) -> bool:
@@ -87,7 +87,9 @@ def emphasis_problems(text: str) -> list[str]:
     (CommonMark 6.2); next to Chinese punctuation that fails, e.g. `**“注意力”**机制`.
     Runs are paired in order, first an opener, then a closer.
     """
-    plain = prose(text)
+    # To CommonMark a role, code span or formula begins and ends with punctuation ({ ` $), so
+    # `一种**{term}`联想记忆 <x>`**` opens nothing: each stands in as "(x)", not as a letter.
+    plain = prose(text, "(x)")
     problems = []
     for stars in ("**", "*"):
         runs = [m for m in re.finditer(r"\*+", plain) if m.group() == stars]
