@@ -72,10 +72,10 @@ def test_emphasis_outside_the_punctuation_is_accepted():
 def test_bold_around_a_role_needs_a_space_next_to_chinese():
     """A role begins and ends with punctuation to CommonMark: `一种**{term}`…`**，` prints its
     asterisks (the zh build found 25 such in chapters 6 and 12); a space before the bold mends it."""
-    source = "a **{term}`associative memory`**, that is"
-    found = problems(source, "一种**{term}`联想记忆 <associative memory>`**，即")
+    source = "a **{term}`attention`**, that is"
+    found = problems(source, "一种**{term}`注意力 <attention>`**，即")
     assert any("opening '**'" in problem for problem in found), found
-    assert problems(source, "一种 **{term}`联想记忆 <associative memory>`**，即") == []
+    assert problems(source, "一种 **{term}`注意力 <attention>`**，即") == []
 
 
 def test_display_maths_is_exempt_from_the_emphasis_rule():
