@@ -12,7 +12,11 @@ this closes what they leave:
   ``tools/po_check.py`` and the catalogue tests match against the extracted pages.
 * **Settings the packages fix in English.** sphinx-togglebutton translates its hint when it is
   imported, before the language is known (and ships ``zh-cn``, not ``zh_CN``); Jupyter Book
-  sets the search box's placeholder as a theme option. Both are set here per edition (``UI``).
+  sets the search box's placeholder as a theme option; the book's title and author come from
+  ``_config.yml``. They are set here per edition (``UI``). sphinx-book-theme writes its sidebar
+  buttons' titles into two templates in English: ``_ext/templates-translated/`` has them
+  through ``_()``, ahead of the theme's in a translated edition's ``templates_path``.
+* **The parts' captions** in the sidebar (``ToctreeCaptions``).
 * **Chinese search.** Sphinx's zh search segments text with jieba; ``html_search_options["dict"]``
   (the zh builds only; an absolute path, since Sphinx opens it from the current directory) is
   ``_ext/zh_search_dict.txt``, the glossary's Chinese terms (``tools/zh_search_dict.py``), so a
@@ -26,14 +30,20 @@ import gettext
 import io
 from pathlib import Path
 
+from sphinx import addnodes
 from sphinx import locale as sphinx_locale
+from sphinx.transforms import SphinxTransform
 
 HERE = Path(__file__).resolve().parent
 CATALOGUES = HERE / "locale"
+# sphinx-book-theme components whose English is written into the template, made translatable.
+TEMPLATES = HERE / "templates-translated"
 SEARCH_DICTIONARY = HERE / "zh_search_dict.txt"
 
 UI = {
     "zh_CN": {
+        "html_title": "注意力、序列模型与记忆",  # the book's title, as the sidebar and <title> show it
+        "author": "本书作者",
         "search_bar_text": "搜索本书…",
         "togglebutton_hint": "点击显示",
         "togglebutton_hint_hide": "点击隐藏",
@@ -65,6 +75,9 @@ def _config_inited(app, config):
                                       "dict": str(SEARCH_DICTIONARY)}
     settings = UI.get(language)
     if settings:
+        config.html_title, config.author = settings["html_title"], settings["author"]
+        if str(TEMPLATES) not in config.templates_path:
+            config.templates_path = [str(TEMPLATES), *config.templates_path]
         config.html_theme_options = {**(config.html_theme_options or {}),
                                      "search_bar_text": settings["search_bar_text"]}
         for name in ("togglebutton_hint", "togglebutton_hint_hide"):
@@ -78,7 +91,7 @@ def _override_catalogues(app):
     folder = CATALOGUES / _language(app.config) / "LC_MESSAGES"
     for po in sorted(folder.glob("*.po")):
         ours = read_catalogue(po)
-        key = ("sphinx", po.stem)
+        key = ("general", po.stem)  # (namespace, catalogue), as sphinx.locale.init keys them
         existing = sphinx_locale.translators.get(key)
         if isinstance(existing, gettext.GNUTranslations):
             existing._catalog.update({k: v for k, v in ours._catalog.items() if k != ""})
@@ -86,7 +99,31 @@ def _override_catalogues(app):
             sphinx_locale.translators[key] = ours
 
 
+class ToctreeCaptions(SphinxTransform):
+    """The parts of ``_toc.yml`` ("Part I — Building blocks"), the sidebar's captions:
+    sphinx-external-toc inserts its toctrees (priority 100) after Sphinx's translation step, so
+    their captions stayed English; translated here from the page's catalogue, which has them."""
+
+    default_priority = 101
+
+    def apply(self, **kwargs):
+        if _language(self.config) == "en":
+            return
+        from editions import translator_for
+
+        toctrees = [node for node in self.document.findall(addnodes.toctree) if node.get("caption")]
+        if not toctrees:
+            return
+        catalogue = translator_for(self.env, self.env.docname)
+        for toctree in toctrees:
+            text = catalogue.gettext(toctree["caption"])
+            if text:
+                toctree["caption"] = toctree["rawcaption"] = text
+
+
 def setup(app):
-    app.connect("config-inited", _config_inited)
+    # Before sphinx-togglebutton's own handler (priority 500), which writes its hints into the pages.
+    app.connect("config-inited", _config_inited, priority=400)
     app.connect("builder-inited", _override_catalogues)
+    app.add_transform(ToctreeCaptions)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

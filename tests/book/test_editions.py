@@ -86,9 +86,12 @@ def test_the_chinese_search_index_has_every_glossary_term():
 
 
 def test_the_english_search_index_stays_english():
+    """Sphinx's English splitter, not jieba: the glossary's Chinese is indexed as written (梯度裁剪
+    after " / "), never cut into jieba's words (裁剪); and no Chinese page is in it."""
     index = search_index(BUILD)
-    assert "attent" in index["terms"] and not any(HAN.search(term) for term in index["terms"])
+    assert "attent" in index["terms"] and "梯度裁剪" in index["terms"] and "裁剪" not in index["terms"]
     assert all(not name.startswith(ZH) for name in index["docnames"])
+    assert "裁剪" in search_index(zh_build())["terms"]
 
 
 # A query typed into a page's search box, and the pages the search page lists for it.
@@ -100,7 +103,7 @@ QUERIES = [
 
 
 def search_results(visit, server, query: str) -> list[str]:
-    """Type ``query`` into the page's search box as a reader does; the result pages, in order."""
+    """Type ``query`` into the page's search box as a reader does; the pages found, in order."""
     page = visit.page
     page.keyboard.press("Control+k")  # the theme's shortcut opens its search dialog
     box = page.locator("input[name='q']:visible").first
@@ -112,7 +115,8 @@ def search_results(visit, server, query: str) -> list[str]:
                            " return s && s.textContent.trim().length > 0; }", timeout=20000)
     hrefs = page.eval_on_selector_all("#search-results ul.search li a:first-of-type",
                                       "links => links.map(a => a.href)")
-    return [re.sub(r"^https?://[^/]+/", "", href).split("#")[0].split("?")[0] for href in hrefs]
+    pages = [re.sub(r"^https?://[^/]+/", "", href).split("#")[0].split("?")[0] for href in hrefs]
+    return list(dict.fromkeys(pages))  # each page once (a glossary entry and its page both match)
 
 
 @pytest.mark.parametrize("start, query, expected", QUERIES)
@@ -133,28 +137,37 @@ def test_a_query_typed_into_the_search_box_finds_its_page(server, browser, start
 
 
 class Interface(HTMLParser):
-    """A page's interface text: text outside ``<article>`` and outside scripts, styles and code,
-    and the ``title``, ``aria-label`` and ``placeholder`` attributes (of the whole page)."""
+    """A page's interface text: its text and its ``title``, ``aria-label`` and ``placeholder``
+    attributes outside ``<article>`` (the translated content, whose citations' titles and
+    explorers' labels may stay as written), scripts, styles, code and the language switch
+    (which names the other edition in its own language)."""
 
     ATTRIBUTES = ("title", "aria-label", "placeholder")
     SKIP = {"script", "style", "pre", "code", "article", "svg", "math", "noscript"}
+    VOID = {"meta", "link", "img", "input", "br", "hr", "source", "wbr", "col", "area", "embed", "track"}
 
     def __init__(self):
         super().__init__()
-        self.stack, self.texts = [], []
+        self.stack, self.texts = [], []  # (tag, whether it starts a skipped region)
+
+    def skipping(self) -> bool:
+        return any(skip for _, skip in self.stack)
 
     def handle_starttag(self, tag, attrs):
-        self.texts += [value for name, value in attrs if name in self.ATTRIBUTES and value]
-        if tag not in ("meta", "link", "img", "input", "br", "hr", "source"):
-            self.stack.append(tag)
+        attrs = dict(attrs)
+        skip = tag in self.SKIP or "book-language-switch" in (attrs.get("class") or "")
+        if not (skip or self.skipping()):
+            self.texts += [attrs[name] for name in self.ATTRIBUTES if attrs.get(name)]
+        if tag not in self.VOID:
+            self.stack.append((tag, skip))
 
     def handle_endtag(self, tag):
-        if tag in self.stack:
-            while self.stack and self.stack.pop() != tag:
+        if any(open_tag == tag for open_tag, _ in self.stack):
+            while self.stack and self.stack.pop()[0] != tag:
                 pass
 
     def handle_data(self, data):
-        if data.strip() and not any(tag in self.SKIP for tag in self.stack):
+        if data.strip() and not self.skipping():
             self.texts.append(data.strip())
 
 
@@ -169,6 +182,7 @@ def english_interface(html: str) -> list[str]:
     parser.feed(html)
     found = []
     for text in parser.texts:
+        text = re.sub(r"\\\(.*?\\\)", "", text)  # inline maths in a heading (the page's outline)
         words = [w for w in re.findall(r"[A-Za-z][A-Za-z'’-]*", text) if w not in NOT_ENGLISH]
         if len(words) >= 2 and not HAN.search(text):
             found.append(text[:60])
@@ -193,6 +207,8 @@ def test_the_interface_check_sees_english():
     assert any("Link to this heading" in text for text in english)
     assert english_interface('<a title="在 GitHub 上打开">x</a><p>打印为 PDF</p>') == []
     assert english_interface('<button aria-label="Toggle navigation"></button>') == ["Toggle navigation"]
+    assert english_interface('<article><p>Attention is all</p><a title="A. Vaswani, N. Shazeer">[1]</a>'
+                             '</article><a class="book-language-switch">English edition</a>') == []
 
 
 # --- the font -----------------------------------------------------------------------------------
@@ -204,10 +220,11 @@ def cjk_families() -> set[str]:
     return {name.strip() for line in listed.splitlines() for name in line.split(",") if name.strip()}
 
 
-# Marks the first element of a selector whose own text (its text children) has Chinese; that text.
+# Marks the first shown element of a selector whose own text (its text children) has Chinese; that text.
 PROBE = """selector => {
   const own = e => [...e.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join('');
-  const element = [...document.querySelectorAll(selector)].find(e => /[\\u4e00-\\u9fff]/.test(own(e)));
+  const element = [...document.querySelectorAll(selector)]
+    .find(e => e.getClientRects().length && /[\\u4e00-\\u9fff]/.test(own(e)));
   if (!element) return null;
   element.setAttribute('data-font-probe', '');
   return own(element);
