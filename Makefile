@@ -47,9 +47,12 @@ PDF_HTML_URL ?=
 pdf: book chromium
 	$(BIN)/python tools/pdf.py $(if $(PDF_HTML_URL),--html-url $(PDF_HTML_URL))
 
-# Debian's Chromium drives the browser tests (playwright never downloads a browser here).
+# Debian's Chromium drives the browser tests (playwright never downloads a browser here), with a
+# font that has Chinese glyphs for the Chinese edition (fonts-wqy-microhei, 5 MB; fonts-noto-cjk is
+# ten times larger): without one Chromium draws its text as boxes (tests/book/test_editions.py).
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+	@fc-list :lang=zh family | grep -q . || { apt-get update -qq && apt-get install -y -qq fonts-wqy-microhei >/dev/null; }
 
 # Debian's bubblewrap isolates each graded submission (see the instructor guide).
 sandbox:

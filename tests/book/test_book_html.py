@@ -24,15 +24,31 @@ pytestmark = pytest.mark.browser
 BUILD = Path(os.environ.get("BOOK_HTML", Path(__file__).resolve().parents[2] / "_build" / "html"))
 WIDTHS = [390, 1024, 1366]  # a phone, a small laptop (drawer navigation below 992 px), a desktop
 NARROW = 992  # the themes' breakpoint: below it the sidebars are drawers
+# The translated editions (issue 32, ``_ext/editions.py``): each a folder of BUILD holding the
+# same pages. A reader's checks (offline, maths typeset, explorers respond, nothing cut at any
+# width, captions and alt text, no raw TeX) also run on these pages of each: the introduction,
+# the chapters with the most explorers and the widest tables, and the glossary. A translation
+# changes the prose around the shared code, maths and figures; a sample keeps the time small.
+EDITIONS = ["zh_CN"]
+EDITION_SAMPLES = ["intro.html", "chapters/09_attention.html", "chapters/11_transformer.html",
+                   "backmatter/glossary.html"]
 
 
 def book_pages() -> list[str]:
+    """The English edition's pages (the translated editions' folders excluded)."""
     skip = {"genindex.html", "search.html"}
     return sorted(
         p.relative_to(BUILD).as_posix()
         for p in BUILD.rglob("*.html")
         if not p.relative_to(BUILD).parts[0].startswith("_") and p.name not in skip
+        and p.relative_to(BUILD).parts[0] not in EDITIONS
     )
+
+
+def in_editions(pages: list[str]) -> list[str]:
+    """``pages``, then those of them in ``EDITION_SAMPLES`` in each translated edition."""
+    return pages + [f"{edition}/{page}" for edition in EDITIONS for page in pages
+                    if page in EDITION_SAMPLES and (BUILD / edition / page).is_file()]
 
 
 def content_pages() -> list[str]:
@@ -102,7 +118,7 @@ def test_the_book_has_pages_and_explorers():
     assert "chapters/09_attention.html" in explorer_pages()
 
 
-@pytest.mark.parametrize("page", book_pages() if BUILD.is_dir() else ["index.html"])
+@pytest.mark.parametrize("page", in_editions(book_pages()) if BUILD.is_dir() else ["index.html"])
 def test_page_is_offline_and_error_free(server, browser, page):
     visit = Visit(browser, f"{server}/{page}")
     try:
@@ -122,7 +138,7 @@ def test_chapters_and_intro_have_maths():
     assert "intro.html" in pages and all(p in pages for p in book_pages() if p.startswith("chapters/"))
 
 
-@pytest.mark.parametrize("page", maths_pages() if BUILD.is_dir() else [])
+@pytest.mark.parametrize("page", in_editions(maths_pages()) if BUILD.is_dir() else [])
 def test_maths_is_typeset(server, browser, page):
     visit = Visit(browser, f"{server}/{page}")
     try:
@@ -139,7 +155,7 @@ def test_maths_is_typeset(server, browser, page):
         visit.close()
 
 
-@pytest.mark.parametrize("page", explorer_pages() if BUILD.is_dir() else [])
+@pytest.mark.parametrize("page", in_editions(explorer_pages()) if BUILD.is_dir() else [])
 def test_every_control_changes_the_figure(server, browser, page):
     visit = Visit(browser, f"{server}/{page}")
     try:
@@ -249,7 +265,7 @@ def layouts(server, browser) -> dict[int, dict[str, dict]]:
     found = {width: {} for width in WIDTHS}
     visit = Visit(browser, f"{server}/intro.html")
     try:
-        for page in content_pages():
+        for page in in_editions(content_pages()):
             visit.page.goto(f"{server}/{page}", wait_until="load")
             visit.wait_for_maths()
             for width in WIDTHS:
@@ -316,7 +332,7 @@ def _leftovers(texts: list[str], markers) -> list[str]:
     return [text.strip()[:80] for text in texts if any(marker in text for marker in markers)]
 
 
-@pytest.mark.parametrize("page", content_pages() if BUILD.is_dir() else [])
+@pytest.mark.parametrize("page", in_editions(content_pages()) if BUILD.is_dir() else [])
 def test_no_raw_tex_or_markdown_is_left_on_the_page(server, browser, page):
     visit = Visit(browser, f"{server}/{page}")
     try:
@@ -353,7 +369,7 @@ def test_benchmark_tables_are_tables():
     assert page.read_text().count("<table") >= 7, "the Benchmarks page's Markdown tables were not rendered"
 
 
-@pytest.mark.parametrize("page", content_pages() if BUILD.is_dir() else [])
+@pytest.mark.parametrize("page", in_editions(content_pages()) if BUILD.is_dir() else [])
 def test_figures_have_captions_and_images_alt_text(server, browser, page):
     visit = Visit(browser, f"{server}/{page}")
     try:
