@@ -207,7 +207,7 @@ def _smallest_glyph_pt(s: str, prop, ismath) -> float:
     if not ismath:
         return size
     glyphs = _math_parser().parse(s, 72, prop).glyphs
-    return min((glyph[1] for glyph in glyphs), default=size)
+    return min(min((glyph[1] for glyph in glyphs), default=size), size)
 
 
 @contextlib.contextmanager
@@ -732,7 +732,18 @@ class PlainLogFormatter(matplotlib.ticker.LogFormatter):
     def format_ticks(self, values):
         self._powers = False
         labels = super().format_ticks(values)
-        if any("e" in label or "^" in label for label in labels):
+        # matplotlib also formats ticks just outside the view: only those in view decide
+        low, high = (
+            sorted(self.axis.get_view_interval())
+            if self.axis
+            else (-math.inf, math.inf)
+        )
+        shown = [
+            label
+            for value, label in zip(values, labels)
+            if low * (1 - 1e-9) <= value <= high * (1 + 1e-9)
+        ]
+        if any("e" in label or "^" in label for label in shown):
             self._powers = True
             labels = super().format_ticks(values)
             self._powers = False
