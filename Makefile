@@ -49,7 +49,7 @@ pdf: book chromium
 
 # Debian's Chromium drives the browser tests (playwright never downloads a browser here), with a
 # font that has Chinese glyphs for the Chinese edition (fonts-wqy-microhei, 5 MB; fonts-noto-cjk is
-# ten times larger): without one Chromium draws its text as boxes (tests/book/test_editions.py).
+# ten times larger): without one Chromium draws its text as boxes (tests/book/test_chinese_search_and_interface.py).
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 	@fc-list :lang=zh family | grep -q . || { apt-get update -qq && apt-get install -y -qq fonts-wqy-microhei >/dev/null; }
