@@ -62,18 +62,26 @@ def test_site_weight_tables_mark_the_goals():
                                                "first_load": _first(1.6e6, 0.4e6, 0.9e6)},
                         "chapters/03_c.html": {"bytes": 1e6, "gzip_bytes": 1e6, "requests": 9, "dom_content_loaded_ms": 100.0,
                                                "load_ms": 250.0, "typeset_ms": 400.0, "first_explorer_ms": None,
-                                               "first_load": _first(1.5e6, 0.4e6, 0.9e6)}}}
+                                               "first_load": _first(1.5e6, 0.4e6, 0.9e6)},
+                        "chapters/04_d.html": {"bytes": 1e6, "gzip_bytes": 1e6, "requests": 9, "dom_content_loaded_ms": 100.0,
+                                               "load_ms": 250.0, "typeset_ms": 400.0, "first_explorer_ms": None,
+                                               "first_load": _first(1.499e6, 0.4e6, 0.9e6)}}}
     text = site_weight_tables(weight)
     assert "| whole site | 30.00 MB | ≤ 25 MB | ✗ missed |" in text
     assert "| chapters/01_a.html | 2.50 MB | 1.00 MB | 9 | 0.10 s | 0.25 s | 0.40 s | 0.30 s | ✓ |" in text
     assert "| chapters/02_b.html | 3.50 MB |" in text
     assert "| 1.50 s | ✗ over 3 MB, explorer after 1 s |" in text
     assert "| no explorer | ✓ |" in text
-    # first load, uncompressed and gzip, where it goes ("–": nothing of that kind), against 1.5 MB
-    assert "| chapters/01_a.html | 1.20 MB | 0.30 MB | 20 | 300 KB | 600 KB | – | – | – | – | – | ✓ |" in text
-    assert "| chapters/02_b.html | 1.60 MB | 0.40 MB | 20 | 400 KB | 900 KB |" in text
-    assert "| – | ✗ over 1.5 MB |" in text
-    assert "| chapters/03_c.html | 1.50 MB | 0.38 MB | 20 | 400 KB | 900 KB | – | – | – | – | – | ✓ |" in text
+    # first load to the KB (uncompressed), gzip, where it goes ("–": nothing of that kind), the margin to 1.5 MB
+    assert "goal: at most 1.5 MB (1,500 KB) uncompressed" in text
+    assert "| chapters/01_a.html | 1,200 KB | 0.30 MB | 20 | 300 KB | 600 KB | – | – | – | – | – | ✓ 300 KB under |" in text
+    assert "| chapters/02_b.html | 1,600 KB | 0.40 MB | 20 | 400 KB | 900 KB |" in text
+    assert "| – | ✗ 100 KB over |" in text
+    assert "| chapters/03_c.html | 1,500 KB | 0.38 MB | 20 | 400 KB | 900 KB | – | – | – | – | – | ✓ 0 KB under |" in text
+    # the near misses are named, and only they: 1.5 MB exactly and 1 KB under, not 300 KB under nor 1 B over
+    assert "Met by less than 15 KB (" in text and "): chapters/03_c.html (0 KB under), chapters/04_d.html (1 KB under)." in text
+    weight["pages"] = {"chapters/05_e.html": dict(weight["pages"]["chapters/01_a.html"], first_load=_first(1.500001e6, 0.4e6, 0.9e6))}
+    assert "Met by" not in site_weight_tables(weight) and "✗ 0 KB over" in site_weight_tables(weight)
 
 
 def test_resource_kinds():
@@ -573,8 +581,9 @@ def test_a_first_load_fetches_mathjax_without_its_menu_and_only_style_rules_that
 
 @pytest.mark.browser
 @pytest.mark.xfail(strict=True, reason="not met on 3 chapters: first loads are 1.39-1.64 MB (chapters 2, 6 and 11 "
-                   "over 1.5 MB), of which MathJax's components are 0.77 MB and the pages' own HTML 0.21-0.50 MB "
-                   "(issue 31)")
+                   "over 1.5 MB), of which MathJax's components are 0.77 MB and the pages' own HTML 0.21-0.50 MB; "
+                   "chapters 7, 10 and 12 meet it by 1, 6 and 10 KB only (1,498,981, 1,494,041 and 1,489,566 B), "
+                   "so a few more paragraphs would cross it (issue 31)")
 def test_every_chapter_first_load_meets_the_goal(first_loads):
     over = {page: round(m["bytes"] / 1e6, 2) for page, m in first_loads.items() if m["bytes"] > GOALS["first_load_mb"] * 1e6}
     assert over == {}
