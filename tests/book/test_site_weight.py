@@ -670,6 +670,40 @@ def test_mathjax_menu_loads_on_the_first_right_click_or_space_and_serves_every_f
             browser.close()
 
 
+@pytest.mark.browser
+@pytest.mark.parametrize("settings", ['{"explorer":true}', '{"explorer":true,"assistiveMml":false}'])
+def test_a_reader_who_activated_the_explorer_still_gets_every_formula_typeset(settings):
+    """The menu's Accessibility > Activate is saved (localStorage) and loads a11y/explorer on every later page,
+    which needs MathJax's MathML input: the formulas in view are typeset, enriched for speech, and no MathJax
+    file is missing. (Without input/mml.js in the build, every page 404s on it and shows its maths as TeX.)"""
+    from playwright.sync_api import sync_playwright
+
+    _built()
+    with serve(BUILD) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            context = browser.new_context(viewport={"width": 1366, "height": 900})
+            context.add_init_script(f"localStorage.setItem('MathJax-Menu-Settings', {json.dumps(settings)})")
+            page = context.new_page()
+            missing, errors = [], []
+            page.on("response", lambda r: r.status >= 400 and missing.append(r.url))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(f"{url}/chapters/02_optimisers.html", wait_until="load")
+            try:
+                page.wait_for_function(_VISIBLE_FORMULA_JS, timeout=15_000)
+                page.wait_for_function("() => document.querySelector('mjx-container[data-semantic-speech], "
+                                       "mjx-container [data-semantic-speech]')", timeout=15_000)
+            except Exception:
+                pytest.fail(f"no formula typeset with the explorer on; missing files {missing}, errors {errors}")
+            in_view = page.evaluate(_VISIBLE_FORMULA_JS)
+            assert in_view >= 3
+            assert page.evaluate("() => document.querySelectorAll('mjx-container mjx-merror').length") == 0
+            assert missing == [] and errors == []
+            context.close()
+        finally:
+            browser.close()
+
+
 # ---- the style rules and code spans that were dropped ----------------------------------------------------------
 
 def _dropped_selectors(words: set) -> list[str]:
