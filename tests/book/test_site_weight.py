@@ -765,6 +765,59 @@ _STATES = [
 ]
 
 
+# Every rule of a sheet as Chromium reads it, with the @media/@supports it sits in (font faces left out: the build
+# points them at the subset fonts).
+_FLAT_RULES_JS = """text => { const s = new CSSStyleSheet(); s.replaceSync(text); const out = [];
+  const walk = (rules, where) => { for (const r of rules) {
+    if (r.cssRules && r.conditionText !== undefined) walk(r.cssRules, where + '@' + r.conditionText + ' ');
+    else if (!(r instanceof CSSFontFaceRule)) out.push(where + r.cssText); } };
+  walk(s.cssRules, ''); return out; }"""
+
+
+def _kept_rules_missing_from_served(page, words: set, served: dict) -> dict:
+    """Per purged sheet: the rules purge_css keeps from the sheet as shipped (the theme's after its unused icon
+    rules are trimmed, as the build does) that the served sheet ``served[name]`` lacks, or holds in excess."""
+    originals = _original_style_sheets()
+    icons = page_assets._used_icon_names(BUILD)
+    report = {}
+    for name, css in originals.items():
+        if not any(__import__("fnmatch").fnmatch(name, pattern) for pattern in page_assets.PURGED_SHEETS):
+            continue
+        if name == "styles/pydata-sphinx-theme.css":
+            css = page_assets.trim_icon_rules(css, icons)[0]
+        kept = set(page.evaluate(_FLAT_RULES_JS, page_assets.purge_css(css, words)))
+        there = set(page.evaluate(_FLAT_RULES_JS, served[name]))
+        if kept != there:
+            report[name] = {"missing": sorted(kept - there)[:5], "extra": sorted(there - kept)[:5]}
+    return report
+
+
+@pytest.mark.browser
+def test_served_style_sheets_hold_exactly_the_rules_the_purge_keeps():
+    """The sheets the book serves, read by Chromium, hold every rule purge_css keeps given the build's words, and
+    no other: a stale sheet (purged with an older build's words), one purged with a word too few, or one left
+    unpurged fails it."""
+    from playwright.sync_api import sync_playwright
+
+    words = _build_words()
+    served = {name: (BUILD / "_static" / name).read_text(encoding="utf-8") for name in _original_style_sheets()
+              if (BUILD / "_static" / name).is_file()}
+    assert "styles/pydata-sphinx-theme.css" in served and "styles/sphinx-book-theme.css" in served
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page()
+            assert _kept_rules_missing_from_served(page, words, served) == {}
+            theme = "styles/pydata-sphinx-theme.css"
+            wrong = dict(served, **{theme: page_assets.purge_css(served[theme], words - {"bd-header"})})
+            assert ".bd-header" in str(_kept_rules_missing_from_served(page, words, wrong)[theme]["missing"])
+            unpurged = dict(served, **{theme: page_assets.trim_icon_rules(_original_style_sheets()[theme],
+                                                                           page_assets._used_icon_names(BUILD))[0]})
+            assert _kept_rules_missing_from_served(page, words, unpurged)[theme]["extra"]
+        finally:
+            browser.close()
+
+
 @pytest.mark.browser
 def test_purged_style_rules_match_nothing_in_the_book():
     """Every rule purge_css dropped from the theme's sheets matches no element of the book's pages: all chapters
