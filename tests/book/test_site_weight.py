@@ -885,6 +885,7 @@ def test_code_without_its_plain_token_spans_draws_every_character_alike():
     from playwright.sync_api import sync_playwright
 
     plain = frozenset({"n", "p", "w", "nn"})
+    assert page_assets.build_plain_tokens(BUILD / "_static") == plain  # the classes the build unwrapped
     css = (BUILD / "_static" / "pygments.css").read_text()
     assert all(f".highlight .{name}{{color:" in css for name in plain)  # the rules the spans drew with
     assert page_assets.plain_code_rules(css).split("{")[0] in css
@@ -924,3 +925,68 @@ def test_code_without_its_plain_token_spans_draws_every_character_alike():
         assert alike(drawn[theme, "spans"], drawn[theme, "bare"]), (theme, shift)
         assert not alike(drawn[theme, "other"], drawn[theme, "spans"]), theme
         assert not alike(drawn[theme, "unruled"], drawn[theme, "spans"]), theme
+
+
+# Per non-space character of the pre of the block ``selector``: the character, its colour, its token class ('' if none;
+# the code-line spans of _ext/code_lines.py are not tokens).
+_BLOCK_CHARS_JS = """selector => {
+  const pre = document.querySelector(selector + ' pre'), out = [];
+  const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    let token = node.parentElement;
+    while (token !== pre && !(token.className && !token.className.startsWith('code-'))) token = token.parentElement;
+    const cls = token === pre ? '' : token.className, colour = getComputedStyle(node.parentElement).color;
+    for (const c of node.data) if (c.trim()) out.push([c, colour, cls]);
+  }
+  return out;
+}"""
+
+
+@pytest.mark.browser
+def test_a_real_python_block_draws_alike_with_and_without_its_plain_token_spans():
+    """The first Python block of chapter 9 as served (its plain tokens unwrapped) and the same code with every span
+    Pygments gives it (lexed again, as Sphinx did), each in a Python block of that page: every character has the
+    same colour in light and dark mode. The lexing is checked first: unwrapping it gives the served block's token
+    classes character for character. The unwrapped code in a plain-text block (no pre rule) draws differently."""
+    from html import unescape
+
+    from playwright.sync_api import sync_playwright
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import get_lexer_by_name
+
+    plain = page_assets.build_plain_tokens(BUILD / "_static")
+    html = (BUILD / "chapters" / "09_attention.html").read_text(encoding="utf-8")
+    block = re.search(r'<div class="highlight-ipython3 notranslate"><div class="highlight"><pre>(.*?)</pre>', html, re.S)
+    code = unescape(re.sub(r"<[^>]+>", "", block.group(1)))
+    assert len(code) > 300 and not re.search(r'<span class="(%s)">' % "|".join(plain), block.group(1))
+    spans = highlight(code, get_lexer_by_name("ipython3", stripnl=False), HtmlFormatter(nowrap=True))
+    head = '<div class="highlight-ipython3 notranslate"><div class="highlight"><pre>'
+    unwrapped = page_assets.unwrap_plain_tokens(f"{head}{spans}</pre>", plain)[len(head):-6]
+    assert '<span class="n">' in spans
+    drawn = {}
+    with serve(BUILD) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            page.goto(f"{url}/chapters/09_attention.html", wait_until="load")
+            # copies of the first block just after it: its code with every span, unwrapped again, and that in a
+            # plain-text block
+            page.evaluate("""([spans, unwrapped]) => {
+              const first = document.querySelector('div.highlight-ipython3'); first.id = 'served';
+              for (const [html, kind, id] of [[unwrapped, 'text', 'text'], [unwrapped, 'ipython3', 'unwrapped'],
+                                              [spans, 'ipython3', 'spans']]) {
+                const copy = first.cloneNode(true); copy.className = `highlight-${kind} notranslate`; copy.id = id;
+                copy.querySelector('pre').innerHTML = html; first.after(copy); } }""", [spans, unwrapped])
+            for theme in ("light", "dark"):
+                page.evaluate("t => document.documentElement.setAttribute('data-theme', t)", theme)
+                for name in ("served", "spans", "unwrapped", "text"):
+                    drawn[theme, name] = page.evaluate(_BLOCK_CHARS_JS, f"#{name}")
+        finally:
+            browser.close()
+    for theme in ("light", "dark"):
+        served, spanned, unwrapped_again = drawn[theme, "served"], drawn[theme, "spans"], drawn[theme, "unwrapped"]
+        assert [c[::2] for c in unwrapped_again] == [c[::2] for c in served], theme  # same text, same token classes
+        assert len(served) > 300 and {c[2] for c in spanned} >= set(plain) - {"w"}
+        assert [c[:2] for c in spanned] == [c[:2] for c in served], theme
+        assert [c[:2] for c in drawn[theme, "text"]] != [c[:2] for c in served], theme
