@@ -671,6 +671,36 @@ def test_mathjax_menu_loads_on_the_first_right_click_or_space_and_serves_every_f
 
 
 @pytest.mark.browser
+def test_a_formula_shows_a_progress_cursor_while_its_menu_loads():
+    """The first right-click holds the browser's menu back while ui/menu downloads (held here until checked): the
+    formula shows a progress cursor meanwhile, and its own cursor again once MathJax's menu is open."""
+    from playwright.sync_api import sync_playwright
+
+    _built()
+    with serve(BUILD) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            context, page, requested, errors = _visit(browser, f"{url}/chapters/09_attention.html")
+            held = []
+            page.route("**/mathjax/ui/menu.js", lambda route: held.append(route))
+            formula = page.locator("mjx-container[jax=CHTML]").filter(visible=True).first
+            before = formula.evaluate("c => getComputedStyle(c).cursor")
+            formula.click(button="right")
+            for _ in range(50):
+                if held:
+                    break
+                page.wait_for_timeout(100)
+            assert held and page.locator(".CtxtMenu_Menu").count() == 0
+            assert formula.evaluate("c => getComputedStyle(c).cursor") == "progress" != before
+            held[0].continue_()
+            page.locator(".CtxtMenu_Menu").wait_for(state="visible", timeout=15_000)
+            assert formula.evaluate("c => getComputedStyle(c).cursor") == before and errors == []
+            context.close()
+        finally:
+            browser.close()
+
+
+@pytest.mark.browser
 @pytest.mark.parametrize("settings", ['{"explorer":true}', '{"explorer":true,"assistiveMml":false}'])
 def test_a_reader_who_activated_the_explorer_still_gets_every_formula_typeset(settings):
     """The menu's Accessibility > Activate is saved (localStorage) and loads a11y/explorer on every later page,
