@@ -7,8 +7,8 @@
   its font data, lazy typesetting, assistive MathML), the TeX extensions they may autoload,
   the CHTML fonts, and what is loaded on demand: the contextual menu
   (``_static/math-menu.js`` loads it on a reader's first right-click or Space on a formula)
-  and what the menu loads (accessibility, English speech rules). The combined bundles, SVG
-  output and speech rules of other languages (about 20 MB) stay out.
+  and what the menu loads (accessibility, the MathML input its explorer needs, English speech
+  rules). The combined bundles, SVG output and speech rules of other languages (about 20 MB) stay out.
   A missing MathJax fails the build at start-up, not after a long build.
 * Replaces pydata-sphinx-theme's ``fontawesome.js`` (1.5 MB on every page, there "so
   that users can add custom icons") by an empty script: the book adds none, and the
@@ -81,6 +81,7 @@ MATHJAX_FILES = (
     "startup.js",  # mathjax_path: the loader, which loads the components below (_config.yml)
     "core.js",
     "input/tex.js",  # TeX with the base, ams, newcommand, require, autoload, configmacros packages
+    "input/mml.js",  # MathML input: a11y/explorer (the menu's Accessibility > Activate) loads it on every page
     "output/chtml.js",
     "output/chtml/fonts/tex.js",  # the TeX fonts' metrics, loaded by output/chtml
     "input/tex/extensions",  # autoloaded by TeX macros that are not in the bundle

@@ -1,8 +1,7 @@
 /* MathJax's contextual menu (Show Math As, Copy, Math Settings, Accessibility), loaded on first use.
  *
- * The book loads MathJax as separate components without `ui/menu` (_config.yml): the menu is 426 KB,
- * more than a third of the `tex-chtml` bundle, and few readers open it. This script keeps it one
- * right-click or key press away:
+ * The book loads MathJax's components without `ui/menu` (_config.yml): 426 KB that few readers
+ * use. This script keeps it one right-click or key press away:
  *   - every typeset formula is focusable (tabindex 0), as the menu makes it, so a keyboard reader
  *     can reach a formula (and scroll a wide one, _static/fit.js) before the menu exists;
  *   - the first right-click on a formula, or Space on a focused one (the menu's own key), loads
@@ -127,8 +126,13 @@
 
   // Ask again once the menu is there, on the same formula: the right-click is repeated; for the key,
   // the menu is posted as its own key handler would (a script cannot make a key event with a key code).
+  // Meanwhile the formula shows a progress cursor (the browser's own menu is held back).
   function repeat(container, event) {
+    var style = container.style, cursor = style.cursor;
+    style.cursor = "progress";
+    var done = function () { style.cursor = cursor; };
     window.bookMathMenu().then(function (doc) {
+      done();
       if (event.type === "contextmenu") {
         container.dispatchEvent(new MouseEvent("contextmenu", {
           clientX: event.clientX, clientY: event.clientY, screenX: event.screenX, screenY: event.screenY,
@@ -139,7 +143,7 @@
       if (!item) return;
       doc.menu.menu.mathItem = item;
       doc.menu.menu.post(event);
-    });
+    }, done);
   }
 
   document.addEventListener("contextmenu", function (event) {

@@ -62,18 +62,26 @@ def test_site_weight_tables_mark_the_goals():
                                                "first_load": _first(1.6e6, 0.4e6, 0.9e6)},
                         "chapters/03_c.html": {"bytes": 1e6, "gzip_bytes": 1e6, "requests": 9, "dom_content_loaded_ms": 100.0,
                                                "load_ms": 250.0, "typeset_ms": 400.0, "first_explorer_ms": None,
-                                               "first_load": _first(1.5e6, 0.4e6, 0.9e6)}}}
+                                               "first_load": _first(1.5e6, 0.4e6, 0.9e6)},
+                        "chapters/04_d.html": {"bytes": 1e6, "gzip_bytes": 1e6, "requests": 9, "dom_content_loaded_ms": 100.0,
+                                               "load_ms": 250.0, "typeset_ms": 400.0, "first_explorer_ms": None,
+                                               "first_load": _first(1.499e6, 0.4e6, 0.9e6)}}}
     text = site_weight_tables(weight)
     assert "| whole site | 30.00 MB | ≤ 25 MB | ✗ missed |" in text
     assert "| chapters/01_a.html | 2.50 MB | 1.00 MB | 9 | 0.10 s | 0.25 s | 0.40 s | 0.30 s | ✓ |" in text
     assert "| chapters/02_b.html | 3.50 MB |" in text
     assert "| 1.50 s | ✗ over 3 MB, explorer after 1 s |" in text
     assert "| no explorer | ✓ |" in text
-    # first load, uncompressed and gzip, where it goes ("–": nothing of that kind), against 1.5 MB
-    assert "| chapters/01_a.html | 1.20 MB | 0.30 MB | 20 | 300 KB | 600 KB | – | – | – | – | – | ✓ |" in text
-    assert "| chapters/02_b.html | 1.60 MB | 0.40 MB | 20 | 400 KB | 900 KB |" in text
-    assert "| – | ✗ over 1.5 MB |" in text
-    assert "| chapters/03_c.html | 1.50 MB | 0.38 MB | 20 | 400 KB | 900 KB | – | – | – | – | – | ✓ |" in text
+    # first load to the KB (uncompressed), gzip, where it goes ("–": nothing of that kind), the margin to 1.5 MB
+    assert "goal: at most 1.5 MB (1,500 KB) uncompressed" in text
+    assert "| chapters/01_a.html | 1,200 KB | 0.30 MB | 20 | 300 KB | 600 KB | – | – | – | – | – | ✓ 300 KB under |" in text
+    assert "| chapters/02_b.html | 1,600 KB | 0.40 MB | 20 | 400 KB | 900 KB |" in text
+    assert "| – | ✗ 100 KB over |" in text
+    assert "| chapters/03_c.html | 1,500 KB | 0.38 MB | 20 | 400 KB | 900 KB | – | – | – | – | – | ✓ 0 KB under |" in text
+    # the near misses are named, and only they: 1.5 MB exactly and 1 KB under, not 300 KB under nor 1 B over
+    assert "Met by less than 15 KB (" in text and "): chapters/03_c.html (0 KB under), chapters/04_d.html (1 KB under)." in text
+    weight["pages"] = {"chapters/05_e.html": dict(weight["pages"]["chapters/01_a.html"], first_load=_first(1.500001e6, 0.4e6, 0.9e6))}
+    assert "Met by" not in site_weight_tables(weight) and "✗ 0 KB over" in site_weight_tables(weight)
 
 
 def test_resource_kinds():
@@ -573,8 +581,9 @@ def test_a_first_load_fetches_mathjax_without_its_menu_and_only_style_rules_that
 
 @pytest.mark.browser
 @pytest.mark.xfail(strict=True, reason="not met on 3 chapters: first loads are 1.39-1.64 MB (chapters 2, 6 and 11 "
-                   "over 1.5 MB), of which MathJax's components are 0.77 MB and the pages' own HTML 0.21-0.50 MB "
-                   "(issue 31)")
+                   "over 1.5 MB), of which MathJax's components are 0.77 MB and the pages' own HTML 0.21-0.50 MB; "
+                   "chapters 7, 10 and 12 meet it by 1, 6 and 10 KB only (1,498,981, 1,494,041 and 1,489,566 B), "
+                   "so a few more paragraphs would cross it (issue 31)")
 def test_every_chapter_first_load_meets_the_goal(first_loads):
     over = {page: round(m["bytes"] / 1e6, 2) for page, m in first_loads.items() if m["bytes"] > GOALS["first_load_mb"] * 1e6}
     assert over == {}
@@ -661,6 +670,70 @@ def test_mathjax_menu_loads_on_the_first_right_click_or_space_and_serves_every_f
             browser.close()
 
 
+@pytest.mark.browser
+def test_a_formula_shows_a_progress_cursor_while_its_menu_loads():
+    """The first right-click holds the browser's menu back while ui/menu downloads (held here until checked): the
+    formula shows a progress cursor meanwhile, and its own cursor again once MathJax's menu is open."""
+    from playwright.sync_api import sync_playwright
+
+    _built()
+    with serve(BUILD) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            context, page, requested, errors = _visit(browser, f"{url}/chapters/09_attention.html")
+            held = []
+            page.route("**/mathjax/ui/menu.js", lambda route: held.append(route))
+            formula = page.locator("mjx-container[jax=CHTML]").filter(visible=True).first
+            before = formula.evaluate("c => getComputedStyle(c).cursor")
+            formula.click(button="right")
+            for _ in range(50):
+                if held:
+                    break
+                page.wait_for_timeout(100)
+            assert held and page.locator(".CtxtMenu_Menu").count() == 0
+            assert formula.evaluate("c => getComputedStyle(c).cursor") == "progress" != before
+            held[0].continue_()
+            page.locator(".CtxtMenu_Menu").wait_for(state="visible", timeout=15_000)
+            assert formula.evaluate("c => getComputedStyle(c).cursor") == before and errors == []
+            context.close()
+        finally:
+            browser.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("settings", ['{"explorer":true}', '{"explorer":true,"assistiveMml":false}'])
+def test_a_reader_who_activated_the_explorer_still_gets_every_formula_typeset(settings):
+    """The menu's Accessibility > Activate is saved (localStorage) and loads a11y/explorer on every later page,
+    which needs MathJax's MathML input: the formulas in view are typeset, enriched for speech, and no MathJax
+    file is missing. (Without input/mml.js in the build, every page 404s on it and shows its maths as TeX.)"""
+    from playwright.sync_api import sync_playwright
+
+    _built()
+    with serve(BUILD) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            context = browser.new_context(viewport={"width": 1366, "height": 900})
+            context.add_init_script(f"localStorage.setItem('MathJax-Menu-Settings', {json.dumps(settings)})")
+            page = context.new_page()
+            missing, errors = [], []
+            page.on("response", lambda r: r.status >= 400 and missing.append(r.url))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(f"{url}/chapters/02_optimisers.html", wait_until="load")
+            try:
+                page.wait_for_function(_VISIBLE_FORMULA_JS, timeout=15_000)
+                page.wait_for_function("() => document.querySelector('mjx-container[data-semantic-speech], "
+                                       "mjx-container [data-semantic-speech]')", timeout=15_000)
+            except Exception:
+                pytest.fail(f"no formula typeset with the explorer on; missing files {missing}, errors {errors}")
+            in_view = page.evaluate(_VISIBLE_FORMULA_JS)
+            assert in_view >= 3
+            assert page.evaluate("() => document.querySelectorAll('mjx-container mjx-merror').length") == 0
+            assert missing == [] and errors == []
+            context.close()
+        finally:
+            browser.close()
+
+
 # ---- the style rules and code spans that were dropped ----------------------------------------------------------
 
 def _dropped_selectors(words: set) -> list[str]:
@@ -720,6 +793,59 @@ _STATES = [
     (390, "() => document.querySelector('.primary-toggle') && document.querySelector('.primary-toggle').click()"),
     (390, "() => document.querySelector('.secondary-toggle') && document.querySelector('.secondary-toggle').click()"),
 ]
+
+
+# Every rule of a sheet as Chromium reads it, with the @media/@supports it sits in (font faces left out: the build
+# points them at the subset fonts).
+_FLAT_RULES_JS = """text => { const s = new CSSStyleSheet(); s.replaceSync(text); const out = [];
+  const walk = (rules, where) => { for (const r of rules) {
+    if (r.cssRules && r.conditionText !== undefined) walk(r.cssRules, where + '@' + r.conditionText + ' ');
+    else if (!(r instanceof CSSFontFaceRule)) out.push(where + r.cssText); } };
+  walk(s.cssRules, ''); return out; }"""
+
+
+def _kept_rules_missing_from_served(page, words: set, served: dict) -> dict:
+    """Per purged sheet: the rules purge_css keeps from the sheet as shipped (the theme's after its unused icon
+    rules are trimmed, as the build does) that the served sheet ``served[name]`` lacks, or holds in excess."""
+    originals = _original_style_sheets()
+    icons = page_assets._used_icon_names(BUILD)
+    report = {}
+    for name, css in originals.items():
+        if not any(__import__("fnmatch").fnmatch(name, pattern) for pattern in page_assets.PURGED_SHEETS):
+            continue
+        if name == "styles/pydata-sphinx-theme.css":
+            css = page_assets.trim_icon_rules(css, icons)[0]
+        kept = set(page.evaluate(_FLAT_RULES_JS, page_assets.purge_css(css, words)))
+        there = set(page.evaluate(_FLAT_RULES_JS, served[name]))
+        if kept != there:
+            report[name] = {"missing": sorted(kept - there)[:5], "extra": sorted(there - kept)[:5]}
+    return report
+
+
+@pytest.mark.browser
+def test_served_style_sheets_hold_exactly_the_rules_the_purge_keeps():
+    """The sheets the book serves, read by Chromium, hold every rule purge_css keeps given the build's words, and
+    no other: a stale sheet (purged with an older build's words), one purged with a word too few, or one left
+    unpurged fails it."""
+    from playwright.sync_api import sync_playwright
+
+    words = _build_words()
+    served = {name: (BUILD / "_static" / name).read_text(encoding="utf-8") for name in _original_style_sheets()
+              if (BUILD / "_static" / name).is_file()}
+    assert "styles/pydata-sphinx-theme.css" in served and "styles/sphinx-book-theme.css" in served
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page()
+            assert _kept_rules_missing_from_served(page, words, served) == {}
+            theme = "styles/pydata-sphinx-theme.css"
+            wrong = dict(served, **{theme: page_assets.purge_css(served[theme], words - {"bd-header"})})
+            assert ".bd-header" in str(_kept_rules_missing_from_served(page, words, wrong)[theme]["missing"])
+            unpurged = dict(served, **{theme: page_assets.trim_icon_rules(_original_style_sheets()[theme],
+                                                                           page_assets._used_icon_names(BUILD))[0]})
+            assert _kept_rules_missing_from_served(page, words, unpurged)[theme]["extra"]
+        finally:
+            browser.close()
 
 
 @pytest.mark.browser
@@ -789,6 +915,7 @@ def test_code_without_its_plain_token_spans_draws_every_character_alike():
     from playwright.sync_api import sync_playwright
 
     plain = frozenset({"n", "p", "w", "nn"})
+    assert page_assets.build_plain_tokens(BUILD / "_static") == plain  # the classes the build unwrapped
     css = (BUILD / "_static" / "pygments.css").read_text()
     assert all(f".highlight .{name}{{color:" in css for name in plain)  # the rules the spans drew with
     assert page_assets.plain_code_rules(css).split("{")[0] in css
@@ -828,3 +955,68 @@ def test_code_without_its_plain_token_spans_draws_every_character_alike():
         assert alike(drawn[theme, "spans"], drawn[theme, "bare"]), (theme, shift)
         assert not alike(drawn[theme, "other"], drawn[theme, "spans"]), theme
         assert not alike(drawn[theme, "unruled"], drawn[theme, "spans"]), theme
+
+
+# Per non-space character of the pre of the block ``selector``: the character, its colour, its token class ('' if none;
+# the code-line spans of _ext/code_lines.py are not tokens).
+_BLOCK_CHARS_JS = """selector => {
+  const pre = document.querySelector(selector + ' pre'), out = [];
+  const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    let token = node.parentElement;
+    while (token !== pre && !(token.className && !token.className.startsWith('code-'))) token = token.parentElement;
+    const cls = token === pre ? '' : token.className, colour = getComputedStyle(node.parentElement).color;
+    for (const c of node.data) if (c.trim()) out.push([c, colour, cls]);
+  }
+  return out;
+}"""
+
+
+@pytest.mark.browser
+def test_a_real_python_block_draws_alike_with_and_without_its_plain_token_spans():
+    """The first Python block of chapter 9 as served (its plain tokens unwrapped) and the same code with every span
+    Pygments gives it (lexed again, as Sphinx did), each in a Python block of that page: every character has the
+    same colour in light and dark mode. The lexing is checked first: unwrapping it gives the served block's token
+    classes character for character. The unwrapped code in a plain-text block (no pre rule) draws differently."""
+    from html import unescape
+
+    from playwright.sync_api import sync_playwright
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import get_lexer_by_name
+
+    plain = page_assets.build_plain_tokens(BUILD / "_static")
+    html = (BUILD / "chapters" / "09_attention.html").read_text(encoding="utf-8")
+    block = re.search(r'<div class="highlight-ipython3 notranslate"><div class="highlight"><pre>(.*?)</pre>', html, re.S)
+    code = unescape(re.sub(r"<[^>]+>", "", block.group(1)))
+    assert len(code) > 300 and not re.search(r'<span class="(%s)">' % "|".join(plain), block.group(1))
+    spans = highlight(code, get_lexer_by_name("ipython3", stripnl=False), HtmlFormatter(nowrap=True))
+    head = '<div class="highlight-ipython3 notranslate"><div class="highlight"><pre>'
+    unwrapped = page_assets.unwrap_plain_tokens(f"{head}{spans}</pre>", plain)[len(head):-6]
+    assert '<span class="n">' in spans
+    drawn = {}
+    with serve(BUILD) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1366, "height": 900})
+            page.goto(f"{url}/chapters/09_attention.html", wait_until="load")
+            # copies of the first block just after it: its code with every span, unwrapped again, and that in a
+            # plain-text block
+            page.evaluate("""([spans, unwrapped]) => {
+              const first = document.querySelector('div.highlight-ipython3'); first.id = 'served';
+              for (const [html, kind, id] of [[unwrapped, 'text', 'text'], [unwrapped, 'ipython3', 'unwrapped'],
+                                              [spans, 'ipython3', 'spans']]) {
+                const copy = first.cloneNode(true); copy.className = `highlight-${kind} notranslate`; copy.id = id;
+                copy.querySelector('pre').innerHTML = html; first.after(copy); } }""", [spans, unwrapped])
+            for theme in ("light", "dark"):
+                page.evaluate("t => document.documentElement.setAttribute('data-theme', t)", theme)
+                for name in ("served", "spans", "unwrapped", "text"):
+                    drawn[theme, name] = page.evaluate(_BLOCK_CHARS_JS, f"#{name}")
+        finally:
+            browser.close()
+    for theme in ("light", "dark"):
+        served, spanned, unwrapped_again = drawn[theme, "served"], drawn[theme, "spans"], drawn[theme, "unwrapped"]
+        assert [c[::2] for c in unwrapped_again] == [c[::2] for c in served], theme  # same text, same token classes
+        assert len(served) > 300 and {c[2] for c in spanned} >= set(plain) - {"w"}
+        assert [c[:2] for c in spanned] == [c[:2] for c in served], theme
+        assert [c[:2] for c in drawn[theme, "text"]] != [c[:2] for c in served], theme
