@@ -24,6 +24,7 @@ CHINESE = BUILD / "zh_CN"
 CJK = "\u3400-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef"
 LATIN_RUN = re.compile(r"(?:[A-Za-z][A-Za-z'’.-]*[^\w" + CJK + r"]+){5,}[A-Za-z][A-Za-z'’-]*")
 LEFTOVER = re.compile(r"\*\*|`|\{[a-z][a-z:-]*\}")
+QUOTED = re.compile(r"“[^”]*”|‘[^’]*’|「[^」]*」|《[^》]*》")
 # What is not prose, or is shared with the English edition: code and its outputs, maths,
 # bibliography entries, the explorers' own labels, print-only lines and the page's chrome.
 NOT_PROSE = ["pre", "code", "script", "style", "svg", "math", ".math", "mjx-container", ".cell_output",
@@ -61,7 +62,10 @@ def english_prose(html: str) -> list[str]:
         if block.find(["p", "li", "div", "table"]):
             continue
         text = " ".join(block.get_text(" ").split())
-        for match in LATIN_RUN.finditer(text):
+        # English in Chinese quotation marks is quoted on purpose: example sentences the code scores,
+        # strings a program prints, a paper's title
+        quoted = QUOTED.sub(" ", text)
+        for match in LATIN_RUN.finditer(quoted):
             found.append(f"English prose: {match.group()[:80]!r}")
         for match in LEFTOVER.finditer(text):
             found.append(f"markup left as text: {text[max(0, match.start() - 20):match.end() + 20]!r}")
