@@ -39,6 +39,11 @@ def _externalise_explorer_frames(app, exception):
         used = set()
         for page in out.rglob("*.html"):
             text = page.read_text(encoding="utf-8")
+            if "book-explorer-frame" in text:  # every page, as an incremental build leaves some as they were
+                marked = _mark_frame_widths(text)
+                if marked != text:
+                    text = marked
+                    page.write_text(text, encoding="utf-8")
             if "book-explorer-data" in text:
                 prefix = Path(os.path.relpath(frames_dir, page.parent)).as_posix() + "/"
                 text = externalise_frames(text, frames_dir, prefix)
@@ -48,6 +53,15 @@ def _externalise_explorer_frames(app, exception):
         for frame in frames_dir.glob("*.webp"):
             if frame.name not in used:
                 frame.unlink()
+
+
+_FRAME_TAG = re.compile(r'<img class="book-explorer-frame"(?![^>]*style=)([^>]*?) width="(\d+)"')
+
+
+def _mark_frame_widths(text: str) -> str:
+    """Give every explorer frame its width attribute as ``--w`` (a number of CSS px), so that
+    ``_static/book.css`` can cap the frame at 1.3 times it (CSS cannot read an attribute as a length)."""
+    return _FRAME_TAG.sub(r'<img class="book-explorer-frame" style="--w: \2"\1 width="\2"', text)
 
 
 def _is_mime_bundle(node) -> bool:
