@@ -55,13 +55,22 @@ def _externalise_explorer_frames(app, exception):
                 frame.unlink()
 
 
-_FRAME_TAG = re.compile(r'<img class="book-explorer-frame"(?![^>]*style=)([^>]*?) width="(\d+)"')
+_EXPLORER_TAG = re.compile(r'<div class="book-explorer"(?! style=)')
+_FRAME_WIDTH = re.compile(r'<img class="book-explorer-frame"[^>]*? width="(\d+)"')
 
 
 def _mark_frame_widths(text: str) -> str:
-    """Give every explorer frame its width attribute as ``--w`` (a number of CSS px), so that
-    ``_static/book.css`` can cap the frame at 1.3 times it (CSS cannot read an attribute as a length)."""
-    return _FRAME_TAG.sub(r'<img class="book-explorer-frame" style="--w: \2"\1 width="\2"', text)
+    """Give every explorer (``div.book-explorer``) its frame's width attribute as ``--w`` (a number
+    of CSS px), so that ``_static/book.css`` can cap the explorer, and so its frame and controls, at
+    1.3 times it (CSS cannot read an attribute as a length; a cap on the frame alone would leave
+    the explorer, whose width its frame sets, as wide as the frame's image)."""
+    out, last = [], 0
+    for tag in _EXPLORER_TAG.finditer(text):
+        frame = _FRAME_WIDTH.search(text, tag.end())
+        if frame:
+            out += [text[last : tag.end()], f' style="--w: {frame.group(1)}"']
+            last = tag.end()
+    return "".join(out) + text[last:]
 
 
 def _is_mime_bundle(node) -> bool:
