@@ -12,7 +12,12 @@ starts: its leading spaces, its tabs (to the next multiple of :data:`TAB_SIZE`, 
 columns plus 2, so a wrapped piece starts 2 columns right of the line's own text. That lead
 (whitespace and prompt) goes in ``span.code-indent``\ s that cannot break (else a line whose
 first word is long breaks after its indentation and shows it alone), up to
-:data:`HELD_INDENT` columns. Lines without a lead keep the block's 2 columns.
+:data:`HELD_INDENT` columns. Lines without a lead keep the block's 2 columns. Only ``>>>`` and
+``...`` followed by a space or tab are prompts (a shell's ``$ `` and IPython's ``In [1]: `` are
+not). ``... `` at a line's start counts as a prompt wherever it stands, also where it is Python's
+Ellipsis before a comment (``...  # todo``) or the start of a printed output line: harmless, such
+a line hangs 2 columns right of the text after the dots, like a doctest line, and its text is
+unchanged.
 
 The text of a block is unchanged, character for character: the spans hold the lines without
 their newlines, which stay between them, and a highlighting span that runs over a newline

@@ -39,6 +39,11 @@ def _externalise_explorer_frames(app, exception):
         used = set()
         for page in out.rglob("*.html"):
             text = page.read_text(encoding="utf-8")
+            if "book-explorer-frame" in text:  # every page, as an incremental build leaves some as they were
+                marked = _mark_frame_widths(text)
+                if marked != text:
+                    text = marked
+                    page.write_text(text, encoding="utf-8")
             if "book-explorer-data" in text:
                 prefix = Path(os.path.relpath(frames_dir, page.parent)).as_posix() + "/"
                 text = externalise_frames(text, frames_dir, prefix)
@@ -48,6 +53,24 @@ def _externalise_explorer_frames(app, exception):
         for frame in frames_dir.glob("*.webp"):
             if frame.name not in used:
                 frame.unlink()
+
+
+_EXPLORER_TAG = re.compile(r'<div class="book-explorer"(?! style=)')
+_FRAME_WIDTH = re.compile(r'<img class="book-explorer-frame"[^>]*? width="(\d+)"')
+
+
+def _mark_frame_widths(text: str) -> str:
+    """Give every explorer (``div.book-explorer``) its frame's width attribute as ``--w`` (a number
+    of CSS px), so that ``_static/book.css`` can cap the explorer, and so its frame and controls, at
+    1.3 times it (CSS cannot read an attribute as a length; a cap on the frame alone would leave
+    the explorer, whose width its frame sets, as wide as the frame's image)."""
+    out, last = [], 0
+    for tag in _EXPLORER_TAG.finditer(text):
+        frame = _FRAME_WIDTH.search(text, tag.end())
+        if frame:
+            out += [text[last : tag.end()], f' style="--w: {frame.group(1)}"']
+            last = tag.end()
+    return "".join(out) + text[last:]
 
 
 def _is_mime_bundle(node) -> bool:

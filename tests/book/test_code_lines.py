@@ -122,6 +122,16 @@ def test_a_doctest_line_hangs_under_the_code_after_its_prompt():
     assert text(out) == docstring
     assert [n for n, _ in lines_and_indents(out)] == [0, 4, 8, 8, 4, 0]  # "..." alone is Python's Ellipsis
     assert '<span class="code-indent">    &gt;&gt;&gt; </span>f(1)' in out  # an entity is one character
+    # only ">>> " and "... " are prompts: a shell's "$ " and IPython's "In [1]: " get no hanging indent
+    others = "$ ls\nIn [1]: x\n>>>x\n"
+    assert indent_lines(others) == others
+    # "... " at a line's start is taken as a prompt wherever it stands, also where it is Python's
+    # Ellipsis followed by a comment or the start of a printed output line: harmless, the line
+    # hangs 2 columns right of the text after the dots, as a doctest line would, its text unchanged
+    ellipsis = "...  # todo\n... and 3 more\n"
+    out = indent_lines(ellipsis)
+    assert text(out) == ellipsis
+    assert [n for n, _ in lines_and_indents(out)] == [5, 4, 0]
     prompt = '<span class="gp">&gt;&gt;&gt; </span>  x = 1\n'  # a lead over two pieces after entities
     assert indent_lines(prompt) == ('<span class="code-line" style="--indent:6"><span class="gp">'
                                     '<span class="code-indent">&gt;&gt;&gt; </span></span>'
@@ -129,10 +139,12 @@ def test_a_doctest_line_hangs_under_the_code_after_its_prompt():
 
 
 def test_a_tab_reaches_the_next_tab_stop():
-    source = "def f():\n\tif x:\n\t\treturn 1\n  \tpass\n\t  y\n"
+    # 7 spaces then a tab reach column 8, not 16 (a tab after the stop's last column goes one column)
+    source = "def f():\n\tif x:\n\t\treturn 1\n  \tpass\n\t  y\n       \tz\n"
     out = indent_lines(pygments_pre(source))
     assert text(out) == source
-    assert [n for n, _ in lines_and_indents(out)] == [0, TAB_SIZE, 2 * TAB_SIZE, TAB_SIZE, TAB_SIZE + 2, 0]
+    assert [n for n, _ in lines_and_indents(out)] == [0, TAB_SIZE, 2 * TAB_SIZE, TAB_SIZE, TAB_SIZE + 2,
+                                                      TAB_SIZE, 0]
     # the lead held is its characters (2 tabs), not its columns (16): the keyword after it may break
     assert ('<span class="code-line" style="--indent:16"><span class="code-indent">\t\t</span>'
             '<span class="k">return</span> <span class="mi">1</span></span>') in out
