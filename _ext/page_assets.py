@@ -537,10 +537,20 @@ def _trim_icons_and_styles(outdir: Path) -> None:
         sheet.write_text(purge_css(sheet.read_text(encoding="utf-8"), words), encoding="utf-8")
     for sheet in static.rglob("*.css"):
         if "mathjax" not in sheet.relative_to(static).parts:
-            sheet.write_text(minify_css(sheet.read_text(encoding="utf-8")), encoding="utf-8")
+            sheet.write_text(minify_css(_unminified(sheet, static)), encoding="utf-8")
     for sheet in trimmed:
         (store / "written" / sheet.relative_to(static)).parent.mkdir(parents=True, exist_ok=True)
         (store / "written" / sheet.relative_to(static)).write_bytes(sheet.read_bytes())
+
+
+BOOK_STATIC = Path(__file__).resolve().parents[1] / "_static"
+
+
+def _unminified(sheet: Path, static: Path, source: Path = BOOK_STATIC) -> str:
+    """The text of a built style sheet to minify: the book's own sheets from ``_static/`` (an incremental
+    build leaves an earlier build's minified copy in place when the source changed), the others as built."""
+    own = source / sheet.relative_to(static)
+    return (own if own.is_file() else sheet).read_text(encoding="utf-8")
 
 
 def _purged_sheets(static: Path) -> list[Path]:

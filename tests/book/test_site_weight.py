@@ -192,6 +192,19 @@ def test_first_load_counts_what_loads_before_the_load_event_and_no_more(tmp_path
 
 # ---- the build steps of _ext/page_assets.py, on small inputs -------------------------------------------------
 
+def test_the_book_s_own_sheets_are_minified_from_their_source_not_an_earlier_build(tmp_path):
+    """An incremental build found book.css already minified from an earlier source: minifying that
+    copy again kept the old rules (the layout mend's new rule never reached the build)."""
+    static, source = tmp_path / "html" / "_static", tmp_path / "_static"
+    static.mkdir(parents=True)
+    source.mkdir()
+    (static / "book.css").write_text(".old{color:red}")  # the earlier build's minified copy
+    (source / "book.css").write_text(".new { color: blue; }\n")
+    (static / "pygments.css").write_text(".k { color: green }")  # not the book's: as built
+    assert page_assets._unminified(static / "book.css", static, source) == ".new { color: blue; }\n"
+    assert page_assets._unminified(static / "pygments.css", static, source) == ".k { color: green }"
+
+
 def test_minify_css_removes_only_comments_and_needless_whitespace():
     css = ("/*! licence */\n/* a note */\na  b , c > d {\n  x : calc(1px + 2px) ;\n  content: \"\\f002\";\n}\n"
            "@media (min-width: 1px) and (max-width: 9px) { .a/**/.b { y: z } .c /* c */ .d { } }\n")
