@@ -168,7 +168,10 @@ def test_page_count_and_text(book):
     contents = chapter.first
     assert 1 <= contents <= 2, f"{contents} pages of contents for two pages of the book"
     pages = entry_pages(entries, reader, chapter.docname)
-    assert 8 <= len(pages) <= 40, f"chapter 9 printed on {len(pages)} pages"
+    # A sanity range, not a layout measure: the chapter prints on about 40 A4 pages, and how many
+    # depends on the fonts a machine has (CI printed 41 where this machine printed 40). Printing only
+    # its first screen, or every formula twice, falls outside it.
+    assert 8 <= len(pages) <= 60, f"chapter 9 printed on {len(pages)} pages"
     assert len(reader.pages) == contents + len(read(chapter.pdf).pages) + len(read(bibliography.pdf).pages)
     text = " ".join(page_text(reader, n) for n in pages)
     assert chapter.title.startswith("9") and "Attention" in chapter.title
