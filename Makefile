@@ -6,7 +6,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-.PHONY: pot msgfmt nbval test-other-lane check-seeds site-weight setup book pdf test test-suite unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
+.PHONY: pot msgfmt nbval check-seeds site-weight setup book pdf test unit notebooks notebooks-other-cpu browser chromium sandbox student grade bench clean lab
 
 setup: $(STAMP)
 
@@ -79,20 +79,51 @@ nbval: $(STAMP)
 browser: book chromium
 	$(BIN)/python -m pytest tests -m browser
 
-# Two lanes share the machine's two cores (the chapters mostly compute on one thread), each
-# about as long as the other: the unit tests, grading and the chapters' outputs in the build's
-# runs; then the chapters' runs under the other configuration, compared, the browser tests and
-# the packaging test. Each lane's output is printed when it ends; together they are every test.
-# Each lane ends with its 40 slowest tests (--durations), so CI's log shows where the time goes.
-test: book chromium sandbox msgfmt
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-suite test-other-lane
+# `make test` keeps the machine's two cores busy from start to end: make -j2 runs its parts, and
+# whenever one ends, starts the next in the order of TEST_PARTS (--keep-going: every part runs
+# and reports, and the run is red if any failed; each part's output is printed when it ends and
+# closes with its 40 slowest tests). The first part is the book: `make book` (its runs take both
+# cores), then the tests that read what it built, the HTML, the build's runs and myst-nb's cache
+# (marker `built`, set in tests/conftest.py: the browser tests and the files it lists), in
+# the same recipe, so they start only once the book is built. Beside it, the other parts read
+# nothing of the build, so they start at once, while the book is being built: the chapters' runs
+# under tests/other_cpu.env then their comparison (marker other_cpu), and the other tests in
+# four parts, the longest first. Run beside the build (TESTS_BESIDE_THE_BUILD), a test that
+# opens the HTML, the book's runs, myst-nb's cache or the explorer frames fails, naming the file
+# (tests/conftest.py), instead of reading a half-built book: such a test belongs in `built`.
+TEST_PARTS := test-built test-exercises test-other-cpu test-grading test-checks-lib test-rest
+test: setup chromium sandbox msgfmt
+	$(MAKE) --no-print-directory -j2 --keep-going --output-sync=target $(TEST_PARTS)
 
-test-suite: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not browser and not packaging and not other_cpu" --durations=40
+PYTEST_PART := $(BIN)/python -m pytest --durations=40
+BESIDE_THE_BUILD := TESTS_BESIDE_THE_BUILD=1 $(PYTEST_PART)
+# The parts beside the build, as the shell's patterns (test-rest runs every test none of them names).
+EXERCISE_TESTS := tests/courseware/test_exercise*.py
+GRADING_TESTS := tests/courseware/test_grading*.py tests/courseware/test_nbgrader*.py
+CHECK_AND_LIB_TESTS := tests/courseware/test_checks*.py tests/lib
+.PHONY: $(TEST_PARTS)
 
-test-other-lane: $(STAMP)
+test-built: $(STAMP)
+	$(MAKE) --no-print-directory book
+	$(PYTEST_PART) tests -m "built"
+
+test-other-cpu: $(STAMP)
 	$(BIN)/python tools/chapter_runs.py other-cpu --jobs 1
-	$(BIN)/python -m pytest tests -m "browser or packaging or other_cpu" --durations=40
+	$(BESIDE_THE_BUILD) tests -m "other_cpu"
+
+test-exercises: $(STAMP)
+	$(BESIDE_THE_BUILD) $(EXERCISE_TESTS) -m "not built and not other_cpu"
+
+test-grading: $(STAMP)
+	$(BESIDE_THE_BUILD) $(GRADING_TESTS) -m "not built and not other_cpu"
+
+test-checks-lib: $(STAMP)
+	$(BESIDE_THE_BUILD) $(CHECK_AND_LIB_TESTS) -m "not built and not other_cpu"
+
+# Every other test (experiments, i18n, the book's policy and packaging, and any new folder).
+test-rest: $(STAMP)
+	$(BESIDE_THE_BUILD) tests -m "not built and not other_cpu" \
+	  $(foreach path,$(EXERCISE_TESTS) $(GRADING_TESTS) $(CHECK_AND_LIB_TESTS),--ignore-glob='$(path)')
 
 # Instructors: the hand-out version of every chapter, and grading (SUBMISSIONS=file or folder,
 # GRADE_OPTIONS e.g. "-j 2 --csv grades.csv --feedback feedback"; each submission runs in bwrap).

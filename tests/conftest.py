@@ -45,3 +45,54 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# ---- make test: which tests wait for the book ----------------------------------------------------
+# `make test` starts most tests at once, beside `make book` (Makefile: TEST_PARTS); only those marked
+# `built` run after it, in the same recipe: the browser tests and the files below, which read the
+# built HTML, the build's runs of the chapters or myst-nb's cache. A test that reads the build and is
+# missing here fails beside the build (below) instead of reading a half-built book: add its file.
+BUILT_FILES = {
+    "tests/book/test_notebook_outputs.py",  # the build's runs (the other_cpu half waits for its own runs)
+    "tests/book/test_launch.py",
+    "tests/book/test_site_weight.py",
+    "tests/i18n/test_chinese_edition.py",
+}
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# What `make book` writes while the other parts run: run beside the build (TESTS_BESIDE_THE_BUILD, set
+# by the Makefile), a test that opens or lists anything under these fails, naming the path.
+BEING_BUILT = tuple(os.path.join(_ROOT, "_build", *name.split("/"))
+                    for name in ("html", "runs/book", ".jupyter_cache", "jupyter_execute", "frame-cache"))
+
+
+def being_built(path) -> bool:
+    """Whether ``path`` lies in what ``make book`` writes (:data:`BEING_BUILT`)."""
+    path = os.path.abspath(os.fsdecode(path))
+    return any(path == built or path.startswith(built + os.sep) for built in BEING_BUILT)
+
+
+def _refuse_the_build(event, args):
+    if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        if being_built(args[0]):
+            raise PermissionError(
+                f"{os.fsdecode(args[0])}: this test reads the book while `make test` builds it beside the "
+                "test; add its file to BUILT_FILES in tests/conftest.py so that it runs after the build")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "built: reads the built book, its runs or myst-nb's cache: `make test` runs it after "
+        "`make book` (set in tests/conftest.py: every browser test and the files of BUILT_FILES)")
+    if os.environ.get("TESTS_BESIDE_THE_BUILD"):
+        import sys
+
+        sys.addaudithook(_refuse_the_build)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        relative = os.path.relpath(str(item.path), _ROOT).replace(os.sep, "/")
+        if item.get_closest_marker("other_cpu"):
+            continue  # waits for the other-cpu runs only, not for the book
+        if item.get_closest_marker("browser") or relative in BUILT_FILES:
+            item.add_marker(pytest.mark.built)
