@@ -84,7 +84,7 @@ def browser():
 class Visit:
     """A page opened in a fresh context that records requests and console errors."""
 
-    def __init__(self, browser, url, width=1366, color_scheme="light"):
+    def __init__(self, browser, url, width=1366, color_scheme="light", maths=True):
         self.context = browser.new_context(viewport={"width": width, "height": 844 if width < NARROW else 900},
                                            color_scheme=color_scheme)
         self.page = self.context.new_page()
@@ -98,6 +98,9 @@ class Visit:
             lambda route: route.continue_()
             if urlparse(route.request.url).hostname == "127.0.0.1" else route.abort(),
         )
+        if not maths:  # for a test of what the maths cannot move (an explorer's frame and its controls): loads
+            # in about half the time, MathJax's typesetting left out (its requests refused, not recorded as foreign)
+            self.page.route("**/_static/mathjax/**", lambda route: route.abort())
         self.page.goto(url, wait_until="load")
 
     def wait_for_maths(self):

@@ -59,7 +59,7 @@ def test_every_explorer_is_numbered_captioned_and_legible(server, browser, width
     visuals = book_visuals()
     found = []
     for page in explorer_pages():
-        visit = Visit(browser, f"{server}/{page}", width=width)
+        visit = Visit(browser, f"{server}/{page}", width=width, maths=False)
         try:
             visit.page.wait_for_function(
                 "() => [...document.querySelectorAll('img.book-explorer-frame')]"

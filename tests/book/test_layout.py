@@ -84,7 +84,7 @@ class Scaled:
 
 
 def frames_at(browser, server, page, width, scale=1):
-    visit = Visit(Scaled(browser, scale), f"{server}/{page}", width=width)
+    visit = Visit(Scaled(browser, scale), f"{server}/{page}", width=width, maths=False)
     try:
         visit.page.wait_for_function("() => [...document.querySelectorAll('img.book-explorer-frame')]"
                                      ".every(img => img.complete && img.naturalWidth > 0)")
@@ -154,7 +154,7 @@ def test_every_explorer_and_its_controls_fit_a_laptop_screen(server, browser):
     too tall; then, with the controls within the frame's width, chapter 12's NTM step by step, 24."""
     heights = []
     for page in explorer_pages():
-        visit = Visit(browser, f"{server}/{page}", width=LAPTOP)
+        visit = Visit(browser, f"{server}/{page}", width=LAPTOP, maths=False)
         try:
             room, found = visit.page.evaluate("""() => {
                 const bar = document.querySelector('.bd-header-article').getBoundingClientRect().height;
