@@ -103,29 +103,31 @@ def glue(name: str, value) -> None:
 def spread(values, spec: str = ".3g") -> str:
     """``values`` measured over several seeds, as "median (min–max)" formatted with ``spec``.
 
-    Runs that diverged (NaN or infinite values) are left out of the median and range and
-    counted after them, so one diverged seed cannot turn the summary into "nan (nan–nan)".
+    Runs that diverged (NaN or infinite values) are left out of the median and range, so
+    one diverged seed cannot turn the summary into "nan (nan–nan)"; "—" if every run did.
+    The summary holds only numbers and symbols, as both editions of the book glue it into
+    their prose: a chapter whose runs can diverge counts them itself and says so in words.
 
     Examples
     --------
     >>> spread([0.97, 0.99, 0.98], ".0%")
     '98% (97%–99%)'
     >>> spread([1.0, float("nan"), 3.0], ".1f")
-    '2.0 (1.0–3.0; 1 of 3 not finite)'
+    '2.0 (1.0–3.0)'
+    >>> spread([float("inf"), float("nan")])
+    '—'
     """
     values = [float(v) for v in values]
     if not values:
         raise ValueError("spread: values must not be empty")
     finite = sorted(v for v in values if math.isfinite(v))
-    diverged = len(values) - len(finite)
     if not finite:
-        return f"not finite in all {len(values)} runs"
+        return "—"
     middle = len(finite) // 2
     median = (
         finite[middle] if len(finite) % 2 else (finite[middle - 1] + finite[middle]) / 2
     )
-    note = f"; {diverged} of {len(values)} not finite" if diverged else ""
-    return f"{median:{spec}} ({finite[0]:{spec}}–{finite[-1]:{spec}}{note})"
+    return f"{median:{spec}} ({finite[0]:{spec}}–{finite[-1]:{spec}})"
 
 
 # ---- plots -------------------------------------------------------------------------

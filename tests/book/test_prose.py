@@ -6,6 +6,7 @@
   inside a Chinese sentence. Glue the numbers; the words go in the prose, which each edition translates.
 """
 import ast
+import math
 import re
 from pathlib import Path
 
@@ -54,6 +55,18 @@ LATIN_RUN = re.compile(r"[A-Za-z]{2}")
 GLUE_PLAIN = "application/papermill.record/text/plain"
 
 
+NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}  # float's repr of them
+
+
+def glued_value(text: str) -> object:
+    """A glue's text/plain repr as the value: a Python literal, NaN or an infinity as a float;
+    any other repr stays its text (so a stray object's repr counts as words)."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return NON_FINITE.get(text.strip(), text)
+
+
 def glued_values(path: Path) -> dict[str, object]:
     """Every value a notebook's executed outputs glue, by name."""
     values = {}
@@ -61,7 +74,7 @@ def glued_values(path: Path) -> dict[str, object]:
         for output in cell.get("outputs", []):
             name = output.get("metadata", {}).get("scrapbook", {}).get("name")
             if name is not None and GLUE_PLAIN in output.get("data", {}):
-                values[name] = ast.literal_eval(output["data"][GLUE_PLAIN])
+                values[name] = glued_value(output["data"][GLUE_PLAIN])
     return values
 
 
@@ -83,3 +96,24 @@ def test_no_glued_value_is_a_phrase(path):
     worded = worded_glues(glued_values(path))
     assert worded == {}, (f"{path.name} glues words, which the Chinese edition would show in English; "
                           f"glue the numbers and write the words in the prose: {worded}")
+
+
+def not_finite_glues(values: dict[str, object]) -> dict[str, float]:
+    """The glued numbers that are NaN or infinite."""
+    return {name: value for name, value in values.items()
+            if isinstance(value, float) and not math.isfinite(value)}
+
+
+def test_a_glued_nan_or_infinity_is_read_and_found():
+    values = {name: glued_value(text) for name, text in
+              {"a": "nan", "b": "-inf", "c": "inf", "d": "0.25", "e": "'nan'", "f": "3"}.items()}
+    assert values["e"] == "nan" and values["f"] == 3
+    assert list(not_finite_glues(values)) == ["a", "b", "c"]
+    assert glued_value("np.float64(0.5)") == "np.float64(0.5)"  # not a literal: its text
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "chapters").glob("*.ipynb")), ids=lambda p: p.name)
+def test_no_glued_number_is_nan_or_infinite(path):
+    found = not_finite_glues(glued_values(path))
+    assert found == {}, (f"{path.name} glues a NaN or infinite number, which the prose would print "
+                         f"as 'nan'/'inf': a run diverged; leave it out and say so: {found}")
