@@ -100,32 +100,39 @@ def glue(name: str, value) -> None:
     )
 
 
-def spread(values, spec: str = ".3g") -> str:
+def spread(values, spec: str = ".3g", *, leave_out_diverged: bool = False) -> str:
     """``values`` measured over several seeds, as "median (min–max)" formatted with ``spec``.
 
-    Runs that diverged (NaN or infinite values) are left out of the median and range and
-    counted after them, so one diverged seed cannot turn the summary into "nan (nan–nan)".
+    The summary holds only numbers and symbols, as both editions of the book glue it into
+    their prose. A NaN or infinite value (a run that diverged) raises ``ValueError``, unless
+    ``leave_out_diverged``: then such runs are left out of the median and range ("—" if every
+    run diverged), and the chapter, whose runs may diverge, counts them and says so in words.
 
     Examples
     --------
     >>> spread([0.97, 0.99, 0.98], ".0%")
     '98% (97%–99%)'
-    >>> spread([1.0, float("nan"), 3.0], ".1f")
-    '2.0 (1.0–3.0; 1 of 3 not finite)'
+    >>> spread([1.0, float("nan"), 3.0], ".1f", leave_out_diverged=True)
+    '2.0 (1.0–3.0)'
+    >>> spread([float("inf"), float("nan")], leave_out_diverged=True)
+    '—'
     """
     values = [float(v) for v in values]
     if not values:
         raise ValueError("spread: values must not be empty")
     finite = sorted(v for v in values if math.isfinite(v))
-    diverged = len(values) - len(finite)
+    if len(finite) < len(values) and not leave_out_diverged:
+        raise ValueError(
+            f"spread: {len(values) - len(finite)} of {len(values)} values are NaN or "
+            "infinite; pass leave_out_diverged=True where the chapter counts them"
+        )
     if not finite:
-        return f"not finite in all {len(values)} runs"
+        return "—"
     middle = len(finite) // 2
     median = (
         finite[middle] if len(finite) % 2 else (finite[middle - 1] + finite[middle]) / 2
     )
-    note = f"; {diverged} of {len(values)} not finite" if diverged else ""
-    return f"{median:{spec}} ({finite[0]:{spec}}–{finite[-1]:{spec}}{note})"
+    return f"{median:{spec}} ({finite[0]:{spec}}–{finite[-1]:{spec}})"
 
 
 # ---- plots -------------------------------------------------------------------------

@@ -53,10 +53,17 @@ def test_spread_reports_median_and_range():
         spread([])
 
 
-def test_spread_counts_diverged_runs_apart():
+def test_spread_leaves_diverged_runs_out_in_numbers_only_when_told():
+    # both editions glue the summary into their prose: no words in it, whatever diverged
     from lib.display import spread
-    assert spread([1.0, float("nan"), 3.0], ".1f") == "2.0 (1.0–3.0; 1 of 3 not finite)"
-    assert spread([float("inf"), float("nan")]) == "not finite in all 2 runs"
+    assert spread([1.0, float("nan"), 3.0], ".1f", leave_out_diverged=True) == "2.0 (1.0–3.0)"
+    assert spread([float("-inf"), 5.0, 1.0, float("inf")], ".1f",
+                  leave_out_diverged=True) == "3.0 (1.0–5.0)"
+    assert spread([float("inf"), float("nan")], leave_out_diverged=True) == "—"
+    # otherwise a diverged run is an error, not a value the summary drops unsaid
+    for values in ([1.0, float("nan"), 3.0], [float("inf")]):
+        with pytest.raises(ValueError, match=r"of \d values are NaN or infinite"):
+            spread(values)
 
 
 def test_glue_writes_what_myst_nb_glue_writes(monkeypatch):
