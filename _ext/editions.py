@@ -16,6 +16,12 @@ The English pages are the source; the Chinese edition is the same build with
   solution's title, built from sphinx-exercise's own copy of the exercise, too).
 * **Explorer captions.** ``_ext/explorers.py`` makes them after Sphinx's translation step; they
   are given a source here (so they are extracted) and translated from the page's catalogue.
+* **Alt texts of plots and explorers.** A plot's alt text (a code cell's ``mystnb.image.alt``) is
+  an image node's ``alt``, which Sphinx translates, but the gettext builder renders a cell's output
+  as its ``text/plain``, so the image, and its alt, never reached the catalogue; each one is now
+  extracted (:class:`AltTextsForGettext`). An explorer's frame takes its alt from the explorer's
+  title inside the player's HTML (``lib.widgets.core``); the title is extracted, and the Chinese
+  edition's frame shows its translation (the frame's pixels, the explorer's labels, stay shared).
 * **No maths, no outputs in the catalogues.** Display maths and every node inside a cell's
   output (the Benchmarks page's tables, for one) are marked not translatable: they are shared.
 * **Broken markup is a warning.** A translated message that renders a backtick, ``**`` or a
@@ -29,6 +35,8 @@ switch is the template ``_ext/templates/book-language-switch.html`` (class
 """
 from __future__ import annotations
 
+import functools
+import html
 import re
 import shutil
 from pathlib import Path
@@ -253,6 +261,10 @@ class ExplorerCaptions(SphinxTransform):
             return
         translate = edition_of(self.config) != "en"
         catalogue = translator_for(self.env, self.env.docname) if translate else None
+        if catalogue is not None:
+            for figure in self.document.findall(nodes.figure):
+                if "book-explorer-figure" in figure["classes"]:
+                    translate_explorer_alt(figure, catalogue)
         for caption in captions:
             caption.source = caption.source or self.document["source"]
             caption.line = caption.line or 1
@@ -264,6 +276,88 @@ class ExplorerCaptions(SphinxTransform):
                 caption.children = []
                 caption += nodes.Text(text)
                 caption["translated"] = True
+
+
+# --- alt texts: plots' and explorers' ------------------------------------------------------------
+
+EXPLORER_FRAME_ALT = re.compile(r'(<img class="book-explorer-frame" alt=")([^"]*)(")')
+
+
+@functools.cache
+def _explorer_titles() -> tuple[str, ...]:
+    from lib.widgets.core import book_visuals
+
+    return tuple(sorted(book_visuals(), key=len, reverse=True))
+
+
+def _mime_children(bundle, prefix: str):
+    return [child for child in bundle.children if child.get("mime_type", "").startswith(prefix)]
+
+
+def explorer_title(figure: nodes.figure) -> str | None:
+    """The title of the explorer an explorer figure holds: what its frame's alt text says.
+
+    The text/plain of its output names it (``Explorer: <title> — ...``, what the book's explorer
+    figures are found by); a static player's frame (``alt="<title>"``) too."""
+    for bundle in figure.findall(nodes.container):
+        if bundle.get("nb_element") != "mime_bundle":
+            continue
+        for child in _mime_children(bundle, "text/plain"):
+            text = child.astext()
+            for title in _explorer_titles():
+                if text.startswith(f"Explorer: {title} — "):
+                    return title
+        for child in _mime_children(bundle, "text/html"):
+            match = EXPLORER_FRAME_ALT.search(child.astext())
+            if match:
+                return html.unescape(match.group(2))
+    return None
+
+
+def translate_explorer_alt(figure: nodes.figure, catalogue) -> None:
+    """Give the frame of the static player in an explorer figure its alt text from ``catalogue``
+    (the player is raw HTML made by ``lib.widgets.core``; its alt is the explorer's title)."""
+    for raw in list(figure.findall(nodes.raw)):
+        text = raw.astext()
+
+        def translated(match):
+            title = html.unescape(match.group(2))
+            return match.group(1) + html.escape(catalogue.gettext(title) or title) + match.group(3)
+
+        new = EXPLORER_FRAME_ALT.sub(translated, text)
+        if new != text:
+            raw.replace(raw.children[0], nodes.Text(new))
+            raw.rawsource = new
+
+
+class AltTextsForGettext(SphinxPostTransform):
+    """For the gettext builder only, before myst-nb's ``SelectMimeType`` (priority 4), which keeps
+    an output's ``text/plain`` for gettext and drops its image: a copy of each output image that has
+    an alt text (a plot's ``mystnb.image.alt``), and an image whose alt is the explorer's title for
+    each explorer figure, is put beside the output, where gettext extracts the alt."""
+
+    default_priority = 3
+    builders = ("gettext",)
+
+    def run(self, **kwargs):
+        for bundle in list(self.document.findall(nodes.container)):
+            if bundle.get("nb_element") != "mime_bundle":
+                continue
+            for child in _mime_children(bundle, "image/"):
+                for image in child.findall(nodes.image):
+                    if image.get("alt"):
+                        bundle.parent.insert(bundle.parent.index(bundle), self._message(image["alt"], bundle))
+        for figure in list(self.document.findall(nodes.figure)):
+            if "book-explorer-figure" in figure["classes"]:
+                title = explorer_title(figure)
+                if title:
+                    figure.insert(0, self._message(title, figure))
+
+    def _message(self, alt: str, near: nodes.Element) -> nodes.image:
+        image = nodes.image(uri="", alt=alt)
+        image.source, image.line = near.source or self.document["source"], near.line or 1
+        image.uid = ""  # gettext's catalogue skips a node without one
+        return image
 
 
 # --- broken markup in a translation -----------------------------------------------------------
@@ -336,6 +430,7 @@ def setup(app):
     app.connect("build-finished", _reuse_english_images)
     app.add_transform(SharedNotTranslated)
     app.add_post_transform(ExerciseTitlesForGettext)
+    app.add_post_transform(AltTextsForGettext)
     app.add_transform(ExplorerCaptions)
     app.add_transform(TranslatedMarkupCheck)
     app.add_transform(TranslatedExerciseRegistry)

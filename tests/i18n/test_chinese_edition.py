@@ -4,6 +4,9 @@
 * A Chinese page whose translation is complete (``locale/complete.txt``) shows no block of English
   prose (6 or more Latin words in a row with no Chinese) outside code, maths, outputs and the
   bibliography, and no markup left as text (``**``, a backtick, ``{role}``).
+* Nor an image whose alt text is English: a plot's (its cell's ``mystnb.image.alt``), a diagram's,
+  an explorer frame's (its title). An alt text with no Chinese character and two or more Latin
+  words is English, be it a plot's description or an explorer's two-word title.
 
 ``BOOK_HTML`` names another build (its root, the English edition).
 """
@@ -72,6 +75,24 @@ def english_prose(html: str) -> list[str]:
     return sorted(set(found))
 
 
+def english_alts(html: str) -> list[str]:
+    """The alt texts of a page's images (in its article) that are English, each a short quote.
+
+    English: no Chinese character (outside quotation marks, which quote English on purpose) and two
+    or more Latin words. A Chinese alt text that names English words (the example sentence ch. 8's
+    diagram scores) is Chinese."""
+    soup = BeautifulSoup(html, "html.parser")
+    article = soup.select_one("article") or soup
+    found = []
+    for image in article.find_all("img"):
+        alt = image.get("alt", "")
+        unquoted = QUOTED.sub(" ", alt)
+        if not re.search(f"[{CJK}]", unquoted) and len(re.findall(r"[A-Za-z]+", unquoted)) >= 2:
+            found.append(f"English alt text of <img class={' '.join(image.get('class', []))!r}>: "
+                         f"{alt[:80]!r}")
+    return found
+
+
 @pytest.fixture(scope="module")
 def built():
     if not (CHINESE / "intro.html").is_file():
@@ -99,7 +120,25 @@ def test_complete_chinese_page_has_no_english_prose(built, page):
     assert not found, f"zh_CN/{page}.html:\n" + "\n".join(found[:30])
 
 
+@pytest.mark.parametrize("page", complete_pages())
+def test_complete_chinese_page_has_no_english_alt_text(built, page):
+    found = english_alts((CHINESE / f"{page}.html").read_text(encoding="utf-8"))
+    assert not found, f"zh_CN/{page}.html:\n" + "\n".join(found)
+
+
 # The checks above, shown to fail on planted pages.
+
+
+def test_english_alt_texts_are_found():
+    html = ('<img alt="Logo of the book"><article>'
+            '<img alt="Two line plots. Top: rate per step against curvature from 0.5 to 24.">'
+            '<div class="book-explorer"><img class="book-explorer-frame" alt="Hopfield recall"></div>'
+            '<img alt="两幅折线图。上图：每步收敛率随曲率（0.5 到 24）的变化。">'
+            '<img alt="两行词框：上面是候选 the cat sat on the mat，下面是参考序列">'
+            '<img alt="“where is the apple?”"><img alt="BLEU"><img></article>')
+    found = english_alts(html)
+    assert len(found) == 2, found
+    assert "Two line plots" in found[0] and "'book-explorer-frame'" in found[1], found
 
 
 def test_english_prose_and_leftover_markup_are_found():
