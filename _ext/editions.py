@@ -35,7 +35,6 @@ switch is the template ``_ext/templates/book-language-switch.html`` (class
 """
 from __future__ import annotations
 
-import functools
 import html
 import re
 import shutil
@@ -248,86 +247,75 @@ def translator_for(env, docname: str):
 
 
 class ExplorerCaptions(SphinxTransform):
-    """Explorer captions (made by ``_ext/explorers.py`` at priority 500, after Locale): give each a
-    source so gettext extracts it; in a translated edition, show the catalogue's translation."""
+    """Explorer figures (made by ``_ext/explorers.py`` at priority 500, after Locale): give each
+    caption a source so gettext extracts it; in a translated edition, show the catalogue's
+    translation of the caption, and of the explorer's title as its frame's alt text
+    (:func:`translate_explorer_alt`)."""
 
     default_priority = 510
 
     def apply(self, **kwargs):
-        captions = [caption for figure in self.document.findall(nodes.figure)
-                    if "book-explorer-figure" in figure["classes"]
-                    for caption in figure.findall(nodes.caption)]
-        if not captions:
+        figures = [figure for figure in self.document.findall(nodes.figure)
+                   if "book-explorer-figure" in figure["classes"]]
+        if not figures:
             return
         translate = edition_of(self.config) != "en"
         catalogue = translator_for(self.env, self.env.docname) if translate else None
-        if catalogue is not None:
-            for figure in self.document.findall(nodes.figure):
-                if "book-explorer-figure" in figure["classes"]:
-                    translate_explorer_alt(figure, catalogue)
-        for caption in captions:
-            caption.source = caption.source or self.document["source"]
-            caption.line = caption.line or 1
-            caption.rawsource = caption.rawsource or caption.astext()
-            if catalogue is None:
-                continue
-            text = catalogue.gettext(caption.rawsource)
-            if text and text != caption.rawsource:
-                caption.children = []
-                caption += nodes.Text(text)
-                caption["translated"] = True
+        for figure in figures:
+            if catalogue is not None:
+                translate_explorer_alt(figure, catalogue)
+            for caption in figure.findall(nodes.caption):
+                caption.source = caption.source or self.document["source"]
+                caption.line = caption.line or 1
+                caption.rawsource = caption.rawsource or caption.astext()
+                if catalogue is None:
+                    continue
+                text = catalogue.gettext(caption.rawsource)
+                if text and text != caption.rawsource:
+                    caption.children = []
+                    caption += nodes.Text(text)
+                    caption["translated"] = True
 
 
 # --- alt texts: plots' and explorers' ------------------------------------------------------------
 
-EXPLORER_FRAME_ALT = re.compile(r'(<img class="book-explorer-frame" alt=")([^"]*)(")')
-
-
-@functools.cache
-def _explorer_titles() -> tuple[str, ...]:
-    from lib.widgets.core import book_visuals
-
-    return tuple(sorted(book_visuals(), key=len, reverse=True))
+# The static player's frame (``Explorer.to_html`` in lib.widgets.core), its attributes in any order,
+# and the alt attribute inside it: the explorer's title, HTML-escaped.
+EXPLORER_FRAME = re.compile(r'<img\s[^>]*(?<=\s)class="book-explorer-frame"[^>]*>')
+ALT = re.compile(r'(?<=\s)alt="([^"]*)"')
 
 
 def _mime_children(bundle, prefix: str):
     return [child for child in bundle.children if child.get("mime_type", "").startswith(prefix)]
 
 
-def explorer_title(figure: nodes.figure) -> str | None:
-    """The title of the explorer an explorer figure holds: what its frame's alt text says.
-
-    The text/plain of its output names it (``Explorer: <title> — ...``, what the book's explorer
-    figures are found by); a static player's frame (``alt="<title>"``) too."""
-    for bundle in figure.findall(nodes.container):
-        if bundle.get("nb_element") != "mime_bundle":
-            continue
-        for child in _mime_children(bundle, "text/plain"):
-            text = child.astext()
-            for title in _explorer_titles():
-                if text.startswith(f"Explorer: {title} — "):
-                    return title
-        for child in _mime_children(bundle, "text/html"):
-            match = EXPLORER_FRAME_ALT.search(child.astext())
-            if match:
-                return html.unescape(match.group(2))
-    return None
-
-
 def translate_explorer_alt(figure: nodes.figure, catalogue) -> None:
-    """Give the frame of the static player in an explorer figure its alt text from ``catalogue``
-    (the player is raw HTML made by ``lib.widgets.core``; its alt is the explorer's title)."""
+    """Give the frame of the static player in an explorer figure the translation of the explorer's
+    title (the figure's ``explorer_title``, set by ``_ext/explorers.py``) from ``catalogue`` as its
+    alt text. The player is raw HTML made by ``lib.widgets.core``, whose frame's alt is the title.
+    A figure with no frame whose alt is its title is a warning (the build fails): the frame would
+    keep its English alt unseen."""
+    title = figure.get("explorer_title")
+    english = html.escape(title or "")
+    rewritten = False
+
+    def translated(frame: re.Match) -> str:
+        nonlocal rewritten
+        tag, alt = frame.group(), ALT.search(frame.group())
+        if not title or alt is None or alt.group(1) != english:
+            return tag
+        rewritten = True
+        return tag[: alt.start(1)] + html.escape(catalogue.gettext(title) or title) + tag[alt.end(1) :]
+
     for raw in list(figure.findall(nodes.raw)):
         text = raw.astext()
-
-        def translated(match):
-            title = html.unescape(match.group(2))
-            return match.group(1) + html.escape(catalogue.gettext(title) or title) + match.group(3)
-
-        new = EXPLORER_FRAME_ALT.sub(translated, text)
+        new = EXPLORER_FRAME.sub(translated, text)
         if new != text:
             raw.replace(raw.children[0], nodes.Text(new))
             raw.rawsource = new
+    if not rewritten:
+        logger.warning("explorer figure %r: no frame (<img class=\"book-explorer-frame\">) whose alt "
+                       "is its title; its alt text is not translated", title, location=figure)
 
 
 class AltTextsForGettext(SphinxPostTransform):
@@ -349,9 +337,12 @@ class AltTextsForGettext(SphinxPostTransform):
                         bundle.parent.insert(bundle.parent.index(bundle), self._message(image["alt"], bundle))
         for figure in list(self.document.findall(nodes.figure)):
             if "book-explorer-figure" in figure["classes"]:
-                title = explorer_title(figure)
-                if title:
-                    figure.insert(0, self._message(title, figure))
+                title = figure.get("explorer_title")
+                if not title:
+                    logger.warning("explorer figure without a title (explorer_title): its frame's "
+                                   "alt text is not extracted", location=figure)
+                    continue
+                figure.insert(0, self._message(title, figure))
 
     def _message(self, alt: str, near: nodes.Element) -> nodes.image:
         image = nodes.image(uri="", alt=alt)
