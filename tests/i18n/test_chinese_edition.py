@@ -5,8 +5,9 @@
   prose (6 or more Latin words in a row with no Chinese) outside code, maths, outputs and the
   bibliography, and no markup left as text (``**``, a backtick, ``{role}``).
 * Nor an image whose alt text is English: a plot's (its cell's ``mystnb.image.alt``), a diagram's,
-  an explorer frame's (its title). An alt text with no Chinese character and two or more Latin
-  words is English, be it a plot's description or an explorer's two-word title.
+  an explorer frame's (its title). An alt text with no Chinese ideograph and a Latin word is
+  English, be it a plot's description or an explorer's one-word title; so is one with a run of
+  English prose outside quotation marks, as in a paragraph (a half-translated alt text).
 
 ``BOOK_HTML`` names another build (its root, the English edition).
 """
@@ -75,19 +76,24 @@ def english_prose(html: str) -> list[str]:
     return sorted(set(found))
 
 
+IDEOGRAPH = re.compile("[\u3400-\u9fff]")
+
+
 def english_alts(html: str) -> list[str]:
     """The alt texts of a page's images (in its article) that are English, each a short quote.
 
-    English: no Chinese character (outside quotation marks, which quote English on purpose) and two
-    or more Latin words. A Chinese alt text that names English words (the example sentence ch. 8's
-    diagram scores) is Chinese."""
+    English: no Chinese character (an ideograph: full-width punctuation is no Chinese) outside
+    quotation marks, which quote English on purpose, and a Latin word; or, Chinese or not, a run
+    of English prose outside them as :func:`english_prose` finds it (a half-translated alt text).
+    A Chinese alt text that quotes English words (the example sentence ch. 8's diagram scores)
+    is Chinese."""
     soup = BeautifulSoup(html, "html.parser")
     article = soup.select_one("article") or soup
     found = []
     for image in article.find_all("img"):
         alt = image.get("alt", "")
         unquoted = QUOTED.sub(" ", alt)
-        if not re.search(f"[{CJK}]", unquoted) and len(re.findall(r"[A-Za-z]+", unquoted)) >= 2:
+        if (not IDEOGRAPH.search(unquoted) and re.search(r"[A-Za-z]{2,}", unquoted)) or LATIN_RUN.search(unquoted):
             found.append(f"English alt text of <img class={' '.join(image.get('class', []))!r}>: "
                          f"{alt[:80]!r}")
     return found
@@ -130,15 +136,23 @@ def test_complete_chinese_page_has_no_english_alt_text(built, page):
 
 
 def test_english_alt_texts_are_found():
+    english = ['Two line plots. Top: rate per step against curvature from 0.5 to 24.',
+               '两幅折线图。Top: rate per step against curvature from 0.5 to 24.',  # half translated
+               'Loss against margin：',  # full-width punctuation is no Chinese
+               'Heatmap',  # one English word
+               '“the cat” against the mat',
+               '上面是候选 the cat sat on the mat，下面是参考序列']  # an example sentence, unquoted
+    chinese = ['两幅折线图。上图：每步收敛率随曲率（0.5 到 24）的变化。',
+               '两行词框：上面是候选“the cat sat on the mat”，下面是参考序列',  # a quoted example
+               '“where is the apple? the model says it is here”',  # English in quotation marks
+               'BLEU 分解', '√d', 'K = 4', '']
     html = ('<img alt="Logo of the book"><article>'
-            '<img alt="Two line plots. Top: rate per step against curvature from 0.5 to 24.">'
-            '<div class="book-explorer"><img class="book-explorer-frame" alt="Hopfield recall"></div>'
-            '<img alt="两幅折线图。上图：每步收敛率随曲率（0.5 到 24）的变化。">'
-            '<img alt="两行词框：上面是候选 the cat sat on the mat，下面是参考序列">'
-            '<img alt="“where is the apple?”"><img alt="BLEU"><img></article>')
+            + "".join(f'<img class="book-explorer-frame" alt="{alt}">' for alt in english + chinese)
+            + '<img></article>')
     found = english_alts(html)
-    assert len(found) == 2, found
-    assert "Two line plots" in found[0] and "'book-explorer-frame'" in found[1], found
+    assert len(found) == len(english), found
+    for alt, problem in zip(english, found):
+        assert repr(alt[:80]) in problem and "'book-explorer-frame'" in problem, (alt, problem)
 
 
 def test_english_prose_and_leftover_markup_are_found():
