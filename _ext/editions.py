@@ -16,6 +16,12 @@ The English pages are the source; the Chinese edition is the same build with
   solution's title, built from sphinx-exercise's own copy of the exercise, too).
 * **Explorer captions.** ``_ext/explorers.py`` makes them after Sphinx's translation step; they
   are given a source here (so they are extracted) and translated from the page's catalogue.
+* **Alt texts of plots and explorers.** A plot's alt text (a code cell's ``mystnb.image.alt``) is
+  an image node's ``alt``, which Sphinx translates, but the gettext builder renders a cell's output
+  as its ``text/plain``, so the image, and its alt, never reached the catalogue; each one is now
+  extracted (:class:`AltTextsForGettext`). An explorer's frame takes its alt from the explorer's
+  title inside the player's HTML (``lib.widgets.core``); the title is extracted, and the Chinese
+  edition's frame shows its translation (the frame's pixels, the explorer's labels, stay shared).
 * **No maths, no outputs in the catalogues.** Display maths and every node inside a cell's
   output (the Benchmarks page's tables, for one) are marked not translatable: they are shared.
 * **Broken markup is a warning.** A translated message that renders a backtick, ``**`` or a
@@ -29,6 +35,7 @@ switch is the template ``_ext/templates/book-language-switch.html`` (class
 """
 from __future__ import annotations
 
+import html
 import re
 import shutil
 from pathlib import Path
@@ -240,30 +247,108 @@ def translator_for(env, docname: str):
 
 
 class ExplorerCaptions(SphinxTransform):
-    """Explorer captions (made by ``_ext/explorers.py`` at priority 500, after Locale): give each a
-    source so gettext extracts it; in a translated edition, show the catalogue's translation."""
+    """Explorer figures (made by ``_ext/explorers.py`` at priority 500, after Locale): give each
+    caption a source so gettext extracts it; in a translated edition, show the catalogue's
+    translation of the caption, and of the explorer's title as its frame's alt text
+    (:func:`translate_explorer_alt`)."""
 
     default_priority = 510
 
     def apply(self, **kwargs):
-        captions = [caption for figure in self.document.findall(nodes.figure)
-                    if "book-explorer-figure" in figure["classes"]
-                    for caption in figure.findall(nodes.caption)]
-        if not captions:
+        figures = [figure for figure in self.document.findall(nodes.figure)
+                   if "book-explorer-figure" in figure["classes"]]
+        if not figures:
             return
         translate = edition_of(self.config) != "en"
         catalogue = translator_for(self.env, self.env.docname) if translate else None
-        for caption in captions:
-            caption.source = caption.source or self.document["source"]
-            caption.line = caption.line or 1
-            caption.rawsource = caption.rawsource or caption.astext()
-            if catalogue is None:
+        for figure in figures:
+            if catalogue is not None:
+                translate_explorer_alt(figure, catalogue)
+            for caption in figure.findall(nodes.caption):
+                caption.source = caption.source or self.document["source"]
+                caption.line = caption.line or 1
+                caption.rawsource = caption.rawsource or caption.astext()
+                if catalogue is None:
+                    continue
+                text = catalogue.gettext(caption.rawsource)
+                if text and text != caption.rawsource:
+                    caption.children = []
+                    caption += nodes.Text(text)
+                    caption["translated"] = True
+
+
+# --- alt texts: plots' and explorers' ------------------------------------------------------------
+
+# The static player's frame (``Explorer.to_html`` in lib.widgets.core), its attributes in any order,
+# and the alt attribute inside it: the explorer's title, HTML-escaped.
+EXPLORER_FRAME = re.compile(r'<img\s[^>]*(?<=\s)class="book-explorer-frame"[^>]*>')
+ALT = re.compile(r'(?<=\s)alt="([^"]*)"')
+
+
+def _mime_children(bundle, prefix: str):
+    return [child for child in bundle.children if child.get("mime_type", "").startswith(prefix)]
+
+
+def translate_explorer_alt(figure: nodes.figure, catalogue) -> None:
+    """Give the frame of the static player in an explorer figure the translation of the explorer's
+    title (the figure's ``explorer_title``, set by ``_ext/explorers.py``) from ``catalogue`` as its
+    alt text. The player is raw HTML made by ``lib.widgets.core``, whose frame's alt is the title.
+    A figure with no frame whose alt is its title is a warning (the build fails): the frame would
+    keep its English alt unseen."""
+    title = figure.get("explorer_title")
+    english = html.escape(title or "")
+    rewritten = False
+
+    def translated(frame: re.Match) -> str:
+        nonlocal rewritten
+        tag, alt = frame.group(), ALT.search(frame.group())
+        if not title or alt is None or alt.group(1) != english:
+            return tag
+        rewritten = True
+        return tag[: alt.start(1)] + html.escape(catalogue.gettext(title) or title) + tag[alt.end(1) :]
+
+    for raw in list(figure.findall(nodes.raw)):
+        text = raw.astext()
+        new = EXPLORER_FRAME.sub(translated, text)
+        if new != text:
+            raw.replace(raw.children[0], nodes.Text(new))
+            raw.rawsource = new
+    if not rewritten:
+        logger.warning("explorer figure %r: no frame (<img class=\"book-explorer-frame\">) whose alt "
+                       "is its title; its alt text is not translated", title, location=figure)
+
+
+class AltTextsForGettext(SphinxPostTransform):
+    """For the gettext builder only, before myst-nb's ``SelectMimeType`` (priority 4), which keeps
+    an output's ``text/plain`` for gettext and drops its image: a copy of each output image that has
+    an alt text (a plot's ``mystnb.image.alt``), and an image whose alt is the explorer's title for
+    each explorer figure, is put beside the output, where gettext extracts the alt."""
+
+    default_priority = 3
+    builders = ("gettext",)
+
+    def run(self, **kwargs):
+        for bundle in list(self.document.findall(nodes.container)):
+            if bundle.get("nb_element") != "mime_bundle":
                 continue
-            text = catalogue.gettext(caption.rawsource)
-            if text and text != caption.rawsource:
-                caption.children = []
-                caption += nodes.Text(text)
-                caption["translated"] = True
+            for child in _mime_children(bundle, "image/"):
+                for image in child.findall(nodes.image):
+                    if image.get("alt"):
+                        bundle.parent.insert(bundle.parent.index(bundle), self._message(image["alt"], bundle))
+        for figure in list(self.document.findall(nodes.figure)):
+            if "book-explorer-figure" in figure["classes"]:
+                title = figure.get("explorer_title")
+                if not title:
+                    logger.warning("explorer figure without a title (explorer_title): its frame's "
+                                   "alt text is not extracted", location=figure)
+                    continue
+                figure.insert(0, self._message(title, figure))
+
+    def _message(self, alt: str, near: nodes.Element) -> nodes.image:
+        image = nodes.image(uri="", alt=alt)
+        image.source, image.line = near.source or self.document["source"], near.line or 1
+        image.uid = ""  # gettext's catalogue skips a node without one
+        return image
 
 
 # --- broken markup in a translation -----------------------------------------------------------
@@ -336,6 +421,7 @@ def setup(app):
     app.connect("build-finished", _reuse_english_images)
     app.add_transform(SharedNotTranslated)
     app.add_post_transform(ExerciseTitlesForGettext)
+    app.add_post_transform(AltTextsForGettext)
     app.add_transform(ExplorerCaptions)
     app.add_transform(TranslatedMarkupCheck)
     app.add_transform(TranslatedExerciseRegistry)

@@ -8,7 +8,7 @@
   ``_static/explorer-frames/`` (``lib.widgets.core.externalise_frames``): a page
   carries each player's first frame, the browser fetches the others on demand.
 * Numbers the explorers like the other figures: a transform wraps each explorer's
-  output in a figure whose caption and label (``fig-explorer-lstm-gate``, for ``{numref}``)
+  output in a figure (its ``explorer_title`` attribute the visual's title) whose caption and label (``fig-explorer-lstm-gate``, for ``{numref}``)
   are the ``caption`` and :func:`~lib.widgets.core.figure_label` of its visual, found by
   the title its output names (the static player's and a live output's ``text/plain``
   alike). An output that names no visual of ``lib.widgets`` is a warning (the build
@@ -99,6 +99,10 @@ class ExplorerFigures(SphinxTransform):
                 continue
             caption = visual.caption.strip() or visual.title
             figure = nodes.figure(classes=["book-explorer-figure"])
+            # The title names the explorer after its output has been replaced (the gettext build
+            # keeps text/plain only; the Chinese edition rewrites the frame's alt, the title):
+            # ``_ext/editions.py`` reads it here rather than parse the output a second time.
+            figure["explorer_title"] = visual.title
             figure["names"].append(figure_label(visual))
             bundle.replace_self(figure)
             figure += bundle
@@ -127,4 +131,4 @@ def setup(app):
     app.connect("build-finished", _externalise_explorer_frames)
     # The version of what the transform above writes into the doctrees: raising it makes the
     # next build re-read every page instead of reusing doctrees read by an older transform.
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 3}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 4}

@@ -4,7 +4,9 @@ Each translated message must keep what the build resolves or shows verbatim: its
 their targets ({term}, {eq}, {numref}, {ref}, {doc}, {cite:*}, and {glue:*} whole), its inline
 maths, inline code and link addresses; every {term} shows the glossary's Chinese form; bold and
 italic delimiters stay where CommonMark can read them next to Chinese punctuation; and no line
-break falls between two Chinese characters (a browser shows it as a space).
+break falls between two Chinese characters (a browser shows it as a space). A plot's alt text
+(its cell's ``mystnb.image.alt`` in the page's notebook) is plain text, never Markdown: the
+emphasis rules do not apply to it (``y* 的长度`` is a starred y, not an opening ``*``).
 
     python tools/po_check.py [PO ...]          problems of translated messages
     python tools/po_check.py --complete PO ...  also every untranslated or fuzzy message
@@ -13,6 +15,7 @@ break falls between two Chinese characters (a browser shows it as a space).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import unicodedata
@@ -108,7 +111,26 @@ def emphasis_problems(text: str) -> list[str]:
     return problems
 
 
-def check_message(source: str, translation: str, glossary: dict[str, list[str]]) -> list[str]:
+def plot_alt_texts(po: Path) -> set[str]:
+    """The alt texts of the plots of the page whose catalogue is ``po`` (its notebook's cells'
+    ``mystnb.image.alt``; ``_ext/editions.py`` extracts them as messages): none for a page that
+    is no notebook, or a catalogue outside locale/zh_CN/LC_MESSAGES."""
+    try:
+        page = po.resolve().relative_to(CATALOGUES).with_suffix("")
+    except ValueError:
+        return set()
+    notebook = (ROOT / page).with_suffix(".ipynb")
+    if not notebook.is_file():
+        return set()
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    alts = (cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt") for cell in cells)
+    return {alt for alt in alts if alt}
+
+
+def check_message(source: str, translation: str, glossary: dict[str, list[str]],
+                  markdown: bool = True) -> list[str]:
+    """The problems of ``translation`` of ``source``; ``markdown=False`` for a message that is
+    plain text (an alt text), which has no emphasis to break."""
     problems = []
     source_roles = Counter((n, role_target(n, c)) for n, c in ROLE.findall(source))
     target_roles = Counter((n, role_target(n, c)) for n, c in ROLE.findall(translation))
@@ -133,9 +155,10 @@ def check_message(source: str, translation: str, glossary: dict[str, list[str]])
         problems.append("an odd number of backticks")
     if Counter(LINK.findall(source)) != Counter(LINK.findall(translation)):
         problems.append("link addresses differ")
-    if prose(translation).count("**") % 2:
+    if markdown and prose(translation).count("**") % 2:
         problems.append("an odd number of '**'")
-    for problem in [] if "$$" in source or "\\begin{" in source else emphasis_problems(translation):
+    exempt = not markdown or "$$" in source or "\\begin{" in source
+    for problem in [] if exempt else emphasis_problems(translation):
         problems.append(f"emphasis next to punctuation prints literally: {problem}")
     if BREAK_BETWEEN_CJK.search(translation):
         problems.append("a line break between two Chinese characters (shown as a space)")
@@ -145,7 +168,7 @@ def check_message(source: str, translation: str, glossary: dict[str, list[str]])
 def check_file(path: Path, complete: bool, glossary) -> list[str]:
     with path.open("rb") as handle:
         catalogue = read_po(handle)
-    found = []
+    found, alts = [], plot_alt_texts(path)
     for message in catalogue:
         if not message.id:
             continue
@@ -156,7 +179,7 @@ def check_file(path: Path, complete: bool, glossary) -> list[str]:
             if complete:
                 found.append(f"{path}: {'fuzzy' if message.fuzzy else 'untranslated'}: {label!r}")
             continue
-        for problem in check_message(source, translation, glossary):
+        for problem in check_message(source, translation, glossary, markdown=source not in alts):
             found.append(f"{path}: {problem}: {label!r}")
     return found
 

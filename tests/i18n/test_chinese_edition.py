@@ -4,6 +4,10 @@
 * A Chinese page whose translation is complete (``locale/complete.txt``) shows no block of English
   prose (6 or more Latin words in a row with no Chinese) outside code, maths, outputs and the
   bibliography, and no markup left as text (``**``, a backtick, ``{role}``).
+* Nor an image whose alt text is English: a plot's (its cell's ``mystnb.image.alt``), a diagram's,
+  an explorer frame's (its title). An alt text with no Chinese ideograph and a Latin word is
+  English, be it a plot's description or an explorer's one-word title; so is one with a run of
+  English prose outside quotation marks, as in a paragraph (a half-translated alt text).
 
 ``BOOK_HTML`` names another build (its root, the English edition).
 """
@@ -72,6 +76,29 @@ def english_prose(html: str) -> list[str]:
     return sorted(set(found))
 
 
+IDEOGRAPH = re.compile("[\u3400-\u9fff]")
+
+
+def english_alts(html: str) -> list[str]:
+    """The alt texts of a page's images (in its article) that are English, each a short quote.
+
+    English: no Chinese character (an ideograph: full-width punctuation is no Chinese) outside
+    quotation marks, which quote English on purpose, and a Latin word; or, Chinese or not, a run
+    of English prose outside them as :func:`english_prose` finds it (a half-translated alt text).
+    A Chinese alt text that quotes English words (the example sentence ch. 8's diagram scores)
+    is Chinese."""
+    soup = BeautifulSoup(html, "html.parser")
+    article = soup.select_one("article") or soup
+    found = []
+    for image in article.find_all("img"):
+        alt = image.get("alt", "")
+        unquoted = QUOTED.sub(" ", alt)
+        if (not IDEOGRAPH.search(unquoted) and re.search(r"[A-Za-z]{2,}", unquoted)) or LATIN_RUN.search(unquoted):
+            found.append(f"English alt text of <img class={' '.join(image.get('class', []))!r}>: "
+                         f"{alt[:80]!r}")
+    return found
+
+
 @pytest.fixture(scope="module")
 def built():
     if not (CHINESE / "intro.html").is_file():
@@ -99,7 +126,33 @@ def test_complete_chinese_page_has_no_english_prose(built, page):
     assert not found, f"zh_CN/{page}.html:\n" + "\n".join(found[:30])
 
 
+@pytest.mark.parametrize("page", complete_pages())
+def test_complete_chinese_page_has_no_english_alt_text(built, page):
+    found = english_alts((CHINESE / f"{page}.html").read_text(encoding="utf-8"))
+    assert not found, f"zh_CN/{page}.html:\n" + "\n".join(found)
+
+
 # The checks above, shown to fail on planted pages.
+
+
+def test_english_alt_texts_are_found():
+    english = ['Two line plots. Top: rate per step against curvature from 0.5 to 24.',
+               '两幅折线图。Top: rate per step against curvature from 0.5 to 24.',  # half translated
+               'Loss against margin：',  # full-width punctuation is no Chinese
+               'Heatmap',  # one English word
+               '“the cat” against the mat',
+               '上面是候选 the cat sat on the mat，下面是参考序列']  # an example sentence, unquoted
+    chinese = ['两幅折线图。上图：每步收敛率随曲率（0.5 到 24）的变化。',
+               '两行词框：上面是候选“the cat sat on the mat”，下面是参考序列',  # a quoted example
+               '“where is the apple? the model says it is here”',  # English in quotation marks
+               'BLEU 分解', '√d', 'K = 4', '']
+    html = ('<img alt="Logo of the book"><article>'
+            + "".join(f'<img class="book-explorer-frame" alt="{alt}">' for alt in english + chinese)
+            + '<img></article>')
+    found = english_alts(html)
+    assert len(found) == len(english), found
+    for alt, problem in zip(english, found):
+        assert repr(alt[:80]) in problem and "'book-explorer-frame'" in problem, (alt, problem)
 
 
 def test_english_prose_and_leftover_markup_are_found():

@@ -1,4 +1,5 @@
 """tools/po_check.py, rule by rule: each rule passes a good translation and reports a bad one."""
+import json
 import sys
 from pathlib import Path
 
@@ -94,3 +95,33 @@ def test_check_file_lists_untranslated_and_fuzzy_messages_only_when_complete(tmp
     assert sum("untranslated" in line for line in complete) == 1
     assert sum("fuzzy" in line for line in complete) == 1
     assert po_check.main([str(po)]) == 1
+
+
+def test_a_plots_alt_text_is_exempt_from_the_emphasis_rules(tmp_path, monkeypatch):
+    """A plot's alt text (cell metadata mystnb.image.alt) is plain text: "y* 的长度" is no broken
+    emphasis there, while the same Chinese in a Markdown message of the page is."""
+    catalogues = tmp_path / "locale" / "zh_CN" / "LC_MESSAGES"
+    (catalogues / "chapters").mkdir(parents=True)
+    monkeypatch.setattr(po_check, "ROOT", tmp_path)
+    monkeypatch.setattr(po_check, "CATALOGUES", catalogues)
+    alt = "Bars below the dashed length of y*."
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["The length of y* is dashed."]},
+             {"cell_type": "code", "metadata": {"mystnb": {"image": {"alt": alt}, "figure": {"caption": "C"}}},
+              "source": [], "outputs": [], "execution_count": None}]
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "chapters" / "07_decoding.ipynb").write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    po = catalogues / "chapters" / "07_decoding.po"
+    po.write_text('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=utf-8\\n"\n\n'
+                  f'msgid "{alt}"\nmsgstr "条形低于表示 y* 的长度的虚线。"\n\n'
+                  'msgid "The length of y* is dashed."\nmsgstr "y* 的长度用虚线表示。"\n', encoding="utf-8")
+    assert po_check.plot_alt_texts(po) == {alt}
+    (problem,) = po_check.check_file(po, True, GLOSSARY)
+    assert "emphasis" in problem and "The length of y*" in problem
+    assert problems(alt, "条形低于表示 y* 的长度的虚线。") != []  # as Markdown it would be reported
+    assert po_check.check_message(alt, "条形低于表示 y* 的长度的虚线。", GLOSSARY, markdown=False) == []
+
+
+def test_the_books_plot_alt_texts_are_found():
+    alts = po_check.plot_alt_texts(po_check.CATALOGUES / "chapters" / "07_decoding.po")
+    assert any(alt.startswith("Four panels against the beam size K") for alt in alts), alts
+    assert po_check.plot_alt_texts(po_check.CATALOGUES / "intro.po") == set()
