@@ -5,8 +5,13 @@
   (``lib.widgets``) pre-renders its frames into an HTML player that works without a
   kernel. Notebooks run by Jupyter or nbval keep the default, live ipywidgets.
 * After the build, moves the players' frames out of the pages into
-  ``_static/explorer-frames/`` (``lib.widgets.core.externalise_frames``): a page
-  carries each player's first frame, the browser fetches the others on demand.
+  ``_static/explorer-frames/`` (``lib.widgets.core.externalise_frames``), the default
+  frame too (:func:`lazy_default_frames`): the ``<img>`` that shows it names its file
+  (``loading="lazy"``, with its width and height, so nothing moves when it arrives), and
+  Chromium fetches it as the explorer comes within about a screen of the window, with no
+  script involved. No explorer is on a chapter's first screen, so a first visit no longer
+  carries 15-60 KB of inline WebP per chapter; the player fetches the other frames when a
+  control moves.
 * Numbers the explorers like the other figures: a transform wraps each explorer's
   output in a figure whose caption and label (``fig-explorer-lstm-gate``, for ``{numref}``)
   are the ``caption`` and :func:`~lib.widgets.core.figure_label` of its visual, found by
@@ -18,7 +23,9 @@
   (relative, so a printed page names wherever it was read; ``tools/pdf.py`` points it at the
   HTML edition the PDF goes with).
 """
+import base64
 import functools
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -46,13 +53,34 @@ def _externalise_explorer_frames(app, exception):
                     page.write_text(text, encoding="utf-8")
             if "book-explorer-data" in text:
                 prefix = Path(os.path.relpath(frames_dir, page.parent)).as_posix() + "/"
-                text = externalise_frames(text, frames_dir, prefix)
+                text = lazy_default_frames(externalise_frames(text, frames_dir, prefix), frames_dir, prefix)
                 page.write_text(text, encoding="utf-8")
                 used.update(re.findall(r"explorer-frames/([0-9a-f]{16}\.webp)", text))
         # An incremental build keeps the frames of explorers that have since changed: drop them.
         for frame in frames_dir.glob("*.webp"):
             if frame.name not in used:
                 frame.unlink()
+
+
+_INLINE_FRAME = re.compile(r'(<img class="book-explorer-frame"[^>]*?) src="data:image/webp;base64,([A-Za-z0-9+/=]+)"')
+
+
+def lazy_default_frames(text: str, frames_dir: Path, url_prefix: str) -> str:
+    """Every explorer's default frame (inline WebP in its ``<img>``) as a file of ``frames_dir``, named
+    as :func:`lib.widgets.core.externalise_frames` names the others (so it is usually there already),
+    the ``<img>`` pointing at it (``url_prefix`` + name) and loading lazily."""
+
+    def move(match: re.Match) -> str:
+        frame = base64.b64decode(match.group(2))
+        name = hashlib.sha1(frame).hexdigest()[:16] + ".webp"
+        target = frames_dir / name
+        if not target.exists():
+            frames_dir.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(frame)
+        lazy = "" if "loading=" in match.group(1) else ' loading="lazy"'
+        return f'{match.group(1)}{lazy} src="{url_prefix}{name}"'
+
+    return _INLINE_FRAME.sub(move, text)
 
 
 _EXPLORER_TAG = re.compile(r'<div class="book-explorer"(?! style=)')

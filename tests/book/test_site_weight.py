@@ -788,13 +788,7 @@ def _dropped_selectors(words: set) -> list[str]:
 
 
 def _build_words() -> set:
-    words = set()
-    for page in _pages():
-        words |= page_assets.page_words(page.read_text(encoding="utf-8"))
-    for script in (BUILD / "_static").rglob("*.js"):
-        if "mathjax" not in script.relative_to(BUILD / "_static").parts:
-            words |= page_assets.script_words(script.read_text(encoding="utf-8"))
-    return words
+    return page_assets.build_words(BUILD)  # the words the build purged with
 
 
 _MATCHING_JS = """selectors => selectors.filter(s => { try { return document.querySelector(s) !== null; }
