@@ -586,10 +586,13 @@ BOOTSTRAP_RUNTIME_CLASSES = frozenset({"show", "fade", "tooltip", "tooltip-arrow
 def build_words(outdir: Path) -> set[str]:
     """Every class or id a built book's pages and scripts can put on an element (what the purge keeps rules for):
     the pages' ``class`` and ``id`` attributes and inline scripts, every word of the scripts in ``_static`` (not
-    MathJax's, which style their own output), and of Bootstrap's bundle only :data:`BOOTSTRAP_RUNTIME_CLASSES`."""
+    MathJax's, which style their own output), of Bootstrap's bundle only :data:`BOOTSTRAP_RUNTIME_CLASSES`, and
+    the Pygments token classes whose spans the build unwrapped (:func:`shipped_plain_tokens`: their rules say what
+    colour those spans drew, and which classes are plain when the sheet is read again)."""
     outdir = Path(outdir)
     static = outdir / "_static"
     words = set(BOOTSTRAP_RUNTIME_CLASSES)
+    words |= shipped_plain_tokens(outdir)  # the unwrapped tokens keep their rules: what their spans drew with
     for page in _pages(outdir):
         words |= page_words(page.read_text(encoding="utf-8"))
     for script in static.rglob("*.js"):
@@ -616,6 +619,14 @@ def build_plain_tokens(static: Path) -> frozenset:
     return plain_token_classes(pygments.read_text(encoding="utf-8"), others)
 
 
+def shipped_plain_tokens(outdir: Path) -> frozenset:
+    """:func:`build_plain_tokens` of the style sheets as shipped (kept by an earlier build in
+    ``_build/.page_assets/pristine``), not as an earlier build trimmed them: which token classes are plain
+    depends on the rules other sheets hold, and the purge drops some of those. A first build reads ``_static``."""
+    pristine = Path(outdir).parent / ".page_assets" / "pristine"
+    return build_plain_tokens(pristine if (pristine / "pygments.css").is_file() else Path(outdir) / "_static")
+
+
 def lighten_build(outdir: Path) -> None:
     """Trim a built book in place: its pages (search scripts, lazy images, plain code tokens), icon fonts and
     style sheets (unmatchable rules, whitespace).
@@ -624,7 +635,7 @@ def lighten_build(outdir: Path) -> None:
     trimmed by an earlier build; trimming a page twice changes nothing).
     """
     outdir = Path(outdir)
-    plain = build_plain_tokens(outdir / "_static")  # before the style sheets are purged and minified
+    plain = shipped_plain_tokens(outdir)  # from the sheets as shipped, not as purged and minified
     if plain:
         pygments = outdir / "_static" / "pygments.css"
         css = pygments.read_text(encoding="utf-8")
