@@ -5,8 +5,16 @@
   (``lib.widgets``) pre-renders its frames into an HTML player that works without a
   kernel. Notebooks run by Jupyter or nbval keep the default, live ipywidgets.
 * After the build, moves the players' frames out of the pages into
-  ``_static/explorer-frames/`` (``lib.widgets.core.externalise_frames``): a page
-  carries each player's first frame, the browser fetches the others on demand.
+  ``_static/explorer-frames/`` (``lib.widgets.core.externalise_frames``), the default
+  frame too (:func:`lazy_default_frames`): the ``<img>`` that shows it names its file
+  (``loading="lazy"``), and Chromium fetches it as the explorer comes within about a screen
+  of the window, with no script involved. No explorer is on a chapter's first screen, so a
+  first visit no longer carries 15-60 KB of inline WebP per chapter; the player fetches the
+  other frames when a control moves. A picture not yet fetched has no size, and the
+  ``<img>``'s box would be empty until it arrives (the page below it jumping by its height),
+  so each ``<img>`` is given its picture's size in pixels as ``contain-intrinsic-size``
+  with ``contain: size``: it is laid out as if the picture were there, before and after it
+  arrives, exactly as the inline picture was (every frame of an explorer has one size).
 * Numbers the explorers like the other figures: a transform wraps each explorer's
   output in a figure (its ``explorer_title`` attribute the visual's title) whose caption and label (``fig-explorer-lstm-gate``, for ``{numref}``)
   are the ``caption`` and :func:`~lib.widgets.core.figure_label` of its visual, found by
@@ -18,7 +26,10 @@
   (relative, so a printed page names wherever it was read; ``tools/pdf.py`` points it at the
   HTML edition the PDF goes with).
 """
+import base64
 import functools
+import hashlib
+import io
 import os
 import re
 from pathlib import Path
@@ -46,13 +57,50 @@ def _externalise_explorer_frames(app, exception):
                     page.write_text(text, encoding="utf-8")
             if "book-explorer-data" in text:
                 prefix = Path(os.path.relpath(frames_dir, page.parent)).as_posix() + "/"
-                text = externalise_frames(text, frames_dir, prefix)
+                text = lazy_default_frames(externalise_frames(text, frames_dir, prefix), frames_dir, prefix)
                 page.write_text(text, encoding="utf-8")
                 used.update(re.findall(r"explorer-frames/([0-9a-f]{16}\.webp)", text))
         # An incremental build keeps the frames of explorers that have since changed: drop them.
         for frame in frames_dir.glob("*.webp"):
             if frame.name not in used:
                 frame.unlink()
+
+
+_INLINE_FRAME = re.compile(r'(<img class="book-explorer-frame"[^>]*?) src="data:image/webp;base64,([A-Za-z0-9+/=]+)"')
+
+
+def lazy_default_frames(text: str, frames_dir: Path, url_prefix: str) -> str:
+    """Every explorer's default frame (inline WebP in its ``<img>``) as a file of ``frames_dir``, named
+    as :func:`lib.widgets.core.externalise_frames` names the others (so it is usually there already),
+    the ``<img>`` pointing at it (``url_prefix`` + name), loading lazily, and sized as its picture
+    (``contain: size`` with the picture's pixels as ``contain-intrinsic-size``) while it loads."""
+    from PIL import Image
+
+    def move(match: re.Match) -> str:
+        frame = base64.b64decode(match.group(2))
+        with Image.open(io.BytesIO(frame)) as picture:
+            width, height = picture.size
+        name = hashlib.sha1(frame).hexdigest()[:16] + ".webp"
+        target = frames_dir / name
+        if not target.exists():
+            frames_dir.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(frame)
+        return _lazy_sized(match.group(1), width, height) + f' src="{url_prefix}{name}"'
+
+    def size(match: re.Match) -> str:  # a frame an earlier build moved out, without its size (a page not rewritten)
+        with Image.open(frames_dir / match.group(2)) as picture:
+            return _lazy_sized(match.group(1), *picture.size) + match.group(0)[len(match.group(1)):]
+
+    text = _INLINE_FRAME.sub(move, text)
+    unsized = re.compile(r'(<img class="book-explorer-frame"(?:(?! style=)[^>])*?) src="%s([0-9a-f]{16}\.webp)"'
+                         % re.escape(url_prefix))
+    return unsized.sub(size, text)
+
+
+def _lazy_sized(tag_start: str, width: int, height: int) -> str:
+    lazy = "" if "loading=" in tag_start else ' loading="lazy"'
+    sized = "" if " style=" in tag_start else f' style="contain:size;contain-intrinsic-size:{width}px {height}px"'
+    return f"{tag_start}{lazy}{sized}"
 
 
 _EXPLORER_TAG = re.compile(r'<div class="book-explorer"(?! style=)')

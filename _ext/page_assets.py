@@ -45,9 +45,11 @@ After the build, what a reader's first visit to a page fetches is trimmed
   id that no page has in a ``class``/``id`` attribute or an inline script, and no script of
   ``_static`` has anywhere (the theme's and Bootstrap's scripts add ``show``, ``collapsing``,
   ``fade``, tooltips, the search dialog's classes at run time; every word of a script counts,
-  in a string or not, and a word ending in ``-`` keeps every name it begins). Attribute
+  in a string or not, and a word ending in ``-`` keeps every name it begins; of Bootstrap's bundle only
+  the classes its dropdown and tooltip add, :data:`BOOTSTRAP_RUNTIME_CLASSES`: its other components,
+  modals to carousels, are on no page). Attribute
   selectors (``html[data-theme=dark]``), pseudo-classes and what ``:not()``/``:is()``/
-  ``:where()``/``:has()`` hold never drop a rule. The theme's 311 KB sheet keeps 116 KB.
+  ``:where()``/``:has()`` hold never drop a rule. The theme's 311 KB sheet keeps 90 KB.
 * **Code tokens drawn as plain text lose their spans**: in Python code blocks, a Pygments token
   class whose only declaration, in every colour theme, is the colour that theme gives the code
   block (``n`` names, ``p`` punctuation, ``w`` spaces, ``nn`` module names today) is dropped,
@@ -59,6 +61,10 @@ After the build, what a reader's first visit to a page fetches is trimmed
   the pages that hold none of its components (``sd-`` classes): today, all of them.
 * **Images below the fold load lazily**: every ``<img>`` with a file ``src`` gets
   ``loading="lazy"`` (Chromium still fetches the ones within about a screen of the window).
+* **Bootstrap on first use**: the theme's ``scripts/bootstrap.js`` (81 KB: the header's menus and
+  tooltips, the back-to-top button) is held as ``<script type="text/plain" data-book-on-use>``
+  (never fetched as such) and its preload link dropped; ``_static/bootstrap-on-use.js`` fetches it
+  when the pointer or focus reaches one of its controls, a menu is clicked or the reader scrolls.
 """
 import re
 import shutil
@@ -144,6 +150,22 @@ _SPHINX_DESIGN_TAGS = re.compile(r'[ \t]*<(?:link [^>]*href="[^"]*sphinx-design\
                                  r'script [^>]*src="[^"]*design-tabs\.js[^"]*"[^>]*>\s*</script)>\n?')
 
 
+# The theme's Bootstrap bundle: its preload link and its deferred script (pydata-sphinx-theme's layout).
+_BOOTSTRAP_PRELOAD = re.compile(r'[ \t]*<link rel="preload" as="script" href="[^"]*/scripts/bootstrap\.js(?:\?[^"]*)?" ?/>\n?')
+_BOOTSTRAP_SCRIPT = re.compile(r'<script defer src="([^"]*/scripts/bootstrap\.js(?:\?[^"]*)?)"></script>')
+BOOTSTRAP_LOADER = "bootstrap-on-use.js"
+
+
+def hold_bootstrap(html: str) -> str:
+    """The page with Bootstrap held for ``_static/bootstrap-on-use.js`` to load on first use: its script
+    made inert (``type="text/plain"``, ``data-book-on-use``, the same address), its preload link gone.
+    A page without the loader keeps Bootstrap as it was."""
+    if BOOTSTRAP_LOADER not in html:
+        return html
+    html = _BOOTSTRAP_PRELOAD.sub("", html)
+    return _BOOTSTRAP_SCRIPT.sub(r'<script type="text/plain" data-book-on-use src="\1"></script>', html)
+
+
 def uses_sphinx_design(html: str) -> bool:
     """Whether a page holds any of sphinx-design's components (their classes start with ``sd-``)."""
     return re.search(r'class="(?:[^"]* )?sd-', html) is not None
@@ -179,8 +201,9 @@ def unwrap_plain_tokens(html: str, plain: frozenset = frozenset()) -> str:
 
 def lighten_page(html: str, search_page: bool = False, plain_tokens: frozenset = frozenset()) -> str:
     """One page as the book serves it: no search index unless it is the search page, no sphinx-design
-    assets unless it uses them, lazy images, no spans for code tokens drawn as plain text."""
-    html = unwrap_plain_tokens(html, plain_tokens)
+    assets unless it uses them, lazy images, no spans for code tokens drawn as plain text, Bootstrap
+    loaded on first use."""
+    html = hold_bootstrap(unwrap_plain_tokens(html, plain_tokens))
     if not search_page:
         html = _SEARCH_TAGS.sub("", html)
     if not uses_sphinx_design(html):
@@ -527,12 +550,7 @@ def _trim_icons_and_styles(outdir: Path) -> None:
             raise RuntimeError(f"pydata-sphinx-theme.css no longer loads {name} as {old_src}: update _ext/page_assets.py")
         css = css.replace(old_src, new_src)
     theme_css.write_text(css, encoding="utf-8")
-    words = set()
-    for page in _pages(outdir):
-        words |= page_words(page.read_text(encoding="utf-8"))
-    for script in static.rglob("*.js"):
-        if "mathjax" not in script.relative_to(static).parts:
-            words |= script_words(script.read_text(encoding="utf-8"))
+    words = build_words(outdir)
     for sheet in _purged_sheets(static):
         sheet.write_text(purge_css(sheet.read_text(encoding="utf-8"), words), encoding="utf-8")
     for sheet in static.rglob("*.css"):
@@ -553,6 +571,37 @@ def _unminified(sheet: Path, static: Path, source: Path = BOOK_STATIC) -> str:
     return (own if own.is_file() else sheet).read_text(encoding="utf-8")
 
 
+# Bootstrap's bundle (the theme's scripts/bootstrap.js) names the classes of all its components, and would keep
+# every rule of the theme's sheet for modals, carousels, off-canvas panels, toasts, popovers, accordions and
+# scroll-spies, none of which the book has. Of its components the book's pages use the dropdown (the header's
+# menus) and the tooltip (the header's buttons), and these add only the classes below to the page at run time
+# (Bootstrap 5.3: Dropdown adds ``show``; Tooltip builds ``div.tooltip`` > ``.tooltip-arrow`` + ``.tooltip-inner``
+# and adds ``bs-tooltip-<placement>``, ``fade`` and ``show``); the rest of what they style is in the pages' markup.
+# So Bootstrap's words are these, not every word of its bundle. A class the book's pages or its other scripts
+# name is kept as before.
+BOOTSTRAP_SCRIPT = "scripts/bootstrap.js"
+BOOTSTRAP_RUNTIME_CLASSES = frozenset({"show", "fade", "tooltip", "tooltip-arrow", "tooltip-inner", "bs-tooltip-"})
+
+
+def build_words(outdir: Path) -> set[str]:
+    """Every class or id a built book's pages and scripts can put on an element (what the purge keeps rules for):
+    the pages' ``class`` and ``id`` attributes and inline scripts, every word of the scripts in ``_static`` (not
+    MathJax's, which style their own output), of Bootstrap's bundle only :data:`BOOTSTRAP_RUNTIME_CLASSES`, and
+    the Pygments token classes whose spans the build unwrapped (:func:`shipped_plain_tokens`: their rules say what
+    colour those spans drew, and which classes are plain when the sheet is read again)."""
+    outdir = Path(outdir)
+    static = outdir / "_static"
+    words = set(BOOTSTRAP_RUNTIME_CLASSES)
+    words |= shipped_plain_tokens(outdir)  # the unwrapped tokens keep their rules: what their spans drew with
+    for page in _pages(outdir):
+        words |= page_words(page.read_text(encoding="utf-8"))
+    for script in static.rglob("*.js"):
+        name = script.relative_to(static)
+        if "mathjax" not in name.parts and name.as_posix() != BOOTSTRAP_SCRIPT:
+            words |= script_words(script.read_text(encoding="utf-8"))
+    return words
+
+
 def _purged_sheets(static: Path) -> list[Path]:
     import fnmatch
 
@@ -570,6 +619,14 @@ def build_plain_tokens(static: Path) -> frozenset:
     return plain_token_classes(pygments.read_text(encoding="utf-8"), others)
 
 
+def shipped_plain_tokens(outdir: Path) -> frozenset:
+    """:func:`build_plain_tokens` of the style sheets as shipped (kept by an earlier build in
+    ``_build/.page_assets/pristine``), not as an earlier build trimmed them: which token classes are plain
+    depends on the rules other sheets hold, and the purge drops some of those. A first build reads ``_static``."""
+    pristine = Path(outdir).parent / ".page_assets" / "pristine"
+    return build_plain_tokens(pristine if (pristine / "pygments.css").is_file() else Path(outdir) / "_static")
+
+
 def lighten_build(outdir: Path) -> None:
     """Trim a built book in place: its pages (search scripts, lazy images, plain code tokens), icon fonts and
     style sheets (unmatchable rules, whitespace).
@@ -578,7 +635,7 @@ def lighten_build(outdir: Path) -> None:
     trimmed by an earlier build; trimming a page twice changes nothing).
     """
     outdir = Path(outdir)
-    plain = build_plain_tokens(outdir / "_static")  # before the style sheets are purged and minified
+    plain = shipped_plain_tokens(outdir)  # from the sheets as shipped, not as purged and minified
     if plain:
         pygments = outdir / "_static" / "pygments.css"
         css = pygments.read_text(encoding="utf-8")
