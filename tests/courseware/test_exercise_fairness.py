@@ -17,17 +17,15 @@ Here every right answer must pass on each of ``SEEDS`` and every wrong one fail 
 naming its mistake; and no failure message may print two numbers that look equal ("is 0.741287;
 must be 0.741287"), which tells a student nothing.
 """
-import copy
-import functools
 import importlib
 import re
 from pathlib import Path
 
 import pytest
-import torch
 
 from courseware.checks import CHECKS, CheckFailed
 from courseware.checks.core import _outcome
+from case_cache import drawn_cases
 
 SEEDS = range(20)
 MODULES = sorted(path.stem for path in Path(__file__).parent.glob("test_checks_*.py"))
@@ -48,17 +46,10 @@ TABLES = fairness_tables()
 pytestmark = pytest.mark.usefixtures("one_thread")  # see tests/conftest.py
 
 
-@functools.cache
-def drawn_cases(check_name: str, seed: int) -> list[tuple]:
-    """The cases ``check_name`` draws from ``seed``, drawn once per session: every answer in its table
-    (often seven) is judged on the same draws, and some checkers take a second to draw theirs."""
-    return CHECKS[check_name].make_cases(torch.Generator().manual_seed(seed))
-
-
 def verdict(check_name: str, answer, seed: int) -> str:
     """The CheckFailed message for ``answer`` on the cases drawn from ``seed``, or "" for a pass."""
     check = CHECKS[check_name]
-    cases = copy.deepcopy(drawn_cases(check_name, seed))  # a fresh copy, as if drawn again
+    cases = drawn_cases(check_name, seed)  # a fresh copy, as if drawn again
     try:
         check.judge(cases, [_outcome(answer, args) for args in cases])
     except CheckFailed as failure:
