@@ -10,6 +10,7 @@ else by where and by how much it differs.
 """
 from __future__ import annotations
 
+import copy
 import os
 import textwrap
 from contextlib import contextmanager
@@ -53,8 +54,12 @@ INPUT_CHANGED = "InputChanged"
 
 def _outcome(student_fn, args):
     """What the student's function returned, or ``"ErrorType: message"`` if it raised or changed
-    one of its tensor arguments in place."""
-    given = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+    one of its tensor arguments in place.
+
+    The function gets copies: tensors cloned (a change is reported), anything else (lists of
+    words, of references, of tensors) deep-copied, so an answer that writes into a list is judged
+    and described on the case drawn, as the grader judges it."""
+    given = tuple(a.clone() if isinstance(a, torch.Tensor) else copy.deepcopy(a) for a in args)
     try:
         found = student_fn(*given)
     except Exception as error:  # reported to the student with its type, as the grader does

@@ -184,10 +184,9 @@ def rouge_multi_cases(generator: torch.Generator, trials: int = 20) -> list[tupl
         count = 1 if trial == 0 else int(torch.randint(2, 5, (), generator=generator))
         return hypothesis, [sentence(2, 10) for _ in range(count)], n
 
-    telling = [slip.answer for slip in _ROUGE_SLIPS]
+    untold = [slip.answer for slip in _ROUGE_SLIPS]  # the slips no case drawn so far tells apart
     cases = []
     for trial in range(trials):
-        untold = [a for a in telling if not any(_tells_apart(a, c) for c in cases)]
         for _ in range(10_000):
             case = draw(trial)
             # the last cases must tell apart what the earlier ones have not
@@ -196,6 +195,7 @@ def rouge_multi_cases(generator: torch.Generator, trials: int = 20) -> list[tupl
         else:
             raise RuntimeError("could not draw a telling case")
         cases.append(case)
+        untold = [a for a in untold if not _tells_apart(a, case)]
     return cases
 
 
@@ -412,10 +412,9 @@ def chrf_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
     """Fresh inputs ``(hypotheses, references)`` for :data:`check_chrf`: corpora of lowercase words
     separated by single spaces (see :func:`_chrf_case`), redrawn until each known slip is wrong on at
     least one of them."""
-    telling = [slip.answer for slip in _CHRF_SLIPS]
+    untold = [slip.answer for slip in _CHRF_SLIPS]  # the slips no case drawn so far tells apart
     cases = []
     for trial in range(trials):
-        untold = [a for a in telling if not any(_tells_chrf_apart(a, c) for c in cases)]
         for _ in range(10_000):
             case = _chrf_case(generator, trial)
             # the last cases must tell apart what the earlier ones have not
@@ -424,6 +423,7 @@ def chrf_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
         else:
             raise RuntimeError("could not draw a telling case")
         cases.append(case)
+        untold = [a for a in untold if not _tells_chrf_apart(a, case)]
     return cases
 
 

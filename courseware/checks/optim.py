@@ -223,14 +223,19 @@ def momentum_rate_cases(generator: torch.Generator, trials: int = 10) -> list[tu
         beta = float(torch.empty(()).uniform_(0.3, 0.9, generator=generator))
         limit = 2 * (1 + beta) / float(curvatures.max())
         lr = float(torch.empty(()).uniform_(0.05, 1.1, generator=generator)) * limit
+        root = math.sqrt(beta)
+        band = ((1 - root) ** 2 < lr * curvatures) & (lr * curvatures < (1 + root) ** 2)  # complex roots
+        if len(cases) < trials // 2 and band.any():
+            # Rejected before any rate is computed, as the comparison below would reject it: a
+            # direction's two roots multiply to det R = β, so its larger modulus is at least √β, with
+            # equality exactly for a complex pair. Where a direction has complex roots the SMALLEST
+            # rate (the fastest direction, slowest=False) is therefore √β, the always-complex slip.
+            continue
         values = [float(_momentum_rate(curvatures, lr, beta, **wrong)) for wrong in ({}, *_RATE_SLIPS)]
-        first = values[:5]  # the answer and the first four slips
-        apart = [abs(a - b) > 1e-3 for i, a in enumerate(first) for b in first[i + 1:]]
-        if len(cases) < trials // 2:
-            keep = all(apart)
+        if len(cases) < trials // 2:  # the answer and the first four slips pairwise apart
+            first = values[:5]
+            keep = all(abs(a - b) > 1e-3 for i, a in enumerate(first) for b in first[i + 1:])
         else:
-            root = math.sqrt(beta)
-            band = ((1 - root) ** 2 < lr * curvatures) & (lr * curvatures < (1 + root) ** 2)
             keep = bool(band.any()) and all(abs(values[0] - value) > 1e-3 for value in values[1:]
                                             if abs(value - root) > 1e-12)
             if len(cases) == trials - 2:  # a steep direction's negative root sets the rate

@@ -228,3 +228,29 @@ def test_a_function_that_changes_its_input_in_place_fails_every_checker():
         check_masked_softmax_backward(backward_into_the_scores)
     with pytest.raises(CheckFailed, match="changed its argument 3 in place for .*leave the inputs"):
         check_masked_softmax_backward(backward_into_the_gradient)
+
+
+def test_an_answer_that_changes_its_list_arguments_is_judged_on_the_case_drawn():
+    """The check cell cloned only tensor arguments: an answer that wrote into a list was judged, and
+    described, on the changed case (the grader computes its references apart, on the drawn cases)."""
+    from courseware.checks import check_rouge_multi
+    from courseware.checks.core import _outcome
+    from courseware.checks.metrics import rouge_multi
+
+    def copies_the_hypothesis_into_the_references(hypothesis, references, n):
+        references.append(list(hypothesis))  # a perfect match: every score 1
+        return rouge_multi(hypothesis, references, n)
+
+    def clears_the_references_after_scoring(hypothesis, references, n):
+        scores = rouge_multi(hypothesis, references, n)
+        references.clear()
+        return scores
+
+    cases = check_rouge_multi.make_cases(torch.Generator().manual_seed(0))
+    drawn = [check_rouge_multi.describe(*case) for case in cases]
+    with pytest.raises(CheckFailed) as failure:
+        check_rouge_multi.judge(cases, [_outcome(copies_the_hypothesis_into_the_references, args) for args in cases])
+    assert any(f"for {text} " in str(failure.value) for text in drawn), str(failure.value)
+    assert [check_rouge_multi.describe(*case) for case in cases] == drawn  # the drawn cases are untouched
+    check_rouge_multi.judge(cases, [_outcome(clears_the_references_after_scoring, args) for args in cases])
+    check_rouge_multi(clears_the_references_after_scoring)  # a check cell's own fresh draw

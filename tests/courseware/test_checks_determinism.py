@@ -1,7 +1,5 @@
 """Fair, reproducible verdicts: the classic mistakes fail on every seed, right answers computed in
 float32 pass on every seed (the dtype policy of courseware.checks.core.tolerance_for)."""
-import copy
-import functools
 import math
 
 import pytest
@@ -9,6 +7,7 @@ import torch
 
 from courseware.checks import CHECKS, CheckFailed
 from courseware.checks.core import _outcome, tolerance_for
+from case_cache import drawn_cases
 from test_checks_attention import (
     attention_backward_float32, attention_backward_unscaled, softmax_backward_float32,
     softmax_backward_nan_on_empty_rows, softmax_backward_of_the_whole_row,
@@ -24,20 +23,12 @@ from test_checks_word2vec import (
 SEEDS = range(100)
 
 
-@functools.lru_cache(maxsize=None)
-def _drawn_cases(check_name, seed):
-    """The cases ``check_name`` draws from ``seed``, drawn once for the tests of this file: most
-    checks here judge a mistake and a right answer on the same seeds, and drawing (redrawn until the
-    cases tell the known slips apart) costs far more than judging."""
-    return CHECKS[check_name].make_cases(torch.Generator().manual_seed(seed))
-
-
 def verdicts(check_name, answer, seeds=SEEDS):
     """For each seed, the CheckFailed message (or "" for a pass) of ``answer``."""
     check = CHECKS[check_name]
     found = []
     for seed in seeds:
-        cases = copy.deepcopy(_drawn_cases(check_name, seed))  # no answer sees another's leftovers
+        cases = drawn_cases(check_name, seed)  # a fresh copy: no answer sees another's leftovers
         try:
             check.judge(cases, [_outcome(answer, args) for args in cases])
             found.append("")
