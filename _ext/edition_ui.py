@@ -23,10 +23,11 @@ this closes what they leave:
   term such as 梯度裁剪 is indexed whole and a reader's query for it finds its pages.
 * **Chinese typography** (``_static/zh.css``, linked from the Chinese pages only; ``ChineseTypography``
   marks what it styles): an ``<em>`` holding Chinese is ``class="zh-em"``, drawn with emphasis dots
-  (着重号), not a slanted imitation of an italic no CJK font has (a Latin run inside it is
-  ``span.zh-latin`` and keeps its italics; an ``<em>`` of Latin words alone, *et al.*, is untouched),
-  each of its other characters a ``span.zh-dot`` (an inline block whose dot hangs below the line
-  instead of making the line taller);
+  (着重号), not a slanted imitation of an italic no CJK font has. It stays one inline element whose
+  Chinese runs stay whole Text nodes, so search (jieba), find-in-page, line breaking (避头尾) and
+  screen readers see words, not characters; a run of Latin letters or digits inside it is
+  ``span.zh-latin`` (no dots, letters keep their italics); an ``<em>`` of Latin words alone,
+  *et al.*, is untouched. A line holding dots is drawn a few pixels taller, as browsers do;
   inline code of at most ``SHORT_CODE`` characters is ``class="zh-short"`` and does not wrap inside
   itself; the first of two full-width punctuation marks that meet (``），`` ``。（`` ``，“``) is
   ``span.zh-pair`` (a stop, half an em narrower) or ``span.zh-pair-bracket`` (a bracket, a third of an
@@ -146,15 +147,13 @@ class ToctreeCaptions(SphinxTransform):
 
 
 CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
-# A run of Latin letters (digits, spaces and ASCII punctuation inside it) within Chinese emphasis.
-LATIN_RUN = re.compile(r"[A-Za-z\u00c0-\u024f](?:[A-Za-z0-9\u00c0-\u024f .,'’-]*[A-Za-z0-9\u00c0-\u024f.])?")
-# Each character of Chinese emphasis but spaces and Latin runs: a box of its own (zh.css), so that
-# its emphasis dot does not make the line taller.
-DOTTED = re.compile(r"\S")
+# A run of Latin letters or digits (with + and the spaces and ASCII punctuation inside it) within
+# Chinese emphasis: one span, drawn without dots (zh.css), the Chinese around it left whole.
+LATIN_RUN = re.compile(r"[A-Za-z0-9\u00c0-\u024f+](?:[A-Za-z0-9\u00c0-\u024f+ .,'’-]*[A-Za-z0-9\u00c0-\u024f.+])?")
 # Inline code of at most this many characters (a shape, a name) is not wrapped inside itself.
 SHORT_CODE = 20
-# Full-width marks whose ink sits on the left of their em box in Chinese (simplified) fonts,
-# closing brackets and those that open.
+# Full-width marks in Chinese (simplified) fonts: stops and closing brackets have their ink on the
+# left of their em box, opening brackets on the right.
 STOPS, CLOSING, OPENING = "，。、：；", "）】》」』〉〕］｝", "（【《「『〈〔［｛"
 # The first mark of a pair, followed by the second, gives up blank space (pair_class): a stop or
 # closing bracket before any of these marks, a stop before an opening quotation mark (drawn by the
@@ -171,8 +170,18 @@ def pair_class(mark: str) -> str:
     return "zh-pair" if mark in STOPS else "zh-pair-bracket"
 
 
-_NOT_PROSE = (nodes.literal, nodes.literal_block, nodes.math, nodes.math_block, nodes.raw,
-              nodes.comment, nodes.FixedTextElement)
+# Text set as written (code, maths, raw HTML): never split. FixedTextElement covers literal_block,
+# math_block and comment.
+_NOT_PROSE = (nodes.literal, nodes.math, nodes.raw, nodes.FixedTextElement)
+
+
+def _in_prose(text: nodes.Text) -> bool:
+    node = text.parent
+    while node is not None:
+        if isinstance(node, _NOT_PROSE):
+            return False
+        node = node.parent
+    return True
 
 
 def _split(text: str, pattern: re.Pattern, make) -> list[nodes.Node]:
@@ -209,26 +218,15 @@ class ChineseTypography(SphinxPostTransform):
             if CJK.search(emphasis.astext()):
                 emphasis["classes"].append("zh-em")
                 for text in list(emphasis.findall(nodes.Text)):
-                    if not any(isinstance(a, _NOT_PROSE) for a in _ancestors(text)):
+                    if _in_prose(text):
                         _replace_text(text, LATIN_RUN,
                                       lambda run: nodes.inline(run, run, classes=["zh-latin"]))
-                for text in list(emphasis.findall(nodes.Text)):
-                    if not any(isinstance(a, _NOT_PROSE) or "zh-latin" in a.get("classes", ())
-                               for a in _ancestors(text) if isinstance(a, nodes.Element)):
-                        _replace_text(text, DOTTED, lambda char: nodes.inline(char, char, classes=["zh-dot"]))
         for literal in self.document.findall(nodes.literal):
             if len(literal.astext()) <= SHORT_CODE:
                 literal["classes"].append("zh-short")
         for text in list(self.document.findall(nodes.Text)):
-            if not any(isinstance(a, _NOT_PROSE) for a in _ancestors(text)):
+            if _in_prose(text):
                 _replace_text(text, PAIR, lambda mark: nodes.inline(mark, mark, classes=[pair_class(mark)]))
-
-
-def _ancestors(node):
-    node = node.parent
-    while node is not None:
-        yield node
-        node = node.parent
 
 
 def _drop_english_zh_sheet(app, exception):
