@@ -11,6 +11,7 @@ import io
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -681,6 +682,50 @@ def test_bootstrap_arrives_on_first_use_and_explorers_show_their_default_frame()
         finally:
             browser.close()
 
+
+
+@pytest.mark.browser
+def test_a_menu_opens_when_the_connection_dropped_after_load_and_bootstrap_arrives_when_idle():
+    """A reader whose connection drops after the page loaded taps the download menu: it opens (by hand, with
+    Bootstrap's classes, when Bootstrap cannot be fetched) and closes on the next tap. The script before this
+    held the tap, failed to fetch Bootstrap and opened nothing. Left alone, a page fetches Bootstrap once it has
+    been quiet after ``load`` (so a first tap on a slow network does not wait for it), not before."""
+    from playwright.sync_api import sync_playwright
+
+    url_path = "chapters/11_transformer.html"
+    with serve(BUILD) as url, sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+            page = context.new_page()
+            errors = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(f"{url}/{url_path}", wait_until="load")
+            context.set_offline(True)
+            toggle = page.locator(".dropdown-toggle").filter(visible=True).first
+            toggle.tap()
+            page.wait_for_timeout(1000)
+            assert page.evaluate(_MENU_OPEN_JS) == 1
+            assert page.locator(".dropdown-menu.show a").first.is_visible()
+            toggle.tap()
+            page.wait_for_timeout(300)
+            assert page.evaluate(_MENU_OPEN_JS) == 0
+            assert errors == [], errors
+            context.close()
+
+            context = browser.new_context(viewport={"width": 1366, "height": 900})
+            page = context.new_page()
+            requested = []
+            page.on("request", lambda request: requested.append((time.monotonic(), request.url)))
+            page.goto(f"{url}/{url_path}", wait_until="load")
+            loaded = time.monotonic()
+            page.wait_for_function("() => window.bootstrap !== undefined", timeout=10_000)
+            fetched = [t for t, u in requested if u.split("?")[0].endswith("/bootstrap.js")]
+            others = [t for t, u in requested if not u.split("?")[0].endswith("/bootstrap.js")]
+            assert len(fetched) == 1 and fetched[0] - max(others) > 1.0, (fetched, max(others) - loaded)
+            context.close()
+        finally:
+            browser.close()
 
 # The theme, its scripts and the icon fonts: everything a first load fetches but the page itself, MathJax
 # and images. Before the trims 1.21 MB on every chapter (search index, full icon fonts, comments, sphinx-design);
