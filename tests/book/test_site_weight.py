@@ -280,10 +280,9 @@ def test_lazy_default_frames_points_each_frame_at_its_file(tmp_path):
                     'style="contain:size;contain-intrinsic-size:864px 1188px" '
                     f'src="../_static/frames/{name}" data-dpi="180"><img src="data:image/png;base64,AAAA">')
     assert explorers.lazy_default_frames(lazy, tmp_path / "frames", "../_static/frames/") == lazy
-    earlier = f'<img class="book-explorer-frame" alt="A" loading="lazy" src="../_static/frames/{name}">'  # no size yet
-    assert explorers.lazy_default_frames(earlier, tmp_path / "frames", "../_static/frames/") == (
-        '<img class="book-explorer-frame" alt="A" loading="lazy" style="contain:size;contain-intrinsic-size:864px 1188px" '
-        f'src="../_static/frames/{name}">')
+    styled = page.replace('alt="A"', 'alt="A" style="width:100%"')
+    with pytest.raises(ValueError, match=r"ch\.html: explorer frame [0-9a-f]{16}\.webp: its <img> already has a style"):
+        explorers.lazy_default_frames(styled, tmp_path / "frames", "../_static/frames/", page="ch.html")
 
 
 def test_purge_css_drops_only_rules_whose_every_selector_names_an_unused_class_or_id():
