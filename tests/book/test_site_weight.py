@@ -262,6 +262,23 @@ def test_hold_bootstrap_makes_its_script_inert_and_drops_its_preload_only_where_
     assert page_assets.lighten_page(head + tail) == held.replace("<p>text</p>", "")
 
 
+def test_a_page_with_a_bootstrap_component_besides_dropdown_and_tooltip_stops_the_build(tmp_path):
+    """BOOTSTRAP_RUNTIME_CLASSES is kept by hand for the dropdown and the tooltip: a page using another component
+    (whose run-time classes' rules the purge would drop) is refused, naming the page; the built book has none."""
+    page_assets.check_bootstrap_components('<button data-bs-toggle="dropdown"></button><a data-bs-toggle="tooltip">')
+    with pytest.raises(ValueError, match=r"ch\.html: data-bs-toggle=\['collapse'\]"):
+        page_assets.check_bootstrap_components('<a data-bs-toggle="tooltip"><b data-bs-toggle="collapse">', "ch.html")
+    build = tmp_path / "html"
+    (build / "_static").mkdir(parents=True)
+    (build / "index.html").write_text('<html><body><button data-bs-toggle="modal">x</button></body></html>')
+    with pytest.raises(ValueError, match=r"index\.html: data-bs-toggle=\['modal'\]"):
+        page_assets.lighten_build(build)
+    if BUILD.is_dir():
+        for page in BUILD.rglob("*.html"):
+            if page.relative_to(BUILD).parts[0] != "_static":
+                page_assets.check_bootstrap_components(page.read_text(encoding="utf-8"), str(page))
+
+
 def test_lazy_default_frames_points_each_frame_at_its_file(tmp_path):
     sys.path.insert(0, str(ROOT / "_ext"))
     import explorers  # noqa: E402  (the book's Sphinx extension)
