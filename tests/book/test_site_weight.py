@@ -650,6 +650,7 @@ def test_bootstrap_arrives_on_first_use_and_explorers_show_their_default_frame()
                 requested, errors = [], []
                 page.on("request", lambda request: requested.append(request.url))
                 page.on("pageerror", lambda error: errors.append(str(error)))
+                page.on("console", lambda message: message.type == "error" and errors.append(message.text))
                 page.goto(f"{url}/{url_path}", wait_until="load")
                 toggle = page.locator(".dropdown-toggle").filter(visible=True).first
                 if width == 390:
@@ -673,6 +674,7 @@ def test_bootstrap_arrives_on_first_use_and_explorers_show_their_default_frame()
                 requested.clear()
                 page.on("request", lambda request: requested.append(request.url))
                 page.on("pageerror", lambda error: errors.append(str(error)))
+                page.on("console", lambda message: message.type == "error" and errors.append(message.text))
                 page.goto(f"{url}/{url_path}", wait_until="load")
                 tips = page.locator('[data-bs-toggle="tooltip"]').filter(visible=True)
                 if width == 1366:
@@ -716,6 +718,8 @@ def test_a_menu_opens_when_the_connection_dropped_after_load_and_bootstrap_arriv
             page = context.new_page()
             errors = []
             page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("console", lambda message: message.type == "error"  # but the fetches that failed offline
+                    and "ERR_INTERNET_DISCONNECTED" not in message.text and errors.append(message.text))
             page.goto(f"{url}/{url_path}", wait_until="load")
             context.set_offline(True)
             toggle = page.locator(".dropdown-toggle").filter(visible=True).first
