@@ -1176,7 +1176,7 @@ def test_code_without_its_plain_token_spans_draws_every_character_alike():
 
 
 # Per non-space character of the pre of the block ``selector``: the character, its colour, its token class ('' if none;
-# the code-line spans of _ext/code_lines.py are not tokens).
+# the cl spans of _ext/code_lines.py are not tokens).
 _BLOCK_CHARS_JS = """selector => {
   const pre = document.querySelector(selector + ' pre'), out = [];
   const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
