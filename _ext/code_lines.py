@@ -5,12 +5,12 @@ Code cells and printed outputs wrap where a line does not fit (a phone, a zoomed
 indent only, which puts the continuation of an indented line left of the line's own start, so
 it reads as a dedented statement. This extension puts every indented line of every
 highlighted block (``div.highlight pre``: code cells, code blocks and printed outputs alike)
-into its own ``span.code-line`` whose ``--indent`` is the column where the line's own text
+into its own ``span.cl`` whose ``--i`` is the column where the line's own text
 starts: its leading spaces, its tabs (to the next multiple of :data:`TAB_SIZE`, the
 ``tab-size`` ``book.css`` gives code blocks) and, on a doctest line, the prompt (``>>> `` or
 ``... ``) and the spaces after it; ``book.css`` gives that span a hanging indent of those
 columns plus 2, so a wrapped piece starts 2 columns right of the line's own text. That lead
-(whitespace and prompt) goes in ``span.code-indent``\ s that cannot break (else a line whose
+(whitespace and prompt) goes in ``span.ci``\ s that cannot break (else a line whose
 first word is long breaks after its indentation and shows it alone), up to
 :data:`HELD_INDENT` columns. Lines without a lead keep the block's 2 columns. Only ``>>>`` and
 ``...`` followed by a space or tab are prompts (a shell's ``$ `` and IPython's ``In [1]: `` are
@@ -18,6 +18,10 @@ not). ``... `` at a line's start counts as a prompt wherever it stands, also whe
 Ellipsis before a comment (``...  # todo``) or the start of a printed output line: harmless, such
 a line hangs 2 columns right of the text after the dots, like a doctest line, and its text is
 unchanged.
+
+The names are short (``cl`` for a code line, ``--i`` for its indentation, ``ci`` for its held lead)
+because they are written once per indented line: chapter 11 has 662 such lines, and the long names
+(``code-line``, ``--indent``, ``code-indent``) cost it 14 KB of its first load (issue 31, item 7).
 
 The text of a block is unchanged, character for character: the spans hold the lines without
 their newlines, which stay between them, and a highlighting span that runs over a newline
@@ -56,7 +60,7 @@ def _columns(lead: str) -> int:
 
 
 def _hold_lead(pieces: list[str], length: int) -> list[str]:
-    """``pieces`` with the line's first ``length`` characters of text in ``span.code-indent``\ (s).
+    """``pieces`` with the line's first ``length`` characters of text in ``span.ci``\ (s).
 
     ``book.css`` draws that span ``white-space: pre``: a line cannot break between its lead and
     its first character (the indentation alone on a line, the code below it). Characters are
@@ -67,7 +71,7 @@ def _hold_lead(pieces: list[str], length: int) -> list[str]:
         if left and piece and not piece.startswith("<"):
             chars = CHAR.findall(piece)[:left]
             cut = sum(len(c) for c in chars)
-            piece = f'<span class="code-indent">{piece[:cut]}</span>{piece[cut:]}'
+            piece = f'<span class="ci">{piece[:cut]}</span>{piece[cut:]}'
             left -= len(chars)
         held.append(piece)
     return held
@@ -86,14 +90,14 @@ def _line_html(pieces: list[str], still_open: list[str]) -> str:
     )
     if indent == 0:
         return body
-    return f'<span class="code-line" style="--indent:{indent}">{body}</span>'
+    return f'<span class="cl" style="--i:{indent}">{body}</span>'
 
 
 def indent_lines(pre: str) -> str:
     """The inner HTML ``pre`` of a highlighted ``<pre>`` with each line that has a lead (indentation,
-    a doctest prompt) in a ``span.code-line``.
+    a doctest prompt) in a ``span.cl``.
 
-    Removing every ``span.code-line`` start tag and its matching end tag, and every end tag
+    Removing every ``span.cl`` start tag and its matching end tag, and every end tag
     added before a newline with the start tag added after it, gives ``pre`` back; the text
     (tags removed) is ``pre``'s text exactly.
     """

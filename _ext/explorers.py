@@ -57,7 +57,8 @@ def _externalise_explorer_frames(app, exception):
                     page.write_text(text, encoding="utf-8")
             if "book-explorer-data" in text:
                 prefix = Path(os.path.relpath(frames_dir, page.parent)).as_posix() + "/"
-                text = lazy_default_frames(externalise_frames(text, frames_dir, prefix), frames_dir, prefix)
+                text = lazy_default_frames(externalise_frames(text, frames_dir, prefix), frames_dir, prefix,
+                                           page=page.relative_to(out).as_posix())
                 page.write_text(text, encoding="utf-8")
                 used.update(re.findall(r"explorer-frames/([0-9a-f]{16}\.webp)", text))
         # An incremental build keeps the frames of explorers that have since changed: drop them.
@@ -69,11 +70,18 @@ def _externalise_explorer_frames(app, exception):
 _INLINE_FRAME = re.compile(r'(<img class="book-explorer-frame"[^>]*?) src="data:image/webp;base64,([A-Za-z0-9+/=]+)"')
 
 
-def lazy_default_frames(text: str, frames_dir: Path, url_prefix: str) -> str:
+def lazy_default_frames(text: str, frames_dir: Path, url_prefix: str, page: str = "the page") -> str:
     """Every explorer's default frame (inline WebP in its ``<img>``) as a file of ``frames_dir``, named
     as :func:`lib.widgets.core.externalise_frames` names the others (so it is usually there already),
     the ``<img>`` pointing at it (``url_prefix`` + name), loading lazily, and sized as its picture
-    (``contain: size`` with the picture's pixels as ``contain-intrinsic-size``) while it loads."""
+    (``contain: size`` with the picture's pixels as ``contain-intrinsic-size``) while it loads.
+    ``page`` names the page in errors: a frame's ``<img>`` that already has a ``style`` is refused
+    (ValueError), as its size could not be set and the lazy frame would be laid out at 0x0.
+
+    The ``loading="lazy"`` is set here although ``page_assets`` makes every image lazy after this
+    (``_lighten_build`` runs later): it skips a tag that has one, so the attribute is never doubled, and
+    this keeps ``<img class="book-explorer-frame"`` first in the tag (``page_assets`` puts its attribute
+    right after ``<img``), which :data:`_FRAME_WIDTH` (on every later incremental build) and the tests match."""
     from PIL import Image
 
     def move(match: re.Match) -> str:
@@ -85,22 +93,17 @@ def lazy_default_frames(text: str, frames_dir: Path, url_prefix: str) -> str:
         if not target.exists():
             frames_dir.mkdir(parents=True, exist_ok=True)
             target.write_bytes(frame)
-        return _lazy_sized(match.group(1), width, height) + f' src="{url_prefix}{name}"'
+        return _lazy_sized(match.group(1), width, height, f"{page}: explorer frame {name}") + f' src="{url_prefix}{name}"'
 
-    def size(match: re.Match) -> str:  # a frame an earlier build moved out, without its size (a page not rewritten)
-        with Image.open(frames_dir / match.group(2)) as picture:
-            return _lazy_sized(match.group(1), *picture.size) + match.group(0)[len(match.group(1)):]
-
-    text = _INLINE_FRAME.sub(move, text)
-    unsized = re.compile(r'(<img class="book-explorer-frame"(?:(?! style=)[^>])*?) src="%s([0-9a-f]{16}\.webp)"'
-                         % re.escape(url_prefix))
-    return unsized.sub(size, text)
+    return _INLINE_FRAME.sub(move, text)
 
 
-def _lazy_sized(tag_start: str, width: int, height: int) -> str:
+def _lazy_sized(tag_start: str, width: int, height: int, where: str) -> str:
+    if re.search(r"\sstyle=", tag_start):
+        raise ValueError(f"{where}: its <img> already has a style ({tag_start!r}); expected none, so that it can be "
+                         f"sized {width}x{height} px while it loads (without that size a lazy frame is laid out at 0x0)")
     lazy = "" if "loading=" in tag_start else ' loading="lazy"'
-    sized = "" if " style=" in tag_start else f' style="contain:size;contain-intrinsic-size:{width}px {height}px"'
-    return f"{tag_start}{lazy}{sized}"
+    return f'{tag_start}{lazy} style="contain:size;contain-intrinsic-size:{width}px {height}px"'
 
 
 _EXPLORER_TAG = re.compile(r'<div class="book-explorer"(?! style=)')

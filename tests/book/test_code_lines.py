@@ -22,7 +22,7 @@ SOURCE = '''def f(x):
 
     return None
 '''
-LINE = re.compile(r'<span class="code-line" style="--indent:(\d+)">')
+LINE = re.compile(r'<span class="cl" style="--i:(\d+)">')
 
 
 def pygments_pre(source: str, lexer=PythonLexer) -> str:
@@ -43,18 +43,18 @@ def test_each_indented_line_is_one_span_with_its_indentation_and_the_text_is_unc
     assert indents == [n for n in expected if n]
     # Every span holds exactly one line: no newline inside, one after each; its indentation is
     # held in one span (Pygments writes it as one piece of text, a docstring's inside its span).
-    for match in re.finditer(r'<span class="code-line" style="--indent:(\d+)">(.*?)</span>(?=\n)', out):
+    for match in re.finditer(r'<span class="cl" style="--i:(\d+)">(.*?)</span>(?=\n)', out):
         assert "\n" not in match.group(2)
-        assert match.group(2).count('<span class="code-indent">') == 1
-        assert re.search(r'<span class="code-indent">( *)</span>', match.group(2)).group(1) == " " * int(match.group(1))
+        assert match.group(2).count('<span class="ci">') == 1
+        assert re.search(r'<span class="ci">( *)</span>', match.group(2)).group(1) == " " * int(match.group(1))
     assert out.count("\n") == pre.count("\n")
-    assert '<span class="code-line" style="--indent:6"><span class="sd"><span class="code-indent">      </span>over' in out
+    assert '<span class="cl" style="--i:6"><span class="sd"><span class="ci">      </span>over' in out
 
 
 def test_indentation_split_over_pieces_is_held_in_each():
     out = indent_lines("<span>  </span>  x = 1\n")
-    held = '<span class="code-indent">  </span>'
-    assert out == f'<span class="code-line" style="--indent:4"><span>{held}</span>{held}x = 1</span>\n'
+    held = '<span class="ci">  </span>'
+    assert out == f'<span class="cl" style="--i:4"><span>{held}</span>{held}x = 1</span>\n'
 
 
 def test_a_highlighting_span_over_a_newline_is_closed_and_opened_again():
@@ -62,8 +62,8 @@ def test_a_highlighting_span_over_a_newline_is_closed_and_opened_again():
     myst-nb writes them) may not."""
     coloured = '<span class="ansi-red-fg">Error:\n    <b>bold</b> on\n  two lines</span> after\n'
     out = indent_lines(coloured)
-    red, line = '<span class="ansi-red-fg">', '<span class="code-line" style="--indent:{}">'
-    held = '<span class="code-indent">{}</span>'
+    red, line = '<span class="ansi-red-fg">', '<span class="cl" style="--i:{}">'
+    held = '<span class="ci">{}</span>'
     assert out == (f"{red}Error:</span>\n"
                    f"{line.format(4)}{red}{held.format('    ')}<b>bold</b> on</span></span>\n"
                    f"{line.format(2)}{red}{held.format('  ')}two lines</span> after</span>\n")
@@ -75,7 +75,7 @@ def test_lines_without_leading_spaces_are_left_alone_and_blocks_are_found_in_a_p
     page = ('<p>    not code</p><div class="highlight"><pre><span></span>if a:\n    b\n</pre></div>'
             '<pre>    plain, not highlighted</pre>')
     assert indent_blocks(page) == ('<p>    not code</p><div class="highlight"><pre><span></span>if a:\n'
-                                   '<span class="code-line" style="--indent:4"><span class="code-indent">    </span>b</span>'
+                                   '<span class="cl" style="--i:4"><span class="ci">    </span>b</span>'
                                    '\n</pre></div>'
                                    '<pre>    plain, not highlighted</pre>')
 
@@ -91,13 +91,13 @@ def test_an_indentation_deeper_than_half_a_phone_is_not_held():
     """An argument aligned far right keeps its span (its hanging indent) but its spaces may wrap
     alone: held, 48 spaces would push the line past a phone's 44-column block."""
     deep = " " * (HELD_INDENT + 1) + "x)\n"
-    assert indent_lines(deep) == f'<span class="code-line" style="--indent:{HELD_INDENT + 1}">{deep[:-1]}</span>\n'
+    assert indent_lines(deep) == f'<span class="cl" style="--i:{HELD_INDENT + 1}">{deep[:-1]}</span>\n'
     held = " " * HELD_INDENT + "x)\n"
-    assert '<span class="code-indent">' in indent_lines(held)
+    assert '<span class="ci">' in indent_lines(held)
 
 
 def lines_and_indents(out: str) -> list[tuple[int, str]]:
-    """Each line of ``out`` as (its span's --indent or 0, its text)."""
+    """Each line of ``out`` as (its span's --i or 0, its text)."""
     found = []
     for line in out.split("\n"):
         match = LINE.match(line)
@@ -115,13 +115,13 @@ def test_a_doctest_line_hangs_under_the_code_after_its_prompt():
                                       (16, "...             'b': 2}"), (4, ">>> f(1)"),
                                       (0, "{'a': 1, 'b': 2}"), (0, "")]
     # the prompt and the spaces after it are held with the code: "... " and 4 spaces, in two pieces
-    assert ('<span class="gp"><span class="code-indent">... </span></span><span class="code-indent">    </span>'
+    assert ('<span class="gp"><span class="ci">... </span></span><span class="ci">    </span>'
             '<span class="k">return</span>') in out
     docstring = 'def f(x):\n    """\n    >>> f(1)\n    ... # more\n    ..."""\n'
     out = indent_lines(pygments_pre(docstring))
     assert text(out) == docstring
     assert [n for n, _ in lines_and_indents(out)] == [0, 4, 8, 8, 4, 0]  # "..." alone is Python's Ellipsis
-    assert '<span class="code-indent">    &gt;&gt;&gt; </span>f(1)' in out  # an entity is one character
+    assert '<span class="ci">    &gt;&gt;&gt; </span>f(1)' in out  # an entity is one character
     # only ">>> " and "... " are prompts: a shell's "$ " and IPython's "In [1]: " get no hanging indent
     others = "$ ls\nIn [1]: x\n>>>x\n"
     assert indent_lines(others) == others
@@ -133,9 +133,9 @@ def test_a_doctest_line_hangs_under_the_code_after_its_prompt():
     assert text(out) == ellipsis
     assert [n for n, _ in lines_and_indents(out)] == [5, 4, 0]
     prompt = '<span class="gp">&gt;&gt;&gt; </span>  x = 1\n'  # a lead over two pieces after entities
-    assert indent_lines(prompt) == ('<span class="code-line" style="--indent:6"><span class="gp">'
-                                    '<span class="code-indent">&gt;&gt;&gt; </span></span>'
-                                    '<span class="code-indent">  </span>x = 1</span>\n')
+    assert indent_lines(prompt) == ('<span class="cl" style="--i:6"><span class="gp">'
+                                    '<span class="ci">&gt;&gt;&gt; </span></span>'
+                                    '<span class="ci">  </span>x = 1</span>\n')
 
 
 def test_a_tab_reaches_the_next_tab_stop():
@@ -146,7 +146,7 @@ def test_a_tab_reaches_the_next_tab_stop():
     assert [n for n, _ in lines_and_indents(out)] == [0, TAB_SIZE, 2 * TAB_SIZE, TAB_SIZE, TAB_SIZE + 2,
                                                       TAB_SIZE, 0]
     # the lead held is its characters (2 tabs), not its columns (16): the keyword after it may break
-    assert ('<span class="code-line" style="--indent:16"><span class="code-indent">\t\t</span>'
+    assert ('<span class="cl" style="--i:16"><span class="ci">\t\t</span>'
             '<span class="k">return</span> <span class="mi">1</span></span>') in out
 
 
@@ -154,16 +154,16 @@ def test_nested_tags_over_a_newline_close_in_order_and_self_closing_tags_stay_cl
     nested = '<span class="a"><b>one\n  two</b></span><br/>\n  three\n'
     out = indent_lines(nested)
     assert out == ('<span class="a"><b>one</b></span>\n'
-                   '<span class="code-line" style="--indent:2"><span class="a"><b>'
-                   '<span class="code-indent">  </span>two</b></span><br/></span>\n'
-                   '<span class="code-line" style="--indent:2"><span class="code-indent">  </span>three</span>\n')
+                   '<span class="cl" style="--i:2"><span class="a"><b>'
+                   '<span class="ci">  </span>two</b></span><br/></span>\n'
+                   '<span class="cl" style="--i:2"><span class="ci">  </span>three</span>\n')
     assert text(out) == text(nested)
 
 
 def test_whitespace_only_lines_a_last_line_without_newline_and_every_block_of_a_page():
     assert indent_lines("a\n    \n\t\n") == "a\n    \n\t\n"  # no text to hang under
-    assert indent_lines("if a:\n  b") == ('if a:\n<span class="code-line" style="--indent:2">'
-                                          '<span class="code-indent">  </span>b</span>')
+    assert indent_lines("if a:\n  b") == ('if a:\n<span class="cl" style="--i:2">'
+                                          '<span class="ci">  </span>b</span>')
     block = '<div class="highlight"><pre>if a:\n  b\n</pre></div>'
     page = indent_blocks(block + "<p>between</p>" + block)
-    assert page.count('class="code-line"') == 2 and page.split("<p>between</p>")[0] == page.split("<p>between</p>")[1]
+    assert page.count('class="cl"') == 2 and page.split("<p>between</p>")[0] == page.split("<p>between</p>")[1]

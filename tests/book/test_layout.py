@@ -321,7 +321,7 @@ def test_the_copy_button_and_the_page_give_the_code_as_written(server, browser):
         rendered = visit.page.evaluate(
             "() => [...document.querySelectorAll('main div.highlight pre')].filter(p =>"
             " p.checkVisibility({visibilityProperty: true}) && p.innerText !== p.textContent).length")
-        spans = visit.page.locator("main span.code-line").count()
+        spans = visit.page.locator("main span.cl").count()
     finally:
         visit.close()
     inputs = sum(c["input"] for c in copied)
