@@ -108,6 +108,14 @@ class Visit:
         self.page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
         self.page.evaluate("() => window.MathJax && MathJax.startup.promise")
 
+    def wait_for_frames(self):
+        """Fetch every explorer's default frame now and wait until each is drawn. The frames are lazy images
+        (_ext/explorers.py): out of view, a browser leaves them unfetched, and a test of every frame's size would
+        wait forever; turning them eager fetches them at once."""
+        self.page.evaluate("() => document.querySelectorAll('img.book-explorer-frame').forEach(img => img.loading = 'eager')")
+        self.page.wait_for_function("() => [...document.querySelectorAll('img.book-explorer-frame')]"
+                                    ".every(img => img.complete && img.naturalWidth > 0)")
+
     def foreign_requests(self):
         return [u for u in self.requests if urlparse(u).scheme in ("http", "https", "ws", "wss")
                 and urlparse(u).hostname != "127.0.0.1"]

@@ -61,9 +61,7 @@ def test_every_explorer_is_numbered_captioned_and_legible(server, browser, width
     for page in explorer_pages():
         visit = Visit(browser, f"{server}/{page}", width=width, maths=False)
         try:
-            visit.page.wait_for_function(
-                "() => [...document.querySelectorAll('img.book-explorer-frame')]"
-                ".every(img => img.complete && img.naturalWidth > 0)")
+            visit.wait_for_frames()
             players = visit.page.evaluate(PLAYERS_JS)
         finally:
             visit.close()

@@ -86,8 +86,7 @@ class Scaled:
 def frames_at(browser, server, page, width, scale=1):
     visit = Visit(Scaled(browser, scale), f"{server}/{page}", width=width, maths=False)
     try:
-        visit.page.wait_for_function("() => [...document.querySelectorAll('img.book-explorer-frame')]"
-                                     ".every(img => img.complete && img.naturalWidth > 0)")
+        visit.wait_for_frames()
         return visit.page.evaluate(FRAMES_JS)
     finally:
         visit.close()

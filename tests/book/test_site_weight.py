@@ -1197,7 +1197,7 @@ _BLOCK_CHARS_JS = """selector => {
   const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
     let token = node.parentElement;
-    while (token !== pre && !(token.className && !token.className.startsWith('code-'))) token = token.parentElement;
+    while (token !== pre && !(token.className && !['cl', 'ci'].includes(token.className))) token = token.parentElement;
     const cls = token === pre ? '' : token.className, colour = getComputedStyle(node.parentElement).color;
     for (const c of node.data) if (c.trim()) out.push([c, colour, cls]);
   }
