@@ -238,6 +238,9 @@ _FIRST_EXPLORER_JS = """async () => {
     const frame = root && root.querySelector('.book-explorer-frame');
     if (!root && document.readyState !== 'loading') return null;  // parsed, and no explorer
     if (control && frame) {
+      // A reader moves the slider of an explorer on screen; out of view, its lazy frame is never fetched
+      // and decode() would wait for ever.
+      root.scrollIntoView({block: 'center'});
       const before = frame.src;
       if (control.tagName === 'SELECT') {
         control.selectedIndex = (control.selectedIndex + 1) % control.options.length;
