@@ -62,8 +62,9 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not browser" --ignore=tests/book/test_notebook_outputs.py
 
 # The chapters' outputs against fresh runs (tests/book/test_notebook_outputs.py, nbval's comparison):
-# as the machine is (the build's runs), and under tests/other_cpu.env, which imitates another
-# CPU: exact outputs must not depend on low-order bits, findings must hold.
+# as the machine is (the build's runs), and the student edition under tests/other_cpu.env, which
+# imitates another CPU: exact outputs must not depend on low-order bits, findings must hold, and
+# the hand-out must fail in its exercises' checks and nowhere else (tests/courseware/test_exercises.py).
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest tests/book/test_notebook_outputs.py -m "not other_cpu"
 
@@ -86,8 +87,8 @@ browser: book chromium
 # cores), then the tests that read what it built, the HTML, the build's runs and myst-nb's cache
 # (marker `built`, set in tests/conftest.py: the browser tests and the files it lists), in
 # the same recipe, so they start only once the book is built. Beside it, the other parts read
-# nothing of the build, so they start at once, while the book is being built: the chapters' runs
-# under tests/other_cpu.env then their comparison (marker other_cpu), and the other tests in
+# nothing of the build, so they start at once, while the book is being built: the student edition's
+# runs under tests/other_cpu.env then their tests (marker other_cpu), and the other tests in
 # four parts, the longest first. Run beside the build (TESTS_BESIDE_THE_BUILD), a test that
 # opens the HTML, the book's runs, myst-nb's cache or the explorer frames fails, naming the file
 # (tests/conftest.py), instead of reading a half-built book: such a test belongs in `built`.

@@ -28,12 +28,17 @@ Two configurations, one run each per notebook (:data:`CONFIGURATIONS`):
 * ``book``: as the machine is, explorers pre-rendered for the HTML book (``BOOK_WIDGETS=static``).
   Its runs are stored into myst-nb's execution cache, so the book build executes nothing itself,
   and ``tests/book/test_notebook_outputs.py`` compares them with the committed outputs.
-* ``other-cpu``: ``tests/other_cpu.env``, which imitates another CPU, explorers live (as a reader's
-  Jupyter runs them); compared with the committed outputs as well.
+* ``other-cpu``: the *student edition* of each chapter (``courseware.exercises.student_version``:
+  every coding exercise's solution a stub that raises) under ``tests/other_cpu.env``, which imitates
+  another CPU, explorers live (as a student's Jupyter runs them). The run succeeds when exactly the
+  exercises' check cells raise; every other cell is compared with the master's committed outputs
+  (a student sees the book's numbers), and ``tests/courseware/test_exercises.py`` reads the checks'
+  failures. One run proves both, where two runs of every chapter did.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import os
@@ -79,6 +84,7 @@ class Configuration:
     name: str
     widgets: str  # BOOK_WIDGETS: "static" (pre-rendered players) or "live"
     env_file: str | None = None  # variables added to the kernel's environment
+    edition: str = "master"  # "student": the hand-out is run, whose check cells raise by design
 
     def variables(self) -> dict[str, str]:
         """The variables this configuration sets in the kernel's environment."""
@@ -94,7 +100,7 @@ class Configuration:
 
 CONFIGURATIONS = {
     "book": Configuration("book", widgets="static"),
-    "other-cpu": Configuration("other-cpu", widgets="live", env_file="tests/other_cpu.env"),
+    "other-cpu": Configuration("other-cpu", widgets="live", env_file="tests/other_cpu.env", edition="student"),
 }
 
 
@@ -121,6 +127,36 @@ def chapter_notebooks() -> list[Path]:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def executed_source(notebook: Path, configuration: Configuration):
+    """What a run of ``notebook`` under ``configuration`` executes: the notebook, or its student edition."""
+    master = nbformat.read(notebook, as_version=4)
+    if configuration.edition == "master":
+        return master
+    from courseware.exercises import student_version
+
+    return student_version(master, notebook.stem)
+
+
+def cells_meant_to_fail(notebook: Path, configuration: Configuration) -> set[str]:
+    """The ids of the cells that raise in a good run: the exercises' checks in the student edition."""
+    if configuration.edition == "master":
+        return set()
+    from courseware.exercises import coding_exercises
+
+    return {exercise.check_cell for exercise in coding_exercises(nbformat.read(notebook, as_version=4))}
+
+
+def failed_cells(executed) -> dict[str, str]:
+    """``{cell id: the error it raised}`` for every code cell of a run that raised."""
+    return {cell.get("id"): f"{output.ename}: {output.evalue}"
+            for cell in executed.cells if cell.cell_type == "code"
+            for output in cell.outputs if output.output_type == "error"}
+
+
+class UnexpectedFailures(Exception):
+    """A student-edition run in which a cell other than an exercise's check raised, or a check did not."""
 
 
 def code_hash(notebook) -> str:
@@ -173,7 +209,7 @@ def stale_reason(notebook: Path, configuration: Configuration) -> str | None:
     if not (record_file.is_file() and run_file.is_file()):
         return "never run"
     record = json.loads(record_file.read_text())
-    if record.get("code") != code_hash(nbformat.read(notebook, as_version=4)):
+    if record.get("code") != code_hash(executed_source(notebook, configuration)):
         return "its code cells changed"
     if record.get("environment") != environment_hash(configuration):
         return "the configuration, Python or the pins changed"
@@ -194,18 +230,21 @@ def cell_timeout() -> int:
 def run(notebook: Path, configuration: Configuration) -> float:
     """Execute ``notebook`` under ``configuration`` in a fresh kernel; store the run and its record.
 
-    Raises nbclient's ``CellExecutionError`` (a failing cell or finding) after storing nothing.
+    Raises nbclient's ``CellExecutionError`` (a failing cell or finding) after storing nothing; in
+    the student edition, where the checks raise by design, :class:`UnexpectedFailures` if any
+    other cell raised or a check did not.
     """
     from nbclient import NotebookClient
 
-    source = nbformat.read(notebook, as_version=4)
-    executed = nbformat.read(notebook, as_version=4)
+    source = executed_source(notebook, configuration)
+    executed = copy.deepcopy(source)
     executed.cells.append(nbformat.v4.new_code_cell(_REPORT_OPENS))
+    meant_to_fail = cells_meant_to_fail(notebook, configuration)
     # The kernel imports this repository's lib whatever is installed, so the record names its files.
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, **configuration.variables(), FRAME_CACHE_ENV: str(FRAME_CACHE), "PYTHONPATH": python_path}
     client = NotebookClient(
-        executed, timeout=cell_timeout(), kernel_name="python3", allow_errors=False,
+        executed, timeout=cell_timeout(), kernel_name="python3", allow_errors=bool(meant_to_fail),
         store_widget_state=False, record_timing=False,
         extra_arguments=[f"--IPKernelApp.exec_lines={json.dumps([_RECORD_OPENS])}",
                          "--IPKernelApp.log_level=ERROR"],  # not its notice that it listens on loopback TCP
@@ -215,6 +254,11 @@ def run(notebook: Path, configuration: Configuration) -> float:
     client.execute(env=env)
     seconds = time.perf_counter() - start
     report = executed.cells.pop()
+    failed = failed_cells(executed)
+    if set(failed) != meant_to_fail:
+        unexpected = [f"cell {name} raised {error}" for name, error in failed.items() if name not in meant_to_fail]
+        passed = [f"the check {name} did not raise" for name in sorted(meant_to_fail - set(failed))]
+        raise UnexpectedFailures("; ".join(unexpected + passed))
     opened = json.loads("".join(output.get("text", "") for output in report.outputs))
     executed.metadata.pop("widgets", None)
     files = _repository_files(opened)
@@ -286,6 +330,19 @@ def ensure_runs(notebooks: list[Path], configuration: Configuration, jobs: int |
     if jobs > 1:
         pool.shutdown()
     return failures
+
+
+_loaded: dict[tuple[str, Path], object] = {}
+
+
+def load_runs(notebooks: list[Path], configuration: Configuration) -> dict:
+    """``{notebook: its run, or the error that stopped it}``, making the stale runs (once per process)."""
+    missing = [notebook for notebook in notebooks if (configuration.name, notebook) not in _loaded]
+    failures = ensure_runs(missing, configuration) if missing else {}
+    for notebook in missing:
+        _loaded[configuration.name, notebook] = failures.get(notebook) or nbformat.read(
+            run_path(notebook, configuration), as_version=4)
+    return {notebook: _loaded[configuration.name, notebook] for notebook in notebooks}
 
 
 def store_in_build_cache(notebooks: list[Path]) -> None:

@@ -77,3 +77,53 @@ def test_the_book_runs_every_notebook_of_the_table_of_contents():
     names = [path.relative_to(ROOT).as_posix() for path in chapter_runs.book_notebooks()]
     assert names[:12] == [path.relative_to(ROOT).as_posix() for path in chapter_runs.chapter_notebooks()]
     assert names[12:] == ["backmatter/benchmarks.ipynb"]
+
+
+STUDENT = chapter_runs.Configuration("test-student", widgets="live", edition="student")
+
+
+@pytest.fixture
+def exercise_notebook(tmp_path, monkeypatch):
+    """A small master with one coding exercise (chapter 1's GELU derivative) and one other cell."""
+    monkeypatch.setattr(chapter_runs, "RUNS", tmp_path / "runs")
+    master = nbformat.read(ROOT / "chapters" / "01_activations_losses.ipynb", as_version=4)
+    cells = [cell for cell in master.cells if cell.get("id", "").startswith("ex-act-gelu-grad")]
+    cells.append(nbformat.v4.new_code_cell("print(2 + 2)", id="after-the-exercise"))
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    folder = Path(chapter_runs.ROOT / "_build" / "test-chapter-runs")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"exercise_{tmp_path.name}.ipynb"
+    nbformat.write(notebook, path)
+    yield path
+    path.unlink()
+
+
+def test_the_student_edition_runs_the_stubs_and_stores_the_checks_failure(exercise_notebook):
+    chapter_runs.run(exercise_notebook, STUDENT)
+    executed = nbformat.read(chapter_runs.run_path(exercise_notebook, STUDENT), as_version=4)
+    solution = next(cell for cell in executed.cells if cell.id == "ex-act-gelu-grad-solution")
+    assert "raise NotImplementedError" in solution.source and "torch.erf" not in solution.source
+    failed = chapter_runs.failed_cells(executed)
+    assert list(failed) == ["ex-act-gelu-grad-check"] and "NotImplementedError" in failed["ex-act-gelu-grad-check"]
+    assert executed.cells[-1].outputs[0]["text"] == "4\n"  # the run went on past the failing check
+    assert chapter_runs.stale_reason(exercise_notebook, STUDENT) is None
+    # The master's run of the same notebook is another run: the solution is executed, the check passes.
+    master = chapter_runs.Configuration("test-student", widgets="live")
+    assert chapter_runs.stale_reason(exercise_notebook, master) == "its code cells changed"
+
+
+@pytest.mark.parametrize("planted, found", [
+    ("assert False, 'a claim that does not hold'", "cell planted raised AssertionError: a claim that does not hold"),
+    # The answer given away in a cell the student sees: the check passes without the student's work.
+    ("def my_gelu_grad(x):\n    return torch.autograd.functional.vjp(torch.nn.functional.gelu, x, torch.ones_like(x))[1]",
+     "the check ex-act-gelu-grad-check did not raise"),
+])
+def test_a_student_edition_where_another_cell_fails_or_a_check_passes_stores_no_run(exercise_notebook, planted, found):
+    notebook = nbformat.read(exercise_notebook, as_version=4)
+    position = next(i for i, cell in enumerate(notebook.cells) if cell.get("id") == "ex-act-gelu-grad-check")
+    notebook.cells.insert(position, nbformat.v4.new_code_cell(planted, id="planted"))
+    nbformat.write(notebook, exercise_notebook)
+    failures = chapter_runs.ensure_runs([exercise_notebook], STUDENT, jobs=1, log=lambda line: None)
+    assert found in failures[exercise_notebook]
+    assert chapter_runs.stale_reason(exercise_notebook, STUDENT) == "never run"

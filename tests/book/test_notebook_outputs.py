@@ -9,11 +9,14 @@ same stream merging, ``tests/nbval_sanitize.cfg``) to the committed outputs and 
 * ``book``: as the machine is, with the explorers pre-rendered as the book shows them. An
   explorer's output differs from a live one's only in its player (``text/html``), which is
   set aside; its ``text/plain`` is compared like every other output;
-* ``other-cpu`` (marked ``other_cpu``): ``tests/other_cpu.env``, which imitates another CPU.
+* ``other-cpu`` (marked ``other_cpu``): the chapter a student receives, run under
+  ``tests/other_cpu.env``, which imitates another CPU. Its cells are found by id; the exercises'
+  own cells (the solution, a stub there, and its check, which raises there) are not compared:
+  ``tests/courseware/test_exercises.py`` reads them. Every other cell must show the book's output.
 
-A run fails as a whole when a cell raises (a claim that does not hold); every cell of that
-notebook then fails with the error. Cells tagged ``nbval-ignore-output`` (measured results) are
-run but not compared, as in nbval.
+A run fails as a whole when a cell raises (a claim that does not hold; in the student edition, a
+cell other than a check); every cell of that notebook then fails with the error. Cells tagged
+``nbval-ignore-output`` (measured results) are run but not compared, as in nbval.
 """
 import copy
 import sys
@@ -24,6 +27,8 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 from nbval.plugin import IPyNbCell, coalesce_streams, get_sanitize_patterns, nocolors
+
+from courseware.exercises import coding_exercises
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -66,40 +71,49 @@ def without_players(outputs: list) -> list:
 
 
 CHAPTERS = chapter_runs.chapter_notebooks()
-CELLS = [(notebook, index) for notebook in CHAPTERS
-         for index, cell in enumerate(nbformat.read(notebook, as_version=4).cells) if cell.cell_type == "code"]
-_runs: dict[str, dict] = {}
 
 
-def runs_of(configuration: str) -> dict:
-    """``{notebook: executed notebook or error text}``, running the stale notebooks once per session."""
-    if configuration not in _runs:
-        config = chapter_runs.CONFIGURATIONS[configuration]
-        failures = chapter_runs.ensure_runs(CHAPTERS, config)
-        _runs[configuration] = {
-            notebook: failures.get(notebook) or nbformat.read(chapter_runs.run_path(notebook, config), as_version=4)
-            for notebook in CHAPTERS}
-    return _runs[configuration]
+def compared_cells(configuration: str) -> list:
+    """``pytest.param(configuration, notebook, cell id)`` for every code cell the configuration's run shares
+    with the committed notebook, but an exercise's own cells in the student edition."""
+    config = chapter_runs.CONFIGURATIONS[configuration]
+    marks = [pytest.mark.other_cpu] if configuration == "other-cpu" else []
+    cells = []
+    for notebook in CHAPTERS:
+        run = chapter_runs.executed_source(notebook, config)
+        shared = {cell.get("id") for cell in run.cells} - exercise_cells(notebook, config)
+        cells += [pytest.param(configuration, notebook, cell.id, marks=marks, id=f"{notebook.stem}::{cell.id}-{configuration}")
+                  for cell in nbformat.read(notebook, as_version=4).cells
+                  if cell.cell_type == "code" and cell.id in shared]
+    return cells
 
 
-@pytest.mark.parametrize("configuration", ["book", pytest.param("other-cpu", marks=pytest.mark.other_cpu)])
-@pytest.mark.parametrize("notebook, index", CELLS, ids=[f"{nb.stem}::Cell {i}" for nb, i in CELLS])
-def test_cell_outputs_equal_the_committed_ones(configuration, notebook, index, request):
-    run = runs_of(configuration)[notebook]
+def exercise_cells(notebook, config) -> set[str]:
+    """The solution and check cells of ``notebook``'s coding exercises, if ``config`` runs the student edition."""
+    if config.edition == "master":
+        return set()
+    exercises = coding_exercises(nbformat.read(notebook, as_version=4))
+    return {e.solution_cell for e in exercises} | {e.check_cell for e in exercises}
+
+
+@pytest.mark.parametrize("configuration, notebook, cell_id", compared_cells("book") + compared_cells("other-cpu"))
+def test_cell_outputs_equal_the_committed_ones(configuration, notebook, cell_id, request):
+    config = chapter_runs.CONFIGURATIONS[configuration]
+    run = chapter_runs.load_runs(CHAPTERS, config)[notebook]
     if isinstance(run, str):
         pytest.fail(f"{notebook.name} did not run to the end under {configuration}:\n{chapter_runs.ANSI.sub('', run)}",
                     pytrace=False)
-    committed = nbformat.read(notebook, as_version=4).cells[index]
-    fresh = run.cells[index]
+    committed = next(cell for cell in nbformat.read(notebook, as_version=4).cells if cell.get("id") == cell_id)
+    fresh = next(cell for cell in run.cells if cell.get("id") == cell_id)
     assert fresh.source == committed.source, "the run is of another version of the notebook"
     if "nbval-ignore-output" in committed.metadata.get("tags", []):
         return
     if committed.execution_count is None:
-        assert not committed.outputs, f"cell {index} was never run but has outputs"
+        assert not committed.outputs, f"cell {cell_id} was never run but has outputs"
         return
     report = NbvalComparison(request).differences(without_players(fresh.outputs), committed.outputs)
     if report is not None:
-        pytest.fail(f"{notebook.name} cell {index} under {configuration}: outputs differ\n{report}", pytrace=False)
+        pytest.fail(f"{notebook.name} cell {cell_id} under {configuration}: outputs differ\n{report}", pytrace=False)
 
 
 def test_a_changed_output_is_found(request):
