@@ -59,7 +59,7 @@ sandbox:
 	@command -v bwrap >/dev/null || { apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; }
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not browser" --ignore=tests/book/test_notebook_outputs.py
+	$(BIN)/python -m pytest tests -m "not browser and not other_cpu" --ignore=tests/book/test_notebook_outputs.py
 
 # The chapters' outputs against fresh runs (tests/book/test_notebook_outputs.py, nbval's comparison):
 # as the machine is (the build's runs), and the student edition under tests/other_cpu.env, which
@@ -70,7 +70,7 @@ notebooks: $(STAMP)
 
 notebooks-other-cpu: $(STAMP)
 	$(BIN)/python tools/chapter_runs.py other-cpu --jobs 1
-	$(BIN)/python -m pytest tests/book/test_notebook_outputs.py -m other_cpu
+	$(BIN)/python -m pytest tests -m other_cpu
 
 # nbval itself, as an instructor runs it on a notebook (NBVAL_PATHS): a run of its own.
 NBVAL_PATHS ?= chapters

@@ -30,10 +30,12 @@ Two configurations, one run each per notebook (:data:`CONFIGURATIONS`):
   and ``tests/book/test_notebook_outputs.py`` compares them with the committed outputs.
 * ``other-cpu``: the *student edition* of each chapter (``courseware.exercises.student_version``:
   every coding exercise's solution a stub that raises) under ``tests/other_cpu.env``, which imitates
-  another CPU, explorers live (as a student's Jupyter runs them). The run succeeds when exactly the
-  exercises' check cells raise; every other cell is compared with the master's committed outputs
-  (a student sees the book's numbers), and ``tests/courseware/test_exercises.py`` reads the checks'
-  failures. One run proves both, where two runs of every chapter did.
+  another CPU, explorers live (as a student's Jupyter runs them), then the book's answers: each
+  exercise's solution and check cells as the master holds them. The run succeeds when exactly the
+  student's check cells raise. Every cell of the master is compared with its committed output, the
+  answers' through their copies (a student sees the book's numbers), and
+  ``tests/courseware/test_exercises.py`` reads the student's failures. One run proves both, where
+  two runs of every chapter did.
 """
 from __future__ import annotations
 
@@ -129,23 +131,51 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# In a student-edition run, the id of a master's exercise cell run after the student's chapter.
+BOOK_ANSWER = "{}--book"
+
+
 def executed_source(notebook: Path, configuration: Configuration):
-    """What a run of ``notebook`` under ``configuration`` executes: the notebook, or its student edition."""
+    """What a run of ``notebook`` under ``configuration`` executes: the notebook itself, or its student
+    edition followed by the book's answers, each exercise's solution and check cells as the master
+    holds them (ids :data:`BOOK_ANSWER`), so that those run under the configuration too."""
     master = nbformat.read(notebook, as_version=4)
     if configuration.edition == "master":
         return master
     from courseware.exercises import student_version
 
-    return student_version(master, notebook.stem)
+    run = student_version(master, notebook.stem)
+    answers = exercise_cells(master)
+    for cell in master.cells:
+        if cell.get("id") in answers:
+            answer = copy.deepcopy(cell)
+            answer.id, answer.outputs, answer.execution_count = BOOK_ANSWER.format(cell.id), [], None
+            run.cells.append(answer)
+    return run
+
+
+def exercise_cells(master) -> dict[str, str]:
+    """``{cell id: "solution" or "check"}``: the cells of a master notebook's coding exercises."""
+    from courseware.exercises import coding_exercises
+
+    cells = {}
+    for exercise in coding_exercises(master):
+        cells[exercise.solution_cell], cells[exercise.check_cell] = "solution", "check"
+    return cells
+
+
+def run_cell_id(master, cell_id: str, configuration: Configuration) -> str:
+    """The id of the cell that runs the master's cell ``cell_id`` in a run under ``configuration``."""
+    if configuration.edition == "student" and cell_id in exercise_cells(master):
+        return BOOK_ANSWER.format(cell_id)
+    return cell_id
 
 
 def cells_meant_to_fail(notebook: Path, configuration: Configuration) -> set[str]:
-    """The ids of the cells that raise in a good run: the exercises' checks in the student edition."""
+    """The ids of the cells that raise in a good run: the student's checks in the student edition."""
     if configuration.edition == "master":
         return set()
-    from courseware.exercises import coding_exercises
-
-    return {exercise.check_cell for exercise in coding_exercises(nbformat.read(notebook, as_version=4))}
+    return {name for name, kind in exercise_cells(nbformat.read(notebook, as_version=4)).items() if kind == "check"}
 
 
 def failed_cells(executed) -> dict[str, str]:
@@ -155,8 +185,16 @@ def failed_cells(executed) -> dict[str, str]:
             for output in cell.outputs if output.output_type == "error"}
 
 
+def _traceback_end(executed, cell_id: str, lines: int = 6) -> str:
+    """The last ``lines`` lines of the traceback of the cell ``cell_id`` of a run, without colours."""
+    cell = next(cell for cell in executed.cells if cell.get("id") == cell_id)
+    error = next(output for output in cell.outputs if output.output_type == "error")
+    return "\n".join(ANSI.sub("", "\n".join(error.traceback)).strip().splitlines()[-lines:])
+
+
 class UnexpectedFailures(Exception):
-    """A student-edition run in which a cell other than an exercise's check raised, or a check did not."""
+    """A student-edition run in which a cell other than a student's check raised (the book's answers
+    included), or a student's check did not."""
 
 
 def code_hash(notebook) -> str:
@@ -256,9 +294,10 @@ def run(notebook: Path, configuration: Configuration) -> float:
     report = executed.cells.pop()
     failed = failed_cells(executed)
     if set(failed) != meant_to_fail:
-        unexpected = [f"cell {name} raised {error}" for name, error in failed.items() if name not in meant_to_fail]
+        unexpected = [f"cell {name} raised {error}\n{_traceback_end(executed, name)}"
+                      for name, error in failed.items() if name not in meant_to_fail]
         passed = [f"the check {name} did not raise" for name in sorted(meant_to_fail - set(failed))]
-        raise UnexpectedFailures("; ".join(unexpected + passed))
+        raise UnexpectedFailures("\n".join(unexpected + passed))
     opened = json.loads("".join(output.get("text", "") for output in report.outputs))
     executed.metadata.pop("widgets", None)
     files = _repository_files(opened)

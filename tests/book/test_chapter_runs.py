@@ -106,24 +106,39 @@ def test_the_student_edition_runs_the_stubs_and_stores_the_checks_failure(exerci
     assert "raise NotImplementedError" in solution.source and "torch.erf" not in solution.source
     failed = chapter_runs.failed_cells(executed)
     assert list(failed) == ["ex-act-gelu-grad-check"] and "NotImplementedError" in failed["ex-act-gelu-grad-check"]
-    assert executed.cells[-1].outputs[0]["text"] == "4\n"  # the run went on past the failing check
+    after = next(cell for cell in executed.cells if cell.id == "after-the-exercise")
+    assert after.outputs[0]["text"] == "4\n"  # the run went on past the failing check
+    # Then the book's answer and its check, which passes under this configuration too.
+    assert [cell.id for cell in executed.cells[-2:]] == ["ex-act-gelu-grad-solution--book", "ex-act-gelu-grad-check--book"]
+    assert "torch.erf" in executed.cells[-2].source and not failed.keys() & {"ex-act-gelu-grad-check--book"}
     assert chapter_runs.stale_reason(exercise_notebook, STUDENT) is None
     # The master's run of the same notebook is another run: the solution is executed, the check passes.
     master = chapter_runs.Configuration("test-student", widgets="live")
     assert chapter_runs.stale_reason(exercise_notebook, master) == "its code cells changed"
 
 
-@pytest.mark.parametrize("planted, found", [
-    ("assert False, 'a claim that does not hold'", "cell planted raised AssertionError: a claim that does not hold"),
-    # The answer given away in a cell the student sees: the check passes without the student's work.
-    ("def my_gelu_grad(x):\n    return torch.autograd.functional.vjp(torch.nn.functional.gelu, x, torch.ones_like(x))[1]",
-     "the check ex-act-gelu-grad-check did not raise"),
-])
-def test_a_student_edition_where_another_cell_fails_or_a_check_passes_stores_no_run(exercise_notebook, planted, found):
+def test_a_student_edition_where_another_cell_fails_or_a_check_passes_stores_no_run(exercise_notebook):
     notebook = nbformat.read(exercise_notebook, as_version=4)
     position = next(i for i, cell in enumerate(notebook.cells) if cell.get("id") == "ex-act-gelu-grad-check")
-    notebook.cells.insert(position, nbformat.v4.new_code_cell(planted, id="planted"))
+    notebook.cells[position:position] = [
+        nbformat.v4.new_code_cell("assert 2 + 2 == 5, 'a claim that does not hold'", id="planted-claim"),
+        # The answer given away in a cell the student sees: the check passes without the student's work.
+        nbformat.v4.new_code_cell("def my_gelu_grad(x):\n    x = x.detach().requires_grad_()\n"
+                                  "    return torch.autograd.grad(torch.nn.functional.gelu(x).sum(), x)[0]",
+                                  id="planted-answer")]
     nbformat.write(notebook, exercise_notebook)
     failures = chapter_runs.ensure_runs([exercise_notebook], STUDENT, jobs=1, log=lambda line: None)
-    assert found in failures[exercise_notebook]
+    found = failures.get(exercise_notebook, "no failure recorded")
+    assert "cell planted-claim raised AssertionError: a claim that does not hold" in found
+    assert "assert 2 + 2 == 5" in found  # the traceback's end shows the line
+    assert "the check ex-act-gelu-grad-check did not raise" in found
     assert chapter_runs.stale_reason(exercise_notebook, STUDENT) == "never run"
+
+
+def test_the_books_answers_that_fail_their_check_store_no_run(exercise_notebook):
+    notebook = nbformat.read(exercise_notebook, as_version=4)
+    solution = next(cell for cell in notebook.cells if cell.get("id") == "ex-act-gelu-grad-solution")
+    solution.source = solution.source.replace("cdf + x * density", "cdf")  # the book's answer, wrong
+    nbformat.write(notebook, exercise_notebook)
+    failures = chapter_runs.ensure_runs([exercise_notebook], STUDENT, jobs=1, log=lambda line: None)
+    assert "cell ex-act-gelu-grad-check--book raised CheckFailed" in failures.get(exercise_notebook, "no failure recorded")
