@@ -62,7 +62,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What `make book` writes while the other parts run: run beside the build (TESTS_BESIDE_THE_BUILD, set
 # by the Makefile), a test that opens or lists anything under these fails, naming the path.
 BEING_BUILT = tuple(os.path.join(_ROOT, "_build", *name.split("/"))
-                    for name in ("html", "runs/book", ".jupyter_cache", "jupyter_execute", "frame-cache"))
+                    for name in ("html", "zh_CN", "runs/book", ".jupyter_cache", "jupyter_execute", "frame-cache"))
 
 
 def being_built(path) -> bool:

@@ -4,6 +4,8 @@
 * A Chinese page whose translation is complete (``locale/complete.txt``) shows no block of English
   prose (6 or more Latin words in a row with no Chinese) outside code, maths, outputs and the
   bibliography, and no markup left as text (``**``, a backtick, ``{role}``).
+* No page's doctree holds a node of another document (a parsed translation's, whose settings
+  hold the whole build environment: ``_ext/translated_build.py``).
 * Nor an image whose alt text is English: a plot's (its cell's ``mystnb.image.alt``), a diagram's,
   an explorer frame's (its title). An alt text with no Chinese ideograph and a Latin word is
   English, be it a plot's description or an explorer's one-word title; so is one with a run of
@@ -12,6 +14,7 @@
 ``BOOK_HTML`` names another build (its root, the English edition).
 """
 import os
+import pickle
 import re
 from pathlib import Path
 from urllib.parse import urlparse
@@ -24,6 +27,7 @@ from tests.i18n.test_catalogues import complete_pages
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
 CHINESE = BUILD / "zh_CN"
+CHINESE_DOCTREES = BUILD.parent / "zh_CN" / ".doctrees"  # tools/i18n.py builds into _build/zh_CN
 
 CJK = "\u3400-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef"
 LATIN_RUN = re.compile(r"(?:[A-Za-z][A-Za-z'’.-]*[^\w" + CJK + r"]+){5,}[A-Za-z][A-Za-z'’-]*")
@@ -173,3 +177,12 @@ def test_a_wrong_or_missing_switch_is_found(tmp_path):
     (tmp_path / "zh_CN" / "chapters" / "a.html").write_text("<p>no switch</p>")
     assert switch_target(tmp_path, "chapters/a.html") == tmp_path / "zh_CN" / "chapters" / "b.html"
     assert switch_target(tmp_path / "zh_CN", "chapters/a.html") is None
+
+
+def test_no_chinese_doctree_holds_a_node_of_another_document():
+    doctrees = sorted(CHINESE_DOCTREES.rglob("*.doctree"))
+    assert len(doctrees) >= 18, f"{CHINESE_DOCTREES} holds {len(doctrees)} doctrees"
+    for path in doctrees:
+        page = pickle.loads(path.read_bytes())
+        others = {id(node.document) for node in page.findall(include_self=False)} - {id(page)}
+        assert not others, f"{path.relative_to(CHINESE_DOCTREES)}: nodes of {len(others)} other documents"
