@@ -83,30 +83,39 @@ browser: book chromium
 # `make test` keeps the machine's two cores busy from start to end: make -j2 runs its parts, and
 # whenever one ends, starts the next in the order of TEST_PARTS (--keep-going: every part runs
 # and reports, and the run is red if any failed; each part's output is printed when it ends and
-# closes with its 40 slowest tests). The first part is the book: `make book` (its runs take both
-# cores), then the tests that read what it built, the HTML, the build's runs and myst-nb's cache
-# (marker `built`, set in tests/conftest.py: the browser tests and the files it lists), in
-# the same recipe, so they start only once the book is built. Beside it, the other parts read
+# closes with its 40 slowest tests). Two parts read what `make book` builds, the HTML, the build's
+# runs and myst-nb's cache (marker `built`, set in tests/conftest.py: the browser tests and the
+# files it lists): they wait for test-book, which makes the book once (its runs take both cores),
+# then run side by side, the pages' tests (BUILT_PAGE_TESTS) and the others. The other parts read
 # nothing of the build, so they start at once, while the book is being built: the student edition's
 # runs under tests/other_cpu.env then their tests (marker other_cpu), and the other tests in
-# four parts, the longest first. Run beside the build (TESTS_BESIDE_THE_BUILD), a test that
-# opens the HTML, the book's runs, myst-nb's cache or the explorer frames fails, naming the file
+# four parts. Run beside the build (TESTS_BESIDE_THE_BUILD), a test that opens the HTML, the
+# Chinese edition, the book's runs, myst-nb's cache or the explorer frames fails, naming the file
 # (tests/conftest.py), instead of reading a half-built book: such a test belongs in `built`.
-TEST_PARTS := test-built test-exercises test-other-cpu test-grading test-checks-lib test-rest
+TEST_PARTS := test-built-pages test-built-others test-other-cpu test-exercises test-grading test-checks-lib test-rest
 test: setup chromium sandbox msgfmt
 	$(MAKE) --no-print-directory -j2 --keep-going --output-sync=target $(TEST_PARTS)
 
 PYTEST_PART := $(BIN)/python -m pytest --durations=40
 BESIDE_THE_BUILD := TESTS_BESIDE_THE_BUILD=1 $(PYTEST_PART)
+# The tests of the built book's pages that make one part (test-built-others runs every other
+# `built` test): about half of the time of all of them.
+BUILT_PAGE_TESTS := tests/book/test_book_html.py tests/book/test_fit.py tests/book/test_live_jupyterlab.py \
+  tests/book/test_explorer_figures.py tests/book/test_launch.py tests/book/test_notebook_outputs.py
 # The parts beside the build, as the shell's patterns (test-rest runs every test none of them names).
 EXERCISE_TESTS := tests/courseware/test_exercise*.py
 GRADING_TESTS := tests/courseware/test_grading*.py tests/courseware/test_nbgrader*.py
 CHECK_AND_LIB_TESTS := tests/courseware/test_checks*.py tests/lib
-.PHONY: $(TEST_PARTS)
+.PHONY: $(TEST_PARTS) test-book
 
-test-built: $(STAMP)
+test-book: $(STAMP)
 	$(MAKE) --no-print-directory book
-	$(PYTEST_PART) tests -m "built"
+
+test-built-pages: test-book
+	$(PYTEST_PART) $(BUILT_PAGE_TESTS) -m "built"
+
+test-built-others: test-book
+	$(PYTEST_PART) tests -m "built" $(foreach path,$(BUILT_PAGE_TESTS),--ignore='$(path)')
 
 test-other-cpu: $(STAMP)
 	$(BIN)/python tools/chapter_runs.py other-cpu --jobs 1
