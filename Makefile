@@ -80,21 +80,23 @@ nbval: $(STAMP)
 browser: book chromium
 	$(BIN)/python -m pytest tests -m browser
 
-# `make test` keeps the machine's two cores busy from start to end: make -j2 runs its parts, and
-# whenever one ends, starts the next in the order of TEST_PARTS (--keep-going: every part runs
-# and reports, and the run is red if any failed; each part's output is printed when it ends and
-# closes with its 40 slowest tests). Two parts read what `make book` builds, the HTML, the build's
-# runs and myst-nb's cache (marker `built`, set in tests/conftest.py: the browser tests and the
-# files it lists): they wait for test-book, which makes the book once (its runs take both cores),
-# then run side by side, the pages' tests (BUILT_PAGE_TESTS) and the others. The other parts read
-# nothing of the build, so they start at once, while the book is being built: the student edition's
-# runs under tests/other_cpu.env then their tests (marker other_cpu), and the other tests in
-# four parts. Run beside the build (TESTS_BESIDE_THE_BUILD), a test that opens the HTML, the
-# Chinese edition, the book's runs, myst-nb's cache or the explorer frames fails, naming the file
-# (tests/conftest.py), instead of reading a half-built book: such a test belongs in `built`.
-TEST_PARTS := test-built-pages test-built-others test-other-cpu test-exercises test-grading test-checks-lib test-rest
+# `make test` keeps the machine's two cores busy from start to end: tools/run_parts.py runs its
+# parts (TEST_PARTS, together every test), each as `make <part>`, two at a time; whenever one ends,
+# the first in the list that can start does. Every part runs and reports, and the run is red if
+# any failed; each part's output is printed when it ends, closing with its 40 slowest tests.
+# test-book makes the book (its runs take both cores); two parts read what it built, the HTML, the
+# build's runs and myst-nb's cache (marker `built`, set in tests/conftest.py: the browser tests and
+# the files it lists), the pages' tests (BUILT_PAGE_TESTS) and the others: written `part:test-book`,
+# they start once it has passed, side by side. The other parts read nothing of the build, so they
+# start at once, while the book is being built: the student edition's runs under
+# tests/other_cpu.env then their tests (marker other_cpu), and the other tests in four parts. Run
+# beside the build (TESTS_BESIDE_THE_BUILD), a test that opens the HTML, the Chinese edition, the
+# book's runs, myst-nb's cache or the explorer frames fails, naming the file (tests/conftest.py),
+# instead of reading a half-built book: such a test belongs in `built`.
+TEST_PARTS := test-book test-built-pages:test-book test-built-others:test-book test-other-cpu \
+  test-exercises test-grading test-checks-lib test-rest
 test: setup chromium sandbox msgfmt
-	$(MAKE) --no-print-directory -j2 --keep-going --output-sync=target $(TEST_PARTS)
+	$(BIN)/python tools/run_parts.py --jobs 2 --make "$(MAKE)" $(TEST_PARTS)
 
 PYTEST_PART := $(BIN)/python -m pytest --durations=40
 BESIDE_THE_BUILD := TESTS_BESIDE_THE_BUILD=1 $(PYTEST_PART)
@@ -106,15 +108,16 @@ BUILT_PAGE_TESTS := tests/book/test_book_html.py tests/book/test_fit.py tests/bo
 EXERCISE_TESTS := tests/courseware/test_exercise*.py
 GRADING_TESTS := tests/courseware/test_grading*.py tests/courseware/test_nbgrader*.py
 CHECK_AND_LIB_TESTS := tests/courseware/test_checks*.py tests/lib
-.PHONY: $(TEST_PARTS) test-book
+.PHONY: test-book test-built-pages test-built-others test-other-cpu test-exercises test-grading test-checks-lib test-rest
 
 test-book: $(STAMP)
 	$(MAKE) --no-print-directory book
 
-test-built-pages: test-book
+# The two parts that read the build expect it made (`make book`; in `make test`, by test-book).
+test-built-pages: $(STAMP)
 	$(PYTEST_PART) $(BUILT_PAGE_TESTS) -m "built"
 
-test-built-others: test-book
+test-built-others: $(STAMP)
 	$(PYTEST_PART) tests -m "built" $(foreach path,$(BUILT_PAGE_TESTS),--ignore='$(path)')
 
 test-other-cpu: $(STAMP)
