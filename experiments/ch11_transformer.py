@@ -146,6 +146,9 @@ def cache_speedup(
     return result
 
 
+_MOST_ROUNDS = 1000  # of attention_vs_gru_cost: a bound, should a clock not advance
+
+
 @dataclass
 class CostCurves(Result):
     """Milliseconds of one forward pass per length and layer, the fastest of several."""
@@ -163,6 +166,10 @@ class CostCurves(Result):
         """The time of ``name`` at ``length`` (one of :attr:`lengths`)."""
         return self.times[name][self.lengths.index(length)]
 
+    def ratio(self, length: int) -> float:
+        """Self-attention's time over the GRU's at ``length`` (one of :attr:`lengths`)."""
+        return self.at("self-attention", length) / self.at("GRU", length)
+
     FINDINGS = (
         Finding(
             "Self-attention's slope over the last three lengths is at least 1.5.",
@@ -179,14 +186,14 @@ class CostCurves(Result):
             backs=("cost-discussion",),
             holds=lambda r: r.slope("self-attention") >= r.slope("GRU") + 0.5,
         ),
+        # No tighter ratio: at the worst of the three lengths self-attention took
+        # 0.38-0.40 of the GRU's time on this machine, but 0.64-0.67 under
+        # tests/other_cpu.env (its SSE4 products) and 0.60-0.81 with two busy
+        # loops beside it, where "at most 0.7 times" failed.
         Finding(
-            "At T = 64, 128 and 256 self-attention takes at most 0.7 times the GRU's "
-            "time.",
+            "At T = 64, 128 and 256 self-attention is faster than the GRU.",
             backs=("cost-discussion",),
-            holds=lambda r: all(
-                r.at("self-attention", T) <= 0.7 * r.at("GRU", T)
-                for T in (64, 128, 256)
-            ),
+            holds=lambda r: all(r.ratio(T) < 1.0 for T in (64, 128, 256)),
         ),
         Finding(
             "At T = 2048 self-attention is slower than the GRU.",
@@ -200,16 +207,30 @@ def attention_vs_gru_cost(
     lengths: tuple[int, ...] = (32, 64, 128, 256, 512, 1024, 2048),
     d: int = 64,
     rounds: int = 5,
+    seconds: float = 0.03,
 ) -> CostCurves:
     """Time one forward pass of a four-head self-attention layer and of a GRU layer of
-    size ``d`` on one random sequence of each length: the fastest of ``rounds`` rounds,
-    each of which times every (length, layer) once. Taking turns spreads a slow spell of
-    a busy machine over every length instead of one, and the fastest time is the one
-    least inflated by it (a median per length, measured length after length, once put
-    the GRU's slope at 1.5 on a loaded machine)."""
+    size ``d`` on one random sequence of each length: the fastest of several rounds,
+    each of which times every (length, layer) still being timed once. Every length is
+    timed in ``rounds`` rounds, and a length keeps being timed in the rounds after
+    until each layer's timed calls at it add up to ``seconds`` of CPU time (in at most
+    :data:`_MOST_ROUNDS` rounds). Taking turns spreads a slow spell of a busy machine
+    over every length instead of one, and the fastest time is the one least inflated
+    by it (a median per length, measured length after length, once put the GRU's slope
+    at 1.5 on a loaded machine). The short lengths' calls take a fraction of a
+    millisecond: five rounds of them, under load, once all came out 2.7 times too slow
+    at T = 64, so they get more rounds, which cost little."""
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise ValueError(
             f"rounds must be a whole number of at least 1; found {rounds!r}"
+        )
+    if (
+        not isinstance(seconds, (int, float))
+        or isinstance(seconds, bool)
+        or not 0 <= seconds < math.inf
+    ):
+        raise ValueError(
+            f"seconds must be a finite number of at least 0; found {seconds!r}"
         )
     if len(lengths) < 3 or list(lengths) != sorted(set(lengths)) or lengths[0] < 1:
         raise ValueError(
@@ -229,16 +250,26 @@ def attention_vs_gru_cost(
     }
     sequences = [torch.randn(1, length, d) for length in lengths]
     fastest = {name: [math.inf] * len(lengths) for name in layers}
+    spent = {name: [0.0] * len(lengths) for name in layers}  # timed CPU seconds
     with torch.no_grad():
-        for _ in range(rounds):
-            for i, h in enumerate(sequences):
+        for round_ in range(max(rounds, _MOST_ROUNDS)):
+            timing = [
+                i
+                for i in range(len(lengths))
+                if round_ < rounds or any(spent[name][i] < seconds for name in layers)
+            ]
+            if not timing:
+                break
+            for i in timing:
+                h = sequences[i]
                 for name, forward in layers.items():
                     forward(h)  # once untimed: the other layer's call has cooled caches
                     # CPU time: what other programs compute is not counted
                     start = time.process_time()
                     forward(h)
-                    seconds = time.process_time() - start
-                    fastest[name][i] = min(fastest[name][i], seconds)
+                    elapsed = time.process_time() - start
+                    fastest[name][i] = min(fastest[name][i], elapsed)
+                    spent[name][i] += elapsed
     return CostCurves(
         list(lengths),
         {name: [1000 * s for s in times] for name, times in fastest.items()},
