@@ -213,8 +213,8 @@ def attention_vs_gru_cost(
     size ``d`` on one random sequence of each length: the fastest of several rounds,
     each of which times every (length, layer) still being timed once. Every length is
     timed in ``rounds`` rounds, and a length keeps being timed in the rounds after
-    until each layer's timed calls at it add up to ``seconds`` of CPU time (in at most
-    :data:`_MOST_ROUNDS` rounds). Taking turns spreads a slow spell of a busy machine
+    until each layer's timed calls at it add up to ``seconds`` of CPU time (the rounds
+    stop at :data:`_MOST_ROUNDS`, or ``rounds`` if more). Taking turns spreads a slow spell of a busy machine
     over every length instead of one, and the fastest time is the one least inflated
     by it (a median per length, measured length after length, once put the GRU's slope
     at 1.5 on a loaded machine). The short lengths' calls take a fraction of a

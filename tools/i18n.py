@@ -73,6 +73,25 @@ def update(pot: Path = POT) -> None:
     for language in LANGUAGES:
         subprocess.run([sys.executable, "-m", "sphinx_intl", "update", "-p", str(pot), "-l", language,
                         "-d", str(LOCALE), "-w", str(LINE_WIDTH)], check=True, cwd=ROOT)
+        for catalogue in (LOCALE / language).rglob("*.po"):
+            keep_no_python_format(catalogue)
+
+
+def keep_no_python_format(catalogue: Path) -> None:
+    """Drop the ``python-format`` flag babel adds beside a message's ``no-python-format``.
+
+    babel flags a message python-format when it sees a % in it ("15% of the tokens"), even if
+    the catalogue already says no-python-format; msgfmt --check then reads the % as a directive
+    and refuses the catalogue.
+    """
+    lines = catalogue.read_text(encoding="utf-8").splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if line.startswith("#,"):
+            flags = [flag.strip() for flag in line[2:].split(",")]
+            if "no-python-format" in flags and "python-format" in flags:
+                flags.remove("python-format")
+                lines[index] = "#, " + ", ".join(flags) + "\n"
+    catalogue.write_text("".join(lines), encoding="utf-8")
 
 
 def mirror(source: Path, target: Path) -> None:

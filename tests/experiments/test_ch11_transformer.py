@@ -147,6 +147,41 @@ def test_attention_vs_gru_cost_times_a_length_again_until_each_layer_has_spent_s
     assert clock.calls == rounds_of(*lengths) * 2 + rounds_of(64) * 2
 
 
+def _timed_calls(lengths, rounds):
+    return [(name, T) for T in lengths for name in ("self-attention", "GRU") for _ in (1, 2)] * rounds
+
+
+def test_attention_vs_gru_cost_stops_timing_a_length_once_its_calls_reach_seconds_exactly(monkeypatch):
+    """Timed calls of 0.25 s (exact in binary) reach ``seconds=0.5`` in the second round: a third
+    round (a mutant that times on while the sum equals ``seconds``) would find no cost listed."""
+    lengths = (64, 128, 256, 2048)
+    clock = _Clock({(name, T): [0.0, 0.25, 0.0, 0.25] for T in lengths for name in ("self-attention", "GRU")})
+    monkeypatch.setattr(ch11.time, "process_time", clock.process_time)
+    monkeypatch.setattr(ch11, "MultiHeadAttention", lambda d, heads: clock.layer("self-attention"))
+    monkeypatch.setattr(ch11.nn, "GRU", lambda d, hidden, batch_first: clock.layer("GRU"))
+    ch11.attention_vs_gru_cost(lengths=lengths, d=8, rounds=1, seconds=0.5)
+    assert clock.calls == _timed_calls(lengths, 2)
+
+
+def test_attention_vs_gru_cost_stops_after_its_most_rounds_if_the_clock_never_moves(monkeypatch):
+    lengths = (64, 128, 256, 2048)
+
+    class Free(list):
+        """Every call costs nothing; more calls than a bounded loop makes fail the test."""
+
+        def pop(self, _):
+            assert len(clock.calls) <= 1000, "attention_vs_gru_cost did not stop"
+            return 0.0
+
+    clock = _Clock({(name, T): Free() for T in lengths for name in ("self-attention", "GRU")})
+    monkeypatch.setattr(ch11.time, "process_time", clock.process_time)
+    monkeypatch.setattr(ch11, "MultiHeadAttention", lambda d, heads: clock.layer("self-attention"))
+    monkeypatch.setattr(ch11.nn, "GRU", lambda d, hidden, batch_first: clock.layer("GRU"))
+    monkeypatch.setattr(ch11, "_MOST_ROUNDS", 4)
+    ch11.attention_vs_gru_cost(lengths=lengths, d=8, rounds=2, seconds=0.01)
+    assert clock.calls == _timed_calls(lengths, 4)
+
+
 def test_attention_vs_gru_cost_refuses_what_it_cannot_time():
     with pytest.raises(ValueError, match="rounds must be a whole number of at least 1; found 0"):
         ch11.attention_vs_gru_cost(lengths=(64, 128, 256, 2048), d=8, rounds=0)
