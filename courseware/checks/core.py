@@ -11,8 +11,12 @@ else by where and by how much it differs.
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
 import os
 import textwrap
+import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
@@ -343,6 +347,67 @@ class Measured(Check):
             found, tolerance, expected = self._prepared(found, case)
             if self.rules(found, expected, *case):
                 raise CheckFailed(self._explain(found, tolerance, expected, index, cases, results))
+
+
+def _value_key(value):
+    """A hashable key that two arguments share only when they hold the same values: a tensor by its
+    dtype, shape, strides and a digest of its bytes; a number by its type and exact bits (0.0 and
+    -0.0 differ); tuples and lists element by element. None for any other kind of value."""
+    if isinstance(value, torch.Tensor):
+        if value.requires_grad or value.is_sparse or value.device.type != "cpu":
+            return None
+        data = value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        return ("tensor", str(value.dtype), tuple(value.shape), value.stride(),
+                hashlib.blake2b(data, digest_size=20).digest())
+    if isinstance(value, float):
+        return ("float", value.hex())
+    if isinstance(value, (bool, int, str, type(None))):
+        return (type(value).__name__, value)
+    if isinstance(value, (tuple, list)):
+        keys = tuple(_value_key(item) for item in value)
+        return None if None in keys else (type(value).__name__, keys)
+    return None
+
+
+def by_value(maxsize: int = 1024) -> Callable[[Callable], Callable]:
+    """Remember a pure function's results by the values of its arguments (see :func:`_value_key`).
+
+    A checker computes the book's answer to a case in ``judge``, again in every slip built on it
+    while it explains a wrong result, and again when it weighs the slips on the other cases; the test
+    files judge many answers on the same cases. Only a deterministic function whose result depends on
+    nothing but its arguments' values may be decorated: the answer remembered is the one it computed,
+    bit for bit. Each caller gets its own copy (tensors cloned, anything else deep-copied). A call with
+    an argument that has no key (see :func:`_value_key`) or a keyword argument is not remembered.
+    The ``maxsize`` most recently used results are kept; the cache is shared by the grader's threads.
+    """
+    def decorate(function: Callable) -> Callable:
+        results: OrderedDict = OrderedDict()
+        lock = threading.Lock()
+
+        @functools.wraps(function)
+        def remembered(*args, **kwargs):
+            key = None if kwargs else _value_key(args)
+            if key is None:
+                return function(*args, **kwargs)
+            with lock:
+                found = results.get(key, _MISSING)
+                if found is not _MISSING:
+                    results.move_to_end(key)
+            if found is _MISSING:
+                found = function(*args)
+                with lock:
+                    results[key] = found
+                    while len(results) > maxsize:
+                        results.popitem(last=False)
+            return found.clone() if isinstance(found, torch.Tensor) else copy.deepcopy(found)
+
+        remembered.cache_clear = results.clear
+        return remembered
+
+    return decorate
+
+
+_MISSING = object()
 
 
 def solve_increasing(function: Callable[[float], float], target: float, iterations: int = 100) -> float:

@@ -254,3 +254,35 @@ def test_an_answer_that_changes_its_list_arguments_is_judged_on_the_case_drawn()
     assert [check_rouge_multi.describe(*case) for case in cases] == drawn  # the drawn cases are untouched
     check_rouge_multi.judge(cases, [_outcome(clears_the_references_after_scoring, args) for args in cases])
     check_rouge_multi(clears_the_references_after_scoring)  # a check cell's own fresh draw
+
+
+def test_a_result_remembered_by_value_is_computed_once_per_distinct_argument_and_handed_out_as_a_copy():
+    """courseware.checks.core.by_value: the book's answer to a case is computed once, however often the
+    checker and its slips ask for it, and only for arguments holding exactly the same values."""
+    from courseware.checks.core import by_value
+
+    calls = []
+
+    @by_value(maxsize=4)
+    def doubled(x, scale=2.0):
+        calls.append(x)
+        return x * scale if isinstance(x, torch.Tensor) else [x, scale]
+
+    x = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    first = doubled(x)
+    first += 100  # the caller's copy: the remembered result is untouched
+    assert torch.equal(doubled(x.clone()), 2 * x) and len(calls) == 1  # a copy of the same values
+    for other in (x.float(), x.T.contiguous().reshape(2, 3), x.T, x + 1e-12, torch.tensor(-0.0), torch.tensor(0.0)):
+        doubled(other)  # another dtype, other values, other strides, 0.0 and -0.0 differ
+    assert len(calls) == 7
+    assert doubled(0.0) == [0.0, 2.0] and doubled(-0.0) == [-0.0, 2.0] and doubled(0) == [0, 2.0]
+    assert len(calls) == 10  # floats by their bits, ints apart from floats
+    doubled(x, 3.0)
+    doubled(x, scale=2.0)  # a keyword argument is not remembered
+    doubled(x.clone().requires_grad_())  # nor a tensor that records its graph
+    assert len(calls) == 13
+    remembered = len(calls)
+    assert doubled(0) == [0, 2.0] and doubled(x, 3.0).equal(3 * x)  # among the 4 most recent: remembered
+    assert len(calls) == remembered
+    doubled(torch.tensor(0.0))  # evicted by the 4 since
+    assert len(calls) == remembered + 1
