@@ -212,11 +212,16 @@ def _sigmoid(u):
 
 
 def _root_of_condition(logits, count):
-    """The z where Σ σ(logit + z) = count, by bisection in float64 (the sum increases with z)."""
+    """The z where Σ σ(logit + z) = count, by bisection in float64 (the sum increases with z): 200 halvings,
+    or fewer once one leaves the bracket as it was (then every later one would too: each is a function of
+    the bracket alone), which happens after about 60."""
     low, high = -60.0, 60.0
     for _ in range(200):
         middle = (low + high) / 2
-        low, high = (middle, high) if sum(_sigmoid(u + middle) for u in logits) < count else (low, middle)
+        bracket = (middle, high) if sum(_sigmoid(u + middle) for u in logits) < count else (low, middle)
+        if bracket == (low, high):
+            break
+        low, high = bracket
     return (low + high) / 2
 
 
