@@ -279,12 +279,14 @@ class Check:
         return found.to(expected.dtype), tolerance_for(found, self.tolerance)
 
     def _explain(self, found: torch.Tensor, tolerance: dict, expected: torch.Tensor, index: int,
-                 cases: list[tuple], results: list) -> str:
+                 cases: list[tuple], results: list, broken: str | None = None) -> str:
         """Why ``found``, the comparable but wrong result for ``cases[index]``, is wrong.
 
         Of the slips that reproduce it, the one that also reproduces the most of
         the other results (one case alone can fit several slips), then the
-        closest; else a broken rule; else where and by how much it differs.
+        closest; else a broken rule (``broken``, when the caller has already
+        measured it: what ``rules`` returns for this case); else where and by how
+        much it differs.
         """
         case = cases[index]
         context = self.describe(*case)
@@ -300,7 +302,8 @@ class Check:
                            distance, slip) for distance, slip in candidates]
         if candidates:
             return f"for {context}: {min(candidates, key=lambda ranked: ranked[:-1])[-1].message}"
-        broken = self.rules(found, expected, *case) if self.rules else None
+        if broken is None:
+            broken = self.rules(found, expected, *case) if self.rules else None
         if broken:
             return f"for {context}: {broken}"
         if self.mismatch:
@@ -345,8 +348,9 @@ class Measured(Check):
             raise TypeError("a Measured checker needs rules: the measurement that decides")
         for index, (case, found) in enumerate(zip(cases, results, strict=True)):
             found, tolerance, expected = self._prepared(found, case)
-            if self.rules(found, expected, *case):
-                raise CheckFailed(self._explain(found, tolerance, expected, index, cases, results))
+            broken = self.rules(found, expected, *case)  # the measurement, made once
+            if broken:
+                raise CheckFailed(self._explain(found, tolerance, expected, index, cases, results, broken=broken))
 
 
 def _value_key(value):
@@ -415,7 +419,9 @@ def solve_increasing(function: Callable[[float], float], target: float, iteratio
     experiments that search a scale or a temperature.
 
     Halving and doubling from 1 bracket the answer; bisection then halves the bracket
-    ``iterations`` times.
+    ``iterations`` times, or stops sooner at a halving that leaves the bracket as it was (about 55 in,
+    when its two ends are neighbouring floats): each halving is a function of the bracket alone, so
+    every later one would leave it too, and the answer is the one all ``iterations`` give.
     """
     low, high = 1.0, 1.0
     while function(low) > target:
@@ -424,5 +430,8 @@ def solve_increasing(function: Callable[[float], float], target: float, iteratio
         high *= 2
     for _ in range(iterations):
         middle = (low + high) / 2
-        low, high = (middle, high) if function(middle) < target else (low, middle)
+        bracket = (middle, high) if function(middle) < target else (low, middle)
+        if bracket == (low, high):
+            break
+        low, high = bracket
     return (low + high) / 2

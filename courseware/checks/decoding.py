@@ -8,7 +8,7 @@ from functools import partial
 
 import torch
 
-from courseware.checks.core import Check, CheckFailed, Measured, Slip, _distinct, solve_increasing
+from courseware.checks.core import Check, CheckFailed, Measured, Slip, _distinct, by_value, solve_increasing
 from lib.part3_words.decoding import sampling_distribution
 
 
@@ -551,11 +551,13 @@ def _perplexity(log_probs: torch.Tensor, temperature: float) -> float:
     return float(torch.exp(torch.special.entr(probs).sum()))  # entr(p) = -p ln p, 0 at p = 0
 
 
+@by_value()
 def perplexity_temperature(log_probs: torch.Tensor, perplexity: float) -> torch.Tensor:
     """The temperature at which sampling from ``log_probs`` has perplexity ``exp(H) = perplexity``.
 
     The entropy grows monotonically with the temperature, from 0 (greedy, one most likely token)
     to ``ln V`` (uniform), so halving or doubling brackets the answer and bisection finds it.
+    Remembered by value (:func:`courseware.checks.core.by_value`).
 
     Shapes
     ------

@@ -286,3 +286,47 @@ def test_a_result_remembered_by_value_is_computed_once_per_distinct_argument_and
     assert len(calls) == remembered
     doubled(torch.tensor(0.0))  # evicted by the 4 since
     assert len(calls) == remembered + 1
+
+
+def test_solve_increasing_stops_once_a_halving_leaves_the_bracket_and_answers_as_all_its_halvings_would():
+    from courseware.checks.core import solve_increasing
+
+    def every_halving(function, target, iterations=100):  # the search before it stopped early
+        low, high = 1.0, 1.0
+        while function(low) > target:
+            low /= 2
+        while function(high) < target:
+            high *= 2
+        for _ in range(iterations):
+            middle = (low + high) / 2
+            low, high = (middle, high) if function(middle) < target else (low, middle)
+        return (low + high) / 2
+
+    for function, target in ((lambda x: x * x, 2.0), (lambda x: x**3, 1e-6), (math.exp, 1e5),
+                             (lambda x: math.floor(4 * x) / 4, 2.6), (lambda x: 1 - 1 / (1 + x), 0.999)):
+        calls = []
+
+        def counted(x):
+            calls.append(x)
+            return function(x)
+
+        assert solve_increasing(counted, target) == every_halving(function, target)
+        assert len(calls) < 80
+        assert solve_increasing(function, target, iterations=10) == every_halving(function, target, 10)
+
+
+def test_a_measured_checker_measures_a_failing_result_once():
+    """Measured.judge hands the rule it measured to the explanation, which measured it again before."""
+    from courseware.checks.core import Measured
+
+    measured = []
+
+    def too_small(found, expected, x):
+        measured.append(float(found))
+        return f"{float(found):g} is below {float(expected):g}" if found < expected else None
+
+    check = Measured("at least x", lambda generator: [(torch.tensor(1.0),), (torch.tensor(2.0),)], lambda x: x,
+                     describe=lambda x: f"x = {x.item():g}", compared_with="x", rules=too_small)
+    with pytest.raises(CheckFailed, match=r"^for x = 2: 1.5 is below 2$"):
+        check.judge(check.make_cases(None), [torch.tensor(1.0), torch.tensor(1.5)])
+    assert measured == [1.0, 1.5]
