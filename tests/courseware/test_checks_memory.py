@@ -21,16 +21,17 @@ def multi_write_loops(memory, weights, erase, add):
     """Slot by slot and entry by entry in Python floats: the product of the heads' erase factors, then
     the sum of their adds."""
     batch, heads, slots = weights.shape
-    out = torch.zeros_like(memory)
+    memory_, weights_, erase_, add_ = (t.tolist() for t in (memory, weights, erase, add))  # Python floats
+    out = [[[0.0] * memory.shape[2] for _ in range(slots)] for _ in range(batch)]
     for b in range(batch):
         for i in range(slots):
             for d in range(memory.shape[2]):
                 keep = 1.0
                 for r in range(heads):
-                    keep *= 1 - float(weights[b, r, i]) * float(erase[b, r, d])
-                gain = sum(float(weights[b, r, i]) * float(add[b, r, d]) for r in range(heads))
-                out[b, i, d] = float(memory[b, i, d]) * keep + gain
-    return out
+                    keep *= 1 - weights_[b][r][i] * erase_[b][r][d]
+                gain = sum(weights_[b][r][i] * add_[b][r][d] for r in range(heads))
+                out[b][i][d] = memory_[b][i][d] * keep + gain
+    return torch.tensor(out, dtype=memory.dtype).reshape(memory.shape)
 
 
 def multi_write_two_passes_float32(memory, weights, erase, add):
