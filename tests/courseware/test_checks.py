@@ -330,3 +330,39 @@ def test_a_measured_checker_measures_a_failing_result_once():
     with pytest.raises(CheckFailed, match=r"^for x = 2: 1.5 is below 2$"):
         check.judge(check.make_cases(None), [torch.tensor(1.0), torch.tensor(1.5)])
     assert measured == [1.0, 1.5]
+
+
+def test_drawn_cases_are_fresh_copies_as_deepcopy_makes_them():
+    """tests/courseware/case_cache.py clones the tensors of a draw where a clone is what deepcopy makes:
+    same dtype, shape, strides and bytes, the same tensor twice still one copy, nothing shared with the
+    draw it keeps. Two views of one storage (check_best_output_log_prob's cases) are left to deepcopy."""
+    import copy
+
+    import case_cache
+
+    def layout(value, seen):  # seen: which tensor and which storage each is, by order of appearance
+        if isinstance(value, torch.Tensor):
+            tensor = seen.setdefault(id(value), len(seen))
+            storage = seen.setdefault(("storage", value.untyped_storage().data_ptr()), len(seen))
+            return (tensor, storage, value.dtype, tuple(value.shape), value.stride(),
+                    value.reshape(-1).view(torch.uint8).tolist())
+        if isinstance(value, (tuple, list)):
+            return type(value), [layout(item, seen) for item in value]
+        return type(value), value
+
+    twice = torch.arange(4.0)
+    planted = [(twice, twice, [twice, 3]), (torch.ones(2, 3), "x")]
+    assert case_cache._clonable(planted)
+    views = torch.arange(6.0)
+    assert not case_cache._clonable([(views, views[2:])]) and not case_cache._clonable([(views.reshape(2, 3).T,)])
+    for name in ("check_gru_jacobian", "check_rouge_multi", "check_best_output_log_prob"):  # rouge: lists only
+        cases, clonable = case_cache._drawn(name, 3)
+        assert clonable == (name != "check_best_output_log_prob")
+        fresh = case_cache.drawn_cases(name, 3)
+        assert layout(fresh, {}) == layout(copy.deepcopy(cases), {})
+        kept = {id(t) for t in case_cache._tensors(cases, [])}
+        assert not any(id(t) in kept for t in case_cache._tensors(fresh, []))
+        for tensor in case_cache._tensors(fresh, []):  # changing a copy changes no later copy
+            tensor.add_(1)
+        fresh[0] = None
+        assert layout(case_cache.drawn_cases(name, 3), {}) == layout(cases, {})
