@@ -382,7 +382,8 @@ def by_value(maxsize: int = 1024) -> Callable[[Callable], Callable]:
     nothing but its arguments' values may be decorated: the answer remembered is the one it computed,
     bit for bit. Each caller gets its own copy (tensors cloned, anything else deep-copied). A call with
     an argument that has no key (see :func:`_value_key`) or a keyword argument is not remembered.
-    The ``maxsize`` most recently used results are kept; the cache is shared by the grader's threads.
+    The ``maxsize`` most recently used results are kept, so it is for small results (numbers, short
+    lists): a thousand of them stay in the grader's process. The cache is shared by its threads.
     """
     def decorate(function: Callable) -> Callable:
         results: OrderedDict = OrderedDict()
