@@ -11,8 +11,12 @@ else by where and by how much it differs.
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
 import os
 import textwrap
+import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
@@ -275,12 +279,14 @@ class Check:
         return found.to(expected.dtype), tolerance_for(found, self.tolerance)
 
     def _explain(self, found: torch.Tensor, tolerance: dict, expected: torch.Tensor, index: int,
-                 cases: list[tuple], results: list) -> str:
+                 cases: list[tuple], results: list, broken: str | None = None) -> str:
         """Why ``found``, the comparable but wrong result for ``cases[index]``, is wrong.
 
         Of the slips that reproduce it, the one that also reproduces the most of
         the other results (one case alone can fit several slips), then the
-        closest; else a broken rule; else where and by how much it differs.
+        closest; else a broken rule (``broken``, when the caller has already
+        measured it: what ``rules`` returns for this case); else where and by how
+        much it differs.
         """
         case = cases[index]
         context = self.describe(*case)
@@ -296,7 +302,8 @@ class Check:
                            distance, slip) for distance, slip in candidates]
         if candidates:
             return f"for {context}: {min(candidates, key=lambda ranked: ranked[:-1])[-1].message}"
-        broken = self.rules(found, expected, *case) if self.rules else None
+        if broken is None:
+            broken = self.rules(found, expected, *case) if self.rules else None
         if broken:
             return f"for {context}: {broken}"
         if self.mismatch:
@@ -341,8 +348,71 @@ class Measured(Check):
             raise TypeError("a Measured checker needs rules: the measurement that decides")
         for index, (case, found) in enumerate(zip(cases, results, strict=True)):
             found, tolerance, expected = self._prepared(found, case)
-            if self.rules(found, expected, *case):
-                raise CheckFailed(self._explain(found, tolerance, expected, index, cases, results))
+            broken = self.rules(found, expected, *case)  # the measurement, made once
+            if broken:
+                raise CheckFailed(self._explain(found, tolerance, expected, index, cases, results, broken=broken))
+
+
+def _value_key(value):
+    """A hashable key that two arguments share only when they hold the same values: a tensor by its
+    dtype, shape, strides and a digest of its bytes; a number by its type and exact bits (0.0 and
+    -0.0 differ); tuples and lists element by element. None for any other kind of value."""
+    if isinstance(value, torch.Tensor):
+        if value.requires_grad or value.is_sparse or value.device.type != "cpu":
+            return None
+        data = value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+        return ("tensor", str(value.dtype), tuple(value.shape), value.stride(),
+                hashlib.blake2b(data, digest_size=20).digest())
+    if isinstance(value, float):
+        return ("float", value.hex())
+    if isinstance(value, (bool, int, str, type(None))):
+        return (type(value).__name__, value)
+    if isinstance(value, (tuple, list)):
+        keys = tuple(_value_key(item) for item in value)
+        return None if None in keys else (type(value).__name__, keys)
+    return None
+
+
+def by_value(maxsize: int = 1024) -> Callable[[Callable], Callable]:
+    """Remember a pure function's results by the values of its arguments (see :func:`_value_key`).
+
+    A checker computes the book's answer to a case in ``judge``, again in every slip built on it
+    while it explains a wrong result, and again when it weighs the slips on the other cases; the test
+    files judge many answers on the same cases. Only a deterministic function whose result depends on
+    nothing but its arguments' values may be decorated: the answer remembered is the one it computed,
+    bit for bit. Each caller gets its own copy (tensors cloned, anything else deep-copied). A call with
+    an argument that has no key (see :func:`_value_key`) or a keyword argument is not remembered.
+    The ``maxsize`` most recently used results are kept, so it is for small results (numbers, short
+    lists): a thousand of them stay in the grader's process. The cache is shared by its threads.
+    """
+    def decorate(function: Callable) -> Callable:
+        results: OrderedDict = OrderedDict()
+        lock = threading.Lock()
+
+        @functools.wraps(function)
+        def remembered(*args, **kwargs):
+            key = None if kwargs else _value_key(args)
+            if key is None:
+                return function(*args, **kwargs)
+            with lock:
+                found = results.get(key, _MISSING)
+                if found is not _MISSING:
+                    results.move_to_end(key)
+            if found is _MISSING:
+                found = function(*args)
+                with lock:
+                    results[key] = found
+                    while len(results) > maxsize:
+                        results.popitem(last=False)
+            return found.clone() if isinstance(found, torch.Tensor) else copy.deepcopy(found)
+
+        remembered.cache_clear = results.clear
+        return remembered
+
+    return decorate
+
+
+_MISSING = object()
 
 
 def solve_increasing(function: Callable[[float], float], target: float, iterations: int = 100) -> float:
@@ -350,7 +420,9 @@ def solve_increasing(function: Callable[[float], float], target: float, iteratio
     experiments that search a scale or a temperature.
 
     Halving and doubling from 1 bracket the answer; bisection then halves the bracket
-    ``iterations`` times.
+    ``iterations`` times, or stops sooner at a halving that leaves the bracket as it was (about 55 in,
+    when its two ends are neighbouring floats): each halving is a function of the bracket alone, so
+    every later one would leave it too, and the answer is the one all ``iterations`` give.
     """
     low, high = 1.0, 1.0
     while function(low) > target:
@@ -359,5 +431,8 @@ def solve_increasing(function: Callable[[float], float], target: float, iteratio
         high *= 2
     for _ in range(iterations):
         middle = (low + high) / 2
-        low, high = (middle, high) if function(middle) < target else (low, middle)
+        bracket = (middle, high) if function(middle) < target else (low, middle)
+        if bracket == (low, high):
+            break
+        low, high = bracket
     return (low + high) / 2

@@ -8,7 +8,7 @@ from functools import partial
 
 import torch
 
-from courseware.checks.core import Check, CheckFailed, Measured, Slip, _distinct, solve_increasing
+from courseware.checks.core import Check, CheckFailed, Measured, Slip, _distinct, by_value, solve_increasing
 from lib.part3_words.decoding import sampling_distribution
 
 
@@ -228,9 +228,9 @@ def markov_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
     transposed table, the missing ``first``, the untraced best endings and the reversed sequence are
     each wrong on at least one of them.
     """
+    untold = list(_MARKOV_TELLING)  # the mistakes no case drawn so far tells apart
     cases = []
     for trial in range(trials):
-        untold = [a for a in _MARKOV_TELLING if not any(_tells_markov_apart(a, c) for c in cases)]
         for _ in range(10_000):
             if trial == 0:
                 length = 1
@@ -246,6 +246,7 @@ def markov_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
         else:
             raise RuntimeError("could not draw a telling case")
         cases.append(case)
+        untold = [a for a in untold if not _tells_markov_apart(a, case)]
     return cases
 
 
@@ -551,11 +552,13 @@ def _perplexity(log_probs: torch.Tensor, temperature: float) -> float:
     return float(torch.exp(torch.special.entr(probs).sum()))  # entr(p) = -p ln p, 0 at p = 0
 
 
+@by_value()
 def perplexity_temperature(log_probs: torch.Tensor, perplexity: float) -> torch.Tensor:
     """The temperature at which sampling from ``log_probs`` has perplexity ``exp(H) = perplexity``.
 
     The entropy grows monotonically with the temperature, from 0 (greedy, one most likely token)
     to ``ln V`` (uniform), so halving or doubling brackets the answer and bisection finds it.
+    Remembered by value (:func:`courseware.checks.core.by_value`).
 
     Shapes
     ------
@@ -788,9 +791,9 @@ def bound_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
     to 6. Every case's best output is ahead by ``BOUND_MARGIN``, and the cases
     are redrawn until each slip is wrong on at least one of them.
     """
+    untold = [a for a, _ in _BOUND_MISTAKES]  # the mistakes no case drawn so far tells apart
     cases = []
     for trial in range(trials):
-        untold = [a for a, _ in _BOUND_MISTAKES if not any(_tells_bound_apart(a, c) for c in cases)]
         for _ in range(10_000):
             low, high = BOUND_LONG if trial == 1 else BOUND_SHORT
             max_len = int(torch.randint(low, high + 1, (), generator=generator))
@@ -803,6 +806,7 @@ def bound_cases(generator: torch.Generator, trials: int = 20) -> list[tuple]:
         else:
             raise RuntimeError("could not draw a telling case")
         cases.append(case)
+        untold = [a for a in untold if not _tells_bound_apart(a, case)]
     return cases
 
 

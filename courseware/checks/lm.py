@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from courseware.checks.core import Check, Slip, _distinct
+from courseware.checks.core import Check, Slip, _distinct, by_value
 from lib.part3_words.softmax_approx import nce_loss
 
 
@@ -181,13 +181,15 @@ def _nce_slope_and_curvature(z: float, data, noise, data_q, noise_q) -> tuple[fl
     return float(slope.detach()), float(curvature)
 
 
+@by_value()
 def nce_normaliser(data, noise, data_q, noise_q) -> torch.Tensor:
     """The reference: the ``z`` that minimises :func:`lib.part3_words.softmax_approx.nce_loss` of the scores ``s + z``.
 
     The loss is convex in ``z``: a bracket by doubling, then Newton steps on autograd's slope and
     curvature, each kept inside the bracket (a step that leaves it is replaced by bisection), until a
     step moves ``z`` by less than ``1e-13 (1 + |z|)``. The slope's sign shrinks the bracket at every
-    step. It never uses the condition the exercise derives.
+    step. It never uses the condition the exercise derives. Remembered by value
+    (:func:`courseware.checks.core.by_value`): three slips build on it, on the case being explained.
 
     Shapes
     ------

@@ -5,7 +5,7 @@ from typing import Callable
 
 import torch
 
-from courseware.checks.core import Check, Slip
+from courseware.checks.core import Check, Slip, by_value
 from lib.part5_memory.modern_hopfield import modern_update
 from lib.part5_memory.ntm import write
 
@@ -261,6 +261,13 @@ def least_agreement_by_state(patterns: torch.Tensor, self_coupling: bool = False
     its state, as in :func:`lib.part5_memory.hopfield.update_sync`. A value of exactly 0 is a deciding
     zero field; the tie conventions that break it one way fail only at the units of one state.
     """
+    return _least_agreement_by_state(patterns, bool(self_coupling))
+
+
+@by_value()
+def _least_agreement_by_state(patterns: torch.Tensor, self_coupling: bool) -> dict[int, list[float]]:
+    """:func:`least_agreement_by_state`, remembered by value: the reference, most slips and the drawing of
+    the cases all start from it, on the same patterns."""
     agreement = torch.zeros_like(patterns)  # (P, N): row ν is ξ_νi (W ξ_ν)_i, W with its diagonal p
     plus = patterns > 0  # (P, N): the units in state +1
     least = []  # per p: (least over the units at +1, least over those at -1)

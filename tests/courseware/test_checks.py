@@ -254,3 +254,115 @@ def test_an_answer_that_changes_its_list_arguments_is_judged_on_the_case_drawn()
     assert [check_rouge_multi.describe(*case) for case in cases] == drawn  # the drawn cases are untouched
     check_rouge_multi.judge(cases, [_outcome(clears_the_references_after_scoring, args) for args in cases])
     check_rouge_multi(clears_the_references_after_scoring)  # a check cell's own fresh draw
+
+
+def test_a_result_remembered_by_value_is_computed_once_per_distinct_argument_and_handed_out_as_a_copy():
+    """courseware.checks.core.by_value: the book's answer to a case is computed once, however often the
+    checker and its slips ask for it, and only for arguments holding exactly the same values."""
+    from courseware.checks.core import by_value
+
+    calls = []
+
+    @by_value(maxsize=4)
+    def doubled(x, scale=2.0):
+        calls.append(x)
+        return x * scale if isinstance(x, torch.Tensor) else [x, scale]
+
+    x = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    first = doubled(x)
+    first += 100  # the caller's copy: the remembered result is untouched
+    assert torch.equal(doubled(x.clone()), 2 * x) and len(calls) == 1  # a copy of the same values
+    for other in (x.float(), x.T.contiguous().reshape(2, 3), x.T, x + 1e-12, torch.tensor(-0.0), torch.tensor(0.0)):
+        doubled(other)  # another dtype, other values, other strides, 0.0 and -0.0 differ
+    assert len(calls) == 7
+    assert doubled(0.0) == [0.0, 2.0] and doubled(-0.0) == [-0.0, 2.0] and doubled(0) == [0, 2.0]
+    assert len(calls) == 10  # floats by their bits, ints apart from floats
+    doubled(x, 3.0)
+    doubled(x, scale=2.0)  # a keyword argument is not remembered
+    doubled(x.clone().requires_grad_())  # nor a tensor that records its graph
+    assert len(calls) == 13
+    remembered = len(calls)
+    assert doubled(0) == [0, 2.0] and doubled(x, 3.0).equal(3 * x)  # among the 4 most recent: remembered
+    assert len(calls) == remembered
+    doubled(torch.tensor(0.0))  # evicted by the 4 since
+    assert len(calls) == remembered + 1
+
+
+def test_solve_increasing_stops_once_a_halving_leaves_the_bracket_and_answers_as_all_its_halvings_would():
+    from courseware.checks.core import solve_increasing
+
+    def every_halving(function, target, iterations=100):  # the search before it stopped early
+        low, high = 1.0, 1.0
+        while function(low) > target:
+            low /= 2
+        while function(high) < target:
+            high *= 2
+        for _ in range(iterations):
+            middle = (low + high) / 2
+            low, high = (middle, high) if function(middle) < target else (low, middle)
+        return (low + high) / 2
+
+    for function, target in ((lambda x: x * x, 2.0), (lambda x: x**3, 1e-6), (math.exp, 1e5),
+                             (lambda x: math.floor(4 * x) / 4, 2.6), (lambda x: 1 - 1 / (1 + x), 0.999)):
+        calls = []
+
+        def counted(x):
+            calls.append(x)
+            return function(x)
+
+        assert solve_increasing(counted, target) == every_halving(function, target)
+        assert len(calls) < 80
+        assert solve_increasing(function, target, iterations=10) == every_halving(function, target, 10)
+
+
+def test_a_measured_checker_measures_a_failing_result_once():
+    """Measured.judge hands the rule it measured to the explanation, which measured it again before."""
+    from courseware.checks.core import Measured
+
+    measured = []
+
+    def too_small(found, expected, x):
+        measured.append(float(found))
+        return f"{float(found):g} is below {float(expected):g}" if found < expected else None
+
+    check = Measured("at least x", lambda generator: [(torch.tensor(1.0),), (torch.tensor(2.0),)], lambda x: x,
+                     describe=lambda x: f"x = {x.item():g}", compared_with="x", rules=too_small)
+    with pytest.raises(CheckFailed, match=r"^for x = 2: 1.5 is below 2$"):
+        check.judge(check.make_cases(None), [torch.tensor(1.0), torch.tensor(1.5)])
+    assert measured == [1.0, 1.5]
+
+
+def test_drawn_cases_are_fresh_copies_as_deepcopy_makes_them():
+    """tests/courseware/case_cache.py clones the tensors of a draw where a clone is what deepcopy makes:
+    same dtype, shape, strides and bytes, the same tensor twice still one copy, nothing shared with the
+    draw it keeps. Two views of one storage (check_best_output_log_prob's cases) are left to deepcopy."""
+    import copy
+
+    import case_cache
+
+    def layout(value, seen):  # seen: which tensor and which storage each is, by order of appearance
+        if isinstance(value, torch.Tensor):
+            tensor = seen.setdefault(id(value), len(seen))
+            storage = seen.setdefault(("storage", value.untyped_storage().data_ptr()), len(seen))
+            return (tensor, storage, value.dtype, tuple(value.shape), value.stride(),
+                    value.reshape(-1).view(torch.uint8).tolist())
+        if isinstance(value, (tuple, list)):
+            return type(value), [layout(item, seen) for item in value]
+        return type(value), value
+
+    twice = torch.arange(4.0)
+    planted = [(twice, twice, [twice, 3]), (torch.ones(2, 3), "x")]
+    assert case_cache._clonable(planted)
+    views = torch.arange(6.0)
+    assert not case_cache._clonable([(views, views[2:])]) and not case_cache._clonable([(views.reshape(2, 3).T,)])
+    for name in ("check_gru_jacobian", "check_rouge_multi", "check_best_output_log_prob"):  # rouge: lists only
+        cases, clonable = case_cache._drawn(name, 3)
+        assert clonable == (name != "check_best_output_log_prob")
+        fresh = case_cache.drawn_cases(name, 3)
+        assert layout(fresh, {}) == layout(copy.deepcopy(cases), {})
+        kept = {id(t) for t in case_cache._tensors(cases, [])}
+        assert not any(id(t) in kept for t in case_cache._tensors(fresh, []))
+        for tensor in case_cache._tensors(fresh, []):  # changing a copy changes no later copy
+            tensor.add_(1)
+        fresh[0] = None
+        assert layout(case_cache.drawn_cases(name, 3), {}) == layout(cases, {})

@@ -212,19 +212,23 @@ def _sigmoid(u):
 
 
 def _root_of_condition(logits, count):
-    """The z where Σ σ(logit + z) = count, by bisection in float64 (the sum increases with z)."""
+    """The z where Σ σ(logit + z) = count, by bisection in float64 (the sum increases with z): 200 halvings,
+    or fewer once one leaves the bracket as it was (then every later one would too: each is a function of
+    the bracket alone), which happens after about 60."""
     low, high = -60.0, 60.0
     for _ in range(200):
         middle = (low + high) / 2
-        low, high = (middle, high) if sum(_sigmoid(u + middle) for u in logits) < count else (low, middle)
+        bracket = (middle, high) if sum(_sigmoid(u + middle) for u in logits) < count else (low, middle)
+        if bracket == (low, high):
+            break
+        low, high = bracket
     return (low + high) / 2
 
 
-def nce_loss_with_floats(z, data, noise, data_q, noise_q):
-    """The chapter's L with every logit moved by z, from its definition, in Python floats."""
-    batch, k = noise.shape
-    labelled = [(u, 1) for u in _logits(data, noise, data_q, noise_q)[:batch]] + \
-               [(u, 0) for u in _logits(data, noise, data_q, noise_q)[batch:]]
+def _nce_loss_of_logits(z, logits, batch, k):
+    """The chapter's L with every logit moved by z, in Python floats, from the B data words' and the B K
+    noise words' logits Δs (see :func:`_logits`)."""
+    labelled = [(u, 1) for u in logits[:batch]] + [(u, 0) for u in logits[batch:]]
     total = 0.0
     for u, label in labelled:
         x = u + z if label else -(u + z)  # log σ(x) for data, log(1 - σ(u + z)) = log σ(-(u + z)) for noise
@@ -232,14 +236,20 @@ def nce_loss_with_floats(z, data, noise, data_q, noise_q):
     return -total / (batch * (k + 1))
 
 
+def nce_loss_with_floats(z, data, noise, data_q, noise_q):
+    """The chapter's L with every logit moved by z, from its definition, in Python floats."""
+    return _nce_loss_of_logits(z, _logits(data, noise, data_q, noise_q), *noise.shape)
+
+
 def normaliser_by_golden_section(data, noise, data_q, noise_q):
-    """Minimises L itself, never its derivative: a golden-section search on z in [-40, 40]."""
+    """Minimises L itself, never its derivative: a golden-section search on z in [-40, 40]. The logits
+    Δs do not depend on z: computed once."""
+    logits, (batch, k) = _logits(data, noise, data_q, noise_q), noise.shape
     low, high = -40.0, 40.0
     ratio = (math.sqrt(5) - 1) / 2
     while high - low > 1e-11:
         left, right = high - ratio * (high - low), low + ratio * (high - low)
-        if nce_loss_with_floats(left, data, noise, data_q, noise_q) < nce_loss_with_floats(right, data, noise,
-                                                                                           data_q, noise_q):
+        if _nce_loss_of_logits(left, logits, batch, k) < _nce_loss_of_logits(right, logits, batch, k):
             high = right
         else:
             low = left

@@ -21,16 +21,17 @@ def multi_write_loops(memory, weights, erase, add):
     """Slot by slot and entry by entry in Python floats: the product of the heads' erase factors, then
     the sum of their adds."""
     batch, heads, slots = weights.shape
-    out = torch.zeros_like(memory)
+    memory_, weights_, erase_, add_ = (t.tolist() for t in (memory, weights, erase, add))  # Python floats
+    out = [[[0.0] * memory.shape[2] for _ in range(slots)] for _ in range(batch)]
     for b in range(batch):
         for i in range(slots):
             for d in range(memory.shape[2]):
                 keep = 1.0
                 for r in range(heads):
-                    keep *= 1 - float(weights[b, r, i]) * float(erase[b, r, d])
-                gain = sum(float(weights[b, r, i]) * float(add[b, r, d]) for r in range(heads))
-                out[b, i, d] = float(memory[b, i, d]) * keep + gain
-    return out
+                    keep *= 1 - weights_[b][r][i] * erase_[b][r][d]
+                gain = sum(weights_[b][r][i] * add_[b][r][d] for r in range(heads))
+                out[b][i][d] = memory_[b][i][d] * keep + gain
+    return torch.tensor(out, dtype=memory.dtype).reshape(memory.shape)
 
 
 def multi_write_two_passes_float32(memory, weights, erase, add):
@@ -423,13 +424,33 @@ def capacity_float32_with_the_factor(patterns):
     return torch.tensor(largest)
 
 
+def _hebbian_fields(stored, diagonal=False):
+    """The fields h = W ξ of every stored pattern (rows), W = Σ ξ ξᵀ with its diagonal set to 0 unless
+    ``diagonal``, computed as (S Sᵀ) S - p S: the same whole numbers as S (Sᵀ S) with the diagonal zeroed
+    (W_ii = p for ±1 patterns), in p²N operations instead of pN². The wrong answers below build on it:
+    each is wrong in its stability test or its count, not in the fields."""
+    fields = (stored @ stored.T) @ stored
+    return fields if diagonal else fields - len(stored) * stored
+
+
+def test_the_wrong_answers_fields_are_the_hebbian_fields_bit_for_bit():
+    """_hebbian_fields is S W with W = Sᵀ S (diagonal zeroed, or kept), exactly: every entry is a whole
+    number, so the wrong answers built on it are wrong only where they mean to be."""
+    from courseware.checks.memory import hopfield_capacity_cases
+    for (patterns,) in hopfield_capacity_cases(torch.Generator().manual_seed(0)):
+        for count in (1, 2, 17, len(patterns)):
+            stored = patterns[:count]
+            weights = stored.T @ stored
+            assert torch.equal(_hebbian_fields(stored, diagonal=True), stored @ weights)
+            weights.fill_diagonal_(0.0)
+            assert torch.equal(_hebbian_fields(stored), stored @ weights)
+
+
 def capacity_stopping_at_the_first_failure(patterns):
     """The count before the first p that fails: the largest stable p only when stability never comes back."""
     for count in range(1, len(patterns) + 1):
         stored = patterns[:count]
-        weights = stored.T @ stored
-        weights.fill_diagonal_(0.0)
-        if (stored * (stored @ weights) < 0).any():
+        if (stored * _hebbian_fields(stored) < 0).any():
             return torch.tensor(count - 1)
     return torch.tensor(len(patterns))
 
@@ -439,9 +460,7 @@ def capacity_zero_field_unstable(patterns):
     largest = 0
     for count in range(1, len(patterns) + 1):
         stored = patterns[:count]
-        weights = stored.T @ stored
-        weights.fill_diagonal_(0.0)
-        if (stored * (stored @ weights) > 0).all():
+        if (stored * _hebbian_fields(stored) > 0).all():
             largest = count
     return torch.tensor(largest)
 
@@ -451,9 +470,7 @@ def capacity_zero_field_to_plus(patterns):
     largest = 0
     for count in range(1, len(patterns) + 1):
         stored = patterns[:count]
-        weights = stored.T @ stored
-        weights.fill_diagonal_(0.0)
-        if torch.equal(torch.where(stored @ weights >= 0, 1.0, -1.0).to(stored.dtype), stored):
+        if torch.equal(torch.where(_hebbian_fields(stored) >= 0, 1.0, -1.0).to(stored.dtype), stored):
             largest = count
     return torch.tensor(largest)
 
@@ -463,9 +480,7 @@ def capacity_zero_field_to_minus(patterns):
     largest = 0
     for count in range(1, len(patterns) + 1):
         stored = patterns[:count]
-        weights = stored.T @ stored
-        weights.fill_diagonal_(0.0)
-        if torch.equal(torch.where(stored @ weights > 0, 1.0, -1.0).to(stored.dtype), stored):
+        if torch.equal(torch.where(_hebbian_fields(stored) > 0, 1.0, -1.0).to(stored.dtype), stored):
             largest = count
     return torch.tensor(largest)
 
@@ -474,7 +489,7 @@ def capacity_with_diagonal(patterns):
     largest = 0
     for count in range(1, len(patterns) + 1):
         stored = patterns[:count]
-        if (stored * (stored @ (stored.T @ stored)) >= 0).all():
+        if (stored * _hebbian_fields(stored, diagonal=True) >= 0).all():
             largest = count
     return torch.tensor(largest)
 
@@ -484,9 +499,7 @@ def capacity_from_zero(patterns):
     last = -1
     for index in range(len(patterns)):
         stored = patterns[:index + 1]
-        weights = stored.T @ stored
-        weights.fill_diagonal_(0.0)
-        if (stored * (stored @ weights) >= 0).all():
+        if (stored * _hebbian_fields(stored) >= 0).all():
             last = index
     return torch.tensor(last)
 

@@ -3,9 +3,13 @@ number of skip-gram pairs of a sentence (ex-w2v-pairs). Each reference is held t
 computation: numerical minimisation of the expected loss, and enumeration of every draw of the
 windows. Right answers pass however they are written; wrong ones fail with a message that says
 what is wrong."""
+import contextlib
+import ctypes
+import functools
 import itertools
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 import torch
@@ -197,6 +201,47 @@ def sgns_log_sigmoid_of_the_optimum(counts, k, exponent):
     return F.logsigmoid(sgns_optimum_by_loops(counts, k, exponent))
 
 
+@functools.cache
+def scipy_blas():
+    """scipy's own OpenBLAS (scipy.libs/libscipy_openblas*.so, already loaded by scipy.optimize), or None."""
+    import scipy
+
+    for path in sorted(Path(scipy.__file__).parent.parent.glob("scipy.libs/libscipy_openblas*.so")):
+        library = ctypes.CDLL(str(path))
+        if hasattr(library, "scipy_openblas_set_num_threads") and hasattr(library, "scipy_openblas_get_num_threads"):
+            return library
+    return None
+
+
+@contextlib.contextmanager
+def one_scipy_blas_thread():
+    """Run the block with one thread in scipy's OpenBLAS (:func:`scipy_blas`), then restore its count.
+    L-BFGS-B calls it on matrices of a few dozen entries: with a thread per core it spent about 7x the
+    CPU time, waking threads that only wait, and far more wall time while another lane keeps the cores
+    busy (torch's one thread per lane, tests/conftest.py, does not reach it). The minimiser's steps are
+    the same bit for bit. Without that library the block runs as it is."""
+    blas = scipy_blas()
+    threads = blas.scipy_openblas_get_num_threads() if blas else None
+    if blas:
+        blas.scipy_openblas_set_num_threads(1)
+    try:
+        yield
+    finally:
+        if blas:
+            blas.scipy_openblas_set_num_threads(threads)
+
+
+def test_scipy_minimises_on_one_blas_thread_and_gets_its_threads_back():
+    import scipy.optimize  # noqa: F401  (loads the library)
+
+    blas = scipy_blas()
+    assert blas is not None, "scipy's OpenBLAS not found: sgns_scipy_default_tolerance would run on every core"
+    before = blas.scipy_openblas_get_num_threads()
+    with one_scipy_blas_thread():
+        assert blas.scipy_openblas_get_num_threads() == 1
+    assert blas.scipy_openblas_get_num_threads() == before
+
+
 def sgns_scipy_default_tolerance(counts, k, exponent):
     """The expected loss minimised by scipy's L-BFGS-B at its default settings: about 1e-4 off."""
     import numpy as np
@@ -208,7 +253,8 @@ def sgns_scipy_default_tolerance(counts, k, exponent):
         loss.backward()
         return loss.item(), scores.grad.flatten().numpy().copy()
 
-    found = minimize(loss_and_gradient, np.zeros(counts.numel()), jac=True, method="L-BFGS-B").x
+    with one_scipy_blas_thread():
+        found = minimize(loss_and_gradient, np.zeros(counts.numel()), jac=True, method="L-BFGS-B").x
     return torch.tensor(found).view_as(counts)
 
 
