@@ -1,5 +1,6 @@
 """Grading a class: every attack of issue 17 is caught, bad files hurt no one else, the
-sandbox hides the book and limits the code, the gradebook records everything.
+sandbox limits the code, the gradebook records everything. (That the sandbox hides the book,
+SANDBOX_VIEW, is graded in test_grading_attacks.py's hostile class, as root and as an ordinary user.)
 
 One class of chapter-9 submissions is graded once (``-j 2``, through the command line);
 the tests read its printed output, CSV, JSON and feedback files.
@@ -32,6 +33,8 @@ FUNCTION = "my_masked_softmax_backward"
 SEED = 1234
 
 # What the sandboxed code checks about its own world; any breach raises, so the exercise FAILs.
+# test_grading_attacks.py grades it (student "sandbox-view") as root, through the same command line
+# with the same -j 2 and --timeout 5 as this module's class, and again as an ordinary user.
 SANDBOX_VIEW = f"""
 import os, socket, tempfile
 seen = [p for p in ({str(CHAPTERS)!r}, {str(CHAPTERS.parent / 'lib')!r}, {str(Path(__file__))!r}, '/etc/passwd')
@@ -98,7 +101,6 @@ CLASS = {  # student → (notebook or raw text, the first exercise's expected ve
         "    return w * (grad_weights - (grad_weights * w).sum(-1, keepdim=True))\n")),
         "FAIL", "changed its argument 1 in place"),
     "wrong-again": (_submission(lambda s: WRONG), "FAIL", "the softmax of the whole row"),
-    "sandbox-view": (_submission(lambda s: SANDBOX_VIEW + s), "PASS", "correct"),
     "lib-import": (_submission(lambda s: "from courseware.checks.attention import masked_softmax_backward_by_autograd as "
                                          "my_masked_softmax_backward\n"),  # the checker's own answer
                    "FAIL", "REVIEW: uses the book's checkers (courseware)"),

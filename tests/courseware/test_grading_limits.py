@@ -1,9 +1,16 @@
 """A submission that asks for more memory than its cgroup allows costs only itself (as root).
 
 Each process in the sandbox may map 3 GiB (RLIMIT_AS), but processes add up: four children of
-1.5 GiB each ask for 6 GiB. The probe's cgroup caps them together at GROUP_MEMORY_BYTES (4 GiB);
-the kernel's OOM killer then picks a process of the submission (they carry oom_score_adj 1000),
-not the probe, which goes on to grade the chapter's other exercises.
+1.5 GiB each would ask for 6 GiB, beyond the cgroup that caps the probe's processes together at
+GROUP_MEMORY_BYTES (4 GiB); the kernel's OOM killer then picks a process of the submission (they
+carry oom_score_adj 1000), not the probe, which goes on to grade the chapter's other exercises.
+
+The test grades with the group's limit set to GROUP_BYTES (1 GiB) and children of a third of
+that each (four ask for 4/3 GiB, each far within its RLIMIT_AS): the same limit, written the same
+way and enforced by the same kernel, reached by writing a quarter of the pages (the kernel's work
+of 6 GiB of page faults was most of this test's time). That the grader writes the real
+GROUP_MEMORY_BYTES into the group is test_grading_attacks.py's
+test_as_root_a_submission_gets_one_cpu_and_bounded_memory_however_many_processes_it_starts.
 """
 import contextlib
 from pathlib import Path
@@ -12,16 +19,18 @@ import nbformat
 import pytest
 
 from courseware.exercises import BOOK_CHAPTERS, coding_exercises
-from courseware.grading import sandbox
+from courseware.grading import grader, sandbox
 from courseware.grading.grader import grade_all, load_masters
 
-CHAPTER = "02_optimisers"  # any chapter with two or more coding exercises
-HOG = """import os, time
+CHAPTER = "09_attention"  # any chapter with two or more coding exercises: the quickest to grade
+GROUP_BYTES = 1 << 30  # the probe's group's memory limit in this test (the grader's is GROUP_MEMORY_BYTES)
+CHILD_BYTES = GROUP_BYTES // 3
+HOG = f"""import os, time
 children = []
-for _ in range(4):  # 4 x 1.5 GiB: each process is within its 3 GiB, together they are not
+for _ in range(4):  # 4 x 1/3 GiB: each process is within its 3 GiB and the group's 1 GiB, together they are not
     pid = os.fork()
     if pid == 0:
-        block = bytearray(1536 << 20)
+        block = bytearray({CHILD_BYTES})
         block[::4096] = b"\\1" * len(block[::4096])  # write every page, so each one is charged
         time.sleep(3)
         os._exit(0)
@@ -55,6 +64,8 @@ def test_a_memory_hog_is_stopped_at_its_groups_limit_and_the_probe_grades_on(tmp
         remove(group)
 
     monkeypatch.setattr(sandbox, "_remove_group", remove_after_reading)
+    monkeypatch.setattr(sandbox, "GROUP_MEMORY_BYTES", GROUP_BYTES)
+    assert 4 * CHILD_BYTES > GROUP_BYTES and CHILD_BYTES < grader.MEMORY_LIMIT - (1 << 30)  # torch maps ~1 GiB
     [report] = grade_all([tmp_path / f"{CHAPTER}.ipynb"], load_masters(BOOK_CHAPTERS), timeout=60)
 
     assert not report.error, report.lines()
@@ -62,8 +73,8 @@ def test_a_memory_hog_is_stopped_at_its_groups_limit_and_the_probe_grades_on(tmp
     assert len(later) == len(others) and all(verdict.passed for verdict in later), report.lines()
     if "memory.failcnt" in seen:  # cgroup v1
         assert int(seen["memory.failcnt"]) > 0, seen  # the limit was reached ...
-        assert int(seen["memory.max_usage_in_bytes"]) <= sandbox.GROUP_MEMORY_BYTES, seen  # ... and held
+        assert int(seen["memory.max_usage_in_bytes"]) <= GROUP_BYTES, seen  # ... and held
     else:  # cgroup v2
         events = dict(line.split() for line in seen["memory.events"].splitlines())
         assert int(events["max"]) > 0 and int(events["oom_kill"]) > 0, seen
-        assert int(seen["memory.peak"]) <= sandbox.GROUP_MEMORY_BYTES, seen
+        assert int(seen["memory.peak"]) <= GROUP_BYTES, seen
