@@ -100,10 +100,11 @@ test: setup chromium sandbox msgfmt
 
 PYTEST_PART := $(BIN)/python -m pytest --durations=40
 BESIDE_THE_BUILD := TESTS_BESIDE_THE_BUILD=1 $(PYTEST_PART)
-# The tests of the built book's pages that make one part (test-built-others runs every other
-# `built` test): about half of the time of all of them.
-BUILT_PAGE_TESTS := tests/book/test_book_html.py tests/book/test_fit.py tests/book/test_live_jupyterlab.py \
-  tests/book/test_explorer_figures.py tests/book/test_launch.py tests/book/test_notebook_outputs.py
+# The built tests of one part, about half of the time of them all (test-built-others runs the
+# rest): those that share the visits of the English pages and of their explorers' frames
+# (tests/book/book_visits.py, made once per session), and the live JupyterLab test.
+BUILT_PAGE_TESTS := tests/book/test_book_html.py tests/book/test_fit.py tests/book/test_layout.py \
+  tests/book/test_explorer_figures.py tests/book/test_live_jupyterlab.py
 # The parts beside the build, as the shell's patterns (test-rest runs every test none of them names).
 EXERCISE_TESTS := tests/courseware/test_exercise*.py
 GRADING_TESTS := tests/courseware/test_grading*.py tests/courseware/test_nbgrader*.py
