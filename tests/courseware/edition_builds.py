@@ -35,8 +35,8 @@ def _build(edition: str, args: list[str], log: Path) -> int:
     try:
         main(args=args, prog_name="jupyter-book")
         code = 0
-    except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     except BaseException:  # noqa: BLE001 (reported in the log, as the command line would)
         import traceback
 

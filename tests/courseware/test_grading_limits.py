@@ -64,6 +64,9 @@ def test_a_memory_hog_is_stopped_at_its_groups_limit_and_the_probe_grades_on(tmp
         remove(group)
 
     monkeypatch.setattr(sandbox, "_remove_group", remove_after_reading)
+    # The grader's own limit is the instructor guide's 4 GiB, written to the group as this test's is
+    # (test_grading_attacks.py reads it there); this test enforces a quarter of it, to fault in fewer pages.
+    assert sandbox.GROUP_MEMORY_BYTES == 4 << 30
     monkeypatch.setattr(sandbox, "GROUP_MEMORY_BYTES", GROUP_BYTES)
     assert 4 * CHILD_BYTES > GROUP_BYTES and CHILD_BYTES < grader.MEMORY_LIMIT - (1 << 30)  # torch maps ~1 GiB
     [report] = grade_all([tmp_path / f"{CHAPTER}.ipynb"], load_masters(BOOK_CHAPTERS), timeout=60)
