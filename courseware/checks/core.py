@@ -373,6 +373,9 @@ def _value_key(value):
     return None
 
 
+_MISSING = object()
+
+
 def by_value(maxsize: int = 1024) -> Callable[[Callable], Callable]:
     """Remember a pure function's results by the values of its arguments (see :func:`_value_key`).
 
@@ -406,13 +409,10 @@ def by_value(maxsize: int = 1024) -> Callable[[Callable], Callable]:
                         results.popitem(last=False)
             return found.clone() if isinstance(found, torch.Tensor) else copy.deepcopy(found)
 
-        remembered.cache_clear = results.clear
         return remembered
 
     return decorate
 
-
-_MISSING = object()
 
 
 def solve_increasing(function: Callable[[float], float], target: float, iterations: int = 100) -> float:

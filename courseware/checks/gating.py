@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from courseware.checks.core import Check, Measured, Slip, by_value, one_thread
+from courseware.checks.core import Check, Measured, Slip, one_thread
 from lib.part2_recurrent.gating import MemoryClassifier
 
 # Above this bias σ'(b) = σ(b)(1 - σ(b)) is below 1.3e-4: the gradient that could teach the gate to forget is gone.
@@ -29,7 +29,6 @@ def forget_bias(length: int) -> torch.Tensor:
     return torch.tensor(math.log(2 * length), dtype=torch.float64)
 
 
-@by_value()
 def first_step_reach(bias: float, length: int, batch: int = 32, seed: int | None = None) -> float:
     """The ratio ρ of the gradient's norm at the first input to its norm at the last, for an untrained LSTM.
 
@@ -44,8 +43,6 @@ def first_step_reach(bias: float, length: int, batch: int = 32, seed: int | None
     ρ is not the share of a gradient that survives ``T`` steps: the two inputs reach the loss along
     different paths, and ρ exceeds 1 for large biases. It changes severalfold from one random model
     to the next, hence the fixed seed, ``length`` unless ``seed`` is given, which the exercise states.
-    Remembered by value (:func:`courseware.checks.core.by_value`): a measurement is a function of the
-    arguments alone.
 
     Shapes
     ------

@@ -30,8 +30,8 @@ def _tensors(value, found: list) -> list:
 
 def _clonable(cases: list[tuple]) -> bool:
     """Whether ``clone`` copies every tensor of ``cases`` as deepcopy does: plain, contiguous CPU tensors
-    that record no graph, no two of them sharing memory (deepcopy would keep two views of one storage
-    views of one copy; clones are apart)."""
+    that record no graph, no two of them sharing memory (deepcopy keeps two views of one storage as
+    two views of one copy; clones would be apart)."""
     storages = {}
     for tensor in _tensors(cases, []):
         if (type(tensor) is not torch.Tensor or tensor.layout != torch.strided or tensor.device.type != "cpu"

@@ -272,8 +272,8 @@ def test_a_result_remembered_by_value_is_computed_once_per_distinct_argument_and
     first = doubled(x)
     first += 100  # the caller's copy: the remembered result is untouched
     assert torch.equal(doubled(x.clone()), 2 * x) and len(calls) == 1  # a copy of the same values
-    for other in (x.float(), x.T.contiguous().reshape(2, 3), x.T, x + 1e-12, torch.tensor(-0.0), torch.tensor(0.0)):
-        doubled(other)  # another dtype, other values, other strides, 0.0 and -0.0 differ
+    for other in (x.view(torch.int64), x.T.contiguous().reshape(2, 3), x.T, x + 1e-12, torch.tensor(-0.0), torch.tensor(0.0)):
+        doubled(other)  # the same bytes as another dtype, other values, other strides, 0.0 and -0.0 differ
     assert len(calls) == 7
     assert doubled(0.0) == [0.0, 2.0] and doubled(-0.0) == [-0.0, 2.0] and doubled(0) == [0, 2.0]
     assert len(calls) == 10  # floats by their bits, ints apart from floats
