@@ -101,8 +101,8 @@ test: setup chromium sandbox msgfmt
 PYTEST_PART := $(BIN)/python -m pytest --durations=40
 BESIDE_THE_BUILD := TESTS_BESIDE_THE_BUILD=1 $(PYTEST_PART)
 # The built tests of one part, about half of the time of them all (test-built-others runs the
-# rest): the tests of the English pages' layout, fit and explorers, and the live JupyterLab test.
-BUILT_PAGE_TESTS := tests/book/test_book_html.py tests/book/test_fit.py tests/book/test_layout.py \
+# rest): the tests of the English pages, their layout and explorers, and the live JupyterLab test.
+BUILT_PAGE_TESTS := tests/book/test_book_html.py tests/book/test_layout.py \
   tests/book/test_explorer_figures.py tests/book/test_live_jupyterlab.py
 # The parts beside the build, as the shell's patterns (test-rest runs every test none of them names).
 EXERCISE_TESTS := tests/courseware/test_exercise*.py
