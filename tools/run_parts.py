@@ -6,8 +6,9 @@ Usage::
 
 A part written ``name:other`` starts only once the part ``other`` has passed, and is not run if it
 failed. Whenever a part ends, the first part of the list that can start does: so the parts that
-wait for the book start as soon as it is built, ahead of the others (GNU make's own ``-j``
-starts whichever part its walk through the goals has reached, and left them for the end).
+wait for the book start as soon as it is built, ahead of the others. (GNU make's own ``-j``
+starts whichever part its walk through the goals has reached when a job ends; with this stop's
+measured durations, a simulation of it started those two parts about a minute late.)
 Every part runs and reports even if another failed; each one's output is printed whole when it
 ends, then a line with its time and outcome. The exit status is 1 if any part failed or did not run.
 """
