@@ -167,7 +167,8 @@ class CostCurves(Result):
         return self.times[name][self.lengths.index(length)]
 
     def ratio(self, length: int) -> float:
-        """Self-attention's time over the GRU's at ``length`` (one of :attr:`lengths`)."""
+        """Self-attention's time over the GRU's at ``length`` (one of
+        :attr:`lengths`)."""
         return self.at("self-attention", length) / self.at("GRU", length)
 
     FINDINGS = (
@@ -214,12 +215,12 @@ def attention_vs_gru_cost(
     each of which times every (length, layer) still being timed once. Every length is
     timed in ``rounds`` rounds, and a length keeps being timed in the rounds after
     until each layer's timed calls at it add up to ``seconds`` of CPU time (the rounds
-    stop at :data:`_MOST_ROUNDS`, or ``rounds`` if more). Taking turns spreads a slow spell of a busy machine
-    over every length instead of one, and the fastest time is the one least inflated
-    by it (a median per length, measured length after length, once put the GRU's slope
-    at 1.5 on a loaded machine). The short lengths' calls take a fraction of a
-    millisecond: five rounds of them, under load, once all came out 2.7 times too slow
-    at T = 64, so they get more rounds, which cost little."""
+    stop at :data:`_MOST_ROUNDS`, or ``rounds`` if more). Taking turns spreads a slow
+    spell of a busy machine over every length instead of one, and the fastest time is
+    the one least inflated by it (a median per length, measured length after length,
+    once put the GRU's slope at 1.5 on a loaded machine). The short lengths' calls
+    take a fraction of a millisecond: five rounds of them, under load, once all came
+    out 2.7 times too slow at T = 64, so they get more rounds, which cost little."""
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise ValueError(
             f"rounds must be a whole number of at least 1; found {rounds!r}"
