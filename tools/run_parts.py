@@ -10,11 +10,14 @@ wait for the book start as soon as it is built, ahead of the others. (GNU make's
 starts whichever part its walk through the goals has reached when a job ends; with this stop's
 measured durations, a simulation of it started those two parts about a minute late.)
 Every part runs and reports even if another failed; each one's output is printed whole when it
-ends, then a line with its time and outcome. The exit status is 1 if any part failed or did not run.
+ends, then a line with its outcome, its time and its CPU time (user + system, of the part's ``make``
+and every process it waited for, as ``wait4`` counts it); the last line sums them. The exit status
+is 1 if any part failed or did not run.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -29,6 +32,7 @@ class Part:
     process: subprocess.Popen | None = None
     output: object = None  # the temporary file the part writes to
     started: float = 0.0
+    cpu: float | None = None  # seconds of CPU, once the part has ended
     outcome: str | None = None  # "passed", "FAILED", or why it did not run
 
 
@@ -55,7 +59,7 @@ def _report(part: Part, seconds: float | None) -> None:
         part.output.seek(0)
         sys.stdout.write(part.output.read())
         part.output.close()
-    took = f" in {seconds:.0f} s" if seconds is not None else ""
+    took = f" in {seconds:.0f} s ({part.cpu:.0f} s of CPU)" if seconds is not None else ""
     print(f"== {part.name}: {part.outcome}{took}", flush=True)
 
 
@@ -79,8 +83,10 @@ def run(parts: list[Part], jobs: int, make: list[str], poll: float = 0.2) -> int
                 running.append(part)
         time.sleep(poll)
         for part in list(running):
-            code = part.process.poll()
-            if code is not None:
+            pid, status, usage = os.wait4(part.process.pid, os.WNOHANG)
+            if pid != 0:
+                code = part.process.returncode = os.waitstatus_to_exitcode(status)
+                part.cpu = usage.ru_utime + usage.ru_stime
                 running.remove(part)
                 part.outcome = "passed" if code == 0 else f"FAILED (exit status {code})"
                 outcome[part.name] = part.outcome
@@ -97,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1; found {args.jobs}")
     started = time.perf_counter()
-    status = run(parse(args.parts), args.jobs, [args.make, "--no-print-directory"])
-    print(f"== {len(args.parts)} parts in {time.perf_counter() - started:.0f} s: "
+    parts = parse(args.parts)
+    status = run(parts, args.jobs, [args.make, "--no-print-directory"])
+    cpu = sum(part.cpu for part in parts if part.cpu is not None)
+    print(f"== {len(args.parts)} parts in {time.perf_counter() - started:.0f} s ({cpu:.0f} s of CPU): "
           f"{'all passed' if status == 0 else 'some FAILED'}", flush=True)
     return status
 

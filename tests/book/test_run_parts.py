@@ -22,6 +22,8 @@ pages:
 \t$(call part,0.2,pages,0)
 long:
 \t$(call part,1.0,long,0)
+busy:
+\t@python3 -c "import time; t = time.process_time(); exec('while time.process_time() - t < 2: pass')"
 short:
 \t$(call part,0.1,short,0)
 failing:
@@ -71,3 +73,14 @@ def test_each_parts_output_is_printed_whole_when_it_ends(tmp_path):
 def test_a_part_may_need_only_a_part_listed_before_it():
     with pytest.raises(ValueError, match="pages needs 'book', which is not a part listed before it"):
         run_parts.parse(["pages:book", "book"])
+
+
+def test_each_part_reports_the_cpu_time_of_the_processes_it_ran_and_the_last_line_sums_them(tmp_path):
+    result, _ = run_in(tmp_path, "busy", "long")
+    assert result.returncode == 0, result.stdout
+    cpu = {line.split()[1].rstrip(":"): float(line.split("(")[1].split()[0])
+           for line in result.stdout.splitlines() if line.startswith("== ") and "passed in" in line}
+    # busy's make waits for a python that spins for two seconds of CPU; long only sleeps.
+    assert 2 <= cpu["busy"] <= 3 and cpu["long"] == 0
+    total = float(result.stdout.splitlines()[-1].split("(")[1].split()[0])
+    assert total == cpu["busy"]
