@@ -11,8 +11,10 @@ starts whichever part its walk through the goals has reached when a job ends; wi
 measured durations, a simulation of it started those two parts about a minute late.)
 Every part runs and reports even if another failed; each one's output is printed whole when it
 ends, then a line with its outcome, its time and its CPU time (user + system, of the part's ``make``
-and every process it waited for, as ``wait4`` counts it); the last line sums them. The exit status
-is 1 if any part failed or did not run.
+and every process it waited for, as ``wait4`` counts it: not a browser's renderers, which Chromium's
+zygote hands to init). The last line sums them and adds what the whole machine's cores spent
+(``/proc/stat``), which on an otherwise idle machine is the suite's CPU time, browsers included.
+The exit status is 1 if any part failed or did not run.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass
@@ -94,6 +97,15 @@ def run(parts: list[Part], jobs: int, make: list[str], poll: float = 0.2) -> int
     return 0 if all(value == "passed" for value in outcome.values()) else 1
 
 
+def machine_cpu() -> tuple[float, float]:
+    """Seconds the machine's cores have spent busy, and in all, since boot (``/proc/stat``)."""
+    ticks = [int(field) for field in Path("/proc/stat").read_text().split("\n")[0].split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = ticks
+    per_second = os.sysconf("SC_CLK_TCK")
+    busy = user + nice + system + irq + softirq + steal
+    return busy / per_second, (busy + idle + iowait) / per_second
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("parts", nargs="+", help="make targets, each as name or name:the part it needs")
@@ -102,11 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1; found {args.jobs}")
-    started = time.perf_counter()
+    started, (busy, total) = time.perf_counter(), machine_cpu()
     parts = parse(args.parts)
     status = run(parts, args.jobs, [args.make, "--no-print-directory"])
     cpu = sum(part.cpu for part in parts if part.cpu is not None)
-    print(f"== {len(args.parts)} parts in {time.perf_counter() - started:.0f} s ({cpu:.0f} s of CPU): "
+    busy_now, total_now = machine_cpu()
+    print(f"== {len(args.parts)} parts in {time.perf_counter() - started:.0f} s ({cpu:.0f} s of CPU; "
+          f"the machine's cores were busy {busy_now - busy:.0f} s of {total_now - total:.0f} s): "
           f"{'all passed' if status == 0 else 'some FAILED'}", flush=True)
     return status
 

@@ -1,4 +1,6 @@
 """tools/run_parts.py, which runs `make test`'s parts: order, waiting, failures and output."""
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,5 +84,8 @@ def test_each_part_reports_the_cpu_time_of_the_processes_it_ran_and_the_last_lin
            for line in result.stdout.splitlines() if line.startswith("== ") and "passed in" in line}
     # busy's make waits for a python that spins for two seconds of CPU; long only sleeps.
     assert 2 <= cpu["busy"] <= 3 and cpu["long"] == 0
-    total = float(result.stdout.splitlines()[-1].split("(")[1].split()[0])
-    assert total == cpu["busy"]
+    last = result.stdout.splitlines()[-1]
+    assert float(last.split("(")[1].split()[0]) == cpu["busy"]
+    # The machine's cores spent at least what busy spun, and had at least the run's time on each.
+    busy, available = map(float, re.search(r"busy (\d+) s of (\d+) s", last).groups())
+    assert busy >= 2 and available >= 1.0 * os.cpu_count()
