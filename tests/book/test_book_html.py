@@ -9,21 +9,18 @@ a small laptop's and a desktop's width, that the navigation opens, that neither 
 nor any code block or printed output in it scrolls sideways, that one search box shows, that no TeX or Markdown is left raw,
 and that figures have captions and images alt text.
 """
-import os
+import functools
 import re
-from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
-from benchmarks.site_weight import launch_chromium, serve
+# The shared visits, the page helper and the fixtures (tests/book/conftest.py: server, browser, reader_visits)
+from book_visits import BUILD, LAYOUT, NARROW, VISIBLE_TEXT, WIDTHS, Visit  # noqa: F401  (used by other modules)
 
 pytestmark = pytest.mark.browser
 
-# BOOK_HTML tests another build of the book (e.g. one made with --path-output elsewhere).
-BUILD = Path(os.environ.get("BOOK_HTML", Path(__file__).resolve().parents[2] / "_build" / "html"))
-WIDTHS = [390, 1024, 1366]  # a phone, a small laptop (drawer navigation below 992 px), a desktop
-NARROW = 992  # the themes' breakpoint: below it the sidebars are drawers
+# BOOK_HTML tests another build of the book (e.g. one made with --path-output elsewhere): book_visits.BUILD.
+# WIDTHS: a phone, a small laptop (drawer navigation below NARROW px, the themes' breakpoint), a desktop.
 # The translated editions (issue 32, ``_ext/editions.py``): each a folder of BUILD holding the
 # same pages. A reader's checks (offline, maths typeset, explorers respond, nothing cut at any
 # width, captions and alt text, no raw TeX) also run on these pages of each: the introduction,
@@ -60,68 +57,11 @@ def explorer_pages() -> list[str]:
     return [page for page in book_pages() if 'class="book-explorer"' in (BUILD / page).read_text()]
 
 
-@pytest.fixture(scope="module")
-def server():
-    if not (BUILD / "index.html").is_file():
-        pytest.fail(f"the book is not built ({BUILD} has no index.html): run `make book` first")
-    with serve(BUILD) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        try:
-            browser = launch_chromium(playwright)
-        except RuntimeError as error:
-            pytest.fail(str(error))
-        yield browser
-        browser.close()
-
-
-class Visit:
-    """A page opened in a fresh context that records requests and console errors."""
-
-    def __init__(self, browser, url, width=1366, color_scheme="light", maths=True):
-        self.context = browser.new_context(viewport={"width": width, "height": 844 if width < NARROW else 900},
-                                           color_scheme=color_scheme)
-        self.page = self.context.new_page()
-        self.requests, self.errors = [], []
-        self.page.on("request", lambda request: self.requests.append(request.url))
-        self.page.on("console", lambda msg: msg.type == "error" and self.errors.append(msg.text))
-        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        # Anything bound elsewhere is recorded above, then refused at once (no waiting on a dead network).
-        self.page.route(
-            "**/*",
-            lambda route: route.continue_()
-            if urlparse(route.request.url).hostname == "127.0.0.1" else route.abort(),
-        )
-        if not maths:  # for a test of what the maths cannot move (an explorer's frame and its controls): loads
-            # in about half the time, MathJax's typesetting left out (its requests refused, not recorded as foreign)
-            self.page.route("**/_static/mathjax/**", lambda route: route.abort())
-        self.page.goto(url, wait_until="load")
-
-    def wait_for_maths(self):
-        """Wait until MathJax (on pages that load it) has typeset the page."""
-        self.page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
-        self.page.evaluate("() => window.MathJax && MathJax.startup.promise")
-
-    def wait_for_frames(self):
-        """Fetch every explorer's default frame now and wait until each is drawn. The frames are lazy images
-        (_ext/explorers.py): out of view, a browser leaves them unfetched, and a test of every frame's size would
-        wait forever; turning them eager fetches them at once."""
-        self.page.evaluate("() => document.querySelectorAll('img.book-explorer-frame').forEach(img => img.loading = 'eager')")
-        self.page.wait_for_function("() => [...document.querySelectorAll('img.book-explorer-frame')]"
-                                    ".every(img => img.complete && img.naturalWidth > 0)")
-
-    def foreign_requests(self):
-        return [u for u in self.requests if urlparse(u).scheme in ("http", "https", "ws", "wss")
-                and urlparse(u).hostname != "127.0.0.1"]
-
-    def close(self):
-        self.context.close()
+@functools.cache
+def shared_pages() -> frozenset:
+    """The pages that ``reader_visits`` visits once for the session's tests (``book_visits.ReaderVisits``):
+    every content page, and the translated editions' samples."""
+    return frozenset(in_editions(content_pages()))
 
 
 def test_the_book_has_pages_and_explorers():
@@ -130,7 +70,15 @@ def test_the_book_has_pages_and_explorers():
 
 
 @pytest.mark.parametrize("page", in_editions(book_pages()) if BUILD.is_dir() else ["index.html"])
-def test_page_is_offline_and_error_free(server, browser, page):
+def test_page_is_offline_and_error_free(server, browser, reader_visits, page):
+    """From its first request to the end of its shared visit (its maths typeset, its solutions opened, resized
+    to each width), a content page asks no other host and logs no console error; a page that only redirects is
+    watched for 300 ms."""
+    if page in shared_pages():
+        record = reader_visits.of(page)
+        assert record["foreign"] == [], f"{page} asked another host"
+        assert record["errors"] == [], f"{page} logged console errors"
+        return
     visit = Visit(browser, f"{server}/{page}")
     try:
         visit.page.wait_for_timeout(300)
@@ -150,25 +98,20 @@ def test_chapters_and_intro_have_maths():
 
 
 @pytest.mark.parametrize("page", in_editions(maths_pages()) if BUILD.is_dir() else [])
-def test_maths_is_typeset(server, browser, page):
-    visit = Visit(browser, f"{server}/{page}")
-    try:
-        visit.wait_for_maths()
-        math = visit.page.locator(".math")
-        assert math.count() > 0, f"{page} has no maths"
-        assert visit.page.locator("mjx-container").count() >= math.count()
-        untypeset = visit.page.evaluate(
-            "() => [...document.querySelectorAll('.math')].filter(e => !e.querySelector('mjx-container')).length"
-        )
-        assert untypeset == 0
-        assert visit.page.locator("mjx-merror").count() == 0, "MathJax reported a TeX error"
-    finally:
-        visit.close()
+def test_maths_is_typeset(reader_visits, page):
+    """Once MathJax's startup has typeset the page (book_visits.TYPESET, in the page's shared visit)."""
+    typeset = reader_visits.of(page)["typeset"]
+    assert typeset["maths"] > 0, f"{page} has no maths"
+    assert typeset["containers"] >= typeset["maths"]
+    assert typeset["untypeset"] == 0
+    assert typeset["errors"] == 0, "MathJax reported a TeX error"
 
 
 @pytest.mark.parametrize("page", in_editions(explorer_pages()) if BUILD.is_dir() else [])
 def test_every_control_changes_the_figure(server, browser, page):
-    visit = Visit(browser, f"{server}/{page}")
+    """Driven from the keyboard, on the page without MathJax (its maths cannot move a control or its frame; the
+    shared visit of every page watches the console while all its maths is typeset)."""
+    visit = Visit(browser, f"{server}/{page}", maths=False)
     try:
         players = visit.page.locator("div.book-explorer")
         assert players.count() > 0
@@ -246,45 +189,13 @@ def test_the_navigation_opens_and_closes(server, browser, page, width):
         visit.close()
 
 
-# What a reader would have to scroll sideways: the page itself, and every code cell, printed
-# output or code block of the text (with the longest line of each), plus the search boxes shown.
-LAYOUT = """() => {
-  const shown = e => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden';
-  const blocks = [...document.querySelectorAll('main div.highlight pre, main div.output pre')];
-  const describe = p => [p.closest('.cell_output, .output') ? 'printed output' : 'code',
-                          Math.max(...p.textContent.split('\\n').map(l => l.length))];
-  const wide = blocks.filter(p => shown(p) && p.scrollWidth > p.clientWidth + 1).map(describe);
-  // Lines that would not fit their block unwrapped (book.css wraps them where they do not).
-  const wrapped = blocks.filter(shown).filter(p => {
-    p.style.whiteSpace = 'pre';
-    const over = p.scrollWidth > p.clientWidth + 1;
-    p.style.whiteSpace = '';
-    return over;
-  }).map(describe);
-  return {
-    overflow: document.documentElement.scrollWidth - innerWidth,
-    searches: [...document.querySelectorAll('.search-button__button, form.bd-search')].filter(shown).length,
-    wide, wrapped,
-  };
-}"""
-
-
 @pytest.fixture(scope="module")
-def layouts(server, browser) -> dict[int, dict[str, dict]]:
-    """``LAYOUT`` of every content page at every width: each page is loaded once (and its maths
-    typeset), then the window is resized to each width in turn."""
-    found = {width: {} for width in WIDTHS}
-    visit = Visit(browser, f"{server}/intro.html")
-    try:
-        for page in in_editions(content_pages()):
-            visit.page.goto(f"{server}/{page}", wait_until="load")
-            visit.wait_for_maths()
-            for width in WIDTHS:
-                visit.page.set_viewport_size({"width": width, "height": 844 if width < NARROW else 900})
-                found[width][page] = visit.page.evaluate(LAYOUT)
-    finally:
-        visit.close()
-    return found
+def layouts(reader_visits) -> dict[int, dict[str, dict]]:
+    """``LAYOUT`` (book_visits: what would scroll sideways) of every content page at every width, from the
+    page's shared visit: loaded once and its maths typeset, then resized to each width in turn and measured
+    once the layout is still, its solutions closed as a reader finds them."""
+    return {width: {page: reader_visits.of(page)["layout"][width] for page in in_editions(content_pages())}
+            for width in WIDTHS}
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -324,18 +235,6 @@ def test_the_layout_check_sees_long_lines_and_blocks_that_scroll(server, browser
         visit.close()
 
 
-# Text nodes a reader sees, outside code, typeset maths and scripts.
-VISIBLE_TEXT = """() => {
-  const skip = 'pre, code, kbd, samp, script, style, textarea, mjx-container, .highlight, .MathJax';
-  const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
-  const texts = [];
-  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-    const parent = node.parentElement;
-    if (!parent || parent.closest(skip) || !parent.getClientRects().length) continue;
-    if (node.textContent.trim()) texts.push(node.textContent);
-  }
-  return texts;
-}"""
 RAW_TEX = ("$", "\\frac", "\\begin", "\\mathbf", "\\langle", "^{", "_{")
 
 
@@ -344,17 +243,13 @@ def _leftovers(texts: list[str], markers) -> list[str]:
 
 
 @pytest.mark.parametrize("page", in_editions(content_pages()) if BUILD.is_dir() else [])
-def test_no_raw_tex_or_markdown_is_left_on_the_page(server, browser, page):
-    visit = Visit(browser, f"{server}/{page}")
-    try:
-        visit.wait_for_maths()
-        texts = visit.page.evaluate(VISIBLE_TEXT)
-        assert _leftovers(texts, RAW_TEX) == [], f"{page} shows TeX that was not typeset"
-        # A Markdown table parsed without table support comes out as a paragraph of pipes.
-        assert [t for t in texts if t.lstrip().startswith("|") and "|---" in t.replace(" ", "")] == [], \
-            f"{page} shows a Markdown table as text"
-    finally:
-        visit.close()
+def test_no_raw_tex_or_markdown_is_left_on_the_page(reader_visits, page):
+    """The text a reader sees (``VISIBLE_TEXT``) once MathJax's startup has typeset the page (its shared visit)."""
+    texts = reader_visits.of(page)["texts"]
+    assert _leftovers(texts, RAW_TEX) == [], f"{page} shows TeX that was not typeset"
+    # A Markdown table parsed without table support comes out as a paragraph of pipes.
+    assert [t for t in texts if t.lstrip().startswith("|") and "|---" in t.replace(" ", "")] == [], \
+        f"{page} shows a Markdown table as text"
 
 
 def test_the_raw_text_check_sees_what_a_reader_sees(server, browser):
@@ -381,24 +276,12 @@ def test_benchmark_tables_are_tables():
 
 
 @pytest.mark.parametrize("page", in_editions(content_pages()) if BUILD.is_dir() else [])
-def test_figures_have_captions_and_images_alt_text(server, browser, page):
-    visit = Visit(browser, f"{server}/{page}")
-    try:
-        uncaptioned = visit.page.evaluate(
-            "() => [...document.querySelectorAll('main figure')]"
-            ".filter(f => !(f.querySelector('figcaption') || {textContent: ''}).textContent.trim())"
-            ".map(f => (f.id || f.className || 'figure'))"
-        )
-        assert uncaptioned == [], f"{page}: figures without a caption"
-        # An alt text says what the picture shows; a file name or nothing says nothing.
-        no_alt = visit.page.evaluate(
-            "() => [...document.querySelectorAll('main img')].filter(i => { const a = (i.alt || '').trim();"
-            " return !a || /\\.(png|jpe?g|svg|gif|webp)$/i.test(a) || a.startsWith('data:'); })"
-            ".map(i => (i.getAttribute('src') || '').slice(0, 60))"
-        )
-        assert no_alt == [], f"{page}: images without alt text"
-    finally:
-        visit.close()
+def test_figures_have_captions_and_images_alt_text(reader_visits, page):
+    """As the page loaded (book_visits.UNCAPTIONED and NO_ALT, in its shared visit)."""
+    record = reader_visits.of(page)
+    assert record["uncaptioned"] == [], f"{page}: figures without a caption"
+    # An alt text says what the picture shows; a file name or nothing says nothing.
+    assert record["no_alt"] == [], f"{page}: images without alt text"
 
 
 def test_the_build_ships_every_frame_a_page_names_and_no_other(server):

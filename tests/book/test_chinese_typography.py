@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from test_book_html import BUILD, Visit, browser, content_pages, server  # noqa: F401  (fixtures)
+from test_book_html import BUILD, Visit, content_pages  # (fixtures: tests/book/conftest.py)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
-from edition_ui import PAIR, SHORT_CODE, STOPS  # noqa: E402
+from edition_ui import SHORT_CODE, STOPS  # noqa: E402
 from page_assets import minify_css  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -45,50 +45,16 @@ def zh_pages() -> list[str]:
     return [f"{ZH}/{page}" for page in content_pages() if (BUILD / ZH / page).is_file()]
 
 
-# Per page at 390 px: how far it scrolls sideways; Chinese text drawn slanted; each <em> holding
-# Chinese with its computed style; inline code of at most SHORT_CODE characters in a paragraph
-# or list item that spans two lines; pairs of full-width marks left uncompressed in the prose.
-PAGE_JS = r"""([short, pair]) => {
-  const cjk = /[\u3400-\u9fff]/, pairs = new RegExp(pair, 'g');
-  const skip = 'pre, code, kbd, samp, script, style, textarea, mjx-container, .highlight, .MathJax';
-  const slanted = [], uncompressed = [];
-  const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
-  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-    const parent = node.parentElement;
-    if (!parent || !parent.getClientRects().length) continue;
-    if (cjk.test(node.textContent) && getComputedStyle(parent).fontStyle !== 'normal')
-      slanted.push(node.textContent.trim().slice(0, 40));
-    if (!parent.closest(skip))
-      for (const match of node.textContent.matchAll(pairs))
-        if (!/^zh-pair/.test(parent.className)) uncompressed.push(node.textContent.slice(Math.max(0, match.index - 4), match.index + 5));
-  }
-  const ems = [...document.querySelectorAll('main em')].filter(em => cjk.test(em.textContent)).map(em => {
-    const style = getComputedStyle(em);
-    return {text: em.textContent.slice(0, 30), fontStyle: style.fontStyle,
-            emphasis: style.textEmphasisStyle || style.webkitTextEmphasisStyle};
-  });
-  const wrapped = [...document.querySelectorAll('main p code.literal, main li code.literal')]
-    .filter(code => code.textContent.length <= short && code.getClientRects().length > 1)
-    .map(code => code.textContent);
-  return {overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
-          slanted, ems, wrapped, uncompressed};
-}"""
+# PAGE_JS (book_visits.py): per page at 390 px, how far it scrolls sideways; Chinese text drawn slanted; each
+# <em> holding Chinese with its computed style; inline code of at most SHORT_CODE characters in a paragraph or
+# list item that spans two lines; pairs of full-width marks left uncompressed in the prose.
 
 
 @pytest.fixture(scope="module")
-def zh_layouts(server, browser) -> dict[str, dict]:
-    """``PAGE_JS`` of every Chinese content page at 390 px, its maths typeset."""
-    found = {}
-    visit = Visit(browser, f"{server}/{ZH}/intro.html", width=PHONE)
-    try:
-        for page in zh_pages():
-            visit.page.goto(f"{server}/{page}", wait_until="load")
-            visit.wait_for_maths()
-            # PAIR's syntax (classes, lookaheads) is JavaScript's too.
-            found[page] = visit.page.evaluate(PAGE_JS, [SHORT_CODE, PAIR.pattern])
-    finally:
-        visit.close()
-    return found
+def zh_layouts(zh_visits) -> dict[str, dict]:
+    """``PAGE_JS`` of every Chinese content page at 390 px, its maths typeset (each page's shared visit,
+    book_visits.ZhVisits: loaded at 1366 px, then resized to 390)."""
+    return {page: zh_visits.of(page)["layout"] for page in zh_pages()}
 
 
 def test_chinese_emphasis_has_dots_and_no_slant(zh_layouts):
@@ -266,28 +232,50 @@ def _bad_line_starts(page, selector: str) -> list[str]:
     return [pair for pair in starts if pair[1] in NO_LINE_START]
 
 
-@pytest.mark.parametrize("width", [364, 375, PHONE])
+LINE_WIDTHS = [364, 375, PHONE]
+_line_starts: dict[str, dict[int, tuple]] = {}
+
+
+def line_starts(browser, server, chapter: str) -> dict[int, tuple]:
+    """For each width of LINE_WIDTHS: the bad line starts of the chapter's paragraphs, list items and cells that
+    hold Chinese emphasis, of planted paragraphs with a whole <em>, and of the same with an <em> split into inline
+    blocks. The chapter is opened once, at the first width, then resized to each other (the planted paragraphs
+    taken out again each time), and kept for the module."""
+    if chapter not in _line_starts:
+        found = {}
+        visit = Visit(browser, f"{server}/{ZH}/chapters/{chapter}.html", width=LINE_WIDTHS[0])
+        try:
+            page = visit.page
+            for width in LINE_WIDTHS:
+                page.set_viewport_size({"width": width, "height": 844})
+                page.evaluate("() => document.querySelectorAll('main p, main li, main td')"
+                              ".forEach(e => { if (e.querySelector('em.zh-em')) e.classList.add('zh-em-holder'); })")
+                holders = page.locator("main .zh-em-holder").count()
+                bad = _bad_line_starts(page, "main .zh-em-holder")
+                page.evaluate("(html) => document.querySelector('main').insertAdjacentHTML('afterbegin', html)",
+                              PLANTED.format(em=WHOLE))
+                planted_whole = _bad_line_starts(page, "main p.planted")
+                page.evaluate("(html) => { document.querySelectorAll('main p.planted').forEach(p => p.remove());"
+                              " document.querySelector('main').insertAdjacentHTML('afterbegin', html); }",
+                              PLANTED.format(em=SPLIT))
+                planted_split = _bad_line_starts(page, "main p.planted")
+                page.evaluate("() => document.querySelectorAll('main p.planted').forEach(p => p.remove())")
+                found[width] = (holders, bad, planted_whole, planted_split)
+        finally:
+            visit.close()
+        _line_starts[chapter] = found
+    return _line_starts[chapter]
+
+
+@pytest.mark.parametrize("width", LINE_WIDTHS)
 @pytest.mark.parametrize("chapter", ["03_rnn", "04_gating", "09_attention", "11_transformer"])
 def test_no_line_with_emphasis_starts_with_a_stop(server, browser, chapter, width):
     """On phones (364 to 390 px) no line of a paragraph, list item or cell holding Chinese emphasis starts with
     ，。：；）、 next to the emphasis; and the same check sees it on a planted <em> split into inline
     blocks. (Such a mark after inline maths, an inline block, may start a line: ch 3, 4 and 11 have
-    four at 390 px, none next to emphasis; not this check's business.)"""
-    visit = Visit(browser, f"{server}/{ZH}/chapters/{chapter}.html", width=width)
-    try:
-        page = visit.page
-        page.evaluate("() => document.querySelectorAll('main p, main li, main td')"
-                      ".forEach(e => { if (e.querySelector('em.zh-em')) e.classList.add('zh-em-holder'); })")
-        assert page.locator("main .zh-em-holder").count() >= 1
-        bad = _bad_line_starts(page, "main .zh-em-holder")
-        page.evaluate("(html) => document.querySelector('main').insertAdjacentHTML('afterbegin', html)",
-                      PLANTED.format(em=WHOLE))
-        planted_whole = _bad_line_starts(page, "main p.planted")
-        page.evaluate("(html) => { document.querySelectorAll('main p.planted').forEach(p => p.remove());"
-                      " document.querySelector('main').insertAdjacentHTML('afterbegin', html); }",
-                      PLANTED.format(em=SPLIT))
-        planted_split = _bad_line_starts(page, "main p.planted")
-    finally:
-        visit.close()
+    four at 390 px, none next to emphasis; not this check's business.) Each chapter is opened once for the
+    three widths (:func:`line_starts`)."""
+    holders, bad, planted_whole, planted_split = line_starts(browser, server, chapter)[width]
+    assert holders >= 1
     assert bad == [] and planted_whole == [], f"{chapter} at {width} px: lines starting with a stop: {bad + planted_whole}"
     assert planted_split, "the check did not see a split <em> leave a comma at a line's start"

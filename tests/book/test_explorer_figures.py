@@ -11,28 +11,21 @@ is drawn smaller), so text of ``pt`` points is ``pt / 72 * dpi`` image pixels ta
 and the browser shows the image at ``clientWidth / naturalWidth`` of its pixel size.
 
 Needs ``_build/html`` (``make book``) and Debian's ``chromium``, like
-``tests/book/test_book_html.py``, whose fixtures and page helper it uses.
+``tests/book/test_book_html.py``; the frames are measured in the pages' frame visits (``book_visits.py``).
 """
 import re
 
 import pytest
 
 from lib.widgets.core import MIN_TEXT_PX, book_visuals, figure_label
-from test_book_html import BUILD, Visit, browser, explorer_pages, server  # noqa: F401  (fixtures)
+from test_book_html import BUILD, explorer_pages
 
 pytestmark = pytest.mark.browser
 
 WIDTHS = [390, 1366]  # a phone, a desktop
 
-# For each player: its figure's anchor, number and caption, its frame's alt text and sizes.
-PLAYERS_JS = """() => [...document.querySelectorAll('div.book-explorer')].map(player => {
-  const figure = player.closest('figure'), img = player.querySelector('img.book-explorer-frame');
-  const part = selector => ((figure && figure.querySelector(selector)) || {textContent: ''}).textContent.trim();
-  return {id: figure ? figure.id : '', number: part('figcaption .caption-number'),
-          caption: part('figcaption .caption-text'), alt: (img.alt || '').trim(),
-          clientWidth: img.clientWidth, naturalWidth: img.naturalWidth,
-          dpi: parseFloat(img.dataset.dpi), fontPt: parseFloat(img.dataset.fontPt)};
-})"""
+# PLAYERS_JS (book_visits.py): for each player, its figure's anchor, number and caption, its frame's alt
+# text and sizes.
 
 
 def displayed_text_px(player: dict) -> float:
@@ -55,16 +48,13 @@ def straight_quotes(text: str) -> str:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_every_explorer_is_numbered_captioned_and_legible(server, browser, width):
+def test_every_explorer_is_numbered_captioned_and_legible(frame_visits, width):
+    """Each page's frame visit at ``width`` px (book_visits.FrameVisits, shared with tests/book/test_layout.py):
+    without MathJax, every frame drawn."""
     visuals = book_visuals()
     found = []
     for page in explorer_pages():
-        visit = Visit(browser, f"{server}/{page}", width=width, maths=False)
-        try:
-            visit.wait_for_frames()
-            players = visit.page.evaluate(PLAYERS_JS)
-        finally:
-            visit.close()
+        players = frame_visits.of(page, width)["players"]
         assert players, f"{page} lost its explorers"
         for player in players:
             name = f"{page}: {player['alt'] or player['id'] or 'explorer'}"

@@ -15,7 +15,7 @@
   and no request of a page fails.
 
 Needs ``_build/html`` (or ``BOOK_HTML``) and Debian's ``chromium``, like
-``tests/book/test_book_html.py``, whose fixtures and page helper it uses.
+``tests/book/test_book_html.py``, whose page helper it uses (the fixtures: tests/book/conftest.py).
 """
 import json
 import re
@@ -27,7 +27,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonConsoleLexer, PythonLexer
 
-from test_book_html import BUILD, Visit, browser, content_pages, explorer_pages, server  # noqa: F401  (fixtures)
+from book_visits import Visit
+from test_book_html import BUILD, content_pages, explorer_pages
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
 from code_lines import HELD_INDENT, _columns, indent_lines  # noqa: E402
@@ -40,20 +41,11 @@ PHONE, LAPTOP = 390, 1366
 
 # ---- explorers scale with the column, centred ---------------------------------------------------
 
-FRAMES_JS = """() => [...document.querySelectorAll('img.book-explorer-frame')].map(img => {
-  const box = img.getBoundingClientRect(), column = img.closest('figure').getBoundingClientRect();
-  const controls = img.closest('div.book-explorer').querySelector('.book-explorer-controls').getBoundingClientRect();
-  const limit = parseFloat(getComputedStyle(img).maxHeight);  // NaN for "none"
-  return {alt: img.alt, width: box.width, height: box.height, left: box.left - column.left,
-          right: column.right - box.right, column: column.width, attribute: +img.getAttribute('width'),
-          naturalWidth: img.naturalWidth, naturalHeight: img.naturalHeight, maxHeight: limit,
-          controlsLeft: controls.left - box.left, controlsRight: controls.right - box.right,
-          scale: devicePixelRatio};
-})"""
+# FRAMES_JS (book_visits.py): each frame's size and place in its figure, with its controls' edges.
 
 
 def frame_problems(frames) -> list[str]:
-    """What is wrong with each frame's size and place (:data:`FRAMES_JS`): on every screen a frame
+    """What is wrong with each frame's size and place (``book_visits.FRAMES_JS``): on every screen a frame
     may grow to 1.3 times its width attribute (half its image's width), never past its image's."""
     problems = []
     for f in frames:
@@ -73,33 +65,20 @@ def frame_problems(frames) -> list[str]:
     return problems
 
 
-class Scaled:
-    """``browser`` whose new contexts have ``scale`` device pixels per CSS pixel (for :class:`Visit`)."""
-
-    def __init__(self, browser, scale):
-        self.browser, self.scale = browser, scale
-
-    def new_context(self, **options):
-        return self.browser.new_context(device_scale_factor=self.scale, **options)
-
-
-def frames_at(browser, server, page, width, scale=1):
-    visit = Visit(Scaled(browser, scale), f"{server}/{page}", width=width, maths=False)
-    try:
-        visit.wait_for_frames()
-        return visit.page.evaluate(FRAMES_JS)
-    finally:
-        visit.close()
+def frames_at(frame_visits, page, width, scale=1):
+    """``FRAMES_JS`` of ``page`` at ``width`` px and ``scale`` device pixels per CSS pixel, every frame drawn
+    (the page's frame visit, shared with the other tests of its explorers: book_visits.FrameVisits)."""
+    return frame_visits.of(page, width, scale)["frames"]
 
 
 @pytest.mark.parametrize("width, scale", [(PHONE, 2), (1024, 1), (LAPTOP, 1), (LAPTOP, 2)])
-def test_explorers_fill_their_column_centred_and_keep_their_proportions(server, browser, width, scale):
+def test_explorers_fill_their_column_centred_and_keep_their_proportions(frame_visits, width, scale):
     """Old build: every frame 432 px wide (its natural CSS width) at 1366 px, left-aligned; then
     (stop 41) grown on a 2x screen too, to 0.57-0.93 image pixels per device pixel, with its
     controls flush left under a narrower frame; then (stop 42) 757 px at 1x but 432 at 2x."""
     problems, widths = [], []
     for page in explorer_pages():
-        frames = frames_at(browser, server, page, width, scale)
+        frames = frames_at(frame_visits, page, width, scale)
         assert frames, f"{page} lost its explorers"
         problems += [f"{page}: {p}" for p in frame_problems(frames)]
         widths += [(f["width"], f["naturalWidth"] / f["width"], f["column"]) for f in frames]
@@ -116,10 +95,10 @@ def test_explorers_fill_their_column_centred_and_keep_their_proportions(server, 
     assert min(density) >= 1 / 1.3 - 0.01, "a frame is blown up: an image pixel over more than 1.3 device pixels"
 
 
-def test_a_frame_keeps_its_width_as_the_pixel_ratio_crosses_one_and_a_half(server, browser):
+def test_a_frame_keeps_its_width_as_the_pixel_ratio_crosses_one_and_a_half(frame_visits):
     """At 1366 px chapter 9's frames are as wide at 1.49 and at 1.5 device pixels per CSS pixel
     (old build: 757 px at 1.49x, 432 at 1.5x)."""
-    below, above = ([round(f["width"]) for f in frames_at(browser, server, CHAPTER, LAPTOP, scale)]
+    below, above = ([round(f["width"]) for f in frames_at(frame_visits, CHAPTER, LAPTOP, scale)]
                     for scale in (1.49, 1.5))
     print(f"at 1.49x {below}, at 1.5x {above}")
     assert below and all(abs(a - b) <= 1 for a, b in zip(below, above, strict=True)), (below, above)
@@ -145,23 +124,16 @@ def test_the_frame_check_sees_a_small_a_stretched_an_off_centre_and_a_blown_up_f
     assert "+20 px past" in frame_problems([{**sharp, "controlsRight": 20}])[0]
 
 
-def test_every_explorer_and_its_controls_fit_a_laptop_screen(server, browser):
+def test_every_explorer_and_its_controls_fit_a_laptop_screen(frame_visits):
     """At 1366 x 900 a reader sees an explorer's controls and its whole frame at once below the
     page's bar (chapter 11's frames are the tallest, 4.8 x 6.6 in: grown to the column's width
     they would be 1040 px tall; a frame narrower than the column wraps its controls into up to
     four rows). Old build: chapter 2's optimiser explorer, its seven controls in three rows, 8 px
-    too tall; then, with the controls within the frame's width, chapter 12's NTM step by step, 24."""
+    too tall; then, with the controls within the frame's width, chapter 12's NTM step by step, 24.
+    Measured (book_visits.ROOM_JS) in the page's frame visit at 1366 px, every frame drawn."""
     heights = []
     for page in explorer_pages():
-        visit = Visit(browser, f"{server}/{page}", width=LAPTOP, maths=False)
-        try:
-            room, found = visit.page.evaluate("""() => {
-                const bar = document.querySelector('.bd-header-article').getBoundingClientRect().height;
-                return [innerHeight - bar, [...document.querySelectorAll('div.book-explorer')].map(p =>
-                    p.querySelector('img.book-explorer-frame').getBoundingClientRect().bottom
-                    - p.querySelector('.book-explorer-controls').getBoundingClientRect().top)]; }""")
-        finally:
-            visit.close()
+        room, found = frame_visits.of(page, LAPTOP)["room"]
         assert found, f"{page} lost its explorers"
         heights += [(round(h), page) for h in found]
     print(f"room below the bar {room:.0f} px; controls and frame {sorted(h for h, _ in heights)} px")
@@ -384,10 +356,12 @@ def test_every_control_and_button_is_a_touch_target_on_a_phone(server, browser):
     """At 390 px a touch anywhere in a 44 x 44 CSS px rectangle reaches every slider and drop-down of
     every explorer, every button of the page's bar, every copy button and every solution's toggle
     (old build: sliders 16 px tall, the bar's buttons 29-34 px; then, stop 41, copy buttons 27 px
-    and toggles 24 x 26 px)."""
+    and toggles 24 x 26 px). Measured on the pages without MathJax: some 20,000 hit tests a page cost
+    half as much without its maths, of which the check saw at most the first screen typeset (it
+    scrolls to each target inside one script, and MathJax typesets what comes into view only after it)."""
     small, kinds = [], {}
     for page in explorer_pages():
-        visit = Visit(browser, f"{server}/{page}", width=PHONE)
+        visit = Visit(browser, f"{server}/{page}", width=PHONE, maths=False)
         try:
             targets = visit.page.evaluate(TARGETS_JS)
         finally:
@@ -483,18 +457,13 @@ def test_the_phone_drawer_shows_the_book_title_once(server, browser):
 
 
 @pytest.mark.parametrize("page", content_pages() if BUILD.is_dir() else ["intro.html"])
-def test_every_page_names_a_served_favicon_and_nothing_fails(server, browser, page):
-    """(``index.html`` only redirects to the introduction.)"""
-    visit = Visit(browser, f"{server}/{page}")
-    failed = []
-    visit.page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
-    try:
-        visit.page.reload(wait_until="load")
-        visit.page.wait_for_timeout(200)
-        icon = visit.page.evaluate("() => { const l = document.querySelector('link[rel~=icon]'); return l && l.href; }")
-        assert icon, f"{page} names no favicon"
-        response = visit.context.request.get(icon)
-        assert response.status == 200 and response.headers["content-type"].startswith("image/"), icon
-    finally:
-        visit.close()
-    assert failed == [], f"{page}: requests failed"
+def test_every_page_names_a_served_favicon_and_nothing_fails(reader_visits, page):
+    """(``index.html`` only redirects to the introduction.) The page's shared visit (book_visits.ReaderVisits)
+    records every response from its first request to its end (its maths typeset, its solutions opened, resized
+    to each width), and fetches the favicon it names."""
+    record = reader_visits.of(page)
+    icon = record["favicon"]
+    assert icon, f"{page} names no favicon"
+    status, content_type = record["favicon_served"]
+    assert status == 200 and content_type.startswith("image/"), icon
+    assert record["failed"] == [], f"{page}: requests failed"

@@ -28,7 +28,6 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from lib.widgets.core import WIDGETS_ENV
-from test_book_html import browser  # noqa: F401  (the fixture: Debian's Chromium, headless)
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,7 @@ media, the navigation and an explorer's controls are hidden, its print-only line
 a moved explorer goes back to its default frame for printing.
 
 Needs ``_build/html`` (``make book``), Debian's ``chromium`` and pypdf, like
-``tests/book/test_book_html.py``, whose fixtures it uses.
+``tests/book/test_book_html.py`` (the fixtures: tests/book/conftest.py).
 """
 
 import functools
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from test_book_html import BUILD, Visit, browser, server  # noqa: F401  (fixtures)
+from test_book_html import BUILD, Visit  # (fixtures: tests/book/conftest.py)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import pdf  # noqa: E402  (tools/ is not a package)
@@ -115,7 +115,7 @@ def stray_links(reader) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def book(browser, tmp_path_factory):  # noqa: F811  (the fixture imported above)
+def book(browser, tmp_path_factory):
     """Chapter 9 and the bibliography printed as ``make pdf`` prints the book, and read back."""
     if not (BUILD / "index.html").is_file():
         pytest.fail(f"the book is not built ({BUILD} has no index.html): run `make book` first")
@@ -151,7 +151,7 @@ def test_every_display_equation_is_typeset(book):
     assert mathjax_glyphs(read(chapter.pdf)) >= chapter.formulas > 100
 
 
-def test_the_maths_check_sees_blank_formulas(browser):  # noqa: F811
+def test_the_maths_check_sees_blank_formulas(browser):
     """Printed as a page stands (MathJax's lazy typesetting left to itself), formulas are blank."""
     [lazy] = [entry for entry in pdf.toc_entries() if entry.docname == PAGES[0]]
     with pdf.serve(BUILD) as url:
@@ -284,7 +284,7 @@ PRINT_LAYOUT_JS = """() => {
 }"""
 
 
-def test_print_media_hides_the_navigation_and_the_controls(server, browser):  # noqa: F811
+def test_print_media_hides_the_navigation_and_the_controls(server, browser):
     visit = Visit(browser, f"{server}/chapters/09_attention.html")
     try:
         screen = visit.page.evaluate(PRINT_LAYOUT_JS)
@@ -304,7 +304,7 @@ def test_print_media_hides_the_navigation_and_the_controls(server, browser):  # 
     assert paper["players"] >= 2
 
 
-def test_a_moved_explorer_prints_its_default_frame(server, browser):  # noqa: F811
+def test_a_moved_explorer_prints_its_default_frame(server, browser):
     visit = Visit(browser, f"{server}/chapters/09_attention.html")
     try:
         page = visit.page
@@ -325,7 +325,7 @@ def test_a_moved_explorer_prints_its_default_frame(server, browser):  # noqa: F8
 BLANK_JS = """() => [...document.querySelectorAll('.math')].filter(e => !e.querySelector('mjx-c')).length"""
 
 
-def test_a_print_from_the_browser_menu_has_every_formula(server, browser):  # noqa: F811
+def test_a_print_from_the_browser_menu_has_every_formula(server, browser):
     """``beforeprint`` typesets every formula before the event returns (no print waits for more)."""
     visit = Visit(browser, f"{server}/chapters/09_attention.html")
     try:

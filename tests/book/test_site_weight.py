@@ -18,14 +18,35 @@ import pytest
 from PIL import Image
 
 from benchmarks.report import DEFAULT_SITE_WEIGHT, load_site_weight, site_weight_tables
-from benchmarks.site_weight import (GOALS, first_explorer_ms, first_load, launch_chromium, measure, page_transfer,
-                                    resource_kind, serve, site_size)
+from benchmarks.site_weight import GOALS, first_explorer_ms, first_load, measure, page_transfer, resource_kind, serve, site_size
+from book_visits import purge_probe, purge_selectors
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "_ext"))
 import page_assets  # noqa: E402  (the book's Sphinx extension, a plain module)
+from test_book_html import content_pages, shared_pages  # noqa: E402
 
 CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
+
+
+class _Tabs:
+    """The session's Chromium (the ``browser`` fixture, tests/book/conftest.py) for one test: the contexts and pages
+    the test opens through it are closed by :meth:`close`, as closing a browser of its own closed them."""
+
+    def __init__(self, browser):
+        self.browser, self.contexts = browser, []
+
+    def new_context(self, **options):
+        context = self.browser.new_context(**options)
+        self.contexts.append(context)
+        return context
+
+    def new_page(self, **options):
+        return self.new_context(**options).new_page()
+
+    def close(self):
+        for context in self.contexts:
+            context.close()
 
 
 def _tiny_site(folder: Path) -> dict:
@@ -113,12 +134,10 @@ def test_measure_refuses_a_folder_that_is_no_build(tmp_path):
 
 
 @pytest.mark.browser
-def test_page_transfer_counts_every_response(tmp_path):
-    from playwright.sync_api import sync_playwright
-
+def test_page_transfer_counts_every_response(tmp_path, browser):
     known = _tiny_site(tmp_path)
-    with serve(tmp_path) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(tmp_path) as url:
+        browser = _Tabs(browser)
         try:
             transfer = page_transfer(browser, f"{url}/chapters/01_a.html")
         finally:
@@ -131,10 +150,8 @@ def test_page_transfer_counts_every_response(tmp_path):
 
 
 @pytest.mark.browser
-def test_first_explorer_ms_waits_for_a_new_frame_and_skips_pages_without_one(tmp_path):
+def test_first_explorer_ms_waits_for_a_new_frame_and_skips_pages_without_one(tmp_path, browser):
     """A player whose script runs only after 400 ms cannot be reported as ready sooner."""
-    from playwright.sync_api import sync_playwright
-
     def frame(colour):
         buffer = io.BytesIO()
         Image.new("RGB", (4, 4), colour).save(buffer, format="png")
@@ -147,8 +164,8 @@ def test_first_explorer_ms_waits_for_a_new_frame_and_skips_pages_without_one(tmp
         "document.querySelector('input').addEventListener('input', () => "
         f"{{ img.src = '{frame('blue')}'; }}); }}, 400);</script>")
     (tmp_path / "plain.html").write_text("<!doctype html><p>no explorer here</p>")
-    with serve(tmp_path) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(tmp_path) as url:
+        browser = _Tabs(browser)
         try:
             late = first_explorer_ms(browser, f"{url}/late.html")
             plain = first_explorer_ms(browser, f"{url}/plain.html")
@@ -159,11 +176,9 @@ def test_first_explorer_ms_waits_for_a_new_frame_and_skips_pages_without_one(tmp
 
 
 @pytest.mark.browser
-def test_first_load_counts_what_loads_before_the_load_event_and_no_more(tmp_path):
+def test_first_load_counts_what_loads_before_the_load_event_and_no_more(tmp_path, browser):
     """A script fetched before ``load`` and a lazily loaded image in view (Chromium fetches it after
     ``load``) count; an image far below the fold and a script fetched after 2 s of quiet do not."""
-    from playwright.sync_api import sync_playwright
-
     (tmp_path / "early.js").write_text("/*" + "e" * 30_000 + "*/")
     (tmp_path / "late.js").write_text("/*" + "l" * 50_000 + "*/")
     for name, colour in (("top", "red"), ("low", "blue")):
@@ -174,8 +189,8 @@ def test_first_load_counts_what_loads_before_the_load_event_and_no_more(tmp_path
             "const s = document.createElement('script'); s.src = 'late.js'; document.body.append(s); }, 2000));"
             "</script></body></html>")
     (tmp_path / "page.html").write_text(page)
-    with serve(tmp_path) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(tmp_path) as url:
+        browser = _Tabs(browser)
         try:
             measured = first_load(browser, f"{url}/page.html", tmp_path)
             without_build = first_load(browser, f"{url}/page.html")
@@ -471,25 +486,22 @@ _CSSOM_JS = "text => { const s = new CSSStyleSheet(); s.replaceSync(text); retur
 
 
 @pytest.mark.browser
-def test_minified_style_sheets_parse_to_the_same_rules_in_chromium():
+def test_minified_style_sheets_parse_to_the_same_rules_in_chromium(browser):
     """Chromium's own serialisation of every rule is the same before and after minify_css, for the
     style sheets the book serves (as their packages ship them); removing all whitespace would not be."""
-    from playwright.sync_api import sync_playwright
-
     originals = _original_style_sheets()
     assert len(originals) >= 6
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            page = browser.new_page()
-            for name, css in originals.items():
-                rules = page.evaluate(_CSSOM_JS, css)
-                assert len(rules) > 3, name
-                assert page.evaluate(_CSSOM_JS, page_assets.minify_css(css)) == rules, name
-            book = originals["book.css"]
-            assert page.evaluate(_CSSOM_JS, re.sub(r"\s+", "", book)) != page.evaluate(_CSSOM_JS, book)
-        finally:
-            browser.close()
+    browser = _Tabs(browser)
+    try:
+        page = browser.new_page()
+        for name, css in originals.items():
+            rules = page.evaluate(_CSSOM_JS, css)
+            assert len(rules) > 3, name
+            assert page.evaluate(_CSSOM_JS, page_assets.minify_css(css)) == rules, name
+        book = originals["book.css"]
+        assert page.evaluate(_CSSOM_JS, re.sub(r"\s+", "", book)) != page.evaluate(_CSSOM_JS, book)
+    finally:
+        browser.close()
 
 
 def _icon_code_points() -> dict:
@@ -535,15 +547,13 @@ _DRAW_GLYPHS_JS = """async ([points, size]) => {
 
 
 @pytest.mark.browser
-def test_every_icon_the_book_shows_draws_as_with_the_full_font():
+def test_every_icon_the_book_shows_draws_as_with_the_full_font(browser):
     """Each glyph the book uses, drawn by Chromium from the subset font and from the theme's full font,
     gives the same pixels (and some ink)."""
-    from playwright.sync_api import sync_playwright
-
     points = _icon_code_points()
     assert len(points["fa-solid-900"]) >= 15 and len(points["fa-brands-400"]) >= 1
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(BUILD) as url:
+        browser = _Tabs(browser)
         try:
             page = browser.new_page()
             page.route("**/__original/*.ttf", lambda route: route.fulfill(
@@ -558,13 +568,11 @@ def test_every_icon_the_book_shows_draws_as_with_the_full_font():
 
 
 @pytest.mark.browser
-def test_searching_from_a_chapter_loads_the_index_and_finds_the_chapter():
+def test_searching_from_a_chapter_loads_the_index_and_finds_the_chapter(browser):
     """The chapter page fetches no search index; typing a word in its search box and pressing Enter
     opens search.html, which loads it and lists the chapter among its results."""
-    from playwright.sync_api import sync_playwright
-
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(BUILD) as url:
+        browser = _Tabs(browser)
         try:
             page = browser.new_page(viewport={"width": 1366, "height": 900})
             requested = []
@@ -590,29 +598,25 @@ def _chapter_pages():
 
 
 @pytest.fixture(scope="module")
-def first_loads():
-    from playwright.sync_api import sync_playwright
-
+def first_loads(browser):
     _built()
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:  # measured, then the browser closed (other tests start their own playwright)
+    with serve(BUILD) as url:
+        browser = _Tabs(browser)
+        try:
             return {page: first_load(browser, f"{url}/{page}", BUILD) for page in _chapter_pages()}
         finally:
             browser.close()
 
 
 @pytest.fixture(scope="module")
-def zh_first_loads():
+def zh_first_loads(browser):
     """:func:`first_load` of the Chinese edition's chapter pages (``zh_CN/chapters/``), for the goal test only."""
-    from playwright.sync_api import sync_playwright
-
     pages = [f"zh_CN/{page}" for page in _chapter_pages()]
     missing = [page for page in pages if not (BUILD / page).is_file()]
     if missing:
         pytest.fail(f"the Chinese edition is not built ({BUILD} lacks {missing}): run `python tools/i18n.py build`")
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(BUILD) as url:
+        browser = _Tabs(browser)
         try:
             return {page: first_load(browser, f"{url}/{page}", BUILD) for page in pages}
         finally:
@@ -647,17 +651,15 @@ _MENU_OPEN_JS = "() => document.querySelectorAll('.dropdown-menu.show').length"
 
 
 @pytest.mark.browser
-def test_bootstrap_arrives_on_first_use_and_explorers_show_their_default_frame():
+def test_bootstrap_arrives_on_first_use_and_explorers_show_their_default_frame(browser):
     """With Bootstrap held back, a header menu opens on its first click (a touch, with no hover before it) and
     closes on the next, a tooltip shows on hover, a first scroll fetches Bootstrap (the back-to-top button), and
     an explorer scrolled into view shows its default frame in the box it had before the frame arrived (an empty
     box without the frame's size, which a lazy picture has until it loads), at 1366 and 390 px, with no error.
     With the loader blocked, the same click opens nothing: the check can fail."""
-    from playwright.sync_api import sync_playwright
-
     url_path = "chapters/11_transformer.html"
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(BUILD) as url:
+        browser = _Tabs(browser)
         try:
             for width, block in ((1366, False), (390, False), (1366, True)):
                 context = browser.new_context(viewport={"width": width, "height": 900}, has_touch=width == 390)
@@ -720,16 +722,14 @@ def test_bootstrap_arrives_on_first_use_and_explorers_show_their_default_frame()
 
 
 @pytest.mark.browser
-def test_a_menu_opens_when_the_connection_dropped_after_load_and_bootstrap_arrives_when_idle():
+def test_a_menu_opens_when_the_connection_dropped_after_load_and_bootstrap_arrives_when_idle(browser):
     """A reader whose connection drops after the page loaded taps the download menu: it opens (by hand, with
     Bootstrap's classes, when Bootstrap cannot be fetched) and closes on the next tap. The script before this
     held the tap, failed to fetch Bootstrap and opened nothing. Left alone, a page fetches Bootstrap once it has
     been quiet after ``load`` (so a first tap on a slow network does not wait for it), not before."""
-    from playwright.sync_api import sync_playwright
-
     url_path = "chapters/11_transformer.html"
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(BUILD) as url:
+        browser = _Tabs(browser)
         try:
             context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
             page = context.new_page()
@@ -842,15 +842,13 @@ def _menu_loads(requested):
 
 
 @pytest.mark.browser
-def test_mathjax_menu_loads_on_the_first_right_click_or_space_and_serves_every_formula():
+def test_mathjax_menu_loads_on_the_first_right_click_or_space_and_serves_every_formula(browser):
     """No menu until a reader asks for it; then it opens on the formula asked about, formulas typeset later
     get it too, and a reader with saved menu settings gets it from the start. Formulas are focusable throughout."""
-    from playwright.sync_api import sync_playwright
-
     _built()
     url_of = lambda url: f"{url}/chapters/09_attention.html"  # noqa: E731
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(BUILD) as url:
+        browser = _Tabs(browser)
         try:
             context, page, requested, errors = _visit(browser, url_of(url))
             formula = page.locator("mjx-container[jax=CHTML]").filter(visible=True).first
@@ -895,14 +893,12 @@ def test_mathjax_menu_loads_on_the_first_right_click_or_space_and_serves_every_f
 
 
 @pytest.mark.browser
-def test_a_formula_shows_a_progress_cursor_while_its_menu_loads():
+def test_a_formula_shows_a_progress_cursor_while_its_menu_loads(browser):
     """The first right-click holds the browser's menu back while ui/menu downloads (held here until checked): the
     formula shows a progress cursor meanwhile, and its own cursor again once MathJax's menu is open."""
-    from playwright.sync_api import sync_playwright
-
     _built()
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(BUILD) as url:
+        browser = _Tabs(browser)
         try:
             context, page, requested, errors = _visit(browser, f"{url}/chapters/09_attention.html")
             held = []
@@ -926,15 +922,13 @@ def test_a_formula_shows_a_progress_cursor_while_its_menu_loads():
 
 @pytest.mark.browser
 @pytest.mark.parametrize("settings", ['{"explorer":true}', '{"explorer":true,"assistiveMml":false}'])
-def test_a_reader_who_activated_the_explorer_still_gets_every_formula_typeset(settings):
+def test_a_reader_who_activated_the_explorer_still_gets_every_formula_typeset(settings, browser):
     """The menu's Accessibility > Activate is saved (localStorage) and loads a11y/explorer on every later page,
     which needs MathJax's MathML input: the formulas in view are typeset, enriched for speech, and no MathJax
     file is missing. (Without input/mml.js in the build, every page 404s on it and shows its maths as TeX.)"""
-    from playwright.sync_api import sync_playwright
-
     _built()
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(BUILD) as url:
+        browser = _Tabs(browser)
         try:
             context = browser.new_context(viewport={"width": 1366, "height": 900})
             context.add_init_script(f"localStorage.setItem('MathJax-Menu-Settings', {json.dumps(settings)})")
@@ -1038,88 +1032,102 @@ _FLAT_RULES_JS = """text => { const s = new CSSStyleSheet(); s.replaceSync(text)
   walk(s.cssRules, ''); return out; }"""
 
 
-def _kept_rules_missing_from_served(page, words: set, served: dict) -> dict:
+def _kept_rules(page, words: set) -> dict:
     """Per purged sheet: the rules purge_css keeps from the sheet as shipped (the theme's after its unused icon
-    rules are trimmed, as the build does) that the served sheet ``served[name]`` lacks, or holds in excess."""
-    originals = _original_style_sheets()
+    rules are trimmed, as the build does), as Chromium reads them. (``_Words``: the same answers, sooner.)"""
     icons = page_assets._used_icon_names(BUILD)
-    report = {}
-    for name, css in originals.items():
+    kept = {}
+    for name, css in _original_style_sheets().items():
         if not any(__import__("fnmatch").fnmatch(name, pattern) for pattern in page_assets.PURGED_SHEETS):
             continue
         if name == "styles/pydata-sphinx-theme.css":
             css = page_assets.trim_icon_rules(css, icons)[0]
-        kept = set(page.evaluate(_FLAT_RULES_JS, page_assets.purge_css(css, words)))
+        kept[name] = set(page.evaluate(_FLAT_RULES_JS, page_assets.purge_css(css, _Words(words))))
+    return kept
+
+
+def _kept_rules_missing_from_served(page, kept: dict, served: dict) -> dict:
+    """Per purged sheet: the rules purge_css keeps (:func:`_kept_rules`) that the served sheet ``served[name]``
+    lacks, or holds in excess."""
+    report = {}
+    for name, rules in kept.items():
         there = set(page.evaluate(_FLAT_RULES_JS, served[name]))
-        if kept != there:
-            report[name] = {"missing": sorted(kept - there)[:5], "extra": sorted(there - kept)[:5]}
+        if rules != there:
+            report[name] = {"missing": sorted(rules - there)[:5], "extra": sorted(there - rules)[:5]}
     return report
 
 
 @pytest.mark.browser
-def test_served_style_sheets_hold_exactly_the_rules_the_purge_keeps():
+def test_served_style_sheets_hold_exactly_the_rules_the_purge_keeps(browser):
     """The sheets the book serves, read by Chromium, hold every rule purge_css keeps given the build's words, and
     no other: a stale sheet (purged with an older build's words), one purged with a word too few, or one left
     unpurged fails it."""
-    from playwright.sync_api import sync_playwright
-
     words = _build_words()
     served = {name: (BUILD / "_static" / name).read_text(encoding="utf-8") for name in _original_style_sheets()
               if (BUILD / "_static" / name).is_file()}
     assert "styles/pydata-sphinx-theme.css" in served and "styles/sphinx-book-theme.css" in served
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            page = browser.new_page()
-            assert _kept_rules_missing_from_served(page, words, served) == {}
-            theme = "styles/pydata-sphinx-theme.css"
-            wrong = dict(served, **{theme: page_assets.purge_css(served[theme], words - {"bd-header"})})
-            assert ".bd-header" in str(_kept_rules_missing_from_served(page, words, wrong)[theme]["missing"])
-            unpurged = dict(served, **{theme: page_assets.trim_icon_rules(_original_style_sheets()[theme],
-                                                                           page_assets._used_icon_names(BUILD))[0]})
-            assert _kept_rules_missing_from_served(page, words, unpurged)[theme]["extra"]
-        finally:
-            browser.close()
+    browser = _Tabs(browser)
+    try:
+        page = browser.new_page()
+        kept = _kept_rules(page, words)
+        assert _kept_rules_missing_from_served(page, kept, served) == {}
+        theme = "styles/pydata-sphinx-theme.css"
+        wrong = dict(served, **{theme: page_assets.purge_css(served[theme], _Words(words - {"bd-header"}))})
+        assert ".bd-header" in str(_kept_rules_missing_from_served(page, kept, wrong)[theme]["missing"])
+        unpurged = dict(served, **{theme: page_assets.trim_icon_rules(_original_style_sheets()[theme],
+                                                                       page_assets._used_icon_names(BUILD))[0]})
+        assert _kept_rules_missing_from_served(page, kept, unpurged)[theme]["extra"]
+    finally:
+        browser.close()
 
 
 @pytest.mark.browser
-def test_purged_style_rules_match_nothing_in_the_book():
+def test_purged_style_rules_match_nothing_in_the_book(browser, server, reader_visits, zh_visits):
     """Every rule purge_css dropped from the theme's sheets matches no element of the book's pages: all chapters
     and the other pages, in light and dark mode, at 1366 and 390 px, with the drawers, the search dialog, a
     dropdown and a tooltip open (the states on a chapter and the landing page). With one class the pages use left
-    out of the words, the same check finds it."""
-    from playwright.sync_api import sync_playwright
-
-    words = _build_words()
-    dropped = _dropped_selectors(words)
+    out of the words, the same check finds it. The content pages of both editions are matched in their shared
+    visits, at 1366 px as soon as they have loaded (book_visits.ReaderVisits and ZhVisits), the other pages here."""
+    dropped, planted = purge_selectors()
     assert len(dropped) > 1000
-    planted = _dropped_selectors(words - {"bd-header"})
     assert ".bd-header" in planted and ".bd-header" not in dropped
     pages = [p.relative_to(BUILD).as_posix() for p in _pages() if 'http-equiv="Refresh"' not in p.read_text()]
     found = {}
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            for width, action in [(1366, None)] + _STATES:
-                context = browser.new_context(viewport={"width": width, "height": 900})
-                page = context.new_page()
-                for name in pages if action is None else ["chapters/09_attention.html", "intro.html"]:
-                    page.goto(f"{url}/{name}", wait_until="load")
-                    if action == "tooltip":  # shown after Bootstrap's delay and fade
-                        page.locator('[data-bs-toggle="tooltip"]').filter(visible=True).first.hover()
-                        page.wait_for_selector(".tooltip.show", state="attached")
-                        page.wait_for_timeout(200)
-                    elif action:
-                        page.evaluate(action)
-                        page.wait_for_timeout(700)
-                    hits = page.evaluate(_MATCHING_JS, dropped)
-                    if hits:
-                        found[(name, width, action)] = hits
-                    if name == "chapters/09_attention.html":  # the planted omission is caught
-                        assert ".bd-header" in page.evaluate(_MATCHING_JS, planted)
-                context.close()
-        finally:
-            browser.close()
+    chapter = "chapters/09_attention.html"
+
+    dropped_set = set(dropped)
+
+    def check(name, width, action, matches):
+        hits = [selector for selector in matches if selector in dropped_set]
+        if hits:
+            found[(name, width, action)] = hits
+        if name == chapter:  # the planted omission is caught
+            assert ".bd-header" in matches
+
+    chinese = {f"zh_CN/{name}" for name in content_pages()}
+    shared = {name: reader_visits if name in shared_pages() else zh_visits for name in pages
+              if name in shared_pages() or name in chinese}
+    assert chapter in shared and len(shared) >= 30  # the content pages of both editions
+    for name, visits in shared.items():
+        check(name, 1366, None, visits.of(name)["purge_matches"])
+    browser = _Tabs(browser)
+    try:
+        for width, action in [(1366, None)] + _STATES:
+            context = browser.new_context(viewport={"width": width, "height": 900})
+            page = context.new_page()
+            for name in [p for p in pages if p not in shared] if action is None else [chapter, "intro.html"]:
+                page.goto(f"{server}/{name}", wait_until="load")
+                if action == "tooltip":  # shown after Bootstrap's delay and fade
+                    page.locator('[data-bs-toggle="tooltip"]').filter(visible=True).first.hover()
+                    page.wait_for_selector(".tooltip.show", state="attached")
+                    page.wait_for_timeout(200)
+                elif action:
+                    page.evaluate(action)
+                    page.wait_for_timeout(700)
+                check(name, width, action, page.evaluate(_MATCHING_JS, purge_probe()))
+            context.close()
+    finally:
+        browser.close()
     assert found == {}
 
 
@@ -1140,13 +1148,11 @@ _GLYPHS_JS = """() => {
 
 
 @pytest.mark.browser
-def test_code_without_its_plain_token_spans_draws_every_character_alike():
+def test_code_without_its_plain_token_spans_draws_every_character_alike(browser):
     """A line of Python with the spans of the plain token classes and the same line without them, laid out with
     the build's style sheets in light and dark mode: every character has the same colour and place (to 0.25 px:
     a run of text is shaped whole, which moves glyphs by hundredths of a pixel and changes some antialiasing). A keyword written as a name
     differs, and so did the bare text before pygments.css coloured the block's pre (the theme's pre is #222832)."""
-    from playwright.sync_api import sync_playwright
-
     plain = frozenset({"n", "p", "w", "nn", "nx", "pm"})  # nx, pm: plain in the shipped sheets, on no page today
     assert page_assets.shipped_plain_tokens(BUILD) == plain  # the classes the build unwrapped
     css = (BUILD / "_static" / "pygments.css").read_text()
@@ -1160,8 +1166,8 @@ def test_code_without_its_plain_token_spans_draws_every_character_alike():
     assert '<span class="n">' not in unwrapped and '<span class="kn">' in unwrapped
     other = line.replace('class="kn">import', 'class="n">import')  # a keyword drawn as a name: must differ
     drawn = {}
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(BUILD) as url:
+        browser = _Tabs(browser)
         try:
             page = browser.new_page(viewport={"width": 900, "height": 400})
             page.goto(f"{url}/chapters/09_attention.html", wait_until="load")
@@ -1206,14 +1212,12 @@ _BLOCK_CHARS_JS = """selector => {
 
 
 @pytest.mark.browser
-def test_a_real_python_block_draws_alike_with_and_without_its_plain_token_spans():
+def test_a_real_python_block_draws_alike_with_and_without_its_plain_token_spans(browser):
     """The first Python block of chapter 9 as served (its plain tokens unwrapped) and the same code with every span
     Pygments gives it (lexed again, as Sphinx did), each in a Python block of that page: every character has the
     same colour in light and dark mode. The lexing is checked first: unwrapping it gives the served block's token
     classes character for character. The unwrapped code in a plain-text block (no pre rule) draws differently."""
     from html import unescape
-
-    from playwright.sync_api import sync_playwright
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
     from pygments.lexers import get_lexer_by_name
@@ -1228,8 +1232,8 @@ def test_a_real_python_block_draws_alike_with_and_without_its_plain_token_spans(
     unwrapped = page_assets.unwrap_plain_tokens(f"{head}{spans}</pre>", plain)[len(head):-6]
     assert '<span class="n">' in spans
     drawn = {}
-    with serve(BUILD) as url, sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
+    with serve(BUILD) as url:
+        browser = _Tabs(browser)
         try:
             page = browser.new_page(viewport={"width": 1366, "height": 900})
             page.goto(f"{url}/chapters/09_attention.html", wait_until="load")
