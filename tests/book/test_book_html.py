@@ -109,9 +109,9 @@ def test_maths_is_typeset(reader_visits, page):
 
 @pytest.mark.parametrize("page", in_editions(explorer_pages()) if BUILD.is_dir() else [])
 def test_every_control_changes_the_figure(server, browser, page):
-    """Driven from the keyboard, on the page without MathJax (its maths cannot move a control or its frame; the
-    shared visit of every page watches the console while all its maths is typeset)."""
-    visit = Visit(browser, f"{server}/{page}", maths=False)
+    """Driven from the keyboard, MathJax running as a reader's page has it: the console must stay free of errors
+    while the controls move and the maths is typeset."""
+    visit = Visit(browser, f"{server}/{page}")
     try:
         players = visit.page.locator("div.book-explorer")
         assert players.count() > 0
