@@ -24,6 +24,9 @@ gives each of them the page in the state it asked for, and keeps the record for 
 without MathJax, every frame fetched, resized to each width the layout and legibility tests read; and
 :class:`ZhVisits` for the Chinese edition's pages: the purged selectors at 1366 px, then its typography
 at 390 px.
+
+Each kind of visit keeps its records for the session (:class:`KeptVisits`): the first test to ask for a page pays
+for its visit, and its failure is reported by every test that reads it (the page is not visited again).
 """
 from __future__ import annotations
 
@@ -338,25 +341,34 @@ def purge_probe() -> list[str]:
     return sorted(set(dropped) | set(planted))
 
 
-class ReaderVisits:
-    """One visit per content page, shared by the session's tests (the module's docstring lists what it records).
-
-    :meth:`of` gives a page's record (a dict), visiting it the first time it is asked for; a visit that
-    raised raises again for every test that reads it."""
+class KeptVisits:
+    """The records of a kind of shared visit, kept for the session, a failed visit's error included: the first test
+    to ask for a record pays for its visit, and a visit that raised raises again (not visited again) for every
+    test that reads it."""
 
     def __init__(self, browser, server):
         self.browser, self.server, self.records = browser, server, {}
 
-    def of(self, page: str) -> dict:
-        if page not in self.records:
+    def _kept(self, key, keys, visit):
+        """The record of ``key``. If it is not kept, ``visit()`` makes the records of ``keys`` (one visit may measure
+        several, a dict by key), all kept; or its error is kept for each of ``keys``."""
+        if key not in self.records:
             try:
-                self.records[page] = self._visit(page)
-            except Exception as error:  # noqa: BLE001  (kept, and raised again for each test that reads the page)
-                self.records[page] = error
-        record = self.records[page]
+                self.records.update(visit())
+            except Exception as error:  # noqa: BLE001  (kept, and raised again for each test that reads it)
+                self.records.update(dict.fromkeys(keys, error))
+        record = self.records[key]
         if isinstance(record, Exception):
-            raise RuntimeError(f"the shared visit to {page} failed: {record}") from record
+            raise RuntimeError(f"the shared visit to {key} failed: {record}") from record
         return record
+
+
+class ReaderVisits(KeptVisits):
+    """One visit per content page, shared by the session's tests (the module's docstring lists what it records):
+    :meth:`of` gives a page's record (a dict)."""
+
+    def of(self, page: str) -> dict:
+        return self._kept(page, [page], lambda: {page: self._visit(page)})
 
     def _visit(self, page: str) -> dict:
         probe = purge_probe()
@@ -428,32 +440,33 @@ ROOM_JS = """() => {
 FRAME_WIDTHS = {1: (1366, 1024, 390), 2: (390, 1366)}
 
 
-class FrameVisits:
+class FrameVisits(KeptVisits):
     """One visit per (page, pixel ratio): the page without MathJax (its maths cannot move a frame or its
     controls), every explorer's frame fetched and drawn, then at each width of :data:`FRAME_WIDTHS` (opened at the
     first, resized to the others, measured once the layout is still) ``FRAMES_JS``, ``PLAYERS_JS`` and
-    ``ROOM_JS``, kept for the session (:meth:`of`)."""
-
-    def __init__(self, browser, server):
-        self.browser, self.server, self.records = browser, server, {}
+    ``ROOM_JS``, kept for the session (:meth:`of`; a failed visit is kept for each of its widths)."""
 
     def of(self, page: str, width: int, scale=1) -> dict:
-        if (page, width, scale) not in self.records:
-            widths = FRAME_WIDTHS.get(scale, ())
-            widths = widths if width in widths else (width,)
-            visit = Visit(Scaled(self.browser, scale), f"{self.server}/{page}", width=widths[0], maths=False)
-            try:
-                visit.wait_for_frames()
-                for each in widths:
-                    if each != widths[0]:
-                        visit.page.set_viewport_size(viewport(each))
-                    visit.page.evaluate(STILL)
-                    self.records[page, each, scale] = {
-                        "frames": visit.page.evaluate(FRAMES_JS), "players": visit.page.evaluate(PLAYERS_JS),
-                        "room": visit.page.evaluate(ROOM_JS)}
-            finally:
-                visit.close()
-        return self.records[page, width, scale]
+        widths = FRAME_WIDTHS.get(scale, ())
+        widths = widths if width in widths else (width,)
+        return self._kept((page, width, scale), [(page, each, scale) for each in widths],
+                          lambda: self._visit(page, widths, scale))
+
+    def _visit(self, page: str, widths: tuple, scale) -> dict:
+        records = {}
+        visit = Visit(Scaled(self.browser, scale), f"{self.server}/{page}", width=widths[0], maths=False)
+        try:
+            visit.wait_for_frames()
+            for each in widths:
+                if each != widths[0]:
+                    visit.page.set_viewport_size(viewport(each))
+                visit.page.evaluate(STILL)
+                records[page, each, scale] = {
+                    "frames": visit.page.evaluate(FRAMES_JS), "players": visit.page.evaluate(PLAYERS_JS),
+                    "room": visit.page.evaluate(ROOM_JS)}
+        finally:
+            visit.close()
+        return records
 
 
 # ---- the Chinese edition's pages ------------------------------------------------------------------------------
@@ -488,27 +501,25 @@ PAGE_JS = r"""([short, pair]) => {
 }"""
 
 
-class ZhVisits:
+class ZhVisits(KeptVisits):
     """One visit per Chinese content page: at 1366 px, as soon as it has loaded, the purged selectors that match an
     element (``test_site_weight.py``); then resized to 390 px, once MathJax's startup has typeset the page,
     ``PAGE_JS`` (``test_chinese_typography.py``), kept for the session (:meth:`of`)."""
 
-    def __init__(self, browser, server):
-        self.browser, self.server, self.records = browser, server, {}
-
     def of(self, page: str) -> dict:
-        if page not in self.records:
-            sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
-            from edition_ui import PAIR, SHORT_CODE  # noqa: PLC0415  (the book's Sphinx extension)
+        return self._kept(page, [page], lambda: {page: self._visit(page)})
 
-            visit = Visit(self.browser, f"{self.server}/{page}")
-            try:
-                record = {"purge_matches": visit.page.evaluate(MATCHING, purge_probe())}
-                visit.page.set_viewport_size(viewport(390))
-                visit.wait_for_maths()
-                # PAIR's syntax (classes, lookaheads) is JavaScript's too.
-                record["layout"] = visit.page.evaluate(PAGE_JS, [SHORT_CODE, PAIR.pattern])
-            finally:
-                visit.close()
-            self.records[page] = record
-        return self.records[page]
+    def _visit(self, page: str) -> dict:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
+        from edition_ui import PAIR, SHORT_CODE  # noqa: PLC0415  (the book's Sphinx extension)
+
+        visit = Visit(self.browser, f"{self.server}/{page}")
+        try:
+            record = {"purge_matches": visit.page.evaluate(MATCHING, purge_probe())}
+            visit.page.set_viewport_size(viewport(390))
+            visit.wait_for_maths()
+            # PAIR's syntax (classes, lookaheads) is JavaScript's too.
+            record["layout"] = visit.page.evaluate(PAGE_JS, [SHORT_CODE, PAIR.pattern])
+        finally:
+            visit.close()
+        return record
