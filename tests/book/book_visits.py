@@ -30,13 +30,20 @@ for its visit, and its failure is reported by every test that reads it (the page
 """
 from __future__ import annotations
 
+import fnmatch
 import functools
+import hashlib
 import os
+import re
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
-BUILD = Path(os.environ.get("BOOK_HTML", Path(__file__).resolve().parents[2] / "_build" / "html"))
+ROOT = Path(__file__).resolve().parents[2]
+# BOOK_HTML tests another build of the book (e.g. one made with --path-output elsewhere).
+BUILD = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
+sys.path.insert(0, str(ROOT / "_ext"))
+import page_assets  # noqa: E402  (the book's Sphinx extension, a plain module)
 WIDTHS = [390, 1024, 1366]  # a phone, a small laptop (drawer navigation below 992 px), a desktop
 NARROW = 992  # the themes' breakpoint: below it the sidebars are drawers
 
@@ -325,14 +332,91 @@ MEASURE = """async () => {
 }"""
 
 
+# ---- the style rules the build's purge dropped (_ext/page_assets.py; test_site_weight.py checks them) ----------
+
+def original_style_sheets() -> dict:
+    """The style sheets as their packages ship them, by their path in the build (those that exist there)."""
+    import myst_nb
+    import sphinx_book_theme
+    import sphinx_copybutton
+    import sphinx_togglebutton
+
+    def package(module, *parts):
+        return Path(module.__file__).parent.joinpath(*parts)
+
+    sources = {
+        "styles/pydata-sphinx-theme.css": page_assets.theme_fonts().parents[2] / "styles" / "pydata-sphinx-theme.css",
+        "styles/sphinx-book-theme.css": package(sphinx_book_theme, "theme", "sphinx_book_theme", "static", "styles",
+                                                "sphinx-book-theme.css"),
+        "togglebutton.css": package(sphinx_togglebutton, "_static", "togglebutton.css"),
+        "copybutton.css": package(sphinx_copybutton, "_static", "copybutton.css"),
+        "book.css": ROOT / "_static" / "book.css",
+    }
+    mystnb = package(myst_nb, "static", "mystnb.css")
+    sources[f"mystnb.{hashlib.sha256(mystnb.read_bytes()).hexdigest()}.css"] = mystnb
+    return {name: path.read_text(encoding="utf-8") for name, path in sources.items() if path.is_file()}
+
+
+class Words(frozenset):
+    """``words`` for :func:`page_assets.can_match`, which tests ``name in words`` and iterates over the words for
+    those ending in ``-`` on every call: iterating over just those gives it the same answers, without going over
+    thousands of words for each of thousands of rules (20 s of the purge test)."""
+
+    def __new__(cls, words):
+        self = super().__new__(cls, words)
+        self._prefixes = [word for word in words if word.endswith("-")]
+        return self
+
+    def __iter__(self):
+        return iter(self._prefixes)
+
+
+def build_words() -> set:
+    return page_assets.build_words(BUILD)  # the words the build purged with
+
+
+def dropped_selectors(words: set) -> list[str]:
+    """Selectors of the rules purge_css drops from the third-party sheets (as their packages ship them) given
+    ``words``, made plain for querySelector: pseudo-classes and pseudo-elements taken off."""
+    import tinycss2
+
+    selectors = set()
+    words = Words(words)
+    for name, css in original_style_sheets().items():
+        if not any(fnmatch.fnmatch(name, pattern) for pattern in page_assets.PURGED_SHEETS):
+            continue
+
+        def walk(rules):
+            for rule in rules:
+                if rule.type == "qualified-rule":
+                    prelude = tinycss2.serialize(rule.prelude)
+                    if not page_assets.can_match(prelude, words):
+                        selectors.update(s.strip() for s in page_assets._split_selectors(prelude))
+                elif rule.type == "at-rule" and rule.content is not None and rule.lower_at_keyword in (
+                        "media", "supports", "container", "layer"):
+                    walk(tinycss2.parse_rule_list(rule.content, skip_comments=True, skip_whitespace=True))
+
+        walk(tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True))
+    plain = set()
+    for selector in selectors:
+        text = selector
+        while True:
+            lighter = re.sub(r"::?[A-Za-z-]+\([^()]*\)", "", text)
+            if lighter == text:
+                break
+            text = lighter
+        text = re.sub(r"::?[A-Za-z-]+", "", text).strip()
+        if text and not text.endswith((">", "+", "~")):
+            plain.add(text)
+    return sorted(plain)
+
+
 @functools.cache
 def purge_selectors() -> tuple[tuple, tuple]:
-    """The selectors of the rules the build's purge dropped (``test_site_weight._dropped_selectors``), and those
-    it would drop with the class ``bd-header`` missing from its words (the planted omission)."""
-    from test_site_weight import _build_words, _dropped_selectors  # noqa: PLC0415  (a test module of this folder)
-
-    words = _build_words()
-    return tuple(_dropped_selectors(words)), tuple(_dropped_selectors(words - {"bd-header"}))
+    """The selectors of the rules the build's purge dropped (:func:`dropped_selectors`), and those it would drop
+    with the class ``bd-header`` missing from its words (the planted omission)."""
+    words = build_words()
+    return tuple(dropped_selectors(words)), tuple(dropped_selectors(words - {"bd-header"}))
 
 
 def purge_probe() -> list[str]:

@@ -19,7 +19,7 @@ from PIL import Image
 
 from benchmarks.report import DEFAULT_SITE_WEIGHT, load_site_weight, site_weight_tables
 from benchmarks.site_weight import GOALS, first_explorer_ms, first_load, measure, page_transfer, resource_kind, serve, site_size
-from book_visits import purge_probe, purge_selectors
+from book_visits import Words, build_words, original_style_sheets, purge_probe, purge_selectors
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "_ext"))
@@ -456,32 +456,6 @@ def test_sphinx_design_and_thebe_assets_only_where_used():
 
 # ---- in the browser: the trimmed book works and looks as before ---------------------------------------------
 
-def _original_style_sheets() -> dict:
-    """The style sheets as their packages ship them, by their path in the build (those that exist there)."""
-    import myst_nb
-    import pydata_sphinx_theme
-    import sphinx_book_theme
-    import sphinx_copybutton
-    import sphinx_togglebutton
-
-    def package(module, *parts):
-        return Path(module.__file__).parent.joinpath(*parts)
-
-    sources = {
-        "styles/pydata-sphinx-theme.css": _theme_fonts().parent.parent.parent / "styles" / "pydata-sphinx-theme.css",
-        "styles/sphinx-book-theme.css": package(sphinx_book_theme, "theme", "sphinx_book_theme", "static", "styles",
-                                                "sphinx-book-theme.css"),
-        "togglebutton.css": package(sphinx_togglebutton, "_static", "togglebutton.css"),
-        "copybutton.css": package(sphinx_copybutton, "_static", "copybutton.css"),
-        "book.css": ROOT / "_static" / "book.css",
-    }
-    mystnb = package(myst_nb, "static", "mystnb.css")
-    import hashlib
-
-    sources[f"mystnb.{hashlib.sha256(mystnb.read_bytes()).hexdigest()}.css"] = mystnb
-    return {name: path.read_text(encoding="utf-8") for name, path in sources.items() if path.is_file()}
-
-
 _CSSOM_JS = "text => { const s = new CSSStyleSheet(); s.replaceSync(text); return [...s.cssRules].map(r => r.cssText); }"
 
 
@@ -489,7 +463,7 @@ _CSSOM_JS = "text => { const s = new CSSStyleSheet(); s.replaceSync(text); retur
 def test_minified_style_sheets_parse_to_the_same_rules_in_chromium(browser):
     """Chromium's own serialisation of every rule is the same before and after minify_css, for the
     style sheets the book serves (as their packages ship them); removing all whitespace would not be."""
-    originals = _original_style_sheets()
+    originals = original_style_sheets()
     assert len(originals) >= 6
     browser = _Tabs(browser)
     try:
@@ -954,61 +928,6 @@ def test_a_reader_who_activated_the_explorer_still_gets_every_formula_typeset(se
 
 # ---- the style rules and code spans that were dropped ----------------------------------------------------------
 
-def _dropped_selectors(words: set) -> list[str]:
-    """Selectors of the rules purge_css drops from the third-party sheets (as their packages ship them) given
-    ``words``, made plain for querySelector: pseudo-classes and pseudo-elements taken off."""
-    import tinycss2
-
-    selectors = set()
-    originals = _original_style_sheets()
-    words = _Words(words)
-    for name, css in originals.items():
-        if not any(__import__("fnmatch").fnmatch(name, pattern) for pattern in page_assets.PURGED_SHEETS):
-            continue
-
-        def walk(rules):
-            for rule in rules:
-                if rule.type == "qualified-rule":
-                    prelude = tinycss2.serialize(rule.prelude)
-                    if not page_assets.can_match(prelude, words):
-                        selectors.update(s.strip() for s in page_assets._split_selectors(prelude))
-                elif rule.type == "at-rule" and rule.content is not None and rule.lower_at_keyword in (
-                        "media", "supports", "container", "layer"):
-                    walk(tinycss2.parse_rule_list(rule.content, skip_comments=True, skip_whitespace=True))
-
-        walk(tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True))
-    plain = set()
-    for selector in selectors:
-        text = selector
-        while True:
-            lighter = re.sub(r"::?[A-Za-z-]+\([^()]*\)", "", text)
-            if lighter == text:
-                break
-            text = lighter
-        text = re.sub(r"::?[A-Za-z-]+", "", text).strip()
-        if text and not text.endswith((">", "+", "~")):
-            plain.add(text)
-    return sorted(plain)
-
-
-class _Words(frozenset):
-    """``words`` for :func:`page_assets.can_match`, which tests ``name in words`` and iterates over the words for
-    those ending in ``-`` on every call: iterating over just those gives it the same answers, without going over
-    thousands of words for each of thousands of rules (20 s of the purge test)."""
-
-    def __new__(cls, words):
-        self = super().__new__(cls, words)
-        self._prefixes = [word for word in words if word.endswith("-")]
-        return self
-
-    def __iter__(self):
-        return iter(self._prefixes)
-
-
-def _build_words() -> set:
-    return page_assets.build_words(BUILD)  # the words the build purged with
-
-
 _MATCHING_JS = """selectors => selectors.filter(s => { try { return document.querySelector(s) !== null; }
                                                      catch (e) { return false; } })"""
 
@@ -1034,15 +953,15 @@ _FLAT_RULES_JS = """text => { const s = new CSSStyleSheet(); s.replaceSync(text)
 
 def _kept_rules(page, words: set) -> dict:
     """Per purged sheet: the rules purge_css keeps from the sheet as shipped (the theme's after its unused icon
-    rules are trimmed, as the build does), as Chromium reads them. (``_Words``: the same answers, sooner.)"""
+    rules are trimmed, as the build does), as Chromium reads them. (``Words``: the same answers, sooner.)"""
     icons = page_assets._used_icon_names(BUILD)
     kept = {}
-    for name, css in _original_style_sheets().items():
+    for name, css in original_style_sheets().items():
         if not any(__import__("fnmatch").fnmatch(name, pattern) for pattern in page_assets.PURGED_SHEETS):
             continue
         if name == "styles/pydata-sphinx-theme.css":
             css = page_assets.trim_icon_rules(css, icons)[0]
-        kept[name] = set(page.evaluate(_FLAT_RULES_JS, page_assets.purge_css(css, _Words(words))))
+        kept[name] = set(page.evaluate(_FLAT_RULES_JS, page_assets.purge_css(css, Words(words))))
     return kept
 
 
@@ -1062,8 +981,8 @@ def test_served_style_sheets_hold_exactly_the_rules_the_purge_keeps(browser):
     """The sheets the book serves, read by Chromium, hold every rule purge_css keeps given the build's words, and
     no other: a stale sheet (purged with an older build's words), one purged with a word too few, or one left
     unpurged fails it."""
-    words = _build_words()
-    served = {name: (BUILD / "_static" / name).read_text(encoding="utf-8") for name in _original_style_sheets()
+    words = build_words()
+    served = {name: (BUILD / "_static" / name).read_text(encoding="utf-8") for name in original_style_sheets()
               if (BUILD / "_static" / name).is_file()}
     assert "styles/pydata-sphinx-theme.css" in served and "styles/sphinx-book-theme.css" in served
     browser = _Tabs(browser)
@@ -1072,9 +991,9 @@ def test_served_style_sheets_hold_exactly_the_rules_the_purge_keeps(browser):
         kept = _kept_rules(page, words)
         assert _kept_rules_missing_from_served(page, kept, served) == {}
         theme = "styles/pydata-sphinx-theme.css"
-        wrong = dict(served, **{theme: page_assets.purge_css(served[theme], _Words(words - {"bd-header"}))})
+        wrong = dict(served, **{theme: page_assets.purge_css(served[theme], Words(words - {"bd-header"}))})
         assert ".bd-header" in str(_kept_rules_missing_from_served(page, kept, wrong)[theme]["missing"])
-        unpurged = dict(served, **{theme: page_assets.trim_icon_rules(_original_style_sheets()[theme],
+        unpurged = dict(served, **{theme: page_assets.trim_icon_rules(original_style_sheets()[theme],
                                                                        page_assets._used_icon_names(BUILD))[0]})
         assert _kept_rules_missing_from_served(page, kept, unpurged)[theme]["extra"]
     finally:
