@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # BOOK_HTML tests another build of the book (e.g. one made with --path-output elsewhere).
 BUILD = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
 sys.path.insert(0, str(ROOT / "_ext"))
-import page_assets  # noqa: E402  (the book's Sphinx extension, a plain module)
+import page_assets  # noqa: E402  (the book's Sphinx extensions, plain modules)
+from edition_ui import PAIR, SHORT_CODE  # noqa: E402
 WIDTHS = [390, 1024, 1366]  # a phone, a small laptop (drawer navigation below 992 px), a desktop
 NARROW = 992  # the themes' breakpoint: below it the sidebars are drawers
 
@@ -221,19 +222,12 @@ ERRORS = """() => [...document.querySelectorAll('mjx-merror')].map(e => {
 })"""
 
 # Every display equation and table on the page: what it is, how wide, and what a reader can see of it
-# (``test_fit.py`` says what is checked).
+# (``test_fit.py`` says what is checked). After a resize, evaluate ``STILL`` first.
 MEASURE = """async () => {
   const frames = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
   await document.fonts.ready;  // MathJax's fonts load as maths is typeset; measure what they draw
   await frames();
   const article = document.querySelector('main .bd-article') || document.body;
-  // After a resize the theme's layout animates for about half a second: measure once it is still.
-  for (let last = -1, i = 0; i < 40; i++) {
-    const width = article.getBoundingClientRect().width;
-    if (width === last) break;
-    last = width;
-    await new Promise(done => setTimeout(done, 100));
-  }
   const style = e => getComputedStyle(e);
   const px = v => parseFloat(v) || 0;
   const box = e => e.getBoundingClientRect();
@@ -479,7 +473,7 @@ class ReaderVisits(KeptVisits):
                 record["maths_errors"][width] = visit.page.evaluate(ERRORS)
                 record["fit"][width] = visit.page.evaluate(MEASURE)
                 visit.page.evaluate(CLOSE)
-            record["requests"], record["errors"], record["failed"] = list(visit.requests), list(visit.errors), list(visit.failed)
+            record["errors"], record["failed"] = list(visit.errors), list(visit.failed)
             record["foreign"] = visit.foreign_requests()
         finally:
             visit.close()
@@ -594,9 +588,6 @@ class ZhVisits(KeptVisits):
         return self._kept(page, [page], lambda: {page: self._visit(page)})
 
     def _visit(self, page: str) -> dict:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
-        from edition_ui import PAIR, SHORT_CODE  # noqa: PLC0415  (the book's Sphinx extension)
-
         visit = Visit(self.browser, f"{self.server}/{page}")
         try:
             record = {"purge_matches": visit.page.evaluate(MATCHING, purge_probe())}

@@ -14,8 +14,8 @@ import re
 
 import pytest
 
-# The shared visits, the page helper and the fixtures (tests/book/conftest.py: server, browser, reader_visits)
-from book_visits import BUILD, LAYOUT, NARROW, VISIBLE_TEXT, WIDTHS, Visit  # noqa: F401  (used by other modules)
+# The page helper and what the shared visits read (the fixtures: tests/book/conftest.py)
+from book_visits import BUILD, LAYOUT, NARROW, VISIBLE_TEXT, WIDTHS, Visit
 
 pytestmark = pytest.mark.browser
 

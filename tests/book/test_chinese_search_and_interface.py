@@ -21,7 +21,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from test_book_html import BUILD, EDITION_SAMPLES, Visit, content_pages  # (fixtures: tests/book/conftest.py)
+from book_visits import BUILD, Visit  # (fixtures: tests/book/conftest.py)
+from test_book_html import EDITION_SAMPLES, content_pages
 from tools.zh_search_dict import (DICTIONARY, GLOSSARY, HAN, chinese_words, dictionary_text,
                                   glossary_forms)
 

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from test_book_html import BUILD, Visit, content_pages  # (fixtures: tests/book/conftest.py)
+from book_visits import BUILD, Visit  # (fixtures: tests/book/conftest.py)
+from test_book_html import content_pages
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
 from edition_ui import SHORT_CODE, STOPS  # noqa: E402

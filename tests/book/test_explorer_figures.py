@@ -18,7 +18,8 @@ import re
 import pytest
 
 from lib.widgets.core import MIN_TEXT_PX, book_visuals, figure_label
-from test_book_html import BUILD, explorer_pages
+from book_visits import BUILD
+from test_book_html import explorer_pages
 
 pytestmark = pytest.mark.browser
 

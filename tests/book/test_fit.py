@@ -24,8 +24,8 @@ Needs ``_build/html`` (``make book``; ``BOOK_HTML`` names another build) and Deb
 """
 import pytest
 
-from book_visits import ERRORS, MEASURE, PREPARE, Visit
-from test_book_html import WIDTHS, content_pages, in_editions
+from book_visits import ERRORS, MEASURE, PREPARE, WIDTHS, Visit
+from test_book_html import content_pages, in_editions
 
 pytestmark = pytest.mark.browser
 

@@ -27,8 +27,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonConsoleLexer, PythonLexer
 
-from book_visits import Visit
-from test_book_html import BUILD, content_pages, explorer_pages
+from book_visits import BUILD, Visit
+from test_book_html import content_pages, explorer_pages
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
 from code_lines import HELD_INDENT, _columns, indent_lines  # noqa: E402

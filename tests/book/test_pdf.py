@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from test_book_html import BUILD, Visit  # (fixtures: tests/book/conftest.py)
+from book_visits import BUILD, Visit  # (fixtures: tests/book/conftest.py)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import pdf  # noqa: E402  (tools/ is not a package)

@@ -19,7 +19,7 @@ from PIL import Image
 
 from benchmarks.report import DEFAULT_SITE_WEIGHT, load_site_weight, site_weight_tables
 from benchmarks.site_weight import GOALS, first_explorer_ms, first_load, measure, page_transfer, resource_kind, serve, site_size
-from book_visits import Words, build_words, original_style_sheets, purge_probe, purge_selectors
+from book_visits import BUILD, MATCHING, Words, build_words, original_style_sheets, purge_probe, purge_selectors
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "_ext"))
@@ -371,11 +371,7 @@ def test_subset_font_keeps_exactly_the_glyphs_asked_for(tmp_path):
     assert (tmp_path / "solid.woff").stat().st_size < 5000
 
 
-# ---- the built book -----------------------------------------------------------------------------------------
-
-import os  # noqa: E402
-
-BUILD = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
+# ---- the built book (BOOK_HTML: book_visits.BUILD) ----------------------------------------------------------
 
 
 def _built():
@@ -928,9 +924,6 @@ def test_a_reader_who_activated_the_explorer_still_gets_every_formula_typeset(se
 
 # ---- the style rules and code spans that were dropped ----------------------------------------------------------
 
-_MATCHING_JS = """selectors => selectors.filter(s => { try { return document.querySelector(s) !== null; }
-                                                     catch (e) { return false; } })"""
-
 # The states in which the theme's scripts add classes: dark mode, the drawers, the search dialog, a menu, a tooltip.
 _STATES = [
     (1366, "() => document.documentElement.setAttribute('data-theme', 'dark')"),
@@ -1043,7 +1036,7 @@ def test_purged_style_rules_match_nothing_in_the_book(browser, server, reader_vi
                 elif action:
                     page.evaluate(action)
                     page.wait_for_timeout(700)
-                check(name, width, action, page.evaluate(_MATCHING_JS, purge_probe()))
+                check(name, width, action, page.evaluate(MATCHING, purge_probe()))
             context.close()
     finally:
         browser.close()
