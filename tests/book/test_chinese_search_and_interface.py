@@ -251,31 +251,31 @@ def chinese_drawn_by(text: str, fonts: list[dict], families: set[str]) -> tuple[
 
 
 FONT_SELECTORS = ["main article p", "main article h1", "nav.bd-docs-nav a"]
-_drawn: dict[str, tuple] = {}
 
 
+@pytest.fixture(scope="module")
 def drawn_fonts(browser, server) -> dict[str, tuple]:
     """:func:`platform_fonts` of each of FONT_SELECTORS on the Chinese chapter 9, in one visit (each probe's mark
-    taken off before the next), kept for the module."""
-    if any(selector not in _drawn for selector in FONT_SELECTORS):
-        visit = Visit(browser, f"{server}/{ZH}/chapters/09_attention.html")
-        try:
-            visit.page.evaluate("() => document.fonts.ready")
-            for selector in FONT_SELECTORS:
-                _drawn[selector] = platform_fonts(visit, selector)
-                visit.page.evaluate("() => document.querySelectorAll('[data-font-probe]')"
-                                    ".forEach(e => e.removeAttribute('data-font-probe'))")
-        finally:
-            visit.close()
-    return _drawn
+    taken off before the next)."""
+    zh_build()
+    drawn = {}
+    visit = Visit(browser, f"{server}/{ZH}/chapters/09_attention.html")
+    try:
+        visit.page.evaluate("() => document.fonts.ready")
+        for selector in FONT_SELECTORS:
+            drawn[selector] = platform_fonts(visit, selector)
+            visit.page.evaluate("() => document.querySelectorAll('[data-font-probe]')"
+                                ".forEach(e => e.removeAttribute('data-font-probe'))")
+    finally:
+        visit.close()
+    return drawn
 
 
 @pytest.mark.parametrize("selector", FONT_SELECTORS)
-def test_chinese_text_is_drawn_with_a_chinese_font(server, browser, selector):
-    zh_build()
+def test_chinese_text_is_drawn_with_a_chinese_font(drawn_fonts, selector):
     families = cjk_families()
     assert families, "fontconfig has no font with Chinese glyphs: run `make chromium` (fonts-wqy-microhei)"
-    text, fonts = drawn_fonts(browser, server)[selector]
+    text, fonts = drawn_fonts[selector]
     chinese, cjk_glyphs = chinese_drawn_by(text, fonts, families)
     assert chinese > 0 and cjk_glyphs >= chinese, f"{selector}: {chinese} Chinese characters, fonts {fonts}"
 

@@ -234,49 +234,47 @@ def _bad_line_starts(page, selector: str) -> list[str]:
 
 
 LINE_WIDTHS = [364, 375, PHONE]
-_line_starts: dict[str, dict[int, tuple]] = {}
 
 
+@pytest.fixture(scope="module")
 def line_starts(browser, server, chapter: str) -> dict[int, tuple]:
     """For each width of LINE_WIDTHS: the bad line starts of the chapter's paragraphs, list items and cells that
     hold Chinese emphasis, of planted paragraphs with a whole <em>, and of the same with an <em> split into inline
-    blocks. The chapter is opened once, at the first width, then resized to each other (the planted paragraphs
-    taken out again each time), and kept for the module."""
-    if chapter not in _line_starts:
-        found = {}
-        visit = Visit(browser, f"{server}/{ZH}/chapters/{chapter}.html", width=LINE_WIDTHS[0])
-        try:
-            page = visit.page
-            for width in LINE_WIDTHS:
-                page.set_viewport_size({"width": width, "height": 844})
-                page.evaluate("() => document.querySelectorAll('main p, main li, main td')"
-                              ".forEach(e => { if (e.querySelector('em.zh-em')) e.classList.add('zh-em-holder'); })")
-                holders = page.locator("main .zh-em-holder").count()
-                bad = _bad_line_starts(page, "main .zh-em-holder")
-                page.evaluate("(html) => document.querySelector('main').insertAdjacentHTML('afterbegin', html)",
-                              PLANTED.format(em=WHOLE))
-                planted_whole = _bad_line_starts(page, "main p.planted")
-                page.evaluate("(html) => { document.querySelectorAll('main p.planted').forEach(p => p.remove());"
-                              " document.querySelector('main').insertAdjacentHTML('afterbegin', html); }",
-                              PLANTED.format(em=SPLIT))
-                planted_split = _bad_line_starts(page, "main p.planted")
-                page.evaluate("() => document.querySelectorAll('main p.planted').forEach(p => p.remove())")
-                found[width] = (holders, bad, planted_whole, planted_split)
-        finally:
-            visit.close()
-        _line_starts[chapter] = found
-    return _line_starts[chapter]
+    blocks. The chapter (a parameter of module scope) is opened once, at the first width, then resized to each
+    other (the planted paragraphs taken out again each time)."""
+    found = {}
+    visit = Visit(browser, f"{server}/{ZH}/chapters/{chapter}.html", width=LINE_WIDTHS[0])
+    try:
+        page = visit.page
+        for width in LINE_WIDTHS:
+            page.set_viewport_size({"width": width, "height": 844})
+            page.evaluate("() => document.querySelectorAll('main p, main li, main td')"
+                          ".forEach(e => { if (e.querySelector('em.zh-em')) e.classList.add('zh-em-holder'); })")
+            holders = page.locator("main .zh-em-holder").count()
+            bad = _bad_line_starts(page, "main .zh-em-holder")
+            page.evaluate("(html) => document.querySelector('main').insertAdjacentHTML('afterbegin', html)",
+                          PLANTED.format(em=WHOLE))
+            planted_whole = _bad_line_starts(page, "main p.planted")
+            page.evaluate("(html) => { document.querySelectorAll('main p.planted').forEach(p => p.remove());"
+                          " document.querySelector('main').insertAdjacentHTML('afterbegin', html); }",
+                          PLANTED.format(em=SPLIT))
+            planted_split = _bad_line_starts(page, "main p.planted")
+            page.evaluate("() => document.querySelectorAll('main p.planted').forEach(p => p.remove())")
+            found[width] = (holders, bad, planted_whole, planted_split)
+    finally:
+        visit.close()
+    return found
 
 
 @pytest.mark.parametrize("width", LINE_WIDTHS)
-@pytest.mark.parametrize("chapter", ["03_rnn", "04_gating", "09_attention", "11_transformer"])
-def test_no_line_with_emphasis_starts_with_a_stop(server, browser, chapter, width):
+@pytest.mark.parametrize("chapter", ["03_rnn", "04_gating", "09_attention", "11_transformer"], scope="module")
+def test_no_line_with_emphasis_starts_with_a_stop(line_starts, chapter, width):
     """On phones (364 to 390 px) no line of a paragraph, list item or cell holding Chinese emphasis starts with
     ，。：；）、 next to the emphasis; and the same check sees it on a planted <em> split into inline
     blocks. (Such a mark after inline maths, an inline block, may start a line: ch 3, 4 and 11 have
     four at 390 px, none next to emphasis; not this check's business.) Each chapter is opened once for the
     three widths (:func:`line_starts`)."""
-    holders, bad, planted_whole, planted_split = line_starts(browser, server, chapter)[width]
+    holders, bad, planted_whole, planted_split = line_starts[width]
     assert holders >= 1
     assert bad == [] and planted_whole == [], f"{chapter} at {width} px: lines starting with a stop: {bad + planted_whole}"
     assert planted_split, "the check did not see a split <em> leave a comma at a line's start"

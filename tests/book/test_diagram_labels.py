@@ -329,7 +329,23 @@ PLANTED = """<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 200 100" role=
   <style>svg {{ font-family: serif; font-size: 17px; }}</style>{}</svg>"""
 
 
-_passed: set[str] = set()  # drawings found free of problems this session
+# A drawing with every kind of element the checks see, placed where none of them has anything to report.
+GOOD = PLANTED.format('<rect x="70" y="10" width="80" height="50" fill="#eee"/><rect x="60" y="20" width="80" height="50" fill="#fff"/>'
+                      '<text x="64" y="40">card</text><text x="10" y="40">left</text><text x="10" y="80">X<tspan baseline-shift="sub" x="30">q</tspan>'
+                      '<tspan baseline-shift="super" x="30">m</tspan></text>'
+                      '<defs><marker id="a" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
+                      '<path d="M0,0L10,5L0,10z"/></marker></defs><path d="M54,75V55" stroke="#000" stroke-width="1.6" marker-end="url(#a)"/>'
+                      '<path class="glyph" d="M10,27h8" stroke="#000"/><path class="halo" d="M0,38H50" stroke="#fff"/>'
+                      '<path d="M160,90H195" stroke="#000"/><circle cx="180" cy="90" r="12" fill="#fff"/><text x="176" y="94">n</text>'
+                      '<text x="100" y="92">W<tspan dy="3" font-size="12px" x="116">q</tspan><tspan dy="-9" font-size="12px" x="116">m</tspan></text>')
+
+
+@pytest.fixture(scope="module")
+def good_drawing_problems(browser, tmp_path_factory) -> list[str]:
+    """What the checks find in :data:`GOOD` (drawn once for every planted case)."""
+    good = tmp_path_factory.mktemp("good") / "good.svg"
+    good.write_text(GOOD, encoding="utf-8")
+    return label_problems(browser, good)
 
 
 @pytest.mark.parametrize(
@@ -363,21 +379,10 @@ _passed: set[str] = set()  # drawings found free of problems this session
          "(after subscript 'q') starts"),
     ],
 )
-def test_the_checks_see_each_planted_defect(browser, tmp_path, fragment, problem):
-    """The good drawing passes and the one with ``fragment`` planted fails with ``problem``. The good drawing is the
-    same for every case: it is checked once a session (:data:`_passed`)."""
-    good = PLANTED.format('<rect x="70" y="10" width="80" height="50" fill="#eee"/><rect x="60" y="20" width="80" height="50" fill="#fff"/>'
-                                   '<text x="64" y="40">card</text><text x="10" y="40">left</text><text x="10" y="80">X<tspan baseline-shift="sub" x="30">q</tspan>'
-                                   '<tspan baseline-shift="super" x="30">m</tspan></text>'
-                                   '<defs><marker id="a" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto">'
-                                   '<path d="M0,0L10,5L0,10z"/></marker></defs><path d="M54,75V55" stroke="#000" stroke-width="1.6" marker-end="url(#a)"/>'
-                                   '<path class="glyph" d="M10,27h8" stroke="#000"/><path class="halo" d="M0,38H50" stroke="#fff"/>'
-                                   '<path d="M160,90H195" stroke="#000"/><circle cx="180" cy="90" r="12" fill="#fff"/><text x="176" y="94">n</text>'
-                                   '<text x="100" y="92">W<tspan dy="3" font-size="12px" x="116">q</tspan><tspan dy="-9" font-size="12px" x="116">m</tspan></text>')
-    if good not in _passed:
-        (tmp_path / "good.svg").write_text(good, encoding="utf-8")
-        assert label_problems(browser, tmp_path / "good.svg") == []
-        _passed.add(good)
+def test_the_checks_see_each_planted_defect(browser, tmp_path, good_drawing_problems, fragment, problem):
+    """The good drawing (:data:`GOOD`, the same for every case: checked once, :func:`good_drawing_problems`) passes
+    and the one with ``fragment`` planted fails with ``problem``."""
+    assert good_drawing_problems == []
     bad = tmp_path / "bad.svg"
     bad.write_text(PLANTED.format(fragment), encoding="utf-8")
     problems = label_problems(browser, bad)
