@@ -27,6 +27,10 @@ at 390 px.
 
 Each kind of visit keeps its records for the session (:class:`KeptVisits`): the first test to ask for a page pays
 for its visit, and its failure is reported by every test that reads it (the page is not visited again).
+
+The session has one Chromium (``tests/book/conftest.py``: ``browser``) and one server: if Chromium crashes, every
+later browser test of the session that opens a page errors (``TargetClosedError``: its browser is gone), not only
+the test that was running; records kept before the crash still serve. The first failure is the one to read.
 """
 from __future__ import annotations
 
