@@ -444,13 +444,14 @@ class KeptVisits:
             raise RuntimeError(f"the shared visit to {key} failed: {record}") from record
         return record
 
+    def of(self, page: str) -> dict:
+        """The record of ``page`` (a dict), made by one visit of its own (``_visit``)."""
+        return self._kept(page, [page], lambda: {page: self._visit(page)})
+
 
 class ReaderVisits(KeptVisits):
     """One visit per content page, shared by the session's tests (the module's docstring lists what it records):
     :meth:`of` gives a page's record (a dict)."""
-
-    def of(self, page: str) -> dict:
-        return self._kept(page, [page], lambda: {page: self._visit(page)})
 
     def _visit(self, page: str) -> dict:
         probe = purge_probe()
@@ -587,9 +588,6 @@ class ZhVisits(KeptVisits):
     """One visit per Chinese content page: at 1366 px, as soon as it has loaded, the purged selectors that match an
     element (``test_site_weight.py``); then resized to 390 px, once MathJax's startup has typeset the page,
     ``PAGE_JS`` (``test_chinese_typography.py``), kept for the session (:meth:`of`)."""
-
-    def of(self, page: str) -> dict:
-        return self._kept(page, [page], lambda: {page: self._visit(page)})
 
     def _visit(self, page: str) -> dict:
         visit = Visit(self.browser, f"{self.server}/{page}")
