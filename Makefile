@@ -100,10 +100,12 @@ test: setup chromium sandbox msgfmt
 
 PYTEST_PART := $(BIN)/python -m pytest --durations=40
 BESIDE_THE_BUILD := TESTS_BESIDE_THE_BUILD=1 $(PYTEST_PART)
-# The built tests of one part, about half of the time of them all (test-built-others runs the
-# rest): the tests of the English pages, their layout and explorers, and the live JupyterLab test.
-BUILT_PAGE_TESTS := tests/book/test_book_html.py tests/book/test_layout.py \
-  tests/book/test_explorer_figures.py tests/book/test_live_jupyterlab.py
+# The built tests of one part (test-built-others runs the rest): the files that read the shared
+# visits of the English pages and of the explorers' frames (tests/book/book_visits.py: each
+# page is visited once per pytest session, so these belong in one), about 520 s of the ~860 s
+# the built tests took under load; the other part makes the Chinese pages' visits again (~60 s).
+BUILT_PAGE_TESTS := tests/book/test_book_html.py tests/book/test_fit.py tests/book/test_layout.py \
+  tests/book/test_explorer_figures.py tests/book/test_site_weight.py
 # The parts beside the build, as the shell's patterns (test-rest runs every test none of them names).
 EXERCISE_TESTS := tests/courseware/test_exercise*.py
 GRADING_TESTS := tests/courseware/test_grading*.py tests/courseware/test_nbgrader*.py
