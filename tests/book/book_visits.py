@@ -108,6 +108,13 @@ class Visit:
         return [u for u in self.requests if urlparse(u).scheme in ("http", "https", "ws", "wss")
                 and urlparse(u).hostname != "127.0.0.1"]
 
+    def resize(self, width: int):
+        """Resize the window to ``width`` (:func:`viewport`) and wait until the layout is still (``STILL``): after
+        a resize the theme's layout animates for about half a second, and what is measured sooner is a width
+        between the two."""
+        self.page.set_viewport_size(viewport(width))
+        self.page.evaluate(STILL)
+
     def close(self):
         self.context.close()
 
@@ -205,7 +212,7 @@ CLOSE = """() => {
 }"""
 
 # Resolves once the article's width has stopped changing (after a resize the theme's layout animates for about
-# half a second), two frames later: what MEASURE waits for before it measures.
+# half a second), two frames later: what :meth:`Visit.resize` waits for, so MEASURE measures a still layout.
 STILL = """async () => {
   const frames = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
   await frames();
@@ -226,7 +233,7 @@ ERRORS = """() => [...document.querySelectorAll('mjx-merror')].map(e => {
 })"""
 
 # Every display equation and table on the page: what it is, how wide, and what a reader can see of it
-# (``test_fit.py`` says what is checked). After a resize, evaluate ``STILL`` first.
+# (``test_fit.py`` says what is checked). Measure after :meth:`Visit.resize` (a still layout).
 MEASURE = """async () => {
   const frames = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
   await document.fonts.ready;  // MathJax's fonts load as maths is typeset; measure what they draw
@@ -471,8 +478,7 @@ class ReaderVisits(KeptVisits):
             record["layout"], record["fit"], record["untypeset"], record["maths_errors"] = {}, {}, {}, {}
             visit.page.evaluate(MARK_CLOSED)
             for width in WIDTHS:
-                visit.page.set_viewport_size(viewport(width))
-                visit.page.evaluate(STILL)
+                visit.resize(width)
                 record["layout"][width] = visit.page.evaluate(LAYOUT)  # as the page loaded, solutions closed
                 record["untypeset"][width] = visit.page.evaluate(PREPARE)  # the first time: opens, typesets all
                 record["maths_errors"][width] = visit.page.evaluate(ERRORS)
@@ -541,9 +547,7 @@ class FrameVisits(KeptVisits):
         try:
             visit.wait_for_frames()
             for each in widths:
-                if each != widths[0]:
-                    visit.page.set_viewport_size(viewport(each))
-                visit.page.evaluate(STILL)
+                visit.resize(each)  # at the first width, the size it was opened at: waits for a still layout
                 records[page, each, scale] = {
                     "frames": visit.page.evaluate(FRAMES_JS), "players": visit.page.evaluate(PLAYERS_JS),
                     "room": visit.page.evaluate(ROOM_JS)}
@@ -586,14 +590,15 @@ PAGE_JS = r"""([short, pair]) => {
 
 class ZhVisits(KeptVisits):
     """One visit per Chinese content page: at 1366 px, as soon as it has loaded, the purged selectors that match an
-    element (``test_site_weight.py``); then resized to 390 px, once MathJax's startup has typeset the page,
-    ``PAGE_JS`` (``test_chinese_typography.py``), kept for the session (:meth:`of`)."""
+    element (``test_site_weight.py``); then resized to 390 px (:meth:`Visit.resize`: once the layout is still) and,
+    once MathJax's startup has typeset the page, ``PAGE_JS`` (``test_chinese_typography.py``), kept for the session
+    (:meth:`of`)."""
 
     def _visit(self, page: str) -> dict:
         visit = Visit(self.browser, f"{self.server}/{page}")
         try:
             record = {"purge_matches": visit.page.evaluate(MATCHING, purge_probe())}
-            visit.page.set_viewport_size(viewport(390))
+            visit.resize(390)  # measured once the resized layout is still, as the reader and frame visits are
             visit.wait_for_maths()
             # PAIR's syntax (classes, lookaheads) is JavaScript's too.
             record["layout"] = visit.page.evaluate(PAGE_JS, [SHORT_CODE, PAIR.pattern])
