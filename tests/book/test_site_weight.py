@@ -10,7 +10,6 @@ import base64
 import io
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
@@ -21,11 +20,10 @@ from benchmarks.report import DEFAULT_SITE_WEIGHT, load_site_weight, site_weight
 from benchmarks.site_weight import GOALS, first_explorer_ms, first_load, measure, page_transfer, resource_kind, serve, site_size
 from book_visits import BUILD, MATCHING, Words, build_words, original_style_sheets, purge_probe, purge_selectors
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "_ext"))
-import page_assets  # noqa: E402  (the book's Sphinx extension, a plain module)
-from test_book_html import content_pages, shared_pages  # noqa: E402
+import page_assets  # the book's Sphinx extension, a plain module (book_visits puts _ext on sys.path)
+from test_book_html import content_pages, shared_pages
 
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb"))
 
 
@@ -136,6 +134,7 @@ def test_measure_refuses_a_folder_that_is_no_build(tmp_path):
 @pytest.mark.browser
 def test_page_transfer_counts_every_response(tmp_path, browser):
     known = _tiny_site(tmp_path)
+    # a server of its own: it serves the small site made in tmp_path, not the book (the session's server)
     with serve(tmp_path) as url:
         browser = _Tabs(browser)
         try:
@@ -164,6 +163,7 @@ def test_first_explorer_ms_waits_for_a_new_frame_and_skips_pages_without_one(tmp
         "document.querySelector('input').addEventListener('input', () => "
         f"{{ img.src = '{frame('blue')}'; }}); }}, 400);</script>")
     (tmp_path / "plain.html").write_text("<!doctype html><p>no explorer here</p>")
+    # a server of its own: it serves the small site made in tmp_path, not the book (the session's server)
     with serve(tmp_path) as url:
         browser = _Tabs(browser)
         try:
@@ -189,6 +189,7 @@ def test_first_load_counts_what_loads_before_the_load_event_and_no_more(tmp_path
             "const s = document.createElement('script'); s.src = 'late.js'; document.body.append(s); }, 2000));"
             "</script></body></html>")
     (tmp_path / "page.html").write_text(page)
+    # a server of its own: it serves the small site made in tmp_path, not the book (the session's server)
     with serve(tmp_path) as url:
         browser = _Tabs(browser)
         try:
@@ -295,8 +296,7 @@ def test_a_page_with_a_bootstrap_component_besides_dropdown_and_tooltip_stops_th
 
 
 def test_lazy_default_frames_points_each_frame_at_its_file(tmp_path):
-    sys.path.insert(0, str(ROOT / "_ext"))
-    import explorers  # noqa: E402  (the book's Sphinx extension)
+    import explorers  # the book's Sphinx extension (book_visits puts _ext on sys.path)
 
     buffer = io.BytesIO()
     Image.new("RGB", (864, 1188), "white").save(buffer, format="WEBP", lossless=True)
@@ -517,48 +517,46 @@ _DRAW_GLYPHS_JS = """async ([points, size]) => {
 
 
 @pytest.mark.browser
-def test_every_icon_the_book_shows_draws_as_with_the_full_font(browser):
+def test_every_icon_the_book_shows_draws_as_with_the_full_font(browser, server):
     """Each glyph the book uses, drawn by Chromium from the subset font and from the theme's full font,
     gives the same pixels (and some ink)."""
     points = _icon_code_points()
     assert len(points["fa-solid-900"]) >= 15 and len(points["fa-brands-400"]) >= 1
-    with serve(BUILD) as url:
-        browser = _Tabs(browser)
-        try:
-            page = browser.new_page()
-            page.route("**/__original/*.ttf", lambda route: route.fulfill(
-                body=(_theme_fonts() / route.request.url.rsplit("/", 1)[1]).read_bytes(), content_type="font/ttf"))
-            page.route("**/__blank.html", lambda route: route.fulfill(body="<!doctype html><p>", content_type="text/html"))
-            page.goto(f"{url}/__blank.html")  # same origin as the build's fonts; index.html would redirect
-            report = page.evaluate(_DRAW_GLYPHS_JS, [points, 48])
-        finally:
-            browser.close()
+    browser = _Tabs(browser)
+    try:
+        page = browser.new_page()
+        page.route("**/__original/*.ttf", lambda route: route.fulfill(
+            body=(_theme_fonts() / route.request.url.rsplit("/", 1)[1]).read_bytes(), content_type="font/ttf"))
+        page.route("**/__blank.html", lambda route: route.fulfill(body="<!doctype html><p>", content_type="text/html"))
+        page.goto(f"{server}/__blank.html")  # same origin as the build's fonts; index.html would redirect
+        report = page.evaluate(_DRAW_GLYPHS_JS, [points, 48])
+    finally:
+        browser.close()
     assert len(report) == sum(map(len, points.values()))
     assert [r for r in report if not (r["inked"] and r["same"])] == []
 
 
 @pytest.mark.browser
-def test_searching_from_a_chapter_loads_the_index_and_finds_the_chapter(browser):
+def test_searching_from_a_chapter_loads_the_index_and_finds_the_chapter(browser, server):
     """The chapter page fetches no search index; typing a word in its search box and pressing Enter
     opens search.html, which loads it and lists the chapter among its results."""
-    with serve(BUILD) as url:
-        browser = _Tabs(browser)
-        try:
-            page = browser.new_page(viewport={"width": 1366, "height": 900})
-            requested = []
-            page.on("request", lambda request: requested.append(request.url))
-            page.goto(f"{url}/chapters/11_transformer.html", wait_until="load")
-            assert not [u for u in requested if "searchindex" in u]
-            page.locator(".search-button__button").filter(visible=True).first.click()
-            box = page.locator("#pst-search-dialog input[name=q]")
-            box.fill("transformer")
-            box.press("Enter")
-            page.wait_for_url("**/search.html?q=transformer*")
-            results = page.locator("#search-results ul.search li a")
-            results.first.wait_for(timeout=20_000)
-            links = results.evaluate_all("links => links.map(a => a.getAttribute('href'))")
-        finally:
-            browser.close()
+    browser = _Tabs(browser)
+    try:
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        requested = []
+        page.on("request", lambda request: requested.append(request.url))
+        page.goto(f"{server}/chapters/11_transformer.html", wait_until="load")
+        assert not [u for u in requested if "searchindex" in u]
+        page.locator(".search-button__button").filter(visible=True).first.click()
+        box = page.locator("#pst-search-dialog input[name=q]")
+        box.fill("transformer")
+        box.press("Enter")
+        page.wait_for_url("**/search.html?q=transformer*")
+        results = page.locator("#search-results ul.search li a")
+        results.first.wait_for(timeout=20_000)
+        links = results.evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    finally:
+        browser.close()
     assert [u for u in requested if u.endswith("searchindex.js")]
     assert any("chapters/11_transformer.html" in link for link in links), links
 
@@ -568,29 +566,27 @@ def _chapter_pages():
 
 
 @pytest.fixture(scope="module")
-def first_loads(browser):
+def first_loads(browser, server):
     _built()
-    with serve(BUILD) as url:
-        browser = _Tabs(browser)
-        try:
-            return {page: first_load(browser, f"{url}/{page}", BUILD) for page in _chapter_pages()}
-        finally:
-            browser.close()
+    browser = _Tabs(browser)
+    try:
+        return {page: first_load(browser, f"{server}/{page}", BUILD) for page in _chapter_pages()}
+    finally:
+        browser.close()
 
 
 @pytest.fixture(scope="module")
-def zh_first_loads(browser):
+def zh_first_loads(browser, server):
     """:func:`first_load` of the Chinese edition's chapter pages (``zh_CN/chapters/``), for the goal test only."""
     pages = [f"zh_CN/{page}" for page in _chapter_pages()]
     missing = [page for page in pages if not (BUILD / page).is_file()]
     if missing:
         pytest.fail(f"the Chinese edition is not built ({BUILD} lacks {missing}): run `python tools/i18n.py build`")
-    with serve(BUILD) as url:
-        browser = _Tabs(browser)
-        try:
-            return {page: first_load(browser, f"{url}/{page}", BUILD) for page in pages}
-        finally:
-            browser.close()
+    browser = _Tabs(browser)
+    try:
+        return {page: first_load(browser, f"{server}/{page}", BUILD) for page in pages}
+    finally:
+        browser.close()
 
 
 @pytest.mark.browser
@@ -621,118 +617,116 @@ _MENU_OPEN_JS = "() => document.querySelectorAll('.dropdown-menu.show').length"
 
 
 @pytest.mark.browser
-def test_bootstrap_arrives_on_first_use_and_explorers_show_their_default_frame(browser):
+def test_bootstrap_arrives_on_first_use_and_explorers_show_their_default_frame(browser, server):
     """With Bootstrap held back, a header menu opens on its first click (a touch, with no hover before it) and
     closes on the next, a tooltip shows on hover, a first scroll fetches Bootstrap (the back-to-top button), and
     an explorer scrolled into view shows its default frame in the box it had before the frame arrived (an empty
     box without the frame's size, which a lazy picture has until it loads), at 1366 and 390 px, with no error.
     With the loader blocked, the same click opens nothing: the check can fail."""
     url_path = "chapters/11_transformer.html"
-    with serve(BUILD) as url:
-        browser = _Tabs(browser)
-        try:
-            for width, block in ((1366, False), (390, False), (1366, True)):
-                context = browser.new_context(viewport={"width": width, "height": 900}, has_touch=width == 390)
-                page = context.new_page()
-                if block:
-                    page.route("**/bootstrap-on-use.js*", lambda route: route.abort())
-                requested, errors = [], []
-                page.on("request", lambda request: requested.append(request.url))
-                page.on("pageerror", lambda error: errors.append(str(error)))
-                page.on("console", lambda message: message.type == "error" and errors.append(message.text))
-                page.goto(f"{url}/{url_path}", wait_until="load")
-                toggle = page.locator(".dropdown-toggle").filter(visible=True).first
-                if width == 390:
-                    toggle.tap()
-                else:
-                    toggle.evaluate("b => b.click()")  # no pointer over it first
-                page.wait_for_timeout(800)
-                if block:
-                    assert page.evaluate(_MENU_OPEN_JS) == 0
-                    assert not [u for u in requested if u.split("?")[0].endswith("/bootstrap.js")]
-                    context.close()
-                    continue
-                assert page.evaluate(_MENU_OPEN_JS) == 1, width
-                toggle.evaluate("b => b.click()")
-                page.wait_for_timeout(400)
-                assert page.evaluate(_MENU_OPEN_JS) == 0, width
+    browser = _Tabs(browser)
+    try:
+        for width, block in ((1366, False), (390, False), (1366, True)):
+            context = browser.new_context(viewport={"width": width, "height": 900}, has_touch=width == 390)
+            page = context.new_page()
+            if block:
+                page.route("**/bootstrap-on-use.js*", lambda route: route.abort())
+            requested, errors = [], []
+            page.on("request", lambda request: requested.append(request.url))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+            page.goto(f"{server}/{url_path}", wait_until="load")
+            toggle = page.locator(".dropdown-toggle").filter(visible=True).first
+            if width == 390:
+                toggle.tap()
+            else:
+                toggle.evaluate("b => b.click()")  # no pointer over it first
+            page.wait_for_timeout(800)
+            if block:
+                assert page.evaluate(_MENU_OPEN_JS) == 0
+                assert not [u for u in requested if u.split("?")[0].endswith("/bootstrap.js")]
                 context.close()
-                # a fresh visit: a tooltip on hover, Bootstrap on the first scroll, an explorer's default frame in view
-                context = browser.new_context(viewport={"width": width, "height": 900})
-                page = context.new_page()
-                requested.clear()
-                page.on("request", lambda request: requested.append(request.url))
-                page.on("pageerror", lambda error: errors.append(str(error)))
-                page.on("console", lambda message: message.type == "error" and errors.append(message.text))
-                page.goto(f"{url}/{url_path}", wait_until="load")
-                tips = page.locator('[data-bs-toggle="tooltip"]').filter(visible=True)
-                if width == 1366:
-                    tips.first.hover()
-                    page.wait_for_timeout(900)
-                    assert page.evaluate("() => document.querySelectorAll('.tooltip.show').length") == 1
-                    page.mouse.move(700, 600)
-                else:
-                    assert not [u for u in requested if u.split("?")[0].endswith("/bootstrap.js")]
-                    page.mouse.wheel(0, 600)
-                    page.wait_for_timeout(600)
-                    assert [u for u in requested if u.split("?")[0].endswith("/bootstrap.js")]
-                frame = page.locator("img.book-explorer-frame").first
-                box = "f => [f.complete && f.naturalWidth > 0, Math.round(f.getBoundingClientRect().width), " \
-                      "Math.round(f.getBoundingClientRect().height)]"
-                waiting = frame.evaluate(box)  # far below: not fetched yet, and laid out at its picture's size
-                assert waiting[0] is False and min(waiting[1:]) > 100, waiting
-                frame.scroll_into_view_if_needed()
-                page.wait_for_function("f => f.complete && f.naturalWidth > 0", arg=frame.element_handle(), timeout=5000)
-                assert frame.evaluate(box) == [True] + waiting[1:]  # nothing moved when it arrived
-                assert errors == [], errors
-                context.close()
-        finally:
-            browser.close()
+                continue
+            assert page.evaluate(_MENU_OPEN_JS) == 1, width
+            toggle.evaluate("b => b.click()")
+            page.wait_for_timeout(400)
+            assert page.evaluate(_MENU_OPEN_JS) == 0, width
+            context.close()
+            # a fresh visit: a tooltip on hover, Bootstrap on the first scroll, an explorer's default frame in view
+            context = browser.new_context(viewport={"width": width, "height": 900})
+            page = context.new_page()
+            requested.clear()
+            page.on("request", lambda request: requested.append(request.url))
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+            page.goto(f"{server}/{url_path}", wait_until="load")
+            tips = page.locator('[data-bs-toggle="tooltip"]').filter(visible=True)
+            if width == 1366:
+                tips.first.hover()
+                page.wait_for_timeout(900)
+                assert page.evaluate("() => document.querySelectorAll('.tooltip.show').length") == 1
+                page.mouse.move(700, 600)
+            else:
+                assert not [u for u in requested if u.split("?")[0].endswith("/bootstrap.js")]
+                page.mouse.wheel(0, 600)
+                page.wait_for_timeout(600)
+                assert [u for u in requested if u.split("?")[0].endswith("/bootstrap.js")]
+            frame = page.locator("img.book-explorer-frame").first
+            box = "f => [f.complete && f.naturalWidth > 0, Math.round(f.getBoundingClientRect().width), " \
+                  "Math.round(f.getBoundingClientRect().height)]"
+            waiting = frame.evaluate(box)  # far below: not fetched yet, and laid out at its picture's size
+            assert waiting[0] is False and min(waiting[1:]) > 100, waiting
+            frame.scroll_into_view_if_needed()
+            page.wait_for_function("f => f.complete && f.naturalWidth > 0", arg=frame.element_handle(), timeout=5000)
+            assert frame.evaluate(box) == [True] + waiting[1:]  # nothing moved when it arrived
+            assert errors == [], errors
+            context.close()
+    finally:
+        browser.close()
 
 
 
 @pytest.mark.browser
-def test_a_menu_opens_when_the_connection_dropped_after_load_and_bootstrap_arrives_when_idle(browser):
+def test_a_menu_opens_when_the_connection_dropped_after_load_and_bootstrap_arrives_when_idle(browser, server):
     """A reader whose connection drops after the page loaded taps the download menu: it opens (by hand, with
     Bootstrap's classes, when Bootstrap cannot be fetched) and closes on the next tap. The script before this
     held the tap, failed to fetch Bootstrap and opened nothing. Left alone, a page fetches Bootstrap once it has
     been quiet after ``load`` (so a first tap on a slow network does not wait for it), not before."""
     url_path = "chapters/11_transformer.html"
-    with serve(BUILD) as url:
-        browser = _Tabs(browser)
-        try:
-            context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
-            page = context.new_page()
-            errors = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.on("console", lambda message: message.type == "error"  # but the fetches that failed offline
-                    and "ERR_INTERNET_DISCONNECTED" not in message.text and errors.append(message.text))
-            page.goto(f"{url}/{url_path}", wait_until="load")
-            context.set_offline(True)
-            toggle = page.locator(".dropdown-toggle").filter(visible=True).first
-            toggle.tap()
-            page.wait_for_timeout(1000)
-            assert page.evaluate(_MENU_OPEN_JS) == 1
-            assert page.locator(".dropdown-menu.show a").first.is_visible()
-            toggle.tap()
-            page.wait_for_timeout(300)
-            assert page.evaluate(_MENU_OPEN_JS) == 0
-            assert errors == [], errors
-            context.close()
+    browser = _Tabs(browser)
+    try:
+        context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("console", lambda message: message.type == "error"  # but the fetches that failed offline
+                and "ERR_INTERNET_DISCONNECTED" not in message.text and errors.append(message.text))
+        page.goto(f"{server}/{url_path}", wait_until="load")
+        context.set_offline(True)
+        toggle = page.locator(".dropdown-toggle").filter(visible=True).first
+        toggle.tap()
+        page.wait_for_timeout(1000)
+        assert page.evaluate(_MENU_OPEN_JS) == 1
+        assert page.locator(".dropdown-menu.show a").first.is_visible()
+        toggle.tap()
+        page.wait_for_timeout(300)
+        assert page.evaluate(_MENU_OPEN_JS) == 0
+        assert errors == [], errors
+        context.close()
 
-            context = browser.new_context(viewport={"width": 1366, "height": 900})
-            page = context.new_page()
-            requested = []
-            page.on("request", lambda request: requested.append((time.monotonic(), request.url)))
-            page.goto(f"{url}/{url_path}", wait_until="load")
-            loaded = time.monotonic()
-            page.wait_for_function("() => window.bootstrap !== undefined", timeout=10_000)
-            fetched = [t for t, u in requested if u.split("?")[0].endswith("/bootstrap.js")]
-            others = [t for t, u in requested if not u.split("?")[0].endswith("/bootstrap.js")]
-            assert len(fetched) == 1 and fetched[0] - max(others) > 1.0, (fetched, max(others) - loaded)
-            context.close()
-        finally:
-            browser.close()
+        context = browser.new_context(viewport={"width": 1366, "height": 900})
+        page = context.new_page()
+        requested = []
+        page.on("request", lambda request: requested.append((time.monotonic(), request.url)))
+        page.goto(f"{server}/{url_path}", wait_until="load")
+        loaded = time.monotonic()
+        page.wait_for_function("() => window.bootstrap !== undefined", timeout=10_000)
+        fetched = [t for t, u in requested if u.split("?")[0].endswith("/bootstrap.js")]
+        others = [t for t, u in requested if not u.split("?")[0].endswith("/bootstrap.js")]
+        assert len(fetched) == 1 and fetched[0] - max(others) > 1.0, (fetched, max(others) - loaded)
+        context.close()
+    finally:
+        browser.close()
 
 # The theme, its scripts and the icon fonts: everything a first load fetches but the page itself, MathJax
 # and images. Before the trims 1.21 MB on every chapter (search index, full icon fonts, comments, sphinx-design);
@@ -812,114 +806,111 @@ def _menu_loads(requested):
 
 
 @pytest.mark.browser
-def test_mathjax_menu_loads_on_the_first_right_click_or_space_and_serves_every_formula(browser):
+def test_mathjax_menu_loads_on_the_first_right_click_or_space_and_serves_every_formula(browser, server):
     """No menu until a reader asks for it; then it opens on the formula asked about, formulas typeset later
     get it too, and a reader with saved menu settings gets it from the start. Formulas are focusable throughout."""
     _built()
-    url_of = lambda url: f"{url}/chapters/09_attention.html"  # noqa: E731
-    with serve(BUILD) as url:
-        browser = _Tabs(browser)
-        try:
-            context, page, requested, errors = _visit(browser, url_of(url))
-            formula = page.locator("mjx-container[jax=CHTML]").filter(visible=True).first
-            assert _menu_loads(requested) == []
-            assert formula.get_attribute("tabindex") == "0"
-            assert page.locator("mjx-container.CtxtMenu_Attached_0").count() == 0
-            tex = formula.evaluate("c => [...MathJax.startup.document.math].find(m => m.typesetRoot === c).math")
-            formula.click(button="right")
-            page.locator(".CtxtMenu_Menu").wait_for(state="visible", timeout=15_000)
-            assert len(_menu_loads(requested)) == 1
-            assert page.evaluate("() => MathJax.startup.document.menu.menu.mathItem.math") == tex
-            assert "Show Math As" in page.locator(".CtxtMenu_Menu").inner_text()
-            page.keyboard.press("Escape")
-            page.locator(".CtxtMenu_Menu").wait_for(state="detached")
-            # Formulas typeset after the menu arrived (further down, lazily) have it as well.
-            page.evaluate("() => window.scrollTo(0, document.body.scrollHeight * 0.6)")
-            page.wait_for_function("() => [...document.querySelectorAll('mjx-container')].some(c => {"
-                                   "const b = c.getBoundingClientRect(); return b.top > 0 && b.bottom < innerHeight"
-                                   " && c.classList.contains('CtxtMenu_Attached_0'); })", timeout=15_000)
-            later = page.evaluate("() => [...document.querySelectorAll('mjx-container')].filter(c => {"
-                                  "const b = c.getBoundingClientRect(); return b.top > 0 && b.bottom < innerHeight; })"
-                                  ".map(c => [c.classList.contains('CtxtMenu_Attached_0'), c.getAttribute('tabindex')])")
-            assert later and all(attached and tabindex == "0" for attached, tabindex in later), later
-            assert errors == []
-            context.close()
+    chapter = f"{server}/chapters/09_attention.html"
+    browser = _Tabs(browser)
+    try:
+        context, page, requested, errors = _visit(browser, chapter)
+        formula = page.locator("mjx-container[jax=CHTML]").filter(visible=True).first
+        assert _menu_loads(requested) == []
+        assert formula.get_attribute("tabindex") == "0"
+        assert page.locator("mjx-container.CtxtMenu_Attached_0").count() == 0
+        tex = formula.evaluate("c => [...MathJax.startup.document.math].find(m => m.typesetRoot === c).math")
+        formula.click(button="right")
+        page.locator(".CtxtMenu_Menu").wait_for(state="visible", timeout=15_000)
+        assert len(_menu_loads(requested)) == 1
+        assert page.evaluate("() => MathJax.startup.document.menu.menu.mathItem.math") == tex
+        assert "Show Math As" in page.locator(".CtxtMenu_Menu").inner_text()
+        page.keyboard.press("Escape")
+        page.locator(".CtxtMenu_Menu").wait_for(state="detached")
+        # Formulas typeset after the menu arrived (further down, lazily) have it as well.
+        page.evaluate("() => window.scrollTo(0, document.body.scrollHeight * 0.6)")
+        page.wait_for_function("() => [...document.querySelectorAll('mjx-container')].some(c => {"
+                               "const b = c.getBoundingClientRect(); return b.top > 0 && b.bottom < innerHeight"
+                               " && c.classList.contains('CtxtMenu_Attached_0'); })", timeout=15_000)
+        later = page.evaluate("() => [...document.querySelectorAll('mjx-container')].filter(c => {"
+                              "const b = c.getBoundingClientRect(); return b.top > 0 && b.bottom < innerHeight; })"
+                              ".map(c => [c.classList.contains('CtxtMenu_Attached_0'), c.getAttribute('tabindex')])")
+        assert later and all(attached and tabindex == "0" for attached, tabindex in later), later
+        assert errors == []
+        context.close()
 
-            context, page, requested, errors = _visit(browser, url_of(url))
-            formula = page.locator("mjx-container[jax=CHTML]").filter(visible=True).first
-            formula.focus()
-            page.keyboard.press("Space")
-            page.locator(".CtxtMenu_Menu").wait_for(state="visible", timeout=15_000)
-            assert len(_menu_loads(requested)) == 1 and errors == []
-            context.close()
+        context, page, requested, errors = _visit(browser, chapter)
+        formula = page.locator("mjx-container[jax=CHTML]").filter(visible=True).first
+        formula.focus()
+        page.keyboard.press("Space")
+        page.locator(".CtxtMenu_Menu").wait_for(state="visible", timeout=15_000)
+        assert len(_menu_loads(requested)) == 1 and errors == []
+        context.close()
 
-            context, page, requested, errors = _visit(browser, url_of(url), saved_settings=True)
-            assert len(_menu_loads(requested)) == 1
-            page.wait_for_function("() => document.querySelector('mjx-container.CtxtMenu_Attached_0')")
-            assert errors == []
-            context.close()
-        finally:
-            browser.close()
+        context, page, requested, errors = _visit(browser, chapter, saved_settings=True)
+        assert len(_menu_loads(requested)) == 1
+        page.wait_for_function("() => document.querySelector('mjx-container.CtxtMenu_Attached_0')")
+        assert errors == []
+        context.close()
+    finally:
+        browser.close()
 
 
 @pytest.mark.browser
-def test_a_formula_shows_a_progress_cursor_while_its_menu_loads(browser):
+def test_a_formula_shows_a_progress_cursor_while_its_menu_loads(browser, server):
     """The first right-click holds the browser's menu back while ui/menu downloads (held here until checked): the
     formula shows a progress cursor meanwhile, and its own cursor again once MathJax's menu is open."""
     _built()
-    with serve(BUILD) as url:
-        browser = _Tabs(browser)
-        try:
-            context, page, requested, errors = _visit(browser, f"{url}/chapters/09_attention.html")
-            held = []
-            page.route("**/mathjax/ui/menu.js", lambda route: held.append(route))
-            formula = page.locator("mjx-container[jax=CHTML]").filter(visible=True).first
-            before = formula.evaluate("c => getComputedStyle(c).cursor")
-            formula.click(button="right")
-            for _ in range(50):
-                if held:
-                    break
-                page.wait_for_timeout(100)
-            assert held and page.locator(".CtxtMenu_Menu").count() == 0
-            assert formula.evaluate("c => getComputedStyle(c).cursor") == "progress" != before
-            held[0].continue_()
-            page.locator(".CtxtMenu_Menu").wait_for(state="visible", timeout=15_000)
-            assert formula.evaluate("c => getComputedStyle(c).cursor") == before and errors == []
-            context.close()
-        finally:
-            browser.close()
+    browser = _Tabs(browser)
+    try:
+        context, page, requested, errors = _visit(browser, f"{server}/chapters/09_attention.html")
+        held = []
+        page.route("**/mathjax/ui/menu.js", lambda route: held.append(route))
+        formula = page.locator("mjx-container[jax=CHTML]").filter(visible=True).first
+        before = formula.evaluate("c => getComputedStyle(c).cursor")
+        formula.click(button="right")
+        for _ in range(50):
+            if held:
+                break
+            page.wait_for_timeout(100)
+        assert held and page.locator(".CtxtMenu_Menu").count() == 0
+        assert formula.evaluate("c => getComputedStyle(c).cursor") == "progress" != before
+        held[0].continue_()
+        page.locator(".CtxtMenu_Menu").wait_for(state="visible", timeout=15_000)
+        assert formula.evaluate("c => getComputedStyle(c).cursor") == before and errors == []
+        context.close()
+    finally:
+        browser.close()
 
 
 @pytest.mark.browser
 @pytest.mark.parametrize("settings", ['{"explorer":true}', '{"explorer":true,"assistiveMml":false}'])
-def test_a_reader_who_activated_the_explorer_still_gets_every_formula_typeset(settings, browser):
+def test_a_reader_who_activated_the_explorer_still_gets_every_formula_typeset(settings, browser, server):
     """The menu's Accessibility > Activate is saved (localStorage) and loads a11y/explorer on every later page,
     which needs MathJax's MathML input: the formulas in view are typeset, enriched for speech, and no MathJax
     file is missing. (Without input/mml.js in the build, every page 404s on it and shows its maths as TeX.)"""
     _built()
-    with serve(BUILD) as url:
-        browser = _Tabs(browser)
+    browser = _Tabs(browser)
+    try:
+        context = browser.new_context(viewport={"width": 1366, "height": 900})
+        context.add_init_script(f"localStorage.setItem('MathJax-Menu-Settings', {json.dumps(settings)})")
+        page = context.new_page()
+        missing, errors = [], []
+        page.on("response", lambda r: r.status >= 400 and missing.append(r.url))
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"{server}/chapters/02_optimisers.html", wait_until="load")
         try:
-            context = browser.new_context(viewport={"width": 1366, "height": 900})
-            context.add_init_script(f"localStorage.setItem('MathJax-Menu-Settings', {json.dumps(settings)})")
-            page = context.new_page()
-            missing, errors = [], []
-            page.on("response", lambda r: r.status >= 400 and missing.append(r.url))
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(f"{url}/chapters/02_optimisers.html", wait_until="load")
-            try:
-                page.wait_for_function(_VISIBLE_FORMULA_JS, timeout=15_000)
-                page.wait_for_function("() => document.querySelector('mjx-container[data-semantic-speech], "
-                                       "mjx-container [data-semantic-speech]')", timeout=15_000)
-            except Exception:
-                pytest.fail(f"no formula typeset with the explorer on; missing files {missing}, errors {errors}")
-            in_view = page.evaluate(_VISIBLE_FORMULA_JS)
-            assert in_view >= 3
-            assert page.evaluate("() => document.querySelectorAll('mjx-container mjx-merror').length") == 0
-            assert missing == [] and errors == []
-            context.close()
-        finally:
-            browser.close()
+            page.wait_for_function(_VISIBLE_FORMULA_JS, timeout=15_000)
+            page.wait_for_function("() => document.querySelector('mjx-container[data-semantic-speech], "
+                                   "mjx-container [data-semantic-speech]')", timeout=15_000)
+        except Exception:
+            pytest.fail(f"no formula typeset with the explorer on; missing files {missing}, errors {errors}")
+        in_view = page.evaluate(_VISIBLE_FORMULA_JS)
+        assert in_view >= 3
+        assert page.evaluate("() => document.querySelectorAll('mjx-container mjx-merror').length") == 0
+        assert missing == [] and errors == []
+        context.close()
+    finally:
+        browser.close()
 
 
 # ---- the style rules and code spans that were dropped ----------------------------------------------------------
@@ -1061,7 +1052,7 @@ _GLYPHS_JS = """() => {
 
 
 @pytest.mark.browser
-def test_code_without_its_plain_token_spans_draws_every_character_alike(browser):
+def test_code_without_its_plain_token_spans_draws_every_character_alike(browser, server):
     """A line of Python with the spans of the plain token classes and the same line without them, laid out with
     the build's style sheets in light and dark mode: every character has the same colour and place (to 0.25 px:
     a run of text is shaped whole, which moves glyphs by hundredths of a pixel and changes some antialiasing). A keyword written as a name
@@ -1079,23 +1070,22 @@ def test_code_without_its_plain_token_spans_draws_every_character_alike(browser)
     assert '<span class="n">' not in unwrapped and '<span class="kn">' in unwrapped
     other = line.replace('class="kn">import', 'class="n">import')  # a keyword drawn as a name: must differ
     drawn = {}
-    with serve(BUILD) as url:
-        browser = _Tabs(browser)
-        try:
-            page = browser.new_page(viewport={"width": 900, "height": 400})
-            page.goto(f"{url}/chapters/09_attention.html", wait_until="load")
-            for theme in ("light", "dark"):
-                page.evaluate("t => document.documentElement.setAttribute('data-theme', t)", theme)
-                for name, body, wrapper in (("spans", line, head), ("bare", unwrapped, head), ("other", other, head),
-                                            ("unruled", unwrapped, head.replace("ipython3", "text"))):
-                    page.evaluate("""([html, wrapper]) => { let box = document.getElementById('plain-test');
-                      if (!box) { box = document.createElement('div'); box.id = 'plain-test';
-                        box.style.cssText = 'position:fixed;left:0;top:0;z-index:99999;width:600px';
-                        document.body.append(box); }
-                      box.innerHTML = wrapper + html + '</pre></div></div>'; }""", [body, wrapper])
-                    drawn[theme, name] = page.evaluate(_GLYPHS_JS)
-        finally:
-            browser.close()
+    browser = _Tabs(browser)
+    try:
+        page = browser.new_page(viewport={"width": 900, "height": 400})
+        page.goto(f"{server}/chapters/09_attention.html", wait_until="load")
+        for theme in ("light", "dark"):
+            page.evaluate("t => document.documentElement.setAttribute('data-theme', t)", theme)
+            for name, body, wrapper in (("spans", line, head), ("bare", unwrapped, head), ("other", other, head),
+                                        ("unruled", unwrapped, head.replace("ipython3", "text"))):
+                page.evaluate("""([html, wrapper]) => { let box = document.getElementById('plain-test');
+                  if (!box) { box = document.createElement('div'); box.id = 'plain-test';
+                    box.style.cssText = 'position:fixed;left:0;top:0;z-index:99999;width:600px';
+                    document.body.append(box); }
+                  box.innerHTML = wrapper + html + '</pre></div></div>'; }""", [body, wrapper])
+                drawn[theme, name] = page.evaluate(_GLYPHS_JS)
+    finally:
+        browser.close()
 
     def alike(a, b):
         return len(a) == len(b) and all(x[:2] == y[:2] and all(abs(p - q) < 0.25 for p, q in zip(x[2:], y[2:]))
@@ -1125,7 +1115,7 @@ _BLOCK_CHARS_JS = """selector => {
 
 
 @pytest.mark.browser
-def test_a_real_python_block_draws_alike_with_and_without_its_plain_token_spans(browser):
+def test_a_real_python_block_draws_alike_with_and_without_its_plain_token_spans(browser, server):
     """The first Python block of chapter 9 as served (its plain tokens unwrapped) and the same code with every span
     Pygments gives it (lexed again, as Sphinx did), each in a Python block of that page: every character has the
     same colour in light and dark mode. The lexing is checked first: unwrapping it gives the served block's token
@@ -1145,25 +1135,24 @@ def test_a_real_python_block_draws_alike_with_and_without_its_plain_token_spans(
     unwrapped = page_assets.unwrap_plain_tokens(f"{head}{spans}</pre>", plain)[len(head):-6]
     assert '<span class="n">' in spans
     drawn = {}
-    with serve(BUILD) as url:
-        browser = _Tabs(browser)
-        try:
-            page = browser.new_page(viewport={"width": 1366, "height": 900})
-            page.goto(f"{url}/chapters/09_attention.html", wait_until="load")
-            # copies of the first block just after it: its code with every span, unwrapped again, and that in a
-            # plain-text block
-            page.evaluate("""([spans, unwrapped]) => {
-              const first = document.querySelector('div.highlight-ipython3'); first.id = 'served';
-              for (const [html, kind, id] of [[unwrapped, 'text', 'text'], [unwrapped, 'ipython3', 'unwrapped'],
-                                              [spans, 'ipython3', 'spans']]) {
-                const copy = first.cloneNode(true); copy.className = `highlight-${kind} notranslate`; copy.id = id;
-                copy.querySelector('pre').innerHTML = html; first.after(copy); } }""", [spans, unwrapped])
-            for theme in ("light", "dark"):
-                page.evaluate("t => document.documentElement.setAttribute('data-theme', t)", theme)
-                for name in ("served", "spans", "unwrapped", "text"):
-                    drawn[theme, name] = page.evaluate(_BLOCK_CHARS_JS, f"#{name}")
-        finally:
-            browser.close()
+    browser = _Tabs(browser)
+    try:
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.goto(f"{server}/chapters/09_attention.html", wait_until="load")
+        # copies of the first block just after it: its code with every span, unwrapped again, and that in a
+        # plain-text block
+        page.evaluate("""([spans, unwrapped]) => {
+          const first = document.querySelector('div.highlight-ipython3'); first.id = 'served';
+          for (const [html, kind, id] of [[unwrapped, 'text', 'text'], [unwrapped, 'ipython3', 'unwrapped'],
+                                          [spans, 'ipython3', 'spans']]) {
+            const copy = first.cloneNode(true); copy.className = `highlight-${kind} notranslate`; copy.id = id;
+            copy.querySelector('pre').innerHTML = html; first.after(copy); } }""", [spans, unwrapped])
+        for theme in ("light", "dark"):
+            page.evaluate("t => document.documentElement.setAttribute('data-theme', t)", theme)
+            for name in ("served", "spans", "unwrapped", "text"):
+                drawn[theme, name] = page.evaluate(_BLOCK_CHARS_JS, f"#{name}")
+    finally:
+        browser.close()
     for theme in ("light", "dark"):
         served, spanned, unwrapped_again = drawn[theme, "served"], drawn[theme, "spans"], drawn[theme, "unwrapped"]
         assert [c[::2] for c in unwrapped_again] == [c[::2] for c in served], theme  # same text, same token classes
