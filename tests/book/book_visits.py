@@ -362,6 +362,12 @@ def original_style_sheets() -> dict:
     return {name: path.read_text(encoding="utf-8") for name, path in sources.items() if path.is_file()}
 
 
+def purged_style_sheets() -> dict:
+    """Of :func:`original_style_sheets`, those the build purges (``page_assets.PURGED_SHEETS``), as shipped."""
+    return {name: css for name, css in original_style_sheets().items()
+            if any(fnmatch.fnmatch(name, pattern) for pattern in page_assets.PURGED_SHEETS)}
+
+
 class Words(frozenset):
     """``words`` for :func:`page_assets.can_match`, which tests ``name in words`` and iterates over the words for
     those ending in ``-`` on every call: iterating over just those gives it the same answers, without going over
@@ -387,10 +393,7 @@ def dropped_selectors(words: set) -> list[str]:
 
     selectors = set()
     words = Words(words)
-    for name, css in original_style_sheets().items():
-        if not any(fnmatch.fnmatch(name, pattern) for pattern in page_assets.PURGED_SHEETS):
-            continue
-
+    for css in purged_style_sheets().values():
         def walk(rules):
             for rule in rules:
                 if rule.type == "qualified-rule":

@@ -18,7 +18,8 @@ from PIL import Image
 
 from benchmarks.report import DEFAULT_SITE_WEIGHT, load_site_weight, site_weight_tables
 from benchmarks.site_weight import GOALS, first_explorer_ms, first_load, measure, page_transfer, resource_kind, serve, site_size
-from book_visits import BUILD, MATCHING, Words, build_words, original_style_sheets, purge_probe, purge_selectors
+from book_visits import (BUILD, MATCHING, Words, build_words, original_style_sheets, purge_probe, purge_selectors,
+                         purged_style_sheets)
 
 import page_assets  # the book's Sphinx extension, a plain module (book_visits puts _ext on sys.path)
 from test_book_html import content_pages, shared_pages
@@ -940,9 +941,7 @@ def _kept_rules(page, words: set) -> dict:
     rules are trimmed, as the build does), as Chromium reads them. (``Words``: the same answers, sooner.)"""
     icons = page_assets._used_icon_names(BUILD)
     kept = {}
-    for name, css in original_style_sheets().items():
-        if not any(__import__("fnmatch").fnmatch(name, pattern) for pattern in page_assets.PURGED_SHEETS):
-            continue
+    for name, css in purged_style_sheets().items():
         if name == "styles/pydata-sphinx-theme.css":
             css = page_assets.trim_icon_rules(css, icons)[0]
         kept[name] = set(page.evaluate(_FLAT_RULES_JS, page_assets.purge_css(css, Words(words))))
